@@ -1,0 +1,39 @@
+package main
+
+import (
+	"context"
+
+	"github.com/spf13/cobra"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// automate and deautomate reach RPCs the daemon does not build yet: they
+// answer with an explicit "not implemented" error.
+func newAutomateCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "automate SERVICE",
+		Short: "Turn on automated releases for a service (not implemented yet)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+				_, err := c.Automate(ctx, &fluxdv1.AutomateRequest{Service: args[0]})
+				return err
+			})
+		},
+	}
+}
+
+func newDeautomateCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "deautomate SERVICE",
+		Short: "Turn off automated releases for a service (not implemented yet)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+				_, err := c.Deautomate(ctx, &fluxdv1.DeautomateRequest{Service: args[0]})
+				return err
+			})
+		},
+	}
+}

@@ -1,0 +1,98 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+func newListServicesCommand(g *globals) *cobra.Command {
+	var namespace string
+	cmd := &cobra.Command{
+		Use:     "list-services",
+		Aliases: []string{"services"},
+		Short:   "List the services (workloads) fluxd knows",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(g.output); err != nil {
+				return err
+			}
+			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+				return runListServices(ctx, cmd.OutOrStdout(), c, namespace, g.output)
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "only this namespace (default: all)")
+	addOutputFlag(cmd, g)
+	return cmd
+}
+
+// serviceJSON is the stable JSON shape of one service.
+type serviceJSON struct {
+	ID         string          `json:"id"`
+	Status     string          `json:"status"`
+	Containers []containerJSON `json:"containers"`
+	Replicas   replicasJSON    `json:"replicas"`
+}
+
+type containerJSON struct {
+	Name  string `json:"name"`
+	Image string `json:"image"`
+	Init  bool   `json:"init,omitempty"`
+}
+
+type replicasJSON struct {
+	Desired   int32 `json:"desired"`
+	Updated   int32 `json:"updated"`
+	Ready     int32 `json:"ready"`
+	Available int32 `json:"available"`
+}
+
+func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, namespace, output string) error {
+	resp, err := c.ListServices(ctx, &fluxdv1.ListServicesRequest{Namespace: namespace})
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		out := []serviceJSON{}
+		for _, s := range resp.GetServices() {
+			sj := serviceJSON{ID: s.GetId(), Status: s.GetStatus(), Containers: []containerJSON{}}
+			for _, c := range s.GetContainers() {
+				sj.Containers = append(sj.Containers, containerJSON{Name: c.GetName(), Image: c.GetImage(), Init: c.GetInit()})
+			}
+			r := s.GetReplicas()
+			sj.Replicas = replicasJSON{Desired: r.GetDesired(), Updated: r.GetUpdated(), Ready: r.GetReady(), Available: r.GetAvailable()}
+			out = append(out, sj)
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tCONTAINER\tIMAGE\tSTATUS\tREADY")
+	for _, s := range resp.GetServices() {
+		r := s.GetReplicas()
+		ready := fmt.Sprintf("%d/%d", r.GetReady(), r.GetDesired())
+		if len(s.GetContainers()) == 0 {
+			fmt.Fprintf(tw, "%s\t\t\t%s\t%s\n", s.GetId(), s.GetStatus(), ready)
+		}
+		for i, c := range s.GetContainers() {
+			name := c.GetName()
+			if c.GetInit() {
+				name += " (init)"
+			}
+			if i == 0 {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.GetId(), name, c.GetImage(), s.GetStatus(), ready)
+			} else {
+				fmt.Fprintf(tw, "\t%s\t%s\t\t\n", name, c.GetImage())
+			}
+		}
+	}
+	return tw.Flush()
+}

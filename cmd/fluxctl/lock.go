@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// lock and unlock reach RPCs the daemon does not build yet: they answer
+// with an explicit "not implemented" error.
+func newLockCommand(g *globals) *cobra.Command {
+	var message string
+	cmd := &cobra.Command{
+		Use:   "lock SERVICE",
+		Short: "Stop all releases of a service (not implemented yet)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+				_, err := c.Lock(ctx, &fluxdv1.LockRequest{Service: args[0], Message: message, User: os.Getenv("USER")})
+				return err
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&message, "message", "m", "", "why the service is locked")
+	return cmd
+}
+
+func newUnlockCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "unlock SERVICE",
+		Short: "Lift a service's lock (not implemented yet)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+				_, err := c.Unlock(ctx, &fluxdv1.UnlockRequest{Service: args[0]})
+				return err
+			})
+		},
+	}
+}

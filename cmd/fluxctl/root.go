@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// globals are the flags every command shares. Each has an environment
+// variable, so a shell can set them once.
+type globals struct {
+	url     string
+	token   string
+	timeout time.Duration
+	output  string
+}
+
+func newRootCommand() (*cobra.Command, *globals) {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "fluxctl",
+		Short:         "fluxctl talks to fluxd: list services and images, release, automate, lock, see history",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.url, "url", "", "fluxd API address, e.g. localhost:3030 or grpc://host:3030 (env FLUX_URL)")
+	pf.StringVar(&g.token, "token", "", "API token (env FLUX_TOKEN)")
+	pf.DurationVar(&g.timeout, "timeout", 30*time.Second, "how long to wait for fluxd to answer (env FLUX_TIMEOUT)")
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		return applyEnv(cmd.Flags(), map[string]string{"url": "FLUX_URL", "token": "FLUX_TOKEN", "timeout": "FLUX_TIMEOUT"})
+	}
+	root.AddCommand(
+		newVersionCommand(g),
+		newListServicesCommand(g),
+		newListImagesCommand(g),
+		newReleaseCommand(g),
+		newAutomateCommand(g),
+		newDeautomateCommand(g),
+		newLockCommand(g),
+		newUnlockCommand(g),
+		newHistoryCommand(g),
+	)
+	return root, g
+}
+
+// applyEnv fills each flag not given on the command line from its
+// environment variable.
+func applyEnv(fs *pflag.FlagSet, env map[string]string) error {
+	for name, key := range env {
+		f := fs.Lookup(name)
+		v, ok := os.LookupEnv(key)
+		if f == nil || f.Changed || !ok || v == "" {
+			continue
+		}
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("%s=%q: %w", key, v, err)
+		}
+	}
+	return nil
+}
+
+// call runs fn with a connected client and the command's timeout.
+func (g *globals) call(ctx context.Context, fn func(context.Context, fluxdv1.FluxServiceClient) error) error {
+	conn, err := dial(g.url, g.token)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	return fn(ctx, fluxdv1.NewFluxServiceClient(conn))
+}
+
+// addOutputFlag adds -o to a listing command.
+func addOutputFlag(cmd *cobra.Command, g *globals) {
+	cmd.Flags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+}
+
+func checkOutput(o string) error {
+	if o != "table" && o != "json" {
+		return errors.New("-o " + o + ": use table or json")
+	}
+	return nil
+}

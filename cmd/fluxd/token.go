@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fluxd/fluxd/internal/auth"
+)
+
+func newTokenCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "token",
+		Short: "Manage API tokens",
+	}
+	cmd.AddCommand(newTokenCreateCommand())
+	return cmd
+}
+
+func newTokenCreateCommand() *cobra.Command {
+	var file, instance, role string
+	cmd := &cobra.Command{
+		Use:   "create",
+		Short: "Create an API token, print it once and store only its hash",
+		Long: `Create makes a new random API token for an instance and role, appends its
+SHA-256 hash to the tokens file and prints the token. The token is shown only
+this once: fluxd keeps just its hash. A running fluxd picks it up at once.`,
+		Args:         cobra.NoArgs,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return createToken(cmd.OutOrStdout(), file, instance, role)
+		},
+	}
+	cmd.Flags().StringVar(&file, "tokens-file", "", "file of hashed API tokens, created if missing (required)")
+	cmd.Flags().StringVar(&instance, "instance", "", "instance ID the token speaks for (required)")
+	cmd.Flags().StringVar(&role, "role", "viewer", "role: viewer, deployer or admin")
+	_ = cmd.MarkFlagRequired("tokens-file")
+	_ = cmd.MarkFlagRequired("instance")
+	return cmd
+}
+
+func createToken(w io.Writer, file, instance, roleName string) error {
+	role, err := auth.ParseRole(roleName)
+	if err != nil {
+		return err
+	}
+	token, err := auth.Create(file, auth.Identity{Instance: instance, Role: role})
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, token)
+	return err
+}

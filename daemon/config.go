@@ -1,0 +1,40 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"time"
+)
+
+// Config is the daemon's own configuration, built from flags by cmd/fluxd.
+type Config struct {
+	// Listen is the TCP address of the gRPC API, e.g. "127.0.0.1:3030".
+	Listen string
+	// TokensFile holds the hashed API tokens; see package auth.
+	TokensFile string
+	// ShutdownGrace is how long in-flight calls may finish on shutdown.
+	ShutdownGrace time.Duration
+	// Version is the build version the Version RPC reports.
+	Version string
+}
+
+// Validate reports every problem with the configuration at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Listen == "" {
+		errs = append(errs, errors.New("--listen is empty: give a TCP address such as 127.0.0.1:3030"))
+	} else if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("--listen %q is not a host:port address: %w", c.Listen, err))
+	}
+	if c.TokensFile == "" {
+		errs = append(errs, errors.New("--tokens-file is empty: every call needs a token; create one with 'fluxd token create --tokens-file FILE --instance NAME --role admin'"))
+	} else if _, err := os.Stat(c.TokensFile); err != nil {
+		errs = append(errs, fmt.Errorf("--tokens-file %s cannot be read (%w); create it with 'fluxd token create --tokens-file %s --instance NAME --role admin'", c.TokensFile, err, c.TokensFile))
+	}
+	if c.ShutdownGrace < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-grace %v is negative", c.ShutdownGrace))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,157 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/fluxd/fluxd/internal/auth"
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// RequestIDHeader is the response header that carries a call's request ID,
+// which the daemon's log lines for that call also carry.
+const RequestIDHeader = "x-request-id"
+
+type identityKey struct{}
+
+// identity returns the caller's identity, set by the interceptors.
+func identity(ctx context.Context) auth.Identity {
+	id, _ := ctx.Value(identityKey{}).(auth.Identity)
+	return id
+}
+
+// mutating lists the methods that change something, and so need at least
+// the deployer role. Release needs it only for execution.
+var mutating = map[string]bool{
+	fluxdv1.FluxService_CancelJob_FullMethodName:   true,
+	fluxdv1.FluxService_Automate_FullMethodName:    true,
+	fluxdv1.FluxService_Deautomate_FullMethodName:  true,
+	fluxdv1.FluxService_Lock_FullMethodName:        true,
+	fluxdv1.FluxService_Unlock_FullMethodName:      true,
+	fluxdv1.FluxService_SetPolicy_FullMethodName:   true,
+	fluxdv1.FluxService_NotifyImage_FullMethodName: true,
+}
+
+func requiredRole(method string, req any) auth.Role {
+	if mutating[method] {
+		return auth.Deployer
+	}
+	if r, ok := req.(*fluxdv1.ReleaseRequest); ok && r.GetKind() != fluxdv1.ReleaseKind_RELEASE_KIND_PLAN {
+		return auth.Deployer
+	}
+	return auth.Viewer
+}
+
+func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+	ctx, reqID, start := s.begin(ctx)
+	defer func() { err = s.finish(info.FullMethod, reqID, start, recover(), err) }()
+	ctx, err = s.authorize(ctx, info.FullMethod, req)
+	if err != nil {
+		return nil, err
+	}
+	return handler(ctx, req)
+}
+
+func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	ctx, reqID, start := s.begin(ss.Context())
+	defer func() { err = s.finish(info.FullMethod, reqID, start, recover(), err) }()
+	ctx, err = s.authorize(ctx, info.FullMethod, nil)
+	if err != nil {
+		return err
+	}
+	return handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
+}
+
+// begin gives the call a request ID and sends it back as a header.
+func (s *Server) begin(ctx context.Context) (context.Context, string, time.Time) {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	reqID := hex.EncodeToString(b[:])
+	_ = grpc.SetHeader(ctx, metadata.Pairs(RequestIDHeader, reqID))
+	return ctx, reqID, time.Now()
+}
+
+// finish turns a panic into an Internal error and logs the call.
+func (s *Server) finish(method, reqID string, start time.Time, panicked any, err error) error {
+	if panicked != nil {
+		s.log.Error("panic in handler: this is a bug in fluxd", "method", method, "request_id", reqID, "panic", fmt.Sprint(panicked), "stack", string(debug.Stack()))
+		return status.Errorf(codes.Internal, "fluxd hit an internal error (request ID %s).\n\nThis is a bug in fluxd, not in your request. Please report it with the request ID; the daemon's log has the details.", reqID)
+	}
+	code := status.Code(err)
+	attrs := []any{"method", method, "request_id", reqID, "code", code.String(), "duration", time.Since(start)}
+	switch code {
+	case codes.OK:
+		s.log.Debug("call", attrs...)
+	case codes.Internal, codes.Unknown, codes.DataLoss:
+		s.log.Error("call failed", append(attrs, "error", err)...)
+	default:
+		s.log.Info("call refused", append(attrs, "error", firstLine(err))...)
+	}
+	return err
+}
+
+// authorize authenticates the bearer token and checks the caller's role.
+func (s *Server) authorize(ctx context.Context, method string, req any) (context.Context, error) {
+	token, err := bearerToken(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := s.auth.Authenticate(token)
+	if errors.Is(err, auth.ErrUnknownToken) {
+		return nil, status.Error(codes.Unauthenticated, "the API token was not accepted.\n\n"+
+			"Likely causes: the token was mistyped or truncated, it was made for another fluxd, or it was removed from the daemon's tokens file.\n"+
+			"Try: check FLUX_TOKEN or --token; an admin can make a new one with 'fluxd token create --instance NAME --role viewer|deployer|admin'.")
+	}
+	if err != nil {
+		s.log.Error("cannot read the tokens file", "error", err)
+		return nil, status.Error(codes.Unavailable, "fluxd cannot check tokens just now: its tokens file cannot be read. An operator should look at the daemon's log.")
+	}
+	if need := requiredRole(method, req); !id.Allows(need) {
+		return nil, status.Errorf(codes.PermissionDenied, "%s needs the %s role, and this token (instance %q) has the %s role.\n\n"+
+			"Try: use a token with the %s or admin role; an admin makes one with 'fluxd token create --instance %s --role %s'.",
+			shortMethod(method), need, id.Instance, id.Role, need, id.Instance, need)
+	}
+	return context.WithValue(ctx, identityKey{}, id), nil
+}
+
+func bearerToken(ctx context.Context) (string, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	vals := md.Get("authorization")
+	if len(vals) == 0 || strings.TrimSpace(vals[0]) == "" {
+		return "", status.Error(codes.Unauthenticated, "this call carries no API token, and every fluxd call needs one.\n\n"+
+			"Try: set FLUX_TOKEN or pass --token to fluxctl; with grpcurl, add -H 'authorization: Bearer TOKEN'.")
+	}
+	scheme, token, ok := strings.Cut(strings.TrimSpace(vals[0]), " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") {
+		return "", status.Error(codes.Unauthenticated, "the authorization header is not of the form 'Bearer TOKEN'.")
+	}
+	return strings.TrimSpace(token), nil
+}
+
+func shortMethod(full string) string { return full[strings.LastIndex(full, "/")+1:] }
+
+func firstLine(err error) string {
+	msg := status.Convert(err).Message()
+	if i := strings.IndexByte(msg, '\n'); i >= 0 {
+		return msg[:i]
+	}
+	return msg
+}
+
+type wrappedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (w *wrappedStream) Context() context.Context { return w.ctx }

@@ -1,0 +1,98 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/fluxd/fluxd/internal/auth"
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// Authenticator resolves a bearer token to an identity.
+type Authenticator interface {
+	Authenticate(token string) (auth.Identity, error)
+}
+
+// Server is the gRPC edge of a Daemon.
+type Server struct {
+	fluxdv1.UnimplementedFluxServiceServer // only for forward compatibility: every method is defined below
+
+	d    *Daemon
+	auth Authenticator
+	log  *slog.Logger
+	grpc *grpc.Server
+}
+
+var _ fluxdv1.FluxServiceServer = (*Server)(nil)
+
+// NewServer returns a Server for d that authenticates with a. It also
+// serves the gRPC health service and server reflection; they too need a
+// token, like every call.
+func NewServer(d *Daemon, a Authenticator, log *slog.Logger) *Server {
+	s := &Server{d: d, auth: a, log: log.With("component", "grpc")}
+	s.grpc = grpc.NewServer(
+		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.streamInterceptor),
+	)
+	fluxdv1.RegisterFluxServiceServer(s.grpc, s)
+	hs := health.NewServer()
+	hs.SetServingStatus(fluxdv1.FluxService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(s.grpc, hs)
+	reflection.Register(s.grpc)
+	return s
+}
+
+// Serve serves on lis until ctx is cancelled, then stops gracefully,
+// giving in-flight calls up to grace to finish.
+func (s *Server) Serve(ctx context.Context, lis net.Listener, grace time.Duration) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		s.log.Info("serving the fluxd API", "address", lis.Addr().String())
+		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			return fmt.Errorf("serving gRPC on %s: %w", lis.Addr(), err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		done := make(chan struct{})
+		go func() { s.grpc.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(grace):
+			s.log.Warn("calls still running after the shutdown grace period; stopping them", "grace", grace)
+			s.grpc.Stop()
+		}
+		return nil
+	})
+	return g.Wait()
+}
+
+// Version reports the daemon's version and the caller's identity.
+func (s *Server) Version(ctx context.Context, _ *fluxdv1.VersionRequest) (*fluxdv1.VersionResponse, error) {
+	id := identity(ctx)
+	return &fluxdv1.VersionResponse{Version: s.d.cfg.Version, Instance: id.Instance, Role: roleToProto(id.Role)}, nil
+}
+
+// ListServices lists the workloads in the cluster.
+func (s *Server) ListServices(ctx context.Context, req *fluxdv1.ListServicesRequest) (*fluxdv1.ListServicesResponse, error) {
+	ws, err := s.d.ListServices(ctx, identity(ctx), req.GetNamespace())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &fluxdv1.ListServicesResponse{}
+	for _, w := range ws {
+		resp.Services = append(resp.Services, serviceToProto(w))
+	}
+	return resp, nil
+}

@@ -1,0 +1,74 @@
+package daemon
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	"github.com/fluxd/fluxd/internal/fluxerr"
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// The methods below are declared by the API and built by later issues.
+// Each answers codes.Unimplemented with a message naming what is missing,
+// never a fake success.
+
+const (
+	issueCore    = "issue [core]"
+	issueSafety  = "issue [release-safety]"
+	issueAutomat = "issue [core]: automator and policies"
+)
+
+func notBuilt(what, issue string) error { return toStatus(fluxerr.NotImplemented(what, issue)) }
+
+func (s *Server) ListImages(context.Context, *fluxdv1.ListImagesRequest) (*fluxdv1.ListImagesResponse, error) {
+	return nil, notBuilt("ListImages", issueCore)
+}
+
+func (s *Server) Release(context.Context, *fluxdv1.ReleaseRequest) (*fluxdv1.ReleaseResponse, error) {
+	return nil, notBuilt("Release", issueCore)
+}
+
+func (s *Server) GetJob(context.Context, *fluxdv1.GetJobRequest) (*fluxdv1.GetJobResponse, error) {
+	return nil, notBuilt("GetJob", issueSafety)
+}
+
+func (s *Server) WatchJob(*fluxdv1.WatchJobRequest, grpc.ServerStreamingServer[fluxdv1.WatchJobResponse]) error {
+	return notBuilt("WatchJob", issueSafety)
+}
+
+func (s *Server) CancelJob(context.Context, *fluxdv1.CancelJobRequest) (*fluxdv1.CancelJobResponse, error) {
+	return nil, notBuilt("CancelJob", issueSafety)
+}
+
+func (s *Server) ListJobs(context.Context, *fluxdv1.ListJobsRequest) (*fluxdv1.ListJobsResponse, error) {
+	return nil, notBuilt("ListJobs", issueSafety)
+}
+
+func (s *Server) Automate(context.Context, *fluxdv1.AutomateRequest) (*fluxdv1.AutomateResponse, error) {
+	return nil, notBuilt("Automate", issueAutomat)
+}
+
+func (s *Server) Deautomate(context.Context, *fluxdv1.DeautomateRequest) (*fluxdv1.DeautomateResponse, error) {
+	return nil, notBuilt("Deautomate", issueAutomat)
+}
+
+func (s *Server) Lock(context.Context, *fluxdv1.LockRequest) (*fluxdv1.LockResponse, error) {
+	return nil, notBuilt("Lock", issueAutomat)
+}
+
+func (s *Server) Unlock(context.Context, *fluxdv1.UnlockRequest) (*fluxdv1.UnlockResponse, error) {
+	return nil, notBuilt("Unlock", issueAutomat)
+}
+
+func (s *Server) SetPolicy(context.Context, *fluxdv1.SetPolicyRequest) (*fluxdv1.SetPolicyResponse, error) {
+	return nil, notBuilt("SetPolicy", issueAutomat)
+}
+
+func (s *Server) History(context.Context, *fluxdv1.HistoryRequest) (*fluxdv1.HistoryResponse, error) {
+	return nil, notBuilt("History", issueCore)
+}
+
+func (s *Server) NotifyImage(context.Context, *fluxdv1.NotifyImageRequest) (*fluxdv1.NotifyImageResponse, error) {
+	return nil, notBuilt("NotifyImage", "issue [registry]")
+}

@@ -1,0 +1,193 @@
+package auth
+
+import (
+	"bufio"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+)
+
+// TokenPrefix starts every token fluxd makes, so that a leaked token is easy
+// to recognise in a log or a secret scanner.
+const TokenPrefix = "fxd_"
+
+// Store holds the hashed tokens of one tokens file and reloads it when the
+// file changes, so a token created while fluxd runs works at once.
+//
+// The file has one token per line: "sha256:<hex> <instance> <role>".
+// Blank lines and lines starting with '#' are ignored.
+type Store struct {
+	path string
+
+	mu      sync.Mutex
+	entries []entry
+	modTime time.Time
+	size    int64
+}
+
+type entry struct {
+	hash [sha256.Size]byte
+	id   Identity
+}
+
+// ErrUnknownToken is returned by Authenticate for a token that is not in
+// the tokens file.
+var ErrUnknownToken = errors.New("unknown token")
+
+var instanceRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62})$`)
+
+// ValidateInstance reports whether s is a usable instance ID.
+func ValidateInstance(s string) error {
+	if !instanceRE.MatchString(s) {
+		return fmt.Errorf("instance ID %q is not valid: use 1-63 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit", s)
+	}
+	return nil
+}
+
+// Open loads the tokens file at path. The file must exist; an empty file is
+// allowed (every call is then refused).
+func Open(path string) (*Store, error) {
+	s := &Store{path: path}
+	if err := s.reload(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Authenticate returns the identity of token, or ErrUnknownToken.
+func (s *Store) Authenticate(token string) (Identity, error) {
+	if err := s.reload(); err != nil {
+		return Identity{}, err
+	}
+	sum := sha256.Sum256([]byte(token))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var found Identity
+	matched := 0
+	// Compare against every entry, without stopping early.
+	for _, e := range s.entries {
+		eq := subtle.ConstantTimeCompare(sum[:], e.hash[:])
+		if eq == 1 {
+			found = e.id
+		}
+		matched |= eq
+	}
+	if matched == 0 {
+		return Identity{}, ErrUnknownToken
+	}
+	return found, nil
+}
+
+// reload re-reads the file when its size or modification time changed.
+func (s *Store) reload() error {
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return fmt.Errorf("reading tokens file: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.entries != nil && fi.ModTime().Equal(s.modTime) && fi.Size() == s.size {
+		return nil
+	}
+	entries, err := parseFile(s.path)
+	if err != nil {
+		return err
+	}
+	s.entries, s.modTime, s.size = entries, fi.ModTime(), fi.Size()
+	return nil
+}
+
+func parseFile(path string) ([]entry, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading tokens file: %w", err)
+	}
+	defer f.Close()
+	entries := []entry{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		e, err := parseLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("tokens file %s, line %d: %w", path, n, err)
+		}
+		entries = append(entries, e)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("reading tokens file %s: %w", path, err)
+	}
+	return entries, nil
+}
+
+func parseLine(line string) (entry, error) {
+	fields := strings.Fields(line)
+	if len(fields) != 3 {
+		return entry{}, errors.New(`want "sha256:<hex> <instance> <role>"`)
+	}
+	hexHash, ok := strings.CutPrefix(fields[0], "sha256:")
+	if !ok {
+		return entry{}, errors.New(`the hash must start with "sha256:" (plain tokens are never stored)`)
+	}
+	raw, err := hex.DecodeString(hexHash)
+	if err != nil || len(raw) != sha256.Size {
+		return entry{}, errors.New("the hash is not 64 hexadecimal digits")
+	}
+	if err := ValidateInstance(fields[1]); err != nil {
+		return entry{}, err
+	}
+	role, err := ParseRole(fields[2])
+	if err != nil {
+		return entry{}, err
+	}
+	var e entry
+	copy(e.hash[:], raw)
+	e.id = Identity{Instance: fields[1], Role: role}
+	return e, nil
+}
+
+// Create makes a new random token for id, appends its hash to the tokens
+// file at path (creating the file, mode 0600, if needed) and returns the
+// plain token. The plain token is not kept anywhere.
+func Create(path string, id Identity) (string, error) {
+	if err := ValidateInstance(id.Instance); err != nil {
+		return "", err
+	}
+	if id.Role < Viewer || id.Role > Admin {
+		return "", fmt.Errorf("unknown role %v", id.Role)
+	}
+	if _, err := parseFile(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("refusing to append to a tokens file that does not parse: %w", err)
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return "", fmt.Errorf("generating token: %w", err)
+	}
+	token := TokenPrefix + base64.RawURLEncoding.EncodeToString(raw[:])
+	sum := sha256.Sum256([]byte(token))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("opening tokens file: %w", err)
+	}
+	line := fmt.Sprintf("sha256:%s %s %s\n", hex.EncodeToString(sum[:]), id.Instance, id.Role)
+	if _, err := f.WriteString(line); err != nil {
+		f.Close()
+		return "", fmt.Errorf("writing tokens file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("writing tokens file: %w", err)
+	}
+	return token, nil
+}

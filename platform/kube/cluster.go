@@ -1,0 +1,183 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fluxd/fluxd/platform"
+)
+
+// Config says how to reach the cluster and what to watch.
+type Config struct {
+	// Kubeconfig is a kubeconfig file. Empty means in-cluster config when
+	// running in a pod, else $KUBECONFIG or ~/.kube/config.
+	Kubeconfig string
+	// Context is the kubeconfig context; empty means its current context.
+	Context string
+	// Namespaces limits what fluxd watches; empty means all namespaces.
+	Namespaces []string
+	// Resync is the informers' resync period; zero means never.
+	Resync time.Duration
+}
+
+// Cluster reads workloads from informer caches.
+type Cluster struct {
+	client    kubernetes.Interface
+	host      string
+	factories []informers.SharedInformerFactory
+	deploys   []cacheLister
+}
+
+// cacheLister is one namespace's (or all namespaces') listers.
+type cacheLister struct {
+	deployments  func() ([]*appsv1.Deployment, error)
+	statefulsets func() ([]*appsv1.StatefulSet, error)
+	daemonsets   func() ([]*appsv1.DaemonSet, error)
+	cronjobs     func() ([]*batchv1.CronJob, error)
+}
+
+// RESTConfig builds a client configuration from cfg.
+func RESTConfig(cfg Config) (*rest.Config, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if cfg.Kubeconfig != "" {
+		rules.ExplicitPath = cfg.Kubeconfig
+	}
+	overrides := &clientcmd.ConfigOverrides{CurrentContext: cfg.Context}
+	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("loading Kubernetes client configuration: %w", err)
+	}
+	rc.UserAgent = "fluxd"
+	return rc, nil
+}
+
+// New returns a Cluster for the client configuration rc. Call Start before
+// reading from it.
+func New(rc *rest.Config, cfg Config) (*Cluster, error) {
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	return newCluster(client, rc.Host, cfg), nil
+}
+
+func newCluster(client kubernetes.Interface, host string, cfg Config) *Cluster {
+	c := &Cluster{client: client, host: host}
+	namespaces := cfg.Namespaces
+	if len(namespaces) == 0 {
+		namespaces = []string{corev1.NamespaceAll}
+	}
+	for _, ns := range namespaces {
+		f := informers.NewSharedInformerFactoryWithOptions(client, cfg.Resync, informers.WithNamespace(ns))
+		apps, batch := f.Apps().V1(), f.Batch().V1()
+		d, s, ds, cj := apps.Deployments(), apps.StatefulSets(), apps.DaemonSets(), batch.CronJobs()
+		// Touch each informer so the factory starts it.
+		d.Informer()
+		s.Informer()
+		ds.Informer()
+		cj.Informer()
+		c.factories = append(c.factories, f)
+		c.deploys = append(c.deploys, cacheLister{
+			deployments:  func() ([]*appsv1.Deployment, error) { return d.Lister().List(labels.Everything()) },
+			statefulsets: func() ([]*appsv1.StatefulSet, error) { return s.Lister().List(labels.Everything()) },
+			daemonsets:   func() ([]*appsv1.DaemonSet, error) { return ds.Lister().List(labels.Everything()) },
+			cronjobs:     func() ([]*batchv1.CronJob, error) { return cj.Lister().List(labels.Everything()) },
+		})
+	}
+	return c
+}
+
+// Start starts the informers; they run until ctx is cancelled.
+func (c *Cluster) Start(ctx context.Context) {
+	for _, f := range c.factories {
+		f.Start(ctx.Done())
+	}
+}
+
+// WaitForSync waits until the informers' caches are filled, or ctx ends.
+func (c *Cluster) WaitForSync(ctx context.Context) error {
+	for _, f := range c.factories {
+		for typ, ok := range f.WaitForCacheSync(ctx.Done()) {
+			if !ok {
+				return unreachable(c.host, fmt.Errorf("caches of %v did not sync", typ))
+			}
+		}
+	}
+	return nil
+}
+
+// Ping checks that the API server answers.
+func (c *Cluster) Ping(ctx context.Context) error {
+	_, err := c.client.Discovery().ServerVersion()
+	if err != nil {
+		return unreachable(c.host, err)
+	}
+	return ctx.Err()
+}
+
+func unreachable(host string, err error) error {
+	return fmt.Errorf("Kubernetes API server %s is not answering (%w); check --kubeconfig and --context, and that the cluster is up", host, err)
+}
+
+// Workloads lists every workload in the caches, sorted by ID.
+func (c *Cluster) Workloads(ctx context.Context) ([]platform.Workload, error) {
+	var out []platform.Workload
+	for _, l := range c.deploys {
+		ds, err := l.deployments()
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range ds {
+			out = append(out, fromDeployment(d))
+		}
+		ss, err := l.statefulsets()
+		if err != nil {
+			return nil, err
+		}
+		for _, s := range ss {
+			out = append(out, fromStatefulSet(s))
+		}
+		dss, err := l.daemonsets()
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range dss {
+			out = append(out, fromDaemonSet(d))
+		}
+		cjs, err := l.cronjobs()
+		if err != nil {
+			return nil, err
+		}
+		for _, cj := range cjs {
+			out = append(out, fromCronJob(cj))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
+	return out, ctx.Err()
+}
+
+// Workload returns one workload from the caches, or platform.ErrNotFound.
+func (c *Cluster) Workload(ctx context.Context, id platform.ID) (platform.Workload, error) {
+	all, err := c.Workloads(ctx)
+	if err != nil {
+		return platform.Workload{}, err
+	}
+	for _, w := range all {
+		if w.ID == id {
+			return w, nil
+		}
+	}
+	return platform.Workload{}, fmt.Errorf("%s: %w", id, platform.ErrNotFound)
+}
+

@@ -1,0 +1,74 @@
+package kube
+
+import (
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/fluxd/fluxd/platform"
+)
+
+func containers(spec corev1.PodSpec) []platform.Container {
+	var out []platform.Container
+	for _, c := range spec.InitContainers {
+		out = append(out, platform.Container{Name: c.Name, Image: c.Image, Init: true})
+	}
+	for _, c := range spec.Containers {
+		out = append(out, platform.Container{Name: c.Name, Image: c.Image})
+	}
+	return out
+}
+
+func status(caughtUp bool, r platform.Replicas) string {
+	if caughtUp && r.Updated == r.Desired && r.Ready == r.Desired && r.Available == r.Desired {
+		return "ready"
+	}
+	return "updating"
+}
+
+func fromDeployment(d *appsv1.Deployment) platform.Workload {
+	desired := int32(1)
+	if d.Spec.Replicas != nil {
+		desired = *d.Spec.Replicas
+	}
+	r := platform.Replicas{Desired: desired, Updated: d.Status.UpdatedReplicas, Ready: d.Status.ReadyReplicas, Available: d.Status.AvailableReplicas}
+	return platform.Workload{
+		ID:         platform.ID{Namespace: d.Namespace, Kind: "deployment", Name: d.Name},
+		Containers: containers(d.Spec.Template.Spec),
+		Replicas:   r,
+		Status:     status(d.Status.ObservedGeneration >= d.Generation, r),
+	}
+}
+
+func fromStatefulSet(s *appsv1.StatefulSet) platform.Workload {
+	desired := int32(1)
+	if s.Spec.Replicas != nil {
+		desired = *s.Spec.Replicas
+	}
+	r := platform.Replicas{Desired: desired, Updated: s.Status.UpdatedReplicas, Ready: s.Status.ReadyReplicas, Available: s.Status.AvailableReplicas}
+	return platform.Workload{
+		ID:         platform.ID{Namespace: s.Namespace, Kind: "statefulset", Name: s.Name},
+		Containers: containers(s.Spec.Template.Spec),
+		Replicas:   r,
+		Status:     status(s.Status.ObservedGeneration >= s.Generation, r),
+	}
+}
+
+func fromDaemonSet(d *appsv1.DaemonSet) platform.Workload {
+	r := platform.Replicas{Desired: d.Status.DesiredNumberScheduled, Updated: d.Status.UpdatedNumberScheduled, Ready: d.Status.NumberReady, Available: d.Status.NumberAvailable}
+	return platform.Workload{
+		ID:         platform.ID{Namespace: d.Namespace, Kind: "daemonset", Name: d.Name},
+		Containers: containers(d.Spec.Template.Spec),
+		Replicas:   r,
+		Status:     status(d.Status.ObservedGeneration >= d.Generation, r),
+	}
+}
+
+func fromCronJob(cj *batchv1.CronJob) platform.Workload {
+	return platform.Workload{
+		ID:         platform.ID{Namespace: cj.Namespace, Kind: "cronjob", Name: cj.Name},
+		Containers: containers(cj.Spec.JobTemplate.Spec.Template.Spec),
+		// A CronJob has no rollout: its next Job runs the new spec.
+		Status: "ready",
+	}
+}

@@ -1,0 +1,67 @@
+package platform
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ErrNotFound is returned when a workload does not exist.
+var ErrNotFound = errors.New("workload not found")
+
+// Kinds are the workload kinds fluxd manages, in lower case as they appear
+// in IDs.
+var Kinds = []string{"deployment", "statefulset", "daemonset", "cronjob"}
+
+// ID identifies a workload as namespace:kind/name, the Flux convention.
+type ID struct {
+	Namespace string
+	Kind      string // lower case, one of Kinds
+	Name      string
+}
+
+func (id ID) String() string { return id.Namespace + ":" + id.Kind + "/" + id.Name }
+
+// ParseID parses a full ID, "namespace:kind/name".
+func ParseID(s string) (ID, error) {
+	ns, rest, ok := strings.Cut(s, ":")
+	kind, name, ok2 := strings.Cut(rest, "/")
+	if !ok || !ok2 || ns == "" || kind == "" || name == "" {
+		return ID{}, fmt.Errorf("service ID %q is not of the form namespace:kind/name", s)
+	}
+	kind = strings.ToLower(kind)
+	if !knownKind(kind) {
+		return ID{}, fmt.Errorf("service ID %q has kind %q; fluxd manages %s", s, kind, strings.Join(Kinds, ", "))
+	}
+	return ID{Namespace: ns, Kind: kind, Name: name}, nil
+}
+
+func knownKind(k string) bool {
+	for _, want := range Kinds {
+		if k == want {
+			return true
+		}
+	}
+	return false
+}
+
+// Container is one container of a workload.
+type Container struct {
+	Name  string
+	Image string
+	Init  bool
+}
+
+// Replicas counts a workload's pods against what it wants.
+type Replicas struct {
+	Desired, Updated, Ready, Available int32
+}
+
+// Workload is one workload as the cluster reports it.
+type Workload struct {
+	ID         ID
+	Containers []Container
+	// Status is "ready" once the latest spec has rolled out, else "updating".
+	Status   string
+	Replicas Replicas
+}
