@@ -9,11 +9,19 @@ here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.env
 . "$here/versions.env"
 
-key=$(cat "$here/versions.env" "$here/build.sh" "$here"/tools/*/go.mod "$here"/tools/*/go.sum "$here"/tools/*/*.go | sha256sum | cut -c1-16)
+# The key covers what pins versions, not this script: a binary added here is
+# built on its own, without rebuilding the rest.
+key=$(cat "$here/versions.env" "$here"/tools/*/go.mod "$here"/tools/*/go.sum "$here"/tools/*/*.go | sha256sum | cut -c1-16)
 cache=${FLUXD_STACK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fluxd-stack}
 dir=$cache/$key
 bin=$dir/bin
-if [ -f "$dir/.complete" ]; then
+binaries=(etcd crane kwok grpcurl kube-apiserver kube-controller-manager kube-scheduler kubectl)
+complete() {
+	local b
+	for b in "${binaries[@]}"; do [ -x "$bin/$b" ] || return 1; done
+	[ -f "$dir/kwok-stages/.complete" ]
+}
+if complete; then
 	echo "$bin"
 	exit 0
 fi
@@ -50,6 +58,7 @@ gi grpcurl "github.com/fullstorydev/grpcurl/cmd/grpcurl@$GRPCURL_VERSION"
 kube kube-apiserver
 kube kube-controller-manager
 kube kube-scheduler
+kube kubectl
 
 # kwok refuses to start without Stage configs; the stock ones ship in its module.
 kwokdir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
@@ -60,7 +69,7 @@ for s in node/fast node/heartbeat pod/fast; do
 	done
 done
 chmod -R u+w "$dir/kwok-stages"
-
-touch "$dir/.complete"
+touch "$dir/kwok-stages/.complete"
+complete || { log "some binaries are missing from $bin"; exit 1; }
 log "done in $(($(date +%s) - start))s: $bin"
 echo "$bin"

@@ -75,12 +75,12 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 		return enc.Encode(out)
 	}
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tCONTAINER\tIMAGE\tSTATUS\tREADY")
+	fmt.Fprintln(tw, "SERVICE\tSTATUS\tREADY\tCONTAINER\tIMAGE")
 	for _, s := range resp.GetServices() {
 		r := s.GetReplicas()
 		ready := fmt.Sprintf("%d/%d", r.GetReady(), r.GetDesired())
 		if len(s.GetContainers()) == 0 {
-			fmt.Fprintf(tw, "%s\t\t\t%s\t%s\n", s.GetId(), s.GetStatus(), ready)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t\t\n", s.GetId(), s.GetStatus(), ready)
 		}
 		for i, c := range s.GetContainers() {
 			name := c.GetName()
@@ -88,9 +88,9 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 				name += " (init)"
 			}
 			if i == 0 {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.GetId(), name, c.GetImage(), s.GetStatus(), ready)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.GetId(), s.GetStatus(), ready, name, c.GetImage())
 			} else {
-				fmt.Fprintf(tw, "\t%s\t%s\t\t\n", name, c.GetImage())
+				fmt.Fprintf(tw, "\t\t\t%s\t%s\n", name, c.GetImage())
 			}
 		}
 	}

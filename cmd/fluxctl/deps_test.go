@@ -1,0 +1,24 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// fluxctl is a thin client: the cluster, git and the database stay behind
+// the API. This keeps it so.
+func TestFluxctlImportsNoBackends(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	forbidden := []string{"k8s.io/client-go", "k8s.io/api/", "github.com/go-git/", "github.com/mattn/go-sqlite3", "github.com/fluxd/fluxd/platform", "github.com/fluxd/fluxd/daemon"}
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, f := range forbidden {
+			if strings.HasPrefix(pkg, f) {
+				t.Errorf("fluxctl depends on %s", pkg)
+			}
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// stubClient answers ListServices from memory; every other method is nil
+// and would panic if called.
+type stubClient struct {
+	fluxdv1.FluxServiceClient
+	services []*fluxdv1.Service
+}
+
+func (c stubClient) ListServices(context.Context, *fluxdv1.ListServicesRequest, ...grpc.CallOption) (*fluxdv1.ListServicesResponse, error) {
+	return &fluxdv1.ListServicesResponse{Services: c.services}, nil
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), string(got)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", name, diff)
+	}
+}
+
+func TestListServicesOutput(t *testing.T) {
+	c := stubClient{services: []*fluxdv1.Service{
+		{
+			Id: "default:deployment/helloworld", Status: "ready",
+			Containers: []*fluxdv1.Container{{Name: "hello", Image: "reg/helloworld:1.0.0"}, {Name: "sidecar", Image: "reg/sidecar:1.0"}},
+			Replicas:   &fluxdv1.ReplicaCounts{Desired: 2, Updated: 2, Ready: 2, Available: 2},
+		},
+		{
+			Id: "default:deployment/worker", Status: "updating",
+			Containers: []*fluxdv1.Container{{Name: "migrate", Image: "reg/worker:1.0.0", Init: true}, {Name: "worker", Image: "reg/worker:1.0.0"}},
+			Replicas:   &fluxdv1.ReplicaCounts{Desired: 3, Updated: 1, Ready: 2, Available: 2},
+		},
+	}}
+	for _, o := range []string{"table", "json"} {
+		t.Run(o, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := runListServices(context.Background(), &buf, c, "", o); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "list-services."+o, buf.Bytes())
+		})
+	}
+}

@@ -1,0 +1,242 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+
+	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/platform"
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// stubCluster is the daemon's own Cluster interface, satisfied in memory.
+type stubCluster struct {
+	workloads []platform.Workload
+	panics    bool
+}
+
+func (c *stubCluster) Workloads(context.Context) ([]platform.Workload, error) {
+	if c.panics {
+		var m map[string]int
+		m["boom"]++ // a nil-map write: a real runtime panic
+	}
+	return c.workloads, nil
+}
+
+type fixture struct {
+	client fluxdv1.FluxServiceClient
+	conn   *grpc.ClientConn
+	tokens map[auth.Role]string
+}
+
+func newFixture(t *testing.T, cluster Cluster) *fixture {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "tokens")
+	f := &fixture{tokens: map[auth.Role]string{}}
+	for _, r := range []auth.Role{auth.Viewer, auth.Deployer, auth.Admin} {
+		tok, err := auth.Create(path, auth.Identity{Instance: "team-a", Role: r})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.tokens[r] = tok
+	}
+	store, err := auth.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	cfg := Config{Listen: "bufconn:0", TokensFile: path, Version: "v-test"}
+	srv := NewServer(New(cfg, cluster, log), store, log)
+	lis := bufconn.Listen(1 << 20)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis, time.Second) }()
+	conn, err := grpc.NewClient("passthrough:///bufconn",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	f.conn = conn
+	f.client = fluxdv1.NewFluxServiceClient(conn)
+	return f
+}
+
+func withToken(tok string) context.Context {
+	return metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+tok)
+}
+
+func TestVersionReportsIdentity(t *testing.T) {
+	f := newFixture(t, &stubCluster{})
+	resp, err := f.client.Version(withToken(f.tokens[auth.Deployer]), &fluxdv1.VersionRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetVersion() != "v-test" || resp.GetInstance() != "team-a" || resp.GetRole() != fluxdv1.Role_ROLE_DEPLOYER {
+		t.Errorf("Version = %v", resp)
+	}
+}
+
+func TestAuthentication(t *testing.T) {
+	f := newFixture(t, &stubCluster{})
+	for _, tc := range []struct {
+		name string
+		ctx  context.Context
+		code codes.Code
+		msg  string
+	}{
+		{"no token", context.Background(), codes.Unauthenticated, "carries no API token"},
+		{"wrong token", withToken("fxd_wrong"), codes.Unauthenticated, "was not accepted"},
+		{"not bearer", metadata.AppendToOutgoingContext(context.Background(), "authorization", "Basic abc"), codes.Unauthenticated, "Bearer TOKEN"},
+		{"viewer", withToken(f.tokens[auth.Viewer]), codes.OK, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := f.client.ListServices(tc.ctx, &fluxdv1.ListServicesRequest{})
+			if status.Code(err) != tc.code || !strings.Contains(status.Convert(err).Message(), tc.msg) {
+				t.Fatalf("ListServices: %v; want %v containing %q", err, tc.code, tc.msg)
+			}
+		})
+	}
+}
+
+func TestStreamsNeedATokenToo(t *testing.T) {
+	f := newFixture(t, &stubCluster{})
+	stream, err := f.client.WatchJob(context.Background(), &fluxdv1.WatchJobRequest{Id: "1"})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("WatchJob without token: %v, want Unauthenticated", err)
+	}
+	stream, err = f.client.WatchJob(withToken(f.tokens[auth.Viewer]), &fluxdv1.WatchJobRequest{Id: "1"})
+	if err == nil {
+		_, err = stream.Recv()
+	}
+	if status.Code(err) != codes.Unimplemented {
+		t.Fatalf("WatchJob with token: %v, want Unimplemented", err)
+	}
+}
+
+func TestHealthAndReflectionNeedAToken(t *testing.T) {
+	f := newFixture(t, &stubCluster{})
+	h := healthpb.NewHealthClient(f.conn)
+	if _, err := h.Check(context.Background(), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("health without token: %v", err)
+	}
+	resp, err := h.Check(withToken(f.tokens[auth.Viewer]), &healthpb.HealthCheckRequest{Service: fluxdv1.FluxService_ServiceDesc.ServiceName})
+	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+		t.Fatalf("health with token: %v, %v", resp, err)
+	}
+}
+
+func TestRoles(t *testing.T) {
+	f := newFixture(t, &stubCluster{})
+	plan := &fluxdv1.ReleaseRequest{Kind: fluxdv1.ReleaseKind_RELEASE_KIND_PLAN}
+	execute := &fluxdv1.ReleaseRequest{Kind: fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE}
+	for _, tc := range []struct {
+		name string
+		role auth.Role
+		call func(context.Context) error
+		want codes.Code
+	}{
+		{"viewer automate", auth.Viewer, func(ctx context.Context) error {
+			_, err := f.client.Automate(ctx, &fluxdv1.AutomateRequest{Service: "x"})
+			return err
+		}, codes.PermissionDenied},
+		{"viewer lock", auth.Viewer, func(ctx context.Context) error {
+			_, err := f.client.Lock(ctx, &fluxdv1.LockRequest{Service: "x"})
+			return err
+		}, codes.PermissionDenied},
+		{"viewer release execute", auth.Viewer, func(ctx context.Context) error {
+			_, err := f.client.Release(ctx, execute)
+			return err
+		}, codes.PermissionDenied},
+		// Past authorization, unbuilt methods say so explicitly.
+		{"viewer release plan", auth.Viewer, func(ctx context.Context) error {
+			_, err := f.client.Release(ctx, plan)
+			return err
+		}, codes.Unimplemented},
+		{"deployer automate", auth.Deployer, func(ctx context.Context) error {
+			_, err := f.client.Automate(ctx, &fluxdv1.AutomateRequest{Service: "x"})
+			return err
+		}, codes.Unimplemented},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.call(withToken(f.tokens[tc.role]))
+			if status.Code(err) != tc.want {
+				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+			if tc.want == codes.PermissionDenied && !strings.Contains(err.Error(), "needs the deployer role") {
+				t.Errorf("PermissionDenied message is not helpful: %v", err)
+			}
+			if tc.want == codes.Unimplemented && !strings.Contains(err.Error(), "not implemented") {
+				t.Errorf("Unimplemented message does not say so: %v", err)
+			}
+		})
+	}
+}
+
+func TestPanicBecomesInternalWithRequestID(t *testing.T) {
+	f := newFixture(t, &stubCluster{panics: true})
+	var header metadata.MD
+	_, err := f.client.ListServices(withToken(f.tokens[auth.Viewer]), &fluxdv1.ListServicesRequest{}, grpc.Header(&header))
+	if status.Code(err) != codes.Internal {
+		t.Fatalf("got %v, want Internal", err)
+	}
+	ids := header.Get(RequestIDHeader)
+	if len(ids) != 1 || !strings.Contains(err.Error(), ids[0]) {
+		t.Fatalf("error %q does not carry the request ID header %v", err, ids)
+	}
+	// The server keeps serving after a panic.
+	if _, err := f.client.Version(withToken(f.tokens[auth.Viewer]), &fluxdv1.VersionRequest{}); err != nil {
+		t.Fatalf("Version after panic: %v", err)
+	}
+}
+
+func TestListServicesFiltersNamespace(t *testing.T) {
+	ws := []platform.Workload{
+		{ID: platform.ID{Namespace: "a", Kind: "deployment", Name: "x"}},
+		{ID: platform.ID{Namespace: "b", Kind: "deployment", Name: "y"}},
+	}
+	f := newFixture(t, &stubCluster{workloads: ws})
+	resp, err := f.client.ListServices(withToken(f.tokens[auth.Viewer]), &fluxdv1.ListServicesRequest{Namespace: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetServices()) != 1 || resp.GetServices()[0].GetId() != "b:deployment/y" {
+		t.Fatalf("ListServices(namespace b) = %v", resp.GetServices())
+	}
+}
+
+func TestConfigValidateReportsEverything(t *testing.T) {
+	err := Config{Listen: "nonsense", ShutdownGrace: -1}.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted a bad config")
+	}
+	for _, want := range []string{"--listen", "--tokens-file", "--shutdown-grace"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate error does not mention %s:\n%v", want, err)
+		}
+	}
+}

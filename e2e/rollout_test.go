@@ -1,0 +1,82 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// A change made in the cluster really rolls out on the kwok nodes, and
+// fluxd's informer caches follow it without a restart.
+func TestClusterChangeRollsOutAndFluxdSeesIt(t *testing.T) {
+	f := sharedFluxd(t)
+	ctx := testContext(t)
+	rc, err := clientcmd.BuildConfigFromFlags("", stack.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := kubernetes.NewForConfigOrDie(rc)
+	newImage := stack.Registry + "/redis:7.0.5"
+	patch, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+		"containers": []map[string]any{{"name": "redis", "image": newImage}}}}}})
+	if _, err := kc.AppsV1().Deployments("default").Patch(ctx, "redis", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		back, _ := json.Marshal(map[string]any{"spec": map[string]any{"template": map[string]any{"spec": map[string]any{
+			"containers": []map[string]any{{"name": "redis", "image": stack.Registry + "/redis:7.0.0"}}}}}})
+		_, _ = kc.AppsV1().Deployments("default").Patch(context.Background(), "redis", types.StrategicMergePatchType, back, metav1.PatchOptions{})
+	})
+
+	c := fluxdv1.NewFluxServiceClient(dial(t, f.Addr))
+	vctx := withToken(ctx, f.Tokens["viewer"])
+	err = poll(ctx, 60*time.Second, func() error {
+		resp, err := c.ListServices(vctx, &fluxdv1.ListServicesRequest{Namespace: "default"})
+		if err != nil {
+			return err
+		}
+		for _, s := range resp.GetServices() {
+			if s.GetId() != "default:deployment/redis" {
+				continue
+			}
+			if img := s.GetContainers()[0].GetImage(); img != newImage {
+				return fmt.Errorf("image %s", img)
+			}
+			if r := s.GetReplicas(); s.GetStatus() != "ready" || r.GetUpdated() != r.GetDesired() {
+				return fmt.Errorf("status %s, replicas %v", s.GetStatus(), r)
+			}
+			return nil
+		}
+		return fmt.Errorf("redis not listed")
+	})
+	if err != nil {
+		t.Fatalf("fluxd never reported redis rolled out to %s: %v", newImage, err)
+	}
+}
+
+// poll retries check until it passes or timeout; the timeout bounds a wait
+// for the cluster, it is not a performance assertion.
+func poll(ctx context.Context, timeout time.Duration, check func() error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

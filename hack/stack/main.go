@@ -1,0 +1,152 @@
+// Command stack brings the local stack up for a person ('make up') and
+// down again ('make down'). It keeps everything under .stack/ in the
+// module root: state, logs, PID files and the env file to source.
+//
+//	go run ./hack/stack up   BIN_DIR FLUXD_BINARY
+//	go run ./hack/stack down
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/fluxd/fluxd/internal/localstack"
+)
+
+const instance = "demo"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch {
+	case len(os.Args) == 4 && os.Args[1] == "up":
+		err = up(ctx, os.Args[2], os.Args[3])
+	case len(os.Args) == 2 && os.Args[1] == "down":
+		err = down()
+	default:
+		err = fmt.Errorf("usage: stack up BIN_DIR FLUXD_BINARY | stack down")
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "stack:", err)
+		os.Exit(1)
+	}
+}
+
+func stateDir() (string, error) {
+	root, err := localstack.ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, ".stack"), nil
+}
+
+func up(ctx context.Context, binDir, fluxdBin string) error {
+	dir, err := stateDir()
+	if err != nil {
+		return err
+	}
+	if running(dir) {
+		fmt.Println("The local stack is already running.")
+		printNext(dir)
+		return nil
+	}
+	// A partly running or stale stack: stop what is left and start afresh.
+	if _, err := localstack.StopDir(dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return err
+	}
+	start := time.Now()
+	st, err := localstack.Start(ctx, localstack.Options{Dir: dir, BinDir: binDir, Detach: true, Log: os.Stdout})
+	if err != nil {
+		return fmt.Errorf("%w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
+	}
+	fluxdBin, err = filepath.Abs(fluxdBin)
+	if err != nil {
+		return err
+	}
+	f, err := st.StartFluxd(ctx, fluxdBin, instance, "--log-format=text")
+	if err != nil {
+		return fmt.Errorf("%w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
+	}
+	root := filepath.Dir(dir)
+	env := []string{
+		"# Written by 'make up'. Source it: . .stack/env",
+		"export FLUX_URL=" + f.Addr,
+		"export FLUX_TOKEN=" + f.Tokens["admin"],
+		"export FLUX_VIEWER_TOKEN=" + f.Tokens["viewer"],
+		"export FLUX_DEPLOYER_TOKEN=" + f.Tokens["deployer"],
+		"export KUBECONFIG=" + st.Kubeconfig,
+		"export REGISTRY=" + st.Registry,
+		"export GIT_URL=" + st.GitURL,
+		"export GIT_BRANCH=" + st.GitBranch,
+		"export GIT_PATH=" + st.GitPath,
+		"export PATH=" + filepath.Join(root, "bin") + ":" + binDir + ":$PATH",
+	}
+	if err := os.WriteFile(filepath.Join(dir, "env"), []byte(strings.Join(env, "\n")+"\n"), 0o600); err != nil {
+		return err
+	}
+	fmt.Printf("stack: everything up in %v\n\n", time.Since(start).Round(100*time.Millisecond))
+	printNext(dir)
+	return nil
+}
+
+// running reports whether every component recorded under dir runs.
+func running(dir string) bool {
+	if _, err := os.Stat(filepath.Join(dir, "env")); err != nil {
+		return false
+	}
+	pids, err := os.ReadDir(filepath.Join(dir, "pids"))
+	if err != nil || len(pids) < 8 {
+		return false
+	}
+	for _, p := range pids {
+		b, err := os.ReadFile(filepath.Join(dir, "pids", p.Name()))
+		if err != nil {
+			return false
+		}
+		var pid int
+		if _, err := fmt.Sscan(string(b), &pid); err != nil || syscall.Kill(pid, 0) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+func printNext(dir string) {
+	fmt.Printf(`Next, in this shell:
+  . .stack/env                      # sets FLUX_URL, FLUX_TOKEN, KUBECONFIG, REGISTRY, GIT_URL, PATH
+  fluxctl version                   # client and server versions
+  fluxctl list-services             # the example workloads, from the cluster
+  kubectl get nodes                 # the fake kwok nodes
+  kubectl get pods                  # pods rolled out on them
+  grpcurl -H "authorization: Bearer $FLUX_TOKEN" -plaintext $FLUX_URL list
+  git clone $GIT_URL /tmp/manifests # the manifests fluxd will release to
+Logs are in %s/logs. Stop everything with: make down
+`, dir)
+}
+
+func down() error {
+	dir, err := stateDir()
+	if err != nil {
+		return err
+	}
+	stopped, err := localstack.StopDir(dir)
+	if err != nil {
+		return err
+	}
+	if len(stopped) == 0 {
+		fmt.Println("stack: nothing was running")
+		return nil
+	}
+	fmt.Println("stack: stopped", strings.Join(stopped, ", "))
+	return nil
+}

@@ -1,0 +1,78 @@
+package localstack
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/fluxd/fluxd/internal/auth"
+)
+
+// Fluxd is a fluxd process the stack started.
+type Fluxd struct {
+	// Addr is the host:port of its gRPC API.
+	Addr string
+	// Tokens maps a role name to a token of the instance the stack made.
+	Tokens map[string]string
+	// TokensFile is the tokens file fluxd reads.
+	TokensFile string
+	// PID is its process ID.
+	PID int
+}
+
+// StartFluxd starts the fluxd binary at path against the stack, with a
+// fresh tokens file holding one token per role for instance, and waits
+// until its API accepts connections. extra flags are appended.
+func (s *Stack) StartFluxd(ctx context.Context, path, instance string, extra ...string) (*Fluxd, error) {
+	f := &Fluxd{Tokens: map[string]string{}, TokensFile: filepath.Join(s.Dir, "tokens")}
+	_ = os.Remove(f.TokensFile)
+	for _, role := range []auth.Role{auth.Admin, auth.Deployer, auth.Viewer} {
+		tok, err := auth.Create(f.TokensFile, auth.Identity{Instance: instance, Role: role})
+		if err != nil {
+			return nil, err
+		}
+		f.Tokens[role.String()] = tok
+	}
+	addr, err := FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	f.Addr = addr
+	args := append([]string{
+		"--listen=" + addr,
+		"--tokens-file=" + f.TokensFile,
+		"--kubeconfig=" + s.Kubeconfig,
+	}, extra...)
+	p, err := s.spawn("fluxd", path, args...)
+	if err != nil {
+		return nil, err
+	}
+	f.PID = p.cmd.Process.Pid
+	err = waitFor(ctx, p, 60*time.Second, "fluxd accepting connections", func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// BuildBinaries builds fluxd and fluxctl from this module into dir.
+func BuildBinaries(ctx context.Context, moduleRoot, dir string) error {
+	for _, name := range []string{"fluxd", "fluxctl"} {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, name), "./cmd/"+name)
+		cmd.Dir = moduleRoot
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building %s: %w\n%s", name, err, out)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package localstack
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// process is one component the stack started.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	exited  chan struct{} // closed when the process exits (attached mode only)
+	err     error
+}
+
+// spawn starts a component with its output in logs/NAME.log and its PID in
+// pids/NAME.pid. In attached mode the process dies with this one; in
+// detached mode it is left running for StopDir.
+func (s *Stack) spawn(name, path string, args ...string) (*process, error) {
+	logPath := filepath.Join(s.Dir, "logs", name+".log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(path, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Dir = s.Dir
+	// Its own process group, so stopping it also stops anything it forks.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if !s.detach {
+		cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("starting %s: %w", name, err)
+	}
+	pidFile := filepath.Join(s.Dir, "pids", name+".pid")
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(cmd.Process.Pid)+"\n"), 0o644); err != nil {
+		_ = cmd.Process.Kill()
+		return nil, err
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	go func() {
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	s.procs = append(s.procs, p)
+	return p, nil
+}
+
+// died returns an error naming the process and the tail of its log if it
+// has exited, or nil while it runs.
+func (p *process) died() error {
+	select {
+	case <-p.exited:
+		return fmt.Errorf("%s exited (%v); the end of %s:\n%s", p.name, p.err, p.logPath, tail(p.logPath, 15))
+	default:
+		return nil
+	}
+}
+
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + strings.Join(lines, "\n  ")
+}
+
+// stopPID stops the process group of pid: SIGTERM, then SIGKILL after
+// grace. It returns once the process is gone.
+func stopPID(pid int, grace time.Duration) {
+	if pid <= 0 {
+		return
+	}
+	_ = syscall.Kill(-pid, syscall.SIGTERM)
+	_ = syscall.Kill(pid, syscall.SIGTERM)
+	deadline := time.Now().Add(grace)
+	for time.Now().Before(deadline) {
+		if !alive(pid) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	_ = syscall.Kill(pid, syscall.SIGKILL)
+	for i := 0; i < 100 && alive(pid); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// alive reports whether pid runs and is not a zombie.
+func alive(pid int) bool {
+	if err := syscall.Kill(pid, 0); err != nil {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the parenthesised command name.
+	if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] != 'Z'
+	}
+	return true
+}
+
+// readPIDs returns the PIDs recorded under dir/pids, by component name.
+func readPIDs(dir string) (map[string]int, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "pids", "*.pid"))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]int{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil {
+			continue
+		}
+		out[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
+	}
+	return out, nil
+}
+
+// stopOrder stops dependents before what they depend on.
+var stopOrder = []string{"fluxd", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd", "registry"}
+
+// StopDir stops every component recorded under dir (by 'make up') and
+// removes their PID files. It is safe to call when nothing runs.
+func StopDir(dir string) ([]string, error) {
+	pids, err := readPIDs(dir)
+	if err != nil {
+		return nil, err
+	}
+	var stopped []string
+	stop := func(name string, pid int) {
+		if alive(pid) {
+			stopPID(pid, 10*time.Second)
+			stopped = append(stopped, name)
+		}
+		_ = os.Remove(filepath.Join(dir, "pids", name+".pid"))
+	}
+	for _, name := range stopOrder {
+		if pid, ok := pids[name]; ok {
+			stop(name, pid)
+			delete(pids, name)
+		}
+	}
+	for name, pid := range pids {
+		stop(name, pid)
+	}
+	return stopped, nil
+}
+
+// freePort asks the kernel for a free loopback port.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// FreeAddr returns a free loopback host:port.
+func FreeAddr() (string, error) {
+	p, err := freePort()
+	if err != nil {
+		return "", err
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
+}
+
+var errTimeout = errors.New("timed out")
