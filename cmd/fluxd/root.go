@@ -149,4 +149,3 @@ func newVersionCommand() *cobra.Command {
 		},
 	}
 }
-

@@ -99,26 +99,13 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 	return nil
 }
 
-// running reports whether every component recorded under dir runs.
+// running reports whether every component of a stack under dir runs.
 func running(dir string) bool {
 	if _, err := os.Stat(filepath.Join(dir, "env")); err != nil {
 		return false
 	}
-	pids, err := os.ReadDir(filepath.Join(dir, "pids"))
-	if err != nil || len(pids) < 8 {
-		return false
-	}
-	for _, p := range pids {
-		b, err := os.ReadFile(filepath.Join(dir, "pids", p.Name()))
-		if err != nil {
-			return false
-		}
-		var pid int
-		if _, err := fmt.Sscan(string(b), &pid); err != nil || syscall.Kill(pid, 0) != nil {
-			return false
-		}
-	}
-	return true
+	missing, err := localstack.NotRunning(dir)
+	return err == nil && len(missing) == 0
 }
 
 func printNext(dir string) {

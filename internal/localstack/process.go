@@ -142,6 +142,22 @@ func readPIDs(dir string) (map[string]int, error) {
 // stopOrder stops dependents before what they depend on.
 var stopOrder = []string{"fluxd", "kwok", "kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd", "registry"}
 
+// NotRunning lists the components of a stack under dir that have no live
+// process, so a caller can tell a whole stack from a partial one.
+func NotRunning(dir string) ([]string, error) {
+	pids, err := readPIDs(dir)
+	if err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, name := range stopOrder {
+		if pid, ok := pids[name]; !ok || !alive(pid) {
+			missing = append(missing, name)
+		}
+	}
+	return missing, nil
+}
+
 // StopDir stops every component recorded under dir (by 'make up') and
 // removes their PID files. It is safe to call when nothing runs.
 func StopDir(dir string) ([]string, error) {

@@ -180,4 +180,3 @@ func (c *Cluster) Workload(ctx context.Context, id platform.ID) (platform.Worklo
 	}
 	return platform.Workload{}, fmt.Errorf("%s: %w", id, platform.ErrNotFound)
 }
-
