@@ -1,0 +1,320 @@
+package gitrepo
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/fluxd/fluxd/platform"
+)
+
+// Container is one container of a workload definition.
+type Container struct {
+	Name  string
+	Image string
+	Init  bool
+}
+
+// Definition is a workload as defined in a file of the repository.
+type Definition struct {
+	ID platform.ID
+	// File is the file's path relative to the repository root.
+	File string
+	// Line is where the definition starts in the file.
+	Line       int
+	Containers []Container
+	// Annotations are the workload's metadata.annotations.
+	Annotations map[string]string
+}
+
+// Problem is a file that could not be read as manifests; it is skipped.
+type Problem struct {
+	File string
+	Line int
+	Err  error
+}
+
+func (p Problem) Error() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("%s:%d: %v", p.File, p.Line, p.Err)
+	}
+	return fmt.Sprintf("%s: %v", p.File, p.Err)
+}
+
+// DuplicateError is two definitions of one workload.
+type DuplicateError struct {
+	ID     platform.ID
+	First  string // file:line
+	Second string
+}
+
+func (e *DuplicateError) Error() string {
+	return fmt.Sprintf("%s is defined twice, in %s and in %s; remove one of them", e.ID, e.First, e.Second)
+}
+
+// Manifests is what FindWorkloads found.
+type Manifests struct {
+	// Workloads by ID. A workload defined twice is left out and reported
+	// in Problems, since fluxd cannot know which definition to edit.
+	Workloads map[platform.ID]*Definition
+	// Problems are files or definitions that were skipped, with why.
+	Problems []error
+}
+
+// ResolvePaths turns the configured sub-paths into absolute directories
+// inside root, refusing absolute paths and any that escape root.
+func ResolvePaths(root string, paths []string) ([]string, error) {
+	if len(paths) == 0 {
+		paths = []string{"."}
+	}
+	var out []string
+	for _, p := range paths {
+		if p == "" || filepath.IsAbs(p) {
+			return nil, fmt.Errorf("git path %q must be a relative path inside the repository, such as deploy/ or .", p)
+		}
+		clean := filepath.Clean(p)
+		if clean == ".." || strings.HasPrefix(clean, "../") {
+			return nil, fmt.Errorf("git path %q leads outside the repository", p)
+		}
+		abs := filepath.Join(root, clean)
+		fi, err := os.Stat(abs)
+		if err != nil || !fi.IsDir() {
+			return nil, fmt.Errorf("git path %q is not a directory in the repository; check --git-path and --git-branch", p)
+		}
+		out = append(out, abs)
+	}
+	return out, nil
+}
+
+// FindWorkloads reads every *.yaml and *.yml file under the directories
+// dirs (absolute, inside root) and returns the workloads they define.
+// A malformed file is reported in Problems and skipped.
+func FindWorkloads(root string, dirs []string) (*Manifests, error) {
+	m := &Manifests{Workloads: map[platform.ID]*Definition{}}
+	dups := map[platform.ID]bool{}
+	seen := map[string]bool{}
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if d.Name() == ".git" {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			ext := filepath.Ext(path)
+			if ext != ".yaml" && ext != ".yml" || seen[path] {
+				return nil
+			}
+			seen[path] = true
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			content, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			defs, err := ParseFile(rel, content)
+			if err != nil {
+				m.Problems = append(m.Problems, err)
+				return nil
+			}
+			for _, def := range defs {
+				if prev, ok := m.Workloads[def.ID]; ok || dups[def.ID] {
+					if ok {
+						m.Problems = append(m.Problems, &DuplicateError{ID: def.ID, First: fmt.Sprintf("%s:%d", prev.File, prev.Line), Second: fmt.Sprintf("%s:%d", def.File, def.Line)})
+						delete(m.Workloads, def.ID)
+						dups[def.ID] = true
+					}
+					continue
+				}
+				m.Workloads[def.ID] = def
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reading manifests: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// ParseFile returns the workload definitions in one file's content. file is
+// only used to name it in the definitions and errors.
+func ParseFile(file string, content []byte) ([]*Definition, error) {
+	var defs []*Definition
+	err := eachWorkload(content, func(obj *yaml.Node, id platform.ID, line int) error {
+		def := &Definition{ID: id, File: file, Line: line, Annotations: map[string]string{}}
+		for _, c := range containerNodes(obj, id.Kind) {
+			def.Containers = append(def.Containers, Container{Name: c.name, Image: c.image.Value, Init: c.init})
+		}
+		if ann := lookup(obj, "metadata", "annotations"); ann != nil && ann.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(ann.Content); i += 2 {
+				def.Annotations[ann.Content[i].Value] = ann.Content[i+1].Value
+			}
+		}
+		defs = append(defs, def)
+		return nil
+	})
+	if err != nil {
+		var pe Problem
+		if errors.As(err, &pe) {
+			pe.File = file
+			return nil, pe
+		}
+		return nil, Problem{File: file, Err: err}
+	}
+	return defs, nil
+}
+
+// eachWorkload calls fn for every workload object in content: the
+// documents of a multi-document stream and the items of kind: List.
+func eachWorkload(content []byte, fn func(obj *yaml.Node, id platform.ID, line int) error) error {
+	dec := yaml.NewDecoder(bytes.NewReader(content))
+	for {
+		var doc yaml.Node
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return Problem{Line: errorLine(err), Err: fmt.Errorf("malformed YAML: %w", err)}
+		}
+		if len(doc.Content) == 0 {
+			continue
+		}
+		root := doc.Content[0]
+		if root.Kind != yaml.MappingNode {
+			continue
+		}
+		objs := []*yaml.Node{root}
+		if scalar(root, "kind") == "List" {
+			objs = nil
+			if items := lookup(root, "items"); items != nil && items.Kind == yaml.SequenceNode {
+				objs = items.Content
+			}
+		}
+		for _, obj := range objs {
+			id, ok := workloadID(obj)
+			if !ok {
+				continue
+			}
+			if err := fn(obj, id, obj.Line); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// errorLine digs the line number out of a yaml.v3 error message
+// ("yaml: line 7: ..."), since yaml.v3 has no typed syntax error.
+func errorLine(err error) int {
+	var line int
+	msg := err.Error()
+	if i := strings.Index(msg, "line "); i >= 0 {
+		fmt.Sscanf(msg[i:], "line %d", &line)
+	}
+	return line
+}
+
+func workloadID(obj *yaml.Node) (platform.ID, bool) {
+	if obj.Kind != yaml.MappingNode {
+		return platform.ID{}, false
+	}
+	kind := strings.ToLower(scalar(obj, "kind"))
+	switch kind {
+	case "deployment", "statefulset", "daemonset", "cronjob":
+	default:
+		return platform.ID{}, false
+	}
+	name := scalar(lookup(obj, "metadata"), "name")
+	if name == "" {
+		return platform.ID{}, false
+	}
+	ns := scalar(lookup(obj, "metadata"), "namespace")
+	if ns == "" {
+		ns = "default"
+	}
+	return platform.ID{Namespace: ns, Kind: kind, Name: name}, true
+}
+
+type containerNode struct {
+	name  string
+	image *yaml.Node
+	init  bool
+}
+
+// containerNodes returns the image nodes of a workload object's
+// containers, init containers first.
+func containerNodes(obj *yaml.Node, kind string) []containerNode {
+	path := []string{"spec", "template", "spec"}
+	if kind == "cronjob" {
+		path = []string{"spec", "jobTemplate", "spec", "template", "spec"}
+	}
+	podSpec := lookup(obj, path...)
+	var out []containerNode
+	for _, list := range []struct {
+		key  string
+		init bool
+	}{{"initContainers", true}, {"containers", false}} {
+		seq := lookup(podSpec, list.key)
+		if seq == nil || seq.Kind != yaml.SequenceNode {
+			continue
+		}
+		for _, c := range seq.Content {
+			img := lookup(c, "image")
+			if img == nil || img.Kind != yaml.ScalarNode {
+				continue
+			}
+			out = append(out, containerNode{name: scalar(c, "name"), image: img, init: list.init})
+		}
+	}
+	return out
+}
+
+// lookup follows keys through nested mappings; nil if any is missing.
+func lookup(n *yaml.Node, keys ...string) *yaml.Node {
+	for _, k := range keys {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				next = n.Content[i+1]
+				break
+			}
+		}
+		n = next
+	}
+	return n
+}
+
+func scalar(n *yaml.Node, key string) string {
+	v := lookup(n, key)
+	if v == nil || v.Kind != yaml.ScalarNode {
+		return ""
+	}
+	return v.Value
+}
+
+// sortedIDs returns the map's IDs in order.
+func sortedIDs(m map[platform.ID]*Definition) []platform.ID {
+	ids := make([]platform.ID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
+	return ids
+}

@@ -1,0 +1,59 @@
+package history
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrNotFound is returned for a record that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Type is the kind of an event.
+type Type string
+
+// The event types.
+const (
+	Release          Type = "release"
+	AutomatedRelease Type = "automated-release"
+	Automate         Type = "automate"
+	Deautomate       Type = "deautomate"
+	Lock             Type = "lock"
+	Unlock           Type = "unlock"
+	Failed           Type = "failed"
+)
+
+// Change is one container's image change.
+type Change struct {
+	Service   string `json:"service"`
+	Container string `json:"container"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+}
+
+// Event is one recorded action.
+type Event struct {
+	ID int64
+	// Instance keys the event: only callers of this instance see it.
+	Instance string
+	Type     Type
+	// Services are the IDs of the services the event concerns.
+	Services []string
+	User     string
+	Message  string
+	// Changes are the image changes a release made.
+	Changes []Change
+	// Commit is the git commit the action pushed, if any.
+	Commit string
+	// Error says why a failed operation failed.
+	Error     string
+	StartedAt time.Time
+	EndedAt   time.Time
+}
+
+// Query selects events.
+type Query struct {
+	// Service limits the events to one service ID; empty means all.
+	Service string
+	// Limit bounds the number of events; zero means 100.
+	Limit int
+}

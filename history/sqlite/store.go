@@ -1,0 +1,154 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"strings"
+	"time"
+
+	_ "github.com/mattn/go-sqlite3" // the database/sql driver "sqlite3"
+	"github.com/pressly/goose/v3"
+
+	"github.com/fluxd/fluxd/history"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Store is a history store in one SQLite file.
+type Store struct {
+	db *sql.DB
+}
+
+// Open opens (creating if needed) the database at path and migrates its
+// schema to the newest version.
+func Open(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("history database path is empty")
+	}
+	dsn := "file:" + path + "?_journal_mode=WAL&_busy_timeout=5000&_foreign_keys=on&_synchronous=NORMAL"
+	db, err := sql.Open("sqlite3", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("opening history database %s: %w", path, err)
+	}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening history database %s: %w (check that its directory exists and is writable)", path, err)
+	}
+	sub, err := fs.Sub(migrations, "migrations")
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, sub)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("preparing history migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("migrating history database %s: %w", path, err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// Record stores ev and returns its ID. ev.Instance is required.
+func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
+	if ev.Instance == "" {
+		return 0, errors.New("recording an event without an instance")
+	}
+	changes, err := json.Marshal(ev.Changes)
+	if err != nil {
+		return 0, err
+	}
+	if ev.Changes == nil {
+		changes = []byte("[]")
+	}
+	if ev.StartedAt.IsZero() {
+		ev.StartedAt = time.Now()
+	}
+	if ev.EndedAt.IsZero() {
+		ev.EndedAt = ev.StartedAt
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, fmt.Errorf("recording history: %w", err)
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx,
+		`INSERT INTO events (instance, type, user, message, changes, commit_id, error, started_at, ended_at)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		ev.Instance, string(ev.Type), ev.User, ev.Message, string(changes), ev.Commit, ev.Error,
+		ev.StartedAt.UnixNano(), ev.EndedAt.UnixNano())
+	if err != nil {
+		return 0, fmt.Errorf("recording history: %w", err)
+	}
+	id, err := res.LastInsertId()
+	if err != nil {
+		return 0, err
+	}
+	for _, svc := range ev.Services {
+		if _, err := tx.ExecContext(ctx,
+			`INSERT OR IGNORE INTO event_services (event_id, instance, service) VALUES (?, ?, ?)`,
+			id, ev.Instance, svc); err != nil {
+			return 0, fmt.Errorf("recording history: %w", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, fmt.Errorf("recording history: %w", err)
+	}
+	return id, nil
+}
+
+// Events returns the instance's events matching q, newest first.
+func (s *Store) Events(ctx context.Context, instance string, q history.Query) ([]history.Event, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	query := `SELECT e.id, e.type, e.user, e.message, e.changes, e.commit_id, e.error, e.started_at, e.ended_at,
+	                 COALESCE((SELECT group_concat(service, char(10)) FROM event_services s WHERE s.event_id = e.id), '')
+	          FROM events e WHERE e.instance = ?`
+	args := []any{instance}
+	if q.Service != "" {
+		query += ` AND e.id IN (SELECT event_id FROM event_services WHERE instance = ? AND service = ?)`
+		args = append(args, instance, q.Service)
+	}
+	query += ` ORDER BY e.id DESC LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("reading history: %w", err)
+	}
+	defer rows.Close()
+	out := []history.Event{}
+	for rows.Next() {
+		var (
+			ev             history.Event
+			typ, changes   string
+			started, ended int64
+			services       string
+		)
+		if err := rows.Scan(&ev.ID, &typ, &ev.User, &ev.Message, &changes, &ev.Commit, &ev.Error, &started, &ended, &services); err != nil {
+			return nil, fmt.Errorf("reading history: %w", err)
+		}
+		ev.Instance, ev.Type = instance, history.Type(typ)
+		ev.StartedAt, ev.EndedAt = time.Unix(0, started), time.Unix(0, ended)
+		if services != "" {
+			ev.Services = strings.Split(services, "\n")
+		}
+		if err := json.Unmarshal([]byte(changes), &ev.Changes); err != nil {
+			return nil, fmt.Errorf("reading history event %d: %w", ev.ID, err)
+		}
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}
