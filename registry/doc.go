@@ -1,5 +1,5 @@
-// Package registry reads container registries: the tags of a repository
-// and the metadata (digest, creation time) of the images they name.
-//
-// Not built yet: see the README's feature table ([core] and [registry]).
+// Package registry names what fluxd knows of container images: a
+// repository's images with their tags, digests and creation times, and
+// how image references split into repository and tag. The adapter that
+// reads real registries, with go-containerregistry, is registry/oci.
 package registry

@@ -1,0 +1,260 @@
+package gogit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	"github.com/go-git/go-git/v5/plumbing/transport/http"
+
+	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/internal/fluxerr"
+)
+
+// Config is the repository fluxd releases through.
+type Config struct {
+	// URL is the remote: file://, http(s):// (credentials may be in the
+	// URL's user info; they are never logged or shown).
+	URL string
+	// Branch is the branch to follow and push to.
+	Branch string
+	// Paths are the sub-paths holding manifests; empty means the root.
+	Paths []string
+	// User and Email sign fluxd's commits as committer.
+	User, Email string
+	// Dir is where the working clone lives; it is replaced on Open.
+	Dir string
+}
+
+// Validate reports every problem with the configuration at once.
+func (c Config) Validate() error {
+	var errs []error
+	if c.URL == "" {
+		errs = append(errs, errors.New("--git-url is empty"))
+	} else if _, err := transport.NewEndpoint(c.URL); err != nil {
+		errs = append(errs, fmt.Errorf("--git-url %s is not a git URL: %v", Redact(c.URL), err))
+	}
+	if c.Branch == "" {
+		errs = append(errs, errors.New("--git-branch is empty"))
+	}
+	if c.User == "" || c.Email == "" {
+		errs = append(errs, errors.New("--git-user and --git-email must both be set"))
+	}
+	for _, p := range c.Paths {
+		if filepath.IsAbs(p) || strings.HasPrefix(filepath.Clean(p), "..") {
+			errs = append(errs, fmt.Errorf("--git-path %q must be relative and inside the repository", p))
+		}
+	}
+	if c.Dir == "" {
+		errs = append(errs, errors.New("the working clone's directory is empty"))
+	}
+	return errors.Join(errs...)
+}
+
+// Repo is a working clone. Its methods are safe for concurrent use; they
+// run one at a time.
+type Repo struct {
+	cfg  Config
+	auth transport.AuthMethod
+
+	mu   sync.Mutex
+	repo *git.Repository
+}
+
+// Redact replaces the password or token in a URL, for messages and logs.
+// A lone user name is replaced too, since it is often a token.
+func Redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparseable URL)"
+	}
+	if u.User == nil {
+		return raw
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "redacted")
+	} else {
+		u.User = url.User("redacted")
+	}
+	return u.String()
+}
+
+// Open clones the remote into cfg.Dir, replacing whatever is there.
+func Open(ctx context.Context, cfg Config) (*Repo, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	r := &Repo{cfg: cfg}
+	cloneURL := cfg.URL
+	if u, err := url.Parse(cfg.URL); err == nil && u.User != nil && (u.Scheme == "http" || u.Scheme == "https") {
+		pw, _ := u.User.Password()
+		r.auth = &http.BasicAuth{Username: u.User.Username(), Password: pw}
+		u.User = nil
+		cloneURL = u.String()
+	}
+	if err := os.RemoveAll(cfg.Dir); err != nil {
+		return nil, err
+	}
+	repo, err := git.PlainCloneContext(ctx, cfg.Dir, false, &git.CloneOptions{
+		URL:           cloneURL,
+		Auth:          r.auth,
+		ReferenceName: plumbing.NewBranchReferenceName(cfg.Branch),
+		SingleBranch:  true,
+	})
+	if err != nil {
+		return nil, r.remoteError("cloning", err)
+	}
+	r.repo = repo
+	if _, err := gitrepo.ResolvePaths(cfg.Dir, cfg.Paths); err != nil {
+		return nil, fluxerr.New(fluxerr.User, err, "")
+	}
+	return r, nil
+}
+
+// remoteError explains a failure to reach or write to the remote.
+func (r *Repo) remoteError(doing string, err error) error {
+	msg := fmt.Errorf("%s %s (branch %s): %w", doing, Redact(r.cfg.URL), r.cfg.Branch, err)
+	help := "Check that the URL is right and reachable from fluxd, that the branch exists, and that the credentials (if any) may read and write it."
+	switch {
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+		help = "The remote refused fluxd's credentials. Check the token or password in --git-url (it is not shown here) and that it may push to the branch."
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		help = "There is no repository at that URL, or fluxd's credentials may not see it."
+	case errors.Is(err, plumbing.ErrReferenceNotFound), strings.Contains(err.Error(), "couldn't find remote ref"):
+		help = fmt.Sprintf("The branch %q does not exist on the remote; check --git-branch.", r.cfg.Branch)
+	}
+	return fluxerr.New(fluxerr.Unavailable, msg, help)
+}
+
+// Dir is the working clone's root directory.
+func (r *Repo) Dir() string { return r.cfg.Dir }
+
+// Paths are the configured manifest sub-paths.
+func (r *Repo) Paths() []string { return r.cfg.Paths }
+
+// Sync fetches the remote branch and resets the clone to it, returning
+// the revision now checked out.
+func (r *Repo) Sync(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sync(ctx)
+}
+
+func (r *Repo) sync(ctx context.Context) (string, error) {
+	remoteRef := plumbing.NewRemoteReferenceName("origin", r.cfg.Branch)
+	err := r.repo.FetchContext(ctx, &git.FetchOptions{
+		Auth:     r.auth,
+		RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", r.cfg.Branch, remoteRef))},
+		Force:    true,
+	})
+	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+		return "", r.remoteError("fetching", err)
+	}
+	ref, err := r.repo.Reference(remoteRef, true)
+	if err != nil {
+		return "", r.remoteError("reading", err)
+	}
+	if err := r.resetTo(ref.Hash()); err != nil {
+		return "", err
+	}
+	return ref.Hash().String(), nil
+}
+
+func (r *Repo) resetTo(h plumbing.Hash) error {
+	wt, err := r.repo.Worktree()
+	if err != nil {
+		return err
+	}
+	if err := wt.Reset(&git.ResetOptions{Commit: h, Mode: git.HardReset}); err != nil {
+		return fmt.Errorf("resetting the working clone to %s: %w", h, err)
+	}
+	return nil
+}
+
+// Head returns the revision checked out.
+func (r *Repo) Head() (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, err := r.repo.Head()
+	if err != nil {
+		return "", err
+	}
+	return h.Hash().String(), nil
+}
+
+// Signature is the author of a commit.
+type Signature struct{ Name, Email string }
+
+// CommitAndPush writes files (paths relative to the root) on top of the
+// revision base, commits them as one commit authored by author, and pushes
+// it. If base is no longer the remote's head, or the push fails, the clone
+// is reset to the remote and nothing is pushed.
+func (r *Repo) CommitAndPush(ctx context.Context, base string, files map[string][]byte, message string, author Signature) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	head, err := r.sync(ctx)
+	if err != nil {
+		return "", err
+	}
+	if head != base {
+		return "", fluxerr.New(fluxerr.Precondition,
+			fmt.Errorf("the branch %s moved from %.12s to %.12s while the release was being prepared", r.cfg.Branch, base, head),
+			"Someone pushed in the meantime. Plan the release again; it will be computed from the new revision.")
+	}
+	wt, err := r.repo.Worktree()
+	if err != nil {
+		return "", err
+	}
+	for rel, content := range files {
+		p := filepath.Join(r.cfg.Dir, rel)
+		if !strings.HasPrefix(p, filepath.Clean(r.cfg.Dir)+string(filepath.Separator)) {
+			return "", fmt.Errorf("refusing to write %q outside the repository", rel)
+		}
+		if err := os.WriteFile(p, content, 0o644); err != nil {
+			_ = r.resetTo(plumbing.NewHash(head))
+			return "", err
+		}
+		if _, err := wt.Add(filepath.ToSlash(rel)); err != nil {
+			_ = r.resetTo(plumbing.NewHash(head))
+			return "", err
+		}
+	}
+	now := time.Now()
+	if author.Name == "" {
+		author = Signature{Name: r.cfg.User, Email: r.cfg.Email}
+	}
+	if author.Email == "" {
+		author.Email = r.cfg.Email
+	}
+	h, err := wt.Commit(message, &git.CommitOptions{
+		Author:    &object.Signature{Name: author.Name, Email: author.Email, When: now},
+		Committer: &object.Signature{Name: r.cfg.User, Email: r.cfg.Email, When: now},
+	})
+	if err != nil {
+		_ = r.resetTo(plumbing.NewHash(head))
+		return "", fmt.Errorf("committing: %w", err)
+	}
+	err = r.repo.PushContext(ctx, &git.PushOptions{
+		Auth:     r.auth,
+		RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", h, r.cfg.Branch))},
+	})
+	if err != nil {
+		// Undo the local commit: the remote did not take it.
+		_ = r.resetTo(plumbing.NewHash(head))
+		return "", r.remoteError("pushing to", err)
+	}
+	// Keep the remote-tracking ref current, so the next sync is a no-op.
+	_ = r.repo.Storer.SetReference(plumbing.NewHashReference(plumbing.NewRemoteReferenceName("origin", r.cfg.Branch), h))
+	return h.String(), nil
+}

@@ -1,0 +1,64 @@
+package registry
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// Image is one tag of a repository.
+type Image struct {
+	// Repository is the full repository, e.g. "ghcr.io/org/app".
+	Repository string
+	Tag        string
+	Digest     string
+	// CreatedAt is from the image config's created field, or the
+	// org.opencontainers.image.created label where present.
+	CreatedAt time.Time
+}
+
+// Ref returns repository:tag.
+func (i Image) Ref() string { return i.Repository + ":" + i.Tag }
+
+// Ref is a parsed image reference.
+type Ref struct {
+	// Repository as written, e.g. "127.0.0.1:5000/app" or "nginx".
+	Repository string
+	// Tag; "latest" when the reference has none. Empty for a digest.
+	Tag string
+}
+
+// ParseRef parses an image reference such as "reg:5000/app:1.2". It keeps
+// the repository as written, so that it can be compared with what a
+// manifest says, and checks it with go-containerregistry's parser.
+func ParseRef(s string) (Ref, error) {
+	if _, err := name.ParseReference(s, name.WeakValidation); err != nil {
+		return Ref{}, fmt.Errorf("%q is not a valid image reference: %w", s, err)
+	}
+	if i := strings.Index(s, "@"); i >= 0 {
+		return Ref{Repository: s[:i]}, nil
+	}
+	repo, tag := s, "latest"
+	if i := strings.LastIndex(s, ":"); i > strings.LastIndex(s, "/") {
+		repo, tag = s[:i], s[i+1:]
+	}
+	return Ref{Repository: repo, Tag: tag}, nil
+}
+
+// String returns repository:tag.
+func (r Ref) String() string { return r.Repository + ":" + r.Tag }
+
+// SortNewestFirst orders images by creation time, newest first; images of
+// equal time (or unknown time) by tag, descending, for a stable order.
+func SortNewestFirst(images []Image) {
+	sort.SliceStable(images, func(i, j int) bool {
+		a, b := images[i], images[j]
+		if !a.CreatedAt.Equal(b.CreatedAt) {
+			return a.CreatedAt.After(b.CreatedAt)
+		}
+		return a.Tag > b.Tag
+	})
+}

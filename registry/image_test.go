@@ -1,0 +1,41 @@
+package registry
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseRef(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		want Ref
+		err  bool
+	}{
+		{in: "127.0.0.1:5000/app:1.2", want: Ref{"127.0.0.1:5000/app", "1.2"}},
+		{in: "127.0.0.1:5000/app", want: Ref{"127.0.0.1:5000/app", "latest"}},
+		{in: "nginx", want: Ref{"nginx", "latest"}},
+		{in: "ghcr.io/org/app@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", want: Ref{"ghcr.io/org/app", ""}},
+		{in: "Bad Ref!", err: true},
+		{in: "app:", err: true},
+	} {
+		got, err := ParseRef(tc.in)
+		if (err != nil) != tc.err || got != tc.want {
+			t.Errorf("ParseRef(%q) = %+v, %v; want %+v, err %v", tc.in, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestSortNewestFirst(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	imgs := []Image{{Tag: "1.0", CreatedAt: t0}, {Tag: "1.2", CreatedAt: t0.Add(2 * time.Hour)}, {Tag: "1.1", CreatedAt: t0.Add(time.Hour)}, {Tag: "b"}, {Tag: "a"}}
+	SortNewestFirst(imgs)
+	var tags []string
+	for _, i := range imgs {
+		tags = append(tags, i.Tag)
+	}
+	if got := tags; got[0] != "1.2" || got[1] != "1.1" || got[2] != "1.0" || got[3] != "b" || got[4] != "a" {
+		t.Errorf("order = %v", got)
+	}
+}

@@ -1,0 +1,248 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/docker/cli/cli/config/configfile"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/fluxd/fluxd/internal/fluxerr"
+	"github.com/fluxd/fluxd/registry"
+)
+
+// CreatedLabel is the OCI annotation/label that, where present, gives an
+// image's creation time in preference to the config's created field.
+const CreatedLabel = "org.opencontainers.image.created"
+
+// Config configures a Client.
+type Config struct {
+	// DockerConfig is a docker config.json with registry credentials;
+	// empty means the default docker locations ($DOCKER_CONFIG, ~/.docker).
+	DockerConfig string
+	// Concurrency bounds the metadata requests in flight per repository;
+	// default 8.
+	Concurrency int
+	// Platform picks the image of a multi-platform index; default
+	// linux/amd64.
+	Platform string
+	// Transport is the HTTP transport; default http.DefaultTransport.
+	Transport http.RoundTripper
+}
+
+// Client reads registries.
+type Client struct {
+	cfg      Config
+	platform v1.Platform
+	puller   *remote.Puller
+
+	mu      sync.Mutex
+	created map[string]time.Time // by manifest digest
+}
+
+// New returns a Client.
+func New(cfg Config) (*Client, error) {
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 8
+	}
+	if cfg.Platform == "" {
+		cfg.Platform = "linux/amd64"
+	}
+	plat, err := v1.ParsePlatform(cfg.Platform)
+	if err != nil {
+		return nil, fmt.Errorf("--registry-platform %q: %w", cfg.Platform, err)
+	}
+	var kc authn.Keychain = authn.DefaultKeychain
+	if cfg.DockerConfig != "" {
+		f, err := os.Open(cfg.DockerConfig)
+		if err != nil {
+			return nil, fmt.Errorf("reading --docker-config: %w", err)
+		}
+		cf := configfile.New(cfg.DockerConfig)
+		err = cf.LoadFromReader(f)
+		f.Close()
+		if err != nil {
+			return nil, fmt.Errorf("parsing --docker-config %s: %w", cfg.DockerConfig, err)
+		}
+		kc = authn.NewMultiKeychain(fileKeychain{cf}, authn.DefaultKeychain)
+	}
+	opts := []remote.Option{remote.WithAuthFromKeychain(kc), remote.WithUserAgent("fluxd")}
+	if cfg.Transport != nil {
+		opts = append(opts, remote.WithTransport(cfg.Transport))
+	}
+	p, err := remote.NewPuller(opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{cfg: cfg, platform: *plat, puller: p, created: map[string]time.Time{}}, nil
+}
+
+// fileKeychain resolves credentials from one docker config file.
+type fileKeychain struct{ cf *configfile.ConfigFile }
+
+func (k fileKeychain) Resolve(res authn.Resource) (authn.Authenticator, error) {
+	key := res.RegistryStr()
+	if key == name.DefaultRegistry {
+		key = authn.DefaultAuthKey
+	}
+	ac, err := k.cf.GetAuthConfig(key)
+	if err != nil {
+		return nil, err
+	}
+	if ac.Username == "" && ac.Password == "" && ac.IdentityToken == "" && ac.RegistryToken == "" && ac.Auth == "" {
+		return authn.Anonymous, nil
+	}
+	return authn.FromConfig(authn.AuthConfig{
+		Username: ac.Username, Password: ac.Password, Auth: ac.Auth,
+		IdentityToken: ac.IdentityToken, RegistryToken: ac.RegistryToken,
+	}), nil
+}
+
+// Tags lists a repository's tags, following pagination.
+func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) {
+	repo, err := name.NewRepository(repository, name.WeakValidation)
+	if err != nil {
+		return nil, fluxerr.New(fluxerr.User, fmt.Errorf("%q is not a valid image repository: %w", repository, err), "")
+	}
+	tags, err := c.puller.List(ctx, repo)
+	if err != nil {
+		return nil, explain(repo.RegistryStr(), repository, err)
+	}
+	return tags, nil
+}
+
+// Images returns every tag of a repository with its digest and creation
+// time, newest first. A tag whose metadata cannot be read is left out,
+// unless none can, which is an error.
+func (c *Client) Images(ctx context.Context, repository string) ([]registry.Image, error) {
+	tags, err := c.Tags(ctx, repository)
+	if err != nil {
+		return nil, err
+	}
+	repo, _ := name.NewRepository(repository, name.WeakValidation)
+	images := make([]registry.Image, len(tags))
+	errs := make([]error, len(tags))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(c.cfg.Concurrency)
+	for i, tag := range tags {
+		g.Go(func() error {
+			img, err := c.image(gctx, repo.Tag(tag))
+			if err != nil {
+				errs[i] = err
+				return nil
+			}
+			img.Repository = repository
+			images[i] = img
+			return nil
+		})
+	}
+	_ = g.Wait()
+	out := images[:0]
+	var firstErr error
+	for i, img := range images {
+		if errs[i] != nil {
+			if firstErr == nil {
+				firstErr = errs[i]
+			}
+			continue
+		}
+		out = append(out, img)
+	}
+	if len(out) == 0 && firstErr != nil {
+		return nil, explain(repo.RegistryStr(), repository, firstErr)
+	}
+	registry.SortNewestFirst(out)
+	return out, nil
+}
+
+// image reads one tag's digest and creation time: one manifest request,
+// plus a config request the first time a digest is seen.
+func (c *Client) image(ctx context.Context, tag name.Tag) (registry.Image, error) {
+	desc, err := c.puller.Get(ctx, tag)
+	if err != nil {
+		return registry.Image{}, err
+	}
+	img := registry.Image{Tag: tag.TagStr(), Digest: desc.Digest.String()}
+	c.mu.Lock()
+	created, known := c.created[img.Digest]
+	c.mu.Unlock()
+	if known {
+		img.CreatedAt = created
+		return img, nil
+	}
+	var v1img v1.Image
+	if desc.MediaType.IsIndex() {
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return registry.Image{}, err
+		}
+		v1img, err = platformImage(idx, c.platform)
+		if err != nil {
+			return registry.Image{}, fmt.Errorf("%s: %w", tag, err)
+		}
+	} else if v1img, err = desc.Image(); err != nil {
+		return registry.Image{}, err
+	}
+	cfg, err := v1img.ConfigFile()
+	if err != nil {
+		return registry.Image{}, err
+	}
+	img.CreatedAt = cfg.Created.Time
+	if s := cfg.Config.Labels[CreatedLabel]; s != "" {
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			img.CreatedAt = t
+		}
+	}
+	c.mu.Lock()
+	c.created[img.Digest] = img.CreatedAt
+	c.mu.Unlock()
+	return img, nil
+}
+
+func platformImage(idx v1.ImageIndex, want v1.Platform) (v1.Image, error) {
+	m, err := idx.IndexManifest()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range m.Manifests {
+		if d.Platform != nil && d.Platform.Satisfies(want) {
+			return idx.Image(d.Digest)
+		}
+	}
+	return nil, fmt.Errorf("no image for platform %s in the index", want)
+}
+
+// explain turns a registry error into one that names the registry and
+// says what to check.
+func explain(host, repository string, err error) error {
+	var te *transport.Error
+	if errors.As(err, &te) {
+		switch te.StatusCode {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("registry %s refused access to %s: %w", host, repository, err),
+				"Check the credentials for this registry in --docker-config (or the workload's imagePullSecrets), and that they may pull this repository.")
+		case http.StatusNotFound:
+			return fluxerr.New(fluxerr.Missing, fmt.Errorf("repository %s was not found on registry %s", repository, host),
+				"Check the image name for typos; the repository may also be private to credentials fluxd does not have.")
+		case http.StatusTooManyRequests:
+			return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("registry %s is rate-limiting fluxd: %w", host, err), "Wait and try again, or give fluxd credentials with a higher pull limit.")
+		}
+	}
+	msg := err.Error()
+	if strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "i/o timeout") || strings.Contains(msg, "dial tcp") {
+		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("cannot reach registry %s for %s: %w", host, repository, err),
+			"Check the registry's address in the image reference, that it is up, and that fluxd's network can reach it.")
+	}
+	return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("reading %s from registry %s: %w", repository, host, err), "")
+}

@@ -1,0 +1,201 @@
+package oci
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/fluxd/fluxd/internal/fluxerr"
+)
+
+// pager pages tag lists the way Docker Hub, GHCR and Quay do (n, last and
+// a Link header), in front of the in-process registry, which sends no
+// Link header, and counts requests by kind.
+type pager struct {
+	next     http.Handler
+	pageSize int
+	lists    atomic.Int64
+	manifest atomic.Int64
+	blobs    atomic.Int64
+	other    atomic.Int64
+}
+
+func (p *pager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case strings.HasSuffix(r.URL.Path, "/tags/list"):
+		p.lists.Add(1)
+		q := r.URL.Query()
+		// Ask for one more than a page, to know whether a next page
+		// exists (the in-process registry restarts from the first tag
+		// when last is the final one).
+		q.Set("n", fmt.Sprint(p.pageSize+1))
+		r.URL.RawQuery = q.Encode()
+		rec := httptest.NewRecorder()
+		p.next.ServeHTTP(rec, r)
+		var body struct {
+			Name string   `json:"name"`
+			Tags []string `json:"tags"`
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &body); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		if len(body.Tags) > p.pageSize {
+			body.Tags = body.Tags[:p.pageSize]
+			w.Header().Set("Link", fmt.Sprintf(`<%s?n=%d&last=%s>; rel="next"`, r.URL.Path, p.pageSize, body.Tags[len(body.Tags)-1]))
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(body)
+		return
+	case strings.Contains(r.URL.Path, "/manifests/"):
+		p.manifest.Add(1)
+	case strings.Contains(r.URL.Path, "/blobs/"):
+		p.blobs.Add(1)
+	default:
+		p.other.Add(1)
+	}
+	p.next.ServeHTTP(w, r)
+}
+
+func push(t *testing.T, ref string, img v1.Image) {
+	t.Helper()
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func imageAt(t *testing.T, created time.Time, labels map[string]string) v1.Image {
+	t.Helper()
+	img, err := random.Image(64, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.Created = v1.Time{Time: created}
+	cf.Config.Labels = labels
+	img, err = mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return img
+}
+
+func TestImagesFollowsPagesAndFetchesEachConfigOnce(t *testing.T) {
+	p := &pager{next: ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))), pageSize: 2}
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	repo := host + "/app"
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+	push(t, repo+":1.0.0", imageAt(t, t0, nil))
+	push(t, repo+":1.1.0", imageAt(t, t0.Add(24*time.Hour), nil))
+	same := imageAt(t, t0.Add(48*time.Hour), nil)
+	push(t, repo+":1.2.0", same)
+	push(t, repo+":stable", same) // same digest: one config fetch for both
+	// The label wins over the config's created field.
+	push(t, repo+":labelled", imageAt(t, t0, map[string]string{CreatedLabel: t0.Add(72 * time.Hour).Format(time.RFC3339)}))
+	// A multi-platform index: the linux/amd64 image's time counts.
+	amd := imageAt(t, t0.Add(96*time.Hour), nil)
+	arm := imageAt(t, t0.Add(120*time.Hour), nil)
+	idx := mutate.AppendManifests(empty.Index,
+		mutate.IndexAddendum{Add: arm, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "arm64"}}},
+		mutate.IndexAddendum{Add: amd, Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: "amd64"}}})
+	idxTag, _ := name.NewTag(repo + ":multi")
+	if err := remote.WriteIndex(idxTag, idx); err != nil {
+		t.Fatal(err)
+	}
+	p.lists.Store(0)
+	p.manifest.Store(0)
+	p.blobs.Store(0)
+	p.other.Store(0)
+
+	c, err := New(Config{Concurrency: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	imgs, err := c.Images(context.Background(), repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, i := range imgs {
+		got = append(got, fmt.Sprintf("%s@%s", i.Tag, i.CreatedAt.Format("01-02")))
+	}
+	want := "multi@01-05 labelled@01-04 stable@01-03 1.2.0@01-03 1.1.0@01-02 1.0.0@01-01"
+	if strings.Join(got, " ") != want {
+		t.Errorf("images = %v\nwant     %s", got, want)
+	}
+	// 6 tags in pages of 2: 4 list requests (the last page is empty).
+	// One manifest GET per tag, plus one for the index's amd64 image; one
+	// config blob per distinct image (5).
+	t.Logf("requests: lists %d, manifests %d, blobs %d, other %d", p.lists.Load(), p.manifest.Load(), p.blobs.Load(), p.other.Load())
+	if p.lists.Load() < 3 {
+		t.Errorf("%d tag-list requests: pagination was not followed", p.lists.Load())
+	}
+	if p.manifest.Load() != 7 || p.blobs.Load() != 5 {
+		t.Errorf("manifests %d (want 7), blobs %d (want 5)", p.manifest.Load(), p.blobs.Load())
+	}
+
+	// A second scan knows every digest: manifests only, no config blobs.
+	p.manifest.Store(0)
+	p.blobs.Store(0)
+	if _, err := c.Images(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	if p.manifest.Load() != 6 || p.blobs.Load() != 0 {
+		t.Errorf("second scan: manifests %d (want 6), blobs %d (want 0)", p.manifest.Load(), p.blobs.Load())
+	}
+}
+
+func TestRegistryErrorsNameTheRegistry(t *testing.T) {
+	c, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ggcrregistry.New())
+	host := strings.TrimPrefix(srv.URL, "http://")
+	_, err = c.Images(context.Background(), host+"/missing")
+	if fluxerr.KindOf(err) != fluxerr.Missing || !strings.Contains(err.Error(), host) {
+		t.Errorf("missing repository: %v (kind %v)", err, fluxerr.KindOf(err))
+	}
+	srv.Close()
+	_, err = c.Images(context.Background(), host+"/app")
+	if fluxerr.KindOf(err) != fluxerr.Unavailable || !strings.Contains(err.Error(), "cannot reach registry "+host) {
+		t.Errorf("unreachable registry: %v", err)
+	}
+	deny := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="x"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	defer deny.Close()
+	_, err = c.Images(context.Background(), strings.TrimPrefix(deny.URL, "http://")+"/app")
+	if !strings.Contains(err.Error(), "refused access") {
+		t.Errorf("401: %v", err)
+	}
+}
+
