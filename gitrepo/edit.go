@@ -104,3 +104,30 @@ func quote(v string, style yaml.Style) string {
 	}
 	return v
 }
+
+// Signature is the author of a commit.
+type Signature struct{ Name, Email string }
+
+// WorkloadDocument returns the YAML of workload id's object alone, from a
+// file that may hold many documents or a List, for applying it.
+func WorkloadDocument(content []byte, id platform.ID) ([]byte, error) {
+	var out []byte
+	err := eachWorkload(content, func(obj *yaml.Node, got platform.ID, _ int) error {
+		if got != id || out != nil {
+			return nil
+		}
+		b, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		out = b
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if out == nil {
+		return nil, fmt.Errorf("%s: %w", id, platform.ErrNotFound)
+	}
+	return out, nil
+}

@@ -1,6 +1,11 @@
-// Package release plans and executes releases: given a spec (which
-// services, which images), it computes from the manifests in git what
-// changes, and then commits, pushes, applies and follows the rollout.
+// Package release plans and executes releases. A plan is computed from the
+// manifests in git (not from the running cluster), so that after a release
+// git and the cluster agree even where the cluster had drifted. Executing
+// a plan edits the files, makes one commit, pushes it, applies the changed
+// workloads and records the release in history; if the push fails,
+// nothing is applied.
 //
-// Not built yet: see the README's feature table ([core] issue).
+// The package depends only on domain packages; the cluster, the git clone,
+// the registry and the history store come in through the small interfaces
+// in engine.go.
 package release

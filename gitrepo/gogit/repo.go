@@ -193,14 +193,11 @@ func (r *Repo) Head() (string, error) {
 	return h.Hash().String(), nil
 }
 
-// Signature is the author of a commit.
-type Signature struct{ Name, Email string }
-
 // CommitAndPush writes files (paths relative to the root) on top of the
 // revision base, commits them as one commit authored by author, and pushes
 // it. If base is no longer the remote's head, or the push fails, the clone
 // is reset to the remote and nothing is pushed.
-func (r *Repo) CommitAndPush(ctx context.Context, base string, files map[string][]byte, message string, author Signature) (string, error) {
+func (r *Repo) CommitAndPush(ctx context.Context, base string, files map[string][]byte, message string, author gitrepo.Signature) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	head, err := r.sync(ctx)
@@ -232,7 +229,7 @@ func (r *Repo) CommitAndPush(ctx context.Context, base string, files map[string]
 	}
 	now := time.Now()
 	if author.Name == "" {
-		author = Signature{Name: r.cfg.User, Email: r.cfg.Email}
+		author = gitrepo.Signature{Name: r.cfg.User, Email: r.cfg.Email}
 	}
 	if author.Email == "" {
 		author.Email = r.cfg.Email

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 )
 
@@ -65,7 +66,7 @@ func TestCommitAndPushLandsOneCommit(t *testing.T) {
 	if got := gitCLI(t, bare, "rev-parse", "prod"); got != base {
 		t.Fatalf("Sync = %s, remote prod = %s", base, got)
 	}
-	commit, err := r.CommitAndPush(ctx, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release a:2", Signature{Name: "alice", Email: "alice@example.com"})
+	commit, err := r.CommitAndPush(ctx, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release a:2", gitrepo.Signature{Name: "alice", Email: "alice@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestCommitAndPushRefusesAMovedBranch(t *testing.T) {
 	gitCLI(t, other, "push", "-q", "origin", "prod")
 	theirs := gitCLI(t, bare, "rev-parse", "prod")
 
-	_, err = r.CommitAndPush(ctx, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release", Signature{})
+	_, err = r.CommitAndPush(ctx, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release", gitrepo.Signature{})
 	if fluxerr.KindOf(err) != fluxerr.Precondition {
 		t.Fatalf("err = %v; want a Precondition error", err)
 	}
@@ -125,7 +126,7 @@ func TestPushFailureLeavesNothingBehind(t *testing.T) {
 	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho 'branch is protected' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err = r.CommitAndPush(ctx, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release", Signature{})
+	_, err = r.CommitAndPush(ctx, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release", gitrepo.Signature{})
 	if err == nil {
 		t.Skip("go-git's in-process file transport does not run hooks; the refusal is tested over smart HTTP in e2e")
 	}

@@ -10,6 +10,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -34,6 +35,7 @@ type Config struct {
 // Cluster reads workloads from informer caches.
 type Cluster struct {
 	client    kubernetes.Interface
+	dynamic   dynamic.Interface
 	host      string
 	factories []informers.SharedInformerFactory
 	deploys   []cacheLister
@@ -69,7 +71,13 @@ func New(rc *rest.Config, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
 	}
-	return newCluster(client, rc.Host, cfg), nil
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("creating Kubernetes client: %w", err)
+	}
+	c := newCluster(client, rc.Host, cfg)
+	c.dynamic = dyn
+	return c, nil
 }
 
 func newCluster(client kubernetes.Interface, host string, cfg Config) *Cluster {

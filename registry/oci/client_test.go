@@ -3,9 +3,9 @@ package oci
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -198,4 +198,3 @@ func TestRegistryErrorsNameTheRegistry(t *testing.T) {
 		t.Errorf("401: %v", err)
 	}
 }
-

@@ -660,6 +660,7 @@ type ImageInfo struct {
 	Ref           string                 `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
 	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	Digest        string                 `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	Tag           string                 `protobuf:"bytes,4,opt,name=tag,proto3" json:"tag,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -715,11 +716,21 @@ func (x *ImageInfo) GetDigest() string {
 	return ""
 }
 
+func (x *ImageInfo) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
 type ContainerImages struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Container     string                 `protobuf:"bytes,1,opt,name=container,proto3" json:"container,omitempty"`
-	Current       string                 `protobuf:"bytes,2,opt,name=current,proto3" json:"current,omitempty"`
-	Available     []*ImageInfo           `protobuf:"bytes,3,rep,name=available,proto3" json:"available,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Container string                 `protobuf:"bytes,1,opt,name=container,proto3" json:"container,omitempty"`
+	Current   string                 `protobuf:"bytes,2,opt,name=current,proto3" json:"current,omitempty"`
+	// available are the repository's images, newest first.
+	Available []*ImageInfo `protobuf:"bytes,3,rep,name=available,proto3" json:"available,omitempty"`
+	// error says why the images could not be read, if they could not.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -773,6 +784,13 @@ func (x *ContainerImages) GetAvailable() []*ImageInfo {
 		return x.Available
 	}
 	return nil
+}
+
+func (x *ContainerImages) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
 }
 
 type ServiceImages struct {
@@ -1090,7 +1108,7 @@ func (x *ContainerUpdate) GetTarget() string {
 type PlanItem struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
-	// action is "update", "skip" or "ignore".
+	// action is "update", "skip" or "uptodate".
 	Action        string             `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
 	Reason        string             `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	Updates       []*ContainerUpdate `protobuf:"bytes,4,rep,name=updates,proto3" json:"updates,omitempty"`
@@ -1219,8 +1237,10 @@ func (x *Plan) GetRevision() string {
 type ReleaseResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Plan  *Plan                  `protobuf:"bytes,1,opt,name=plan,proto3" json:"plan,omitempty"`
-	// job_id is set when the release was enqueued for execution.
-	JobId         string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// job_id is set when the release was enqueued for execution as a job.
+	JobId string `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// commit is the commit an execution pushed; empty when nothing changed.
+	Commit        string `protobuf:"bytes,3,opt,name=commit,proto3" json:"commit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1265,6 +1285,13 @@ func (x *ReleaseResponse) GetPlan() *Plan {
 func (x *ReleaseResponse) GetJobId() string {
 	if x != nil {
 		return x.JobId
+	}
+	return ""
+}
+
+func (x *ReleaseResponse) GetCommit() string {
+	if x != nil {
+		return x.Commit
 	}
 	return ""
 }
@@ -2216,6 +2243,74 @@ func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
 	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{37}
 }
 
+type Change struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Container     string                 `protobuf:"bytes,2,opt,name=container,proto3" json:"container,omitempty"`
+	From          string                 `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Change) Reset() {
+	*x = Change{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Change) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Change) ProtoMessage() {}
+
+func (x *Change) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Change.ProtoReflect.Descriptor instead.
+func (*Change) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Change) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *Change) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
+func (x *Change) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *Change) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
 type Event struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -2225,13 +2320,16 @@ type Event struct {
 	User          string                 `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`
 	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	EndedAt       *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"`
+	Changes       []*Change              `protobuf:"bytes,8,rep,name=changes,proto3" json:"changes,omitempty"`
+	Commit        string                 `protobuf:"bytes,9,opt,name=commit,proto3" json:"commit,omitempty"`
+	Error         string                 `protobuf:"bytes,10,opt,name=error,proto3" json:"error,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2243,7 +2341,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2256,7 +2354,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{38}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Event) GetId() int64 {
@@ -2308,6 +2406,27 @@ func (x *Event) GetEndedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Event) GetChanges() []*Change {
+	if x != nil {
+		return x.Changes
+	}
+	return nil
+}
+
+func (x *Event) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
+}
+
+func (x *Event) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type HistoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// service limits the events to one service; empty means all.
@@ -2319,7 +2438,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2331,7 +2450,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2344,7 +2463,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{39}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *HistoryRequest) GetService() string {
@@ -2370,7 +2489,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2382,7 +2501,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2395,7 +2514,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{40}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *HistoryResponse) GetEvents() []*Event {
@@ -2415,7 +2534,7 @@ type NotifyImageRequest struct {
 
 func (x *NotifyImageRequest) Reset() {
 	*x = NotifyImageRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2427,7 +2546,7 @@ func (x *NotifyImageRequest) String() string {
 func (*NotifyImageRequest) ProtoMessage() {}
 
 func (x *NotifyImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2440,7 +2559,7 @@ func (x *NotifyImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyImageRequest.ProtoReflect.Descriptor instead.
 func (*NotifyImageRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{41}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *NotifyImageRequest) GetImage() string {
@@ -2458,7 +2577,7 @@ type NotifyImageResponse struct {
 
 func (x *NotifyImageResponse) Reset() {
 	*x = NotifyImageResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2589,7 @@ func (x *NotifyImageResponse) String() string {
 func (*NotifyImageResponse) ProtoMessage() {}
 
 func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2602,7 @@ func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyImageResponse.ProtoReflect.Descriptor instead.
 func (*NotifyImageResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{42}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{43}
 }
 
 var File_fluxd_v1_fluxd_proto protoreflect.FileDescriptor
@@ -2521,16 +2640,18 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x14ListServicesResponse\x12-\n" +
 	"\bservices\x18\x01 \x03(\v2\x11.fluxd.v1.ServiceR\bservices\"-\n" +
 	"\x11ListImagesRequest\x12\x18\n" +
-	"\aservice\x18\x01 \x01(\tR\aservice\"p\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\"\x82\x01\n" +
 	"\tImageInfo\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\tR\x03ref\x129\n" +
 	"\n" +
 	"created_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x16\n" +
-	"\x06digest\x18\x03 \x01(\tR\x06digest\"|\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x10\n" +
+	"\x03tag\x18\x04 \x01(\tR\x03tag\"\x92\x01\n" +
 	"\x0fContainerImages\x12\x1c\n" +
 	"\tcontainer\x18\x01 \x01(\tR\tcontainer\x12\x18\n" +
 	"\acurrent\x18\x02 \x01(\tR\acurrent\x121\n" +
-	"\tavailable\x18\x03 \x03(\v2\x13.fluxd.v1.ImageInfoR\tavailable\"d\n" +
+	"\tavailable\x18\x03 \x03(\v2\x13.fluxd.v1.ImageInfoR\tavailable\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"d\n" +
 	"\rServiceImages\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x129\n" +
 	"\n" +
@@ -2563,10 +2684,11 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x04Plan\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.fluxd.v1.PlanItemR\x05items\x12\x1a\n" +
 	"\bchecksum\x18\x02 \x01(\tR\bchecksum\x12\x1a\n" +
-	"\brevision\x18\x03 \x01(\tR\brevision\"L\n" +
+	"\brevision\x18\x03 \x01(\tR\brevision\"d\n" +
 	"\x0fReleaseResponse\x12\"\n" +
 	"\x04plan\x18\x01 \x01(\v2\x0e.fluxd.v1.PlanR\x04plan\x12\x15\n" +
-	"\x06job_id\x18\x02 \x01(\tR\x05jobId\"\xc6\x02\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x16\n" +
+	"\x06commit\x18\x03 \x01(\tR\x06commit\"\xc6\x02\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12(\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x12.fluxd.v1.JobStateR\x05state\x12\x14\n" +
@@ -2620,7 +2742,12 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x0fTagFiltersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x13\n" +
-	"\x11SetPolicyResponse\"\xe7\x01\n" +
+	"\x11SetPolicyResponse\"d\n" +
+	"\x06Change\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1c\n" +
+	"\tcontainer\x18\x02 \x01(\tR\tcontainer\x12\x12\n" +
+	"\x04from\x18\x03 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x04 \x01(\tR\x02to\"\xc1\x02\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1a\n" +
 	"\bservices\x18\x02 \x03(\tR\bservices\x12\x12\n" +
@@ -2629,7 +2756,11 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x04user\x18\x05 \x01(\tR\x04user\x129\n" +
 	"\n" +
 	"started_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
-	"\bended_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\"@\n" +
+	"\bended_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12*\n" +
+	"\achanges\x18\b \x03(\v2\x10.fluxd.v1.ChangeR\achanges\x12\x16\n" +
+	"\x06commit\x18\t \x01(\tR\x06commit\x12\x14\n" +
+	"\x05error\x18\n" +
+	" \x01(\tR\x05error\"@\n" +
 	"\x0eHistoryRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\":\n" +
@@ -2687,7 +2818,7 @@ func file_fluxd_v1_fluxd_proto_rawDescGZIP() []byte {
 }
 
 var file_fluxd_v1_fluxd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(Role)(0),                     // 0: fluxd.v1.Role
 	(ReleaseKind)(0),              // 1: fluxd.v1.ReleaseKind
@@ -2730,20 +2861,21 @@ var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(*UnlockResponse)(nil),        // 38: fluxd.v1.UnlockResponse
 	(*SetPolicyRequest)(nil),      // 39: fluxd.v1.SetPolicyRequest
 	(*SetPolicyResponse)(nil),     // 40: fluxd.v1.SetPolicyResponse
-	(*Event)(nil),                 // 41: fluxd.v1.Event
-	(*HistoryRequest)(nil),        // 42: fluxd.v1.HistoryRequest
-	(*HistoryResponse)(nil),       // 43: fluxd.v1.HistoryResponse
-	(*NotifyImageRequest)(nil),    // 44: fluxd.v1.NotifyImageRequest
-	(*NotifyImageResponse)(nil),   // 45: fluxd.v1.NotifyImageResponse
-	nil,                           // 46: fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
+	(*Change)(nil),                // 41: fluxd.v1.Change
+	(*Event)(nil),                 // 42: fluxd.v1.Event
+	(*HistoryRequest)(nil),        // 43: fluxd.v1.HistoryRequest
+	(*HistoryResponse)(nil),       // 44: fluxd.v1.HistoryResponse
+	(*NotifyImageRequest)(nil),    // 45: fluxd.v1.NotifyImageRequest
+	(*NotifyImageResponse)(nil),   // 46: fluxd.v1.NotifyImageResponse
+	nil,                           // 47: fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
 }
 var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	0,  // 0: fluxd.v1.VersionResponse.role:type_name -> fluxd.v1.Role
 	5,  // 1: fluxd.v1.Service.containers:type_name -> fluxd.v1.Container
 	7,  // 2: fluxd.v1.Service.replicas:type_name -> fluxd.v1.ReplicaCounts
 	6,  // 3: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
-	47, // 4: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
+	48, // 4: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
 	11, // 5: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
 	12, // 6: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
 	13, // 7: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
@@ -2753,8 +2885,8 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	18, // 11: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
 	19, // 12: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
 	2,  // 13: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
-	47, // 14: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	47, // 15: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	48, // 14: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	48, // 15: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
 	19, // 16: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
 	21, // 17: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
 	7,  // 18: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
@@ -2762,45 +2894,46 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	25, // 20: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
 	21, // 21: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
 	21, // 22: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
-	46, // 23: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	47, // 24: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
-	47, // 25: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
-	41, // 26: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
-	3,  // 27: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	8,  // 28: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	10, // 29: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	16, // 30: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	22, // 31: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	24, // 32: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	27, // 33: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	29, // 34: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	31, // 35: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	33, // 36: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	35, // 37: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	37, // 38: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	39, // 39: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	42, // 40: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	44, // 41: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	4,  // 42: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	9,  // 43: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	14, // 44: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	20, // 45: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	23, // 46: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	26, // 47: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	28, // 48: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	30, // 49: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	32, // 50: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	34, // 51: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	36, // 52: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	38, // 53: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	40, // 54: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	43, // 55: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	45, // 56: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	42, // [42:57] is the sub-list for method output_type
-	27, // [27:42] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	47, // 23: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	48, // 24: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
+	48, // 25: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
+	41, // 26: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
+	42, // 27: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
+	3,  // 28: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
+	8,  // 29: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	10, // 30: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	16, // 31: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	22, // 32: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	24, // 33: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	27, // 34: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	29, // 35: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	31, // 36: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	33, // 37: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	35, // 38: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	37, // 39: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	39, // 40: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	43, // 41: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	45, // 42: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	4,  // 43: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	9,  // 44: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	14, // 45: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	20, // 46: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	23, // 47: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	26, // 48: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	28, // 49: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	30, // 50: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	32, // 51: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	34, // 52: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	36, // 53: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	38, // 54: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	40, // 55: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	44, // 56: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	46, // 57: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	43, // [43:58] is the sub-list for method output_type
+	28, // [28:43] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_fluxd_v1_fluxd_proto_init() }
@@ -2814,7 +2947,7 @@ func file_fluxd_v1_fluxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluxd_v1_fluxd_proto_rawDesc), len(file_fluxd_v1_fluxd_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,54 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/fluxd/fluxd/platform"
+)
+
+// FieldManager is the server-side apply field manager of fluxd's changes.
+const FieldManager = "fluxd"
+
+// resources maps the workload kinds fluxd manages to their API resources.
+var resources = map[string]schema.GroupVersionResource{
+	"deployment":  {Group: "apps", Version: "v1", Resource: "deployments"},
+	"statefulset": {Group: "apps", Version: "v1", Resource: "statefulsets"},
+	"daemonset":   {Group: "apps", Version: "v1", Resource: "daemonsets"},
+	"cronjob":     {Group: "batch", Version: "v1", Resource: "cronjobs"},
+}
+
+// Apply applies one workload's manifest (YAML or JSON) with server-side
+// apply, as field manager "fluxd", taking over conflicting fields: git is
+// the source of truth.
+func (c *Cluster) Apply(ctx context.Context, id platform.ID, manifest []byte) error {
+	var obj unstructured.Unstructured
+	if err := yaml.Unmarshal(manifest, &obj.Object); err != nil {
+		return fmt.Errorf("applying %s: the manifest does not parse: %w", id, err)
+	}
+	if got := strings.ToLower(obj.GetKind()); got != id.Kind || obj.GetName() != id.Name {
+		return fmt.Errorf("applying %s: the manifest is a %s named %q", id, obj.GetKind(), obj.GetName())
+	}
+	if obj.GetNamespace() == "" {
+		obj.SetNamespace(id.Namespace)
+	}
+	gvr, ok := resources[id.Kind]
+	if !ok {
+		return fmt.Errorf("applying %s: fluxd does not manage kind %s", id, id.Kind)
+	}
+	if c.dynamic == nil {
+		return fmt.Errorf("applying %s: no dynamic client", id)
+	}
+	_, err := c.dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Apply(ctx, obj.GetName(), &obj,
+		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
+	if err != nil {
+		return fmt.Errorf("applying %s to the cluster: %w", id, err)
+	}
+	return nil
+}

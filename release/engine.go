@@ -1,0 +1,446 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/fluxerr"
+	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/registry"
+)
+
+// Repo is the git working clone.
+type Repo interface {
+	// Sync fetches and checks out the remote branch, returning its revision.
+	Sync(ctx context.Context) (string, error)
+	// Dir is the clone's root; Paths are the manifest sub-paths.
+	Dir() string
+	Paths() []string
+	// CommitAndPush commits files on top of base and pushes, or changes
+	// nothing.
+	CommitAndPush(ctx context.Context, base string, files map[string][]byte, message string, author gitrepo.Signature) (string, error)
+}
+
+// Images lists a repository's images, newest first.
+type Images interface {
+	Images(ctx context.Context, repository string) ([]registry.Image, error)
+}
+
+// Cluster is what a release needs of the cluster.
+type Cluster interface {
+	Workloads(ctx context.Context) ([]platform.Workload, error)
+	Apply(ctx context.Context, id platform.ID, manifest []byte) error
+}
+
+// Recorder keeps history.
+type Recorder interface {
+	Record(ctx context.Context, ev history.Event) (int64, error)
+}
+
+// Engine plans and executes releases, one at a time.
+type Engine struct {
+	repo     Repo
+	images   Images
+	cluster  Cluster
+	recorder Recorder
+	log      *slog.Logger
+
+	mu sync.Mutex // one release at a time: the clone is shared
+}
+
+// NewEngine returns an Engine.
+func NewEngine(repo Repo, images Images, cluster Cluster, recorder Recorder, log *slog.Logger) *Engine {
+	return &Engine{repo: repo, images: images, cluster: cluster, recorder: recorder, log: log.With("component", "release")}
+}
+
+// Result is an executed release.
+type Result struct {
+	Plan *Plan
+	// Commit is the pushed commit; empty when there was nothing to change.
+	Commit string
+}
+
+// Validate checks a spec on its own, before anything is read.
+func (s Spec) Validate() error {
+	var errs []error
+	if len(s.Services) == 0 && !s.All {
+		errs = append(errs, errors.New("no services: name services to release, or all"))
+	}
+	if s.Image == "" && !s.AllLatest {
+		errs = append(errs, errors.New("no image: give an image reference, or ask for all latest images"))
+	}
+	if s.Image != "" && s.AllLatest {
+		errs = append(errs, errors.New("give an image reference or all latest images, not both"))
+	}
+	if s.Image != "" {
+		ref, err := registry.ParseRef(s.Image)
+		if err != nil {
+			errs = append(errs, err)
+		} else if ref.Tag == "" {
+			errs = append(errs, fmt.Errorf("image %q names a digest; release a tag", s.Image))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fluxerr.New(fluxerr.User, err, "")
+	}
+	return nil
+}
+
+// Plan computes what a release of spec would do, changing nothing.
+func (e *Engine) Plan(ctx context.Context, spec Spec) (*Plan, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p, _, err := e.plan(ctx, spec)
+	return p, err
+}
+
+// Manifests syncs the clone and returns its workload definitions.
+func (e *Engine) Manifests(ctx context.Context) (string, *gitrepo.Manifests, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.manifests(ctx)
+}
+
+func (e *Engine) manifests(ctx context.Context) (string, *gitrepo.Manifests, error) {
+	rev, err := e.repo.Sync(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	dirs, err := gitrepo.ResolvePaths(e.repo.Dir(), e.repo.Paths())
+	if err != nil {
+		return "", nil, fluxerr.New(fluxerr.User, err, "")
+	}
+	m, err := gitrepo.FindWorkloads(e.repo.Dir(), dirs)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, p := range m.Problems {
+		e.log.Warn("skipping a manifest", "problem", p.Error())
+	}
+	return rev, m, nil
+}
+
+func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, nil, err
+	}
+	rev, m, err := e.manifests(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	inCluster := map[platform.ID]bool{}
+	if e.cluster != nil {
+		ws, err := e.cluster.Workloads(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, w := range ws {
+			inCluster[w.ID] = true
+		}
+	}
+	targets := spec.Services
+	if spec.All {
+		seen := map[platform.ID]bool{}
+		targets = nil
+		for id := range m.Workloads {
+			seen[id] = true
+			targets = append(targets, id)
+		}
+		for id := range inCluster {
+			if !seen[id] {
+				targets = append(targets, id)
+			}
+		}
+	}
+	excluded := map[platform.ID]bool{}
+	for _, id := range spec.Exclude {
+		excluded[id] = true
+	}
+	var target registry.Ref
+	if spec.Image != "" {
+		target, _ = registry.ParseRef(spec.Image)
+	}
+	lister := &imageCache{images: e.images, byRepo: map[string]cached{}}
+	plan := &Plan{Revision: rev}
+	for _, id := range targets {
+		def, inGit := m.Workloads[id]
+		item := Item{Service: id}
+		switch {
+		case excluded[id]:
+			item.Action, item.Reason = Skip, ReasonExcluded
+		case !inGit:
+			item.Action, item.Reason = Skip, ReasonNotInGit
+		case def.Annotations[AnnotationLocked] == "true":
+			item.Action, item.Reason = Skip, ReasonLocked
+			if msg := def.Annotations[AnnotationLockMessage]; msg != "" {
+				item.Reason += ": " + msg
+			}
+		default:
+			item.File = def.File
+			if spec.AllLatest {
+				planLatest(ctx, &item, def, lister)
+			} else {
+				planImage(ctx, &item, def, target, lister)
+			}
+		}
+		// With all services and one image, services that do not run the
+		// image's repository are not part of the release at all.
+		if spec.All && !spec.AllLatest && item.Reason == ReasonNotUsed {
+			continue
+		}
+		plan.Items = append(plan.Items, item)
+	}
+	sort.Slice(plan.Items, func(i, j int) bool { return plan.Items[i].Service.String() < plan.Items[j].Service.String() })
+	return plan, m, nil
+}
+
+func planImage(ctx context.Context, item *Item, def *gitrepo.Definition, target registry.Ref, lister *imageCache) {
+	var already []string
+	for _, c := range def.Containers {
+		ref, err := registry.ParseRef(c.Image)
+		if err != nil || ref.Repository != target.Repository {
+			continue
+		}
+		if ref.Tag == target.Tag {
+			already = append(already, c.Name)
+			continue
+		}
+		item.Updates = append(item.Updates, ContainerUpdate{Container: c.Name, Current: c.Image, Target: target.String()})
+	}
+	switch {
+	case len(item.Updates) > 0:
+		imgs, err := lister.get(ctx, target.Repository)
+		if err != nil {
+			item.Action, item.Reason, item.Updates = Skip, ReasonRegistry+": "+firstLine(err), nil
+			return
+		}
+		if !hasTag(imgs, target.Tag) {
+			item.Action, item.Reason, item.Updates = Skip, fmt.Sprintf("%s: %s is not in the registry", ReasonNotFound, target), nil
+			return
+		}
+		item.Action = Update
+	case len(already) > 0:
+		item.Action, item.Reason = UpToDate, fmt.Sprintf("container %s already uses %s", strings.Join(already, ", "), target)
+	default:
+		item.Action, item.Reason = Skip, ReasonNotUsed
+	}
+}
+
+func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister *imageCache) {
+	var reasons []string
+	for _, c := range def.Containers {
+		ref, err := registry.ParseRef(c.Image)
+		if err != nil || ref.Tag == "" {
+			reasons = append(reasons, fmt.Sprintf("%s: image %q is pinned by digest or invalid", c.Name, c.Image))
+			continue
+		}
+		imgs, err := lister.get(ctx, ref.Repository)
+		if err != nil {
+			reasons = append(reasons, fmt.Sprintf("%s: %s: %s", c.Name, ReasonRegistry, firstLine(err)))
+			continue
+		}
+		if len(imgs) == 0 {
+			reasons = append(reasons, fmt.Sprintf("%s: %s", c.Name, ReasonNotFound))
+			continue
+		}
+		newest := imgs[0]
+		if newest.Tag == ref.Tag {
+			continue
+		}
+		if cur, ok := findTag(imgs, ref.Tag); ok && !newest.CreatedAt.After(cur.CreatedAt) {
+			continue
+		}
+		item.Updates = append(item.Updates, ContainerUpdate{Container: c.Name, Current: c.Image, Target: ref.Repository + ":" + newest.Tag})
+	}
+	switch {
+	case len(item.Updates) > 0:
+		item.Action = Update
+	case len(reasons) > 0:
+		item.Action, item.Reason = Skip, strings.Join(reasons, "; ")
+	case len(def.Containers) == 0:
+		item.Action, item.Reason = Skip, ReasonNoContainers
+	default:
+		item.Action, item.Reason = UpToDate, ReasonNoNewer
+	}
+}
+
+// Execute plans spec and carries it out for instance: edit, one commit,
+// push, apply, record. If nothing changes, nothing is committed.
+func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ history.Type) (*Result, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	start := time.Now()
+	plan, m, err := e.plan(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Plan: plan}
+	if plan.Updates() == 0 {
+		return res, nil
+	}
+	files, err := e.edit(plan, m)
+	if err != nil {
+		return nil, e.fail(ctx, instance, spec, plan, start, "", err)
+	}
+	author := gitrepo.Signature{Name: spec.User}
+	commit, err := e.repo.CommitAndPush(ctx, plan.Revision, files, commitMessage(instance, spec, plan), author)
+	if err != nil {
+		return nil, e.fail(ctx, instance, spec, plan, start, "", err)
+	}
+	res.Commit = commit
+	e.log.Info("release pushed", "instance", instance, "commit", commit, "updates", plan.Updates(), "user", spec.User)
+	for _, it := range plan.Items {
+		if it.Action != Update {
+			continue
+		}
+		doc, err := gitrepo.WorkloadDocument(files[it.File], it.Service)
+		if err == nil {
+			err = e.cluster.Apply(ctx, it.Service, doc)
+		}
+		if err != nil {
+			return nil, e.fail(ctx, instance, spec, plan, start, commit,
+				fmt.Errorf("commit %.12s was pushed, but applying %s failed: %w", commit, it.Service, err))
+		}
+		e.log.Info("applied", "service", it.Service.String(), "commit", commit)
+	}
+	ev := event(instance, spec, plan, typ, start)
+	ev.Commit = commit
+	if _, err := e.recorder.Record(ctx, ev); err != nil {
+		e.log.Error("recording the release in history failed", "error", err, "commit", commit)
+	}
+	return res, nil
+}
+
+// edit returns the new content of every file the plan changes.
+func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, error) {
+	files := map[string][]byte{}
+	for _, it := range plan.Items {
+		if it.Action != Update {
+			continue
+		}
+		content, ok := files[it.File]
+		if !ok {
+			b, err := os.ReadFile(filepath.Join(e.repo.Dir(), it.File))
+			if err != nil {
+				return nil, err
+			}
+			content = b
+		}
+		images := map[string]string{}
+		for _, u := range it.Updates {
+			images[u.Container] = u.Target
+		}
+		out, err := gitrepo.SetImages(content, it.Service, images)
+		if err != nil {
+			return nil, fmt.Errorf("editing %s in %s: %w", it.Service, it.File, err)
+		}
+		files[it.File] = out
+	}
+	return files, nil
+}
+
+func (e *Engine) fail(ctx context.Context, instance string, spec Spec, plan *Plan, start time.Time, commit string, err error) error {
+	ev := event(instance, spec, plan, history.Failed, start)
+	ev.Commit, ev.Error = commit, err.Error()
+	if _, rerr := e.recorder.Record(ctx, ev); rerr != nil {
+		e.log.Error("recording a failed release in history failed", "error", rerr)
+	}
+	e.log.Warn("release failed", "instance", instance, "error", err)
+	return err
+}
+
+func event(instance string, spec Spec, plan *Plan, typ history.Type, start time.Time) history.Event {
+	ev := history.Event{Instance: instance, Type: typ, User: spec.User, Message: spec.Message, StartedAt: start, EndedAt: time.Now()}
+	for _, it := range plan.Items {
+		if it.Action != Update {
+			continue
+		}
+		ev.Services = append(ev.Services, it.Service.String())
+		for _, u := range it.Updates {
+			ev.Changes = append(ev.Changes, history.Change{Service: it.Service.String(), Container: u.Container, From: u.Current, To: u.Target})
+		}
+	}
+	return ev
+}
+
+// commitMessage is "Release <images> to <instance> by <user>", with a body
+// listing every change.
+func commitMessage(instance string, spec Spec, plan *Plan) string {
+	var targets []string
+	seen := map[string]bool{}
+	var body strings.Builder
+	for _, it := range plan.Items {
+		if it.Action != Update {
+			continue
+		}
+		fmt.Fprintf(&body, "\n%s\n", it.Service)
+		for _, u := range it.Updates {
+			fmt.Fprintf(&body, "  %s: %s -> %s\n", u.Container, u.Current, u.Target)
+			if !seen[u.Target] {
+				seen[u.Target] = true
+				targets = append(targets, u.Target)
+			}
+		}
+	}
+	user := spec.User
+	if user == "" {
+		user = "unknown"
+	}
+	msg := fmt.Sprintf("Release %s to %s by %s\n", strings.Join(targets, ", "), instance, user)
+	if spec.Message != "" {
+		msg += "\n" + spec.Message + "\n"
+	}
+	return msg + body.String()
+}
+
+// imageCache lists each repository once per plan.
+type imageCache struct {
+	images Images
+	byRepo map[string]cached
+}
+
+type cached struct {
+	imgs []registry.Image
+	err  error
+}
+
+func (c *imageCache) get(ctx context.Context, repo string) ([]registry.Image, error) {
+	if r, ok := c.byRepo[repo]; ok {
+		return r.imgs, r.err
+	}
+	imgs, err := c.images.Images(ctx, repo)
+	c.byRepo[repo] = cached{imgs, err}
+	return imgs, err
+}
+
+func hasTag(imgs []registry.Image, tag string) bool {
+	_, ok := findTag(imgs, tag)
+	return ok
+}
+
+func findTag(imgs []registry.Image, tag string) (registry.Image, bool) {
+	for _, i := range imgs {
+		if i.Tag == tag {
+			return i, true
+		}
+	}
+	return registry.Image{}, false
+}
+
+func firstLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

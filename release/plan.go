@@ -1,0 +1,87 @@
+package release
+
+import (
+	"github.com/fluxd/fluxd/platform"
+)
+
+// Annotations on a workload in git that set its policies.
+const (
+	AnnotationAutomated   = "fluxd.io/automated"
+	AnnotationLocked      = "fluxd.io/locked"
+	AnnotationLockMessage = "fluxd.io/lock-message"
+)
+
+// Spec says what to release.
+type Spec struct {
+	// Services to release; with All, every service.
+	Services []platform.ID
+	All      bool
+	// Exclude leaves services out.
+	Exclude []platform.ID
+	// Image is one image reference: every container running its
+	// repository gets it. With AllLatest, each container gets the newest
+	// image of its own repository instead.
+	Image     string
+	AllLatest bool
+	// User and Message say who released and why.
+	User, Message string
+}
+
+// Action is what a plan does with a service.
+type Action string
+
+// The actions.
+const (
+	// Update changes one or more containers' images.
+	Update Action = "update"
+	// Skip leaves the service alone, for the item's Reason.
+	Skip Action = "skip"
+	// UpToDate means the service already runs the images asked for.
+	UpToDate Action = "uptodate"
+)
+
+// Skip reasons.
+const (
+	ReasonNotInGit     = "not in git: the workload exists only in the cluster, so fluxd cannot release it"
+	ReasonExcluded     = "excluded"
+	ReasonLocked       = "locked"
+	ReasonNoNewer      = "no newer image"
+	ReasonNotUsed      = "does not use the image's repository"
+	ReasonNotFound     = "image not found"
+	ReasonRegistry     = "cannot read the registry"
+	ReasonNoContainers = "no containers with images"
+)
+
+// ContainerUpdate is one container's change.
+type ContainerUpdate struct {
+	Container string
+	Current   string
+	Target    string
+}
+
+// Item is what the plan does with one service.
+type Item struct {
+	Service platform.ID
+	Action  Action
+	// Reason says why a service is skipped or up to date.
+	Reason  string
+	Updates []ContainerUpdate
+	// File is where the service is defined in git.
+	File string
+}
+
+// Plan is a computed release.
+type Plan struct {
+	// Revision is the git revision the plan was computed from.
+	Revision string
+	Items    []Item
+}
+
+// Updates counts the container updates in the plan.
+func (p *Plan) Updates() int {
+	n := 0
+	for _, it := range p.Items {
+		n += len(it.Updates)
+	}
+	return n
+}
