@@ -18,6 +18,9 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Version is the build version the Version RPC reports.
 	Version string
+	// GitRefresh is how long a read of the manifests in git is reused by
+	// listing calls; releases always fetch first.
+	GitRefresh time.Duration
 }
 
 // Validate reports every problem with the configuration at once.
@@ -32,6 +35,9 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--tokens-file is empty: every call needs a token; create one with 'fluxd token create --tokens-file FILE --instance NAME --role admin'"))
 	} else if _, err := os.Stat(c.TokensFile); err != nil {
 		errs = append(errs, fmt.Errorf("--tokens-file %s cannot be read (%w); create it with 'fluxd token create --tokens-file %s --instance NAME --role admin'", c.TokensFile, err, c.TokensFile))
+	}
+	if c.GitRefresh < 0 {
+		errs = append(errs, fmt.Errorf("--git-poll-interval %v is negative", c.GitRefresh))
 	}
 	if c.ShutdownGrace < 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-grace %v is negative", c.ShutdownGrace))

@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
-	"github.com/fluxd/fluxd/platform"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+	"github.com/fluxd/fluxd/release"
 )
 
 // Conversions between domain types and protobuf live here, and only here.
@@ -20,17 +23,74 @@ func roleToProto(r auth.Role) fluxdv1.Role {
 	return fluxdv1.Role_ROLE_UNSPECIFIED
 }
 
-func serviceToProto(w platform.Workload) *fluxdv1.Service {
-	s := &fluxdv1.Service{
-		Id:     w.ID.String(),
-		Status: w.Status,
+func serviceToProto(s Service) *fluxdv1.Service {
+	out := &fluxdv1.Service{
+		Id:          s.ID.String(),
+		Status:      s.Status,
+		InGit:       s.InGit,
+		Automated:   s.Automated,
+		Locked:      s.Locked,
+		LockMessage: s.LockMsg,
 		Replicas: &fluxdv1.ReplicaCounts{
-			Desired: w.Replicas.Desired, Updated: w.Replicas.Updated,
-			Ready: w.Replicas.Ready, Available: w.Replicas.Available,
+			Desired: s.Replicas.Desired, Updated: s.Replicas.Updated,
+			Ready: s.Replicas.Ready, Available: s.Replicas.Available,
 		},
 	}
-	for _, c := range w.Containers {
-		s.Containers = append(s.Containers, &fluxdv1.Container{Name: c.Name, Image: c.Image, Init: c.Init})
+	for _, c := range s.Containers {
+		out.Containers = append(out.Containers, &fluxdv1.Container{Name: c.Name, Image: c.Image, Init: c.Init})
 	}
-	return s
+	return out
+}
+
+func serviceImagesToProto(s Service, cis []ContainerImages) *fluxdv1.ServiceImages {
+	out := &fluxdv1.ServiceImages{Service: s.ID.String()}
+	for _, ci := range cis {
+		c := &fluxdv1.ContainerImages{Container: ci.Container, Current: ci.Current}
+		if ci.Err != nil {
+			c.Error = ci.Err.Error()
+		}
+		for _, img := range ci.Available {
+			info := &fluxdv1.ImageInfo{Ref: img.Ref(), Tag: img.Tag, Digest: img.Digest}
+			if !img.CreatedAt.IsZero() {
+				info.CreatedAt = timestamppb.New(img.CreatedAt)
+			}
+			c.Available = append(c.Available, info)
+		}
+		out.Containers = append(out.Containers, c)
+	}
+	return out
+}
+
+func releaseRequestFromProto(r *fluxdv1.ReleaseRequest) ReleaseRequest {
+	s := r.GetSpec()
+	return ReleaseRequest{
+		Services: s.GetServices(), All: s.GetAll(), Exclude: s.GetExclude(),
+		Image: s.GetImage(), AllLatest: s.GetAllLatest(),
+		User: s.GetUser(), Message: s.GetMessage(),
+		Execute: r.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE,
+	}
+}
+
+func planToProto(p *release.Plan) *fluxdv1.Plan {
+	out := &fluxdv1.Plan{Revision: p.Revision}
+	for _, it := range p.Items {
+		pi := &fluxdv1.PlanItem{Service: it.Service.String(), Action: string(it.Action), Reason: it.Reason}
+		for _, u := range it.Updates {
+			pi.Updates = append(pi.Updates, &fluxdv1.ContainerUpdate{Container: u.Container, Current: u.Current, Target: u.Target})
+		}
+		out.Items = append(out.Items, pi)
+	}
+	return out
+}
+
+func eventToProto(ev history.Event) *fluxdv1.Event {
+	out := &fluxdv1.Event{
+		Id: ev.ID, Services: ev.Services, Type: string(ev.Type), Message: ev.Message, User: ev.User,
+		StartedAt: timestamppb.New(ev.StartedAt), EndedAt: timestamppb.New(ev.EndedAt),
+		Commit: ev.Commit, Error: ev.Error,
+	}
+	for _, c := range ev.Changes {
+		out.Changes = append(out.Changes, &fluxdv1.Change{Service: c.Service, Container: c.Container, From: c.From, To: c.To})
+	}
+	return out
 }

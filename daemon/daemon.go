@@ -3,9 +3,15 @@ package daemon
 import (
 	"context"
 	"log/slog"
+	"sync"
+	"time"
 
+	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/registry"
+	"github.com/fluxd/fluxd/release"
 )
 
 // Cluster is what the daemon needs from the cluster.
@@ -13,35 +19,138 @@ type Cluster interface {
 	Workloads(ctx context.Context) ([]platform.Workload, error)
 }
 
+// Releaser plans and executes releases, and reads the manifests.
+type Releaser interface {
+	Plan(ctx context.Context, spec release.Spec) (*release.Plan, error)
+	Execute(ctx context.Context, instance string, spec release.Spec, typ history.Type) (*release.Result, error)
+	Manifests(ctx context.Context) (string, *gitrepo.Manifests, error)
+}
+
+// ImageLister lists a repository's images, newest first.
+type ImageLister interface {
+	Images(ctx context.Context, repository string) ([]registry.Image, error)
+}
+
+// History reads recorded events.
+type History interface {
+	Events(ctx context.Context, instance string, q history.Query) ([]history.Event, error)
+}
+
+// Deps are the daemon's collaborators.
+type Deps struct {
+	Cluster  Cluster
+	Releaser Releaser
+	Images   ImageLister
+	History  History
+}
+
 // Daemon implements fluxd's operations over domain types. Every operation
 // takes the caller's identity, so that records are kept per instance.
 type Daemon struct {
-	cfg     Config
-	cluster Cluster
-	log     *slog.Logger
+	cfg  Config
+	deps Deps
+	log  *slog.Logger
+
+	mu        sync.Mutex
+	manifests *gitrepo.Manifests
+	readAt    time.Time
 }
 
 // New returns a Daemon. cfg must have passed Validate.
-func New(cfg Config, cluster Cluster, log *slog.Logger) *Daemon {
-	return &Daemon{cfg: cfg, cluster: cluster, log: log.With("component", "daemon")}
+func New(cfg Config, deps Deps, log *slog.Logger) *Daemon {
+	return &Daemon{cfg: cfg, deps: deps, log: log.With("component", "daemon")}
 }
 
-// ListServices lists the workloads in the cluster, optionally in one
-// namespace. The cluster is shared by all instances: what differs per
-// instance is the history, jobs and policies kept about it.
-func (d *Daemon) ListServices(ctx context.Context, _ auth.Identity, namespace string) ([]platform.Workload, error) {
-	all, err := d.cluster.Workloads(ctx)
+// readManifests returns the workload definitions in git, fetching at most
+// once per cfg.GitRefresh unless fresh is set.
+func (d *Daemon) readManifests(ctx context.Context, fresh bool) (*gitrepo.Manifests, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !fresh && d.manifests != nil && time.Since(d.readAt) < d.cfg.GitRefresh {
+		return d.manifests, nil
+	}
+	_, m, err := d.deps.Releaser.Manifests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d.manifests, d.readAt = m, time.Now()
+	return m, nil
+}
+
+// invalidate makes the next read fetch git again.
+func (d *Daemon) invalidate() {
+	d.mu.Lock()
+	d.manifests = nil
+	d.mu.Unlock()
+}
+
+// Service is a workload as fluxd sees it: in the cluster, in git, or both.
+type Service struct {
+	ID         platform.ID
+	Containers []platform.Container
+	Status     string
+	Replicas   platform.Replicas
+	InGit      bool
+	InCluster  bool
+	Automated  bool
+	Locked     bool
+	LockMsg    string
+}
+
+// Services lists every workload in the cluster or in git, sorted by ID,
+// optionally in one namespace. The cluster and git are shared by all
+// instances; what differs per instance is the history kept about them.
+func (d *Daemon) Services(ctx context.Context, _ auth.Identity, namespace string) ([]Service, error) {
+	all, err := d.services(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if namespace == "" {
 		return all, nil
 	}
-	var out []platform.Workload
-	for _, w := range all {
-		if w.ID.Namespace == namespace {
-			out = append(out, w)
+	var out []Service
+	for _, s := range all {
+		if s.ID.Namespace == namespace {
+			out = append(out, s)
 		}
 	}
+	return out, nil
+}
+
+func (d *Daemon) services(ctx context.Context) ([]Service, error) {
+	ws, err := d.deps.Cluster.Workloads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	m, err := d.readManifests(ctx, false)
+	if err != nil {
+		return nil, err
+	}
+	byID := map[platform.ID]*Service{}
+	var order []platform.ID
+	for _, w := range ws {
+		byID[w.ID] = &Service{ID: w.ID, Containers: w.Containers, Status: w.Status, Replicas: w.Replicas, InCluster: true}
+		order = append(order, w.ID)
+	}
+	for id, def := range m.Workloads {
+		s, ok := byID[id]
+		if !ok {
+			s = &Service{ID: id, Status: "not in cluster"}
+			for _, c := range def.Containers {
+				s.Containers = append(s.Containers, platform.Container{Name: c.Name, Image: c.Image, Init: c.Init})
+			}
+			byID[id] = s
+			order = append(order, id)
+		}
+		s.InGit = true
+		s.Automated = def.Annotations[release.AnnotationAutomated] == "true"
+		s.Locked = def.Annotations[release.AnnotationLocked] == "true"
+		s.LockMsg = def.Annotations[release.AnnotationLockMessage]
+	}
+	out := make([]Service, 0, len(order))
+	for _, id := range order {
+		out = append(out, *byID[id])
+	}
+	sortServices(out)
 	return out, nil
 }

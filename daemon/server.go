@@ -10,6 +10,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -84,15 +86,52 @@ func (s *Server) Version(ctx context.Context, _ *fluxdv1.VersionRequest) (*fluxd
 	return &fluxdv1.VersionResponse{Version: s.d.cfg.Version, Instance: id.Instance, Role: roleToProto(id.Role)}, nil
 }
 
-// ListServices lists the workloads in the cluster.
+// ListServices lists the workloads in the cluster and in git.
 func (s *Server) ListServices(ctx context.Context, req *fluxdv1.ListServicesRequest) (*fluxdv1.ListServicesResponse, error) {
-	ws, err := s.d.ListServices(ctx, identity(ctx), req.GetNamespace())
+	svcs, err := s.d.Services(ctx, identity(ctx), req.GetNamespace())
 	if err != nil {
 		return nil, toStatus(err)
 	}
 	resp := &fluxdv1.ListServicesResponse{}
-	for _, w := range ws {
-		resp.Services = append(resp.Services, serviceToProto(w))
+	for _, svc := range svcs {
+		resp.Services = append(resp.Services, serviceToProto(svc))
+	}
+	return resp, nil
+}
+
+// ListImages lists each container's available images.
+func (s *Server) ListImages(ctx context.Context, req *fluxdv1.ListImagesRequest) (*fluxdv1.ListImagesResponse, error) {
+	svc, cis, err := s.d.ListImages(ctx, identity(ctx), req.GetService())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &fluxdv1.ListImagesResponse{Services: []*fluxdv1.ServiceImages{serviceImagesToProto(svc, cis)}}, nil
+}
+
+// Release plans a release, or executes it and returns the pushed commit.
+func (s *Server) Release(ctx context.Context, req *fluxdv1.ReleaseRequest) (*fluxdv1.ReleaseResponse, error) {
+	if req.GetChecksum() != "" {
+		return nil, notBuilt("Plan checksums", issueSafety)
+	}
+	if req.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_UNSPECIFIED {
+		return nil, status.Error(codes.InvalidArgument, "release kind is unspecified: ask for a plan or an execution")
+	}
+	res, err := s.d.Release(ctx, identity(ctx), releaseRequestFromProto(req))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &fluxdv1.ReleaseResponse{Plan: planToProto(res.Plan), Commit: res.Commit}, nil
+}
+
+// History lists the caller's instance's events.
+func (s *Server) History(ctx context.Context, req *fluxdv1.HistoryRequest) (*fluxdv1.HistoryResponse, error) {
+	evs, err := s.d.History(ctx, identity(ctx), req.GetService(), int(req.GetLimit()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &fluxdv1.HistoryResponse{}
+	for _, ev := range evs {
+		resp.Events = append(resp.Events, eventToProto(ev))
 	}
 	return resp, nil
 }

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -18,9 +19,12 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+	"github.com/fluxd/fluxd/release"
 )
 
 // stubCluster is the daemon's own Cluster interface, satisfied in memory.
@@ -35,6 +39,21 @@ func (c *stubCluster) Workloads(context.Context) ([]platform.Workload, error) {
 		m["boom"]++ // a nil-map write: a real runtime panic
 	}
 	return c.workloads, nil
+}
+
+// stubReleaser has an empty repository.
+type stubReleaser struct{}
+
+func (stubReleaser) Plan(context.Context, release.Spec) (*release.Plan, error) {
+	return &release.Plan{}, nil
+}
+
+func (stubReleaser) Execute(context.Context, string, release.Spec, history.Type) (*release.Result, error) {
+	return nil, errors.New("stubReleaser does not execute")
+}
+
+func (stubReleaser) Manifests(context.Context) (string, *gitrepo.Manifests, error) {
+	return "rev", &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{}}, nil
 }
 
 type fixture struct {
@@ -60,7 +79,7 @@ func newFixture(t *testing.T, cluster Cluster) *fixture {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := Config{Listen: "bufconn:0", TokensFile: path, Version: "v-test"}
-	srv := NewServer(New(cfg, cluster, log), store, log)
+	srv := NewServer(New(cfg, Deps{Cluster: cluster, Releaser: stubReleaser{}}, log), store, log)
 	lis := bufconn.Listen(1 << 20)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -172,11 +191,11 @@ func TestRoles(t *testing.T) {
 			_, err := f.client.Release(ctx, execute)
 			return err
 		}, codes.PermissionDenied},
-		// Past authorization, unbuilt methods say so explicitly.
+		// Past authorization: a plan with no services is a bad request.
 		{"viewer release plan", auth.Viewer, func(ctx context.Context) error {
 			_, err := f.client.Release(ctx, plan)
 			return err
-		}, codes.Unimplemented},
+		}, codes.InvalidArgument},
 		{"deployer automate", auth.Deployer, func(ctx context.Context) error {
 			_, err := f.client.Automate(ctx, &fluxdv1.AutomateRequest{Service: "x"})
 			return err

@@ -21,14 +21,6 @@ const (
 
 func notBuilt(what, issue string) error { return toStatus(fluxerr.NotImplemented(what, issue)) }
 
-func (s *Server) ListImages(context.Context, *fluxdv1.ListImagesRequest) (*fluxdv1.ListImagesResponse, error) {
-	return nil, notBuilt("ListImages", issueCore)
-}
-
-func (s *Server) Release(context.Context, *fluxdv1.ReleaseRequest) (*fluxdv1.ReleaseResponse, error) {
-	return nil, notBuilt("Release", issueCore)
-}
-
 func (s *Server) GetJob(context.Context, *fluxdv1.GetJobRequest) (*fluxdv1.GetJobResponse, error) {
 	return nil, notBuilt("GetJob", issueSafety)
 }
@@ -63,10 +55,6 @@ func (s *Server) Unlock(context.Context, *fluxdv1.UnlockRequest) (*fluxdv1.Unloc
 
 func (s *Server) SetPolicy(context.Context, *fluxdv1.SetPolicyRequest) (*fluxdv1.SetPolicyResponse, error) {
 	return nil, notBuilt("SetPolicy", issueAutomat)
-}
-
-func (s *Server) History(context.Context, *fluxdv1.HistoryRequest) (*fluxdv1.HistoryResponse, error) {
-	return nil, notBuilt("History", issueCore)
 }
 
 func (s *Server) NotifyImage(context.Context, *fluxdv1.NotifyImageRequest) (*fluxdv1.NotifyImageResponse, error) {

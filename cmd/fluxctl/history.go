@@ -2,30 +2,126 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
-// history reaches the History RPC, which the daemon does not build yet: it
-// answers with an explicit "not implemented" error.
 func newHistoryCommand(g *globals) *cobra.Command {
-	var service string
 	var limit int32
 	cmd := &cobra.Command{
-		Use:   "history",
-		Short: "Show recorded events, newest first (not implemented yet)",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
-				_, err := c.History(ctx, &fluxdv1.HistoryRequest{Service: service, Limit: limit})
+		Use:   "history [SERVICE]",
+		Short: "Show recorded events, newest first",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(g.output); err != nil {
 				return err
+			}
+			service := ""
+			if len(args) == 1 {
+				service = args[0]
+			}
+			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+				return runHistory(ctx, cmd.OutOrStdout(), c, service, limit, g.output, time.Now())
 			})
 		},
 	}
-	cmd.Flags().StringVarP(&service, "service", "s", "", "only this service")
 	cmd.Flags().Int32Var(&limit, "limit", 50, "at most this many events")
 	addOutputFlag(cmd, g)
 	return cmd
+}
+
+type eventJSON struct {
+	ID        int64        `json:"id"`
+	Type      string       `json:"type"`
+	Services  []string     `json:"services"`
+	User      string       `json:"user,omitempty"`
+	Message   string       `json:"message,omitempty"`
+	Commit    string       `json:"commit,omitempty"`
+	Error     string       `json:"error,omitempty"`
+	StartedAt time.Time    `json:"startedAt"`
+	EndedAt   time.Time    `json:"endedAt"`
+	Changes   []changeJSON `json:"changes"`
+}
+
+type changeJSON struct {
+	Service   string `json:"service"`
+	Container string `json:"container"`
+	From      string `json:"from"`
+	To        string `json:"to"`
+}
+
+func runHistory(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, service string, limit int32, output string, now time.Time) error {
+	resp, err := c.History(ctx, &fluxdv1.HistoryRequest{Service: service, Limit: limit})
+	if err != nil {
+		return err
+	}
+	if output == "json" {
+		out := []eventJSON{}
+		for _, ev := range resp.GetEvents() {
+			ej := eventJSON{ID: ev.GetId(), Type: ev.GetType(), Services: ev.GetServices(), User: ev.GetUser(), Message: ev.GetMessage(),
+				Commit: ev.GetCommit(), Error: ev.GetError(), StartedAt: ev.GetStartedAt().AsTime(), EndedAt: ev.GetEndedAt().AsTime(), Changes: []changeJSON{}}
+			if ej.Services == nil {
+				ej.Services = []string{}
+			}
+			for _, ch := range ev.GetChanges() {
+				ej.Changes = append(ej.Changes, changeJSON{ch.GetService(), ch.GetContainer(), ch.GetFrom(), ch.GetTo()})
+			}
+			out = append(out, ej)
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	if len(resp.GetEvents()) == 0 {
+		_, err := fmt.Fprintln(w, "No events recorded.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "TIME\tTYPE\tUSER\tDESCRIPTION")
+	for _, ev := range resp.GetEvents() {
+		t := ev.GetStartedAt().AsTime()
+		fmt.Fprintf(tw, "%s (%s)\t%s\t%s\t%s\n", t.Local().Format("2006-01-02 15:04:05"), ago(now.Sub(t)), ev.GetType(), ev.GetUser(), describe(ev))
+	}
+	return tw.Flush()
+}
+
+func describe(ev *fluxdv1.Event) string {
+	var parts []string
+	for _, ch := range ev.GetChanges() {
+		parts = append(parts, fmt.Sprintf("%s %s: %s -> %s", ch.GetService(), ch.GetContainer(), ch.GetFrom(), shortTarget(ch.GetFrom(), ch.GetTo())))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, strings.Join(ev.GetServices(), ", "))
+	}
+	d := strings.Join(parts, "; ")
+	if ev.GetCommit() != "" {
+		d += fmt.Sprintf(" (commit %.12s)", ev.GetCommit())
+	}
+	if ev.GetError() != "" {
+		d += ": " + ev.GetError()
+	}
+	if ev.GetMessage() != "" {
+		d += fmt.Sprintf(" %q", ev.GetMessage())
+	}
+	return d
+}
+
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Minute:
+		return "just now"
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }

@@ -2,26 +2,119 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
-// list-images reaches the ListImages RPC, which the daemon does not build
-// yet: it answers with an explicit "not implemented" error.
 func newListImagesCommand(g *globals) *cobra.Command {
+	var limit int
 	cmd := &cobra.Command{
 		Use:   "list-images SERVICE",
-		Short: "List the images available to each container of a service (not implemented yet)",
-		Args:  cobra.ExactArgs(1),
+		Short: "List the images available to each container of a service, newest first",
+		Long: `list-images shows, for each container of SERVICE, the tags of its image
+repository, newest first. '->' marks the running tag and '*' the newer ones.
+SERVICE is namespace:kind/name, or namespace/name or name where unambiguous.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
-				_, err := c.ListImages(ctx, &fluxdv1.ListImagesRequest{Service: args[0]})
+			if err := checkOutput(g.output); err != nil {
 				return err
+			}
+			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+				return runListImages(ctx, cmd.OutOrStdout(), c, args[0], limit, g.output)
 			})
 		},
 	}
+	cmd.Flags().IntVar(&limit, "limit", 10, "show at most this many tags per container (0: all)")
 	addOutputFlag(cmd, g)
 	return cmd
+}
+
+type imageJSON struct {
+	Tag       string     `json:"tag"`
+	Ref       string     `json:"ref"`
+	Digest    string     `json:"digest"`
+	CreatedAt *time.Time `json:"createdAt,omitempty"`
+	Running   bool       `json:"running,omitempty"`
+	Newer     bool       `json:"newer,omitempty"`
+}
+
+type containerImagesJSON struct {
+	Service   string      `json:"service"`
+	Container string      `json:"container"`
+	Current   string      `json:"current"`
+	Error     string      `json:"error,omitempty"`
+	Images    []imageJSON `json:"images"`
+}
+
+func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, service string, limit int, output string) error {
+	resp, err := c.ListImages(ctx, &fluxdv1.ListImagesRequest{Service: service})
+	if err != nil {
+		return err
+	}
+	var rows []containerImagesJSON
+	for _, s := range resp.GetServices() {
+		for _, ci := range s.GetContainers() {
+			row := containerImagesJSON{Service: s.GetService(), Container: ci.GetContainer(), Current: ci.GetCurrent(), Error: ci.GetError(), Images: []imageJSON{}}
+			// Images come newest first: everything before the running one
+			// is newer.
+			running := -1
+			for i, img := range ci.GetAvailable() {
+				if img.GetRef() == ci.GetCurrent() {
+					running = i
+				}
+			}
+			for i, img := range ci.GetAvailable() {
+				ij := imageJSON{Tag: img.GetTag(), Ref: img.GetRef(), Digest: img.GetDigest(), Running: i == running, Newer: running >= 0 && i < running}
+				if img.GetCreatedAt() != nil {
+					t := img.GetCreatedAt().AsTime()
+					ij.CreatedAt = &t
+				}
+				row.Images = append(row.Images, ij)
+			}
+			rows = append(rows, row)
+		}
+	}
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rows)
+	}
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tCONTAINER\t\tTAG\tCREATED")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "%s\t%s\t\t%s\t\n", r.Service, r.Container, r.Current)
+		if r.Error != "" {
+			fmt.Fprintf(tw, "\t\t\t(cannot list images: %s)\t\n", r.Error)
+			continue
+		}
+		shown := r.Images
+		if limit > 0 && len(shown) > limit {
+			shown = shown[:limit]
+		}
+		for _, img := range shown {
+			mark := ""
+			switch {
+			case img.Running:
+				mark = "->"
+			case img.Newer:
+				mark = "*"
+			}
+			created := "-"
+			if img.CreatedAt != nil {
+				created = img.CreatedAt.UTC().Format("2006-01-02 15:04:05")
+			}
+			fmt.Fprintf(tw, "\t\t%s\t%s\t%s\n", mark, img.Tag, created)
+		}
+		if left := len(r.Images) - len(shown); left > 0 {
+			fmt.Fprintf(tw, "\t\t\t(%d more; use --limit 0 to see all)\t\n", left)
+		}
+	}
+	return tw.Flush()
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -37,6 +38,10 @@ func newListServicesCommand(g *globals) *cobra.Command {
 type serviceJSON struct {
 	ID         string          `json:"id"`
 	Status     string          `json:"status"`
+	InGit      bool            `json:"inGit"`
+	Automated  bool            `json:"automated"`
+	Locked     bool            `json:"locked"`
+	LockMsg    string          `json:"lockMessage,omitempty"`
 	Containers []containerJSON `json:"containers"`
 	Replicas   replicasJSON    `json:"replicas"`
 }
@@ -62,7 +67,7 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 	if output == "json" {
 		out := []serviceJSON{}
 		for _, s := range resp.GetServices() {
-			sj := serviceJSON{ID: s.GetId(), Status: s.GetStatus(), Containers: []containerJSON{}}
+			sj := serviceJSON{ID: s.GetId(), Status: s.GetStatus(), InGit: s.GetInGit(), Automated: s.GetAutomated(), Locked: s.GetLocked(), LockMsg: s.GetLockMessage(), Containers: []containerJSON{}}
 			for _, c := range s.GetContainers() {
 				sj.Containers = append(sj.Containers, containerJSON{Name: c.GetName(), Image: c.GetImage(), Init: c.GetInit()})
 			}
@@ -75,10 +80,14 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 		return enc.Encode(out)
 	}
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tSTATUS\tREADY\tCONTAINER\tIMAGE")
+	fmt.Fprintln(tw, "SERVICE\tSTATUS\tREADY\tPOLICY\tCONTAINER\tIMAGE")
 	for _, s := range resp.GetServices() {
 		r := s.GetReplicas()
 		ready := fmt.Sprintf("%d/%d", r.GetReady(), r.GetDesired())
+		if !s.GetInGit() {
+			ready += " (not in git)"
+		}
+		ready += "\t" + policy(s)
 		if len(s.GetContainers()) == 0 {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t\t\n", s.GetId(), s.GetStatus(), ready)
 		}
@@ -90,9 +99,23 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 			if i == 0 {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.GetId(), s.GetStatus(), ready, name, c.GetImage())
 			} else {
-				fmt.Fprintf(tw, "\t\t\t%s\t%s\n", name, c.GetImage())
+				fmt.Fprintf(tw, "\t\t\t\t%s\t%s\n", name, c.GetImage())
 			}
 		}
 	}
 	return tw.Flush()
+}
+
+func policy(s *fluxdv1.Service) string {
+	var p []string
+	if s.GetAutomated() {
+		p = append(p, "automated")
+	}
+	if s.GetLocked() {
+		p = append(p, "locked")
+	}
+	if len(p) == 0 {
+		return "-"
+	}
+	return strings.Join(p, ",")
 }

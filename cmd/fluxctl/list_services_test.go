@@ -47,12 +47,12 @@ func golden(t *testing.T, name string, got []byte) {
 func TestListServicesOutput(t *testing.T) {
 	c := stubClient{services: []*fluxdv1.Service{
 		{
-			Id: "default:deployment/helloworld", Status: "ready",
+			Id: "default:deployment/helloworld", Status: "ready", InGit: true, Automated: true,
 			Containers: []*fluxdv1.Container{{Name: "hello", Image: "reg/helloworld:1.0.0"}, {Name: "sidecar", Image: "reg/sidecar:1.0"}},
 			Replicas:   &fluxdv1.ReplicaCounts{Desired: 2, Updated: 2, Ready: 2, Available: 2},
 		},
 		{
-			Id: "default:deployment/worker", Status: "updating",
+			Id: "default:deployment/worker", Status: "updating", Locked: true, LockMessage: "incident 42",
 			Containers: []*fluxdv1.Container{{Name: "migrate", Image: "reg/worker:1.0.0", Init: true}, {Name: "worker", Image: "reg/worker:1.0.0"}},
 			Replicas:   &fluxdv1.ReplicaCounts{Desired: 3, Updated: 1, Ready: 2, Available: 2},
 		},

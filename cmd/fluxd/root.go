@@ -2,10 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -13,9 +16,13 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fluxd/fluxd/daemon"
+	"github.com/fluxd/fluxd/gitrepo/gogit"
+	"github.com/fluxd/fluxd/history/sqlite"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/version"
 	"github.com/fluxd/fluxd/platform/kube"
+	"github.com/fluxd/fluxd/registry/oci"
+	"github.com/fluxd/fluxd/release"
 )
 
 // flags are the daemon's command-line flags; run turns them into the
@@ -29,6 +36,16 @@ type flags struct {
 	kubeconfig    string
 	kubeContext   string
 	namespaces    []string
+	stateDir      string
+	historyDB     string
+
+	gitURL, gitBranch   string
+	gitPaths            []string
+	gitUser, gitEmail   string
+	gitPollInterval     time.Duration
+	dockerConfig        string
+	registryConcurrency int
+	registryPlatform    string
 }
 
 func newRootCommand() *cobra.Command {
@@ -52,6 +69,17 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&f.kubeContext, "context", "", "kubeconfig context (default: its current context)")
 	fs.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces to watch, comma-separated (default: all)")
+	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/fluxd", "directory for the git working clone and, by default, the history database")
+	fs.StringVar(&f.historyDB, "history-db", "", "SQLite history database file (default: STATE_DIR/history.db)")
+	fs.StringVar(&f.gitURL, "git-url", "", "git remote of the manifests: file://, http(s):// (credentials in the URL are never logged)")
+	fs.StringVar(&f.gitBranch, "git-branch", "main", "branch to read and push")
+	fs.StringSliceVar(&f.gitPaths, "git-path", nil, "sub-paths of the repository holding manifests, relative (repeatable; default: the root)")
+	fs.StringVar(&f.gitUser, "git-user", "fluxd", "committer name of fluxd's commits")
+	fs.StringVar(&f.gitEmail, "git-email", "fluxd@localhost", "committer email of fluxd's commits")
+	fs.DurationVar(&f.gitPollInterval, "git-poll-interval", time.Minute, "how often to fetch the remote; listing calls reuse a fetch this long")
+	fs.StringVar(&f.dockerConfig, "docker-config", "", "docker config.json with registry credentials (default: ~/.docker/config.json)")
+	fs.IntVar(&f.registryConcurrency, "registry-concurrency", 8, "registry metadata requests in flight per repository")
+	fs.StringVar(&f.registryPlatform, "registry-platform", "linux/amd64", "platform to pick from multi-platform images")
 	cmd.AddCommand(newTokenCommand(), newVersionCommand())
 	return cmd
 }
@@ -81,9 +109,29 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		TokensFile:    f.tokensFile,
 		ShutdownGrace: f.shutdownGrace,
 		Version:       version.String(),
+		GitRefresh:    f.gitPollInterval,
 	}
-	if err := cfg.Validate(); err != nil {
+	gcfg := gogit.Config{
+		URL: f.gitURL, Branch: f.gitBranch, Paths: f.gitPaths,
+		User: f.gitUser, Email: f.gitEmail, Dir: filepath.Join(f.stateDir, "repo"),
+	}
+	if err := errors.Join(cfg.Validate(), gcfg.Validate()); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", indent(err))
+	}
+	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
+		return fmt.Errorf("creating --state-dir: %w", err)
+	}
+	if f.historyDB == "" {
+		f.historyDB = filepath.Join(f.stateDir, "history.db")
+	}
+	store, err := sqlite.Open(ctx, f.historyDB)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	images, err := oci.New(oci.Config{DockerConfig: f.dockerConfig, Concurrency: f.registryConcurrency, Platform: f.registryPlatform})
+	if err != nil {
+		return err
 	}
 	tokens, err := auth.Open(cfg.TokensFile)
 	if err != nil {
@@ -114,14 +162,22 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	}
 	log.Info("watching the cluster", "component", "platform", "host", rc.Host, "namespaces", namespacesOrAll(f.namespaces))
 
+	repo, err := gogit.Open(ctx, gcfg)
+	if err != nil {
+		return err
+	}
+	log.Info("cloned the manifests", "component", "git", "url", gogit.Redact(gcfg.URL), "branch", gcfg.Branch, "paths", gcfg.Paths)
+	engine := release.NewEngine(repo, images, cluster, store, log)
+
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another fluxd running there? choose another --listen address)", cfg.Listen, err)
 	}
-	d := daemon.New(cfg, cluster, log)
+	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store}, log)
 	srv := daemon.NewServer(d, tokens, log)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(ctx, lis, cfg.ShutdownGrace) })
+	g.Go(func() error { pollGit(ctx, repo, f.gitPollInterval, log); return nil })
 	log.Info("fluxd started", "version", cfg.Version, "listen", lis.Addr().String())
 	err = g.Wait()
 	log.Info("fluxd stopped")
@@ -147,5 +203,25 @@ func newVersionCommand() *cobra.Command {
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintln(cmd.OutOrStdout(), version.String())
 		},
+	}
+}
+
+// pollGit fetches the remote on an interval, so that a broken remote shows
+// in the log before a release needs it.
+func pollGit(ctx context.Context, repo *gogit.Repo, every time.Duration, log *slog.Logger) {
+	if every <= 0 {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := repo.Sync(ctx); err != nil && ctx.Err() == nil {
+				log.Warn("fetching the manifests failed", "component", "git", "error", err)
+			}
+		}
 	}
 }

@@ -46,6 +46,12 @@ func (s *Stack) StartFluxd(ctx context.Context, path, instance string, extra ...
 		"--listen=" + addr,
 		"--tokens-file=" + f.TokensFile,
 		"--kubeconfig=" + s.Kubeconfig,
+		"--state-dir=" + filepath.Join(s.Dir, "fluxd"),
+		"--git-url=" + s.GitURL,
+		"--git-branch=" + s.GitBranch,
+		"--git-path=" + s.GitPath,
+		"--git-user=fluxd",
+		"--git-email=fluxd@stack.invalid",
 	}, extra...)
 	p, err := s.spawn("fluxd", path, args...)
 	if err != nil {

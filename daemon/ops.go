@@ -1,0 +1,125 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/fluxerr"
+	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/registry"
+	"github.com/fluxd/fluxd/release"
+)
+
+// ContainerImages is one container's current image and what its
+// repository offers.
+type ContainerImages struct {
+	Container string
+	Current   string
+	Available []registry.Image
+	// Err says why the images could not be read.
+	Err error
+}
+
+// ListImages returns, for each container of the named service, the images
+// of its repository, newest first.
+func (d *Daemon) ListImages(ctx context.Context, _ auth.Identity, name string) (Service, []ContainerImages, error) {
+	svc, err := d.resolve(ctx, name)
+	if err != nil {
+		return Service{}, nil, err
+	}
+	byRepo := map[string]ContainerImages{}
+	var out []ContainerImages
+	for _, c := range svc.Containers {
+		ci := ContainerImages{Container: c.Name, Current: c.Image}
+		ref, err := registry.ParseRef(c.Image)
+		if err != nil {
+			ci.Err = err
+			out = append(out, ci)
+			continue
+		}
+		if prev, ok := byRepo[ref.Repository]; ok {
+			ci.Available, ci.Err = prev.Available, prev.Err
+		} else {
+			ci.Available, ci.Err = d.deps.Images.Images(ctx, ref.Repository)
+			byRepo[ref.Repository] = ci
+		}
+		out = append(out, ci)
+	}
+	return svc, out, nil
+}
+
+// ReleaseRequest is a release as asked for: service names as typed.
+type ReleaseRequest struct {
+	Services  []string
+	All       bool
+	Exclude   []string
+	Image     string
+	AllLatest bool
+	User      string
+	Message   string
+	Execute   bool
+}
+
+// Release plans, or executes, a release for the caller's instance.
+func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseRequest) (*release.Result, error) {
+	spec := release.Spec{All: req.All, Image: req.Image, AllLatest: req.AllLatest, User: req.User, Message: req.Message}
+	if err := (release.Spec{All: true, Image: req.Image, AllLatest: req.AllLatest}).Validate(); err != nil {
+		return nil, err
+	}
+	if req.All && len(req.Services) > 0 {
+		return nil, fluxerr.New(fluxerr.User, errors.New("give services or all, not both"), "")
+	}
+	// Resolve names against a fresh read of git, so that a service added a
+	// moment ago is found.
+	if _, err := d.readManifests(ctx, true); err != nil {
+		return nil, err
+	}
+	resolveAll := func(names []string) ([]platform.ID, error) {
+		var ids []platform.ID
+		for _, n := range names {
+			s, err := d.resolve(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, s.ID)
+		}
+		return ids, nil
+	}
+	var err error
+	if spec.Services, err = resolveAll(req.Services); err != nil {
+		return nil, err
+	}
+	if spec.Exclude, err = resolveAll(req.Exclude); err != nil {
+		return nil, err
+	}
+	if !req.Execute {
+		plan, err := d.deps.Releaser.Plan(ctx, spec)
+		if err != nil {
+			return nil, err
+		}
+		return &release.Result{Plan: plan}, nil
+	}
+	defer d.invalidate()
+	return d.deps.Releaser.Execute(ctx, id.Instance, spec, history.Release)
+}
+
+// History returns the caller's instance's events, newest first. A service
+// that does not exist is NotFound; one with no events has an empty list.
+func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, limit int) ([]history.Event, error) {
+	q := history.Query{Limit: limit}
+	if service != "" {
+		svc, err := d.resolve(ctx, service)
+		if err != nil {
+			return nil, err
+		}
+		q.Service = svc.ID.String()
+	}
+	evs, err := d.deps.History.Events(ctx, id.Instance, q)
+	if err != nil {
+		return nil, fmt.Errorf("reading history: %w", err)
+	}
+	return evs, nil
+}

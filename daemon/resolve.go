@@ -1,0 +1,114 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/fluxd/fluxd/internal/fluxerr"
+	"github.com/fluxd/fluxd/platform"
+)
+
+func sortServices(s []Service) {
+	sort.Slice(s, func(i, j int) bool { return s[i].ID.String() < s[j].ID.String() })
+}
+
+// resolve turns what a person typed into a service: a full ID
+// (namespace:kind/name), or namespace/name or name where unambiguous.
+func (d *Daemon) resolve(ctx context.Context, name string) (Service, error) {
+	all, err := d.services(ctx)
+	if err != nil {
+		return Service{}, err
+	}
+	return resolveIn(all, name)
+}
+
+func resolveIn(all []Service, name string) (Service, error) {
+	name = strings.TrimSpace(name)
+	if name == "" {
+		return Service{}, fluxerr.New(fluxerr.User, fmt.Errorf("no service given"), "Name a service as namespace:kind/name, namespace/name or name; 'fluxctl list-services' lists them.")
+	}
+	var matches []Service
+	if strings.Contains(name, ":") {
+		id, err := platform.ParseID(name)
+		if err != nil {
+			return Service{}, fluxerr.New(fluxerr.User, err, "")
+		}
+		for _, s := range all {
+			if s.ID == id {
+				matches = append(matches, s)
+			}
+		}
+	} else {
+		ns, n, qualified := strings.Cut(name, "/")
+		if !qualified {
+			n, ns = name, ""
+		}
+		for _, s := range all {
+			if s.ID.Name == n && (!qualified || s.ID.Namespace == ns) {
+				matches = append(matches, s)
+			}
+		}
+	}
+	switch len(matches) {
+	case 1:
+		return matches[0], nil
+	case 0:
+		help := "'fluxctl list-services' lists the services fluxd knows."
+		if near := closest(all, name, 3); len(near) > 0 {
+			help = "Did you mean " + strings.Join(near, ", ") + "? " + help
+		}
+		return Service{}, fluxerr.New(fluxerr.Missing, fmt.Errorf("there is no service %q in the cluster or in git", name), help)
+	}
+	var ids []string
+	for _, m := range matches {
+		ids = append(ids, m.ID.String())
+	}
+	return Service{}, fluxerr.New(fluxerr.User, fmt.Errorf("%q is ambiguous: it could be %s", name, strings.Join(ids, ", ")), "Use the full ID, namespace:kind/name.")
+}
+
+// closest returns up to n service IDs whose names are nearest to name.
+func closest(all []Service, name string, n int) []string {
+	if i := strings.LastIndexAny(name, "/:"); i >= 0 {
+		name = name[i+1:]
+	}
+	type scored struct {
+		id   string
+		dist int
+	}
+	var c []scored
+	for _, s := range all {
+		dist := levenshtein(strings.ToLower(name), strings.ToLower(s.ID.Name))
+		if dist <= max(2, len(name)/3) || strings.Contains(s.ID.Name, name) {
+			c = append(c, scored{s.ID.String(), dist})
+		}
+	}
+	sort.Slice(c, func(i, j int) bool { return c[i].dist < c[j].dist || c[i].dist == c[j].dist && c[i].id < c[j].id })
+	var out []string
+	for i := 0; i < len(c) && i < n; i++ {
+		out = append(out, c[i].id)
+	}
+	return out
+}
+
+// levenshtein is the edit distance, for "did you mean" suggestions only.
+func levenshtein(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
