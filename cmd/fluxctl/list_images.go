@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -87,11 +88,15 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 		return enc.Encode(rows)
 	}
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tCONTAINER\t\tTAG\tCREATED")
+	fmt.Fprintln(tw, "SERVICE\tCONTAINER\tIMAGE\tCREATED")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t\t%s\t\n", r.Service, r.Container, r.Current)
+		repo := r.Current
+		if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
+			repo = repo[:i]
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", r.Service, r.Container, repo)
 		if r.Error != "" {
-			fmt.Fprintf(tw, "\t\t\t(cannot list images: %s)\t\n", r.Error)
+			fmt.Fprintf(tw, "\t\t   (cannot list images: %s)\t\n", r.Error)
 			continue
 		}
 		shown := r.Images
@@ -110,10 +115,10 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 			if img.CreatedAt != nil {
 				created = img.CreatedAt.UTC().Format("2006-01-02 15:04:05")
 			}
-			fmt.Fprintf(tw, "\t\t%s\t%s\t%s\n", mark, img.Tag, created)
+			fmt.Fprintf(tw, "\t\t%-2s %s\t%s\n", mark, img.Tag, created)
 		}
 		if left := len(r.Images) - len(shown); left > 0 {
-			fmt.Fprintf(tw, "\t\t\t(%d more; use --limit 0 to see all)\t\n", left)
+			fmt.Fprintf(tw, "\t\t   (%d more; use --limit 0 to see all)\t\n", left)
 		}
 	}
 	return tw.Flush()

@@ -1,0 +1,331 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// These tests change the shared stack's git remote and cluster; they run
+// after api_test.go and cli_test.go (go test runs files in name order),
+// and put the images back when they end.
+
+func kubeClient(t *testing.T) *kubernetes.Clientset {
+	t.Helper()
+	rc, err := clientcmd.BuildConfigFromFlags("", stack.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(rc)
+}
+
+// gitCLI runs the git CLI, an independent client of the remote.
+func gitCLI(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func remoteHead(t *testing.T) string {
+	t.Helper()
+	out := gitCLI(t, "", "ls-remote", stack.GitURL, "refs/heads/"+stack.GitBranch)
+	return strings.Fields(out)[0]
+}
+
+// images returns each Deployment's container images, "name=image".
+func images(t *testing.T, kc kubernetes.Interface) map[string][]string {
+	t.Helper()
+	ds, err := kc.AppsV1().Deployments("default").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, d := range ds.Items {
+		spec := d.Spec.Template.Spec
+		for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
+			out[d.Name] = append(out[d.Name], c.Name+"="+c.Image)
+		}
+	}
+	return out
+}
+
+func rolledOut(d *appsv1.Deployment) error {
+	want := *d.Spec.Replicas
+	st := d.Status
+	if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.AvailableReplicas != want || st.Replicas != want {
+		return fmt.Errorf("%s: generation %d/%d, updated %d, available %d, total %d, want %d", d.Name, st.ObservedGeneration, d.Generation, st.UpdatedReplicas, st.AvailableReplicas, st.Replicas, want)
+	}
+	return nil
+}
+
+func waitRolledOut(t *testing.T, kc kubernetes.Interface, want map[string][]string) {
+	t.Helper()
+	err := poll(context.Background(), 90*time.Second, func() error {
+		for name, imgs := range want {
+			d, err := kc.AppsV1().Deployments("default").Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			got := images(t, kc)[name]
+			if strings.Join(got, " ") != strings.Join(imgs, " ") {
+				return fmt.Errorf("%s runs %v, want %v", name, got, imgs)
+			}
+			if err := rolledOut(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("rollout on the kwok nodes did not complete: %v", err)
+	}
+}
+
+func TestReleaseCore(t *testing.T) {
+	f := sharedFluxd(t)
+	kc := kubeClient(t)
+	reg := stack.Registry
+	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=alice"}
+	viewer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}
+
+	// A workload only in the cluster: listed as not in git, never released.
+	drifter := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "drifter", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "drifter"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "drifter"}},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "d", Image: reg + "/helloworld:1.0.0"}}},
+			},
+		},
+	}
+	if _, err := kc.AppsV1().Deployments("default").Create(context.Background(), drifter, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A Kubernetes Service without a selector, the old cause of a whole
+	// release failing.
+	if _, err := kc.CoreV1().Services("default").Create(context.Background(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "external", Namespace: "default"},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kc.AppsV1().Deployments("default").Delete(context.Background(), "drifter", metav1.DeleteOptions{})
+		_ = kc.CoreV1().Services("default").Delete(context.Background(), "external", metav1.DeleteOptions{})
+	})
+	if err := poll(context.Background(), 30*time.Second, func() error {
+		out, _, _ := fluxctl(t, viewer, "list-services")
+		if !strings.Contains(out, "(not in git)") {
+			return fmt.Errorf("drifter not yet listed as not in git:\n%s", out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("list-images", func(t *testing.T) {
+		out, stderr, code := fluxctl(t, viewer, "list-images", "helloworld")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		// Newest first, the running tag marked, the newer ones starred.
+		for _, want := range [][2]string{{"*  1.2.0", "2026-01-03"}, {"*  1.1.0", "2026-01-02"}, {"-> 1.0.0", "2026-01-01"}, {"-> 1.0 ", "2026-01-04"}, {"*  1.1 ", "2026-01-05"}} {
+			if !hasLine(out, want[0], want[1]) {
+				t.Errorf("list-images lacks a line with %q and %q:\n%s", want[0], want[1], out)
+			}
+		}
+		if strings.Index(out, "1.2.0") > strings.Index(out, "1.1.0") {
+			t.Errorf("tags are not newest first:\n%s", out)
+		}
+		out, _, _ = fluxctl(t, viewer, "list-images", "default:deployment/redis", "--limit", "1")
+		if !strings.Contains(out, "(2 more; use --limit 0 to see all)") {
+			t.Errorf("--limit 1 does not say how many were left out:\n%s", out)
+		}
+	})
+
+	headBefore := remoteHead(t)
+	imagesBefore := images(t, kc)
+
+	t.Run("dry run changes nothing", func(t *testing.T) {
+		out, stderr, code := fluxctl(t, deployer, "release", "--all", "--update-all-images", "--dry-run")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		for _, want := range []string{
+			"Service default:deployment/helloworld\n  Container hello: " + reg + "/helloworld:1.0.0 -> 1.2.0\n  Container sidecar: " + reg + "/sidecar:1.0 -> 1.1\n",
+			"Container redis: " + reg + "/redis:7.0.0 -> 7.2.0",
+			"Container migrate: " + reg + "/worker:1.0.0 -> 1.1.0",
+			"Service default:deployment/drifter\n  Skipped: not in git",
+			"Dry run: nothing was changed",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("plan lacks %q:\n%s", want, out)
+			}
+		}
+		if got := remoteHead(t); got != headBefore {
+			t.Errorf("remote HEAD moved from %s to %s on a dry run", headBefore, got)
+		}
+		if got := images(t, kc); fmt.Sprint(got) != fmt.Sprint(imagesBefore) {
+			t.Errorf("cluster changed on a dry run:\nbefore %v\nafter  %v", imagesBefore, got)
+		}
+	})
+
+	t.Run("bad input", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			args []string
+			want string
+		}{
+			{"unknown service", []string{"release", "-s", "helloworl", "-i", reg + "/helloworld:1.1.0"}, "Did you mean default:deployment/helloworld?"},
+			{"bad image", []string{"release", "-s", "helloworld", "-i", "Not An Image!"}, "is not a valid image reference"},
+			{"viewer", []string{"release", "-s", "helloworld", "-i", reg + "/helloworld:1.1.0"}, "needs the deployer role"},
+			{"unknown history", []string{"history", "nosuchservice"}, `no service "nosuchservice"`},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				env := deployer
+				if tc.name == "viewer" {
+					env = viewer
+				}
+				_, stderr, code := fluxctl(t, env, tc.args...)
+				if code == 0 || !strings.Contains(stderr, tc.want) {
+					t.Errorf("exit %d, stderr lacks %q:\n%s", code, tc.want, stderr)
+				}
+			})
+		}
+		// A tag that is not in the registry is skipped with that reason,
+		// and nothing is committed.
+		out, _, code := fluxctl(t, deployer, "release", "-s", "helloworld", "-i", reg+"/helloworld:9.9.9")
+		if code != 0 || !strings.Contains(out, "Skipped: image not found") || !strings.Contains(out, "no commit was made") {
+			t.Errorf("missing tag: exit %d\n%s", code, out)
+		}
+		if got := remoteHead(t); got != headBefore {
+			t.Errorf("remote HEAD moved after failed releases")
+		}
+		out, _, _ = fluxctl(t, viewer, "history", "worker")
+		if !strings.Contains(out, "No events recorded.") {
+			t.Errorf("history of a service with no events:\n%s", out)
+		}
+	})
+
+	t.Run("push refused: nothing applied", func(t *testing.T) {
+		hook := filepath.Join(strings.TrimPrefix(stack.GitURL, "file://"), "hooks", "pre-receive")
+		if err := os.WriteFile(hook, []byte("#!/bin/sh\necho 'main is protected' >&2\nexit 1\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Remove(hook)
+		_, stderr, code := fluxctl(t, deployer, "release", "-s", "redis", "-i", reg+"/redis:7.0.5")
+		if code == 0 || !strings.Contains(stderr, "pushing to "+stack.GitURL) {
+			t.Errorf("refused push: exit %d, stderr:\n%s", code, stderr)
+		}
+		if got := images(t, kc)["redis"]; fmt.Sprint(got) != fmt.Sprint(imagesBefore["redis"]) {
+			t.Errorf("redis changed in the cluster although the push failed: %v", got)
+		}
+	})
+
+	t.Run("execute", func(t *testing.T) {
+		out, stderr, code := fluxctl(t, deployer, "release", "--all", "--update-all-images", "-m", "monthly refresh")
+		if code != 0 {
+			t.Fatalf("exit %d: %s\n%s", code, stderr, out)
+		}
+		if !strings.Contains(out, "Released: commit") {
+			t.Errorf("release output:\n%s", out)
+		}
+		// Exactly one new commit, read from a separate clone with the git CLI.
+		clone := filepath.Join(t.TempDir(), "clone")
+		gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+		head := gitCLI(t, clone, "rev-parse", "HEAD")
+		if n := gitCLI(t, clone, "rev-list", "--count", headBefore+".."+head); n != "1" {
+			t.Fatalf("%s new commits in the remote, want 1", n)
+		}
+		msg := gitCLI(t, clone, "log", "-1", "--format=%an|%s%n%b")
+		if !strings.HasPrefix(msg, "alice|Release ") || !strings.Contains(msg, " to "+instance+" by alice") || !strings.Contains(msg, "monthly refresh") || !strings.Contains(msg, "redis: "+reg+"/redis:7.0.0 -> "+reg+"/redis:7.2.0") {
+			t.Errorf("commit message:\n%s", msg)
+		}
+		// The multi-document file is byte-identical but for the images.
+		before := gitCLI(t, clone, "show", headBefore+":deploy/backend.yaml")
+		after := gitCLI(t, clone, "show", "HEAD:deploy/backend.yaml")
+		want := strings.ReplaceAll(before, reg+"/redis:7.0.0", reg+"/redis:7.2.0")
+		want = strings.ReplaceAll(want, reg+"/worker:1.0.0", reg+"/worker:1.1.0")
+		if after != want {
+			t.Errorf("backend.yaml changed beyond its images:\n--- want\n%s\n--- got\n%s", want, after)
+		}
+		// The Deployments run the new images, rolled out on the kwok nodes.
+		waitRolledOut(t, kc, map[string][]string{
+			"helloworld": {"hello=" + reg + "/helloworld:1.2.0", "sidecar=" + reg + "/sidecar:1.1"},
+			"redis":      {"redis=" + reg + "/redis:7.2.0"},
+			"worker":     {"migrate=" + reg + "/worker:1.1.0", "worker=" + reg + "/worker:1.1.0"},
+		})
+		// fluxd owns the fields it applied.
+		d, err := kc.AppsV1().Deployments("default").Get(context.Background(), "redis", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		managers := ""
+		for _, mf := range d.ManagedFields {
+			managers += mf.Manager + " "
+		}
+		if !strings.Contains(managers, "fluxd ") {
+			t.Errorf("field managers = %q; want fluxd among them", managers)
+		}
+		// History shows the release, for the service and overall.
+		out, _, code = fluxctl(t, viewer, "history", "redis", "-o", "json")
+		if code != 0 || !strings.Contains(out, `"type": "release"`) || !strings.Contains(out, `"to": "`+reg+`/redis:7.2.0"`) || !strings.Contains(out, `"commit": "`+head+`"`) || !strings.Contains(out, `"user": "alice"`) {
+			t.Errorf("history redis:\n%s", out)
+		}
+		out, _, _ = fluxctl(t, viewer, "history")
+		if !strings.Contains(out, "release") || !strings.Contains(out, "failed") {
+			t.Errorf("history should show the release and the failed push:\n%s", out)
+		}
+		// Nothing newer now: a second release commits nothing.
+		out, _, _ = fluxctl(t, deployer, "release", "--all", "--update-all-images")
+		if !strings.Contains(out, "Nothing to release") || remoteHead(t) != head {
+			t.Errorf("second release:\n%s", out)
+		}
+	})
+
+	t.Run("release one image back", func(t *testing.T) {
+		out, stderr, code := fluxctl(t, deployer, "release", "-s", "default/helloworld", "-s", "redis", "-i", reg+"/helloworld:1.0.0")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr)
+		}
+		if !strings.Contains(out, "Container hello: "+reg+"/helloworld:1.2.0 -> 1.0.0") || !strings.Contains(out, "Service default:deployment/redis\n  Skipped: does not use") {
+			t.Errorf("output:\n%s", out)
+		}
+		waitRolledOut(t, kc, map[string][]string{"helloworld": {"hello=" + reg + "/helloworld:1.0.0", "sidecar=" + reg + "/sidecar:1.1"}})
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// hasLine reports whether one line of out contains all of parts.
+func hasLine(out string, parts ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
