@@ -50,9 +50,13 @@ generate:
 check-generate:
 	hack/generate.sh --check
 
-## bench: run the benchmarks
+## bench: run the benchmarks 6 times and summarise them with benchstat
+BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
 bench:
-	go test -run '^$$' -bench . -benchmem ./...
+	@mkdir -p .bin/tools
+	@[ -x .bin/tools/benchstat ] || GOBIN=$(CURDIR)/.bin/tools go install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
+	go test -run '^$$' -bench . -benchmem -count 6 ./... | tee .bin/bench.txt
+	.bin/tools/benchstat .bin/bench.txt
 
 clean:
 	rm -rf bin
