@@ -1,10 +1,21 @@
-// Package automator releases new images by itself, one goroutine per
-// service, under the service's policies (automated, locked, tag filters).
-// Each service is a state machine whose state functions return the next
-// state:
+// Package automator releases new images by itself, for every service whose
+// manifest in git carries the annotation fluxd.io/automated: "true".
 //
-//	Empty → UpToDate → Releasing → UpToDate
-//	                 ↘ Waiting (locked, or a release failed) → UpToDate
+// Each automated service is a small state machine; a state function runs
+// and returns the next state:
 //
-// Not built yet: see the README's feature table ([core] issue).
+//	          refresh                 newer image
+//	Empty ─────────────▶ UpToDate ────────────────▶ Releasing
+//	                        │  ▲                        │ release done or failed
+//	  no release needed     │  │ timeout                ▼
+//	   (wait long, 1m)      └─▶ Waiting ◀───────────────┘ (wait short, 15s)
+//
+//	UpToDate or Waiting ── no longer automated ──▶ gone (forgotten)
+//
+// One loop drives every service: Step runs the state functions of the
+// services whose time has come and returns when the next one is due, so
+// tests drive the machine with an injected clock and no sleeps. Releases
+// go through the release engine, as user "automator", recorded as
+// automated releases in the history of the instance that automated the
+// service (fluxd.io/automated-by).
 package automator

@@ -24,7 +24,11 @@ type Releaser interface {
 	Plan(ctx context.Context, spec release.Spec) (*release.Plan, error)
 	Execute(ctx context.Context, instance string, spec release.Spec, typ history.Type) (*release.Result, error)
 	Manifests(ctx context.Context) (string, *gitrepo.Manifests, error)
+	SetPolicy(ctx context.Context, instance string, ch release.PolicyChange) (string, error)
 }
+
+// Kicker is told when automation may have work to do.
+type Kicker interface{ Kick() }
 
 // ImageLister lists a repository's images, newest first.
 type ImageLister interface {
@@ -42,6 +46,8 @@ type Deps struct {
 	Releaser Releaser
 	Images   ImageLister
 	History  History
+	// Automator, if set, is kicked after a policy change.
+	Automator Kicker
 }
 
 // Daemon implements fluxd's operations over domain types. Every operation

@@ -123,3 +123,41 @@ func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, 
 	}
 	return evs, nil
 }
+
+// SetPolicy changes a service's automation or lock in git, for the
+// caller's instance, and returns the commit ("" if nothing changed).
+func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, typ history.Type, user, message string) (string, error) {
+	if _, err := d.readManifests(ctx, true); err != nil {
+		return "", err
+	}
+	svc, err := d.resolve(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if !svc.InGit {
+		return "", fluxerr.New(fluxerr.User, fmt.Errorf("%s is only in the cluster, not in git", svc.ID),
+			"fluxd keeps policies as annotations on the workload in git; add its manifest to the repository first.")
+	}
+	set := map[string]string{}
+	switch typ {
+	case history.Automate:
+		set[release.AnnotationAutomated] = "true"
+		set[release.AnnotationAutomatedBy] = id.Instance
+	case history.Deautomate:
+		set[release.AnnotationAutomated] = "false"
+	case history.Lock:
+		set[release.AnnotationLocked] = "true"
+		set[release.AnnotationLockMessage] = message
+	case history.Unlock:
+		set[release.AnnotationLocked] = "false"
+		set[release.AnnotationLockMessage] = ""
+	default:
+		return "", fmt.Errorf("unknown policy change %q", typ)
+	}
+	defer d.invalidate()
+	commit, err := d.deps.Releaser.SetPolicy(ctx, id.Instance, release.PolicyChange{Service: svc.ID, Set: set, Type: typ, User: user, Message: message})
+	if err == nil && d.deps.Automator != nil {
+		d.deps.Automator.Kick()
+	}
+	return commit, err
+}

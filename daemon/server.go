@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
+	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
@@ -134,4 +135,28 @@ func (s *Server) History(ctx context.Context, req *fluxdv1.HistoryRequest) (*flu
 		resp.Events = append(resp.Events, eventToProto(ev))
 	}
 	return resp, nil
+}
+
+// Automate turns on automated releases for a service, in git.
+func (s *Server) Automate(ctx context.Context, req *fluxdv1.AutomateRequest) (*fluxdv1.AutomateResponse, error) {
+	_, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), history.Automate, req.GetUser(), "")
+	return &fluxdv1.AutomateResponse{}, toStatus(err)
+}
+
+// Deautomate turns off automated releases for a service, in git.
+func (s *Server) Deautomate(ctx context.Context, req *fluxdv1.DeautomateRequest) (*fluxdv1.DeautomateResponse, error) {
+	_, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), history.Deautomate, req.GetUser(), "")
+	return &fluxdv1.DeautomateResponse{}, toStatus(err)
+}
+
+// Lock stops releases of a service, in git.
+func (s *Server) Lock(ctx context.Context, req *fluxdv1.LockRequest) (*fluxdv1.LockResponse, error) {
+	_, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), history.Lock, req.GetUser(), req.GetMessage())
+	return &fluxdv1.LockResponse{}, toStatus(err)
+}
+
+// Unlock lifts a service's lock, in git.
+func (s *Server) Unlock(ctx context.Context, req *fluxdv1.UnlockRequest) (*fluxdv1.UnlockResponse, error) {
+	_, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), history.Unlock, req.GetUser(), "")
+	return &fluxdv1.UnlockResponse{}, toStatus(err)
 }

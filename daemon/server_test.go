@@ -52,6 +52,10 @@ func (stubReleaser) Execute(context.Context, string, release.Spec, history.Type)
 	return nil, errors.New("stubReleaser does not execute")
 }
 
+func (stubReleaser) SetPolicy(context.Context, string, release.PolicyChange) (string, error) {
+	return "", errors.New("stubReleaser does not commit")
+}
+
 func (stubReleaser) Manifests(context.Context) (string, *gitrepo.Manifests, error) {
 	return "rev", &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{}}, nil
 }
@@ -196,8 +200,13 @@ func TestRoles(t *testing.T) {
 			_, err := f.client.Release(ctx, plan)
 			return err
 		}, codes.InvalidArgument},
-		{"deployer automate", auth.Deployer, func(ctx context.Context) error {
+		{"deployer automate unknown", auth.Deployer, func(ctx context.Context) error {
 			_, err := f.client.Automate(ctx, &fluxdv1.AutomateRequest{Service: "x"})
+			return err
+		}, codes.NotFound},
+		// Unbuilt methods say so explicitly.
+		{"deployer cancel job", auth.Deployer, func(ctx context.Context) error {
+			_, err := f.client.CancelJob(ctx, &fluxdv1.CancelJobRequest{Id: "1"})
 			return err
 		}, codes.Unimplemented},
 	} {

@@ -37,22 +37,6 @@ func (s *Server) ListJobs(context.Context, *fluxdv1.ListJobsRequest) (*fluxdv1.L
 	return nil, notBuilt("ListJobs", issueSafety)
 }
 
-func (s *Server) Automate(context.Context, *fluxdv1.AutomateRequest) (*fluxdv1.AutomateResponse, error) {
-	return nil, notBuilt("Automate", issueAutomat)
-}
-
-func (s *Server) Deautomate(context.Context, *fluxdv1.DeautomateRequest) (*fluxdv1.DeautomateResponse, error) {
-	return nil, notBuilt("Deautomate", issueAutomat)
-}
-
-func (s *Server) Lock(context.Context, *fluxdv1.LockRequest) (*fluxdv1.LockResponse, error) {
-	return nil, notBuilt("Lock", issueAutomat)
-}
-
-func (s *Server) Unlock(context.Context, *fluxdv1.UnlockRequest) (*fluxdv1.UnlockResponse, error) {
-	return nil, notBuilt("Unlock", issueAutomat)
-}
-
 func (s *Server) SetPolicy(context.Context, *fluxdv1.SetPolicyRequest) (*fluxdv1.SetPolicyResponse, error) {
 	return nil, notBuilt("SetPolicy", issueAutomat)
 }

@@ -98,9 +98,9 @@ func TestViewerCannotMutate(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("viewer Release execute: %v; want PermissionDenied", err)
 	}
-	// A deployer passes authorization and meets an explicit "not implemented".
-	_, err = c.Automate(deployer, &fluxdv1.AutomateRequest{Service: "default:deployment/helloworld"})
+	// A deployer passes authorization; an unbuilt method says so.
+	_, err = c.CancelJob(deployer, &fluxdv1.CancelJobRequest{Id: "1"})
 	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "not implemented") {
-		t.Errorf("deployer Automate: %v; want Unimplemented saying so", err)
+		t.Errorf("deployer CancelJob: %v; want Unimplemented saying so", err)
 	}
 }

@@ -91,8 +91,8 @@ func TestFluxctlErrorsAreHumane(t *testing.T) {
 		{"wrong token", []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=fxd_nope"}, []string{"version"}, []string{"not accepted"}},
 		{"viewer mutates", []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}, []string{"lock", "default:deployment/helloworld"},
 			[]string{"needs the deployer role"}},
-		{"not built", []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"]}, []string{"automate", "default:deployment/helloworld"},
-			[]string{"not implemented"}},
+		{"unknown service", []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"]}, []string{"automate", "helloword"},
+			[]string{`no service "helloword"`, "Did you mean default:deployment/helloworld?"}},
 		{"bad output", []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}, []string{"list-services", "-o", "yaml"},
 			[]string{"use table or json"}},
 	} {

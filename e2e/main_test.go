@@ -62,7 +62,9 @@ func sharedFluxd(t *testing.T) *localstack.Fluxd {
 	fluxdOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		fluxd, fluxdErr = stack.StartFluxd(ctx, filepath.Join(binDir, "fluxd"), instance)
+		// Short automation waits, so the automation test needs no long sleeps.
+		fluxd, fluxdErr = stack.StartFluxd(ctx, filepath.Join(binDir, "fluxd"), instance,
+			"--automation-short-wait=1s", "--automation-long-wait=2s", "--git-poll-interval=2s")
 	})
 	if fluxdErr != nil {
 		t.Fatalf("starting fluxd: %v\nits log: %s", fluxdErr, stack.Log("fluxd"))

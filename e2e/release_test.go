@@ -314,6 +314,78 @@ func TestReleaseCore(t *testing.T) {
 	})
 }
 
+// TestAutomationAndLocks runs after TestReleaseCore (same file, later):
+// it pushes a newer tag, which changes what "latest" means.
+func TestAutomationAndLocks(t *testing.T) {
+	f := sharedFluxd(t)
+	kc := kubeClient(t)
+	reg := stack.Registry
+	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=bob"}
+	viewer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}
+
+	t.Run("lock", func(t *testing.T) {
+		if _, stderr, code := fluxctl(t, deployer, "lock", "redis", "-m", "incident 42"); code != 0 {
+			t.Fatalf("lock: %s", stderr)
+		}
+		out, _, _ := fluxctl(t, deployer, "release", "-s", "redis", "-i", reg+"/redis:7.0.5", "--dry-run")
+		if !strings.Contains(out, "Skipped: locked: incident 42") {
+			t.Errorf("a locked service was not skipped:\n%s", out)
+		}
+		out, _, _ = fluxctl(t, viewer, "list-services")
+		if !hasLine(out, "default:deployment/redis", "locked") {
+			t.Errorf("list-services does not show the lock:\n%s", out)
+		}
+		if _, stderr, code := fluxctl(t, deployer, "unlock", "redis"); code != 0 {
+			t.Fatalf("unlock: %s", stderr)
+		}
+		out, _, _ = fluxctl(t, deployer, "release", "-s", "redis", "-i", reg+"/redis:7.0.5", "--dry-run")
+		if !strings.Contains(out, "Container redis:") {
+			t.Errorf("after unlock the release is still skipped:\n%s", out)
+		}
+	})
+
+	t.Run("automate releases a newly pushed tag", func(t *testing.T) {
+		before := remoteHead(t)
+		out, stderr, code := fluxctl(t, deployer, "automate", "helloworld")
+		if code != 0 {
+			t.Fatalf("automate: exit %d: %s%s", code, out, stderr)
+		}
+		clone := filepath.Join(t.TempDir(), "clone")
+		gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+		if yaml := gitCLI(t, clone, "show", "HEAD:deploy/helloworld.yaml"); !strings.Contains(yaml, `fluxd.io/automated: "true"`) || !strings.Contains(yaml, "# the app itself") {
+			t.Fatalf("the automate commit did not add the annotation (or lost a comment):\n%s", yaml)
+		}
+		if gitCLI(t, clone, "rev-list", "--count", before+"..HEAD") != "1" {
+			t.Errorf("automate made more than one commit")
+		}
+		out, _, _ = fluxctl(t, viewer, "list-services")
+		if !hasLine(out, "default:deployment/helloworld", "automated") {
+			t.Errorf("list-services does not show automation:\n%s", out)
+		}
+
+		// A newer image is pushed to the registry.
+		if err := stack.PushImage(context.Background(), "helloworld", "1.3.0", time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+			t.Fatal(err)
+		}
+		want := "hello=" + reg + "/helloworld:1.3.0"
+		waitRolledOut(t, kc, map[string][]string{"helloworld": {want, "sidecar=" + reg + "/sidecar:1.1"}})
+		gitCLI(t, clone, "pull", "-q")
+		if yaml := gitCLI(t, clone, "show", "HEAD:deploy/helloworld.yaml"); !strings.Contains(yaml, reg+"/helloworld:1.3.0 # the app itself") {
+			t.Errorf("the automated commit is not in git:\n%s", yaml)
+		}
+		if msg := gitCLI(t, clone, "log", "-1", "--format=%an|%s"); !strings.HasPrefix(msg, "automator|Release "+reg+"/helloworld:1.3.0 to "+instance) {
+			t.Errorf("automated commit: %s", msg)
+		}
+		out, _, _ = fluxctl(t, viewer, "history", "helloworld")
+		if !strings.Contains(out, "automated-release") || !strings.Contains(out, "automate ") {
+			t.Errorf("history lacks the automate and the automated release:\n%s", out)
+		}
+		if _, stderr, code := fluxctl(t, deployer, "deautomate", "helloworld"); code != 0 {
+			t.Fatalf("deautomate: %s", stderr)
+		}
+	})
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // hasLine reports whether one line of out contains all of parts.

@@ -41,7 +41,7 @@ func (m memImages) Images(_ context.Context, repo string) ([]registry.Image, err
 type noCluster struct{}
 
 func (noCluster) Workloads(context.Context) ([]platform.Workload, error) { return nil, nil }
-func (noCluster) Apply(context.Context, platform.ID, []byte) error     { return nil }
+func (noCluster) Apply(context.Context, platform.ID, []byte) error       { return nil }
 
 type noRecorder struct{}
 

@@ -2,22 +2,22 @@ package main
 
 import (
 	"context"
+	"os"
 
 	"github.com/spf13/cobra"
 
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
-// automate and deautomate reach RPCs the daemon does not build yet: they
-// answer with an explicit "not implemented" error.
+// automate and deautomate set fluxd.io/automated on the workload in git.
 func newAutomateCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "automate SERVICE",
-		Short: "Turn on automated releases for a service (not implemented yet)",
+		Short: "Turn on automated releases for a service (an annotation committed to git)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
-				_, err := c.Automate(ctx, &fluxdv1.AutomateRequest{Service: args[0]})
+				_, err := c.Automate(ctx, &fluxdv1.AutomateRequest{Service: args[0], User: os.Getenv("USER")})
 				return err
 			})
 		},
@@ -27,11 +27,11 @@ func newAutomateCommand(g *globals) *cobra.Command {
 func newDeautomateCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "deautomate SERVICE",
-		Short: "Turn off automated releases for a service (not implemented yet)",
+		Short: "Turn off automated releases for a service",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
-				_, err := c.Deautomate(ctx, &fluxdv1.DeautomateRequest{Service: args[0]})
+				_, err := c.Deautomate(ctx, &fluxdv1.DeautomateRequest{Service: args[0], User: os.Getenv("USER")})
 				return err
 			})
 		},

@@ -9,13 +9,12 @@ import (
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
-// lock and unlock reach RPCs the daemon does not build yet: they answer
-// with an explicit "not implemented" error.
+// lock and unlock set fluxd.io/locked on the workload in git.
 func newLockCommand(g *globals) *cobra.Command {
 	var message string
 	cmd := &cobra.Command{
 		Use:   "lock SERVICE",
-		Short: "Stop all releases of a service (not implemented yet)",
+		Short: "Stop all releases of a service, with a message saying why",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
@@ -31,11 +30,11 @@ func newLockCommand(g *globals) *cobra.Command {
 func newUnlockCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "unlock SERVICE",
-		Short: "Lift a service's lock (not implemented yet)",
+		Short: "Lift a service's lock",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
-				_, err := c.Unlock(ctx, &fluxdv1.UnlockRequest{Service: args[0]})
+				_, err := c.Unlock(ctx, &fluxdv1.UnlockRequest{Service: args[0], User: os.Getenv("USER")})
 				return err
 			})
 		},

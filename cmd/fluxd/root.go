@@ -14,7 +14,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/utils/clock"
 
+	"github.com/fluxd/fluxd/automator"
 	"github.com/fluxd/fluxd/daemon"
 	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/history/sqlite"
@@ -46,6 +48,8 @@ type flags struct {
 	dockerConfig        string
 	registryConcurrency int
 	registryPlatform    string
+	automationShort     time.Duration
+	automationLong      time.Duration
 }
 
 func newRootCommand() *cobra.Command {
@@ -80,6 +84,8 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.dockerConfig, "docker-config", "", "docker config.json with registry credentials (default: ~/.docker/config.json)")
 	fs.IntVar(&f.registryConcurrency, "registry-concurrency", 8, "registry metadata requests in flight per repository")
 	fs.StringVar(&f.registryPlatform, "registry-platform", "linux/amd64", "platform to pick from multi-platform images")
+	fs.DurationVar(&f.automationShort, "automation-short-wait", 15*time.Second, "automator: wait after a release before checking the service again")
+	fs.DurationVar(&f.automationLong, "automation-long-wait", time.Minute, "automator: wait after a check that found nothing newer")
 	cmd.AddCommand(newTokenCommand(), newVersionCommand())
 	return cmd
 }
@@ -173,11 +179,13 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another fluxd running there? choose another --listen address)", cfg.Listen, err)
 	}
-	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store}, log)
+	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong}, engine, clock.RealClock{}, log)
+	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto}, log)
 	srv := daemon.NewServer(d, tokens, log)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(ctx, lis, cfg.ShutdownGrace) })
 	g.Go(func() error { pollGit(ctx, repo, f.gitPollInterval, log); return nil })
+	g.Go(func() error { auto.Run(ctx); return nil })
 	log.Info("fluxd started", "version", cfg.Version, "listen", lis.Addr().String())
 	err = g.Wait()
 	log.Info("fluxd stopped")

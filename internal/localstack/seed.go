@@ -100,6 +100,22 @@ func (s *Stack) seedImages(ctx context.Context) error {
 	return nil
 }
 
+// PushImage pushes a new random image as repo:tag, created at created.
+func (s *Stack) PushImage(ctx context.Context, repo, tag string, created time.Time) error {
+	ref, err := name.NewTag(s.Registry+"/"+repo+":"+tag, name.Insecure)
+	if err != nil {
+		return err
+	}
+	img, err := random.Image(512, 1)
+	if err != nil {
+		return err
+	}
+	if img, err = mutate.CreatedAt(img, v1.Time{Time: created}); err != nil {
+		return err
+	}
+	return remote.Write(ref, img, remote.WithContext(ctx))
+}
+
 // renderManifests returns the example manifests with the registry filled in.
 func (s *Stack) renderManifests() (map[string][]byte, error) {
 	entries, err := manifests.ReadDir("manifests")

@@ -1818,8 +1818,10 @@ func (x *ListJobsResponse) GetJobs() []*Job {
 }
 
 type AutomateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	// user is who asks, for the commit and history.
+	User          string `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1857,6 +1859,13 @@ func (*AutomateRequest) Descriptor() ([]byte, []int) {
 func (x *AutomateRequest) GetService() string {
 	if x != nil {
 		return x.Service
+	}
+	return ""
+}
+
+func (x *AutomateRequest) GetUser() string {
+	if x != nil {
+		return x.User
 	}
 	return ""
 }
@@ -1900,6 +1909,7 @@ func (*AutomateResponse) Descriptor() ([]byte, []int) {
 type DeautomateRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	User          string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1937,6 +1947,13 @@ func (*DeautomateRequest) Descriptor() ([]byte, []int) {
 func (x *DeautomateRequest) GetService() string {
 	if x != nil {
 		return x.Service
+	}
+	return ""
+}
+
+func (x *DeautomateRequest) GetUser() string {
+	if x != nil {
+		return x.User
 	}
 	return ""
 }
@@ -2076,6 +2093,7 @@ func (*LockResponse) Descriptor() ([]byte, []int) {
 type UnlockRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	User          string                 `protobuf:"bytes,2,opt,name=user,proto3" json:"user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2113,6 +2131,13 @@ func (*UnlockRequest) Descriptor() ([]byte, []int) {
 func (x *UnlockRequest) GetService() string {
 	if x != nil {
 		return x.Service
+	}
+	return ""
+}
+
+func (x *UnlockRequest) GetUser() string {
+	if x != nil {
+		return x.User
 	}
 	return ""
 }
@@ -2720,20 +2745,23 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x0fListJobsRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\"5\n" +
 	"\x10ListJobsResponse\x12!\n" +
-	"\x04jobs\x18\x01 \x03(\v2\r.fluxd.v1.JobR\x04jobs\"+\n" +
+	"\x04jobs\x18\x01 \x03(\v2\r.fluxd.v1.JobR\x04jobs\"?\n" +
 	"\x0fAutomateRequest\x12\x18\n" +
-	"\aservice\x18\x01 \x01(\tR\aservice\"\x12\n" +
-	"\x10AutomateResponse\"-\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\"\x12\n" +
+	"\x10AutomateResponse\"A\n" +
 	"\x11DeautomateRequest\x12\x18\n" +
-	"\aservice\x18\x01 \x01(\tR\aservice\"\x14\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\"\x14\n" +
 	"\x12DeautomateResponse\"U\n" +
 	"\vLockRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x12\n" +
 	"\x04user\x18\x03 \x01(\tR\x04user\"\x0e\n" +
-	"\fLockResponse\")\n" +
+	"\fLockResponse\"=\n" +
 	"\rUnlockRequest\x12\x18\n" +
-	"\aservice\x18\x01 \x01(\tR\aservice\"\x10\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
+	"\x04user\x18\x02 \x01(\tR\x04user\"\x10\n" +
 	"\x0eUnlockResponse\"\xb8\x01\n" +
 	"\x10SetPolicyRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12K\n" +

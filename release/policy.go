@@ -1,0 +1,100 @@
+package release
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/fluxerr"
+	"github.com/fluxd/fluxd/platform"
+)
+
+// AnnotationAutomatedBy names the instance that automated a workload; its
+// automated releases are recorded in that instance's history.
+const AnnotationAutomatedBy = "fluxd.io/automated-by"
+
+// PolicyChange is a change of a workload's policy annotations in git.
+type PolicyChange struct {
+	Service platform.ID
+	// Set are the annotations to write.
+	Set map[string]string
+	// Type is the history event to record: Automate, Deautomate, Lock or
+	// Unlock.
+	Type          history.Type
+	User, Message string
+}
+
+// SetPolicy writes a workload's policy annotations in git, in one commit,
+// and records it. When the annotations already hold the values, nothing
+// is committed and "" is returned.
+func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	start := time.Now()
+	rev, m, err := e.manifests(ctx)
+	if err != nil {
+		return "", err
+	}
+	def, ok := m.Workloads[ch.Service]
+	if !ok {
+		return "", fluxerr.New(fluxerr.User, fmt.Errorf("%s has no definition in git, so its policy cannot be stored", ch.Service),
+			"fluxd keeps policies as annotations on the workload in git; add the workload's manifest to the repository first.")
+	}
+	same := true
+	for k, v := range ch.Set {
+		if def.Annotations[k] != v {
+			same = false
+		}
+	}
+	if same {
+		return "", nil
+	}
+	content, err := os.ReadFile(filepath.Join(e.repo.Dir(), def.File))
+	if err != nil {
+		return "", err
+	}
+	out, err := gitrepo.SetAnnotations(content, ch.Service, ch.Set)
+	if err != nil {
+		return "", fluxerr.New(fluxerr.User, err, "")
+	}
+	user := ch.User
+	if user == "" {
+		user = "unknown"
+	}
+	var keys []string
+	for k, v := range ch.Set {
+		keys = append(keys, fmt.Sprintf("%s=%q", k, v))
+	}
+	sort.Strings(keys)
+	msg := fmt.Sprintf("%s %s for %s by %s\n\n%s\n", titleOf(ch.Type), ch.Service, instance, user, strings.Join(keys, "\n"))
+	if ch.Message != "" {
+		msg += "\n" + ch.Message + "\n"
+	}
+	commit, err := e.repo.CommitAndPush(ctx, rev, map[string][]byte{def.File: out}, msg, gitrepo.Signature{Name: ch.User})
+	ev := history.Event{Instance: instance, Type: ch.Type, Services: []string{ch.Service.String()}, User: ch.User, Message: ch.Message, StartedAt: start, EndedAt: time.Now(), Commit: commit}
+	if err != nil {
+		ev.Type, ev.Error = history.Failed, fmt.Sprintf("%s: %v", ch.Type, err)
+	}
+	if _, rerr := e.recorder.Record(ctx, ev); rerr != nil {
+		e.log.Error("recording a policy change in history failed", "error", rerr)
+	}
+	if err != nil {
+		return "", err
+	}
+	e.log.Info("policy pushed", "service", ch.Service.String(), "change", string(ch.Type), "commit", commit)
+	return commit, nil
+}
+
+func titleOf(t history.Type) string {
+	s := string(t)
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
