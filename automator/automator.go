@@ -248,4 +248,3 @@ func (a *Automator) wait(s *service, d time.Duration) State {
 	s.due = a.clock.Now().Add(d)
 	return Waiting
 }
-

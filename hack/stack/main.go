@@ -112,11 +112,16 @@ func printNext(dir string) {
 	fmt.Printf(`Next, in this shell:
   . .stack/env                      # sets FLUX_URL, FLUX_TOKEN, KUBECONFIG, REGISTRY, GIT_URL, PATH
   fluxctl version                   # client and server versions
-  fluxctl list-services             # the example workloads, from the cluster
+  fluxctl list-services             # the example workloads, from the cluster and git
+  fluxctl list-images helloworld    # tags in the registry, newest first
+  fluxctl release --all --update-all-images --dry-run
+  fluxctl release --all --update-all-images -m "first release"
+  fluxctl history
+  fluxctl automate helloworld       # then push a newer tag: crane copy ... or see README
   kubectl get nodes                 # the fake kwok nodes
   kubectl get pods                  # pods rolled out on them
   grpcurl -H "authorization: Bearer $FLUX_TOKEN" -plaintext $FLUX_URL list
-  git clone $GIT_URL /tmp/manifests # the manifests fluxd will release to
+  git clone $GIT_URL /tmp/manifests # the manifests fluxd releases through
 Logs are in %s/logs. Stop everything with: make down
 `, dir)
 }
