@@ -14,9 +14,9 @@ import (
 // never a fake success.
 
 const (
-	issueCore    = "issue [core]"
-	issueSafety  = "issue [release-safety]"
-	issueAutomat = "issue [core]: automator and policies"
+	issueSafety     = "issue [release-safety]"
+	issueAutomation = "issue [automation]"
+	issueRegistry   = "issue [registry]"
 )
 
 func notBuilt(what, issue string) error { return toStatus(fluxerr.NotImplemented(what, issue)) }
@@ -38,9 +38,9 @@ func (s *Server) ListJobs(context.Context, *fluxdv1.ListJobsRequest) (*fluxdv1.L
 }
 
 func (s *Server) SetPolicy(context.Context, *fluxdv1.SetPolicyRequest) (*fluxdv1.SetPolicyResponse, error) {
-	return nil, notBuilt("SetPolicy", issueAutomat)
+	return nil, notBuilt("SetPolicy (tag filters)", issueAutomation)
 }
 
 func (s *Server) NotifyImage(context.Context, *fluxdv1.NotifyImageRequest) (*fluxdv1.NotifyImageResponse, error) {
-	return nil, notBuilt("NotifyImage", "issue [registry]")
+	return nil, notBuilt("NotifyImage", issueRegistry)
 }

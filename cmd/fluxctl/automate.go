@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"os"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -17,7 +17,10 @@ func newAutomateCommand(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
-				_, err := c.Automate(ctx, &fluxdv1.AutomateRequest{Service: args[0], User: os.Getenv("USER")})
+				if _, err := c.Automate(ctx, &fluxdv1.AutomateRequest{Service: args[0], User: currentUser()}); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "Automated %s: fluxd will release its newest images by itself.\n", args[0])
 				return err
 			})
 		},
@@ -31,7 +34,10 @@ func newDeautomateCommand(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
-				_, err := c.Deautomate(ctx, &fluxdv1.DeautomateRequest{Service: args[0], User: os.Getenv("USER")})
+				if _, err := c.Deautomate(ctx, &fluxdv1.DeautomateRequest{Service: args[0], User: currentUser()}); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "Deautomated %s.\n", args[0])
 				return err
 			})
 		},

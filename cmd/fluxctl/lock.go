@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"os"
+	"fmt"
 
 	"github.com/spf13/cobra"
 
@@ -18,7 +18,10 @@ func newLockCommand(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
-				_, err := c.Lock(ctx, &fluxdv1.LockRequest{Service: args[0], Message: message, User: os.Getenv("USER")})
+				if _, err := c.Lock(ctx, &fluxdv1.LockRequest{Service: args[0], Message: message, User: currentUser()}); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "Locked %s: no release will change it until it is unlocked.\n", args[0])
 				return err
 			})
 		},
@@ -34,7 +37,10 @@ func newUnlockCommand(g *globals) *cobra.Command {
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
-				_, err := c.Unlock(ctx, &fluxdv1.UnlockRequest{Service: args[0], User: os.Getenv("USER")})
+				if _, err := c.Unlock(ctx, &fluxdv1.UnlockRequest{Service: args[0], User: currentUser()}); err != nil {
+					return err
+				}
+				_, err := fmt.Fprintf(cmd.OutOrStdout(), "Unlocked %s.\n", args[0])
 				return err
 			})
 		},

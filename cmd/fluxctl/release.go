@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -33,7 +32,7 @@ is computed from git, so git and the cluster agree afterwards.`,
 				return errors.New("say which image to release: --update-image REF or --update-all-images")
 			}
 			if spec.User == "" {
-				spec.User = os.Getenv("USER")
+				spec.User = currentUser()
 			}
 			kind := fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE
 			if dryRun {

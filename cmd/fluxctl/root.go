@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/user"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -89,4 +90,16 @@ func checkOutput(o string) error {
 		return errors.New("-o " + o + ": use table or json")
 	}
 	return nil
+}
+
+// currentUser names who runs fluxctl, for commits and history: $USER, else
+// the account name.
+func currentUser() string {
+	if u := os.Getenv("USER"); u != "" {
+		return u
+	}
+	if u, err := user.Current(); err == nil {
+		return u.Username
+	}
+	return ""
 }
