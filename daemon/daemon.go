@@ -68,11 +68,11 @@ func New(cfg Config, deps Deps, log *slog.Logger) *Daemon {
 }
 
 // readManifests returns the workload definitions in git, fetching at most
-// once per cfg.GitRefresh unless fresh is set.
-func (d *Daemon) readManifests(ctx context.Context, fresh bool) (*gitrepo.Manifests, error) {
+// once per cfg.GitRefresh; invalidate forces the next read to fetch.
+func (d *Daemon) readManifests(ctx context.Context) (*gitrepo.Manifests, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if !fresh && d.manifests != nil && time.Since(d.readAt) < d.cfg.GitRefresh {
+	if d.manifests != nil && time.Since(d.readAt) < d.cfg.GitRefresh {
 		return d.manifests, nil
 	}
 	_, m, err := d.deps.Releaser.Manifests(ctx)
@@ -128,7 +128,7 @@ func (d *Daemon) services(ctx context.Context) ([]Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	m, err := d.readManifests(ctx, false)
+	m, err := d.readManifests(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -72,15 +72,10 @@ func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseReque
 	if req.All && len(req.Services) > 0 {
 		return nil, fluxerr.New(fluxerr.User, errors.New("give services or all, not both"), "")
 	}
-	// Resolve names against a fresh read of git, so that a service added a
-	// moment ago is found.
-	if _, err := d.readManifests(ctx, true); err != nil {
-		return nil, err
-	}
 	resolveAll := func(names []string) ([]platform.ID, error) {
 		var ids []platform.ID
 		for _, n := range names {
-			s, err := d.resolve(ctx, n)
+			s, err := d.resolveFresh(ctx, n)
 			if err != nil {
 				return nil, err
 			}
@@ -127,10 +122,7 @@ func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, 
 // SetPolicy changes a service's automation or lock in git, for the
 // caller's instance, and returns the commit ("" if nothing changed).
 func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, typ history.Type, user, message string) (string, error) {
-	if _, err := d.readManifests(ctx, true); err != nil {
-		return "", err
-	}
-	svc, err := d.resolve(ctx, name)
+	svc, err := d.resolveFresh(ctx, name)
 	if err != nil {
 		return "", err
 	}

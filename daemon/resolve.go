@@ -24,6 +24,17 @@ func (d *Daemon) resolve(ctx context.Context, name string) (Service, error) {
 	return resolveIn(all, name)
 }
 
+// resolveFresh is resolve that, when the name is unknown, reads git again
+// before giving up: the service may have been pushed a moment ago.
+func (d *Daemon) resolveFresh(ctx context.Context, name string) (Service, error) {
+	svc, err := d.resolve(ctx, name)
+	if fluxerr.KindOf(err) != fluxerr.Missing {
+		return svc, err
+	}
+	d.invalidate()
+	return d.resolve(ctx, name)
+}
+
 func resolveIn(all []Service, name string) (Service, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {

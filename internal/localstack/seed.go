@@ -80,21 +80,10 @@ func (s *Stack) seedImages(ctx context.Context) error {
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, ex := range ExampleImages {
 		for _, tag := range ex.Tags {
-			ref, err := name.NewTag(s.Registry+"/"+ex.Repo+":"+tag, name.Insecure)
-			if err != nil {
-				return err
-			}
-			img, err := random.Image(512, 1)
-			if err != nil {
-				return err
-			}
-			if img, err = mutate.CreatedAt(img, v1.Time{Time: created}); err != nil {
+			if err := s.push(ctx, pusher, ex.Repo, tag, created); err != nil {
 				return err
 			}
 			created = created.Add(24 * time.Hour)
-			if err := pusher.Push(ctx, ref, img); err != nil {
-				return fmt.Errorf("pushing %s: %w", ref, err)
-			}
 		}
 	}
 	return nil
@@ -102,6 +91,14 @@ func (s *Stack) seedImages(ctx context.Context) error {
 
 // PushImage pushes a new random image as repo:tag, created at created.
 func (s *Stack) PushImage(ctx context.Context, repo, tag string, created time.Time) error {
+	pusher, err := remote.NewPusher(remote.WithContext(ctx))
+	if err != nil {
+		return err
+	}
+	return s.push(ctx, pusher, repo, tag, created)
+}
+
+func (s *Stack) push(ctx context.Context, pusher *remote.Pusher, repo, tag string, created time.Time) error {
 	ref, err := name.NewTag(s.Registry+"/"+repo+":"+tag, name.Insecure)
 	if err != nil {
 		return err
@@ -113,7 +110,10 @@ func (s *Stack) PushImage(ctx context.Context, repo, tag string, created time.Ti
 	if img, err = mutate.CreatedAt(img, v1.Time{Time: created}); err != nil {
 		return err
 	}
-	return remote.Write(ref, img, remote.WithContext(ctx))
+	if err := pusher.Push(ctx, ref, img); err != nil {
+		return fmt.Errorf("pushing %s: %w", ref, err)
+	}
+	return nil
 }
 
 // renderManifests returns the example manifests with the registry filled in.

@@ -174,17 +174,3 @@ func (c *Cluster) Workloads(ctx context.Context) ([]platform.Workload, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
 	return out, ctx.Err()
 }
-
-// Workload returns one workload from the caches, or platform.ErrNotFound.
-func (c *Cluster) Workload(ctx context.Context, id platform.ID) (platform.Workload, error) {
-	all, err := c.Workloads(ctx)
-	if err != nil {
-		return platform.Workload{}, err
-	}
-	for _, w := range all {
-		if w.ID == id {
-			return w, nil
-		}
-	}
-	return platform.Workload{}, fmt.Errorf("%s: %w", id, platform.ErrNotFound)
-}

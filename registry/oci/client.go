@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"golang.org/x/sync/errgroup"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/registry"
@@ -49,6 +50,9 @@ type Client struct {
 
 	mu      sync.Mutex
 	created map[string]time.Time // by manifest digest
+	// inflight makes concurrent lookups of one digest (two tags of one
+	// image) share a single config fetch.
+	inflight singleflight.Group
 }
 
 // New returns a Client.
@@ -174,40 +178,55 @@ func (c *Client) image(ctx context.Context, tag name.Tag) (registry.Image, error
 		return registry.Image{}, err
 	}
 	img := registry.Image{Tag: tag.TagStr(), Digest: desc.Digest.String()}
-	c.mu.Lock()
-	created, known := c.created[img.Digest]
-	c.mu.Unlock()
-	if known {
-		img.CreatedAt = created
-		return img, nil
-	}
-	var v1img v1.Image
-	if desc.MediaType.IsIndex() {
-		idx, err := desc.ImageIndex()
-		if err != nil {
-			return registry.Image{}, err
+	created, err, _ := c.inflight.Do(img.Digest, func() (any, error) {
+		c.mu.Lock()
+		t, known := c.created[img.Digest]
+		c.mu.Unlock()
+		if known {
+			return t, nil
 		}
-		v1img, err = platformImage(idx, c.platform)
+		t, err := c.createdAt(desc)
 		if err != nil {
-			return registry.Image{}, fmt.Errorf("%s: %w", tag, err)
+			return nil, fmt.Errorf("%s: %w", tag, err)
 		}
-	} else if v1img, err = desc.Image(); err != nil {
-		return registry.Image{}, err
-	}
-	cfg, err := v1img.ConfigFile()
+		c.mu.Lock()
+		c.created[img.Digest] = t
+		c.mu.Unlock()
+		return t, nil
+	})
 	if err != nil {
 		return registry.Image{}, err
 	}
-	img.CreatedAt = cfg.Created.Time
+	img.CreatedAt = created.(time.Time)
+	return img, nil
+}
+
+// createdAt reads an image's creation time from its config (for an
+// index, the configured platform's image).
+func (c *Client) createdAt(desc *remote.Descriptor) (time.Time, error) {
+	var img v1.Image
+	var err error
+	if desc.MediaType.IsIndex() {
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return time.Time{}, err
+		}
+		if img, err = platformImage(idx, c.platform); err != nil {
+			return time.Time{}, err
+		}
+	} else if img, err = desc.Image(); err != nil {
+		return time.Time{}, err
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		return time.Time{}, err
+	}
 	if s := cfg.Config.Labels[CreatedLabel]; s != "" {
 		if t, err := time.Parse(time.RFC3339, s); err == nil {
-			img.CreatedAt = t
+			return t, nil
 		}
 	}
-	c.mu.Lock()
-	c.created[img.Digest] = img.CreatedAt
-	c.mu.Unlock()
-	return img, nil
+	return cfg.Created.Time, nil
 }
 
 func platformImage(idx v1.ImageIndex, want v1.Platform) (v1.Image, error) {
