@@ -1,0 +1,199 @@
+package release
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/fluxerr"
+	"github.com/fluxd/fluxd/platform"
+)
+
+const appsYAML = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  template:
+    spec:
+      containers:
+        - name: web
+          image: reg/web:1.0 # pinned
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: frozen
+  annotations:
+    fluxd.io/locked: "true"
+    fluxd.io/lock-message: "incident 7"
+spec:
+  template:
+    spec:
+      containers:
+        - name: web
+          image: reg/web:1.0
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: current
+spec:
+  template:
+    spec:
+      containers:
+        - name: web
+          image: reg/web:1.1
+        - name: db
+          image: reg/db:5
+`
+
+// recRepo is a directory repo that records what would be pushed.
+type recRepo struct {
+	dirRepo
+	files   map[string][]byte
+	message string
+	author  gitrepo.Signature
+}
+
+func (r *recRepo) CommitAndPush(_ context.Context, base string, files map[string][]byte, msg string, author gitrepo.Signature) (string, error) {
+	r.files, r.message, r.author = files, msg, author
+	return "c0ffee", nil
+}
+
+type recCluster struct {
+	workloads []platform.Workload
+	applied   map[platform.ID]string
+}
+
+func (c *recCluster) Workloads(context.Context) ([]platform.Workload, error) { return c.workloads, nil }
+func (c *recCluster) Apply(_ context.Context, id platform.ID, m []byte) error {
+	c.applied[id] = string(m)
+	return nil
+}
+
+type recRecorder struct{ events []history.Event }
+
+func (r *recRecorder) Record(_ context.Context, ev history.Event) (int64, error) {
+	r.events = append(r.events, ev)
+	return int64(len(r.events)), nil
+}
+
+func id(name string) platform.ID { return platform.ID{Namespace: "default", Kind: "deployment", Name: name} }
+
+func newTestEngine(t *testing.T) (*Engine, *recRepo, *recCluster, *recRecorder) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "apps.yaml"), []byte(appsYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	images := memImages{
+		"reg/web": {{Repository: "reg/web", Tag: "1.2", CreatedAt: t0.Add(2 * time.Hour)}, {Repository: "reg/web", Tag: "1.1", CreatedAt: t0.Add(time.Hour)}, {Repository: "reg/web", Tag: "1.0", CreatedAt: t0}},
+		"reg/db":  {{Repository: "reg/db", Tag: "5", CreatedAt: t0}},
+	}
+	repo := &recRepo{dirRepo: dirRepo{dir}}
+	cluster := &recCluster{workloads: []platform.Workload{{ID: id("drift")}, {ID: id("web")}}, applied: map[platform.ID]string{}}
+	rec := &recRecorder{}
+	return NewEngine(repo, images, cluster, rec, slog.New(slog.NewTextHandler(io.Discard, nil))), repo, cluster, rec
+}
+
+type row struct{ Service, Action, Reason, Updates string }
+
+func rows(p *Plan) []row {
+	var out []row
+	for _, it := range p.Items {
+		var u []string
+		for _, c := range it.Updates {
+			u = append(u, c.Container+":"+c.Current+"->"+c.Target)
+		}
+		out = append(out, row{it.Service.Name, string(it.Action), it.Reason, strings.Join(u, ",")})
+	}
+	return out
+}
+
+func TestPlan(t *testing.T) {
+	e, _, _, _ := newTestEngine(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		spec Spec
+		want []row
+	}{
+		{"all latest", Spec{All: true, AllLatest: true}, []row{
+			{"current", "update", "", "web:reg/web:1.1->reg/web:1.2"},
+			{"drift", "skip", ReasonNotInGit, ""},
+			{"frozen", "skip", "locked: incident 7", ""},
+			{"web", "update", "", "web:reg/web:1.0->reg/web:1.2"},
+		}},
+		{"one image to all", Spec{All: true, Image: "reg/web:1.1", Exclude: []platform.ID{id("web")}}, []row{
+			{"current", "uptodate", "container web already uses reg/web:1.1", ""},
+			{"drift", "skip", ReasonNotInGit, ""},
+			{"frozen", "skip", "locked: incident 7", ""},
+			{"web", "skip", ReasonExcluded, ""},
+		}},
+		{"missing tag", Spec{Services: []platform.ID{id("web")}, Image: "reg/web:9"}, []row{
+			{"web", "skip", "image not found: reg/web:9 is not in the registry", ""},
+		}},
+		{"unused repository", Spec{Services: []platform.ID{id("web")}, Image: "reg/db:6"}, []row{
+			{"web", "skip", ReasonNotUsed, ""},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := e.Plan(ctx, tc.spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, rows(p)); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSpecValidate(t *testing.T) {
+	for _, s := range []Spec{{}, {All: true}, {All: true, Image: "Bad Ref"}, {All: true, Image: "a:1", AllLatest: true}} {
+		if err := s.Validate(); fluxerr.KindOf(err) != fluxerr.User {
+			t.Errorf("Validate(%+v) = %v; want a user error", s, err)
+		}
+	}
+}
+
+func TestExecute(t *testing.T) {
+	e, repo, cluster, rec := newTestEngine(t)
+	res, err := e.Execute(context.Background(), "team-a", Spec{Services: []platform.ID{id("web"), id("current")}, AllLatest: true, User: "dana", Message: "why not"}, history.Release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Commit != "c0ffee" {
+		t.Errorf("commit = %q", res.Commit)
+	}
+	want := strings.Replace(appsYAML, "image: reg/web:1.0 # pinned", "image: reg/web:1.2 # pinned", 1)
+	want = strings.Replace(want, "image: reg/web:1.1", "image: reg/web:1.2", 1)
+	if diff := cmp.Diff(want, string(repo.files["apps.yaml"])); diff != "" {
+		t.Errorf("edited file (-want +got):\n%s", diff)
+	}
+	wantMsg := "Release reg/web:1.2 to team-a by dana\n\nwhy not\n\ndefault:deployment/current\n  web: reg/web:1.1 -> reg/web:1.2\n\ndefault:deployment/web\n  web: reg/web:1.0 -> reg/web:1.2\n"
+	if diff := cmp.Diff(wantMsg, repo.message); diff != "" {
+		t.Errorf("commit message (-want +got):\n%s", diff)
+	}
+	if repo.author.Name != "dana" {
+		t.Errorf("author = %+v", repo.author)
+	}
+	if len(cluster.applied) != 2 || !strings.Contains(cluster.applied[id("web")], "reg/web:1.2") || strings.Contains(cluster.applied[id("web")], "frozen") {
+		t.Errorf("applied = %v", cluster.applied)
+	}
+	if len(rec.events) != 1 || rec.events[0].Type != history.Release || rec.events[0].Commit != "c0ffee" || len(rec.events[0].Changes) != 2 || rec.events[0].Instance != "team-a" {
+		t.Errorf("history = %+v", rec.events)
+	}
+}
+
