@@ -88,7 +88,9 @@ func (r *recRecorder) Record(_ context.Context, ev history.Event) (int64, error)
 	return int64(len(r.events)), nil
 }
 
-func id(name string) platform.ID { return platform.ID{Namespace: "default", Kind: "deployment", Name: name} }
+func id(name string) platform.ID {
+	return platform.ID{Namespace: "default", Kind: "deployment", Name: name}
+}
 
 func newTestEngine(t *testing.T) (*Engine, *recRepo, *recCluster, *recRecorder) {
 	t.Helper()
@@ -196,4 +198,3 @@ func TestExecute(t *testing.T) {
 		t.Errorf("history = %+v", rec.events)
 	}
 }
-

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/utils/clock"
@@ -135,10 +136,6 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 	defer store.Close()
-	images, err := oci.New(oci.Config{DockerConfig: f.dockerConfig, Concurrency: f.registryConcurrency, Platform: f.registryPlatform})
-	if err != nil {
-		return err
-	}
 	tokens, err := auth.Open(cfg.TokensFile)
 	if err != nil {
 		return err
@@ -167,6 +164,16 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 	log.Info("watching the cluster", "component", "platform", "host", rc.Host, "namespaces", namespacesOrAll(f.namespaces))
+
+	// Registry credentials: the workloads' image pull secrets first, then
+	// --docker-config, then the default docker locations.
+	images, err := oci.New(oci.Config{
+		DockerConfig: f.dockerConfig, Concurrency: f.registryConcurrency, Platform: f.registryPlatform,
+		Keychains: []authn.Keychain{oci.NewSecretKeychain(cluster.PullSecrets, time.Minute)},
+	})
+	if err != nil {
+		return err
+	}
 
 	repo, err := gogit.Open(ctx, gcfg)
 	if err != nil {

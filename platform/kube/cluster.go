@@ -49,6 +49,40 @@ type cacheLister struct {
 	cronjobs     func() ([]*batchv1.CronJob, error)
 }
 
+// podSpecs returns the pod templates of every workload in the caches.
+func (l cacheLister) podSpecs() ([]podSpec, error) {
+	var out []podSpec
+	ds, err := l.deployments()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range ds {
+		out = append(out, podSpec{d.Namespace, d.Spec.Template.Spec})
+	}
+	ss, err := l.statefulsets()
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range ss {
+		out = append(out, podSpec{s.Namespace, s.Spec.Template.Spec})
+	}
+	dss, err := l.daemonsets()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range dss {
+		out = append(out, podSpec{d.Namespace, d.Spec.Template.Spec})
+	}
+	cjs, err := l.cronjobs()
+	if err != nil {
+		return nil, err
+	}
+	for _, cj := range cjs {
+		out = append(out, podSpec{cj.Namespace, cj.Spec.JobTemplate.Spec.Template.Spec})
+	}
+	return out, nil
+}
+
 // RESTConfig builds a client configuration from cfg.
 func RESTConfig(cfg Config) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/docker/cli/cli/config/configfile"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -40,6 +39,9 @@ type Config struct {
 	Platform string
 	// Transport is the HTTP transport; default http.DefaultTransport.
 	Transport http.RoundTripper
+	// Keychains are tried before DockerConfig and the default locations,
+	// e.g. a SecretKeychain over the workloads' image pull secrets.
+	Keychains []authn.Keychain
 }
 
 // Client reads registries.
@@ -67,21 +69,20 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--registry-platform %q: %w", cfg.Platform, err)
 	}
-	var kc authn.Keychain = authn.DefaultKeychain
+	chains := append([]authn.Keychain{}, cfg.Keychains...)
 	if cfg.DockerConfig != "" {
-		f, err := os.Open(cfg.DockerConfig)
+		b, err := os.ReadFile(cfg.DockerConfig)
 		if err != nil {
 			return nil, fmt.Errorf("reading --docker-config: %w", err)
 		}
-		cf := configfile.New(cfg.DockerConfig)
-		err = cf.LoadFromReader(f)
-		f.Close()
+		cf, err := parseDockerConfig(cfg.DockerConfig, b)
 		if err != nil {
-			return nil, fmt.Errorf("parsing --docker-config %s: %w", cfg.DockerConfig, err)
+			return nil, err
 		}
-		kc = authn.NewMultiKeychain(fileKeychain{cf}, authn.DefaultKeychain)
+		chains = append(chains, fileKeychain{cf})
 	}
-	opts := []remote.Option{remote.WithAuthFromKeychain(kc), remote.WithUserAgent("fluxd")}
+	chains = append(chains, authn.DefaultKeychain)
+	opts := []remote.Option{remote.WithAuthFromKeychain(authn.NewMultiKeychain(chains...)), remote.WithUserAgent("fluxd")}
 	if cfg.Transport != nil {
 		opts = append(opts, remote.WithTransport(cfg.Transport))
 	}
@@ -90,27 +91,6 @@ func New(cfg Config) (*Client, error) {
 		return nil, err
 	}
 	return &Client{cfg: cfg, platform: *plat, puller: p, created: map[string]time.Time{}}, nil
-}
-
-// fileKeychain resolves credentials from one docker config file.
-type fileKeychain struct{ cf *configfile.ConfigFile }
-
-func (k fileKeychain) Resolve(res authn.Resource) (authn.Authenticator, error) {
-	key := res.RegistryStr()
-	if key == name.DefaultRegistry {
-		key = authn.DefaultAuthKey
-	}
-	ac, err := k.cf.GetAuthConfig(key)
-	if err != nil {
-		return nil, err
-	}
-	if ac.Username == "" && ac.Password == "" && ac.IdentityToken == "" && ac.RegistryToken == "" && ac.Auth == "" {
-		return authn.Anonymous, nil
-	}
-	return authn.FromConfig(authn.AuthConfig{
-		Username: ac.Username, Password: ac.Password, Auth: ac.Auth,
-		IdentityToken: ac.IdentityToken, RegistryToken: ac.RegistryToken,
-	}), nil
 }
 
 // Tags lists a repository's tags, following pagination.

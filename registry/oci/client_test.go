@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -196,5 +197,47 @@ func TestRegistryErrorsNameTheRegistry(t *testing.T) {
 	_, err = c.Images(context.Background(), strings.TrimPrefix(deny.URL, "http://")+"/app")
 	if !strings.Contains(err.Error(), "refused access") {
 		t.Errorf("401: %v", err)
+	}
+}
+
+func TestPullSecretCredentials(t *testing.T) {
+	inner := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "puller" || p != "pw" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="private"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	tag, _ := name.NewTag(host + "/private:1.0")
+	if err := remote.Write(tag, imageAt(t, time.Now(), nil), remote.WithAuth(&authn.Basic{Username: "puller", Password: "pw"})); err != nil {
+		t.Fatal(err)
+	}
+	reads := 0
+	secret := []byte(`{"auths":{"` + host + `":{"username":"puller","password":"pw"}}}`)
+	kc := NewSecretKeychain(func(context.Context) ([][]byte, error) {
+		reads++
+		return [][]byte{[]byte("not json"), secret}, nil
+	}, time.Hour)
+
+	anon, _ := New(Config{})
+	if _, err := anon.Images(context.Background(), host+"/private"); err == nil || !strings.Contains(err.Error(), "refused access") {
+		t.Fatalf("without the secret: %v", err)
+	}
+	c, err := New(Config{Keychains: []authn.Keychain{kc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		imgs, err := c.Images(context.Background(), host+"/private")
+		if err != nil || len(imgs) != 1 || imgs[0].Tag != "1.0" {
+			t.Fatalf("with the pull secret: %v, %v", imgs, err)
+		}
+	}
+	if reads != 1 {
+		t.Errorf("the secrets were read %d times within the TTL, want 1", reads)
 	}
 }

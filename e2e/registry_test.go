@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A private registry (basic auth) whose credentials fluxd has only
+// through the workload's imagePullSecrets.
+func TestListImagesWithImagePullSecret(t *testing.T) {
+	f := sharedFluxd(t)
+	kc := kubeClient(t)
+	ctx := context.Background()
+
+	inner := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "puller" || p != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="private"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for i, tag := range []string{"1.0", "1.1"} {
+		img, _ := random.Image(64, 1)
+		img, _ = mutate.CreatedAt(img, v1.Time{Time: time.Date(2026, 3, 1+i, 0, 0, 0, 0, time.UTC)})
+		ref, _ := name.NewTag(host + "/private:" + tag)
+		if err := remote.Write(ref, img, remote.WithAuth(&authn.Basic{Username: "puller", Password: "s3cret"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "private-pull", Namespace: "default"},
+		Type:       corev1.SecretTypeDockerConfigJson,
+		Data:       map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{"` + host + `":{"username":"puller","password":"s3cret"}}}`)},
+	}
+	if _, err := kc.CoreV1().Secrets("default").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "private", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "private"}},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "private"}},
+				Spec: corev1.PodSpec{
+					ImagePullSecrets: []corev1.LocalObjectReference{{Name: "private-pull"}},
+					Containers:       []corev1.Container{{Name: "app", Image: host + "/private:1.0"}},
+				},
+			},
+		},
+	}
+	if _, err := kc.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kc.AppsV1().Deployments("default").Delete(context.Background(), "private", metav1.DeleteOptions{})
+		_ = kc.CoreV1().Secrets("default").Delete(context.Background(), "private-pull", metav1.DeleteOptions{})
+	})
+
+	viewer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}
+	var out string
+	err := poll(ctx, 30*time.Second, func() error {
+		var code int
+		out, _, code = fluxctl(t, viewer, "list-images", "default:deployment/private")
+		if code != 0 || !hasLine(out, "*  1.1", "2026-03-02") || !hasLine(out, "-> 1.0", "2026-03-01") {
+			return io.ErrUnexpectedEOF
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("list-images through the pull secret:\n%s", out)
+	}
+	if strings.Contains(out, "s3cret") {
+		t.Errorf("the password appears in the output")
+	}
+}
