@@ -22,7 +22,7 @@ const User = "automator"
 type Releaser interface {
 	Manifests(ctx context.Context) (string, *gitrepo.Manifests, error)
 	Plan(ctx context.Context, spec release.Spec) (*release.Plan, error)
-	Execute(ctx context.Context, instance string, spec release.Spec, typ history.Type) (*release.Result, error)
+	Execute(ctx context.Context, instance string, spec release.Spec, typ history.Type, opts release.ExecOptions) (*release.Result, error)
 }
 
 // Config sets the automator's timing.
@@ -33,6 +33,8 @@ type Config struct {
 	// DefaultInstance records automated releases of services that name no
 	// instance in fluxd.io/automated-by.
 	DefaultInstance string
+	// Exec tunes the releases, e.g. following their rollout.
+	Exec release.ExecOptions
 }
 
 // State is where a service is in the machine.
@@ -225,7 +227,7 @@ func (a *Automator) refresh(ctx context.Context, s *service) State {
 // release executes the plan's release, as the automator.
 func (a *Automator) release(ctx context.Context, s *service) State {
 	spec := release.Spec{Services: []platform.ID{s.id}, AllLatest: true, User: User, Message: "automated release"}
-	res, err := a.releaser.Execute(ctx, s.instance, spec, history.AutomatedRelease)
+	res, err := a.releaser.Execute(ctx, s.instance, spec, history.AutomatedRelease, a.cfg.Exec)
 	switch {
 	case err != nil:
 		a.log.Warn("decision: release failed; will retry", "service", s.id.String(), "error", err)

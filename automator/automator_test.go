@@ -46,7 +46,7 @@ func (f *fakeReleaser) Plan(context.Context, release.Spec) (*release.Plan, error
 	return f.plan(), nil
 }
 
-func (f *fakeReleaser) Execute(_ context.Context, instance string, spec release.Spec, typ history.Type) (*release.Result, error) {
+func (f *fakeReleaser) Execute(_ context.Context, instance string, spec release.Spec, typ history.Type, _ release.ExecOptions) (*release.Result, error) {
 	p := f.plan()
 	f.executed = append(f.executed, instance+":"+string(typ)+":"+spec.User)
 	res := &release.Result{Plan: p}

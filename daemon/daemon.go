@@ -22,7 +22,7 @@ type Cluster interface {
 // Releaser plans and executes releases, and reads the manifests.
 type Releaser interface {
 	Plan(ctx context.Context, spec release.Spec) (*release.Plan, error)
-	Execute(ctx context.Context, instance string, spec release.Spec, typ history.Type) (*release.Result, error)
+	Execute(ctx context.Context, instance string, spec release.Spec, typ history.Type, opts release.ExecOptions) (*release.Result, error)
 	Manifests(ctx context.Context) (string, *gitrepo.Manifests, error)
 	SetPolicy(ctx context.Context, instance string, ch release.PolicyChange) (string, error)
 }

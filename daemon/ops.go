@@ -98,7 +98,7 @@ func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseReque
 		return &release.Result{Plan: plan}, nil
 	}
 	defer d.invalidate()
-	return d.deps.Releaser.Execute(ctx, id.Instance, spec, history.Release)
+	return d.deps.Releaser.Execute(ctx, id.Instance, spec, history.Release, release.ExecOptions{})
 }
 
 // History returns the caller's instance's events, newest first. A service

@@ -48,7 +48,7 @@ func (stubReleaser) Plan(context.Context, release.Spec) (*release.Plan, error) {
 	return &release.Plan{}, nil
 }
 
-func (stubReleaser) Execute(context.Context, string, release.Spec, history.Type) (*release.Result, error) {
+func (stubReleaser) Execute(context.Context, string, release.Spec, history.Type, release.ExecOptions) (*release.Result, error) {
 	return nil, errors.New("stubReleaser does not execute")
 }
 

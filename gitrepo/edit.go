@@ -105,6 +105,10 @@ func quote(v string, style yaml.Style) string {
 	return v
 }
 
+// ErrMoved is wrapped by errors saying the remote branch moved since it
+// was read: someone else pushed.
+var ErrMoved = errors.New("the remote branch moved")
+
 // Signature is the author of a commit.
 type Signature struct{ Name, Email string }
 

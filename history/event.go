@@ -20,6 +20,7 @@ const (
 	Lock             Type = "lock"
 	Unlock           Type = "unlock"
 	Failed           Type = "failed"
+	Cancelled        Type = "cancelled"
 )
 
 // Change is one container's image change.

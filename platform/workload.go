@@ -64,4 +64,16 @@ type Workload struct {
 	// Status is "ready" once the latest spec has rolled out, else "updating".
 	Status   string
 	Replicas Replicas
+	// Generation is the spec's generation; ObservedGeneration the one the
+	// controller has acted on. A rollout is done only when they agree.
+	Generation, ObservedGeneration int64
+	// Stuck, when set, says why the rollout cannot finish, as the
+	// controller reports it (e.g. its progress deadline passed).
+	Stuck string
+}
+
+// RolledOut reports whether the workload's spec of generation gen (or a
+// later one) has fully rolled out.
+func (w Workload) RolledOut(gen int64) bool {
+	return w.ObservedGeneration >= gen && w.Generation >= gen && w.Status == "ready"
 }

@@ -23,9 +23,10 @@ type dirRepo struct{ dir string }
 func (r dirRepo) Sync(context.Context) (string, error) { return "rev", nil }
 func (r dirRepo) Dir() string                          { return r.dir }
 func (r dirRepo) Paths() []string                      { return []string{"."} }
-func (r dirRepo) CommitAndPush(context.Context, string, map[string][]byte, string, gitrepo.Signature) (string, error) {
-	return "", fmt.Errorf("dirRepo does not push")
+func (r dirRepo) Commit(context.Context, string, map[string][]byte, string, gitrepo.Signature) (string, error) {
+	return "", fmt.Errorf("dirRepo does not commit")
 }
+func (r dirRepo) Push(context.Context, string) error { return fmt.Errorf("dirRepo does not push") }
 
 // memImages is registry data already cached in memory.
 type memImages map[string][]registry.Image
@@ -40,8 +41,8 @@ func (m memImages) Images(_ context.Context, repo string) ([]registry.Image, err
 
 type noCluster struct{}
 
-func (noCluster) Workloads(context.Context) ([]platform.Workload, error) { return nil, nil }
-func (noCluster) Apply(context.Context, platform.ID, []byte) error       { return nil }
+func (noCluster) Workloads(context.Context) ([]platform.Workload, error)    { return nil, nil }
+func (noCluster) Apply(context.Context, platform.ID, []byte) (int64, error) { return 1, nil }
 
 type noRecorder struct{}
 

@@ -26,9 +26,11 @@ type Repo interface {
 	// Dir is the clone's root; Paths are the manifest sub-paths.
 	Dir() string
 	Paths() []string
-	// CommitAndPush commits files on top of base and pushes, or changes
-	// nothing.
-	CommitAndPush(ctx context.Context, base string, files map[string][]byte, message string, author gitrepo.Signature) (string, error)
+	// Commit commits files locally on top of base; an error wrapping
+	// gitrepo.ErrMoved means base is no longer the remote's head.
+	Commit(ctx context.Context, base string, files map[string][]byte, message string, author gitrepo.Signature) (string, error)
+	// Push pushes a commit made by Commit, fast-forward only.
+	Push(ctx context.Context, commit string) error
 }
 
 // Images lists a repository's images, newest first.
@@ -39,7 +41,9 @@ type Images interface {
 // Cluster is what a release needs of the cluster.
 type Cluster interface {
 	Workloads(ctx context.Context) ([]platform.Workload, error)
-	Apply(ctx context.Context, id platform.ID, manifest []byte) error
+	// Apply applies a workload's manifest and returns the generation its
+	// rollout must reach.
+	Apply(ctx context.Context, id platform.ID, manifest []byte) (int64, error)
 }
 
 // Recorder keeps history.
@@ -55,7 +59,8 @@ type Engine struct {
 	recorder Recorder
 	log      *slog.Logger
 
-	mu sync.Mutex // one release at a time: the clone is shared
+	mu     sync.Mutex // one release at a time: the clone is shared
+	memory planMemory
 }
 
 // NewEngine returns an Engine.
@@ -139,6 +144,7 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 		return nil, nil, err
 	}
 	inCluster := map[platform.ID]bool{}
+	running := map[string][]string{}
 	if e.cluster != nil {
 		ws, err := e.cluster.Workloads(ctx)
 		if err != nil {
@@ -146,6 +152,9 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 		}
 		for _, w := range ws {
 			inCluster[w.ID] = true
+			for _, c := range w.Containers {
+				running[w.ID.String()] = append(running[w.ID.String()], c.Name+"="+c.Image)
+			}
 		}
 	}
 	targets := spec.Services
@@ -201,6 +210,12 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 		plan.Items = append(plan.Items, item)
 	}
 	sort.Slice(plan.Items, func(i, j int) bool { return plan.Items[i].Service.String() < plan.Items[j].Service.String() })
+	targeted := map[string][]string{}
+	for _, it := range plan.Items {
+		targeted[it.Service.String()] = running[it.Service.String()]
+	}
+	plan.Checksum = checksum(plan, targeted)
+	e.memory.add(plan, targeted)
 	return plan, m, nil
 }
 
@@ -274,60 +289,21 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 	}
 }
 
-// Execute plans spec and carries it out for instance: edit, one commit,
-// push, apply, record. If nothing changes, nothing is committed.
-func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ history.Type) (*Result, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	start := time.Now()
-	plan, m, err := e.plan(ctx, spec)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{Plan: plan}
-	if plan.Updates() == 0 {
-		return res, nil
-	}
-	files, err := e.edit(plan, m)
-	if err != nil {
-		return nil, e.fail(ctx, instance, spec, plan, start, "", err)
-	}
-	author := gitrepo.Signature{Name: spec.User}
-	commit, err := e.repo.CommitAndPush(ctx, plan.Revision, files, commitMessage(instance, spec, plan), author)
-	if err != nil {
-		return nil, e.fail(ctx, instance, spec, plan, start, "", err)
-	}
-	res.Commit = commit
-	e.log.Info("release pushed", "instance", instance, "commit", commit, "updates", plan.Updates(), "user", spec.User)
-	for _, it := range plan.Items {
-		if it.Action != Update {
-			continue
-		}
-		doc, err := gitrepo.WorkloadDocument(files[it.File], it.Service)
-		if err == nil {
-			err = e.cluster.Apply(ctx, it.Service, doc)
-		}
-		if err != nil {
-			return nil, e.fail(ctx, instance, spec, plan, start, commit,
-				fmt.Errorf("commit %.12s was pushed, but applying %s failed: %w", commit, it.Service, err))
-		}
-		e.log.Info("applied", "service", it.Service.String(), "commit", commit)
-	}
-	ev := event(instance, spec, plan, typ, start)
-	ev.Commit = commit
-	if _, err := e.recorder.Record(ctx, ev); err != nil {
-		e.log.Error("recording the release in history failed", "error", err, "commit", commit)
-	}
-	return res, nil
-}
-
-// edit returns the new content of every file the plan changes.
+// edit returns the new content of every file the plan changes, applying
+// the plan's updates to the files as they are now in the clone (after a
+// retry, possibly a newer revision than the plan's).
 func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, error) {
 	files := map[string][]byte{}
-	for _, it := range plan.Items {
+	for i := range plan.Items {
+		it := &plan.Items[i]
 		if it.Action != Update {
 			continue
 		}
+		def, ok := m.Workloads[it.Service]
+		if !ok {
+			return nil, fmt.Errorf("%s is no longer defined in git", it.Service)
+		}
+		it.File = def.File
 		content, ok := files[it.File]
 		if !ok {
 			b, err := os.ReadFile(filepath.Join(e.repo.Dir(), it.File))

@@ -65,10 +65,12 @@ type recRepo struct {
 	author  gitrepo.Signature
 }
 
-func (r *recRepo) CommitAndPush(_ context.Context, base string, files map[string][]byte, msg string, author gitrepo.Signature) (string, error) {
+func (r *recRepo) Commit(_ context.Context, base string, files map[string][]byte, msg string, author gitrepo.Signature) (string, error) {
 	r.files, r.message, r.author = files, msg, author
 	return "c0ffee", nil
 }
+
+func (r *recRepo) Push(context.Context, string) error { return nil }
 
 type recCluster struct {
 	workloads []platform.Workload
@@ -76,9 +78,9 @@ type recCluster struct {
 }
 
 func (c *recCluster) Workloads(context.Context) ([]platform.Workload, error) { return c.workloads, nil }
-func (c *recCluster) Apply(_ context.Context, id platform.ID, m []byte) error {
+func (c *recCluster) Apply(_ context.Context, id platform.ID, m []byte) (int64, error) {
 	c.applied[id] = string(m)
-	return nil
+	return 1, nil
 }
 
 type recRecorder struct{ events []history.Event }
@@ -172,7 +174,7 @@ func TestSpecValidate(t *testing.T) {
 
 func TestExecute(t *testing.T) {
 	e, repo, cluster, rec := newTestEngine(t)
-	res, err := e.Execute(context.Background(), "team-a", Spec{Services: []platform.ID{id("web"), id("current")}, AllLatest: true, User: "dana", Message: "why not"}, history.Release)
+	res, err := e.Execute(context.Background(), "team-a", Spec{Services: []platform.ID{id("web"), id("current")}, AllLatest: true, User: "dana", Message: "why not"}, history.Release, ExecOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,6 +75,9 @@ type Plan struct {
 	// Revision is the git revision the plan was computed from.
 	Revision string
 	Items    []Item
+	// Checksum covers Revision, Items and the images the targeted
+	// workloads run; an execution given it runs only if it still matches.
+	Checksum string
 }
 
 // Updates counts the container updates in the plan.

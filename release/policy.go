@@ -76,7 +76,10 @@ func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange
 	if ch.Message != "" {
 		msg += "\n" + ch.Message + "\n"
 	}
-	commit, err := e.repo.CommitAndPush(ctx, rev, map[string][]byte{def.File: out}, msg, gitrepo.Signature{Name: ch.User})
+	commit, err := e.repo.Commit(ctx, rev, map[string][]byte{def.File: out}, msg, gitrepo.Signature{Name: ch.User})
+	if err == nil {
+		err = e.repo.Push(ctx, commit)
+	}
 	ev := history.Event{Instance: instance, Type: ch.Type, Services: []string{ch.Service.String()}, User: ch.User, Message: ch.Message, StartedAt: start, EndedAt: time.Now(), Commit: commit}
 	if err != nil {
 		ev.Type, ev.Error = history.Failed, fmt.Sprintf("%s: %v", ch.Type, err)

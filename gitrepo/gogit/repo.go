@@ -193,11 +193,21 @@ func (r *Repo) Head() (string, error) {
 	return h.Hash().String(), nil
 }
 
-// CommitAndPush writes files (paths relative to the root) on top of the
-// revision base, commits them as one commit authored by author, and pushes
-// it. If base is no longer the remote's head, or the push fails, the clone
-// is reset to the remote and nothing is pushed.
+// CommitAndPush is Commit followed by Push.
 func (r *Repo) CommitAndPush(ctx context.Context, base string, files map[string][]byte, message string, author gitrepo.Signature) (string, error) {
+	commit, err := r.Commit(ctx, base, files, message, author)
+	if err != nil {
+		return "", err
+	}
+	return commit, r.Push(ctx, commit)
+}
+
+// Commit writes files (paths relative to the root) on top of the revision
+// base and commits them locally as one commit authored by author. If base
+// is no longer the remote's head, nothing is committed and the error is a
+// Precondition. The commit reaches the remote only through Push; the next
+// Sync discards a commit that was never pushed.
+func (r *Repo) Commit(ctx context.Context, base string, files map[string][]byte, message string, author gitrepo.Signature) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	head, err := r.sync(ctx)
@@ -206,24 +216,26 @@ func (r *Repo) CommitAndPush(ctx context.Context, base string, files map[string]
 	}
 	if head != base {
 		return "", fluxerr.New(fluxerr.Precondition,
-			fmt.Errorf("the branch %s moved from %.12s to %.12s while the release was being prepared", r.cfg.Branch, base, head),
+			fmt.Errorf("%w: the branch %s moved from %.12s to %.12s while the release was being prepared", gitrepo.ErrMoved, r.cfg.Branch, base, head),
 			"Someone pushed in the meantime. Plan the release again; it will be computed from the new revision.")
 	}
 	wt, err := r.repo.Worktree()
 	if err != nil {
 		return "", err
 	}
+	undo := func() { _ = r.resetTo(plumbing.NewHash(head)) }
 	for rel, content := range files {
 		p := filepath.Join(r.cfg.Dir, rel)
 		if !strings.HasPrefix(p, filepath.Clean(r.cfg.Dir)+string(filepath.Separator)) {
+			undo()
 			return "", fmt.Errorf("refusing to write %q outside the repository", rel)
 		}
 		if err := os.WriteFile(p, content, 0o644); err != nil {
-			_ = r.resetTo(plumbing.NewHash(head))
+			undo()
 			return "", err
 		}
 		if _, err := wt.Add(filepath.ToSlash(rel)); err != nil {
-			_ = r.resetTo(plumbing.NewHash(head))
+			undo()
 			return "", err
 		}
 	}
@@ -239,19 +251,34 @@ func (r *Repo) CommitAndPush(ctx context.Context, base string, files map[string]
 		Committer: &object.Signature{Name: r.cfg.User, Email: r.cfg.Email, When: now},
 	})
 	if err != nil {
-		_ = r.resetTo(plumbing.NewHash(head))
+		undo()
 		return "", fmt.Errorf("committing: %w", err)
 	}
-	err = r.repo.PushContext(ctx, &git.PushOptions{
+	return h.String(), nil
+}
+
+// Push pushes commit to the branch. Only a fast-forward is pushed, never a
+// force: if the remote moved, the error wraps gitrepo.ErrMoved. On any
+// failure the clone is reset to the remote, so the commit is not kept.
+func (r *Repo) Push(ctx context.Context, commit string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h := plumbing.NewHash(commit)
+	err := r.repo.PushContext(ctx, &git.PushOptions{
 		Auth:     r.auth,
 		RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", h, r.cfg.Branch))},
 	})
 	if err != nil {
-		// Undo the local commit: the remote did not take it.
-		_ = r.resetTo(plumbing.NewHash(head))
-		return "", r.remoteError("pushing to", err)
+		remoteRef, rerr := r.repo.Reference(plumbing.NewRemoteReferenceName("origin", r.cfg.Branch), true)
+		if rerr == nil {
+			_ = r.resetTo(remoteRef.Hash())
+		}
+		if errors.Is(err, git.ErrNonFastForwardUpdate) || strings.Contains(err.Error(), "non-fast-forward") || strings.Contains(err.Error(), "fetch first") {
+			return fluxerr.New(fluxerr.Precondition, fmt.Errorf("%w: pushing to %s: %v", gitrepo.ErrMoved, Redact(r.cfg.URL), err), "Someone pushed in the meantime.")
+		}
+		return r.remoteError("pushing to", err)
 	}
 	// Keep the remote-tracking ref current, so the next sync is a no-op.
 	_ = r.repo.Storer.SetReference(plumbing.NewHashReference(plumbing.NewRemoteReferenceName("origin", r.cfg.Branch), h))
-	return h.String(), nil
+	return nil
 }

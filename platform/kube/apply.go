@@ -26,29 +26,30 @@ var resources = map[string]schema.GroupVersionResource{
 
 // Apply applies one workload's manifest (YAML or JSON) with server-side
 // apply, as field manager "fluxd", taking over conflicting fields: git is
-// the source of truth.
-func (c *Cluster) Apply(ctx context.Context, id platform.ID, manifest []byte) error {
+// the source of truth. It returns the workload's generation after the
+// apply, which its rollout must reach.
+func (c *Cluster) Apply(ctx context.Context, id platform.ID, manifest []byte) (int64, error) {
 	var obj unstructured.Unstructured
 	if err := yaml.Unmarshal(manifest, &obj.Object); err != nil {
-		return fmt.Errorf("applying %s: the manifest does not parse: %w", id, err)
+		return 0, fmt.Errorf("applying %s: the manifest does not parse: %w", id, err)
 	}
 	if got := strings.ToLower(obj.GetKind()); got != id.Kind || obj.GetName() != id.Name {
-		return fmt.Errorf("applying %s: the manifest is a %s named %q", id, obj.GetKind(), obj.GetName())
+		return 0, fmt.Errorf("applying %s: the manifest is a %s named %q", id, obj.GetKind(), obj.GetName())
 	}
 	if obj.GetNamespace() == "" {
 		obj.SetNamespace(id.Namespace)
 	}
 	gvr, ok := resources[id.Kind]
 	if !ok {
-		return fmt.Errorf("applying %s: fluxd does not manage kind %s", id, id.Kind)
+		return 0, fmt.Errorf("applying %s: fluxd does not manage kind %s", id, id.Kind)
 	}
 	if c.dynamic == nil {
-		return fmt.Errorf("applying %s: no dynamic client", id)
+		return 0, fmt.Errorf("applying %s: no dynamic client", id)
 	}
-	_, err := c.dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Apply(ctx, obj.GetName(), &obj,
+	out, err := c.dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Apply(ctx, obj.GetName(), &obj,
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
-		return fmt.Errorf("applying %s to the cluster: %w", id, err)
+		return 0, fmt.Errorf("applying %s to the cluster: %w", id, err)
 	}
-	return nil
+	return out.GetGeneration(), nil
 }

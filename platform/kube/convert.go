@@ -32,12 +32,19 @@ func fromDeployment(d *appsv1.Deployment) platform.Workload {
 		desired = *d.Spec.Replicas
 	}
 	r := platform.Replicas{Desired: desired, Updated: d.Status.UpdatedReplicas, Ready: d.Status.ReadyReplicas, Available: d.Status.AvailableReplicas}
-	return platform.Workload{
+	w := platform.Workload{
 		ID:         platform.ID{Namespace: d.Namespace, Kind: "deployment", Name: d.Name},
 		Containers: containers(d.Spec.Template.Spec),
 		Replicas:   r,
-		Status:     status(d.Status.ObservedGeneration >= d.Generation, r),
+		Status:     status(d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == desired, r),
+		Generation: d.Generation, ObservedGeneration: d.Status.ObservedGeneration,
 	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentProgressing && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
+			w.Stuck = c.Message
+		}
+	}
+	return w
 }
 
 func fromStatefulSet(s *appsv1.StatefulSet) platform.Workload {
@@ -51,16 +58,19 @@ func fromStatefulSet(s *appsv1.StatefulSet) platform.Workload {
 		Containers: containers(s.Spec.Template.Spec),
 		Replicas:   r,
 		Status:     status(s.Status.ObservedGeneration >= s.Generation, r),
+		Generation: s.Generation, ObservedGeneration: s.Status.ObservedGeneration,
 	}
 }
 
 func fromDaemonSet(d *appsv1.DaemonSet) platform.Workload {
+	// A DaemonSet is judged by its scheduled counts.
 	r := platform.Replicas{Desired: d.Status.DesiredNumberScheduled, Updated: d.Status.UpdatedNumberScheduled, Ready: d.Status.NumberReady, Available: d.Status.NumberAvailable}
 	return platform.Workload{
 		ID:         platform.ID{Namespace: d.Namespace, Kind: "daemonset", Name: d.Name},
 		Containers: containers(d.Spec.Template.Spec),
 		Replicas:   r,
-		Status:     status(d.Status.ObservedGeneration >= d.Generation, r),
+		Status:     status(d.Status.ObservedGeneration >= d.Generation && d.Status.CurrentNumberScheduled == d.Status.DesiredNumberScheduled, r),
+		Generation: d.Generation, ObservedGeneration: d.Status.ObservedGeneration,
 	}
 }
 
@@ -69,6 +79,7 @@ func fromCronJob(cj *batchv1.CronJob) platform.Workload {
 		ID:         platform.ID{Namespace: cj.Namespace, Kind: "cronjob", Name: cj.Name},
 		Containers: containers(cj.Spec.JobTemplate.Spec.Template.Spec),
 		// A CronJob has no rollout: its next Job runs the new spec.
-		Status: "ready",
+		Status:     "ready",
+		Generation: cj.Generation, ObservedGeneration: cj.Generation,
 	}
 }

@@ -1,0 +1,40 @@
+package history
+
+import "time"
+
+// JobState is where a job is in its life.
+type JobState string
+
+// The job states. Queued and Running are live; the rest are final.
+const (
+	JobQueued    JobState = "queued"
+	JobRunning   JobState = "running"
+	JobSucceeded JobState = "succeeded"
+	JobFailed    JobState = "failed"
+	JobCancelled JobState = "cancelled"
+)
+
+// Final reports whether a job in this state will not change again.
+func (s JobState) Final() bool {
+	return s == JobSucceeded || s == JobFailed || s == JobCancelled
+}
+
+// Job is a release execution, queued and run one at a time. Spec and
+// Plan are JSON documents owned by the release package.
+type Job struct {
+	ID       string
+	Instance string
+	State    JobState
+	// Stage is the step running now: queued, cloning, editing,
+	// committing, pushing, applying, rolling out, rolling back, done.
+	Stage  string
+	Spec   []byte
+	Plan   []byte
+	Commit string
+	Error  string
+	// Seq orders jobs by creation.
+	Seq        int64
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
+}
