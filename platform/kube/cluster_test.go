@@ -24,7 +24,7 @@ func TestWorkloadsFromCache(t *testing.T) {
 				InitContainers: []corev1.Container{{Name: "init", Image: "r/init:1"}},
 				Containers:     []corev1.Container{{Name: "hello", Image: "r/hello:1.0.0"}},
 			}}},
-			Status: appsv1.DeploymentStatus{ObservedGeneration: 2, UpdatedReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3},
+			Status: appsv1.DeploymentStatus{ObservedGeneration: 2, Replicas: 3, UpdatedReplicas: 3, ReadyReplicas: 3, AvailableReplicas: 3},
 		},
 		&appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Namespace: "other", Name: "agent"}},
 	)
@@ -45,8 +45,9 @@ func TestWorkloadsFromCache(t *testing.T) {
 			{Name: "init", Image: "r/init:1", Init: true},
 			{Name: "hello", Image: "r/hello:1.0.0"},
 		},
-		Status:   "ready",
-		Replicas: platform.Replicas{Desired: 3, Updated: 3, Ready: 3, Available: 3},
+		Status:     "ready",
+		Replicas:   platform.Replicas{Desired: 3, Updated: 3, Ready: 3, Available: 3},
+		Generation: 2, ObservedGeneration: 2,
 	}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Workloads (-want +got):\n%s", diff)
