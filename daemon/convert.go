@@ -1,10 +1,13 @@
 package daemon
 
 import (
+	"encoding/json"
+
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/platform"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/release"
 )
@@ -31,10 +34,7 @@ func serviceToProto(s Service) *fluxdv1.Service {
 		Automated:   s.Automated,
 		Locked:      s.Locked,
 		LockMessage: s.LockMsg,
-		Replicas: &fluxdv1.ReplicaCounts{
-			Desired: s.Replicas.Desired, Updated: s.Replicas.Updated,
-			Ready: s.Replicas.Ready, Available: s.Replicas.Available,
-		},
+		Replicas:    replicasToProto(s.Replicas),
 	}
 	for _, c := range s.Containers {
 		out.Containers = append(out.Containers, &fluxdv1.Container{Name: c.Name, Image: c.Image, Init: c.Init})
@@ -71,8 +71,36 @@ func releaseRequestFromProto(r *fluxdv1.ReleaseRequest) ReleaseRequest {
 	}
 }
 
+func replicasToProto(r platform.Replicas) *fluxdv1.ReplicaCounts {
+	return &fluxdv1.ReplicaCounts{Desired: r.Desired, Updated: r.Updated, Ready: r.Ready, Available: r.Available}
+}
+
+var jobStates = map[history.JobState]fluxdv1.JobState{
+	history.JobQueued:    fluxdv1.JobState_JOB_STATE_QUEUED,
+	history.JobRunning:   fluxdv1.JobState_JOB_STATE_RUNNING,
+	history.JobSucceeded: fluxdv1.JobState_JOB_STATE_SUCCEEDED,
+	history.JobFailed:    fluxdv1.JobState_JOB_STATE_FAILED,
+	history.JobCancelled: fluxdv1.JobState_JOB_STATE_CANCELLED,
+}
+
+func jobToProto(u release.JobUpdate) *fluxdv1.Job {
+	j := u.Job
+	out := &fluxdv1.Job{
+		Id: j.ID, State: jobStates[j.State], Stage: j.Stage, Error: j.Error, Commit: j.Commit,
+		QueuePosition: int32(u.Position), CreatedAt: timestamppb.New(j.CreatedAt),
+	}
+	if !j.FinishedAt.IsZero() {
+		out.FinishedAt = timestamppb.New(j.FinishedAt)
+	}
+	var p release.Plan
+	if len(j.Plan) > 2 && json.Unmarshal(j.Plan, &p) == nil {
+		out.Plan = planToProto(&p)
+	}
+	return out
+}
+
 func planToProto(p *release.Plan) *fluxdv1.Plan {
-	out := &fluxdv1.Plan{Revision: p.Revision}
+	out := &fluxdv1.Plan{Revision: p.Revision, Checksum: p.Checksum}
 	for _, it := range p.Items {
 		pi := &fluxdv1.PlanItem{Service: it.Service.String(), Action: string(it.Action), Reason: it.Reason}
 		for _, u := range it.Updates {

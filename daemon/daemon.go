@@ -27,6 +27,15 @@ type Releaser interface {
 	SetPolicy(ctx context.Context, instance string, ch release.PolicyChange) (string, error)
 }
 
+// Jobs queues and runs release executions.
+type Jobs interface {
+	Enqueue(ctx context.Context, instance string, spec release.Spec, checksum string) (release.JobUpdate, error)
+	Get(ctx context.Context, instance, id string) (release.JobUpdate, error)
+	List(ctx context.Context, instance string, limit int) ([]release.JobUpdate, error)
+	Cancel(ctx context.Context, instance, id string) (release.JobUpdate, error)
+	Watch(ctx context.Context, instance, id string) (<-chan release.JobUpdate, error)
+}
+
 // Kicker is told when automation may have work to do.
 type Kicker interface{ Kick() }
 
@@ -48,6 +57,7 @@ type Deps struct {
 	History  History
 	// Automator, if set, is kicked after a policy change.
 	Automator Kicker
+	Jobs      Jobs
 }
 
 // Daemon implements fluxd's operations over domain types. Every operation

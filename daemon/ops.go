@@ -61,10 +61,20 @@ type ReleaseRequest struct {
 	User      string
 	Message   string
 	Execute   bool
+	// Checksum, on an execution, must match the plan when it runs.
+	Checksum string
 }
 
-// Release plans, or executes, a release for the caller's instance.
-func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseRequest) (*release.Result, error) {
+// ReleaseResult is a plan, and for an execution the job that runs it.
+type ReleaseResult struct {
+	Plan *release.Plan
+	Job  *release.JobUpdate
+}
+
+// Release plans a release for the caller's instance, or queues its
+// execution as a job. An execution is planned first, so that a bad spec or
+// a plan that no longer matches its checksum fails at once.
+func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseRequest) (*ReleaseResult, error) {
 	spec := release.Spec{All: req.All, Image: req.Image, AllLatest: req.AllLatest, User: req.User, Message: req.Message}
 	if err := (release.Spec{All: true, Image: req.Image, AllLatest: req.AllLatest}).Validate(); err != nil {
 		return nil, err
@@ -90,15 +100,29 @@ func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseReque
 	if spec.Exclude, err = resolveAll(req.Exclude); err != nil {
 		return nil, err
 	}
-	if !req.Execute {
-		plan, err := d.deps.Releaser.Plan(ctx, spec)
-		if err != nil {
-			return nil, err
-		}
-		return &release.Result{Plan: plan}, nil
+	plan, err := d.deps.Releaser.Plan(ctx, spec)
+	if err != nil {
+		return nil, err
 	}
-	defer d.invalidate()
-	return d.deps.Releaser.Execute(ctx, id.Instance, spec, history.Release, release.ExecOptions{})
+	res := &ReleaseResult{Plan: plan}
+	if !req.Execute {
+		return res, nil
+	}
+	if req.Checksum != "" && req.Checksum != plan.Checksum {
+		return nil, fluxerr.New(fluxerr.Precondition,
+			fmt.Errorf("the plan you confirmed (checksum %s) no longer matches the system (now %s)", req.Checksum, plan.Checksum),
+			"Git, the registry or the cluster changed since you saw the plan. Nothing was changed; look at the new plan and confirm it again.")
+	}
+	if plan.Updates() == 0 {
+		return res, nil
+	}
+	d.invalidate()
+	job, err := d.deps.Jobs.Enqueue(ctx, id.Instance, spec, plan.Checksum)
+	if err != nil {
+		return nil, err
+	}
+	res.Job = &job
+	return res, nil
 }
 
 // History returns the caller's instance's events, newest first. A service

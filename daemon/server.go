@@ -109,11 +109,8 @@ func (s *Server) ListImages(ctx context.Context, req *fluxdv1.ListImagesRequest)
 	return &fluxdv1.ListImagesResponse{Services: []*fluxdv1.ServiceImages{serviceImagesToProto(svc, cis)}}, nil
 }
 
-// Release plans a release, or executes it and returns the pushed commit.
+// Release plans a release, or queues its execution and returns the job.
 func (s *Server) Release(ctx context.Context, req *fluxdv1.ReleaseRequest) (*fluxdv1.ReleaseResponse, error) {
-	if req.GetChecksum() != "" {
-		return nil, notBuilt("Plan checksums", issueSafety)
-	}
 	if req.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_UNSPECIFIED {
 		return nil, status.Error(codes.InvalidArgument, "release kind is unspecified: ask for a plan or an execution")
 	}
@@ -121,7 +118,11 @@ func (s *Server) Release(ctx context.Context, req *fluxdv1.ReleaseRequest) (*flu
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &fluxdv1.ReleaseResponse{Plan: planToProto(res.Plan), Commit: res.Commit}, nil
+	resp := &fluxdv1.ReleaseResponse{Plan: planToProto(res.Plan)}
+	if res.Job != nil {
+		resp.JobId = res.Job.Job.ID
+	}
+	return resp, nil
 }
 
 // History lists the caller's instance's events.
@@ -159,4 +160,54 @@ func (s *Server) Lock(ctx context.Context, req *fluxdv1.LockRequest) (*fluxdv1.L
 func (s *Server) Unlock(ctx context.Context, req *fluxdv1.UnlockRequest) (*fluxdv1.UnlockResponse, error) {
 	_, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), history.Unlock, req.GetUser(), "")
 	return &fluxdv1.UnlockResponse{}, toStatus(err)
+}
+
+// GetJob reports one job.
+func (s *Server) GetJob(ctx context.Context, req *fluxdv1.GetJobRequest) (*fluxdv1.GetJobResponse, error) {
+	u, err := s.d.deps.Jobs.Get(ctx, identity(ctx).Instance, req.GetId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &fluxdv1.GetJobResponse{Job: jobToProto(u)}, nil
+}
+
+// ListJobs lists recent jobs, newest first.
+func (s *Server) ListJobs(ctx context.Context, req *fluxdv1.ListJobsRequest) (*fluxdv1.ListJobsResponse, error) {
+	us, err := s.d.deps.Jobs.List(ctx, identity(ctx).Instance, int(req.GetLimit()))
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &fluxdv1.ListJobsResponse{}
+	for _, u := range us {
+		resp.Jobs = append(resp.Jobs, jobToProto(u))
+	}
+	return resp, nil
+}
+
+// CancelJob cancels a queued job, or a running one that has not pushed.
+func (s *Server) CancelJob(ctx context.Context, req *fluxdv1.CancelJobRequest) (*fluxdv1.CancelJobResponse, error) {
+	u, err := s.d.deps.Jobs.Cancel(ctx, identity(ctx).Instance, req.GetId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &fluxdv1.CancelJobResponse{Job: jobToProto(u)}, nil
+}
+
+// WatchJob streams a job's state until it ends.
+func (s *Server) WatchJob(req *fluxdv1.WatchJobRequest, stream grpc.ServerStreamingServer[fluxdv1.WatchJobResponse]) error {
+	ctx := stream.Context()
+	ch, err := s.d.deps.Jobs.Watch(ctx, identity(ctx).Instance, req.GetId())
+	if err != nil {
+		return toStatus(err)
+	}
+	for u := range ch {
+		resp := &fluxdv1.WatchJobResponse{Job: jobToProto(u)}
+		for _, w := range u.Workloads {
+			resp.Workloads = append(resp.Workloads, &fluxdv1.WorkloadProgress{Service: w.Service.String(), Replicas: replicasToProto(w.Replicas)})
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
 }

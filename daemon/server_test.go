@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -22,6 +23,7 @@ import (
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/release"
@@ -60,6 +62,28 @@ func (stubReleaser) Manifests(context.Context) (string, *gitrepo.Manifests, erro
 	return "rev", &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{}}, nil
 }
 
+// stubJobs knows no jobs.
+type stubJobs struct{}
+
+func (stubJobs) Enqueue(context.Context, string, release.Spec, string) (release.JobUpdate, error) {
+	return release.JobUpdate{}, errors.New("stubJobs does not run jobs")
+}
+
+func (stubJobs) Get(_ context.Context, _, id string) (release.JobUpdate, error) {
+	return release.JobUpdate{}, fluxerr.New(fluxerr.Missing, fmt.Errorf("there is no job %q", id), "")
+}
+
+func (j stubJobs) List(context.Context, string, int) ([]release.JobUpdate, error) { return nil, nil }
+
+func (j stubJobs) Cancel(ctx context.Context, instance, id string) (release.JobUpdate, error) {
+	return j.Get(ctx, instance, id)
+}
+
+func (j stubJobs) Watch(ctx context.Context, instance, id string) (<-chan release.JobUpdate, error) {
+	_, err := j.Get(ctx, instance, id)
+	return nil, err
+}
+
 type fixture struct {
 	client fluxdv1.FluxServiceClient
 	conn   *grpc.ClientConn
@@ -83,7 +107,7 @@ func newFixture(t *testing.T, cluster Cluster) *fixture {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg := Config{Listen: "bufconn:0", TokensFile: path, Version: "v-test"}
-	srv := NewServer(New(cfg, Deps{Cluster: cluster, Releaser: stubReleaser{}}, log), store, log)
+	srv := NewServer(New(cfg, Deps{Cluster: cluster, Releaser: stubReleaser{}, Jobs: stubJobs{}}, log), store, log)
 	lis := bufconn.Listen(1 << 20)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -156,8 +180,8 @@ func TestStreamsNeedATokenToo(t *testing.T) {
 	if err == nil {
 		_, err = stream.Recv()
 	}
-	if status.Code(err) != codes.Unimplemented {
-		t.Fatalf("WatchJob with token: %v, want Unimplemented", err)
+	if status.Code(err) != codes.NotFound {
+		t.Fatalf("WatchJob with token: %v, want NotFound", err)
 	}
 }
 
@@ -205,10 +229,14 @@ func TestRoles(t *testing.T) {
 			return err
 		}, codes.NotFound},
 		// Unbuilt methods say so explicitly.
-		{"deployer cancel job", auth.Deployer, func(ctx context.Context) error {
-			_, err := f.client.CancelJob(ctx, &fluxdv1.CancelJobRequest{Id: "1"})
+		{"deployer notify image", auth.Deployer, func(ctx context.Context) error {
+			_, err := f.client.NotifyImage(ctx, &fluxdv1.NotifyImageRequest{Image: "r/a:1"})
 			return err
 		}, codes.Unimplemented},
+		{"deployer cancel unknown job", auth.Deployer, func(ctx context.Context) error {
+			_, err := f.client.CancelJob(ctx, &fluxdv1.CancelJobRequest{Id: "1"})
+			return err
+		}, codes.NotFound},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.call(withToken(f.tokens[tc.role]))

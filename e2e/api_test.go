@@ -99,8 +99,8 @@ func TestViewerCannotMutate(t *testing.T) {
 		t.Errorf("viewer Release execute: %v; want PermissionDenied", err)
 	}
 	// A deployer passes authorization; an unbuilt method says so.
-	_, err = c.CancelJob(deployer, &fluxdv1.CancelJobRequest{Id: "1"})
+	_, err = c.NotifyImage(deployer, &fluxdv1.NotifyImageRequest{Image: stack.Registry + "/helloworld:1.0.0"})
 	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "not implemented") {
-		t.Errorf("deployer CancelJob: %v; want Unimplemented saying so", err)
+		t.Errorf("deployer NotifyImage: %v; want Unimplemented saying so", err)
 	}
 }

@@ -197,7 +197,7 @@ func TestReleaseCore(t *testing.T) {
 		}{
 			{"unknown service", []string{"release", "-s", "helloworl", "-i", reg + "/helloworld:1.1.0"}, "Did you mean default:deployment/helloworld?"},
 			{"bad image", []string{"release", "-s", "helloworld", "-i", "Not An Image!"}, "is not a valid image reference"},
-			{"viewer", []string{"release", "-s", "helloworld", "-i", reg + "/helloworld:1.1.0"}, "needs the deployer role"},
+			{"viewer", []string{"release", "-y", "-s", "helloworld", "-i", reg + "/helloworld:1.1.0"}, "needs the deployer role"},
 			{"unknown history", []string{"history", "nosuchservice"}, `no service "nosuchservice"`},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
@@ -213,7 +213,7 @@ func TestReleaseCore(t *testing.T) {
 		}
 		// A tag that is not in the registry is skipped with that reason,
 		// and nothing is committed.
-		out, _, code := fluxctl(t, deployer, "release", "-s", "helloworld", "-i", reg+"/helloworld:9.9.9")
+		out, _, code := fluxctl(t, deployer, "release", "-y", "-s", "helloworld", "-i", reg+"/helloworld:9.9.9")
 		if code != 0 || !strings.Contains(out, "Skipped: image not found") || !strings.Contains(out, "no commit was made") {
 			t.Errorf("missing tag: exit %d\n%s", code, out)
 		}
@@ -232,8 +232,8 @@ func TestReleaseCore(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer os.Remove(hook)
-		_, stderr, code := fluxctl(t, deployer, "release", "-s", "redis", "-i", reg+"/redis:7.0.5")
-		if code == 0 || !strings.Contains(stderr, "pushing to "+stack.GitURL) {
+		_, stderr, code := fluxctl(t, deployer, "release", "-y", "-s", "redis", "-i", reg+"/redis:7.0.5")
+		if code == 0 || !strings.Contains(stderr, "failed: pushing to "+stack.GitURL) {
 			t.Errorf("refused push: exit %d, stderr:\n%s", code, stderr)
 		}
 		if got := images(t, kc)["redis"]; fmt.Sprint(got) != fmt.Sprint(imagesBefore["redis"]) {
@@ -242,12 +242,21 @@ func TestReleaseCore(t *testing.T) {
 	})
 
 	t.Run("execute", func(t *testing.T) {
-		out, stderr, code := fluxctl(t, deployer, "release", "--all", "--update-all-images", "-m", "monthly refresh")
+		// Without a terminal, fluxctl refuses to release unconfirmed.
+		_, stderr, code := fluxctl(t, deployer, "release", "--all", "--update-all-images")
+		if code == 0 || !strings.Contains(stderr, "needs a confirmation") || remoteHead(t) != headBefore {
+			t.Fatalf("release without -y and without a terminal: exit %d\n%s", code, stderr)
+		}
+		out, stderr, code := fluxctl(t, deployer, "release", "-y", "--all", "--update-all-images", "-m", "monthly refresh")
 		if code != 0 {
 			t.Fatalf("exit %d: %s\n%s", code, stderr, out)
 		}
-		if !strings.Contains(out, "Released: commit") {
-			t.Errorf("release output:\n%s", out)
+		// fluxctl followed the job: its stages, the replica counts while
+		// rolling out, and the end.
+		for _, want := range []string{": rolling out", "default:deployment/worker: ", "3/3 updated, 3 ready, 3 available", ": done", "Released: commit"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("release output lacks %q:\n%s", want, out)
+			}
 		}
 		// Exactly one new commit, read from a separate clone with the git CLI.
 		clone := filepath.Join(t.TempDir(), "clone")
@@ -296,14 +305,14 @@ func TestReleaseCore(t *testing.T) {
 			t.Errorf("history should show the release and the failed push:\n%s", out)
 		}
 		// Nothing newer now: a second release commits nothing.
-		out, _, _ = fluxctl(t, deployer, "release", "--all", "--update-all-images")
+		out, _, _ = fluxctl(t, deployer, "release", "-y", "--all", "--update-all-images")
 		if !strings.Contains(out, "Nothing to release") || remoteHead(t) != head {
 			t.Errorf("second release:\n%s", out)
 		}
 	})
 
 	t.Run("release one image back", func(t *testing.T) {
-		out, stderr, code := fluxctl(t, deployer, "release", "-s", "default/helloworld", "-s", "redis", "-i", reg+"/helloworld:1.0.0")
+		out, stderr, code := fluxctl(t, deployer, "release", "-y", "-s", "default/helloworld", "-s", "redis", "-i", reg+"/helloworld:1.0.0")
 		if code != 0 {
 			t.Fatalf("exit %d: %s", code, stderr)
 		}

@@ -1,86 +1,140 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
+// releaseFlags are release's own flags.
+type releaseFlags struct {
+	spec   fluxdv1.ReleaseSpec
+	dryRun bool
+	yes    bool
+	noWait bool
+}
+
 func newReleaseCommand(g *globals) *cobra.Command {
-	var (
-		spec   fluxdv1.ReleaseSpec
-		dryRun bool
-	)
+	var rf releaseFlags
 	cmd := &cobra.Command{
 		Use:   "release (--service S ... | --all) [--exclude S ...] (--update-image IMG | --update-all-images)",
 		Short: "Release new images to services, through git",
-		Long: `release edits the manifests in git, commits and pushes one commit, and
-applies the changed workloads. With --dry-run it only shows the plan. The plan
-is computed from git, so git and the cluster agree afterwards.`,
+		Long: `release edits the manifests in git, pushes one commit, applies the changed
+workloads and follows their rollout. The plan is computed from git, so git and
+the cluster agree afterwards.
+
+On a terminal it shows the plan and asks before releasing; what runs is what
+you confirmed (the plan's checksum is checked). -y releases without asking;
+--dry-run only shows the plan. The release runs as a job: fluxctl follows it
+until the rollout is done (or --no-wait prints the job ID and returns), and
+exits non-zero if it failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(spec.Services) == 0 && !spec.All {
+			if len(rf.spec.Services) == 0 && !rf.spec.All {
 				return errors.New("say which services to release: --service NAME (repeatable) or --all")
 			}
-			if spec.Image == "" && !spec.AllLatest {
+			if rf.spec.Image == "" && !rf.spec.AllLatest {
 				return errors.New("say which image to release: --update-image REF or --update-all-images")
 			}
-			if spec.User == "" {
-				spec.User = currentUser()
+			if rf.spec.User == "" {
+				rf.spec.User = currentUser()
 			}
-			kind := fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE
-			if dryRun {
-				kind = fluxdv1.ReleaseKind_RELEASE_KIND_PLAN
+			interactive := term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd()))
+			if !rf.dryRun && !rf.noWait && !cmd.Flags().Changed("timeout") && os.Getenv("FLUX_TIMEOUT") == "" {
+				// Following the job lasts as long as its rollout, which
+				// fluxd bounds with its own --rollout-timeout.
+				g.timeout = 24 * time.Hour
 			}
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
-				return runRelease(ctx, cmd.OutOrStdout(), c, &fluxdv1.ReleaseRequest{Spec: &spec, Kind: kind})
+				return runRelease(ctx, cmd.InOrStdin(), cmd.OutOrStdout(), c, &rf, interactive)
 			})
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVarP(&spec.Services, "service", "s", nil, "service to release (repeatable)")
-	f.BoolVar(&spec.All, "all", false, "release all services")
-	f.StringSliceVar(&spec.Exclude, "exclude", nil, "service to leave out (repeatable)")
-	f.StringVarP(&spec.Image, "update-image", "i", "", "image reference to release")
-	f.BoolVar(&spec.AllLatest, "update-all-images", false, "release the newest image of every container")
-	f.BoolVar(&dryRun, "dry-run", false, "only show the plan; change nothing")
-	f.StringVar(&spec.User, "user", "", "who is releasing (default: $USER)")
-	f.StringVarP(&spec.Message, "message", "m", "", "why")
+	f.StringSliceVarP(&rf.spec.Services, "service", "s", nil, "service to release (repeatable)")
+	f.BoolVar(&rf.spec.All, "all", false, "release all services")
+	f.StringSliceVar(&rf.spec.Exclude, "exclude", nil, "service to leave out (repeatable)")
+	f.StringVarP(&rf.spec.Image, "update-image", "i", "", "image reference to release")
+	f.BoolVar(&rf.spec.AllLatest, "update-all-images", false, "release the newest image of every container")
+	f.BoolVar(&rf.dryRun, "dry-run", false, "only show the plan; change nothing")
+	f.BoolVarP(&rf.yes, "yes", "y", false, "release without asking for confirmation")
+	f.BoolVar(&rf.noWait, "no-wait", false, "print the job ID and return without following the job")
+	f.StringVar(&rf.spec.User, "user", "", "who is releasing (default: $USER)")
+	f.StringVarP(&rf.spec.Message, "message", "m", "", "why")
 	return cmd
 }
 
-func runRelease(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, req *fluxdv1.ReleaseRequest) error {
+func runRelease(ctx context.Context, in io.Reader, w io.Writer, c fluxdv1.FluxServiceClient, rf *releaseFlags, interactive bool) error {
+	req := &fluxdv1.ReleaseRequest{Spec: &rf.spec, Kind: fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE}
+	switch {
+	case rf.dryRun:
+		resp, err := c.Release(ctx, &fluxdv1.ReleaseRequest{Spec: &rf.spec, Kind: fluxdv1.ReleaseKind_RELEASE_KIND_PLAN})
+		if err != nil {
+			return err
+		}
+		printPlan(w, resp.GetPlan(), "This release would result in the following changes:")
+		fmt.Fprintf(w, "\nDry run: nothing was changed (git revision %.12s, plan checksum %s).\n", resp.GetPlan().GetRevision(), resp.GetPlan().GetChecksum())
+		return nil
+	case !rf.yes && !interactive:
+		// Plan anyway, so that a bad request is reported as such.
+		if _, err := c.Release(ctx, &fluxdv1.ReleaseRequest{Spec: &rf.spec, Kind: fluxdv1.ReleaseKind_RELEASE_KIND_PLAN}); err != nil {
+			return err
+		}
+		return errors.New(`fluxctl release needs a confirmation, and there is no terminal to ask on.
+
+Try: --dry-run to see the plan, then run again with -y (--yes) to release without a prompt.`)
+	case !rf.yes:
+		resp, err := c.Release(ctx, &fluxdv1.ReleaseRequest{Spec: &rf.spec, Kind: fluxdv1.ReleaseKind_RELEASE_KIND_PLAN})
+		if err != nil {
+			return err
+		}
+		if printPlan(w, resp.GetPlan(), "This will result in the following changes:") == 0 {
+			fmt.Fprintln(w, "\nNothing to release: no commit will be made.")
+			return nil
+		}
+		fmt.Fprint(w, "\nDo you want to proceed? [Y/n] ")
+		answer, _ := bufio.NewReader(in).ReadString('\n')
+		switch strings.ToLower(strings.TrimSpace(answer)) {
+		case "", "y", "yes":
+		default:
+			fmt.Fprintln(w, "Release cancelled; nothing was changed.")
+			return nil
+		}
+		req.Checksum = resp.GetPlan().GetChecksum()
+	}
 	resp, err := c.Release(ctx, req)
 	if err != nil {
 		return err
 	}
-	dry := req.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_PLAN
-	updates := printPlan(w, resp.GetPlan(), dry)
-	switch {
-	case dry:
-		fmt.Fprintf(w, "\nDry run: nothing was changed (git revision %.12s).\n", resp.GetPlan().GetRevision())
-	case resp.GetCommit() != "":
-		fmt.Fprintf(w, "\nReleased: commit %.12s pushed and applied (%d container update(s)).\n", resp.GetCommit(), updates)
-	default:
-		fmt.Fprintln(w, "\nNothing to release: no commit was made.")
+	if rf.yes {
+		printPlan(w, resp.GetPlan(), "Releasing:")
 	}
-	return nil
+	if resp.GetJobId() == "" {
+		fmt.Fprintln(w, "\nNothing to release: no commit was made.")
+		return nil
+	}
+	if rf.noWait {
+		fmt.Fprintf(w, "\nJob %s queued. Follow it with: fluxctl job %s --watch\n", resp.GetJobId(), resp.GetJobId())
+		return nil
+	}
+	fmt.Fprintln(w)
+	return followJob(ctx, w, c, resp.GetJobId())
 }
 
 // printPlan writes a plan as a person reads it and returns its number of
 // container updates.
-func printPlan(w io.Writer, p *fluxdv1.Plan, dry bool) int {
-	if dry {
-		fmt.Fprintln(w, "This release would result in the following changes:")
-	} else {
-		fmt.Fprintln(w, "This release resulted in the following changes:")
-	}
+func printPlan(w io.Writer, p *fluxdv1.Plan, header string) int {
+	fmt.Fprintln(w, header)
 	n := 0
 	if len(p.GetItems()) == 0 {
 		fmt.Fprintln(w, "  (no services)")
@@ -94,7 +148,11 @@ func printPlan(w io.Writer, p *fluxdv1.Plan, dry bool) int {
 				n++
 			}
 		case "uptodate":
-			fmt.Fprintf(w, "  Up to date: %s\n", it.GetReason())
+			if r, ok := strings.CutPrefix(it.GetReason(), "container "); ok {
+				fmt.Fprintf(w, "  Container %s\n", r)
+			} else {
+				fmt.Fprintf(w, "  Up to date: %s\n", it.GetReason())
+			}
 		default:
 			fmt.Fprintf(w, "  Skipped: %s\n", it.GetReason())
 		}

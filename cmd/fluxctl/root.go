@@ -48,6 +48,9 @@ func newRootCommand() (*cobra.Command, *globals) {
 		newLockCommand(g),
 		newUnlockCommand(g),
 		newHistoryCommand(g),
+		newJobsCommand(g),
+		newJobCommand(g),
+		newCancelCommand(g),
 	)
 	return root, g
 }

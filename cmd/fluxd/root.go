@@ -49,6 +49,7 @@ type flags struct {
 	dockerConfig        string
 	registryConcurrency int
 	registryPlatform    string
+	rolloutTimeout      time.Duration
 	automationShort     time.Duration
 	automationLong      time.Duration
 }
@@ -85,6 +86,7 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.dockerConfig, "docker-config", "", "docker config.json with registry credentials (default: ~/.docker/config.json)")
 	fs.IntVar(&f.registryConcurrency, "registry-concurrency", 8, "registry metadata requests in flight per repository")
 	fs.StringVar(&f.registryPlatform, "registry-platform", "linux/amd64", "platform to pick from multi-platform images")
+	fs.DurationVar(&f.rolloutTimeout, "rollout-timeout", 5*time.Minute, "how long a release job waits for its rollout before failing (a Deployment's progressDeadlineSeconds fails it sooner)")
 	fs.DurationVar(&f.automationShort, "automation-short-wait", 15*time.Second, "automator: wait after a release before checking the service again")
 	fs.DurationVar(&f.automationLong, "automation-long-wait", time.Minute, "automator: wait after a check that found nothing newer")
 	cmd.AddCommand(newTokenCommand(), newVersionCommand())
@@ -186,13 +188,18 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another fluxd running there? choose another --listen address)", cfg.Listen, err)
 	}
-	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong}, engine, clock.RealClock{}, log)
-	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto}, log)
+	jobs := release.NewQueue(engine, store, f.rolloutTimeout, log)
+	if err := jobs.Recover(ctx); err != nil {
+		return fmt.Errorf("settling the jobs of the previous run: %w", err)
+	}
+	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, Exec: release.ExecOptions{RolloutTimeout: f.rolloutTimeout}}, engine, clock.RealClock{}, log)
+	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs}, log)
 	srv := daemon.NewServer(d, tokens, log)
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return srv.Serve(ctx, lis, cfg.ShutdownGrace) })
 	g.Go(func() error { pollGit(ctx, repo, f.gitPollInterval, log); return nil })
 	g.Go(func() error { auto.Run(ctx); return nil })
+	g.Go(func() error { jobs.Run(ctx); return nil })
 	log.Info("fluxd started", "version", cfg.Version, "listen", lis.Addr().String())
 	err = g.Wait()
 	log.Info("fluxd stopped")

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+func newJobsCommand(g *globals) *cobra.Command {
+	var limit int32
+	cmd := &cobra.Command{
+		Use:   "jobs",
+		Short: "List recent release jobs, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(g.output); err != nil {
+				return err
+			}
+			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+				resp, err := c.ListJobs(ctx, &fluxdv1.ListJobsRequest{Limit: limit})
+				if err != nil {
+					return err
+				}
+				return printJobs(cmd.OutOrStdout(), resp.GetJobs(), g.output, time.Now())
+			})
+		},
+	}
+	cmd.Flags().Int32Var(&limit, "limit", 20, "at most this many jobs")
+	addOutputFlag(cmd, g)
+	return cmd
+}
+
+func newJobCommand(g *globals) *cobra.Command {
+	var watch bool
+	cmd := &cobra.Command{
+		Use:   "job ID",
+		Short: "Show one release job; --watch follows it until it ends",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if watch {
+				// Following a job may take as long as its rollout.
+				g.timeout = 24 * time.Hour
+			}
+			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+				if watch {
+					return followJob(ctx, cmd.OutOrStdout(), c, args[0])
+				}
+				resp, err := c.GetJob(ctx, &fluxdv1.GetJobRequest{Id: args[0]})
+				if err != nil {
+					return err
+				}
+				return printJobs(cmd.OutOrStdout(), []*fluxdv1.Job{resp.GetJob()}, "table", time.Now())
+			})
+		},
+	}
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the job until it ends")
+	return cmd
+}
+
+func newCancelCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "cancel JOB",
+		Short: "Cancel a queued release job, or a running one that has not pushed yet",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+				resp, err := c.CancelJob(ctx, &fluxdv1.CancelJobRequest{Id: args[0]})
+				if err != nil {
+					return err
+				}
+				if resp.GetJob().GetState() == fluxdv1.JobState_JOB_STATE_CANCELLED {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "Job %s cancelled; nothing was pushed.\n", args[0])
+				} else {
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "Job %s is stopping before its push; 'fluxctl job %s' shows when it has.\n", args[0], args[0])
+				}
+				return err
+			})
+		},
+	}
+}
+
+func stateName(s fluxdv1.JobState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "JOB_STATE_"))
+}
+
+type jobJSON struct {
+	ID         string     `json:"id"`
+	State      string     `json:"state"`
+	Stage      string     `json:"stage"`
+	Position   int32      `json:"queuePosition,omitempty"`
+	Commit     string     `json:"commit,omitempty"`
+	Error      string     `json:"error,omitempty"`
+	CreatedAt  time.Time  `json:"createdAt"`
+	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+}
+
+func printJobs(w io.Writer, jobs []*fluxdv1.Job, output string, now time.Time) error {
+	if output == "json" {
+		out := []jobJSON{}
+		for _, j := range jobs {
+			jj := jobJSON{ID: j.GetId(), State: stateName(j.GetState()), Stage: j.GetStage(), Position: j.GetQueuePosition(), Commit: j.GetCommit(), Error: j.GetError(), CreatedAt: j.GetCreatedAt().AsTime()}
+			if j.GetFinishedAt() != nil {
+				t := j.GetFinishedAt().AsTime()
+				jj.FinishedAt = &t
+			}
+			out = append(out, jj)
+		}
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	if len(jobs) == 0 {
+		_, err := fmt.Fprintln(w, "No jobs.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tCREATED\tSTATE\tSTAGE\tCOMMIT\tERROR")
+	for _, j := range jobs {
+		state := stateName(j.GetState())
+		if p := j.GetQueuePosition(); p > 0 {
+			state += fmt.Sprintf(" (#%d)", p)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.12s\t%s\n", j.GetId(), ago(now.Sub(j.GetCreatedAt().AsTime())), state, j.GetStage(), j.GetCommit(), j.GetError())
+	}
+	return tw.Flush()
+}
+
+// followJob prints a job's stages and rollout progress as plain lines
+// until it ends, and fails if the job did not succeed.
+func followJob(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, id string) error {
+	stream, err := c.WatchJob(ctx, &fluxdv1.WatchJobRequest{Id: id})
+	if err != nil {
+		return err
+	}
+	var last *fluxdv1.Job
+	lastLine := ""
+	for {
+		u, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		j := u.GetJob()
+		last = j
+		line := fmt.Sprintf("job %s: %s", id, j.GetStage())
+		if p := j.GetQueuePosition(); p > 0 {
+			line += fmt.Sprintf(" (position %d in the queue)", p)
+		}
+		for _, wp := range u.GetWorkloads() {
+			r := wp.GetReplicas()
+			line += fmt.Sprintf("\n  %s: %d/%d updated, %d ready, %d available", wp.GetService(), r.GetUpdated(), r.GetDesired(), r.GetReady(), r.GetAvailable())
+		}
+		if line != lastLine {
+			fmt.Fprintln(w, line)
+			lastLine = line
+		}
+	}
+	if last == nil {
+		return fmt.Errorf("job %s: no report received", id)
+	}
+	switch last.GetState() {
+	case fluxdv1.JobState_JOB_STATE_SUCCEEDED:
+		fmt.Fprintf(w, "Released: commit %.12s pushed, applied and rolled out.\n", last.GetCommit())
+		return nil
+	case fluxdv1.JobState_JOB_STATE_CANCELLED:
+		return fmt.Errorf("job %s was cancelled: %s", id, last.GetError())
+	case fluxdv1.JobState_JOB_STATE_FAILED:
+		return fmt.Errorf("job %s failed: %s", id, last.GetError())
+	}
+	return fmt.Errorf("job %s is still %s; follow it with 'fluxctl job %s --watch'", id, stateName(last.GetState()), id)
+}
