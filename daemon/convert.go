@@ -67,7 +67,8 @@ func releaseRequestFromProto(r *fluxdv1.ReleaseRequest) ReleaseRequest {
 		Services: s.GetServices(), All: s.GetAll(), Exclude: s.GetExclude(),
 		Image: s.GetImage(), AllLatest: s.GetAllLatest(),
 		User: s.GetUser(), Message: s.GetMessage(),
-		Execute: r.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE,
+		Execute:  r.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE,
+		Checksum: r.GetChecksum(),
 	}
 }
 

@@ -25,6 +25,7 @@ type Releaser interface {
 	Execute(ctx context.Context, instance string, spec release.Spec, typ history.Type, opts release.ExecOptions) (*release.Result, error)
 	Manifests(ctx context.Context) (string, *gitrepo.Manifests, error)
 	SetPolicy(ctx context.Context, instance string, ch release.PolicyChange) (string, error)
+	WhatChanged(confirmed string, now *release.Plan) string
 }
 
 // Jobs queues and runs release executions.

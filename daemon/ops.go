@@ -110,7 +110,7 @@ func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseReque
 	}
 	if req.Checksum != "" && req.Checksum != plan.Checksum {
 		return nil, fluxerr.New(fluxerr.Precondition,
-			fmt.Errorf("the plan you confirmed (checksum %s) no longer matches the system (now %s)", req.Checksum, plan.Checksum),
+			fmt.Errorf("the plan you confirmed no longer matches: %s", d.deps.Releaser.WhatChanged(req.Checksum, plan)),
 			"Git, the registry or the cluster changed since you saw the plan. Nothing was changed; look at the new plan and confirm it again.")
 	}
 	if plan.Updates() == 0 {

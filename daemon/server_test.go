@@ -58,6 +58,8 @@ func (stubReleaser) SetPolicy(context.Context, string, release.PolicyChange) (st
 	return "", errors.New("stubReleaser does not commit")
 }
 
+func (stubReleaser) WhatChanged(string, *release.Plan) string { return "" }
+
 func (stubReleaser) Manifests(context.Context) (string, *gitrepo.Manifests, error) {
 	return "rev", &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{}}, nil
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -15,6 +16,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
 // These tests change the shared stack's git remote and cluster; they run
@@ -391,6 +397,106 @@ func TestAutomationAndLocks(t *testing.T) {
 		}
 		if _, stderr, code := fluxctl(t, deployer, "deautomate", "helloworld"); code != 0 {
 			t.Fatalf("deautomate: %s", stderr)
+		}
+	})
+}
+
+// TestJobs runs last among the release tests: it queues jobs, cancels
+// one, and checks that a confirmed plan is refused once git has moved.
+func TestJobs(t *testing.T) {
+	f := sharedFluxd(t)
+	kc := kubeClient(t)
+	reg := stack.Registry
+	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=erin"}
+
+	t.Run("queued jobs run one after the other", func(t *testing.T) {
+		jobID := func(out string) string {
+			for _, line := range strings.Split(out, "\n") {
+				if rest, ok := strings.CutPrefix(line, "Job "); ok {
+					return strings.Fields(rest)[0]
+				}
+			}
+			t.Fatalf("no job ID in:\n%s", out)
+			return ""
+		}
+		outA, stderr, code := fluxctl(t, deployer, "release", "-y", "--no-wait", "-s", "redis", "-i", reg+"/redis:7.0.5")
+		if code != 0 {
+			t.Fatalf("A: %s", stderr)
+		}
+		outB, stderr, code := fluxctl(t, deployer, "release", "-y", "--no-wait", "-s", "worker", "-i", reg+"/worker:1.0.1")
+		if code != 0 {
+			t.Fatalf("B: %s", stderr)
+		}
+		outC, stderr, code := fluxctl(t, deployer, "release", "-y", "--no-wait", "-s", "helloworld", "-i", reg+"/helloworld:1.1.0")
+		if code != 0 {
+			t.Fatalf("C: %s", stderr)
+		}
+		a, b, c := jobID(outA), jobID(outB), jobID(outC)
+		// C is queued behind A and B (A's rollout takes a while): cancel it.
+		out, stderr, code := fluxctl(t, deployer, "cancel", c)
+		if code != 0 {
+			t.Fatalf("cancel: %s", stderr)
+		}
+		t.Logf("cancel: %s", out)
+		for _, id := range []string{a, b} {
+			out, stderr, code := fluxctl(t, deployer, "job", id, "--watch")
+			if code != 0 || !strings.Contains(out, "Released: commit") {
+				t.Fatalf("job %s: exit %d\n%s%s", id, code, out, stderr)
+			}
+		}
+		out, _, code = fluxctl(t, deployer, "job", c, "--watch")
+		if code == 0 || !strings.Contains(out, "job "+c) {
+			t.Errorf("the cancelled job reports success:\n%s", out)
+		}
+		out, _, _ = fluxctl(t, deployer, "jobs", "-o", "json")
+		var jobs []struct{ ID, State, Commit string }
+		if err := json.Unmarshal([]byte(out), &jobs); err != nil {
+			t.Fatal(err)
+		}
+		commits := map[string]string{}
+		for _, j := range jobs {
+			commits[j.ID] = j.Commit
+			if j.ID == c && (j.State != "cancelled" || j.Commit != "") {
+				t.Errorf("job C: %+v; want cancelled with nothing pushed", j)
+			}
+		}
+		// Never interleaved: B's commit sits right on top of A's.
+		clone := filepath.Join(t.TempDir(), "clone")
+		gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+		if parent := gitCLI(t, clone, "rev-parse", commits[b]+"^"); parent != commits[a] {
+			t.Errorf("B's parent is %s, want A's commit %s", parent, commits[a])
+		}
+		if got := gitCLI(t, clone, "rev-parse", "HEAD"); got != commits[b] {
+			t.Errorf("HEAD is %s, want B's commit (C must not have pushed)", got)
+		}
+		waitRolledOut(t, kc, map[string][]string{"redis": {"redis=" + reg + "/redis:7.0.5"}})
+	})
+
+	t.Run("a confirmed plan is refused once git moved", func(t *testing.T) {
+		c := fluxdv1.NewFluxServiceClient(dial(t, f.Addr))
+		ctx := withToken(testContext(t), f.Tokens["deployer"])
+		spec := &fluxdv1.ReleaseSpec{Services: []string{"redis"}, Image: reg + "/redis:7.2.0", User: "erin"}
+		plan, err := c.Release(ctx, &fluxdv1.ReleaseRequest{Spec: spec, Kind: fluxdv1.ReleaseKind_RELEASE_KIND_PLAN})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := remoteHead(t)
+		// Someone changes the repository after the plan was shown.
+		clone := filepath.Join(t.TempDir(), "clone")
+		gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+		if err := os.WriteFile(filepath.Join(clone, "NOTES"), []byte("hello\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		gitCLI(t, clone, "add", ".")
+		gitCLI(t, clone, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-q", "-m", "notes")
+		gitCLI(t, clone, "push", "-q", "origin", stack.GitBranch)
+		moved := remoteHead(t)
+		_, err = c.Release(ctx, &fluxdv1.ReleaseRequest{Spec: spec, Kind: fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE, Checksum: plan.GetPlan().GetChecksum()})
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no longer matches: git moved from") {
+			t.Fatalf("execute with a stale checksum: %v; want FailedPrecondition", err)
+		}
+		if got := remoteHead(t); got != moved || got == before {
+			t.Errorf("remote HEAD %s; want the other client's commit %s kept and nothing added", got, moved)
 		}
 	})
 }

@@ -69,8 +69,9 @@ func (m *planMemory) get(sum string) (planSnapshot, bool) {
 	return s, ok
 }
 
-// whatChanged explains how the plan now differs from the confirmed one.
-func (e *Engine) whatChanged(confirmed string, now *Plan) string {
+// WhatChanged explains how the plan now differs from the one whose
+// checksum was confirmed, if this engine made that plan recently.
+func (e *Engine) WhatChanged(confirmed string, now *Plan) string {
 	old, ok := e.memory.get(confirmed)
 	if !ok {
 		return fmt.Sprintf("checksum %s was not made by this fluxd recently (now %s)", confirmed, now.Checksum)

@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -198,5 +199,52 @@ func TestExecute(t *testing.T) {
 	}
 	if len(rec.events) != 1 || rec.events[0].Type != history.Release || rec.events[0].Commit != "c0ffee" || len(rec.events[0].Changes) != 2 || rec.events[0].Instance != "team-a" {
 		t.Errorf("history = %+v", rec.events)
+	}
+}
+
+// movingRepo refuses the first push because "someone else" pushed a
+// commit that adds a comment line to the file.
+type movingRepo struct {
+	dirRepo
+	rev     string
+	pushes  int
+	commits []string // base revisions of the commits made
+	last    map[string][]byte
+}
+
+func (r *movingRepo) Sync(context.Context) (string, error) { return r.rev, nil }
+
+func (r *movingRepo) Commit(_ context.Context, base string, files map[string][]byte, _ string, _ gitrepo.Signature) (string, error) {
+	r.commits = append(r.commits, base)
+	r.last = files
+	return fmt.Sprintf("c%d", len(r.commits)), nil
+}
+
+func (r *movingRepo) Push(context.Context, string) error {
+	r.pushes++
+	if r.pushes > 1 {
+		return nil
+	}
+	p := filepath.Join(r.dir, "apps.yaml")
+	b, _ := os.ReadFile(p)
+	_ = os.WriteFile(p, append([]byte("# someone else's change\n"), b...), 0o644)
+	r.rev = "rev2"
+	return fmt.Errorf("pushing: %w", gitrepo.ErrMoved)
+}
+
+func TestExecuteReappliesEditsWhenTheBranchMoved(t *testing.T) {
+	e, _, _, _ := newTestEngine(t)
+	repo := &movingRepo{dirRepo: e.repo.(*recRepo).dirRepo, rev: "rev1"}
+	e.repo = repo
+	res, err := e.Execute(context.Background(), "team-a", Spec{Services: []platform.ID{id("web")}, Image: "reg/web:1.2", User: "dana"}, history.Release, ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Commit != "c2" || fmt.Sprint(repo.commits) != "[rev1 rev2]" {
+		t.Fatalf("commit %s on bases %v; want c2 on [rev1 rev2]", res.Commit, repo.commits)
+	}
+	got := string(repo.last["apps.yaml"])
+	if !strings.HasPrefix(got, "# someone else's change\n") || !strings.Contains(got, "image: reg/web:1.2 # pinned") {
+		t.Errorf("the retried commit lost the other change or the edit:\n%s", got)
 	}
 }

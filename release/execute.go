@@ -80,7 +80,7 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 		return nil, err
 	}
 	if o.Checksum != "" && o.Checksum != plan.Checksum {
-		err := fluxerr.New(fluxerr.Precondition, fmt.Errorf("the plan you confirmed no longer matches: %s", e.whatChanged(o.Checksum, plan)),
+		err := fluxerr.New(fluxerr.Precondition, fmt.Errorf("the plan you confirmed no longer matches: %s", e.WhatChanged(o.Checksum, plan)),
 			"Nothing was changed. Look at the new plan (release --dry-run) and confirm it again.")
 		return nil, e.fail(ctx, instance, spec, plan, start, "", err)
 	}

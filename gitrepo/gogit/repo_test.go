@@ -2,6 +2,7 @@ package gogit
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -169,5 +170,37 @@ func TestRedact(t *testing.T) {
 		if got := Redact(in); got != want || strings.Contains(got, "s3cret") {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+func TestPushAfterSomeoneElsePushedIsRefusedNotForced(t *testing.T) {
+	url, bare := newRemote(t)
+	r := open(t, url)
+	ctx := context.Background()
+	base, err := r.Sync(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, err := r.Commit(ctx, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release", gitrepo.Signature{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another client pushes between fluxd's commit and its push.
+	other := filepath.Join(t.TempDir(), "other")
+	gitCLI(t, "", "clone", "-q", "-b", "prod", bare, other)
+	if err := os.WriteFile(filepath.Join(other, "x"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitCLI(t, other, "add", ".")
+	gitCLI(t, other, "commit", "-q", "-m", "other")
+	gitCLI(t, other, "push", "-q", "origin", "prod")
+	theirs := gitCLI(t, bare, "rev-parse", "prod")
+
+	err = r.Push(ctx, commit)
+	if !errors.Is(err, gitrepo.ErrMoved) {
+		t.Fatalf("Push = %v; want an error wrapping gitrepo.ErrMoved", err)
+	}
+	if got := gitCLI(t, bare, "rev-parse", "prod"); got != theirs {
+		t.Errorf("remote prod = %s; the other client's commit %s was lost", got, theirs)
 	}
 }
