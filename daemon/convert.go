@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"encoding/json"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -67,8 +68,10 @@ func releaseRequestFromProto(r *fluxdv1.ReleaseRequest) ReleaseRequest {
 		Services: s.GetServices(), All: s.GetAll(), Exclude: s.GetExclude(),
 		Image: s.GetImage(), AllLatest: s.GetAllLatest(),
 		User: s.GetUser(), Message: s.GetMessage(),
-		Execute:  r.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE,
-		Checksum: r.GetChecksum(),
+		Execute:           r.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE,
+		Checksum:          r.GetChecksum(),
+		RollbackOnFailure: r.GetRollbackOnFailure(),
+		RolloutTimeout:    time.Duration(r.GetRolloutTimeoutSeconds()) * time.Second,
 	}
 }
 

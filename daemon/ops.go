@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
@@ -62,7 +63,9 @@ type ReleaseRequest struct {
 	Message   string
 	Execute   bool
 	// Checksum, on an execution, must match the plan when it runs.
-	Checksum string
+	Checksum          string
+	RollbackOnFailure bool
+	RolloutTimeout    time.Duration
 }
 
 // ReleaseResult is a plan, and for an execution the job that runs it.
@@ -75,7 +78,8 @@ type ReleaseResult struct {
 // execution as a job. An execution is planned first, so that a bad spec or
 // a plan that no longer matches its checksum fails at once.
 func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseRequest) (*ReleaseResult, error) {
-	spec := release.Spec{All: req.All, Image: req.Image, AllLatest: req.AllLatest, User: req.User, Message: req.Message}
+	spec := release.Spec{All: req.All, Image: req.Image, AllLatest: req.AllLatest, User: req.User, Message: req.Message,
+		RollbackOnFailure: req.RollbackOnFailure, RolloutTimeout: req.RolloutTimeout}
 	if err := (release.Spec{All: true, Image: req.Image, AllLatest: req.AllLatest}).Validate(); err != nil {
 		return nil, err
 	}

@@ -432,7 +432,8 @@ func TestJobs(t *testing.T) {
 			t.Fatalf("C: %s", stderr)
 		}
 		a, b, c := jobID(outA), jobID(outB), jobID(outC)
-		// C is queued behind A and B (A's rollout takes a while): cancel it.
+		// Cancel C: queued behind A and B, or already running but not yet
+		// pushed; either way nothing of it may reach git.
 		out, stderr, code := fluxctl(t, deployer, "cancel", c)
 		if code != 0 {
 			t.Fatalf("cancel: %s", stderr)
@@ -498,6 +499,78 @@ func TestJobs(t *testing.T) {
 		if got := remoteHead(t); got != moved || got == before {
 			t.Errorf("remote HEAD %s; want the other client's commit %s kept and nothing added", got, moved)
 		}
+	})
+}
+
+// TestFailingRollout runs after TestJobs: an image whose pods never
+// become ready (the stack's kwok stage for tags containing "broken").
+func TestFailingRollout(t *testing.T) {
+	f := sharedFluxd(t)
+	kc := kubeClient(t)
+	reg := stack.Registry
+	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=frank"}
+	viewer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}
+	if err := stack.PushImage(context.Background(), "redis", "7.3.0-broken", time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	good := images(t, kc)["redis"]
+
+	t.Run("fails at the deadline and rolls back", func(t *testing.T) {
+		before := remoteHead(t)
+		out, stderr, code := fluxctl(t, deployer, "release", "-y", "-s", "redis", "-i", reg+"/redis:7.3.0-broken", "--rollout-timeout", "4s", "--rollback-on-failure")
+		if code == 0 {
+			t.Fatalf("a release whose pods never become ready succeeded:\n%s", out)
+		}
+		for _, want := range []string{"the rollout of default:deployment/redis failed", "CrashLoopBackOff", "rolled back in commit"} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("error lacks %q:\n%s", want, stderr)
+			}
+		}
+		if !strings.Contains(out, ": rolling back") {
+			t.Errorf("fluxctl did not show the rollback:\n%s", out)
+		}
+		clone := filepath.Join(t.TempDir(), "clone")
+		gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+		if n := gitCLI(t, clone, "rev-list", "--count", before+"..HEAD"); n != "2" {
+			t.Errorf("%s commits since the release began; want the release and its revert", n)
+		}
+		if subj := gitCLI(t, clone, "log", "-1", "--format=%s"); !strings.HasPrefix(subj, "Revert release") {
+			t.Errorf("HEAD is %q, want the revert commit", subj)
+		}
+		if yaml := gitCLI(t, clone, "show", "HEAD:deploy/backend.yaml"); strings.Contains(yaml, "broken") {
+			t.Errorf("the revert left the broken image in git")
+		}
+		waitRolledOut(t, kc, map[string][]string{"redis": good})
+		out, _, _ = fluxctl(t, viewer, "history", "redis")
+		if !strings.Contains(out, "rollback") || !strings.Contains(out, "failed") {
+			t.Errorf("history lacks the rollback and the failure:\n%s", out)
+		}
+	})
+
+	t.Run("cancel after the push rolls back", func(t *testing.T) {
+		out, stderr, code := fluxctl(t, deployer, "release", "-y", "--no-wait", "-s", "redis", "-i", reg+"/redis:7.3.0-broken", "--rollout-timeout", "60s")
+		if code != 0 {
+			t.Fatalf("%s%s", out, stderr)
+		}
+		id := strings.Fields(strings.SplitN(out, "Job ", 2)[1])[0]
+		if err := poll(context.Background(), 30*time.Second, func() error {
+			out, _, _ := fluxctl(t, viewer, "job", id)
+			if !strings.Contains(out, "rolling out") {
+				return fmt.Errorf("not rolling out yet:\n%s", out)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, code = fluxctl(t, deployer, "cancel", id)
+		if code != 0 || !strings.Contains(out, "rolled back") {
+			t.Fatalf("cancel: exit %d\n%s%s", code, out, stderr)
+		}
+		_, stderr, code = fluxctl(t, viewer, "job", id, "--watch")
+		if code == 0 || !strings.Contains(stderr, "was cancelled") || !strings.Contains(stderr, "rolled back in commit") {
+			t.Errorf("job after cancel: exit %d\n%s", code, stderr)
+		}
+		waitRolledOut(t, kc, map[string][]string{"redis": good})
 	})
 }
 

@@ -21,6 +21,7 @@ const (
 	Unlock           Type = "unlock"
 	Failed           Type = "failed"
 	Cancelled        Type = "cancelled"
+	Rollback         Type = "rollback"
 )
 
 // Change is one container's image change.

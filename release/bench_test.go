@@ -42,6 +42,7 @@ func (m memImages) Images(_ context.Context, repo string) ([]registry.Image, err
 type noCluster struct{}
 
 func (noCluster) Workloads(context.Context) ([]platform.Workload, error)    { return nil, nil }
+func (noCluster) Diagnose(context.Context, platform.ID) string              { return "" }
 func (noCluster) Apply(context.Context, platform.ID, []byte) (int64, error) { return 1, nil }
 
 type noRecorder struct{}

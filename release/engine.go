@@ -44,6 +44,8 @@ type Cluster interface {
 	// Apply applies a workload's manifest and returns the generation its
 	// rollout must reach.
 	Apply(ctx context.Context, id platform.ID, manifest []byte) (int64, error)
+	// Diagnose says what a workload's pods report, for an error message.
+	Diagnose(ctx context.Context, id platform.ID) string
 }
 
 // Recorder keeps history.

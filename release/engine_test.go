@@ -79,6 +79,8 @@ type recCluster struct {
 }
 
 func (c *recCluster) Workloads(context.Context) ([]platform.Workload, error) { return c.workloads, nil }
+func (c *recCluster) Diagnose(context.Context, platform.ID) string           { return "" }
+
 func (c *recCluster) Apply(_ context.Context, id platform.ID, m []byte) (int64, error) {
 	c.applied[id] = string(m)
 	return 1, nil

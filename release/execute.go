@@ -14,15 +14,16 @@ import (
 
 // Stages of an execution, in order.
 const (
-	StageQueued     = "queued"
-	StageCloning    = "cloning"
-	StageEditing    = "editing"
-	StageCommitting = "committing"
-	StagePushing    = "pushing"
-	StageApplying   = "applying"
-	StageRollingOut = "rolling out"
-	StageDone       = "done"
-	StageFailed     = "failed"
+	StageQueued      = "queued"
+	StageCloning     = "cloning"
+	StageEditing     = "editing"
+	StageCommitting  = "committing"
+	StagePushing     = "pushing"
+	StageApplying    = "applying"
+	StageRollingOut  = "rolling out"
+	StageRollingBack = "rolling back"
+	StageDone        = "done"
+	StageFailed      = "failed"
 )
 
 // pushRetries bounds how often a release is re-applied on a newer
@@ -59,6 +60,9 @@ type ExecOptions struct {
 	RolloutTimeout time.Duration
 	// PollInterval is how often rollouts are checked; default 250ms.
 	PollInterval time.Duration
+	// RollbackOnFailure reverts a pushed release whose rollout fails or
+	// that is cancelled after its push.
+	RollbackOnFailure bool
 }
 
 // Execute plans spec and carries it out for instance: edit, one commit,
@@ -132,7 +136,9 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 		doc, err := gitrepo.WorkloadDocument(files[it.File], it.Service)
 		var gen int64
 		if err == nil {
-			gen, err = e.cluster.Apply(ctx, it.Service, doc)
+			// Once pushed, the apply finishes even if the job is
+			// cancelled: a cancel then rolls back, during the rollout.
+			gen, err = e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc)
 		}
 		if err != nil {
 			return nil, e.fail(ctx, instance, spec, plan, start, res.Commit,
@@ -143,10 +149,24 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 	}
 	if o.RolloutTimeout > 0 {
 		report(Progress{Stage: StageRollingOut, Commit: res.Commit})
-		if err := e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
+		err := e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
 			report(Progress{Stage: StageRollingOut, Workloads: w, Commit: res.Commit})
-		}); err != nil {
-			return nil, e.fail(ctx, instance, spec, plan, start, res.Commit, err)
+		})
+		if err != nil {
+			cancelled := ctx.Err() != nil
+			if o.RollbackOnFailure || cancelled {
+				// The release is pushed: undo it with a new commit, on a
+				// context of its own, since ctx may be the cancelled one.
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.RolloutTimeout+time.Minute)
+				revert, rerr := e.rollback(rctx, instance, spec, plan, res.Commit, err, o, report)
+				cancel()
+				if rerr != nil {
+					err = fmt.Errorf("%w; and the rollback failed too: %v", err, rerr)
+				} else {
+					err = fmt.Errorf("%w; rolled back in commit %.12s, and the rollback rolled out", err, revert)
+				}
+			}
+			return nil, e.fail(context.WithoutCancel(ctx), instance, spec, plan, start, res.Commit, err)
 		}
 	}
 	ev := event(instance, spec, plan, typ, start)
@@ -184,7 +204,7 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 			if !ok {
 				done = false
 				if w.Stuck != "" && w.ObservedGeneration >= gen {
-					return fmt.Errorf("the rollout of %s failed: %s", w.ID, w.Stuck)
+					return e.rolloutError(ctx, w.ID, w.Stuck)
 				}
 			}
 		}
@@ -199,14 +219,13 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 			return nil
 		}
 		if time.Now().After(deadline) {
-			var waiting []string
 			for _, p := range progress {
 				if !p.Done {
 					r := p.Replicas
-					waiting = append(waiting, fmt.Sprintf("%s (%d/%d updated, %d ready, %d available)", p.Service, r.Updated, r.Desired, r.Ready, r.Available))
+					return e.rolloutError(ctx, p.Service, fmt.Sprintf("it did not finish within the rollout timeout of %v (%d/%d updated, %d ready, %d available)", o.RolloutTimeout, r.Updated, r.Desired, r.Ready, r.Available))
 				}
 			}
-			return fmt.Errorf("the rollout did not finish within %v: still waiting for %v", o.RolloutTimeout, waiting)
+			return fmt.Errorf("the rollout did not finish within %v", o.RolloutTimeout)
 		}
 		select {
 		case <-ctx.Done():
@@ -214,4 +233,75 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 		case <-time.After(every):
 		}
 	}
+}
+
+// rolloutError names the workload whose rollout failed and what its pods
+// report.
+func (e *Engine) rolloutError(ctx context.Context, id platform.ID, why string) error {
+	msg := fmt.Sprintf("the rollout of %s failed: %s", id, why)
+	if pods := e.cluster.Diagnose(context.WithoutCancel(ctx), id); pods != "" {
+		msg += "; its pods report: " + pods
+	}
+	return errors.New(msg)
+}
+
+// rollback reverts a pushed release: it sets every updated container back
+// to its previous image in a new commit on top of the current revision,
+// pushes it, applies it and follows its rollout. It returns the commit.
+func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan *Plan, commit string, cause error, o ExecOptions, report func(Progress)) (string, error) {
+	report(Progress{Stage: StageRollingBack, Commit: commit})
+	e.log.Warn("rolling back", "commit", commit, "cause", cause)
+	back := &Plan{}
+	for _, it := range plan.Items {
+		if it.Action != Update {
+			continue
+		}
+		rev := it
+		rev.Updates = nil
+		for _, u := range it.Updates {
+			rev.Updates = append(rev.Updates, ContainerUpdate{Container: u.Container, Current: u.Target, Target: u.Current})
+		}
+		back.Items = append(back.Items, rev)
+	}
+	msg := fmt.Sprintf("Revert release %.12s in %s\n\n%v\n", commit, instance, cause)
+	var files map[string][]byte
+	var revert string
+	for attempt := 1; ; attempt++ {
+		rev, m, err := e.manifests(ctx)
+		if err != nil {
+			return "", err
+		}
+		back.Revision = rev
+		if files, err = e.edit(back, m); err != nil {
+			return "", err
+		}
+		if revert, err = e.repo.Commit(ctx, rev, files, msg, gitrepo.Signature{Name: spec.User}); err == nil {
+			err = e.repo.Push(ctx, revert)
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, gitrepo.ErrMoved) || attempt == pushRetries {
+			return "", err
+		}
+	}
+	gens := map[platform.ID]int64{}
+	for _, it := range back.Items {
+		doc, err := gitrepo.WorkloadDocument(files[it.File], it.Service)
+		if err != nil {
+			return revert, err
+		}
+		if gens[it.Service], err = e.cluster.Apply(ctx, it.Service, doc); err != nil {
+			return revert, err
+		}
+	}
+	ev := event(instance, spec, back, history.Rollback, time.Now())
+	ev.Commit, ev.Message = revert, fmt.Sprintf("rollback of %.12s: %v", commit, cause)
+	if _, err := e.recorder.Record(ctx, ev); err != nil {
+		e.log.Error("recording the rollback in history failed", "error", err)
+	}
+	o.Checksum = ""
+	return revert, e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
+		report(Progress{Stage: StageRollingBack, Workloads: w, Commit: commit})
+	})
 }

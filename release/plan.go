@@ -1,6 +1,8 @@
 package release
 
 import (
+	"time"
+
 	"github.com/fluxd/fluxd/platform"
 )
 
@@ -25,6 +27,11 @@ type Spec struct {
 	AllLatest bool
 	// User and Message say who released and why.
 	User, Message string
+	// RolloutTimeout overrides the daemon's rollout timeout when positive.
+	RolloutTimeout time.Duration
+	// RollbackOnFailure reverts the release (a new commit, re-applied and
+	// followed) when its rollout fails.
+	RollbackOnFailure bool
 }
 
 // Action is what a plan does with a service.

@@ -47,6 +47,7 @@ type Queue struct {
 	exec           Executor
 	store          JobStore
 	rolloutTimeout time.Duration
+	rollback       bool
 	log            *slog.Logger
 
 	mu      sync.Mutex
@@ -65,10 +66,11 @@ type entry struct {
 	workloads []WorkloadProgress
 }
 
-// NewQueue returns a Queue; rolloutTimeout bounds each job's rollout
-// (zero: jobs end at apply, without following the rollout).
-func NewQueue(exec Executor, store JobStore, rolloutTimeout time.Duration, log *slog.Logger) *Queue {
-	return &Queue{exec: exec, store: store, rolloutTimeout: rolloutTimeout, log: log.With("component", "jobs"),
+// NewQueue returns a Queue. rolloutTimeout bounds each job's rollout
+// (zero: jobs end at apply, without following the rollout) unless its
+// spec sets one; rollback is the default of RollbackOnFailure.
+func NewQueue(exec Executor, store JobStore, rolloutTimeout time.Duration, rollback bool, log *slog.Logger) *Queue {
+	return &Queue{exec: exec, store: store, rolloutTimeout: rolloutTimeout, rollback: rollback, log: log.With("component", "jobs"),
 		subs: map[string]map[chan JobUpdate]struct{}{}, wake: make(chan struct{}, 1)}
 }
 
@@ -162,9 +164,14 @@ func (q *Queue) Run(ctx context.Context) {
 }
 
 func (q *Queue) runJob(ctx context.Context, e *entry) {
+	timeout := q.rolloutTimeout
+	if e.spec.RolloutTimeout > 0 {
+		timeout = e.spec.RolloutTimeout
+	}
 	res, err := q.exec.Execute(ctx, e.job.Instance, e.spec, history.Release, ExecOptions{
-		Checksum:       e.checksum,
-		RolloutTimeout: q.rolloutTimeout,
+		Checksum:          e.checksum,
+		RolloutTimeout:    timeout,
+		RollbackOnFailure: q.rollback || e.spec.RollbackOnFailure,
 		Report: func(p Progress) {
 			q.mu.Lock()
 			changed := e.job.Stage != p.Stage || (p.Commit != "" && e.job.Commit != p.Commit)
@@ -264,8 +271,9 @@ func (q *Queue) List(ctx context.Context, instance string, limit int) ([]JobUpda
 	return out, nil
 }
 
-// Cancel cancels a queued job, or stops a running one that has not
-// pushed yet, with nothing pushed.
+// Cancel cancels a queued job; stops a running one that has not pushed
+// yet, with nothing pushed; or rolls back one that has pushed (a revert
+// commit, re-applied and followed).
 func (q *Queue) Cancel(ctx context.Context, instance, id string) (JobUpdate, error) {
 	q.mu.Lock()
 	for i, e := range q.pending {
@@ -282,13 +290,6 @@ func (q *Queue) Cancel(ctx context.Context, instance, id string) (JobUpdate, err
 		}
 	}
 	if e := q.running; e != nil && e.job.ID == id && e.job.Instance == instance {
-		if e.job.Commit != "" {
-			commit := e.job.Commit
-			q.mu.Unlock()
-			return JobUpdate{}, fluxerr.New(fluxerr.Precondition,
-				fmt.Errorf("job %s already pushed commit %.12s; cancelling it now would need a rollback, which is not implemented yet", id, commit),
-				"Release the previous image explicitly (fluxctl release --update-image ...) to undo it.")
-		}
 		e.cancelled = true
 		e.cancel()
 		u := q.updateLocked(e)

@@ -44,7 +44,7 @@ func newQueue(t *testing.T) (*Queue, *gateExec, *sqlite.Store) {
 	}
 	t.Cleanup(func() { store.Close() })
 	g := &gateExec{started: make(chan string, 10), release: make(chan struct{})}
-	return NewQueue(g, store, 0, slog.New(slog.NewTextHandler(io.Discard, nil))), g, store
+	return NewQueue(g, store, 0, false, slog.New(slog.NewTextHandler(io.Discard, nil))), g, store
 }
 
 func waitState(t *testing.T, q *Queue, instance, id string, want history.JobState) JobUpdate {

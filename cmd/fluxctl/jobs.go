@@ -69,7 +69,7 @@ func newJobCommand(g *globals) *cobra.Command {
 func newCancelCommand(g *globals) *cobra.Command {
 	return &cobra.Command{
 		Use:   "cancel JOB",
-		Short: "Cancel a queued release job, or a running one that has not pushed yet",
+		Short: "Cancel a release job: a queued one is dropped, a running one stops before its push or is rolled back after it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
@@ -77,9 +77,12 @@ func newCancelCommand(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				if resp.GetJob().GetState() == fluxdv1.JobState_JOB_STATE_CANCELLED {
+				switch {
+				case resp.GetJob().GetState() == fluxdv1.JobState_JOB_STATE_CANCELLED:
 					_, err = fmt.Fprintf(cmd.OutOrStdout(), "Job %s cancelled; nothing was pushed.\n", args[0])
-				} else {
+				case resp.GetJob().GetCommit() != "":
+					_, err = fmt.Fprintf(cmd.OutOrStdout(), "Job %s had pushed %.12s: it is being rolled back; 'fluxctl job %s --watch' follows it.\n", args[0], resp.GetJob().GetCommit(), args[0])
+				default:
 					_, err = fmt.Fprintf(cmd.OutOrStdout(), "Job %s is stopping before its push; 'fluxctl job %s' shows when it has.\n", args[0], args[0])
 				}
 				return err

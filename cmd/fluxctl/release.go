@@ -18,10 +18,12 @@ import (
 
 // releaseFlags are release's own flags.
 type releaseFlags struct {
-	spec   fluxdv1.ReleaseSpec
-	dryRun bool
-	yes    bool
-	noWait bool
+	spec           fluxdv1.ReleaseSpec
+	dryRun         bool
+	yes            bool
+	noWait         bool
+	rollback       bool
+	rolloutTimeout time.Duration
 }
 
 func newReleaseCommand(g *globals) *cobra.Command {
@@ -69,13 +71,16 @@ exits non-zero if it failed.`,
 	f.BoolVar(&rf.dryRun, "dry-run", false, "only show the plan; change nothing")
 	f.BoolVarP(&rf.yes, "yes", "y", false, "release without asking for confirmation")
 	f.BoolVar(&rf.noWait, "no-wait", false, "print the job ID and return without following the job")
+	f.BoolVar(&rf.rollback, "rollback-on-failure", false, "if the rollout fails, revert the release (a new commit, re-applied and followed)")
+	f.DurationVar(&rf.rolloutTimeout, "rollout-timeout", 0, "fail the release if its rollout takes longer (default: fluxd's --rollout-timeout)")
 	f.StringVar(&rf.spec.User, "user", "", "who is releasing (default: $USER)")
 	f.StringVarP(&rf.spec.Message, "message", "m", "", "why")
 	return cmd
 }
 
 func runRelease(ctx context.Context, in io.Reader, w io.Writer, c fluxdv1.FluxServiceClient, rf *releaseFlags, interactive bool) error {
-	req := &fluxdv1.ReleaseRequest{Spec: &rf.spec, Kind: fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE}
+	req := &fluxdv1.ReleaseRequest{Spec: &rf.spec, Kind: fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE,
+		RollbackOnFailure: rf.rollback, RolloutTimeoutSeconds: int32(rf.rolloutTimeout / time.Second)}
 	switch {
 	case rf.dryRun:
 		resp, err := c.Release(ctx, &fluxdv1.ReleaseRequest{Spec: &rf.spec, Kind: fluxdv1.ReleaseKind_RELEASE_KIND_PLAN})

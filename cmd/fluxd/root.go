@@ -50,6 +50,7 @@ type flags struct {
 	registryConcurrency int
 	registryPlatform    string
 	rolloutTimeout      time.Duration
+	rollbackOnFailure   bool
 	automationShort     time.Duration
 	automationLong      time.Duration
 }
@@ -87,6 +88,7 @@ func newRootCommand() *cobra.Command {
 	fs.IntVar(&f.registryConcurrency, "registry-concurrency", 8, "registry metadata requests in flight per repository")
 	fs.StringVar(&f.registryPlatform, "registry-platform", "linux/amd64", "platform to pick from multi-platform images")
 	fs.DurationVar(&f.rolloutTimeout, "rollout-timeout", 5*time.Minute, "how long a release job waits for its rollout before failing (a Deployment's progressDeadlineSeconds fails it sooner)")
+	fs.BoolVar(&f.rollbackOnFailure, "rollback-on-failure", false, "revert a release whose rollout fails (a new commit, re-applied and followed); fluxctl release --rollback-on-failure asks for it per release")
 	fs.DurationVar(&f.automationShort, "automation-short-wait", 15*time.Second, "automator: wait after a release before checking the service again")
 	fs.DurationVar(&f.automationLong, "automation-long-wait", time.Minute, "automator: wait after a check that found nothing newer")
 	cmd.AddCommand(newTokenCommand(), newVersionCommand())
@@ -188,11 +190,11 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another fluxd running there? choose another --listen address)", cfg.Listen, err)
 	}
-	jobs := release.NewQueue(engine, store, f.rolloutTimeout, log)
+	jobs := release.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
 	if err := jobs.Recover(ctx); err != nil {
 		return fmt.Errorf("settling the jobs of the previous run: %w", err)
 	}
-	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, Exec: release.ExecOptions{RolloutTimeout: f.rolloutTimeout}}, engine, clock.RealClock{}, log)
+	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, Exec: release.ExecOptions{RolloutTimeout: f.rolloutTimeout, RollbackOnFailure: f.rollbackOnFailure}}, engine, clock.RealClock{}, log)
 	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs}, log)
 	srv := daemon.NewServer(d, tokens, log)
 	g, ctx := errgroup.WithContext(ctx)

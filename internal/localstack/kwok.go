@@ -2,7 +2,9 @@ package localstack
 
 import (
 	"context"
+	"embed"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -14,6 +16,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 )
+
+// kwokStages are the stack's own pod stages.
+//
+//go:embed kwok/*.yaml
+var kwokStages embed.FS
 
 // kwokAnnotation marks the nodes kwok manages.
 const kwokAnnotation = "kwok.x-k8s.io/node"
@@ -28,9 +35,28 @@ func (s *Stack) client() (*kubernetes.Clientset, error) {
 }
 
 func (s *Stack) startKwok(ctx context.Context) error {
-	stages, err := filepath.Glob(filepath.Join(filepath.Dir(s.opts.BinDir), "kwok-stages", "*.yaml"))
-	if err != nil || len(stages) == 0 {
+	stock, err := filepath.Glob(filepath.Join(filepath.Dir(s.opts.BinDir), "kwok-stages", "*.yaml"))
+	if err != nil || len(stock) == 0 {
 		return fmt.Errorf("no kwok stage files next to %s (run stack/build.sh)", s.opts.BinDir)
+	}
+	// kwok's stock stages, but our own pod-ready, which leaves pods of
+	// "broken" images to pod-never-ready.
+	var stages []string
+	for _, f := range stock {
+		if filepath.Base(f) != "pod-fast-pod-ready.yaml" {
+			stages = append(stages, f)
+		}
+	}
+	for _, name := range []string{"pod-ready.yaml", "pod-never-ready.yaml"} {
+		b, err := kwokStages.ReadFile("kwok/" + name)
+		if err != nil {
+			return err
+		}
+		p := filepath.Join(s.Dir, "kwok-"+name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			return err
+		}
+		stages = append(stages, p)
 	}
 	port, err := freePort()
 	if err != nil {

@@ -989,9 +989,13 @@ type ReleaseRequest struct {
 	Spec  *ReleaseSpec           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
 	Kind  ReleaseKind            `protobuf:"varint,2,opt,name=kind,proto3,enum=fluxd.v1.ReleaseKind" json:"kind,omitempty"`
 	// checksum, when set on execute, must match the plan's checksum.
-	Checksum      string `protobuf:"bytes,3,opt,name=checksum,proto3" json:"checksum,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Checksum string `protobuf:"bytes,3,opt,name=checksum,proto3" json:"checksum,omitempty"`
+	// rollback_on_failure reverts the release if its rollout fails.
+	RollbackOnFailure bool `protobuf:"varint,4,opt,name=rollback_on_failure,json=rollbackOnFailure,proto3" json:"rollback_on_failure,omitempty"`
+	// rollout_timeout_seconds overrides the daemon's rollout timeout.
+	RolloutTimeoutSeconds int32 `protobuf:"varint,5,opt,name=rollout_timeout_seconds,json=rolloutTimeoutSeconds,proto3" json:"rollout_timeout_seconds,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *ReleaseRequest) Reset() {
@@ -1043,6 +1047,20 @@ func (x *ReleaseRequest) GetChecksum() string {
 		return x.Checksum
 	}
 	return ""
+}
+
+func (x *ReleaseRequest) GetRollbackOnFailure() bool {
+	if x != nil {
+		return x.RollbackOnFailure
+	}
+	return false
+}
+
+func (x *ReleaseRequest) GetRolloutTimeoutSeconds() int32 {
+	if x != nil {
+		return x.RolloutTimeoutSeconds
+	}
+	return 0
 }
 
 type ContainerUpdate struct {
@@ -2692,11 +2710,13 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\n" +
 	"all_latest\x18\x05 \x01(\bR\tallLatest\x12\x12\n" +
 	"\x04user\x18\x06 \x01(\tR\x04user\x12\x18\n" +
-	"\amessage\x18\a \x01(\tR\amessage\"\x82\x01\n" +
+	"\amessage\x18\a \x01(\tR\amessage\"\xea\x01\n" +
 	"\x0eReleaseRequest\x12)\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.fluxd.v1.ReleaseSpecR\x04spec\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.fluxd.v1.ReleaseKindR\x04kind\x12\x1a\n" +
-	"\bchecksum\x18\x03 \x01(\tR\bchecksum\"a\n" +
+	"\bchecksum\x18\x03 \x01(\tR\bchecksum\x12.\n" +
+	"\x13rollback_on_failure\x18\x04 \x01(\bR\x11rollbackOnFailure\x126\n" +
+	"\x17rollout_timeout_seconds\x18\x05 \x01(\x05R\x15rolloutTimeoutSeconds\"a\n" +
 	"\x0fContainerUpdate\x12\x1c\n" +
 	"\tcontainer\x18\x01 \x01(\tR\tcontainer\x12\x18\n" +
 	"\acurrent\x18\x02 \x01(\tR\acurrent\x12\x16\n" +
