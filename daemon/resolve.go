@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fluxd/fluxd/internal/editdistance"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 )
@@ -90,7 +91,7 @@ func closest(all []Service, name string, n int) []string {
 	}
 	var c []scored
 	for _, s := range all {
-		dist := levenshtein(strings.ToLower(name), strings.ToLower(s.ID.Name))
+		dist := editdistance.Levenshtein(strings.ToLower(name), strings.ToLower(s.ID.Name))
 		if dist <= max(2, len(name)/3) || strings.Contains(s.ID.Name, name) {
 			c = append(c, scored{s.ID.String(), dist})
 		}
@@ -101,25 +102,4 @@ func closest(all []Service, name string, n int) []string {
 		out = append(out, c[i].id)
 	}
 	return out
-}
-
-// levenshtein is the edit distance, for "did you mean" suggestions only.
-func levenshtein(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -217,16 +217,16 @@ func TestReleaseCore(t *testing.T) {
 				}
 			})
 		}
-		// A tag that is not in the registry is skipped with that reason,
-		// and nothing is committed.
-		out, _, code := fluxctl(t, deployer, "release", "-y", "-s", "helloworld", "-i", reg+"/helloworld:9.9.9")
-		if code != 0 || !strings.Contains(out, "Skipped: image not found") || !strings.Contains(out, "no commit was made") {
-			t.Errorf("missing tag: exit %d\n%s", code, out)
+		// A tag that is not in the registry fails at once, naming the
+		// closest tags, and nothing is committed.
+		_, stderr, code := fluxctl(t, deployer, "release", "-y", "-s", "helloworld", "-i", reg+"/helloworld:1.2.9")
+		if code == 0 || !strings.Contains(stderr, "image helloworld:1.2.9 not found in "+reg) || !strings.Contains(stderr, "closest tags that do exist: 1.2.0") {
+			t.Errorf("missing tag: exit %d\n%s", code, stderr)
 		}
 		if got := remoteHead(t); got != headBefore {
 			t.Errorf("remote HEAD moved after failed releases")
 		}
-		out, _, _ = fluxctl(t, viewer, "history", "worker")
+		out, _, _ := fluxctl(t, viewer, "history", "worker")
 		if !strings.Contains(out, "No events recorded.") {
 			t.Errorf("history of a service with no events:\n%s", out)
 		}

@@ -51,6 +51,12 @@ func ParseRef(s string) (Ref, error) {
 // String returns repository:tag.
 func (r Ref) String() string { return r.Repository + ":" + r.Tag }
 
+// HasTag reports whether the reference s names a tag or digest explicitly,
+// rather than leaving the tag to default to "latest".
+func HasTag(s string) bool {
+	return strings.Contains(s, "@") || strings.LastIndex(s, ":") > strings.LastIndex(s, "/")
+}
+
 // SortNewestFirst orders images by creation time, newest first; images of
 // equal time (or unknown time) by tag, descending, for a stable order.
 func SortNewestFirst(images []Image) {

@@ -39,6 +39,15 @@ func (m memImages) Images(_ context.Context, repo string) ([]registry.Image, err
 	return imgs, nil
 }
 
+func (m memImages) Exists(_ context.Context, ref string) (bool, error) {
+	r, err := registry.ParseRef(ref)
+	if err != nil {
+		return false, err
+	}
+	_, ok := findTag(m[r.Repository], r.Tag)
+	return ok, nil
+}
+
 type noCluster struct{}
 
 func (noCluster) Workloads(context.Context) ([]platform.Workload, error)    { return nil, nil }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/editdistance"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
@@ -33,9 +34,12 @@ type Repo interface {
 	Push(ctx context.Context, commit string) error
 }
 
-// Images lists a repository's images, newest first.
+// Images reads the registry.
 type Images interface {
+	// Images lists a repository's images, newest first.
 	Images(ctx context.Context, repository string) ([]registry.Image, error)
+	// Exists checks that repository:tag is in its registry.
+	Exists(ctx context.Context, ref string) (bool, error)
 }
 
 // Cluster is what a release needs of the cluster.
@@ -177,11 +181,13 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 	for _, id := range spec.Exclude {
 		excluded[id] = true
 	}
+	lister := &imageCache{images: e.images, byRepo: map[string]cached{}}
 	var target registry.Ref
 	if spec.Image != "" {
-		target, _ = registry.ParseRef(spec.Image)
+		if target, err = e.resolveTarget(ctx, spec.Image, lister); err != nil {
+			return nil, nil, err
+		}
 	}
-	lister := &imageCache{images: e.images, byRepo: map[string]cached{}}
 	plan := &Plan{Revision: rev}
 	for _, id := range targets {
 		def, inGit := m.Workloads[id]
@@ -221,6 +227,52 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 	return plan, m, nil
 }
 
+// resolveTarget checks that the image to release exists, before anything
+// else happens; a reference without a tag means its repository's newest
+// image.
+func (e *Engine) resolveTarget(ctx context.Context, image string, lister *imageCache) (registry.Ref, error) {
+	target, err := registry.ParseRef(image)
+	if err != nil {
+		return registry.Ref{}, fluxerr.New(fluxerr.User, err, "")
+	}
+	if !registry.HasTag(image) {
+		imgs, err := lister.get(ctx, target.Repository)
+		if err != nil {
+			return registry.Ref{}, err
+		}
+		if len(imgs) == 0 {
+			return registry.Ref{}, fluxerr.New(fluxerr.Missing, fmt.Errorf("repository %s has no images", target.Repository), "")
+		}
+		target.Tag = imgs[0].Tag
+		return target, nil
+	}
+	ok, err := e.images.Exists(ctx, target.String())
+	if err != nil {
+		return registry.Ref{}, err
+	}
+	if ok {
+		return target, nil
+	}
+	host, repo := splitHost(target.Repository)
+	help := "Check the tag for typos, and that it was pushed."
+	if imgs, err := lister.get(ctx, target.Repository); err == nil && len(imgs) > 0 {
+		var tags []string
+		for _, i := range imgs {
+			tags = append(tags, i.Tag)
+		}
+		help = "The closest tags that do exist: " + strings.Join(editdistance.Closest(target.Tag, tags, 3), ", ") + "."
+	}
+	return registry.Ref{}, fluxerr.New(fluxerr.Missing, fmt.Errorf("image %s:%s not found in %s", repo, target.Tag, host), help)
+}
+
+// splitHost splits "host:port/path" into the registry and the repository.
+func splitHost(repository string) (string, string) {
+	if i := strings.IndexByte(repository, '/'); i > 0 && strings.ContainsAny(repository[:i], ".:") {
+		return repository[:i], repository[i+1:]
+	}
+	return "docker.io", repository
+}
+
 func planImage(ctx context.Context, item *Item, def *gitrepo.Definition, target registry.Ref, lister *imageCache) {
 	var already []string
 	for _, c := range def.Containers {
@@ -236,15 +288,7 @@ func planImage(ctx context.Context, item *Item, def *gitrepo.Definition, target 
 	}
 	switch {
 	case len(item.Updates) > 0:
-		imgs, err := lister.get(ctx, target.Repository)
-		if err != nil {
-			item.Action, item.Reason, item.Updates = Skip, ReasonRegistry+": "+firstLine(err), nil
-			return
-		}
-		if !hasTag(imgs, target.Tag) {
-			item.Action, item.Reason, item.Updates = Skip, fmt.Sprintf("%s: %s is not in the registry", ReasonNotFound, target), nil
-			return
-		}
+		// resolveTarget checked that the image exists.
 		item.Action = Update
 	case len(already) > 0:
 		item.Action, item.Reason = UpToDate, fmt.Sprintf("container %s already uses %s", strings.Join(already, ", "), target)
@@ -399,11 +443,6 @@ func (c *imageCache) get(ctx context.Context, repo string) ([]registry.Image, er
 	imgs, err := c.images.Images(ctx, repo)
 	c.byRepo[repo] = cached{imgs, err}
 	return imgs, err
-}
-
-func hasTag(imgs []registry.Image, tag string) bool {
-	_, ok := findTag(imgs, tag)
-	return ok
 }
 
 func findTag(imgs []registry.Image, tag string) (registry.Image, bool) {

@@ -148,10 +148,10 @@ func TestPlan(t *testing.T) {
 			{"frozen", "skip", "locked: incident 7", ""},
 			{"web", "skip", ReasonExcluded, ""},
 		}},
-		{"missing tag", Spec{Services: []platform.ID{id("web")}, Image: "reg/web:9"}, []row{
-			{"web", "skip", "image not found: reg/web:9 is not in the registry", ""},
+		{"no tag: the newest", Spec{Services: []platform.ID{id("web")}, Image: "reg/web"}, []row{
+			{"web", "update", "", "web:reg/web:1.0->reg/web:1.2"},
 		}},
-		{"unused repository", Spec{Services: []platform.ID{id("web")}, Image: "reg/db:6"}, []row{
+		{"unused repository", Spec{Services: []platform.ID{id("web")}, Image: "reg/db:5"}, []row{
 			{"web", "skip", ReasonNotUsed, ""},
 		}},
 	} {
@@ -164,6 +164,14 @@ func TestPlan(t *testing.T) {
 				t.Errorf("plan (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+func TestPlanMissingImageFailsAtOnce(t *testing.T) {
+	e, _, _, _ := newTestEngine(t)
+	_, err := e.Plan(context.Background(), Spec{Services: []platform.ID{id("web")}, Image: "reg/web:1.3"})
+	if fluxerr.KindOf(err) != fluxerr.Missing || !strings.Contains(err.Error(), "image reg/web:1.3 not found in docker.io") || !strings.Contains(err.Error(), "closest tags that do exist: 1.2, 1.1, 1.0") {
+		t.Fatalf("err = %v", err)
 	}
 }
 

@@ -106,6 +106,23 @@ func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) 
 	return tags, nil
 }
 
+// Exists checks with one manifest HEAD that ref (repository:tag) is in its
+// registry. Registries such as Docker Hub do not count a HEAD as a pull.
+func (c *Client) Exists(ctx context.Context, ref string) (bool, error) {
+	tag, err := name.NewTag(ref, name.WeakValidation)
+	if err != nil {
+		return false, fluxerr.New(fluxerr.User, fmt.Errorf("%q is not a valid image reference: %w", ref, err), "")
+	}
+	if _, err := c.puller.Head(ctx, tag); err != nil {
+		var te *transport.Error
+		if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
+			return false, nil
+		}
+		return false, explain(tag.RegistryStr(), tag.RepositoryStr(), err)
+	}
+	return true, nil
+}
+
 // Images returns every tag of a repository with its digest and creation
 // time, newest first. A tag whose metadata cannot be read is left out,
 // unless none can, which is an error.
