@@ -162,7 +162,7 @@ func (d *Daemon) services(ctx context.Context) ([]Service, error) {
 		s.InGit = true
 		s.Automated = def.Annotations[release.AnnotationAutomated] == "true"
 		s.Locked = def.Annotations[release.AnnotationLocked] == "true"
-		s.LockMsg = def.Annotations[release.AnnotationLockMessage]
+		s.LockMsg = release.LockReason(def.Annotations)
 	}
 	out := make([]Service, 0, len(order))
 	for _, id := range order {

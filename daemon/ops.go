@@ -66,6 +66,7 @@ type ReleaseRequest struct {
 	Checksum          string
 	RollbackOnFailure bool
 	RolloutTimeout    time.Duration
+	Force             bool
 }
 
 // ReleaseResult is a plan, and for an execution the job that runs it.
@@ -79,7 +80,7 @@ type ReleaseResult struct {
 // a plan that no longer matches its checksum fails at once.
 func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseRequest) (*ReleaseResult, error) {
 	spec := release.Spec{All: req.All, Image: req.Image, AllLatest: req.AllLatest, User: req.User, Message: req.Message,
-		RollbackOnFailure: req.RollbackOnFailure, RolloutTimeout: req.RolloutTimeout}
+		RollbackOnFailure: req.RollbackOnFailure, RolloutTimeout: req.RolloutTimeout, Force: req.Force}
 	if err := (release.Spec{All: true, Image: req.Image, AllLatest: req.AllLatest}).Validate(); err != nil {
 		return nil, err
 	}
@@ -168,9 +169,13 @@ func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, t
 	case history.Lock:
 		set[release.AnnotationLocked] = "true"
 		set[release.AnnotationLockMessage] = message
+		set[release.AnnotationLockedBy] = user
+		set[release.AnnotationLockedAt] = time.Now().UTC().Format(time.RFC3339)
 	case history.Unlock:
 		set[release.AnnotationLocked] = "false"
 		set[release.AnnotationLockMessage] = ""
+		set[release.AnnotationLockedBy] = ""
+		set[release.AnnotationLockedAt] = ""
 	default:
 		return "", fmt.Errorf("unknown policy change %q", typ)
 	}

@@ -342,9 +342,23 @@ func TestAutomationAndLocks(t *testing.T) {
 		if _, stderr, code := fluxctl(t, deployer, "lock", "redis", "-m", "incident 42"); code != 0 {
 			t.Fatalf("lock: %s", stderr)
 		}
-		out, _, _ := fluxctl(t, deployer, "release", "-s", "redis", "-i", reg+"/redis:7.0.5", "--dry-run")
-		if !strings.Contains(out, "Skipped: locked: incident 42") {
-			t.Errorf("a locked service was not skipped:\n%s", out)
+		// Named explicitly, a locked service is refused unless --force.
+		_, stderr, code := fluxctl(t, deployer, "release", "-s", "redis", "-i", reg+"/redis:7.0.5", "--dry-run")
+		if code == 0 || !strings.Contains(stderr, "default:deployment/redis is locked by bob: incident 42") || !strings.Contains(stderr, "--force") {
+			t.Errorf("explicit release of a locked service: exit %d\n%s", code, stderr)
+		}
+		out, _, _ := fluxctl(t, deployer, "release", "-s", "redis", "-i", reg+"/redis:7.0.5", "--dry-run", "--force")
+		if !strings.Contains(out, "Container redis:") {
+			t.Errorf("--force did not release the locked service:\n%s", out)
+		}
+		out, _, _ = fluxctl(t, deployer, "release", "--all", "--update-all-images", "--dry-run")
+		if !strings.Contains(out, "Service default:deployment/redis\n  Skipped: locked by bob: incident 42") {
+			t.Errorf("--all did not skip the locked service with who and why:\n%s", out)
+		}
+		clone := filepath.Join(t.TempDir(), "clone")
+		gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+		if yaml := gitCLI(t, clone, "show", "HEAD:deploy/backend.yaml"); !strings.Contains(yaml, `fluxd.io/locked-by: "bob"`) || !strings.Contains(yaml, `fluxd.io/locked-at: "20`) {
+			t.Errorf("the lock's user and time are not in git:\n%s", yaml)
 		}
 		out, _, _ = fluxctl(t, viewer, "list-services")
 		if !hasLine(out, "default:deployment/redis", "locked") {

@@ -197,17 +197,20 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 			item.Action, item.Reason = Skip, ReasonExcluded
 		case !inGit:
 			item.Action, item.Reason = Skip, ReasonNotInGit
-		case def.Annotations[AnnotationLocked] == "true":
-			item.Action, item.Reason = Skip, ReasonLocked
-			if msg := def.Annotations[AnnotationLockMessage]; msg != "" {
-				item.Reason += ": " + msg
+		case def.Annotations[AnnotationLocked] == "true" && !(spec.Force && !spec.All):
+			reason := LockReason(def.Annotations)
+			if !spec.All {
+				// Named explicitly: refuse rather than quietly skip.
+				return nil, nil, fluxerr.New(fluxerr.Precondition, fmt.Errorf("%s is %s", id, reason),
+					"Unlock it (fluxctl unlock), or release it anyway with --force.")
 			}
+			item.Action, item.Reason = Skip, reason
 		default:
 			item.File = def.File
 			if spec.AllLatest {
-				planLatest(ctx, &item, def, lister)
+				planLatest(ctx, &item, def, lister, spec.Force)
 			} else {
-				planImage(ctx, &item, def, target, lister)
+				planImage(ctx, &item, def, target, spec.Force)
 			}
 		}
 		// With all services and one image, services that do not run the
@@ -273,14 +276,35 @@ func splitHost(repository string) (string, string) {
 	return "docker.io", repository
 }
 
-func planImage(ctx context.Context, item *Item, def *gitrepo.Definition, target registry.Ref, lister *imageCache) {
-	var already []string
+// LockReason says who locked a workload and why, from its annotations.
+func LockReason(ann map[string]string) string {
+	r := ReasonLocked
+	if by := ann[AnnotationLockedBy]; by != "" {
+		r += " by " + by
+	}
+	if msg := ann[AnnotationLockMessage]; msg != "" {
+		r += ": " + msg
+	}
+	return r
+}
+
+// unversioned is the reason for a container whose manifest names no tag.
+func unversioned(c gitrepo.Container, target string) string {
+	return fmt.Sprintf("container %s runs %q, which has no tag; use --force to pin it to %s", c.Name, c.Image, target)
+}
+
+func planImage(_ context.Context, item *Item, def *gitrepo.Definition, target registry.Ref, force bool) {
+	var already, untagged []string
 	for _, c := range def.Containers {
 		ref, err := registry.ParseRef(c.Image)
 		if err != nil || ref.Repository != target.Repository {
 			continue
 		}
-		if ref.Tag == target.Tag {
+		if !registry.HasTag(c.Image) && !force {
+			untagged = append(untagged, unversioned(c, target.String()))
+			continue
+		}
+		if ref.Tag == target.Tag && registry.HasTag(c.Image) {
 			already = append(already, c.Name)
 			continue
 		}
@@ -290,6 +314,8 @@ func planImage(ctx context.Context, item *Item, def *gitrepo.Definition, target 
 	case len(item.Updates) > 0:
 		// resolveTarget checked that the image exists.
 		item.Action = Update
+	case len(untagged) > 0:
+		item.Action, item.Reason = Skip, strings.Join(untagged, "; ")
 	case len(already) > 0:
 		item.Action, item.Reason = UpToDate, fmt.Sprintf("container %s already uses %s", strings.Join(already, ", "), target)
 	default:
@@ -297,7 +323,7 @@ func planImage(ctx context.Context, item *Item, def *gitrepo.Definition, target 
 	}
 }
 
-func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister *imageCache) {
+func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister *imageCache, force bool) {
 	var reasons []string
 	for _, c := range def.Containers {
 		ref, err := registry.ParseRef(c.Image)
@@ -305,6 +331,7 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 			reasons = append(reasons, fmt.Sprintf("%s: image %q is pinned by digest or invalid", c.Name, c.Image))
 			continue
 		}
+		untagged := !registry.HasTag(c.Image)
 		imgs, err := lister.get(ctx, ref.Repository)
 		if err != nil {
 			reasons = append(reasons, fmt.Sprintf("%s: %s: %s", c.Name, ReasonRegistry, firstLine(err)))
@@ -315,11 +342,18 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 			continue
 		}
 		newest := imgs[0]
-		if newest.Tag == ref.Tag {
-			continue
-		}
-		if cur, ok := findTag(imgs, ref.Tag); ok && !newest.CreatedAt.After(cur.CreatedAt) {
-			continue
+		if untagged {
+			if !force {
+				reasons = append(reasons, unversioned(c, ref.Repository+":"+newest.Tag))
+				continue
+			}
+		} else {
+			if newest.Tag == ref.Tag {
+				continue
+			}
+			if cur, ok := findTag(imgs, ref.Tag); ok && !newest.CreatedAt.After(cur.CreatedAt) {
+				continue
+			}
 		}
 		item.Updates = append(item.Updates, ContainerUpdate{Container: c.Name, Current: c.Image, Target: ref.Repository + ":" + newest.Tag})
 	}

@@ -175,6 +175,18 @@ func TestPlanMissingImageFailsAtOnce(t *testing.T) {
 	}
 }
 
+func TestPlanLockedNamedService(t *testing.T) {
+	e, _, _, _ := newTestEngine(t)
+	_, err := e.Plan(context.Background(), Spec{Services: []platform.ID{id("frozen")}, Image: "reg/web:1.2"})
+	if fluxerr.KindOf(err) != fluxerr.Precondition || !strings.Contains(err.Error(), "is locked: incident 7") || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("err = %v", err)
+	}
+	p, err := e.Plan(context.Background(), Spec{Services: []platform.ID{id("frozen")}, Image: "reg/web:1.2", Force: true})
+	if err != nil || p.Updates() != 1 {
+		t.Fatalf("--force: %v, %v", p, err)
+	}
+}
+
 func TestSpecValidate(t *testing.T) {
 	for _, s := range []Spec{{}, {All: true}, {All: true, Image: "Bad Ref"}, {All: true, Image: "a:1", AllLatest: true}} {
 		if err := s.Validate(); fluxerr.KindOf(err) != fluxerr.User {
@@ -256,5 +268,27 @@ func TestExecuteReappliesEditsWhenTheBranchMoved(t *testing.T) {
 	got := string(repo.last["apps.yaml"])
 	if !strings.HasPrefix(got, "# someone else's change\n") || !strings.Contains(got, "image: reg/web:1.2 # pinned") {
 		t.Errorf("the retried commit lost the other change or the edit:\n%s", got)
+	}
+}
+
+func TestUnversionedManifestNeedsForce(t *testing.T) {
+	e, repo, _, _ := newTestEngine(t)
+	floating := "kind: Deployment\nmetadata:\n  name: floating\nspec:\n  template:\n    spec:\n      containers:\n        - name: web\n          image: reg/web\n"
+	if err := os.WriteFile(filepath.Join(repo.dir, "floating.yaml"), []byte(floating), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.Plan(context.Background(), Spec{Services: []platform.ID{id("floating")}, AllLatest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(p); len(got) != 1 || got[0].Action != "skip" || !strings.Contains(got[0].Reason, `runs "reg/web", which has no tag; use --force to pin it to reg/web:1.2`) {
+		t.Errorf("unversioned without --force: %+v", got)
+	}
+	p, err = e.Plan(context.Background(), Spec{Services: []platform.ID{id("floating")}, Image: "reg/web:1.1", Force: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rows(p); len(got) != 1 || got[0].Updates != "web:reg/web->reg/web:1.1" {
+		t.Errorf("unversioned with --force: %+v", got)
 	}
 }

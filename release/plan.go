@@ -11,6 +11,8 @@ const (
 	AnnotationAutomated   = "fluxd.io/automated"
 	AnnotationLocked      = "fluxd.io/locked"
 	AnnotationLockMessage = "fluxd.io/lock-message"
+	AnnotationLockedBy    = "fluxd.io/locked-by"
+	AnnotationLockedAt    = "fluxd.io/locked-at"
 )
 
 // Spec says what to release.
@@ -32,6 +34,9 @@ type Spec struct {
 	// RollbackOnFailure reverts the release (a new commit, re-applied and
 	// followed) when its rollout fails.
 	RollbackOnFailure bool
+	// Force releases services named explicitly although they are locked,
+	// and pins manifests whose images have no tag.
+	Force bool
 }
 
 // Action is what a plan does with a service.

@@ -897,10 +897,13 @@ type ReleaseSpec struct {
 	Exclude  []string `protobuf:"bytes,3,rep,name=exclude,proto3" json:"exclude,omitempty"`
 	// image is one image reference, meaning every container running that
 	// repository; empty with all_latest = true means the newest of each.
-	Image         string `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`
-	AllLatest     bool   `protobuf:"varint,5,opt,name=all_latest,json=allLatest,proto3" json:"all_latest,omitempty"`
-	User          string `protobuf:"bytes,6,opt,name=user,proto3" json:"user,omitempty"`
-	Message       string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	Image     string `protobuf:"bytes,4,opt,name=image,proto3" json:"image,omitempty"`
+	AllLatest bool   `protobuf:"varint,5,opt,name=all_latest,json=allLatest,proto3" json:"all_latest,omitempty"`
+	User      string `protobuf:"bytes,6,opt,name=user,proto3" json:"user,omitempty"`
+	Message   string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	// force releases named services although they are locked, and pins
+	// manifests whose images have no tag.
+	Force         bool `protobuf:"varint,8,opt,name=force,proto3" json:"force,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -982,6 +985,13 @@ func (x *ReleaseSpec) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *ReleaseSpec) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
 }
 
 type ReleaseRequest struct {
@@ -2701,7 +2711,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"containers\x18\x02 \x03(\v2\x19.fluxd.v1.ContainerImagesR\n" +
 	"containers\"I\n" +
 	"\x12ListImagesResponse\x123\n" +
-	"\bservices\x18\x01 \x03(\v2\x17.fluxd.v1.ServiceImagesR\bservices\"\xb8\x01\n" +
+	"\bservices\x18\x01 \x03(\v2\x17.fluxd.v1.ServiceImagesR\bservices\"\xce\x01\n" +
 	"\vReleaseSpec\x12\x1a\n" +
 	"\bservices\x18\x01 \x03(\tR\bservices\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\x12\x18\n" +
@@ -2710,7 +2720,8 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\n" +
 	"all_latest\x18\x05 \x01(\bR\tallLatest\x12\x12\n" +
 	"\x04user\x18\x06 \x01(\tR\x04user\x12\x18\n" +
-	"\amessage\x18\a \x01(\tR\amessage\"\xea\x01\n" +
+	"\amessage\x18\a \x01(\tR\amessage\x12\x14\n" +
+	"\x05force\x18\b \x01(\bR\x05force\"\xea\x01\n" +
 	"\x0eReleaseRequest\x12)\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.fluxd.v1.ReleaseSpecR\x04spec\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.fluxd.v1.ReleaseKindR\x04kind\x12\x1a\n" +
