@@ -67,7 +67,7 @@ func releaseRequestFromProto(r *fluxdv1.ReleaseRequest) ReleaseRequest {
 	return ReleaseRequest{
 		Services: s.GetServices(), All: s.GetAll(), Exclude: s.GetExclude(),
 		Image: s.GetImage(), AllLatest: s.GetAllLatest(),
-		User: s.GetUser(), Message: s.GetMessage(), Force: s.GetForce(),
+		User: s.GetUser(), Message: s.GetMessage(), Force: s.GetForce(), Files: s.GetFiles(),
 		Execute:           r.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE,
 		Checksum:          r.GetChecksum(),
 		RollbackOnFailure: r.GetRollbackOnFailure(),

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"sort"
+	"strings"
 	"time"
 
+	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/fluxerr"
@@ -67,6 +71,8 @@ type ReleaseRequest struct {
 	RollbackOnFailure bool
 	RolloutTimeout    time.Duration
 	Force             bool
+	// Files select the services defined in these repository files.
+	Files []string
 }
 
 // ReleaseResult is a plan, and for an execution the job that runs it.
@@ -84,8 +90,8 @@ func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseReque
 	if err := (release.Spec{All: true, Image: req.Image, AllLatest: req.AllLatest}).Validate(); err != nil {
 		return nil, err
 	}
-	if req.All && len(req.Services) > 0 {
-		return nil, fluxerr.New(fluxerr.User, errors.New("give services or all, not both"), "")
+	if req.All && (len(req.Services) > 0 || len(req.Files) > 0) {
+		return nil, fluxerr.New(fluxerr.User, errors.New("give services or files, or all, not both"), "")
 	}
 	resolveAll := func(names []string) ([]platform.ID, error) {
 		var ids []platform.ID
@@ -104,6 +110,13 @@ func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseReque
 	}
 	if spec.Exclude, err = resolveAll(req.Exclude); err != nil {
 		return nil, err
+	}
+	for _, f := range req.Files {
+		ids, err := d.servicesInFile(ctx, f)
+		if err != nil {
+			return nil, err
+		}
+		spec.Services = append(spec.Services, ids...)
 	}
 	plan, err := d.deps.Releaser.Plan(ctx, spec)
 	if err != nil {
@@ -185,4 +198,39 @@ func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, t
 		d.deps.Automator.Kick()
 	}
 	return commit, err
+}
+
+// servicesInFile returns the workloads defined in a repository file.
+func (d *Daemon) servicesInFile(ctx context.Context, file string) ([]platform.ID, error) {
+	clean := filepath.Clean(file)
+	if file == "" || filepath.IsAbs(file) || clean == ".." || strings.HasPrefix(clean, "../") {
+		return nil, fluxerr.New(fluxerr.User, fmt.Errorf("--file %q is not a path inside the repository", file),
+			"Give the path relative to the repository's root, as 'git ls-files' shows it, e.g. deploy/app.yaml.")
+	}
+	find := func(m *gitrepo.Manifests) []platform.ID {
+		var ids []platform.ID
+		for id, def := range m.Workloads {
+			if def.File == clean {
+				ids = append(ids, id)
+			}
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
+		return ids
+	}
+	m, err := d.readManifests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if ids := find(m); len(ids) > 0 {
+		return ids, nil
+	}
+	d.invalidate()
+	if m, err = d.readManifests(ctx); err != nil {
+		return nil, err
+	}
+	if ids := find(m); len(ids) > 0 {
+		return ids, nil
+	}
+	return nil, fluxerr.New(fluxerr.Missing, fmt.Errorf("no workload is defined in %s", clean),
+		"The file does not exist under fluxd's --git-path, or defines no Deployment, StatefulSet, DaemonSet or CronJob.")
 }

@@ -205,6 +205,8 @@ func TestReleaseCore(t *testing.T) {
 			{"bad image", []string{"release", "-s", "helloworld", "-i", "Not An Image!"}, "is not a valid image reference"},
 			{"viewer", []string{"release", "-y", "-s", "helloworld", "-i", reg + "/helloworld:1.1.0"}, "needs the deployer role"},
 			{"unknown history", []string{"history", "nosuchservice"}, `no service "nosuchservice"`},
+			{"file outside", []string{"release", "--file", "../../etc/passwd", "-i", reg + "/redis:7.0.5", "--dry-run"}, "is not a path inside the repository"},
+			{"file missing", []string{"release", "--file", "deploy/nope.yaml", "-i", reg + "/redis:7.0.5", "--dry-run"}, "no workload is defined in deploy/nope.yaml"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				env := deployer
@@ -217,16 +219,21 @@ func TestReleaseCore(t *testing.T) {
 				}
 			})
 		}
+		// Releasing by file: the services the file defines.
+		out, stderr, code := fluxctl(t, deployer, "release", "--file", "deploy/backend.yaml", "-i", reg+"/redis:7.0.5", "--dry-run")
+		if code != 0 || !strings.Contains(out, "Container redis: "+reg+"/redis:7.0.0 -> 7.0.5") || !strings.Contains(out, "Service default:deployment/worker\n  Skipped: does not use") || strings.Contains(out, "helloworld") {
+			t.Errorf("release --file: exit %d\n%s%s", code, out, stderr)
+		}
 		// A tag that is not in the registry fails at once, naming the
 		// closest tags, and nothing is committed.
-		_, stderr, code := fluxctl(t, deployer, "release", "-y", "-s", "helloworld", "-i", reg+"/helloworld:1.2.9")
+		_, stderr, code = fluxctl(t, deployer, "release", "-y", "-s", "helloworld", "-i", reg+"/helloworld:1.2.9")
 		if code == 0 || !strings.Contains(stderr, "image helloworld:1.2.9 not found in "+reg) || !strings.Contains(stderr, "closest tags that do exist: 1.2.0") {
 			t.Errorf("missing tag: exit %d\n%s", code, stderr)
 		}
 		if got := remoteHead(t); got != headBefore {
 			t.Errorf("remote HEAD moved after failed releases")
 		}
-		out, _, _ := fluxctl(t, viewer, "history", "worker")
+		out, _, _ = fluxctl(t, viewer, "history", "worker")
 		if !strings.Contains(out, "No events recorded.") {
 			t.Errorf("history of a service with no events:\n%s", out)
 		}

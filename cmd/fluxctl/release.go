@@ -42,8 +42,8 @@ until the rollout is done (or --no-wait prints the job ID and returns), and
 exits non-zero if it failed.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if len(rf.spec.Services) == 0 && !rf.spec.All {
-				return errors.New("say which services to release: --service NAME (repeatable) or --all")
+			if len(rf.spec.Services) == 0 && len(rf.spec.Files) == 0 && !rf.spec.All {
+				return errors.New("say which services to release: --service NAME or --file PATH (repeatable), or --all")
 			}
 			if rf.spec.Image == "" && !rf.spec.AllLatest {
 				return errors.New("say which image to release: --update-image REF or --update-all-images")
@@ -65,6 +65,7 @@ exits non-zero if it failed.`,
 	f := cmd.Flags()
 	f.StringSliceVarP(&rf.spec.Services, "service", "s", nil, "service to release (repeatable)")
 	f.BoolVar(&rf.spec.All, "all", false, "release all services")
+	f.StringSliceVarP(&rf.spec.Files, "file", "f", nil, "release the services defined in this file of the repository (repeatable)")
 	f.StringSliceVar(&rf.spec.Exclude, "exclude", nil, "service to leave out (repeatable)")
 	f.StringVarP(&rf.spec.Image, "update-image", "i", "", "image reference to release")
 	f.BoolVar(&rf.spec.AllLatest, "update-all-images", false, "release the newest image of every container")

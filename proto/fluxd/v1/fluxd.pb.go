@@ -903,7 +903,10 @@ type ReleaseSpec struct {
 	Message   string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
 	// force releases named services although they are locked, and pins
 	// manifests whose images have no tag.
-	Force         bool `protobuf:"varint,8,opt,name=force,proto3" json:"force,omitempty"`
+	Force bool `protobuf:"varint,8,opt,name=force,proto3" json:"force,omitempty"`
+	// files selects the services defined in these files, paths relative to
+	// the repository's root.
+	Files         []string `protobuf:"bytes,9,rep,name=files,proto3" json:"files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -992,6 +995,13 @@ func (x *ReleaseSpec) GetForce() bool {
 		return x.Force
 	}
 	return false
+}
+
+func (x *ReleaseSpec) GetFiles() []string {
+	if x != nil {
+		return x.Files
+	}
+	return nil
 }
 
 type ReleaseRequest struct {
@@ -2711,7 +2721,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"containers\x18\x02 \x03(\v2\x19.fluxd.v1.ContainerImagesR\n" +
 	"containers\"I\n" +
 	"\x12ListImagesResponse\x123\n" +
-	"\bservices\x18\x01 \x03(\v2\x17.fluxd.v1.ServiceImagesR\bservices\"\xce\x01\n" +
+	"\bservices\x18\x01 \x03(\v2\x17.fluxd.v1.ServiceImagesR\bservices\"\xe4\x01\n" +
 	"\vReleaseSpec\x12\x1a\n" +
 	"\bservices\x18\x01 \x03(\tR\bservices\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\x12\x18\n" +
@@ -2721,7 +2731,8 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"all_latest\x18\x05 \x01(\bR\tallLatest\x12\x12\n" +
 	"\x04user\x18\x06 \x01(\tR\x04user\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12\x14\n" +
-	"\x05force\x18\b \x01(\bR\x05force\"\xea\x01\n" +
+	"\x05force\x18\b \x01(\bR\x05force\x12\x14\n" +
+	"\x05files\x18\t \x03(\tR\x05files\"\xea\x01\n" +
 	"\x0eReleaseRequest\x12)\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.fluxd.v1.ReleaseSpecR\x04spec\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.fluxd.v1.ReleaseKindR\x04kind\x12\x1a\n" +
