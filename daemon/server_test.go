@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -296,5 +297,23 @@ func TestConfigValidateReportsEverything(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate error does not mention %s:\n%v", want, err)
 		}
+	}
+}
+
+func TestHumaneErrorsCarryHelpInDetails(t *testing.T) {
+	f := newFixture(t, &stubCluster{})
+	_, err := f.client.Automate(withToken(f.tokens[auth.Deployer]), &fluxdv1.AutomateRequest{Service: "nope"})
+	st := status.Convert(err)
+	if st.Code() != codes.NotFound || strings.Contains(st.Message(), "list-services") {
+		t.Fatalf("status %v: want NotFound with the help kept out of the message", st)
+	}
+	var help, reason string
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			help, reason = info.GetMetadata()["help"], info.GetReason()
+		}
+	}
+	if reason != "MISSING" || !strings.Contains(help, "'fluxctl list-services' lists the services") {
+		t.Errorf("ErrorInfo reason %q, help %q", reason, help)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -128,6 +129,12 @@ Try:
 (detail: %s)`, addr, st.Message())
 	case codes.DeadlineExceeded:
 		return fmt.Sprintf("fluxd at %s did not answer within --timeout %v.\n\nTry a longer --timeout, or look at the daemon's log for what it is waiting on.", addr, g.timeout)
+	}
+	// fluxd's humane errors carry their help text in an ErrorInfo detail.
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetMetadata()["help"] != "" {
+			return st.Message() + "\n\n" + info.GetMetadata()["help"]
+		}
 	}
 	return st.Message()
 }
