@@ -52,7 +52,7 @@ func newJobCommand(g *globals) *cobra.Command {
 			}
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
 				if watch {
-					return followJob(ctx, cmd.OutOrStdout(), c, args[0])
+					return followJob(ctx, cmd.OutOrStdout(), c, args[0], isTerminal())
 				}
 				resp, err := c.GetJob(ctx, &fluxdv1.GetJobRequest{Id: args[0]})
 				if err != nil {
@@ -137,38 +137,38 @@ func printJobs(w io.Writer, jobs []*fluxdv1.Job, output string, now time.Time) e
 	return tw.Flush()
 }
 
-// followJob prints a job's stages and rollout progress as plain lines
-// until it ends, and fails if the job did not succeed.
-func followJob(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, id string) error {
+// jobView shows a followed job: as plain lines, or as progress bars on a
+// terminal.
+type jobView interface {
+	update(u *fluxdv1.WatchJobResponse)
+	close()
+}
+
+// followJob shows a job's stages and rollout progress until it ends, and
+// fails if the job did not succeed.
+func followJob(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, id string, bars bool) error {
 	stream, err := c.WatchJob(ctx, &fluxdv1.WatchJobRequest{Id: id})
 	if err != nil {
 		return err
 	}
+	var view jobView = &lineView{w: w, id: id}
+	if bars {
+		view = newBarView(ctx, w, id)
+	}
 	var last *fluxdv1.Job
-	lastLine := ""
 	for {
 		u, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
+			view.close()
 			return err
 		}
-		j := u.GetJob()
-		last = j
-		line := fmt.Sprintf("job %s: %s", id, j.GetStage())
-		if p := j.GetQueuePosition(); p > 0 {
-			line += fmt.Sprintf(" (position %d in the queue)", p)
-		}
-		for _, wp := range u.GetWorkloads() {
-			r := wp.GetReplicas()
-			line += fmt.Sprintf("\n  %s: %d/%d updated, %d ready, %d available", wp.GetService(), r.GetUpdated(), r.GetDesired(), r.GetReady(), r.GetAvailable())
-		}
-		if line != lastLine {
-			fmt.Fprintln(w, line)
-			lastLine = line
-		}
+		last = u.GetJob()
+		view.update(u)
 	}
+	view.close()
 	if last == nil {
 		return fmt.Errorf("job %s: no report received", id)
 	}
@@ -183,3 +183,27 @@ func followJob(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, id
 	}
 	return fmt.Errorf("job %s is still %s; follow it with 'fluxctl job %s --watch'", id, stateName(last.GetState()), id)
 }
+
+// lineView prints a line per change.
+type lineView struct {
+	w        io.Writer
+	id, last string
+}
+
+func (v *lineView) update(u *fluxdv1.WatchJobResponse) {
+	j := u.GetJob()
+	line := fmt.Sprintf("job %s: %s", v.id, j.GetStage())
+	if p := j.GetQueuePosition(); p > 0 {
+		line += fmt.Sprintf(" (position %d in the queue)", p)
+	}
+	for _, wp := range u.GetWorkloads() {
+		r := wp.GetReplicas()
+		line += fmt.Sprintf("\n  %s: %d/%d updated, %d ready, %d available", wp.GetService(), r.GetUpdated(), r.GetDesired(), r.GetReady(), r.GetAvailable())
+	}
+	if line != v.last {
+		fmt.Fprintln(v.w, line)
+		v.last = line
+	}
+}
+
+func (v *lineView) close() {}

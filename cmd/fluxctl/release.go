@@ -51,7 +51,7 @@ exits non-zero if it failed.`,
 			if rf.spec.User == "" {
 				rf.spec.User = currentUser()
 			}
-			interactive := term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd()))
+			interactive := isTerminal()
 			if !rf.dryRun && !rf.noWait && !cmd.Flags().Changed("timeout") && os.Getenv("FLUX_TIMEOUT") == "" {
 				// Following the job lasts as long as its rollout, which
 				// fluxd bounds with its own --rollout-timeout.
@@ -135,7 +135,7 @@ Try: --dry-run to see the plan, then run again with -y (--yes) to release withou
 		return nil
 	}
 	fmt.Fprintln(w)
-	return followJob(ctx, w, c, resp.GetJobId())
+	return followJob(ctx, w, c, resp.GetJobId(), interactive)
 }
 
 // printPlan writes a plan as a person reads it and returns its number of
@@ -174,4 +174,10 @@ func shortTarget(current, target string) string {
 		return target[ti+1:]
 	}
 	return target
+}
+
+// isTerminal reports whether fluxctl talks to a person: prompts and
+// progress bars then make sense.
+func isTerminal() bool {
+	return term.IsTerminal(int(os.Stdin.Fd())) && term.IsTerminal(int(os.Stdout.Fd()))
 }
