@@ -583,6 +583,27 @@ func TestFailingRollout(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
+		// While it rolls out (and never finishes), a second release waits
+		// in the queue: cancelling it drops it.
+		other := reg + "/worker:1.0.0"
+		if strings.Contains(fmt.Sprint(images(t, kc)["worker"]), other) {
+			other = reg + "/worker:1.1.0"
+		}
+		out, stderr, code = fluxctl(t, deployer, "release", "-y", "--no-wait", "-s", "worker", "-i", other)
+		if code != 0 || !strings.Contains(out, "queued") {
+			t.Fatalf("second release: %s%s", out, stderr)
+		}
+		queued := strings.Fields(strings.SplitN(out, "Job ", 2)[1])[0]
+		out, _, _ = fluxctl(t, viewer, "job", queued)
+		if !strings.Contains(out, "queued (#1)") {
+			t.Errorf("the second job does not show its queue position:\n%s", out)
+		}
+		head := remoteHead(t)
+		out, stderr, code = fluxctl(t, deployer, "cancel", queued)
+		if code != 0 || !strings.Contains(out, "cancelled; nothing was pushed") {
+			t.Fatalf("cancel queued: exit %d\n%s%s", code, out, stderr)
+		}
+		// Cancelling the running job after its push rolls it back.
 		out, stderr, code = fluxctl(t, deployer, "cancel", id)
 		if code != 0 || !strings.Contains(out, "rolled back") {
 			t.Fatalf("cancel: exit %d\n%s%s", code, out, stderr)
@@ -592,6 +613,11 @@ func TestFailingRollout(t *testing.T) {
 			t.Errorf("job after cancel: exit %d\n%s", code, stderr)
 		}
 		waitRolledOut(t, kc, map[string][]string{"redis": good})
+		clone := filepath.Join(t.TempDir(), "clone")
+		gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+		if log := gitCLI(t, clone, "log", "--format=%s", head+"..HEAD"); !strings.HasPrefix(log, "Revert release") || strings.Contains(log, "worker") {
+			t.Errorf("after the cancels, the remote has:\n%s\nwant only the revert (nothing of the cancelled queued job)", log)
+		}
 	})
 }
 

@@ -65,7 +65,8 @@ type Engine struct {
 	recorder Recorder
 	log      *slog.Logger
 
-	mu     sync.Mutex // one release at a time: the clone is shared
+	mu     sync.Mutex // one git operation at a time: the clone is shared
+	deploy sync.Mutex // one deployment at a time, its rollout included
 	memory planMemory
 }
 

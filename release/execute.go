@@ -75,78 +75,16 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 			o.Report(p)
 		}
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	// One deployment at a time, rollout included; planning (e.mu) stays
+	// free while a rollout is followed.
+	e.deploy.Lock()
+	defer e.deploy.Unlock()
 	start := time.Now()
-	report(Progress{Stage: StageCloning})
-	plan, m, err := e.plan(ctx, spec)
-	if err != nil {
-		return nil, err
+	res, gens, err := e.pushAndApply(ctx, instance, spec, o, report, start)
+	if err != nil || res.Commit == "" {
+		return res, err
 	}
-	if o.Checksum != "" && o.Checksum != plan.Checksum {
-		err := fluxerr.New(fluxerr.Precondition, fmt.Errorf("the plan you confirmed no longer matches: %s", e.WhatChanged(o.Checksum, plan)),
-			"Nothing was changed. Look at the new plan (release --dry-run) and confirm it again.")
-		return nil, e.fail(ctx, instance, spec, plan, start, "", err)
-	}
-	res := &Result{Plan: plan}
-	if plan.Updates() == 0 {
-		report(Progress{Stage: StageDone})
-		return res, nil
-	}
-	author := gitrepo.Signature{Name: spec.User}
-	var files map[string][]byte
-	for attempt := 1; ; attempt++ {
-		report(Progress{Stage: StageEditing})
-		if files, err = e.edit(plan, m); err != nil {
-			return nil, e.fail(ctx, instance, spec, plan, start, "", err)
-		}
-		report(Progress{Stage: StageCommitting})
-		var commit string
-		commit, err = e.repo.Commit(ctx, plan.Revision, files, commitMessage(instance, spec, plan), author)
-		if err == nil {
-			if cerr := ctx.Err(); cerr != nil {
-				return nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("cancelled before the push; nothing was pushed: %w", cerr))
-			}
-			report(Progress{Stage: StagePushing})
-			err = e.repo.Push(ctx, commit)
-		}
-		if err == nil {
-			res.Commit = commit
-			break
-		}
-		if !errors.Is(err, gitrepo.ErrMoved) || attempt == pushRetries {
-			return nil, e.fail(ctx, instance, spec, plan, start, "", err)
-		}
-		// Someone else pushed: keep their commit, and make the same edits
-		// again on top of it.
-		e.log.Info("the branch moved during the release; re-applying the edits on the new revision", "attempt", attempt, "error", err)
-		rev, m2, merr := e.manifests(ctx)
-		if merr != nil {
-			return nil, e.fail(ctx, instance, spec, plan, start, "", merr)
-		}
-		plan.Revision, m = rev, m2
-	}
-	e.log.Info("release pushed", "instance", instance, "commit", res.Commit, "updates", plan.Updates(), "user", spec.User)
-	report(Progress{Stage: StageApplying, Commit: res.Commit})
-	gens := map[platform.ID]int64{}
-	for _, it := range plan.Items {
-		if it.Action != Update {
-			continue
-		}
-		doc, err := gitrepo.WorkloadDocument(files[it.File], it.Service)
-		var gen int64
-		if err == nil {
-			// Once pushed, the apply finishes even if the job is
-			// cancelled: a cancel then rolls back, during the rollout.
-			gen, err = e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc)
-		}
-		if err != nil {
-			return nil, e.fail(ctx, instance, spec, plan, start, res.Commit,
-				fmt.Errorf("commit %.12s was pushed, but applying %s failed: %w", res.Commit, it.Service, err))
-		}
-		gens[it.Service] = gen
-		e.log.Info("applied", "service", it.Service.String(), "commit", res.Commit, "generation", gen)
-	}
+	plan := res.Plan
 	if o.RolloutTimeout > 0 {
 		report(Progress{Stage: StageRollingOut, Commit: res.Commit})
 		err := e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
@@ -176,6 +114,84 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 	}
 	report(Progress{Stage: StageDone, Commit: res.Commit})
 	return res, nil
+}
+
+// pushAndApply plans, edits, commits, pushes and applies, holding the git
+// lock. It returns the generations the rollouts must reach; a Result
+// without a commit means there was nothing to change.
+func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o ExecOptions, report func(Progress), start time.Time) (*Result, map[platform.ID]int64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	report(Progress{Stage: StageCloning})
+	plan, m, err := e.plan(ctx, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.Checksum != "" && o.Checksum != plan.Checksum {
+		err := fluxerr.New(fluxerr.Precondition, fmt.Errorf("the plan you confirmed no longer matches: %s", e.WhatChanged(o.Checksum, plan)),
+			"Nothing was changed. Look at the new plan (release --dry-run) and confirm it again.")
+		return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
+	}
+	res := &Result{Plan: plan}
+	if plan.Updates() == 0 {
+		report(Progress{Stage: StageDone})
+		return res, nil, nil
+	}
+	author := gitrepo.Signature{Name: spec.User}
+	var files map[string][]byte
+	for attempt := 1; ; attempt++ {
+		report(Progress{Stage: StageEditing})
+		if files, err = e.edit(plan, m); err != nil {
+			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
+		}
+		report(Progress{Stage: StageCommitting})
+		var commit string
+		commit, err = e.repo.Commit(ctx, plan.Revision, files, commitMessage(instance, spec, plan), author)
+		if err == nil {
+			if cerr := ctx.Err(); cerr != nil {
+				return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("cancelled before the push; nothing was pushed: %w", cerr))
+			}
+			report(Progress{Stage: StagePushing})
+			err = e.repo.Push(ctx, commit)
+		}
+		if err == nil {
+			res.Commit = commit
+			break
+		}
+		if !errors.Is(err, gitrepo.ErrMoved) || attempt == pushRetries {
+			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
+		}
+		// Someone else pushed: keep their commit, and make the same edits
+		// again on top of it.
+		e.log.Info("the branch moved during the release; re-applying the edits on the new revision", "attempt", attempt, "error", err)
+		rev, m2, merr := e.manifests(ctx)
+		if merr != nil {
+			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", merr)
+		}
+		plan.Revision, m = rev, m2
+	}
+	e.log.Info("release pushed", "instance", instance, "commit", res.Commit, "updates", plan.Updates(), "user", spec.User)
+	report(Progress{Stage: StageApplying, Commit: res.Commit})
+	gens := map[platform.ID]int64{}
+	for _, it := range plan.Items {
+		if it.Action != Update {
+			continue
+		}
+		doc, err := gitrepo.WorkloadDocument(files[it.File], it.Service)
+		var gen int64
+		if err == nil {
+			// Once pushed, the apply finishes even if the job is
+			// cancelled: a cancel then rolls back, during the rollout.
+			gen, err = e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc)
+		}
+		if err != nil {
+			return nil, nil, e.fail(ctx, instance, spec, plan, start, res.Commit,
+				fmt.Errorf("commit %.12s was pushed, but applying %s failed: %w", res.Commit, it.Service, err))
+		}
+		gens[it.Service] = gen
+		e.log.Info("applied", "service", it.Service.String(), "commit", res.Commit, "generation", gen)
+	}
+	return res, gens, nil
 }
 
 // followRollout waits until every workload in gens has rolled out to its
@@ -264,36 +280,9 @@ func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan 
 		back.Items = append(back.Items, rev)
 	}
 	msg := fmt.Sprintf("Revert release %.12s in %s\n\n%v\n", commit, instance, cause)
-	var files map[string][]byte
-	var revert string
-	for attempt := 1; ; attempt++ {
-		rev, m, err := e.manifests(ctx)
-		if err != nil {
-			return "", err
-		}
-		back.Revision = rev
-		if files, err = e.edit(back, m); err != nil {
-			return "", err
-		}
-		if revert, err = e.repo.Commit(ctx, rev, files, msg, gitrepo.Signature{Name: spec.User}); err == nil {
-			err = e.repo.Push(ctx, revert)
-		}
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, gitrepo.ErrMoved) || attempt == pushRetries {
-			return "", err
-		}
-	}
-	gens := map[platform.ID]int64{}
-	for _, it := range back.Items {
-		doc, err := gitrepo.WorkloadDocument(files[it.File], it.Service)
-		if err != nil {
-			return revert, err
-		}
-		if gens[it.Service], err = e.cluster.Apply(ctx, it.Service, doc); err != nil {
-			return revert, err
-		}
+	revert, gens, err := e.pushRevert(ctx, spec, back, msg)
+	if err != nil {
+		return revert, err
 	}
 	ev := event(instance, spec, back, history.Rollback, time.Now())
 	ev.Commit, ev.Message = revert, fmt.Sprintf("rollback of %.12s: %v", commit, cause)
@@ -304,4 +293,43 @@ func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan 
 	return revert, e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
 		report(Progress{Stage: StageRollingBack, Workloads: w, Commit: commit})
 	})
+}
+
+// pushRevert commits, pushes and applies the revert plan back, holding
+// the git lock.
+func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg string) (string, map[platform.ID]int64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var files map[string][]byte
+	var revert string
+	for attempt := 1; ; attempt++ {
+		rev, m, err := e.manifests(ctx)
+		if err != nil {
+			return "", nil, err
+		}
+		back.Revision = rev
+		if files, err = e.edit(back, m); err != nil {
+			return "", nil, err
+		}
+		if revert, err = e.repo.Commit(ctx, rev, files, msg, gitrepo.Signature{Name: spec.User}); err == nil {
+			err = e.repo.Push(ctx, revert)
+		}
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, gitrepo.ErrMoved) || attempt == pushRetries {
+			return "", nil, err
+		}
+	}
+	gens := map[platform.ID]int64{}
+	for _, it := range back.Items {
+		doc, err := gitrepo.WorkloadDocument(files[it.File], it.Service)
+		if err != nil {
+			return revert, nil, err
+		}
+		if gens[it.Service], err = e.cluster.Apply(ctx, it.Service, doc); err != nil {
+			return revert, nil, err
+		}
+	}
+	return revert, gens, nil
 }
