@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -619,6 +620,72 @@ func TestFailingRollout(t *testing.T) {
 			t.Errorf("after the cancels, the remote has:\n%s\nwant only the revert (nothing of the cancelled queued job)", log)
 		}
 	})
+}
+
+// TestRestartFailsTheRunningJob kills a fluxd in the middle of a rollout
+// and starts it again on the same state: the job it was running is
+// reported failed ("daemon restarted"), never left running.
+func TestRestartFailsTheRunningJob(t *testing.T) {
+	sharedFluxd(t)
+	ctx := testContext(t)
+	kc := kubeClient(t)
+	reg := stack.Registry
+	bin := filepath.Join(binDir, "fluxd")
+	f, err := stack.StartNamedFluxd(ctx, "fluxd-restart", bin, instance, nil)
+	if err != nil {
+		t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-restart"))
+	}
+	env := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=gina"}
+	good := images(t, kc)["redis"]
+	out, stderr, code := fluxctl(t, env, "release", "-y", "--no-wait", "-s", "redis", "-i", reg+"/redis:7.3.0-broken", "--rollout-timeout", "120s")
+	if code != 0 {
+		t.Fatalf("%s%s", out, stderr)
+	}
+	id := strings.Fields(strings.SplitN(out, "Job ", 2)[1])[0]
+	if err := poll(ctx, 30*time.Second, func() error {
+		out, _, _ := fluxctl(t, env, "job", id)
+		if !strings.Contains(out, "rolling out") {
+			return fmt.Errorf("not rolling out yet:\n%s", out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(f.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = poll(ctx, 10*time.Second, func() error { return syscall.Kill(f.PID, 0) })
+	f, err = stack.StartNamedFluxd(ctx, "fluxd-restart", bin, instance, f.Tokens)
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	env[0] = "FLUX_URL=" + f.Addr
+	out, _, code = fluxctl(t, env, "jobs", "-o", "json")
+	var jobs []struct{ ID, State, Error string }
+	if code != 0 || json.Unmarshal([]byte(out), &jobs) != nil {
+		t.Fatalf("jobs after the restart: exit %d\n%s", code, out)
+	}
+	found := false
+	for _, j := range jobs {
+		if j.ID == id {
+			found = true
+			if j.State != "failed" || !strings.Contains(j.Error, "daemon restarted") {
+				t.Errorf("the job running at the kill: %+v; want failed, daemon restarted", j)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("job %s is gone after the restart: %s", id, out)
+	}
+	out, _, _ = fluxctl(t, env, "history", "redis")
+	if !strings.Contains(out, "daemon restarted") {
+		t.Errorf("history lacks the failed job:\n%s", out)
+	}
+	// Put redis back for the tests after this one.
+	if out, stderr, code := fluxctl(t, env, "release", "-y", "-s", "redis", "-i", strings.TrimPrefix(good[0], "redis=")); code != 0 {
+		t.Fatalf("restoring redis: %s%s", out, stderr)
+	}
+	_ = syscall.Kill(f.PID, syscall.SIGTERM)
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -28,14 +28,26 @@ type Fluxd struct {
 // fresh tokens file holding one token per role for instance, and waits
 // until its API accepts connections. extra flags are appended.
 func (s *Stack) StartFluxd(ctx context.Context, path, instance string, extra ...string) (*Fluxd, error) {
-	f := &Fluxd{Tokens: map[string]string{}, TokensFile: filepath.Join(s.Dir, "tokens")}
-	_ = os.Remove(f.TokensFile)
-	for _, role := range []auth.Role{auth.Admin, auth.Deployer, auth.Viewer} {
-		tok, err := auth.Create(f.TokensFile, auth.Identity{Instance: instance, Role: role})
-		if err != nil {
-			return nil, err
+	return s.StartNamedFluxd(ctx, "fluxd", path, instance, nil, extra...)
+}
+
+// StartNamedFluxd is StartFluxd for another fluxd beside the first: its
+// name keys its log, PID file, state directory and tokens file. With
+// tokens from an earlier start of the same name (a restart), it keeps
+// them instead of making new ones.
+func (s *Stack) StartNamedFluxd(ctx context.Context, name, path, instance string, tokens map[string]string, extra ...string) (*Fluxd, error) {
+	f := &Fluxd{Tokens: map[string]string{}, TokensFile: filepath.Join(s.Dir, name+"-tokens")}
+	if tokens != nil {
+		f.Tokens = tokens
+	} else {
+		_ = os.Remove(f.TokensFile)
+		for _, role := range []auth.Role{auth.Admin, auth.Deployer, auth.Viewer} {
+			tok, err := auth.Create(f.TokensFile, auth.Identity{Instance: instance, Role: role})
+			if err != nil {
+				return nil, err
+			}
+			f.Tokens[role.String()] = tok
 		}
-		f.Tokens[role.String()] = tok
 	}
 	addr, err := FreeAddr()
 	if err != nil {
@@ -46,14 +58,14 @@ func (s *Stack) StartFluxd(ctx context.Context, path, instance string, extra ...
 		"--listen=" + addr,
 		"--tokens-file=" + f.TokensFile,
 		"--kubeconfig=" + s.Kubeconfig,
-		"--state-dir=" + filepath.Join(s.Dir, "fluxd"),
+		"--state-dir=" + filepath.Join(s.Dir, name),
 		"--git-url=" + s.GitURL,
 		"--git-branch=" + s.GitBranch,
 		"--git-path=" + s.GitPath,
 		"--git-user=fluxd",
 		"--git-email=fluxd@stack.invalid",
 	}, extra...)
-	p, err := s.spawn("fluxd", path, args...)
+	p, err := s.spawn(name, path, args...)
 	if err != nil {
 		return nil, err
 	}
