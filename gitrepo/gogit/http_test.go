@@ -49,7 +49,7 @@ func TestSmartHTTPWithCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commit, err := r.CommitAndPush(ctx, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:3\n")}, "Release a:3", gitrepo.Signature{Name: "carol"})
+	commit, err := commitAndPush(ctx, r, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:3\n")}, "Release a:3", gitrepo.Signature{Name: "carol"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -193,15 +193,6 @@ func (r *Repo) Head() (string, error) {
 	return h.Hash().String(), nil
 }
 
-// CommitAndPush is Commit followed by Push.
-func (r *Repo) CommitAndPush(ctx context.Context, base string, files map[string][]byte, message string, author gitrepo.Signature) (string, error) {
-	commit, err := r.Commit(ctx, base, files, message, author)
-	if err != nil {
-		return "", err
-	}
-	return commit, r.Push(ctx, commit)
-}
-
 // Commit writes files (paths relative to the root) on top of the revision
 // base and commits them locally as one commit authored by author. If base
 // is no longer the remote's head, nothing is committed and the error is a

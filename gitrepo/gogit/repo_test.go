@@ -47,6 +47,30 @@ func newRemote(t *testing.T) (url, bare string) {
 	return "file://" + bare, bare
 }
 
+// pushFromAnotherClient pushes a commit to bare's prod branch with the git
+// CLI, as someone else would, and returns it.
+func pushFromAnotherClient(t *testing.T, bare string) string {
+	t.Helper()
+	other := filepath.Join(t.TempDir(), "other")
+	gitCLI(t, "", "clone", "-q", "-b", "prod", bare, other)
+	if err := os.WriteFile(filepath.Join(other, "x"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitCLI(t, other, "add", ".")
+	gitCLI(t, other, "commit", "-q", "-m", "other")
+	gitCLI(t, other, "push", "-q", "origin", "prod")
+	return gitCLI(t, bare, "rev-parse", "prod")
+}
+
+// commitAndPush is what a release does: Commit, then Push.
+func commitAndPush(ctx context.Context, r *Repo, base string, files map[string][]byte, message string, author gitrepo.Signature) (string, error) {
+	commit, err := r.Commit(ctx, base, files, message, author)
+	if err != nil {
+		return "", err
+	}
+	return commit, r.Push(ctx, commit)
+}
+
 func open(t *testing.T, url string) *Repo {
 	t.Helper()
 	r, err := Open(context.Background(), Config{URL: url, Branch: "prod", Paths: []string{"deploy"}, User: "fluxd", Email: "fluxd@example.com", Dir: filepath.Join(t.TempDir(), "clone")})
@@ -67,7 +91,7 @@ func TestCommitAndPushLandsOneCommit(t *testing.T) {
 	if got := gitCLI(t, bare, "rev-parse", "prod"); got != base {
 		t.Fatalf("Sync = %s, remote prod = %s", base, got)
 	}
-	commit, err := r.CommitAndPush(ctx, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release a:2", gitrepo.Signature{Name: "alice", Email: "alice@example.com"})
+	commit, err := commitAndPush(ctx, r, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release a:2", gitrepo.Signature{Name: "alice", Email: "alice@example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,17 +118,9 @@ func TestCommitAndPushRefusesAMovedBranch(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Someone else pushes.
-	other := filepath.Join(t.TempDir(), "other")
-	gitCLI(t, "", "clone", "-q", "-b", "prod", bare, other)
-	if err := os.WriteFile(filepath.Join(other, "x"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gitCLI(t, other, "add", ".")
-	gitCLI(t, other, "commit", "-q", "-m", "other")
-	gitCLI(t, other, "push", "-q", "origin", "prod")
-	theirs := gitCLI(t, bare, "rev-parse", "prod")
+	theirs := pushFromAnotherClient(t, bare)
 
-	_, err = r.CommitAndPush(ctx, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release", gitrepo.Signature{})
+	_, err = commitAndPush(ctx, r, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release", gitrepo.Signature{})
 	if fluxerr.KindOf(err) != fluxerr.Precondition {
 		t.Fatalf("err = %v; want a Precondition error", err)
 	}
@@ -127,7 +143,7 @@ func TestPushFailureLeavesNothingBehind(t *testing.T) {
 	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho 'branch is protected' >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err = r.CommitAndPush(ctx, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release", gitrepo.Signature{})
+	_, err = commitAndPush(ctx, r, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release", gitrepo.Signature{})
 	if err == nil {
 		t.Skip("go-git's in-process file transport does not run hooks; the refusal is tested over smart HTTP in e2e")
 	}
@@ -186,15 +202,7 @@ func TestPushAfterSomeoneElsePushedIsRefusedNotForced(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another client pushes between fluxd's commit and its push.
-	other := filepath.Join(t.TempDir(), "other")
-	gitCLI(t, "", "clone", "-q", "-b", "prod", bare, other)
-	if err := os.WriteFile(filepath.Join(other, "x"), []byte("x"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	gitCLI(t, other, "add", ".")
-	gitCLI(t, other, "commit", "-q", "-m", "other")
-	gitCLI(t, other, "push", "-q", "origin", "prod")
-	theirs := gitCLI(t, bare, "rev-parse", "prod")
+	theirs := pushFromAnotherClient(t, bare)
 
 	err = r.Push(ctx, commit)
 	if !errors.Is(err, gitrepo.ErrMoved) {
