@@ -39,3 +39,16 @@ func TestSortNewestFirst(t *testing.T) {
 		t.Errorf("order = %v", got)
 	}
 }
+
+func TestImmutable(t *testing.T) {
+	t.Parallel()
+	for tag, want := range map[string]bool{
+		"1.2.3": true, "v1.2": true, "7.0.0-alpine": true, "1.2.3+build.5": true, "20260101": true,
+		"a1b2c3d": true, "sha-0123456789abcdef": true,
+		"latest": false, "main": false, "feature-x": false, "stable": false, "": false,
+	} {
+		if got := Immutable(tag); got != want {
+			t.Errorf("Immutable(%q) = %v, want %v", tag, got, want)
+		}
+	}
+}

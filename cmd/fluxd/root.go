@@ -174,6 +174,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	images, err := oci.New(oci.Config{
 		DockerConfig: f.dockerConfig, Concurrency: f.registryConcurrency, Platform: f.registryPlatform,
 		Keychains: []authn.Keychain{oci.NewSecretKeychain(cluster.PullSecrets, time.Minute)},
+		Cache:     store,
 	})
 	if err != nil {
 		return err

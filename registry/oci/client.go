@@ -42,6 +42,9 @@ type Config struct {
 	// Keychains are tried before DockerConfig and the default locations,
 	// e.g. a SecretKeychain over the workloads' image pull secrets.
 	Keychains []authn.Keychain
+	// Cache, if set, keeps tag digests and creation times across
+	// restarts; without it they are kept in memory only.
+	Cache Cache
 }
 
 // Client reads registries.
@@ -123,28 +126,64 @@ func (c *Client) Exists(ctx context.Context, ref string) (bool, error) {
 	return true, nil
 }
 
+// Cache keeps registry metadata across restarts (history/sqlite is one).
+type Cache interface {
+	CachedTags(ctx context.Context, repository string) (map[string]registry.CachedTag, error)
+	SaveTags(ctx context.Context, repository string, tags map[string]string, removed []string) error
+	SaveCreated(ctx context.Context, digest string, created time.Time) error
+}
+
 // Images returns every tag of a repository with its digest and creation
-// time, newest first. A tag whose metadata cannot be read is left out,
-// unless none can, which is an error.
+// time, newest first. It refreshes incrementally against the cache: the
+// tag list is read (following pagination); a tag the cache knows and that
+// is immutable (a version or a commit hash) costs nothing more; a known
+// mutable tag ("latest", a branch) costs one manifest HEAD; only new or
+// moved tags cost a manifest GET, and a config blob is fetched once per
+// new digest. Tags gone from the registry leave the cache. A tag whose
+// metadata cannot be read is left out, unless none can, which is an error.
 func (c *Client) Images(ctx context.Context, repository string) ([]registry.Image, error) {
 	tags, err := c.Tags(ctx, repository)
 	if err != nil {
 		return nil, err
 	}
 	repo, _ := name.NewRepository(repository, name.WeakValidation)
+	cached := map[string]registry.CachedTag{}
+	if c.cfg.Cache != nil {
+		if cached, err = c.cfg.Cache.CachedTags(ctx, repository); err != nil {
+			cached = map[string]registry.CachedTag{}
+		}
+	}
+	c.mu.Lock()
+	for _, ct := range cached {
+		if ct.HasCreated {
+			c.created[ct.Digest] = ct.CreatedAt
+		}
+	}
+	c.mu.Unlock()
+
 	images := make([]registry.Image, len(tags))
 	errs := make([]error, len(tags))
+	var (
+		changedMu sync.Mutex
+		changed   = map[string]string{}
+	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.cfg.Concurrency)
 	for i, tag := range tags {
 		g.Go(func() error {
-			img, err := c.image(gctx, repo.Tag(tag))
+			ct, known := cached[tag]
+			img, moved, err := c.image(gctx, repo.Tag(tag), ct, known)
 			if err != nil {
 				errs[i] = err
 				return nil
 			}
 			img.Repository = repository
 			images[i] = img
+			if moved {
+				changedMu.Lock()
+				changed[tag] = img.Digest
+				changedMu.Unlock()
+			}
 			return nil
 		})
 	}
@@ -163,18 +202,48 @@ func (c *Client) Images(ctx context.Context, repository string) ([]registry.Imag
 	if len(out) == 0 && firstErr != nil {
 		return nil, explain(repo.RegistryStr(), repository, firstErr)
 	}
+	if c.cfg.Cache != nil {
+		listed := make(map[string]bool, len(tags))
+		for _, t := range tags {
+			listed[t] = true
+		}
+		var removed []string
+		for t := range cached {
+			if !listed[t] {
+				removed = append(removed, t)
+			}
+		}
+		if len(changed) > 0 || len(removed) > 0 {
+			_ = c.cfg.Cache.SaveTags(ctx, repository, changed, removed)
+		}
+	}
 	registry.SortNewestFirst(out)
 	return out, nil
 }
 
-// image reads one tag's digest and creation time: one manifest request,
-// plus a config request the first time a digest is seen.
-func (c *Client) image(ctx context.Context, tag name.Tag) (registry.Image, error) {
+// image reads one tag's digest and creation time, as cheaply as the cache
+// allows; moved reports whether its digest is new to the cache.
+func (c *Client) image(ctx context.Context, tag name.Tag, ct registry.CachedTag, known bool) (img registry.Image, moved bool, err error) {
+	img = registry.Image{Tag: tag.TagStr()}
+	if known && ct.HasCreated {
+		if registry.Immutable(img.Tag) {
+			img.Digest, img.CreatedAt = ct.Digest, ct.CreatedAt
+			return img, false, nil
+		}
+		head, err := c.puller.Head(ctx, tag)
+		if err != nil {
+			return img, false, err
+		}
+		if head.Digest.String() == ct.Digest {
+			img.Digest, img.CreatedAt = ct.Digest, ct.CreatedAt
+			return img, false, nil
+		}
+	}
 	desc, err := c.puller.Get(ctx, tag)
 	if err != nil {
-		return registry.Image{}, err
+		return img, false, err
 	}
-	img := registry.Image{Tag: tag.TagStr(), Digest: desc.Digest.String()}
+	img.Digest = desc.Digest.String()
 	created, err, _ := c.inflight.Do(img.Digest, func() (any, error) {
 		c.mu.Lock()
 		t, known := c.created[img.Digest]
@@ -189,13 +258,16 @@ func (c *Client) image(ctx context.Context, tag name.Tag) (registry.Image, error
 		c.mu.Lock()
 		c.created[img.Digest] = t
 		c.mu.Unlock()
+		if c.cfg.Cache != nil {
+			_ = c.cfg.Cache.SaveCreated(ctx, img.Digest, t)
+		}
 		return t, nil
 	})
 	if err != nil {
-		return registry.Image{}, err
+		return img, false, err
 	}
 	img.CreatedAt = created.(time.Time)
-	return img, nil
+	return img, true, nil
 }
 
 // createdAt reads an image's creation time from its config (for an

@@ -8,6 +8,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
+	"github.com/fluxd/fluxd/history/sqlite"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 )
 
@@ -33,6 +35,7 @@ type pager struct {
 	pageSize int
 	lists    atomic.Int64
 	manifest atomic.Int64
+	heads    atomic.Int64
 	blobs    atomic.Int64
 	other    atomic.Int64
 }
@@ -64,6 +67,8 @@ func (p *pager) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(body)
 		return
+	case strings.Contains(r.URL.Path, "/manifests/") && r.Method == http.MethodHead:
+		p.heads.Add(1)
 	case strings.Contains(r.URL.Path, "/manifests/"):
 		p.manifest.Add(1)
 	case strings.Contains(r.URL.Path, "/blobs/"):
@@ -239,5 +244,102 @@ func TestPullSecretCredentials(t *testing.T) {
 	}
 	if reads != 1 {
 		t.Errorf("the secrets were read %d times within the TTL, want 1", reads)
+	}
+}
+
+func (p *pager) reset() {
+	p.lists.Store(0)
+	p.manifest.Store(0)
+	p.heads.Store(0)
+	p.blobs.Store(0)
+}
+
+func (p *pager) counts() string {
+	return fmt.Sprintf("lists %d, manifest GETs %d, HEADs %d, blobs %d", p.lists.Load(), p.manifest.Load(), p.heads.Load(), p.blobs.Load())
+}
+
+func TestIncrementalRefreshWithAPersistentCache(t *testing.T) {
+	p := &pager{next: ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))), pageSize: 100}
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	repo := strings.TrimPrefix(srv.URL, "http://") + "/app"
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i, tag := range []string{"1.0.0", "1.1.0", "1.2.0", "a1b2c3d"} {
+		push(t, repo+":"+tag, imageAt(t, t0.Add(time.Duration(i)*time.Hour), nil))
+	}
+	push(t, repo+":latest", imageAt(t, t0.Add(10*time.Hour), nil))
+	dbPath := filepath.Join(t.TempDir(), "cache.db")
+	open := func() *Client {
+		store, err := sqlite.Open(context.Background(), dbPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		c, err := New(Config{Cache: store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	scan := func(c *Client) []string {
+		t.Helper()
+		imgs, err := c.Images(context.Background(), repo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tags []string
+		for _, i := range imgs {
+			tags = append(tags, i.Tag)
+		}
+		return tags
+	}
+	c := open()
+	p.reset()
+	if got := fmt.Sprint(scan(c)); got != "[latest a1b2c3d 1.2.0 1.1.0 1.0.0]" {
+		t.Errorf("cold scan: %s", got)
+	}
+	if p.manifest.Load() != 5 || p.blobs.Load() != 5 || p.heads.Load() != 0 {
+		t.Errorf("cold scan: %s; want 5 manifest GETs and 5 blobs", p.counts())
+	}
+
+	// Warm, with nothing new: the list, and a HEAD for the one mutable tag.
+	p.reset()
+	scan(c)
+	if p.manifest.Load() != 0 || p.blobs.Load() != 0 || p.heads.Load() != 1 {
+		t.Errorf("warm rescan: %s; want 0 GETs, 0 blobs, 1 HEAD (latest)", p.counts())
+	}
+
+	// A restarted fluxd on the same database does not refetch either.
+	c2 := open()
+	p.reset()
+	scan(c2)
+	if p.manifest.Load() != 0 || p.blobs.Load() != 0 || p.heads.Load() != 1 {
+		t.Errorf("after a restart: %s; want no refetch", p.counts())
+	}
+
+	// New tags and a moved mutable tag: only they are fetched.
+	push(t, repo+":1.3.0", imageAt(t, t0.Add(20*time.Hour), nil))
+	push(t, repo+":latest", imageAt(t, t0.Add(21*time.Hour), nil))
+	p.reset()
+	if got := scan(c2); got[0] != "latest" || got[1] != "1.3.0" {
+		t.Errorf("after pushes: %v", got)
+	}
+	if p.manifest.Load() != 2 || p.blobs.Load() != 2 || p.heads.Load() != 1 {
+		t.Errorf("after 1 new tag and 1 moved tag: %s; want 2 GETs, 2 blobs, 1 HEAD", p.counts())
+	}
+
+	// A tag deleted from the registry leaves the cache.
+	tag, _ := name.NewTag(repo + ":1.0.0")
+	if err := remote.Delete(tag); err != nil {
+		t.Skipf("the in-process registry cannot delete a tag: %v", err)
+	}
+	if got := fmt.Sprint(scan(c2)); strings.Contains(got, "1.0.0") {
+		t.Errorf("a deleted tag is still listed: %s", got)
+	}
+	store, _ := sqlite.Open(context.Background(), dbPath)
+	defer store.Close()
+	cached, _ := store.CachedTags(context.Background(), repo)
+	if _, ok := cached["1.0.0"]; ok || len(cached) != 6-1 {
+		t.Errorf("cache after the delete: %v", cached)
 	}
 }

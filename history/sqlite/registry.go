@@ -1,0 +1,76 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/fluxd/fluxd/registry"
+)
+
+// The registry metadata cache: tag → digest per repository, and digest →
+// creation time. It survives restarts, so a fresh fluxd on an existing
+// database does not refetch what it knows. Keys are registry facts, not
+// instance data.
+
+// CachedTags returns what is known of a repository's tags: digest, and
+// creation time where known.
+func (s *Store) CachedTags(ctx context.Context, repository string) (map[string]registry.CachedTag, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT t.tag, t.digest, i.created_at FROM registry_tags t
+		LEFT JOIN registry_images i ON i.digest = t.digest WHERE t.repository = ?`, repository)
+	if err != nil {
+		return nil, fmt.Errorf("reading the registry cache: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]registry.CachedTag{}
+	for rows.Next() {
+		var (
+			tag, digest string
+			created     sql.NullInt64
+		)
+		if err := rows.Scan(&tag, &digest, &created); err != nil {
+			return nil, err
+		}
+		out[tag] = registry.CachedTag{Digest: digest, CreatedAt: fromNanos(created.Int64), HasCreated: created.Valid}
+	}
+	return out, rows.Err()
+}
+
+// SaveTags records tags' digests and forgets removed tags, in one
+// transaction.
+func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string]string, removed []string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("writing the registry cache: %w", err)
+	}
+	defer tx.Rollback()
+	now := time.Now().UnixNano()
+	up, err := tx.PrepareContext(ctx, `INSERT INTO registry_tags (repository, tag, digest, checked_at) VALUES (?, ?, ?, ?)
+		ON CONFLICT (repository, tag) DO UPDATE SET digest = excluded.digest, checked_at = excluded.checked_at`)
+	if err != nil {
+		return err
+	}
+	defer up.Close()
+	for tag, digest := range tags {
+		if _, err := up.ExecContext(ctx, repository, tag, digest, now); err != nil {
+			return fmt.Errorf("writing the registry cache: %w", err)
+		}
+	}
+	for _, tag := range removed {
+		if _, err := tx.ExecContext(ctx, `DELETE FROM registry_tags WHERE repository = ? AND tag = ?`, repository, tag); err != nil {
+			return fmt.Errorf("writing the registry cache: %w", err)
+		}
+	}
+	return tx.Commit()
+}
+
+// SaveCreated records a digest's creation time.
+func (s *Store) SaveCreated(ctx context.Context, digest string, created time.Time) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO registry_images (digest, created_at) VALUES (?, ?)
+		ON CONFLICT (digest) DO UPDATE SET created_at = excluded.created_at`, digest, nanos(created))
+	if err != nil {
+		return fmt.Errorf("writing the registry cache: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,28 @@
+package registry
+
+import (
+	"regexp"
+	"time"
+)
+
+// CachedTag is what a metadata cache knows of a tag.
+type CachedTag struct {
+	Digest string
+	// CreatedAt is the image's creation time; HasCreated says whether it
+	// is known (a zero time can be a known "no creation time").
+	CreatedAt  time.Time
+	HasCreated bool
+}
+
+var (
+	semverLike = regexp.MustCompile(`^v?\d+(\.\d+){0,3}([-+][0-9A-Za-z.+-]+)?$`)
+	commitLike = regexp.MustCompile(`^([a-z]+[-_])?[0-9a-f]{7,40}$`)
+)
+
+// Immutable reports whether a tag is treated as never moving to another
+// image: semantic versions and commit hashes. Such tags are not checked
+// again once their digest is known. Everything else ("latest", branch
+// names) is mutable and re-checked with a manifest HEAD.
+func Immutable(tag string) bool {
+	return semverLike.MatchString(tag) || commitLike.MatchString(tag)
+}
