@@ -37,9 +37,9 @@ func (s *Store) CachedTags(ctx context.Context, repository string) (map[string]r
 	return out, rows.Err()
 }
 
-// SaveTags records tags' digests and forgets removed tags, in one
-// transaction.
-func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string]string, removed []string) error {
+// SaveTags records tags' digests and digests' creation times, and forgets
+// removed tags, in one transaction.
+func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string]string, created map[string]time.Time, removed []string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("writing the registry cache: %w", err)
@@ -57,20 +57,21 @@ func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string
 			return fmt.Errorf("writing the registry cache: %w", err)
 		}
 	}
+	img, err := tx.PrepareContext(ctx, `INSERT INTO registry_images (digest, created_at) VALUES (?, ?)
+		ON CONFLICT (digest) DO UPDATE SET created_at = excluded.created_at`)
+	if err != nil {
+		return err
+	}
+	defer img.Close()
+	for digest, t := range created {
+		if _, err := img.ExecContext(ctx, digest, nanos(t)); err != nil {
+			return fmt.Errorf("writing the registry cache: %w", err)
+		}
+	}
 	for _, tag := range removed {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM registry_tags WHERE repository = ? AND tag = ?`, repository, tag); err != nil {
 			return fmt.Errorf("writing the registry cache: %w", err)
 		}
 	}
 	return tx.Commit()
-}
-
-// SaveCreated records a digest's creation time.
-func (s *Store) SaveCreated(ctx context.Context, digest string, created time.Time) error {
-	_, err := s.db.ExecContext(ctx, `INSERT INTO registry_images (digest, created_at) VALUES (?, ?)
-		ON CONFLICT (digest) DO UPDATE SET created_at = excluded.created_at`, digest, nanos(created))
-	if err != nil {
-		return fmt.Errorf("writing the registry cache: %w", err)
-	}
-	return nil
 }

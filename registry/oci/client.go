@@ -129,8 +129,9 @@ func (c *Client) Exists(ctx context.Context, ref string) (bool, error) {
 // Cache keeps registry metadata across restarts (history/sqlite is one).
 type Cache interface {
 	CachedTags(ctx context.Context, repository string) (map[string]registry.CachedTag, error)
-	SaveTags(ctx context.Context, repository string, tags map[string]string, removed []string) error
-	SaveCreated(ctx context.Context, digest string, created time.Time) error
+	// SaveTags records tags' digests and digests' creation times, and
+	// forgets removed tags, in one write.
+	SaveTags(ctx context.Context, repository string, tags map[string]string, created map[string]time.Time, removed []string) error
 }
 
 // Images returns every tag of a repository with its digest and creation
@@ -166,6 +167,7 @@ func (c *Client) Images(ctx context.Context, repository string) ([]registry.Imag
 	var (
 		changedMu sync.Mutex
 		changed   = map[string]string{}
+		created   = map[string]time.Time{}
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.cfg.Concurrency)
@@ -182,6 +184,7 @@ func (c *Client) Images(ctx context.Context, repository string) ([]registry.Imag
 			if moved {
 				changedMu.Lock()
 				changed[tag] = img.Digest
+				created[img.Digest] = img.CreatedAt
 				changedMu.Unlock()
 			}
 			return nil
@@ -214,7 +217,7 @@ func (c *Client) Images(ctx context.Context, repository string) ([]registry.Imag
 			}
 		}
 		if len(changed) > 0 || len(removed) > 0 {
-			_ = c.cfg.Cache.SaveTags(ctx, repository, changed, removed)
+			_ = c.cfg.Cache.SaveTags(ctx, repository, changed, created, removed)
 		}
 	}
 	registry.SortNewestFirst(out)
@@ -258,9 +261,6 @@ func (c *Client) image(ctx context.Context, tag name.Tag, ct registry.CachedTag,
 		c.mu.Lock()
 		c.created[img.Digest] = t
 		c.mu.Unlock()
-		if c.cfg.Cache != nil {
-			_ = c.cfg.Cache.SaveCreated(ctx, img.Digest, t)
-		}
 		return t, nil
 	})
 	if err != nil {
