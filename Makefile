@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build deps stack up down test test-unit generate check-generate vet bench clean
+.PHONY: all build deps stack up down test test-unit generate check-generate vet bench bench-registry clean
 
 all: build
 
@@ -57,6 +57,11 @@ bench:
 	@[ -x .bin/tools/benchstat ] || GOBIN=$(CURDIR)/.bin/tools go install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
 	go test -run '^$$' -bench . -benchmem -count 6 ./... | tee .bin/bench.txt
 	.bin/tools/benchstat .bin/bench.txt
+
+## bench-registry: the registry scan benchmark, both set-ups (see README, Performance)
+bench-registry:
+	go test -run '^$$' -bench 'BenchmarkScan|BenchmarkCacheMemory' -benchtime 1x ./registry/oci/
+	go test -run '^$$' -bench 'BenchmarkScan' -benchtime 1x ./registry/oci/ -args -scan.repos 100 -scan.tags 1000
 
 clean:
 	rm -rf bin
