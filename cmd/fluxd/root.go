@@ -49,6 +49,8 @@ type flags struct {
 	dockerConfig        string
 	registryConcurrency int
 	registryPlatform    string
+	registryRate        float64
+	registryBurst       int
 	rolloutTimeout      time.Duration
 	rollbackOnFailure   bool
 	automationShort     time.Duration
@@ -87,6 +89,8 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.dockerConfig, "docker-config", "", "docker config.json with registry credentials (default: ~/.docker/config.json)")
 	fs.IntVar(&f.registryConcurrency, "registry-concurrency", 8, "registry metadata requests in flight per repository")
 	fs.StringVar(&f.registryPlatform, "registry-platform", "linux/amd64", "platform to pick from multi-platform images")
+	fs.Float64Var(&f.registryRate, "registry-rate", 100, "registry requests per second per host; a 429 halves it for that host, successes restore it")
+	fs.IntVar(&f.registryBurst, "registry-burst", 20, "registry requests that may go at once above --registry-rate")
 	fs.DurationVar(&f.rolloutTimeout, "rollout-timeout", 5*time.Minute, "how long a release job waits for its rollout before failing (a Deployment's progressDeadlineSeconds fails it sooner)")
 	fs.BoolVar(&f.rollbackOnFailure, "rollback-on-failure", false, "revert a release whose rollout fails (a new commit, re-applied and followed); fluxctl release --rollback-on-failure asks for it per release")
 	fs.DurationVar(&f.automationShort, "automation-short-wait", 15*time.Second, "automator: wait after a release before checking the service again")
@@ -175,6 +179,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		DockerConfig: f.dockerConfig, Concurrency: f.registryConcurrency, Platform: f.registryPlatform,
 		Keychains: []authn.Keychain{oci.NewSecretKeychain(cluster.PullSecrets, time.Minute)},
 		Cache:     store,
+		Rate:      oci.RateConfig{Rate: f.registryRate, Burst: f.registryBurst},
 	})
 	if err != nil {
 		return err

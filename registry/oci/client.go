@@ -45,6 +45,8 @@ type Config struct {
 	// Cache, if set, keeps tag digests and creation times across
 	// restarts; without it they are kept in memory only.
 	Cache Cache
+	// Rate bounds the requests to each registry host.
+	Rate RateConfig
 }
 
 // Client reads registries.
@@ -52,6 +54,7 @@ type Client struct {
 	cfg      Config
 	platform v1.Platform
 	puller   *remote.Puller
+	limiter  *rateLimiter
 
 	mu      sync.Mutex
 	created map[string]time.Time // by manifest digest
@@ -85,15 +88,24 @@ func New(cfg Config) (*Client, error) {
 		chains = append(chains, fileKeychain{cf})
 	}
 	chains = append(chains, authn.DefaultKeychain)
-	opts := []remote.Option{remote.WithAuthFromKeychain(authn.NewMultiKeychain(chains...)), remote.WithUserAgent("fluxd")}
-	if cfg.Transport != nil {
-		opts = append(opts, remote.WithTransport(cfg.Transport))
+	next := cfg.Transport
+	if next == nil {
+		next = remote.DefaultTransport
+	}
+	limiter := newRateLimiter(next, cfg.Rate)
+	opts := []remote.Option{
+		remote.WithAuthFromKeychain(authn.NewMultiKeychain(chains...)),
+		remote.WithUserAgent("fluxd"),
+		remote.WithTransport(limiter),
+		// 429, 408 and 5xx are retried up to 5 times, 0.5 s, 1 s, 2 s, 4 s
+		// apart, each ±50 % so that many fluxds do not retry in step.
+		remote.WithRetryBackoff(remote.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 5}),
 	}
 	p, err := remote.NewPuller(opts...)
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, platform: *plat, puller: p, created: map[string]time.Time{}}, nil
+	return &Client{cfg: cfg, platform: *plat, puller: p, limiter: limiter, created: map[string]time.Time{}}, nil
 }
 
 // Tags lists a repository's tags, following pagination.

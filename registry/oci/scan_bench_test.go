@@ -46,6 +46,10 @@ type scanFixture struct {
 	next  int // the next tag number, per repository
 }
 
+// unthrottled lets the benchmark count requests rather than measure
+// fluxd's own rate limit (100 per second per host by default).
+var unthrottled = RateConfig{Rate: 1e6, Burst: 1000}
+
 var (
 	fixtureOnce sync.Once
 	fixture     *scanFixture
@@ -131,7 +135,7 @@ func newCachedClient(b *testing.B) *Client {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { store.Close() })
-	c, err := New(Config{Cache: store, Concurrency: 16})
+	c, err := New(Config{Cache: store, Concurrency: 16, Rate: unthrottled})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -171,7 +175,7 @@ func BenchmarkScan(b *testing.B) {
 
 	// (a) A semver policy orders by tag alone: the list pages only.
 	b.Run("a-cold-semver", func(b *testing.B) {
-		c, _ := New(Config{})
+		c, _ := New(Config{Rate: unthrottled})
 		p.reset()
 		for b.Loop() {
 			scanAll(b, c, f, true)
