@@ -234,3 +234,22 @@ func (d *Daemon) servicesInFile(ctx context.Context, file string) ([]platform.ID
 	return nil, fluxerr.New(fluxerr.Missing, fmt.Errorf("no workload is defined in %s", clean),
 		"The file does not exist under fluxd's --git-path, or defines no Deployment, StatefulSet, DaemonSet or CronJob.")
 }
+
+// Notify refreshes the repository of image (a bare repository or one with
+// a tag) at once, and wakes the automator. It returns the repository and
+// how many tags it has now.
+func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (string, int, error) {
+	ref, err := registry.ParseRef(image)
+	if err != nil {
+		return "", 0, fluxerr.New(fluxerr.User, err, "Give a repository such as registry.example/team/app, with or without a tag.")
+	}
+	imgs, err := d.deps.Images.Images(ctx, ref.Repository)
+	if err != nil {
+		return "", 0, err
+	}
+	if d.deps.Automator != nil {
+		d.deps.Automator.Kick()
+	}
+	d.log.Info("image notification: repository refreshed", "repository", ref.Repository, "tags", len(imgs))
+	return ref.Repository, len(imgs), nil
+}

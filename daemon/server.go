@@ -211,3 +211,12 @@ func (s *Server) WatchJob(req *fluxdv1.WatchJobRequest, stream grpc.ServerStream
 	}
 	return ctx.Err()
 }
+
+// NotifyImage refreshes a repository at once and wakes the automator.
+func (s *Server) NotifyImage(ctx context.Context, req *fluxdv1.NotifyImageRequest) (*fluxdv1.NotifyImageResponse, error) {
+	repo, n, err := s.d.Notify(ctx, identity(ctx), req.GetImage())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &fluxdv1.NotifyImageResponse{Repository: repo, Tags: int32(n)}, nil
+}

@@ -232,10 +232,14 @@ func TestRoles(t *testing.T) {
 			return err
 		}, codes.NotFound},
 		// Unbuilt methods say so explicitly.
-		{"deployer notify image", auth.Deployer, func(ctx context.Context) error {
-			_, err := f.client.NotifyImage(ctx, &fluxdv1.NotifyImageRequest{Image: "r/a:1"})
+		{"deployer set policy", auth.Deployer, func(ctx context.Context) error {
+			_, err := f.client.SetPolicy(ctx, &fluxdv1.SetPolicyRequest{Service: "x"})
 			return err
 		}, codes.Unimplemented},
+		{"deployer notify bad image", auth.Deployer, func(ctx context.Context) error {
+			_, err := f.client.NotifyImage(ctx, &fluxdv1.NotifyImageRequest{Image: "Bad Image!"})
+			return err
+		}, codes.InvalidArgument},
 		{"deployer cancel unknown job", auth.Deployer, func(ctx context.Context) error {
 			_, err := f.client.CancelJob(ctx, &fluxdv1.CancelJobRequest{Id: "1"})
 			return err

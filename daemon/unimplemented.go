@@ -13,15 +13,10 @@ import (
 
 const (
 	issueAutomation = "issue [automation]"
-	issueRegistry   = "issue [registry]"
 )
 
 func notBuilt(what, issue string) error { return toStatus(fluxerr.NotImplemented(what, issue)) }
 
 func (s *Server) SetPolicy(context.Context, *fluxdv1.SetPolicyRequest) (*fluxdv1.SetPolicyResponse, error) {
 	return nil, notBuilt("SetPolicy (tag filters)", issueAutomation)
-}
-
-func (s *Server) NotifyImage(context.Context, *fluxdv1.NotifyImageRequest) (*fluxdv1.NotifyImageResponse, error) {
-	return nil, notBuilt("NotifyImage", issueRegistry)
 }

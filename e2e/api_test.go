@@ -99,8 +99,13 @@ func TestViewerCannotMutate(t *testing.T) {
 		t.Errorf("viewer Release execute: %v; want PermissionDenied", err)
 	}
 	// A deployer passes authorization; an unbuilt method says so.
-	_, err = c.NotifyImage(deployer, &fluxdv1.NotifyImageRequest{Image: stack.Registry + "/helloworld:1.0.0"})
+	_, err = c.SetPolicy(deployer, &fluxdv1.SetPolicyRequest{Service: "default:deployment/helloworld"})
 	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "not implemented") {
-		t.Errorf("deployer NotifyImage: %v; want Unimplemented saying so", err)
+		t.Errorf("deployer SetPolicy: %v; want Unimplemented saying so", err)
+	}
+	// A push notification refreshes the repository.
+	resp, err := c.NotifyImage(deployer, &fluxdv1.NotifyImageRequest{Image: stack.Registry + "/helloworld"})
+	if err != nil || resp.GetRepository() != stack.Registry+"/helloworld" || resp.GetTags() < 3 {
+		t.Errorf("NotifyImage: %v, %v", resp, err)
 	}
 }

@@ -404,6 +404,10 @@ func TestAutomationAndLocks(t *testing.T) {
 		if err := stack.PushImage(context.Background(), "helloworld", "1.3.0", time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)); err != nil {
 			t.Fatal(err)
 		}
+		// As a registry webhook would: refresh now and wake the automator.
+		if out, stderr, code := fluxctl(t, deployer, "notify", reg+"/helloworld:1.3.0"); code != 0 || !strings.Contains(out, "Refreshed "+reg+"/helloworld: 4 tags") {
+			t.Errorf("fluxctl notify: exit %d\n%s%s", code, out, stderr)
+		}
 		want := "hello=" + reg + "/helloworld:1.3.0"
 		waitRolledOut(t, kc, map[string][]string{"helloworld": {want, "sidecar=" + reg + "/sidecar:1.1"}})
 		gitCLI(t, clone, "pull", "-q")

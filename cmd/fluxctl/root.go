@@ -51,6 +51,7 @@ func newRootCommand() (*cobra.Command, *globals) {
 		newJobsCommand(g),
 		newJobCommand(g),
 		newCancelCommand(g),
+		newNotifyCommand(g),
 	)
 	return root, g
 }

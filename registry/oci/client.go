@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -53,8 +54,11 @@ type Config struct {
 type Client struct {
 	cfg      Config
 	platform v1.Platform
-	puller   *remote.Puller
-	limiter  *rateLimiter
+	opts     []remote.Option
+	// puller is replaced when credentials are re-read after a 401: a
+	// puller keeps the authenticated transport of each repository.
+	puller  atomic.Pointer[remote.Puller]
+	limiter *rateLimiter
 
 	mu      sync.Mutex
 	created map[string]time.Time // by manifest digest
@@ -105,7 +109,9 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{cfg: cfg, platform: *plat, puller: p, limiter: limiter, created: map[string]time.Time{}}, nil
+	c := &Client{cfg: cfg, platform: *plat, opts: opts, limiter: limiter, created: map[string]time.Time{}}
+	c.puller.Store(p)
+	return c, nil
 }
 
 // Tags lists a repository's tags, following pagination.
@@ -114,11 +120,45 @@ func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) 
 	if err != nil {
 		return nil, fluxerr.New(fluxerr.User, fmt.Errorf("%q is not a valid image repository: %w", repository, err), "")
 	}
-	tags, err := c.puller.List(ctx, repo)
+	tags, err := c.puller.Load().List(ctx, repo)
+	if unauthorized(err) && c.refreshCredentials() {
+		// Credentials may have rotated: read them again, once.
+		tags, err = c.puller.Load().List(ctx, repo)
+	}
 	if err != nil {
 		return nil, explain(repo.RegistryStr(), repository, err)
 	}
 	return tags, nil
+}
+
+// refresher is a keychain whose credentials can be re-read.
+type refresher interface{ Refresh() }
+
+// refreshCredentials re-reads the keychains that can be and starts a new
+// puller, so no transport keeps the old credentials. It reports whether
+// anything could be re-read.
+func (c *Client) refreshCredentials() bool {
+	refreshed := false
+	for _, kc := range c.cfg.Keychains {
+		if r, ok := kc.(refresher); ok {
+			r.Refresh()
+			refreshed = true
+		}
+	}
+	if !refreshed {
+		return false
+	}
+	p, err := remote.NewPuller(c.opts...)
+	if err != nil {
+		return false
+	}
+	c.puller.Store(p)
+	return true
+}
+
+func unauthorized(err error) bool {
+	var te *transport.Error
+	return errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden)
 }
 
 // Exists checks with one manifest HEAD that ref (repository:tag) is in its
@@ -128,7 +168,7 @@ func (c *Client) Exists(ctx context.Context, ref string) (bool, error) {
 	if err != nil {
 		return false, fluxerr.New(fluxerr.User, fmt.Errorf("%q is not a valid image reference: %w", ref, err), "")
 	}
-	if _, err := c.puller.Head(ctx, tag); err != nil {
+	if _, err := c.puller.Load().Head(ctx, tag); err != nil {
 		var te *transport.Error
 		if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
 			return false, nil
@@ -245,7 +285,7 @@ func (c *Client) image(ctx context.Context, tag name.Tag, ct registry.CachedTag,
 			img.Digest, img.CreatedAt = ct.Digest, ct.CreatedAt
 			return img, false, nil
 		}
-		head, err := c.puller.Head(ctx, tag)
+		head, err := c.puller.Load().Head(ctx, tag)
 		if err != nil {
 			return img, false, err
 		}
@@ -254,7 +294,7 @@ func (c *Client) image(ctx context.Context, tag name.Tag, ct registry.CachedTag,
 			return img, false, nil
 		}
 	}
-	desc, err := c.puller.Get(ctx, tag)
+	desc, err := c.puller.Load().Get(ctx, tag)
 	if err != nil {
 		return img, false, err
 	}

@@ -343,3 +343,44 @@ func TestIncrementalRefreshWithAPersistentCache(t *testing.T) {
 		t.Errorf("cache after the delete: %v", cached)
 	}
 }
+
+// A secret created after fluxd read the secrets: the 401 makes fluxd read
+// them again, once, before it reports an error.
+func TestCredentialsAreReReadAfterA401(t *testing.T) {
+	inner := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "puller" || p != "pw" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="private"`)
+			http.Error(w, "unauthorized", http.StatusUnauthorized)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	tag, _ := name.NewTag(host + "/private:1.0")
+	if err := remote.Write(tag, imageAt(t, time.Now(), nil), remote.WithAuth(&authn.Basic{Username: "puller", Password: "pw"})); err != nil {
+		t.Fatal(err)
+	}
+	var secrets [][]byte
+	reads := 0
+	kc := NewSecretKeychain(func(context.Context) ([][]byte, error) { reads++; return secrets, nil }, time.Hour)
+	c, err := New(Config{Keychains: []authn.Keychain{kc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Tags(context.Background(), host+"/private"); err == nil {
+		t.Fatal("listed a private repository without credentials")
+	}
+	// The secret appears; the cached (empty) credentials are an hour old
+	// at most, but the 401 makes fluxd look again.
+	secrets = [][]byte{[]byte(`{"auths":{"` + host + `":{"username":"puller","password":"pw"}}}`)}
+	before := reads
+	tags, err := c.Tags(context.Background(), host+"/private")
+	if err != nil || len(tags) != 1 {
+		t.Fatalf("after the secret appeared: %v, %v", tags, err)
+	}
+	if reads != before+1 {
+		t.Errorf("secrets read %d more times, want once", reads-before)
+	}
+}

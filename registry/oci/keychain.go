@@ -47,7 +47,8 @@ func parseDockerConfig(source string, b []byte) (*configfile.ConfigFile, error) 
 type SecretSource func(ctx context.Context) ([][]byte, error)
 
 // SecretKeychain resolves credentials from a SecretSource, re-reading it
-// at most once per TTL, so rotated secrets are picked up within a TTL.
+// at most once per TTL, and at once after Refresh, which the client calls
+// when a registry answers 401, before it reports the error.
 type SecretKeychain struct {
 	src SecretSource
 	ttl time.Duration
@@ -60,6 +61,13 @@ type SecretKeychain struct {
 // NewSecretKeychain returns a keychain over src.
 func NewSecretKeychain(src SecretSource, ttl time.Duration) *SecretKeychain {
 	return &SecretKeychain{src: src, ttl: ttl}
+}
+
+// Refresh makes the next Resolve read the source again.
+func (k *SecretKeychain) Refresh() {
+	k.mu.Lock()
+	k.chain = nil
+	k.mu.Unlock()
 }
 
 // Resolve finds credentials for res in the secrets; anonymous if none.

@@ -2633,7 +2633,11 @@ func (x *NotifyImageRequest) GetImage() string {
 }
 
 type NotifyImageResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// repository is the repository that was refreshed.
+	Repository string `protobuf:"bytes,1,opt,name=repository,proto3" json:"repository,omitempty"`
+	// tags is how many tags it has now.
+	Tags          int32 `protobuf:"varint,2,opt,name=tags,proto3" json:"tags,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2666,6 +2670,20 @@ func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
 // Deprecated: Use NotifyImageResponse.ProtoReflect.Descriptor instead.
 func (*NotifyImageResponse) Descriptor() ([]byte, []int) {
 	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *NotifyImageResponse) GetRepository() string {
+	if x != nil {
+		return x.Repository
+	}
+	return ""
+}
+
+func (x *NotifyImageResponse) GetTags() int32 {
+	if x != nil {
+		return x.Tags
+	}
+	return 0
 }
 
 var File_fluxd_v1_fluxd_proto protoreflect.FileDescriptor
@@ -2837,8 +2855,12 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x06events\x18\x01 \x03(\v2\x0f.fluxd.v1.EventR\x06events\"*\n" +
 	"\x12NotifyImageRequest\x12\x14\n" +
-	"\x05image\x18\x01 \x01(\tR\x05image\"\x15\n" +
-	"\x13NotifyImageResponse*P\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\"I\n" +
+	"\x13NotifyImageResponse\x12\x1e\n" +
+	"\n" +
+	"repository\x18\x01 \x01(\tR\n" +
+	"repository\x12\x12\n" +
+	"\x04tags\x18\x02 \x01(\x05R\x04tags*P\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_VIEWER\x10\x01\x12\x11\n" +
