@@ -205,7 +205,10 @@ func TestRegistryErrorsNameTheRegistry(t *testing.T) {
 	}
 }
 
-func TestPullSecretCredentials(t *testing.T) {
+// privateRegistry serves an in-process registry that wants basic auth as
+// puller:pw, with one image, private:1.0, and returns its host.
+func privateRegistry(t *testing.T) string {
+	t.Helper()
 	inner := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if u, p, ok := r.BasicAuth(); !ok || u != "puller" || p != "pw" {
@@ -215,12 +218,17 @@ func TestPullSecretCredentials(t *testing.T) {
 		}
 		inner.ServeHTTP(w, r)
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
 	host := strings.TrimPrefix(srv.URL, "http://")
 	tag, _ := name.NewTag(host + "/private:1.0")
 	if err := remote.Write(tag, imageAt(t, time.Now(), nil), remote.WithAuth(&authn.Basic{Username: "puller", Password: "pw"})); err != nil {
 		t.Fatal(err)
 	}
+	return host
+}
+
+func TestPullSecretCredentials(t *testing.T) {
+	host := privateRegistry(t)
 	reads := 0
 	secret := []byte(`{"auths":{"` + host + `":{"username":"puller","password":"pw"}}}`)
 	kc := NewSecretKeychain(func(context.Context) ([][]byte, error) {
@@ -347,21 +355,7 @@ func TestIncrementalRefreshWithAPersistentCache(t *testing.T) {
 // A secret created after fluxd read the secrets: the 401 makes fluxd read
 // them again, once, before it reports an error.
 func TestCredentialsAreReReadAfterA401(t *testing.T) {
-	inner := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); !ok || u != "puller" || p != "pw" {
-			w.Header().Set("WWW-Authenticate", `Basic realm="private"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		inner.ServeHTTP(w, r)
-	}))
-	defer srv.Close()
-	host := strings.TrimPrefix(srv.URL, "http://")
-	tag, _ := name.NewTag(host + "/private:1.0")
-	if err := remote.Write(tag, imageAt(t, time.Now(), nil), remote.WithAuth(&authn.Basic{Username: "puller", Password: "pw"})); err != nil {
-		t.Fatal(err)
-	}
+	host := privateRegistry(t)
 	var secrets [][]byte
 	reads := 0
 	kc := NewSecretKeychain(func(context.Context) ([][]byte, error) { reads++; return secrets, nil }, time.Hour)
