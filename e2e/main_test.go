@@ -21,9 +21,10 @@ var (
 	stack  *localstack.Stack
 	binDir string // fluxd and fluxctl, built from this tree
 
-	fluxdOnce sync.Once
-	fluxd     *localstack.Fluxd
-	fluxdErr  error
+	fluxdOnce   sync.Once
+	fluxd       *localstack.Fluxd
+	fluxdErr    error
+	metricsAddr string // the shared fluxd's Prometheus endpoint
 )
 
 const instance = "e2e"
@@ -62,9 +63,13 @@ func sharedFluxd(t *testing.T) *localstack.Fluxd {
 	fluxdOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
+		if metricsAddr, fluxdErr = localstack.FreeAddr(); fluxdErr != nil {
+			return
+		}
 		// Short automation waits, so the automation test needs no long sleeps.
 		fluxd, fluxdErr = stack.StartFluxd(ctx, filepath.Join(binDir, "fluxd"), instance,
-			"--automation-short-wait=1s", "--automation-long-wait=2s", "--git-poll-interval=2s")
+			"--automation-short-wait=1s", "--automation-long-wait=2s", "--git-poll-interval=2s",
+			"--metrics-listen="+metricsAddr)
 	})
 	if fluxdErr != nil {
 		t.Fatalf("starting fluxd: %v\nits log: %s", fluxdErr, stack.Log("fluxd"))

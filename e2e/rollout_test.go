@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +80,28 @@ func poll(ctx context.Context, timeout time.Duration, check func() error) error 
 		case <-ctx.Done():
 			return err
 		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// After the other tests, fluxd's metrics show its registry traffic.
+func TestMetricsEndpoint(t *testing.T) {
+	sharedFluxd(t)
+	resp, err := http.Get("http://" + metricsAddr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{
+		`fluxd_registry_requests_total{host="` + stack.Registry + `",method="GET",status="200"}`,
+		`fluxd_registry_cache_lookups_total{result="`,
+		`fluxd_registry_rate_per_second{host="` + stack.Registry + `"} 100`,
+		`fluxd_registry_scan_duration_seconds_count{host="` + stack.Registry + `"}`,
+		`fluxd_registry_tags{repository="` + stack.Registry + `/helloworld"}`,
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
 		}
 	}
 }

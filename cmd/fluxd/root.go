@@ -7,12 +7,16 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/utils/clock"
@@ -49,6 +53,7 @@ type flags struct {
 	dockerConfig        string
 	registryConcurrency int
 	registryPlatform    string
+	metricsListen       string
 	registryRate        float64
 	registryBurst       int
 	rolloutTimeout      time.Duration
@@ -89,6 +94,7 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.dockerConfig, "docker-config", "", "docker config.json with registry credentials (default: ~/.docker/config.json)")
 	fs.IntVar(&f.registryConcurrency, "registry-concurrency", 8, "registry metadata requests in flight per repository")
 	fs.StringVar(&f.registryPlatform, "registry-platform", "linux/amd64", "platform to pick from multi-platform images")
+	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address for Prometheus metrics at /metrics, e.g. 127.0.0.1:9797 (default: off); unauthenticated, so keep it on a private address")
 	fs.Float64Var(&f.registryRate, "registry-rate", 100, "registry requests per second per host; a 429 halves it for that host, successes restore it")
 	fs.IntVar(&f.registryBurst, "registry-burst", 20, "registry requests that may go at once above --registry-rate")
 	fs.DurationVar(&f.rolloutTimeout, "rollout-timeout", 5*time.Minute, "how long a release job waits for its rollout before failing (a Deployment's progressDeadlineSeconds fails it sooner)")
@@ -173,9 +179,12 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	}
 	log.Info("watching the cluster", "component", "platform", "host", rc.Host, "namespaces", namespacesOrAll(f.namespaces))
 
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Registry credentials: the workloads' image pull secrets first, then
 	// --docker-config, then the default docker locations.
 	images, err := oci.New(oci.Config{
+		Metrics:      oci.NewMetrics(reg),
 		DockerConfig: f.dockerConfig, Concurrency: f.registryConcurrency, Platform: f.registryPlatform,
 		Keychains: []authn.Keychain{oci.NewSecretKeychain(cluster.PullSecrets, time.Minute)},
 		Cache:     store,
@@ -208,6 +217,13 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	g.Go(func() error { pollGit(ctx, repo, f.gitPollInterval, log); return nil })
 	g.Go(func() error { auto.Run(ctx); return nil })
 	g.Go(func() error { jobs.Run(ctx); return nil })
+	if f.metricsListen != "" {
+		mlis, err := net.Listen("tcp", f.metricsListen)
+		if err != nil {
+			return fmt.Errorf("listening for metrics on %s: %w", f.metricsListen, err)
+		}
+		g.Go(func() error { return serveMetrics(ctx, mlis, reg, log) })
+	}
 	log.Info("fluxd started", "version", cfg.Version, "listen", lis.Addr().String())
 	err = g.Wait()
 	log.Info("fluxd stopped")
@@ -254,4 +270,22 @@ func pollGit(ctx context.Context, repo *gogit.Repo, every time.Duration, log *sl
 			}
 		}
 	}
+}
+
+// serveMetrics serves Prometheus metrics on lis until ctx ends.
+func serveMetrics(ctx context.Context, lis net.Listener, reg *prometheus.Registry, log *slog.Logger) error {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	log.Info("serving metrics", "component", "metrics", "address", lis.Addr().String())
+	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("serving metrics: %w", err)
+	}
+	return nil
 }

@@ -73,7 +73,11 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 	if err != nil {
 		return err
 	}
-	f, err := st.StartFluxd(ctx, fluxdBin, instance, "--log-format=text")
+	metrics, err := localstack.FreeAddr()
+	if err != nil {
+		return err
+	}
+	f, err := st.StartFluxd(ctx, fluxdBin, instance, "--log-format=text", "--metrics-listen="+metrics)
 	if err != nil {
 		return fmt.Errorf("%w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
 	}
@@ -84,6 +88,7 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		"export FLUX_TOKEN=" + f.Tokens["admin"],
 		"export FLUX_VIEWER_TOKEN=" + f.Tokens["viewer"],
 		"export FLUX_DEPLOYER_TOKEN=" + f.Tokens["deployer"],
+		"export FLUX_METRICS_URL=http://" + metrics + "/metrics",
 		"export KUBECONFIG=" + st.Kubeconfig,
 		"export REGISTRY=" + st.Registry,
 		"export GIT_URL=" + st.GitURL,
@@ -122,6 +127,7 @@ func printNext(dir string) {
   kubectl get pods                  # pods rolled out on them
   grpcurl -H "authorization: Bearer $FLUX_TOKEN" -plaintext $FLUX_URL list
   git clone $GIT_URL /tmp/manifests # the manifests fluxd releases through
+  curl -s $FLUX_METRICS_URL | grep fluxd_registry   # Prometheus metrics
 Logs are in %s/logs. Stop everything with: make down
 `, dir)
 }

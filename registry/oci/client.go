@@ -48,6 +48,8 @@ type Config struct {
 	Cache Cache
 	// Rate bounds the requests to each registry host.
 	Rate RateConfig
+	// Metrics, if set, count requests, cache use, scans and rates.
+	Metrics *Metrics
 }
 
 // Client reads registries.
@@ -96,7 +98,7 @@ func New(cfg Config) (*Client, error) {
 	if next == nil {
 		next = remote.DefaultTransport
 	}
-	limiter := newRateLimiter(next, cfg.Rate)
+	limiter := newRateLimiter(next, cfg.Rate, cfg.Metrics)
 	opts := []remote.Option{
 		remote.WithAuthFromKeychain(authn.NewMultiKeychain(chains...)),
 		remote.WithUserAgent("fluxd"),
@@ -129,6 +131,12 @@ func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) 
 		return nil, explain(repo.RegistryStr(), repository, err)
 	}
 	return tags, nil
+}
+
+func (c *Client) lookup(result string) {
+	if c.cfg.Metrics != nil {
+		c.cfg.Metrics.cache.WithLabelValues(result).Inc()
+	}
 }
 
 // refresher is a keychain whose credentials can be re-read.
@@ -195,11 +203,18 @@ type Cache interface {
 // new digest. Tags gone from the registry leave the cache. A tag whose
 // metadata cannot be read is left out, unless none can, which is an error.
 func (c *Client) Images(ctx context.Context, repository string) ([]registry.Image, error) {
+	start := time.Now()
 	tags, err := c.Tags(ctx, repository)
 	if err != nil {
 		return nil, err
 	}
 	repo, _ := name.NewRepository(repository, name.WeakValidation)
+	if m := c.cfg.Metrics; m != nil {
+		defer func() {
+			m.scan.WithLabelValues(repo.RegistryStr()).Observe(time.Since(start).Seconds())
+			m.tags.WithLabelValues(repository).Set(float64(len(tags)))
+		}()
+	}
 	cached := map[string]registry.CachedTag{}
 	if c.cfg.Cache != nil {
 		if cached, err = c.cfg.Cache.CachedTags(ctx, repository); err != nil {
@@ -282,6 +297,7 @@ func (c *Client) image(ctx context.Context, tag name.Tag, ct registry.CachedTag,
 	img = registry.Image{Tag: tag.TagStr()}
 	if known && ct.HasCreated {
 		if registry.Immutable(img.Tag) {
+			c.lookup("hit")
 			img.Digest, img.CreatedAt = ct.Digest, ct.CreatedAt
 			return img, false, nil
 		}
@@ -290,10 +306,12 @@ func (c *Client) image(ctx context.Context, tag name.Tag, ct registry.CachedTag,
 			return img, false, err
 		}
 		if head.Digest.String() == ct.Digest {
+			c.lookup("checked")
 			img.Digest, img.CreatedAt = ct.Digest, ct.CreatedAt
 			return img, false, nil
 		}
 	}
+	c.lookup("miss")
 	desc, err := c.puller.Load().Get(ctx, tag)
 	if err != nil {
 		return img, false, err

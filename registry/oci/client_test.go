@@ -22,6 +22,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fluxd/fluxd/history/sqlite"
 	"github.com/fluxd/fluxd/internal/fluxerr"
@@ -376,5 +378,47 @@ func TestCredentialsAreReReadAfterA401(t *testing.T) {
 	}
 	if reads != before+1 {
 		t.Errorf("secrets read %d more times, want once", reads-before)
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	p := &pager{next: ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))), pageSize: 100}
+	srv := httptest.NewServer(p)
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	push(t, host+"/app:1.0.0", imageAt(t, time.Now(), nil))
+	push(t, host+"/app:latest", imageAt(t, time.Now(), nil))
+	reg := prometheus.NewRegistry()
+	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "c.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	c, err := New(Config{Metrics: NewMetrics(reg), Cache: store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if _, err := c.Images(context.Background(), host+"/app"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := c.cfg.Metrics
+	if got := testutil.ToFloat64(m.requests.WithLabelValues(host, "GET", "200")); got < 3 {
+		t.Errorf("GET 200 requests = %v, want at least the list, 2 manifests and configs", got)
+	}
+	for result, want := range map[string]float64{"miss": 2, "hit": 1, "checked": 1} {
+		if got := testutil.ToFloat64(m.cache.WithLabelValues(result)); got != want {
+			t.Errorf("cache %s = %v, want %v", result, got, want)
+		}
+	}
+	if got := testutil.ToFloat64(m.tags.WithLabelValues(host + "/app")); got != 2 {
+		t.Errorf("tags gauge = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.rate.WithLabelValues(host)); got != 100 {
+		t.Errorf("rate gauge = %v, want the default 100", got)
+	}
+	if n := testutil.CollectAndCount(m.scan); n != 1 {
+		t.Errorf("scan histogram series = %d, want 1", n)
 	}
 }

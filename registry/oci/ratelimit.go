@@ -45,16 +45,17 @@ func (c *RateConfig) defaults() {
 // timeouts is left to go-containerregistry's retrying transport, above
 // this one, with the jittered back-off set in New.
 type rateLimiter struct {
-	next http.RoundTripper
-	cfg  RateConfig
+	next    http.RoundTripper
+	cfg     RateConfig
+	metrics *Metrics // may be nil
 
 	mu    sync.Mutex
 	hosts map[string]*rate.Limiter
 }
 
-func newRateLimiter(next http.RoundTripper, cfg RateConfig) *rateLimiter {
+func newRateLimiter(next http.RoundTripper, cfg RateConfig, m *Metrics) *rateLimiter {
 	cfg.defaults()
-	return &rateLimiter{next: next, cfg: cfg, hosts: map[string]*rate.Limiter{}}
+	return &rateLimiter{next: next, cfg: cfg, metrics: m, hosts: map[string]*rate.Limiter{}}
 }
 
 func (l *rateLimiter) limiter(host string) *rate.Limiter {
@@ -77,6 +78,14 @@ func (l *rateLimiter) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, err
 	}
 	resp, err := l.next.RoundTrip(req)
+	if l.metrics != nil {
+		status := "error"
+		if err == nil {
+			status = strconv.Itoa(resp.StatusCode)
+		}
+		l.metrics.requests.WithLabelValues(req.URL.Host, req.Method, status).Inc()
+		defer func() { l.metrics.rate.WithLabelValues(req.URL.Host).Set(float64(lim.Limit())) }()
+	}
 	if err != nil {
 		return nil, err
 	}
