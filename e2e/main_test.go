@@ -25,7 +25,11 @@ var (
 	fluxd       *localstack.Fluxd
 	fluxdErr    error
 	metricsAddr string // the shared fluxd's Prometheus endpoint
+	webhookAddr string // the shared fluxd's webhook endpoint
 )
+
+// webhookSecret is the shared fluxd's webhook secret.
+const webhookSecret = "e2e-webhook-secret"
 
 const instance = "e2e"
 
@@ -66,10 +70,17 @@ func sharedFluxd(t *testing.T) *localstack.Fluxd {
 		if metricsAddr, fluxdErr = localstack.FreeAddr(); fluxdErr != nil {
 			return
 		}
+		if webhookAddr, fluxdErr = localstack.FreeAddr(); fluxdErr != nil {
+			return
+		}
+		secretFile := filepath.Join(stack.Dir, "webhook-secret")
+		if fluxdErr = os.WriteFile(secretFile, []byte(webhookSecret+"\n"), 0o600); fluxdErr != nil {
+			return
+		}
 		// Short automation waits, so the automation test needs no long sleeps.
 		fluxd, fluxdErr = stack.StartFluxd(ctx, filepath.Join(binDir, "fluxd"), instance,
 			"--automation-short-wait=1s", "--automation-long-wait=2s", "--git-poll-interval=2s",
-			"--metrics-listen="+metricsAddr)
+			"--metrics-listen="+metricsAddr, "--webhook-listen="+webhookAddr, "--webhook-secret-file="+secretFile)
 	})
 	if fluxdErr != nil {
 		t.Fatalf("starting fluxd: %v\nits log: %s", fluxdErr, stack.Log("fluxd"))

@@ -95,3 +95,26 @@ func TestListImagesWithImagePullSecret(t *testing.T) {
 		t.Errorf("the password appears in the output")
 	}
 }
+
+// A registry's push notification (the distribution registry's format)
+// reaches fluxd's webhook and refreshes the repository.
+func TestWebhookNotification(t *testing.T) {
+	sharedFluxd(t)
+	body := `{"events":[{"action":"push","target":{"repository":"redis","tag":"7.2.0"},"request":{"host":"` + stack.Registry + `"}}]}`
+	post := func(url string) (*http.Response, string) {
+		resp, err := http.Post(url, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp, string(b)
+	}
+	if resp, _ := post("http://" + webhookAddr + "/v1/notify"); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("without the secret: %s", resp.Status)
+	}
+	resp, out := post("http://" + webhookAddr + "/v1/notify?token=" + webhookSecret)
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(out, `"repository":"`+stack.Registry+`/redis"`) || !strings.Contains(out, `"source":"distribution"`) {
+		t.Errorf("with the secret: %s\n%s", resp.Status, out)
+	}
+}

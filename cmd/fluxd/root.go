@@ -54,6 +54,8 @@ type flags struct {
 	registryConcurrency int
 	registryPlatform    string
 	metricsListen       string
+	webhookListen       string
+	webhookSecretFile   string
 	registryRate        float64
 	registryBurst       int
 	rolloutTimeout      time.Duration
@@ -95,6 +97,8 @@ func newRootCommand() *cobra.Command {
 	fs.IntVar(&f.registryConcurrency, "registry-concurrency", 8, "registry metadata requests in flight per repository")
 	fs.StringVar(&f.registryPlatform, "registry-platform", "linux/amd64", "platform to pick from multi-platform images")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address for Prometheus metrics at /metrics, e.g. 127.0.0.1:9797 (default: off); unauthenticated, so keep it on a private address")
+	fs.StringVar(&f.webhookListen, "webhook-listen", "", "address for registry push webhooks at POST /v1/notify (default: off)")
+	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the webhooks' shared secret (required with --webhook-listen)")
 	fs.Float64Var(&f.registryRate, "registry-rate", 100, "registry requests per second per host; a 429 halves it for that host, successes restore it")
 	fs.IntVar(&f.registryBurst, "registry-burst", 20, "registry requests that may go at once above --registry-rate")
 	fs.DurationVar(&f.rolloutTimeout, "rollout-timeout", 5*time.Minute, "how long a release job waits for its rollout before failing (a Deployment's progressDeadlineSeconds fails it sooner)")
@@ -217,12 +221,29 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	g.Go(func() error { pollGit(ctx, repo, f.gitPollInterval, log); return nil })
 	g.Go(func() error { auto.Run(ctx); return nil })
 	g.Go(func() error { jobs.Run(ctx); return nil })
+	if f.webhookListen != "" {
+		raw, err := os.ReadFile(f.webhookSecretFile)
+		if err != nil {
+			return fmt.Errorf("--webhook-listen needs --webhook-secret-file, a file holding the shared secret: %w", err)
+		}
+		wh, err := daemon.NewWebhookHandler(d, []byte(strings.TrimSpace(string(raw))), log)
+		if err != nil {
+			return fmt.Errorf("--webhook-secret-file %s: %w", f.webhookSecretFile, err)
+		}
+		wlis, err := net.Listen("tcp", f.webhookListen)
+		if err != nil {
+			return fmt.Errorf("listening for webhooks on %s: %w", f.webhookListen, err)
+		}
+		g.Go(func() error { return serveHTTP(ctx, wlis, wh, "webhooks", log) })
+	}
 	if f.metricsListen != "" {
 		mlis, err := net.Listen("tcp", f.metricsListen)
 		if err != nil {
 			return fmt.Errorf("listening for metrics on %s: %w", f.metricsListen, err)
 		}
-		g.Go(func() error { return serveMetrics(ctx, mlis, reg, log) })
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		g.Go(func() error { return serveHTTP(ctx, mlis, mux, "metrics", log) })
 	}
 	log.Info("fluxd started", "version", cfg.Version, "listen", lis.Addr().String())
 	err = g.Wait()
@@ -272,20 +293,18 @@ func pollGit(ctx context.Context, repo *gogit.Repo, every time.Duration, log *sl
 	}
 }
 
-// serveMetrics serves Prometheus metrics on lis until ctx ends.
-func serveMetrics(ctx context.Context, lis net.Listener, reg *prometheus.Registry, log *slog.Logger) error {
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+// serveHTTP serves h on lis until ctx ends.
+func serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, what string, log *slog.Logger) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	log.Info("serving metrics", "component", "metrics", "address", lis.Addr().String())
+	log.Info("serving "+what, "component", what, "address", lis.Addr().String())
 	if err := srv.Serve(lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("serving metrics: %w", err)
+		return fmt.Errorf("serving %s: %w", what, err)
 	}
 	return nil
 }

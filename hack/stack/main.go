@@ -8,6 +8,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/signal"
@@ -77,7 +79,20 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 	if err != nil {
 		return err
 	}
-	f, err := st.StartFluxd(ctx, fluxdBin, instance, "--log-format=text", "--metrics-listen="+metrics)
+	webhook, err := localstack.FreeAddr()
+	if err != nil {
+		return err
+	}
+	secret, err := randomSecret()
+	if err != nil {
+		return err
+	}
+	secretFile := filepath.Join(dir, "webhook-secret")
+	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
+		return err
+	}
+	f, err := st.StartFluxd(ctx, fluxdBin, instance, "--log-format=text", "--metrics-listen="+metrics,
+		"--webhook-listen="+webhook, "--webhook-secret-file="+secretFile)
 	if err != nil {
 		return fmt.Errorf("%w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
 	}
@@ -89,6 +104,8 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		"export FLUX_VIEWER_TOKEN=" + f.Tokens["viewer"],
 		"export FLUX_DEPLOYER_TOKEN=" + f.Tokens["deployer"],
 		"export FLUX_METRICS_URL=http://" + metrics + "/metrics",
+		"export FLUX_WEBHOOK_URL=http://" + webhook + "/v1/notify",
+		"export FLUX_WEBHOOK_SECRET=" + secret,
 		"export KUBECONFIG=" + st.Kubeconfig,
 		"export REGISTRY=" + st.Registry,
 		"export GIT_URL=" + st.GitURL,
@@ -111,6 +128,14 @@ func running(dir string) bool {
 	}
 	missing, err := localstack.NotRunning(dir)
 	return err == nil && len(missing) == 0
+}
+
+func randomSecret() (string, error) {
+	var b [24]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 func printNext(dir string) {
