@@ -17,7 +17,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -56,25 +55,11 @@ func TestListImagesWithImagePullSecret(t *testing.T) {
 	if _, err := kc.CoreV1().Secrets("default").Create(ctx, secret, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "private", Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "private"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "private"}},
-				Spec: corev1.PodSpec{
-					ImagePullSecrets: []corev1.LocalObjectReference{{Name: "private-pull"}},
-					Containers:       []corev1.Container{{Name: "app", Image: host + "/private:1.0"}},
-				},
-			},
-		},
-	}
-	if _, err := kc.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createDeployment(t, kc, "private", corev1.PodSpec{
+		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "private-pull"}},
+		Containers:       []corev1.Container{{Name: "app", Image: host + "/private:1.0"}},
+	})
 	t.Cleanup(func() {
-		_ = kc.AppsV1().Deployments("default").Delete(context.Background(), "private", metav1.DeleteOptions{})
 		_ = kc.CoreV1().Secrets("default").Delete(context.Background(), "private-pull", metav1.DeleteOptions{})
 	})
 

@@ -113,20 +113,7 @@ func TestReleaseCore(t *testing.T) {
 	viewer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}
 
 	// A workload only in the cluster: listed as not in git, never released.
-	drifter := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "drifter", Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr(int32(1)),
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "drifter"}},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "drifter"}},
-				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "d", Image: reg + "/helloworld:1.0.0"}}},
-			},
-		},
-	}
-	if _, err := kc.AppsV1().Deployments("default").Create(context.Background(), drifter, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createDeployment(t, kc, "drifter", corev1.PodSpec{Containers: []corev1.Container{{Name: "d", Image: reg + "/helloworld:1.0.0"}}})
 	// A Kubernetes Service without a selector, the old cause of a whole
 	// release failing.
 	if _, err := kc.CoreV1().Services("default").Create(context.Background(), &corev1.Service{
@@ -136,7 +123,6 @@ func TestReleaseCore(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = kc.AppsV1().Deployments("default").Delete(context.Background(), "drifter", metav1.DeleteOptions{})
 		_ = kc.CoreV1().Services("default").Delete(context.Background(), "external", metav1.DeleteOptions{})
 	})
 	if err := poll(context.Background(), 30*time.Second, func() error {
@@ -693,6 +679,27 @@ func TestRestartFailsTheRunningJob(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// createDeployment creates a one-replica Deployment in default that exists
+// only in the cluster, not in git, and deletes it when the test ends.
+func createDeployment(t *testing.T, kc kubernetes.Interface, name string, pod corev1.PodSpec) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(int32(1)),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
+		},
+	}
+	if _, err := kc.AppsV1().Deployments("default").Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kc.AppsV1().Deployments("default").Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+}
 
 // hasLine reports whether one line of out contains all of parts.
 func hasLine(out string, parts ...string) bool {
