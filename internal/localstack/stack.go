@@ -119,19 +119,6 @@ func (s *Stack) Stop() {
 	s.procs = nil
 }
 
-// AdminToken is the API server's static admin token.
-func (s *Stack) AdminToken() string { return s.adminToken }
-
-// Spawn starts another process owned by the stack (fluxd, in tests and
-// 'make up'), logging to logs/NAME.log, with a PID file like the rest.
-func (s *Stack) Spawn(name, path string, args ...string) (int, error) {
-	p, err := s.spawn(name, path, args...)
-	if err != nil {
-		return 0, err
-	}
-	return p.cmd.Process.Pid, nil
-}
-
 // Log returns the path of a component's log.
 func (s *Stack) Log(name string) string { return filepath.Join(s.Dir, "logs", name+".log") }
 
