@@ -3,6 +3,7 @@ module github.com/fluxd/fluxd
 go 1.26.0
 
 require (
+	github.com/Masterminds/semver/v3 v3.5.0
 	github.com/docker/cli v29.7.2+incompatible
 	github.com/go-git/go-git/v5 v5.19.3
 	github.com/google/go-cmp v0.7.0

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -43,7 +44,7 @@ func SetAnnotations(content []byte, id platform.ID, values map[string]string) ([
 		}
 		var inserts []string
 		for _, k := range keys {
-			v := `"` + strings.ReplaceAll(values[k], `"`, `\"`) + `"`
+			v := strconv.Quote(values[k]) // YAML double quotes take Go's escapes
 			if ann != nil {
 				if val := lookup(ann, k); val != nil && val.Kind == yaml.ScalarNode {
 					start, end, err := scalarSpan(content, val)

@@ -20,6 +20,11 @@ type Image struct {
 	CreatedAt time.Time
 }
 
+// Dated reports whether the image has a real creation time: not absent,
+// and not the Unix epoch that reproducible builds (ko, Bazel, Nix) write.
+// Undated images sort last and are flagged in list-images.
+func (i Image) Dated() bool { return i.CreatedAt.Unix() > 0 }
+
 // Ref returns repository:tag.
 func (i Image) Ref() string { return i.Repository + ":" + i.Tag }
 
@@ -57,11 +62,16 @@ func HasTag(s string) bool {
 	return strings.Contains(s, "@") || strings.LastIndex(s, ":") > strings.LastIndex(s, "/")
 }
 
-// SortNewestFirst orders images by creation time, newest first; images of
-// equal time (or unknown time) by tag, descending, for a stable order.
+// SortNewestFirst orders images by creation time, newest first; images
+// without a creation time (zero, as some build tools write for
+// reproducibility) come last; equal times by tag, descending, for a stable
+// order.
 func SortNewestFirst(images []Image) {
 	sort.SliceStable(images, func(i, j int) bool {
 		a, b := images[i], images[j]
+		if ad, bd := a.Dated(), b.Dated(); ad != bd {
+			return ad
+		}
 		if !a.CreatedAt.Equal(b.CreatedAt) {
 			return a.CreatedAt.After(b.CreatedAt)
 		}

@@ -31,12 +31,31 @@ func (r dirRepo) Push(context.Context, string) error { return fmt.Errorf("dirRep
 // memImages is registry data already cached in memory.
 type memImages map[string][]registry.Image
 
-func (m memImages) Images(_ context.Context, repo string) ([]registry.Image, error) {
+func (m memImages) ImagesMatching(_ context.Context, repo string, keep func(string) bool) ([]registry.Image, error) {
 	imgs, ok := m[repo]
 	if !ok {
 		return nil, fmt.Errorf("no repository %s", repo)
 	}
-	return imgs, nil
+	var out []registry.Image
+	for _, i := range imgs {
+		if keep == nil || keep(i.Tag) {
+			out = append(out, i)
+		}
+	}
+	registry.SortNewestFirst(out)
+	return out, nil
+}
+
+func (m memImages) Tags(_ context.Context, repo string) ([]string, error) {
+	imgs, ok := m[repo]
+	if !ok {
+		return nil, fmt.Errorf("no repository %s", repo)
+	}
+	var out []string
+	for _, i := range imgs {
+		out = append(out, i.Tag)
+	}
+	return out, nil
 }
 
 func (m memImages) Exists(_ context.Context, ref string) (bool, error) {

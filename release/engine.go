@@ -36,8 +36,11 @@ type Repo interface {
 
 // Images reads the registry.
 type Images interface {
-	// Images lists a repository's images, newest first.
-	Images(ctx context.Context, repository string) ([]registry.Image, error)
+	// Tags lists a repository's tags, one list request per page.
+	Tags(ctx context.Context, repository string) ([]string, error)
+	// ImagesMatching lists the images of the tags keep passes (all when
+	// nil) with their creation times, newest first, undated last.
+	ImagesMatching(ctx context.Context, repository string, keep func(tag string) bool) ([]registry.Image, error)
 	// Exists checks that repository:tag is in its registry.
 	Exists(ctx context.Context, ref string) (bool, error)
 }
@@ -182,7 +185,7 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 	for _, id := range spec.Exclude {
 		excluded[id] = true
 	}
-	lister := &imageCache{images: e.images, byRepo: map[string]cached{}}
+	lister := newImageCache(e.images)
 	var target registry.Ref
 	if spec.Image != "" {
 		if target, err = e.resolveTarget(ctx, spec.Image, lister); err != nil {
@@ -326,23 +329,43 @@ func planImage(_ context.Context, item *Item, def *gitrepo.Definition, target re
 
 func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister *imageCache, force bool) {
 	var reasons []string
+	problem := func(warn bool, format string, args ...any) {
+		r := fmt.Sprintf(format, args...)
+		reasons = append(reasons, r)
+		if warn {
+			item.Warnings = append(item.Warnings, r)
+		}
+	}
 	for _, c := range def.Containers {
 		ref, err := registry.ParseRef(c.Image)
 		if err != nil || ref.Tag == "" {
-			reasons = append(reasons, fmt.Sprintf("%s: image %q is pinned by digest or invalid", c.Name, c.Image))
+			problem(false, "%s: image %q is pinned by digest or invalid", c.Name, c.Image)
 			continue
 		}
 		untagged := !registry.HasTag(c.Image)
-		imgs, err := lister.get(ctx, ref.Repository)
+		f, err := ContainerFilter(def.Annotations, c.Name)
+		if err == nil {
+			f, err = f.Bind(ref.Tag)
+		}
 		if err != nil {
-			reasons = append(reasons, fmt.Sprintf("%s: %s: %s", c.Name, ReasonRegistry, firstLine(err)))
+			problem(true, "%s: invalid policy: %v", c.Name, err)
 			continue
 		}
-		if len(imgs) == 0 {
-			reasons = append(reasons, fmt.Sprintf("%s: %s", c.Name, ReasonNotFound))
+		newest, cands, err := lister.newest(ctx, ref.Repository, f)
+		switch {
+		case err != nil:
+			problem(false, "%s: %s: %s", c.Name, ReasonRegistry, firstLine(err))
+			continue
+		case cands == 0 && f.Kind != "":
+			problem(true, "%s: tag filter %s matches no tag of %s", c.Name, f, ref.Repository)
+			continue
+		case cands == 0:
+			problem(false, "%s: %s", c.Name, ReasonNotFound)
+			continue
+		case f.NeedsMetadata() && !newest.Dated():
+			problem(true, "%s: no image of %s%s has a creation time, so the newest build cannot be told; order this container by semver (tag filter semver:...) or by name or number (tag order)", c.Name, ref.Repository, filterSuffix(f))
 			continue
 		}
-		newest := imgs[0]
 		if untagged {
 			if !force {
 				reasons = append(reasons, unversioned(c, ref.Repository+":"+newest.Tag))
@@ -352,7 +375,11 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 			if newest.Tag == ref.Tag {
 				continue
 			}
-			if cur, ok := findTag(imgs, ref.Tag); ok && !newest.CreatedAt.After(cur.CreatedAt) {
+			if f.NeedsMetadata() {
+				if cur, ok := lister.dated(ctx, ref.Repository, ref.Tag); ok && !newest.CreatedAt.After(cur.CreatedAt) {
+					continue
+				}
+			} else if !f.Newer(newest.Tag, ref.Tag) {
 				continue
 			}
 		}
@@ -368,6 +395,13 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 	default:
 		item.Action, item.Reason = UpToDate, ReasonNoNewer
 	}
+}
+
+func filterSuffix(f registry.Filter) string {
+	if f.Kind == "" {
+		return ""
+	}
+	return " passing " + f.String()
 }
 
 // edit returns the new content of every file the plan changes, applying
@@ -460,10 +494,13 @@ func commitMessage(instance string, spec Spec, plan *Plan) string {
 	return msg + body.String()
 }
 
-// imageCache lists each repository once per plan.
+// imageCache reads each repository once per plan, and only what the
+// policies need: the tag list alone for orders by version, name or number;
+// metadata only for the tags a filter passes when ordering by build time.
 type imageCache struct {
 	images Images
-	byRepo map[string]cached
+	byKey  map[string]cached
+	tags   map[string]cachedTags
 }
 
 type cached struct {
@@ -471,13 +508,83 @@ type cached struct {
 	err  error
 }
 
+type cachedTags struct {
+	tags []string
+	err  error
+}
+
+func newImageCache(images Images) *imageCache {
+	return &imageCache{images: images, byKey: map[string]cached{}, tags: map[string]cachedTags{}}
+}
+
+// get lists every image of a repository, newest first.
 func (c *imageCache) get(ctx context.Context, repo string) ([]registry.Image, error) {
-	if r, ok := c.byRepo[repo]; ok {
+	return c.matching(ctx, repo, registry.Filter{})
+}
+
+func (c *imageCache) matching(ctx context.Context, repo string, f registry.Filter) ([]registry.Image, error) {
+	key := repo + "\x00" + f.String()
+	if r, ok := c.byKey[key]; ok {
 		return r.imgs, r.err
 	}
-	imgs, err := c.images.Images(ctx, repo)
-	c.byRepo[repo] = cached{imgs, err}
+	var keep func(string) bool
+	if f.Kind != "" {
+		keep = f.Match
+	}
+	imgs, err := c.images.ImagesMatching(ctx, repo, keep)
+	c.byKey[key] = cached{imgs, err}
 	return imgs, err
+}
+
+func (c *imageCache) tagList(ctx context.Context, repo string) ([]string, error) {
+	if r, ok := c.tags[repo]; ok {
+		return r.tags, r.err
+	}
+	tags, err := c.images.Tags(ctx, repo)
+	c.tags[repo] = cachedTags{tags, err}
+	return tags, err
+}
+
+// newest returns the best image a filter passes and how many it passes.
+// Under orders other than build time the image carries its tag only.
+func (c *imageCache) newest(ctx context.Context, repo string, f registry.Filter) (registry.Image, int, error) {
+	if f.NeedsMetadata() {
+		imgs, err := c.matching(ctx, repo, f)
+		if err != nil || len(imgs) == 0 {
+			return registry.Image{}, 0, err
+		}
+		return imgs[0], len(imgs), nil
+	}
+	tags, err := c.tagList(ctx, repo)
+	if err != nil {
+		return registry.Image{}, 0, err
+	}
+	var pass []string
+	for _, t := range tags {
+		if f.Match(t) {
+			pass = append(pass, t)
+		}
+	}
+	if len(pass) == 0 {
+		return registry.Image{}, 0, nil
+	}
+	f.Rank(pass)
+	return registry.Image{Repository: repo, Tag: pass[0]}, len(pass), nil
+}
+
+// dated returns the running tag's image when its creation time is known:
+// from the lists already read, or with a read of that one tag.
+func (c *imageCache) dated(ctx context.Context, repo, tag string) (registry.Image, bool) {
+	for _, r := range c.byKey {
+		if img, ok := findTag(r.imgs, tag); ok && img.Repository == repo {
+			return img, img.Dated()
+		}
+	}
+	imgs, err := c.matching(ctx, repo, registry.Filter{Kind: "glob", Pattern: tag})
+	if err != nil || len(imgs) == 0 {
+		return registry.Image{}, false
+	}
+	return imgs[0], imgs[0].Dated()
 }
 
 func findTag(imgs []registry.Image, tag string) (registry.Image, bool) {

@@ -80,6 +80,10 @@ type Item struct {
 	Updates []ContainerUpdate
 	// File is where the service is defined in git.
 	File string
+	// Warnings are policy problems a user should fix: a filter that
+	// matches no tag, an invalid pattern written in git, images with no
+	// creation time under an order by build time.
+	Warnings []string `json:",omitempty"`
 }
 
 // Plan is a computed release.

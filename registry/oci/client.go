@@ -203,16 +203,31 @@ type Cache interface {
 // new digest. Tags gone from the registry leave the cache. A tag whose
 // metadata cannot be read is left out, unless none can, which is an error.
 func (c *Client) Images(ctx context.Context, repository string) ([]registry.Image, error) {
+	return c.ImagesMatching(ctx, repository, nil)
+}
+
+// ImagesMatching is Images for the tags keep passes (all when keep is
+// nil): tags a policy filters out cost no request at all.
+func (c *Client) ImagesMatching(ctx context.Context, repository string, keep func(tag string) bool) ([]registry.Image, error) {
 	start := time.Now()
-	tags, err := c.Tags(ctx, repository)
+	all, err := c.Tags(ctx, repository)
 	if err != nil {
 		return nil, err
+	}
+	tags := all
+	if keep != nil {
+		tags = make([]string, 0, len(all))
+		for _, t := range all {
+			if keep(t) {
+				tags = append(tags, t)
+			}
+		}
 	}
 	repo, _ := name.NewRepository(repository, name.WeakValidation)
 	if m := c.cfg.Metrics; m != nil {
 		defer func() {
 			m.scan.WithLabelValues(repo.RegistryStr()).Observe(time.Since(start).Seconds())
-			m.tags.WithLabelValues(repository).Set(float64(len(tags)))
+			m.tags.WithLabelValues(repository).Set(float64(len(all)))
 		}()
 	}
 	cached := map[string]registry.CachedTag{}
@@ -273,8 +288,8 @@ func (c *Client) Images(ctx context.Context, repository string) ([]registry.Imag
 		return nil, explain(repo.RegistryStr(), repository, firstErr)
 	}
 	if c.cfg.Cache != nil {
-		listed := make(map[string]bool, len(tags))
-		for _, t := range tags {
+		listed := make(map[string]bool, len(all))
+		for _, t := range all {
 			listed[t] = true
 		}
 		var removed []string
