@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"strings"
+	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/utils/clock"
 
 	"github.com/fluxd/fluxd/gitrepo"
@@ -18,11 +21,17 @@ import (
 // User is the user automated releases are made as.
 const User = "automator"
 
-// Releaser is what the automator needs of the release engine.
-type Releaser interface {
+// Planner is what the automator needs of the release engine.
+type Planner interface {
 	Manifests(ctx context.Context) (string, *gitrepo.Manifests, error)
 	Plan(ctx context.Context, spec release.Spec) (*release.Plan, error)
-	Execute(ctx context.Context, instance string, spec release.Spec, typ history.Type, opts release.ExecOptions) (*release.Result, error)
+}
+
+// Jobs is the release job queue: automated releases are jobs like any
+// other, listed, watched, cancelled and taken over like them.
+type Jobs interface {
+	Enqueue(ctx context.Context, instance string, spec release.Spec, checksum string) (release.JobUpdate, error)
+	Get(ctx context.Context, instance, id string) (release.JobUpdate, error)
 }
 
 // Config sets the automator's timing.
@@ -30,60 +39,98 @@ type Config struct {
 	// ShortWait follows a release (default 15s); LongWait follows a check
 	// that found nothing to release (default 1m).
 	ShortWait, LongWait time.Duration
+	// MaxBackoff caps the exponential wait after failures (default 10m);
+	// the first retry comes after ShortWait.
+	MaxBackoff time.Duration
 	// DefaultInstance records automated releases of services that name no
 	// instance in fluxd.io/automated-by.
 	DefaultInstance string
-	// Exec tunes the releases, e.g. following their rollout.
-	Exec release.ExecOptions
+	// Metrics, when set, gets a gauge of services per state.
+	Metrics prometheus.Registerer
 }
 
 // State is where a service is in the machine.
 type State string
 
-// The states.
+// The states. A new service is Empty; a check (Refreshing) ends in a
+// decision: nothing to do (UpToDate until the next check), a release
+// (Releasing, until its job ends, then Waiting a short while), or an
+// error (Failing, waiting with exponential backoff).
 const (
-	Empty     State = "empty"
-	UpToDate  State = "uptodate"
-	Releasing State = "releasing"
-	Waiting   State = "waiting"
+	Empty      State = "empty"
+	Refreshing State = "refreshing"
+	UpToDate   State = "uptodate"
+	Releasing  State = "releasing"
+	Waiting    State = "waiting"
+	Failing    State = "failing"
 )
 
-// service is one automated service's machine.
+var allStates = []State{Empty, Refreshing, UpToDate, Releasing, Waiting, Failing}
+
+// waits reports whether a state waits until Next.
+func (s State) waits() bool { return s == UpToDate || s == Waiting || s == Failing }
+
+// Status is one automated service's state, for list-services.
+type Status struct {
+	State State
+	// Next is when it is checked again (Waiting, Failing).
+	Next time.Time
+	// JobID is the release job while Releasing.
+	JobID string
+	// LastError and Failures say why it is Failing.
+	LastError string
+	Failures  int
+	// Decision is the last decision, e.g. "release app=r/app:1.3".
+	Decision string
+	// Warnings are policy problems found by the last check.
+	Warnings []string
+}
+
 type service struct {
+	Status
 	id       platform.ID
 	instance string
-	state    State
-	due      time.Time // when Waiting ends
-	plan     *release.Plan
 }
 
 // Automator runs the state machines.
 type Automator struct {
-	cfg      Config
-	releaser Releaser
-	clock    clock.Clock
-	log      *slog.Logger
+	cfg   Config
+	plans Planner
+	jobs  Jobs
+	clock clock.Clock
+	log   *slog.Logger
+	gauge *prometheus.GaugeVec
 
+	mu       sync.Mutex // guards services for Status readers
 	services map[platform.ID]*service
 	kick     chan struct{}
 }
 
 // New returns an Automator.
-func New(cfg Config, r Releaser, clk clock.Clock, log *slog.Logger) *Automator {
+func New(cfg Config, p Planner, jobs Jobs, clk clock.Clock, log *slog.Logger) *Automator {
 	if cfg.ShortWait <= 0 {
 		cfg.ShortWait = 15 * time.Second
 	}
 	if cfg.LongWait <= 0 {
 		cfg.LongWait = time.Minute
 	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = 10 * time.Minute
+	}
 	if cfg.DefaultInstance == "" {
 		cfg.DefaultInstance = "default"
 	}
-	return &Automator{cfg: cfg, releaser: r, clock: clk, log: log.With("component", "automator"),
+	a := &Automator{cfg: cfg, plans: p, jobs: jobs, clock: clk, log: log.With("component", "automator"),
 		services: map[platform.ID]*service{}, kick: make(chan struct{}, 1)}
+	if cfg.Metrics != nil {
+		a.gauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fluxd_automation_services", Help: "Automated services by automator state."}, []string{"state"})
+		cfg.Metrics.MustRegister(a.gauge)
+	}
+	return a
 }
 
-// Kick asks for a pass soon; kicks coalesce.
+// Kick ends every wait (not a failure's backoff) and asks for a pass
+// now; kicks coalesce. Notifications, policy changes and job ends kick.
 func (a *Automator) Kick() {
 	select {
 	case a.kick <- struct{}{}:
@@ -105,148 +152,270 @@ func (a *Automator) Run(ctx context.Context) {
 	}
 }
 
-// wakeAll makes every waiting service due now.
 func (a *Automator) wakeAll() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	now := a.clock.Now()
 	for _, s := range a.services {
-		if s.state == Waiting {
-			s.due = now
+		if s.State == Waiting || s.State == UpToDate {
+			s.Next = now
 		}
 	}
 }
 
-// States reports each known service's state, for tests and status.
-func (a *Automator) States() map[platform.ID]State {
-	out := map[platform.ID]State{}
+// Statuses reports every automated service's state.
+func (a *Automator) Statuses() map[platform.ID]Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := make(map[platform.ID]Status, len(a.services))
 	for id, s := range a.services {
-		out[id] = s.state
+		st := s.Status
+		st.Warnings = append([]string(nil), s.Warnings...)
+		out[id] = st
 	}
 	return out
 }
 
-// Step reads which services are automated, runs the state function of
-// every service that is due, and returns how long until the next is due.
+// States reports each service's state.
+func (a *Automator) States() map[platform.ID]State {
+	out := map[platform.ID]State{}
+	for id, s := range a.Statuses() {
+		out[id] = s.State
+	}
+	return out
+}
+
+// Step reads which services are automated, settles releases whose jobs
+// ended, checks every service that is due (one plan per instance), queues
+// one release job per instance for all the services that need one, and
+// returns how long until the next is due.
 func (a *Automator) Step(ctx context.Context) time.Duration {
-	_, m, err := a.releaser.Manifests(ctx)
+	defer a.observe()
+	_, m, err := a.plans.Manifests(ctx)
 	if err != nil {
-		a.log.Warn("cannot read which services are automated; will retry", "error", err)
+		a.log.Warn("cannot read which services are automated; will retry", "error", err, "in", a.cfg.ShortWait)
 		return a.cfg.ShortWait
 	}
-	automated := map[platform.ID]string{}
-	for id, def := range m.Workloads {
-		if def.Annotations[release.AnnotationAutomated] == "true" && def.Annotations[release.AnnotationLocked] != "true" {
-			inst := def.Annotations[release.AnnotationAutomatedBy]
-			if inst == "" {
-				inst = a.cfg.DefaultInstance
-			}
-			automated[id] = inst
-		}
-	}
+	a.track(m)
+	a.settleJobs(ctx)
+
+	due := map[string][]platform.ID{}
+	a.mu.Lock()
+	now := a.clock.Now()
 	for id, s := range a.services {
-		if _, ok := automated[id]; !ok {
-			a.log.Info("decision: no longer automated (or locked); forgetting", "service", id.String(), "state", string(s.state))
-			delete(a.services, id)
+		if s.State == Empty || (s.State.waits() && !now.Before(s.Next)) {
+			s.State = Refreshing
+			due[s.instance] = append(due[s.instance], id)
 		}
 	}
-	ids := make([]platform.ID, 0, len(automated))
-	for id, inst := range automated {
-		if _, ok := a.services[id]; !ok {
-			a.services[id] = &service{id: id, instance: inst, state: Empty}
-		}
-		a.services[id].instance = inst
-		ids = append(ids, id)
+	a.mu.Unlock()
+	instances := make([]string, 0, len(due))
+	for inst := range due {
+		instances = append(instances, inst)
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
-	for _, id := range ids {
-		s := a.services[id]
-		if s.state == Waiting && a.clock.Now().Before(s.due) {
-			continue
-		}
-		// Run state functions until the service waits again; a pass is at
-		// most refresh, decide, release.
-		for i := 0; i < 4; i++ {
-			if s.state = a.run(ctx, s); s.state == Waiting {
-				break
-			}
-		}
+	sort.Strings(instances)
+	for _, inst := range instances {
+		ids := due[inst]
+		sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
+		a.check(ctx, inst, ids)
 	}
 	return a.nextDue()
 }
 
+// track starts machines for newly automated services and forgets the
+// ones no longer automated, or locked.
+func (a *Automator) track(m *gitrepo.Manifests) {
+	automated := map[platform.ID]string{}
+	for id, def := range m.Workloads {
+		if def.Annotations[release.AnnotationAutomated] != "true" {
+			continue
+		}
+		if def.Annotations[release.AnnotationLocked] == "true" {
+			a.mu.Lock()
+			_, known := a.services[id]
+			a.mu.Unlock()
+			if known {
+				a.log.Info("decision: "+release.LockReason(def.Annotations)+"; not releasing it", "service", id.String())
+			}
+			continue
+		}
+		inst := def.Annotations[release.AnnotationAutomatedBy]
+		if inst == "" {
+			inst = a.cfg.DefaultInstance
+		}
+		automated[id] = inst
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id, s := range a.services {
+		if _, ok := automated[id]; !ok && s.State != Releasing {
+			a.log.Info("decision: no longer automated (or locked); forgetting", "service", id.String(), "state", string(s.State))
+			delete(a.services, id)
+		}
+	}
+	for id, inst := range automated {
+		s, ok := a.services[id]
+		if !ok {
+			s = &service{id: id, Status: Status{State: Empty}}
+			a.services[id] = s
+		}
+		s.instance = inst
+	}
+}
+
+// settleJobs moves services whose release job ended on: to Waiting after
+// a success, to Failing after a failure.
+func (a *Automator) settleJobs(ctx context.Context) {
+	a.mu.Lock()
+	releasing := map[string][]*service{}
+	for _, s := range a.services {
+		if s.State == Releasing {
+			releasing[s.instance+"\x00"+s.JobID] = append(releasing[s.instance+"\x00"+s.JobID], s)
+		}
+	}
+	a.mu.Unlock()
+	for key, ss := range releasing {
+		inst, jobID, _ := strings.Cut(key, "\x00")
+		u, err := a.jobs.Get(ctx, inst, jobID)
+		if err != nil {
+			a.mu.Lock()
+			for _, s := range ss {
+				a.fail(s, fmt.Errorf("reading release job %s: %w", jobID, err))
+			}
+			a.mu.Unlock()
+			continue
+		}
+		if !u.Job.State.Final() {
+			continue
+		}
+		a.mu.Lock()
+		for _, s := range ss {
+			switch u.Job.State {
+			case history.JobSucceeded:
+				s.Failures, s.LastError = 0, ""
+				a.waitLocked(s, a.cfg.ShortWait)
+				a.log.Info("release job ended", "service", s.id.String(), "job", jobID, "commit", u.Job.Commit)
+			default:
+				a.fail(s, fmt.Errorf("release job %s %s: %s", jobID, u.Job.State, u.Job.Error))
+			}
+		}
+		a.mu.Unlock()
+	}
+}
+
+// check plans the newest images for the due services of one instance and
+// decides for each: release (all of them in one job, one commit), nothing
+// newer, filtered out, or failing.
+func (a *Automator) check(ctx context.Context, instance string, ids []platform.ID) {
+	plan, err := a.plans.Plan(ctx, release.Spec{Services: ids, AllLatest: true, User: User})
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err != nil {
+		for _, id := range ids {
+			if s := a.services[id]; s != nil {
+				a.fail(s, fmt.Errorf("cannot check for newer images: %w", err))
+			}
+		}
+		return
+	}
+	var release_ []platform.ID
+	var targets []string
+	for _, it := range plan.Items {
+		s := a.services[it.Service]
+		if s == nil {
+			continue
+		}
+		s.Warnings = it.Warnings
+		for _, w := range it.Warnings {
+			a.log.Warn("policy problem", "service", it.Service.String(), "warning", w)
+		}
+		switch {
+		case it.Action == release.Update:
+			var us []string
+			for _, u := range it.Updates {
+				us = append(us, u.Container+"="+u.Target)
+			}
+			s.Decision = "release " + strings.Join(us, ", ")
+			release_ = append(release_, it.Service)
+			targets = append(targets, it.Service.String()+" "+strings.Join(us, ", "))
+			continue
+		case strings.Contains(it.Reason, release.ReasonRegistry):
+			a.fail(s, fmt.Errorf("%s", it.Reason))
+			continue
+		case len(it.Warnings) > 0:
+			s.Decision = "filtered out: " + it.Reason
+		case it.Action == release.Skip:
+			s.Decision = "skipped: " + it.Reason
+		default:
+			s.Decision = "nothing newer"
+		}
+		s.Failures, s.LastError = 0, ""
+		a.log.Info("decision: "+s.Decision, "service", it.Service.String())
+		s.State, s.Next, s.JobID = UpToDate, a.clock.Now().Add(a.cfg.LongWait), ""
+	}
+	if len(release_) == 0 {
+		return
+	}
+	spec := release.Spec{Services: release_, AllLatest: true, User: User, Automated: true,
+		Message: "automated release of " + strings.Join(targets, "; ")}
+	u, err := a.jobs.Enqueue(ctx, instance, spec, "")
+	for _, id := range release_ {
+		s := a.services[id]
+		if err != nil {
+			a.fail(s, fmt.Errorf("queueing the release: %w", err))
+			continue
+		}
+		s.State, s.JobID = Releasing, u.Job.ID
+		a.log.Info("decision: "+s.Decision, "service", id.String(), "job", u.Job.ID, "batch", len(release_))
+	}
+}
+
+// fail records an error and backs off exponentially: ShortWait, doubling
+// per consecutive failure, up to MaxBackoff. Call with a.mu held.
+func (a *Automator) fail(s *service, err error) {
+	s.Failures++
+	s.LastError = err.Error()
+	wait := a.cfg.ShortWait
+	for i := 1; i < s.Failures && wait < a.cfg.MaxBackoff; i++ {
+		wait *= 2
+	}
+	wait = min(wait, a.cfg.MaxBackoff)
+	s.State, s.Next, s.JobID = Failing, a.clock.Now().Add(wait), ""
+	s.Decision = "failing"
+	a.log.Warn("decision: failing; will retry", "service", s.id.String(), "error", err, "failures", s.Failures, "retry_in", wait)
+}
+
+func (a *Automator) waitLocked(s *service, d time.Duration) {
+	s.State, s.Next, s.JobID = Waiting, a.clock.Now().Add(d), ""
+}
+
+// nextDue is how long until a service is due; while a release job runs,
+// its end kicks the automator, with a poll as a safety net.
 func (a *Automator) nextDue() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	next := a.cfg.LongWait
 	now := a.clock.Now()
 	for _, s := range a.services {
-		if s.state == Waiting {
-			if d := s.due.Sub(now); d < next {
-				next = d
-			}
+		switch {
+		case s.State.waits():
+			next = min(next, s.Next.Sub(now))
+		case s.State == Releasing:
+			next = min(next, a.cfg.ShortWait)
 		}
 	}
-	if next < 0 {
-		next = 0
-	}
-	return next
+	return max(next, 0)
 }
 
-// run is the state function table: each returns the next state.
-func (a *Automator) run(ctx context.Context, s *service) State {
-	switch s.state {
-	case Empty, Waiting:
-		return a.refresh(ctx, s)
-	case UpToDate:
-		if s.plan != nil && s.plan.Updates() > 0 {
-			return Releasing
-		}
-		return a.wait(s, a.cfg.LongWait)
-	case Releasing:
-		return a.release(ctx, s)
+func (a *Automator) observe() {
+	if a.gauge == nil {
+		return
 	}
-	return Empty
-}
-
-// refresh plans the newest images for the service.
-func (a *Automator) refresh(ctx context.Context, s *service) State {
-	plan, err := a.releaser.Plan(ctx, release.Spec{Services: []platform.ID{s.id}, AllLatest: true, User: User})
-	if err != nil {
-		a.log.Warn("decision: cannot check for newer images; will retry", "service", s.id.String(), "error", err)
-		s.plan = nil
-		return a.wait(s, a.cfg.ShortWait)
+	counts := map[State]int{}
+	for _, s := range a.States() {
+		counts[s]++
 	}
-	s.plan = plan
-	if plan.Updates() == 0 {
-		reason := "nothing newer"
-		if len(plan.Items) == 1 && plan.Items[0].Reason != "" {
-			reason = plan.Items[0].Reason
-		}
-		a.log.Info("decision: "+reason, "service", s.id.String())
+	for _, st := range allStates {
+		a.gauge.WithLabelValues(string(st)).Set(float64(counts[st]))
 	}
-	return UpToDate
-}
-
-// release executes the plan's release, as the automator.
-func (a *Automator) release(ctx context.Context, s *service) State {
-	spec := release.Spec{Services: []platform.ID{s.id}, AllLatest: true, User: User, Message: "automated release"}
-	res, err := a.releaser.Execute(ctx, s.instance, spec, history.AutomatedRelease, a.cfg.Exec)
-	switch {
-	case err != nil:
-		a.log.Warn("decision: release failed; will retry", "service", s.id.String(), "error", err)
-	case res.Commit == "":
-		a.log.Info("decision: nothing to release after all", "service", s.id.String())
-	default:
-		var targets []string
-		for _, it := range res.Plan.Items {
-			for _, u := range it.Updates {
-				targets = append(targets, u.Container+"="+u.Target)
-			}
-		}
-		a.log.Info(fmt.Sprintf("decision: released %v", targets), "service", s.id.String(), "commit", res.Commit)
-	}
-	s.plan = nil
-	return a.wait(s, a.cfg.ShortWait)
-}
-
-func (a *Automator) wait(s *service, d time.Duration) State {
-	s.due = a.clock.Now().Add(d)
-	return Waiting
 }

@@ -2,11 +2,15 @@ package automator
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/fluxd/fluxd/gitrepo"
@@ -15,93 +19,208 @@ import (
 	"github.com/fluxd/fluxd/release"
 )
 
-var app = platform.ID{Namespace: "default", Kind: "deployment", Name: "app"}
-
-// fakeReleaser is an in-memory release engine: a workload with one
-// container, and a registry whose newest tag the test sets.
-type fakeReleaser struct {
-	annotations map[string]string
-	current     string
-	newest      string
-	executed    []string // instance:type per Execute
-	plans       int
+func svc(name string) platform.ID {
+	return platform.ID{Namespace: "default", Kind: "deployment", Name: name}
 }
 
-func (f *fakeReleaser) Manifests(context.Context) (string, *gitrepo.Manifests, error) {
-	return "rev", &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{
-		app: {ID: app, Annotations: f.annotations, Containers: []gitrepo.Container{{Name: "app", Image: "r/app:" + f.current}}},
-	}}, nil
+// fakePlanner is an in-memory release engine: workloads with one container
+// each, and a registry whose newest tag the test sets per service.
+type fakePlanner struct {
+	annotations map[platform.ID]map[string]string
+	current     map[platform.ID]string
+	newest      map[platform.ID]string
+	planErr     error
+	plans       [][]platform.ID
 }
 
-func (f *fakeReleaser) plan() *release.Plan {
-	it := release.Item{Service: app, Action: release.UpToDate, Reason: release.ReasonNoNewer}
-	if f.newest != f.current {
-		it = release.Item{Service: app, Action: release.Update, Updates: []release.ContainerUpdate{{Container: "app", Current: "r/app:" + f.current, Target: "r/app:" + f.newest}}}
+func newFake(names ...string) *fakePlanner {
+	f := &fakePlanner{annotations: map[platform.ID]map[string]string{}, current: map[platform.ID]string{}, newest: map[platform.ID]string{}}
+	for _, n := range names {
+		f.annotations[svc(n)] = map[string]string{release.AnnotationAutomated: "true", release.AnnotationAutomatedBy: "team-a"}
+		f.current[svc(n)], f.newest[svc(n)] = "1.0", "1.0"
 	}
-	return &release.Plan{Revision: "rev", Items: []release.Item{it}}
+	return f
 }
 
-func (f *fakeReleaser) Plan(context.Context, release.Spec) (*release.Plan, error) {
-	f.plans++
-	return f.plan(), nil
-}
-
-func (f *fakeReleaser) Execute(_ context.Context, instance string, spec release.Spec, typ history.Type, _ release.ExecOptions) (*release.Result, error) {
-	p := f.plan()
-	f.executed = append(f.executed, instance+":"+string(typ)+":"+spec.User)
-	res := &release.Result{Plan: p}
-	if p.Updates() > 0 {
-		res.Commit = "c-" + f.newest
-		f.current = f.newest
+func (f *fakePlanner) Manifests(context.Context) (string, *gitrepo.Manifests, error) {
+	m := &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{}}
+	for id, ann := range f.annotations {
+		m.Workloads[id] = &gitrepo.Definition{ID: id, Annotations: ann, Containers: []gitrepo.Container{{Name: "app", Image: "r/" + id.Name + ":" + f.current[id]}}}
 	}
-	return res, nil
+	return "rev", m, nil
 }
 
-func TestStateMachine(t *testing.T) {
+func (f *fakePlanner) Plan(_ context.Context, spec release.Spec) (*release.Plan, error) {
+	f.plans = append(f.plans, spec.Services)
+	if f.planErr != nil {
+		return nil, f.planErr
+	}
+	p := &release.Plan{Revision: "rev"}
+	for _, id := range spec.Services {
+		it := release.Item{Service: id, Action: release.UpToDate, Reason: release.ReasonNoNewer}
+		if f.newest[id] != f.current[id] {
+			it = release.Item{Service: id, Action: release.Update, Updates: []release.ContainerUpdate{{Container: "app", Current: "r/app:" + f.current[id], Target: "r/app:" + f.newest[id]}}}
+		}
+		p.Items = append(p.Items, it)
+	}
+	return p, nil
+}
+
+// fakeJobs records queued jobs; the test ends them.
+type fakeJobs struct {
+	queued []history.Job
+	specs  []release.Spec
+}
+
+func (j *fakeJobs) Enqueue(_ context.Context, instance string, spec release.Spec, _ string) (release.JobUpdate, error) {
+	job := history.Job{ID: "job" + string(rune('1'+len(j.queued))), Instance: instance, State: history.JobQueued}
+	j.queued, j.specs = append(j.queued, job), append(j.specs, spec)
+	return release.JobUpdate{Job: job}, nil
+}
+
+func (j *fakeJobs) Get(_ context.Context, instance, id string) (release.JobUpdate, error) {
+	for _, job := range j.queued {
+		if job.ID == id && job.Instance == instance {
+			return release.JobUpdate{Job: job}, nil
+		}
+	}
+	return release.JobUpdate{}, errors.New("no such job")
+}
+
+func (j *fakeJobs) end(state history.JobState) { j.queued[len(j.queued)-1].State = state }
+
+func newAutomator(t *testing.T, f *fakePlanner, jobs *fakeJobs, reg prometheus.Registerer) (*Automator, *clocktesting.FakeClock) {
+	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
-	f := &fakeReleaser{annotations: map[string]string{release.AnnotationAutomated: "true", release.AnnotationAutomatedBy: "team-a"}, current: "1.0", newest: "1.0"}
-	a := New(Config{ShortWait: 15 * time.Second, LongWait: time.Minute}, f, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return New(Config{ShortWait: 15 * time.Second, LongWait: time.Minute, MaxBackoff: 2 * time.Minute, Metrics: reg}, f, jobs, clk, slog.New(slog.NewTextHandler(io.Discard, nil))), clk
+}
+
+func TestStateMachineBatchesReleases(t *testing.T) {
+	f, jobs := newFake("a", "b", "c", "d"), &fakeJobs{}
+	reg := prometheus.NewRegistry()
+	a, clk := newAutomator(t, f, jobs, reg)
 	ctx := context.Background()
 
-	// Empty → refresh → UpToDate → nothing newer → Waiting (long).
+	// Empty → Refreshing → nothing newer → UpToDate until the long wait.
 	if next := a.Step(ctx); next != time.Minute {
 		t.Errorf("after a check with nothing newer, next pass in %v, want 1m", next)
 	}
-	if got := a.States()[app]; got != Waiting || len(f.executed) != 0 {
-		t.Fatalf("state %s, executed %v", got, f.executed)
+	if got := a.States()[svc("a")]; got != UpToDate || len(jobs.queued) != 0 {
+		t.Fatalf("state %s, jobs %v", got, jobs.queued)
+	}
+	if len(f.plans) != 1 || len(f.plans[0]) != 4 {
+		t.Errorf("one plan should cover all four due services of the instance: %v", f.plans)
+	}
+	if got := testutil.ToFloat64(a.gauge.WithLabelValues("uptodate")); got != 4 {
+		t.Errorf("gauge of up-to-date services = %v, want 4", got)
 	}
 	// Not due yet: no new check.
 	clk.Step(30 * time.Second)
-	plans := f.plans
 	a.Step(ctx)
-	if f.plans != plans {
+	if len(f.plans) != 1 {
 		t.Errorf("checked again before the wait was over")
 	}
-	// A newer tag appears; once the wait is over: refresh → Releasing →
-	// release → Waiting (short).
-	f.newest = "1.1"
-	clk.Step(30 * time.Second)
-	if next := a.Step(ctx); next != 15*time.Second {
-		t.Errorf("after a release, next pass in %v, want 15s", next)
+	// Three services get newer images; a kick (a notification) ends the
+	// wait at once: one job, one batch, for the three.
+	for _, n := range []string{"a", "b", "c"} {
+		f.newest[svc(n)] = "1.1"
 	}
-	if len(f.executed) != 1 || f.executed[0] != "team-a:automated-release:automator" || f.current != "1.1" {
-		t.Fatalf("executed %v, current %s", f.executed, f.current)
-	}
-	// Deautomated: forgotten.
-	f.annotations = map[string]string{release.AnnotationAutomated: "false"}
-	clk.Step(15 * time.Second)
+	a.Kick()
+	a.wakeAll()
 	a.Step(ctx)
-	if _, ok := a.States()[app]; ok {
-		t.Errorf("a deautomated service is still tracked: %v", a.States())
+	if len(jobs.queued) != 1 {
+		t.Fatalf("want one job for the batch, got %d", len(jobs.queued))
+	}
+	sp := jobs.specs[0]
+	if len(sp.Services) != 3 || !sp.Automated || sp.User != User || jobs.queued[0].Instance != "team-a" || !strings.Contains(sp.Message, "default:deployment/a app=r/app:1.1") {
+		t.Errorf("batched job spec %+v on %s", sp, jobs.queued[0].Instance)
+	}
+	st := a.Statuses()
+	if st[svc("a")].State != Releasing || st[svc("a")].JobID != "job1" || st[svc("d")].State != UpToDate {
+		t.Errorf("statuses %+v", st)
+	}
+	// While the job runs, the services stay Releasing and are not checked.
+	plans := len(f.plans)
+	clk.Step(2 * time.Minute)
+	a.Step(ctx)
+	if a.States()[svc("a")] != Releasing || len(jobs.queued) != 1 {
+		t.Errorf("a running job must not be queued again: %v", a.States())
+	}
+	// The job ends: Waiting a short while, then checked again.
+	for _, n := range []string{"a", "b", "c"} {
+		f.current[svc(n)] = "1.1"
+	}
+	jobs.end(history.JobSucceeded)
+	if next := a.Step(ctx); next > 15*time.Second {
+		t.Errorf("after a release, next pass in %v, want at most the short wait", next)
+	}
+	if got := a.States()[svc("a")]; got != Waiting {
+		t.Errorf("after the job: %s, want waiting", got)
+	}
+	if len(f.plans) == plans {
+		t.Errorf("d was due and should have been checked")
 	}
 }
 
-func TestLockedServicesAreNotReleased(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Now())
-	f := &fakeReleaser{annotations: map[string]string{release.AnnotationAutomated: "true", release.AnnotationLocked: "true"}, current: "1.0", newest: "2.0"}
-	a := New(Config{}, f, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	a.Step(context.Background())
-	if len(f.executed) != 0 || len(a.States()) != 0 {
-		t.Fatalf("locked service: executed %v, states %v", f.executed, a.States())
+func TestFailuresBackOffPerService(t *testing.T) {
+	f, jobs := newFake("a"), &fakeJobs{}
+	a, clk := newAutomator(t, f, jobs, nil)
+	ctx := context.Background()
+	f.planErr = errors.New("git unreachable")
+	var waits []time.Duration
+	for i := 0; i < 5; i++ {
+		a.Step(ctx)
+		waits = append(waits, a.Statuses()[svc("a")].Next.Sub(clk.Now()))
+		if i < 4 {
+			clk.Step(waits[len(waits)-1])
+		}
+	}
+	want := []time.Duration{15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 2 * time.Minute}
+	for i := range want {
+		if waits[i] != want[i] {
+			t.Fatalf("waits after failures %v, want %v", waits, want)
+		}
+	}
+	st := a.Statuses()[svc("a")]
+	if st.State != Failing || st.Failures != 5 || !strings.Contains(st.LastError, "git unreachable") || st.Next.IsZero() {
+		t.Errorf("status %+v", st)
+	}
+	// A kick does not cut a failing service's backoff short.
+	plans := len(f.plans)
+	clk.Step(time.Second)
+	a.wakeAll()
+	a.Step(ctx)
+	if len(f.plans) != plans {
+		t.Errorf("a kick retried a failing service before its backoff")
+	}
+	// Recovery resets the count.
+	f.planErr = nil
+	clk.Step(2 * time.Minute)
+	a.Step(ctx)
+	if st := a.Statuses()[svc("a")]; st.State != UpToDate || st.Failures != 0 {
+		t.Errorf("after recovery: %+v", st)
+	}
+	// A failed release job is a failure too.
+	f.newest[svc("a")] = "2.0"
+	clk.Step(time.Minute)
+	a.Step(ctx)
+	jobs.end(history.JobFailed)
+	a.Step(ctx)
+	if st := a.Statuses()[svc("a")]; st.State != Failing || !strings.Contains(st.LastError, "release job job1 failed") {
+		t.Errorf("after a failed job: %+v", st)
+	}
+}
+
+func TestLockedOrDeautomatedServicesAreForgotten(t *testing.T) {
+	f, jobs := newFake("a"), &fakeJobs{}
+	a, clk := newAutomator(t, f, jobs, nil)
+	ctx := context.Background()
+	a.Step(ctx)
+	f.annotations[svc("a")][release.AnnotationLocked] = "true"
+	f.newest[svc("a")] = "2.0"
+	clk.Step(time.Hour)
+	a.Step(ctx)
+	if _, ok := a.States()[svc("a")]; ok || len(jobs.queued) != 0 {
+		t.Errorf("a locked service is still automated: %v, jobs %v", a.States(), jobs.queued)
 	}
 }

@@ -36,6 +36,15 @@ func serviceToProto(s Service) *fluxdv1.Service {
 		Locked:      s.Locked,
 		LockMessage: s.LockMsg,
 		Replicas:    replicasToProto(s.Replicas),
+		TagFilters:  s.Filters,
+		TagOrder:    s.TagOrder,
+		Warnings:    s.Warnings,
+	}
+	if a := s.Automation; a != nil {
+		out.Automation = &fluxdv1.Automation{State: string(a.State), JobId: a.JobID, LastError: a.LastError, Failures: int32(a.Failures), Decision: a.Decision}
+		if !a.Next.IsZero() {
+			out.Automation.Next = timestamppb.New(a.Next)
+		}
 	}
 	for _, c := range s.Containers {
 		out.Containers = append(out.Containers, &fluxdv1.Container{Name: c.Name, Image: c.Image, Init: c.Init})
@@ -46,13 +55,13 @@ func serviceToProto(s Service) *fluxdv1.Service {
 func serviceImagesToProto(s Service, cis []ContainerImages) *fluxdv1.ServiceImages {
 	out := &fluxdv1.ServiceImages{Service: s.ID.String()}
 	for _, ci := range cis {
-		c := &fluxdv1.ContainerImages{Container: ci.Container, Current: ci.Current}
+		c := &fluxdv1.ContainerImages{Container: ci.Container, Current: ci.Current, Filter: ci.Filter, Passing: ci.Passing, Best: ci.Best, Warnings: ci.Warnings}
 		if ci.Err != nil {
 			c.Error = ci.Err.Error()
 		}
 		for _, img := range ci.Available {
 			info := &fluxdv1.ImageInfo{Ref: img.Ref(), Tag: img.Tag, Digest: img.Digest}
-			if !img.CreatedAt.IsZero() {
+			if img.Dated() {
 				info.CreatedAt = timestamppb.New(img.CreatedAt)
 			}
 			c.Available = append(c.Available, info)

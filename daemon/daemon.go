@@ -2,10 +2,12 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
 
+	"github.com/fluxd/fluxd/automator"
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
@@ -37,8 +39,12 @@ type Jobs interface {
 	Watch(ctx context.Context, instance, id string) (<-chan release.JobUpdate, error)
 }
 
-// Kicker is told when automation may have work to do.
-type Kicker interface{ Kick() }
+// Automation is the automator as the daemon sees it: told when there may
+// be work, and asked where each automated service is.
+type Automation interface {
+	Kick()
+	Statuses() map[platform.ID]automator.Status
+}
 
 // ImageLister lists a repository's images, newest first.
 type ImageLister interface {
@@ -56,8 +62,9 @@ type Deps struct {
 	Releaser Releaser
 	Images   ImageLister
 	History  History
-	// Automator, if set, is kicked after a policy change.
-	Automator Kicker
+	// Automator, if set, is kicked after a policy change or notification
+	// and reports automation states; nil on a follower.
+	Automator Automation
 	Jobs      Jobs
 }
 
@@ -112,6 +119,16 @@ type Service struct {
 	Automated  bool
 	Locked     bool
 	LockMsg    string
+	// Filters maps containers to their tag filters ("*": all containers);
+	// TagOrder orders glob and regex filters when not by build time.
+	Filters  map[string]string
+	TagOrder string
+	// Automation is the automator's state for an automated service.
+	Automation *automator.Status
+	// Warnings are policy problems to fix.
+	Warnings []string
+
+	annotations map[string]string
 }
 
 // Services lists every workload in the cluster or in git, sorted by ID,
@@ -163,6 +180,17 @@ func (d *Daemon) services(ctx context.Context) ([]Service, error) {
 		s.Automated = def.Annotations[release.AnnotationAutomated] == "true"
 		s.Locked = def.Annotations[release.AnnotationLocked] == "true"
 		s.LockMsg = release.LockReason(def.Annotations)
+		s.annotations = def.Annotations
+		s.Filters, s.TagOrder, s.Warnings = policyOf(def)
+	}
+	if d.deps.Automator != nil {
+		for id, st := range d.deps.Automator.Statuses() {
+			if s, ok := byID[id]; ok {
+				st := st
+				s.Automation = &st
+				s.Warnings = append(s.Warnings, st.Warnings...)
+			}
+		}
 	}
 	out := make([]Service, 0, len(order))
 	for _, id := range order {
@@ -171,3 +199,29 @@ func (d *Daemon) services(ctx context.Context) ([]Service, error) {
 	sortServices(out)
 	return out, nil
 }
+
+// policyOf reads a definition's tag filters, and reports the ones written
+// in git that do not parse: they are never silently ignored.
+func policyOf(def *gitrepo.Definition) (map[string]string, string, []string) {
+	var filters map[string]string
+	var warnings []string
+	add := func(k, v string) {
+		if filters == nil {
+			filters = map[string]string{}
+		}
+		filters[k] = v
+	}
+	if v := def.Annotations[release.AnnotationTagAll]; v != "" && v != "*" {
+		add("*", v)
+	}
+	for _, c := range def.Containers {
+		if v, ok := def.Annotations[release.AnnotationTagPrefix+c.Name]; ok && v != "" && v != "*" {
+			add(c.Name, v)
+		}
+		if _, err := release.ContainerFilter(def.Annotations, c.Name); err != nil {
+			warnings = append(warnings, fmt.Sprintf("%s: invalid policy in git (%s): %v", c.Name, def.File, err))
+		}
+	}
+	return filters, def.Annotations[release.AnnotationTagOrder], dedupe(warnings)
+}
+

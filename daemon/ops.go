@@ -18,24 +18,35 @@ import (
 	"github.com/fluxd/fluxd/release"
 )
 
-// ContainerImages is one container's current image and what its
-// repository offers.
+// ContainerImages is one container's current image, what its repository
+// offers, and what its policy makes of it.
 type ContainerImages struct {
 	Container string
 	Current   string
 	Available []registry.Image
 	// Err says why the images could not be read.
 	Err error
+	// Filter is the container's tag filter; Passing the tags it passes,
+	// best first; Best the one a release of the latest images picks.
+	Filter   string
+	Passing  []string
+	Best     string
+	Warnings []string
 }
 
 // ListImages returns, for each container of the named service, the images
-// of its repository, newest first.
+// of its repository, newest first (undated last), with what the
+// container's policy passes.
 func (d *Daemon) ListImages(ctx context.Context, _ auth.Identity, name string) (Service, []ContainerImages, error) {
 	svc, err := d.resolve(ctx, name)
 	if err != nil {
 		return Service{}, nil, err
 	}
-	byRepo := map[string]ContainerImages{}
+	type listed struct {
+		imgs []registry.Image
+		err  error
+	}
+	byRepo := map[string]listed{}
 	var out []ContainerImages
 	for _, c := range svc.Containers {
 		ci := ContainerImages{Container: c.Name, Current: c.Image}
@@ -45,15 +56,63 @@ func (d *Daemon) ListImages(ctx context.Context, _ auth.Identity, name string) (
 			out = append(out, ci)
 			continue
 		}
-		if prev, ok := byRepo[ref.Repository]; ok {
-			ci.Available, ci.Err = prev.Available, prev.Err
-		} else {
-			ci.Available, ci.Err = d.deps.Images.Images(ctx, ref.Repository)
-			byRepo[ref.Repository] = ci
+		l, ok := byRepo[ref.Repository]
+		if !ok {
+			l.imgs, l.err = d.deps.Images.Images(ctx, ref.Repository)
+			byRepo[ref.Repository] = l
+		}
+		ci.Available, ci.Err = l.imgs, l.err
+		if ci.Err == nil {
+			applyPolicy(&ci, svc.annotations, ref)
 		}
 		out = append(out, ci)
 	}
 	return svc, out, nil
+}
+
+// applyPolicy ranks what the container's tag filter passes and warns
+// about a filter that passes nothing or about images without a creation
+// time where the order needs one.
+func applyPolicy(ci *ContainerImages, ann map[string]string, ref registry.Ref) {
+	f, err := release.ContainerFilter(ann, ci.Container)
+	if err == nil {
+		f, err = f.Bind(ref.Tag)
+	}
+	if err != nil {
+		ci.Filter = "invalid"
+		ci.Warnings = append(ci.Warnings, "invalid policy: "+err.Error())
+		return
+	}
+	ci.Filter = f.String()
+	for _, img := range ci.Available { // newest first, undated last
+		if f.Match(img.Tag) {
+			ci.Passing = append(ci.Passing, img.Tag)
+		}
+	}
+	if !f.NeedsMetadata() {
+		f.Rank(ci.Passing)
+	}
+	if len(ci.Passing) == 0 {
+		if f.Kind != "" {
+			ci.Warnings = append(ci.Warnings, fmt.Sprintf("tag filter %s matches none of the %d tags of %s", f, len(ci.Available), ref.Repository))
+		}
+		return
+	}
+	ci.Best = ci.Passing[0]
+	undated := 0
+	for _, img := range ci.Available {
+		if !img.Dated() && f.Match(img.Tag) {
+			undated++
+		}
+	}
+	if f.NeedsMetadata() && undated > 0 {
+		w := fmt.Sprintf("%d of the images passing %s have no creation time; they sort last and are never picked by build time", undated, f)
+		if undated == len(ci.Passing) {
+			w = fmt.Sprintf("no image passing %s has a creation time, so the newest build cannot be told; use a semver filter or --tag-order", f)
+			ci.Best = ""
+		}
+		ci.Warnings = append(ci.Warnings, w)
+	}
 }
 
 // ReleaseRequest is a release as asked for: service names as typed.
@@ -161,9 +220,47 @@ func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, 
 	return evs, nil
 }
 
-// SetPolicy changes a service's automation or lock in git, for the
-// caller's instance, and returns the commit ("" if nothing changed).
-func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, typ history.Type, user, message string) (string, error) {
+// PolicyUpdate is a change of a service's policies; nil fields are left
+// alone. Tags maps containers to filters; "*" clears one.
+type PolicyUpdate struct {
+	Automated, Locked *bool
+	LockMessage       string
+	TagAll, TagOrder  *string
+	Tags              map[string]string
+	User              string
+}
+
+// historyType names the change for history: the one kind of change it
+// makes, or a general policy change.
+func (u PolicyUpdate) historyType() history.Type {
+	n := 0
+	t := history.Policy
+	if u.Automated != nil {
+		n, t = n+1, map[bool]history.Type{true: history.Automate, false: history.Deautomate}[*u.Automated]
+	}
+	if u.Locked != nil {
+		n, t = n+1, map[bool]history.Type{true: history.Lock, false: history.Unlock}[*u.Locked]
+	}
+	if u.TagAll != nil || u.TagOrder != nil || len(u.Tags) > 0 {
+		n++
+	}
+	if n != 1 {
+		return history.Policy
+	}
+	return t
+}
+
+// SetPolicy changes a service's policy annotations in git, in one commit,
+// after checking every pattern: a bad one changes nothing.
+func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, u PolicyUpdate) (string, error) {
+	set, err := release.FilterAnnotations(u.TagAll, u.Tags, u.TagOrder)
+	if err != nil {
+		return "", fluxerr.New(fluxerr.User, err, "Filters are glob:PATTERN, regex:PATTERN or semver:RANGE (e.g. semver:~1.2, semver:minor); \"*\" clears one. Nothing was committed.")
+	}
+	if u.Automated == nil && u.Locked == nil && len(set) == 0 {
+		return "", fluxerr.New(fluxerr.User, errors.New("no policy change given"),
+			"Say what to change: --automate/--deautomate, --lock -m MSG/--unlock, --tag-all PATTERN, --tag CONTAINER=PATTERN or --tag-order.")
+	}
 	svc, err := d.resolveFresh(ctx, name)
 	if err != nil {
 		return "", err
@@ -172,29 +269,49 @@ func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, t
 		return "", fluxerr.New(fluxerr.User, fmt.Errorf("%s is only in the cluster, not in git", svc.ID),
 			"fluxd keeps policies as annotations on the workload in git; add its manifest to the repository first.")
 	}
-	set := map[string]string{}
-	switch typ {
-	case history.Automate:
-		set[release.AnnotationAutomated] = "true"
-		set[release.AnnotationAutomatedBy] = id.Instance
-	case history.Deautomate:
-		set[release.AnnotationAutomated] = "false"
-	case history.Lock:
-		set[release.AnnotationLocked] = "true"
-		set[release.AnnotationLockMessage] = message
-		set[release.AnnotationLockedBy] = user
-		set[release.AnnotationLockedAt] = time.Now().UTC().Format(time.RFC3339)
-	case history.Unlock:
-		set[release.AnnotationLocked] = "false"
-		set[release.AnnotationLockMessage] = ""
-		set[release.AnnotationLockedBy] = ""
-		set[release.AnnotationLockedAt] = ""
-	default:
-		return "", fmt.Errorf("unknown policy change %q", typ)
+	if len(u.Tags) > 0 {
+		have := map[string]bool{}
+		var names []string
+		for _, c := range svc.Containers {
+			have[c.Name] = true
+			names = append(names, c.Name)
+		}
+		for c := range u.Tags {
+			if !have[c] {
+				return "", fluxerr.New(fluxerr.User, fmt.Errorf("%s has no container %q", svc.ID, c),
+					"Its containers are: "+strings.Join(names, ", ")+". Use --tag-all for a filter on every container. Nothing was committed.")
+			}
+		}
+	}
+	if u.Automated != nil {
+		if *u.Automated {
+			set[release.AnnotationAutomated] = "true"
+			set[release.AnnotationAutomatedBy] = id.Instance
+		} else {
+			set[release.AnnotationAutomated] = "false"
+		}
+	}
+	if u.Locked != nil {
+		if *u.Locked {
+			set[release.AnnotationLocked] = "true"
+			set[release.AnnotationLockMessage] = u.LockMessage
+			set[release.AnnotationLockedBy] = u.User
+			set[release.AnnotationLockedAt] = time.Now().UTC().Format(time.RFC3339)
+		} else {
+			set[release.AnnotationLocked] = "false"
+			set[release.AnnotationLockMessage] = ""
+			set[release.AnnotationLockedBy] = ""
+			set[release.AnnotationLockedAt] = ""
+		}
 	}
 	defer d.invalidate()
-	commit, err := d.deps.Releaser.SetPolicy(ctx, id.Instance, release.PolicyChange{Service: svc.ID, Set: set, Type: typ, User: user, Message: message})
+	msg := ""
+	if u.Locked != nil && *u.Locked {
+		msg = u.LockMessage
+	}
+	commit, err := d.deps.Releaser.SetPolicy(ctx, id.Instance, release.PolicyChange{Service: svc.ID, Set: set, Type: u.historyType(), User: u.User, Message: msg})
 	if err == nil && d.deps.Automator != nil {
+		// A policy change re-evaluates the service at once.
 		d.deps.Automator.Kick()
 	}
 	return commit, err

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
-	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
@@ -140,25 +139,25 @@ func (s *Server) History(ctx context.Context, req *fluxdv1.HistoryRequest) (*flu
 
 // Automate turns on automated releases for a service, in git.
 func (s *Server) Automate(ctx context.Context, req *fluxdv1.AutomateRequest) (*fluxdv1.AutomateResponse, error) {
-	_, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), history.Automate, req.GetUser(), "")
+	_, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), PolicyUpdate{Automated: ptr(true), User: req.GetUser()})
 	return &fluxdv1.AutomateResponse{}, toStatus(err)
 }
 
 // Deautomate turns off automated releases for a service, in git.
 func (s *Server) Deautomate(ctx context.Context, req *fluxdv1.DeautomateRequest) (*fluxdv1.DeautomateResponse, error) {
-	_, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), history.Deautomate, req.GetUser(), "")
+	_, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), PolicyUpdate{Automated: ptr(false), User: req.GetUser()})
 	return &fluxdv1.DeautomateResponse{}, toStatus(err)
 }
 
 // Lock stops releases of a service, in git.
 func (s *Server) Lock(ctx context.Context, req *fluxdv1.LockRequest) (*fluxdv1.LockResponse, error) {
-	_, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), history.Lock, req.GetUser(), req.GetMessage())
+	_, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), PolicyUpdate{Locked: ptr(true), LockMessage: req.GetMessage(), User: req.GetUser()})
 	return &fluxdv1.LockResponse{}, toStatus(err)
 }
 
 // Unlock lifts a service's lock, in git.
 func (s *Server) Unlock(ctx context.Context, req *fluxdv1.UnlockRequest) (*fluxdv1.UnlockResponse, error) {
-	_, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), history.Unlock, req.GetUser(), "")
+	_, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), PolicyUpdate{Locked: ptr(false), User: req.GetUser()})
 	return &fluxdv1.UnlockResponse{}, toStatus(err)
 }
 
@@ -220,3 +219,18 @@ func (s *Server) NotifyImage(ctx context.Context, req *fluxdv1.NotifyImageReques
 	}
 	return &fluxdv1.NotifyImageResponse{Repository: repo, Tags: int32(n)}, nil
 }
+
+// SetPolicy changes a service's policies (automation, lock, tag filters)
+// in one commit.
+func (s *Server) SetPolicy(ctx context.Context, req *fluxdv1.SetPolicyRequest) (*fluxdv1.SetPolicyResponse, error) {
+	commit, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), PolicyUpdate{
+		Automated: req.Automated, Locked: req.Locked, LockMessage: req.GetLockMessage(),
+		TagAll: req.TagAll, TagOrder: req.TagOrder, Tags: req.GetTagFilters(), User: req.GetUser(),
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return &fluxdv1.SetPolicyResponse{Commit: commit}, nil
+}
+
+func ptr[T any](v T) *T { return &v }

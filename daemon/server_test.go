@@ -231,11 +231,19 @@ func TestRoles(t *testing.T) {
 			_, err := f.client.Automate(ctx, &fluxdv1.AutomateRequest{Service: "x"})
 			return err
 		}, codes.NotFound},
-		// Unbuilt methods say so explicitly.
-		{"deployer set policy", auth.Deployer, func(ctx context.Context) error {
+		{"deployer set policy with nothing to set", auth.Deployer, func(ctx context.Context) error {
 			_, err := f.client.SetPolicy(ctx, &fluxdv1.SetPolicyRequest{Service: "x"})
 			return err
-		}, codes.Unimplemented},
+		}, codes.InvalidArgument},
+		{"deployer set a bad filter", auth.Deployer, func(ctx context.Context) error {
+			bad := "semver:>>1"
+			_, err := f.client.SetPolicy(ctx, &fluxdv1.SetPolicyRequest{Service: "x", TagAll: &bad})
+			return err
+		}, codes.InvalidArgument},
+		{"viewer set policy", auth.Viewer, func(ctx context.Context) error {
+			_, err := f.client.SetPolicy(ctx, &fluxdv1.SetPolicyRequest{Service: "x"})
+			return err
+		}, codes.PermissionDenied},
 		{"deployer notify bad image", auth.Deployer, func(ctx context.Context) error {
 			_, err := f.client.NotifyImage(ctx, &fluxdv1.NotifyImageRequest{Image: "Bad Image!"})
 			return err

@@ -98,10 +98,16 @@ func TestViewerCannotMutate(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("viewer Release execute: %v; want PermissionDenied", err)
 	}
-	// A deployer passes authorization; an unbuilt method says so.
-	_, err = c.SetPolicy(deployer, &fluxdv1.SetPolicyRequest{Service: "default:deployment/helloworld"})
-	if status.Code(err) != codes.Unimplemented || !strings.Contains(err.Error(), "not implemented") {
-		t.Errorf("deployer SetPolicy: %v; want Unimplemented saying so", err)
+	// A deployer passes authorization; a bad pattern is refused and
+	// nothing is committed.
+	head := remoteHead(t)
+	bad := "semver:~>1.x.y.z"
+	_, err = c.SetPolicy(deployer, &fluxdv1.SetPolicyRequest{Service: "default:deployment/helloworld", TagAll: &bad})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "bad semver range") {
+		t.Errorf("deployer SetPolicy with a bad range: %v; want InvalidArgument naming the problem", err)
+	}
+	if got := remoteHead(t); got != head {
+		t.Errorf("a refused policy moved the remote from %s to %s", head, got)
 	}
 	// A push notification refreshes the repository.
 	resp, err := c.NotifyImage(deployer, &fluxdv1.NotifyImageRequest{Image: stack.Registry + "/helloworld"})

@@ -19,6 +19,7 @@ const (
 	Deautomate       Type = "deautomate"
 	Lock             Type = "lock"
 	Unlock           Type = "unlock"
+	Policy           Type = "policy"
 	Failed           Type = "failed"
 	Cancelled        Type = "cancelled"
 	Rollback         Type = "rollback"

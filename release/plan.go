@@ -34,6 +34,8 @@ type Spec struct {
 	// RollbackOnFailure reverts the release (a new commit, re-applied and
 	// followed) when its rollout fails.
 	RollbackOnFailure bool
+	// Automated marks the automator's releases, recorded as such.
+	Automated bool `json:",omitempty"`
 	// Force releases services named explicitly although they are locked,
 	// and pins manifests whose images have no tag.
 	Force bool

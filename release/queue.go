@@ -55,7 +55,12 @@ type Queue struct {
 	running *entry
 	subs    map[string]map[chan JobUpdate]struct{}
 	wake    chan struct{}
+	onEnd   func(history.Job)
 }
+
+// OnEnd sets a function called after every job ends (the automator's
+// kick). Set it before Run.
+func (q *Queue) OnEnd(f func(history.Job)) { q.onEnd = f }
 
 type entry struct {
 	job       history.Job
@@ -168,7 +173,11 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 	if e.spec.RolloutTimeout > 0 {
 		timeout = e.spec.RolloutTimeout
 	}
-	res, err := q.exec.Execute(ctx, e.job.Instance, e.spec, history.Release, ExecOptions{
+	typ := history.Release
+	if e.spec.Automated {
+		typ = history.AutomatedRelease
+	}
+	res, err := q.exec.Execute(ctx, e.job.Instance, e.spec, typ, ExecOptions{
 		Checksum:          e.checksum,
 		RolloutTimeout:    timeout,
 		RollbackOnFailure: q.rollback || e.spec.RollbackOnFailure,
@@ -208,6 +217,9 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 	q.log.Info("job ended", "job", e.job.ID, "state", string(e.job.State), "commit", e.job.Commit, "error", e.job.Error)
 	q.publish(e)
 	q.closeSubs(e.job.ID)
+	if q.onEnd != nil {
+		q.onEnd(e.job)
+	}
 }
 
 // record notes a job's end in history, where the engine did not.

@@ -20,7 +20,10 @@ func newListImagesCommand(g *globals) *cobra.Command {
 		Use:   "list-images SERVICE",
 		Short: "List the images available to each container of a service, newest first",
 		Long: `list-images shows, for each container of SERVICE, the tags of its image
-repository, newest first. '->' marks the running tag and '*' the newer ones.
+repository, newest first (images without a creation time last). '->' marks
+the running tag and '*' the ones its policy ranks higher; tags the
+container's tag filter does not pass are marked "filtered out", and a filter
+that passes nothing is reported as a warning.
 SERVICE is namespace:kind/name, or namespace/name or name where unambiguous.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -44,6 +47,10 @@ type imageJSON struct {
 	CreatedAt *time.Time `json:"createdAt,omitempty"`
 	Running   bool       `json:"running,omitempty"`
 	Newer     bool       `json:"newer,omitempty"`
+	// Filtered is true for a tag the container's filter does not pass.
+	Filtered bool `json:"filtered,omitempty"`
+	// Undated is true for an image without a creation time.
+	Undated bool `json:"undated,omitempty"`
 }
 
 type containerImagesJSON struct {
@@ -51,6 +58,9 @@ type containerImagesJSON struct {
 	Container string      `json:"container"`
 	Current   string      `json:"current"`
 	Error     string      `json:"error,omitempty"`
+	Filter    string      `json:"filter,omitempty"`
+	Best      string      `json:"best,omitempty"`
+	Warnings  []string    `json:"warnings,omitempty"`
 	Images    []imageJSON `json:"images"`
 }
 
@@ -62,17 +72,36 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 	var rows []containerImagesJSON
 	for _, s := range resp.GetServices() {
 		for _, ci := range s.GetContainers() {
-			row := containerImagesJSON{Service: s.GetService(), Container: ci.GetContainer(), Current: ci.GetCurrent(), Error: ci.GetError(), Images: []imageJSON{}}
-			// Images come newest first: everything before the running one
-			// is newer.
+			row := containerImagesJSON{Service: s.GetService(), Container: ci.GetContainer(), Current: ci.GetCurrent(), Error: ci.GetError(),
+				Filter: ci.GetFilter(), Best: ci.GetBest(), Warnings: ci.GetWarnings(), Images: []imageJSON{}}
+			// Images come newest first; with a filter, the daemon ranks
+			// the passing tags: those ranked above the running one are
+			// newer under the policy.
+			rank := map[string]int{}
+			for i, t := range ci.GetPassing() {
+				rank[t] = i + 1
+			}
 			running := -1
 			for i, img := range ci.GetAvailable() {
 				if img.GetRef() == ci.GetCurrent() {
 					running = i
 				}
 			}
+			runTag := ""
+			if running >= 0 {
+				runTag = ci.GetAvailable()[running].GetTag()
+			}
+			policied := ci.GetFilter() != ""
 			for i, img := range ci.GetAvailable() {
-				ij := imageJSON{Tag: img.GetTag(), Ref: img.GetRef(), Digest: img.GetDigest(), Running: i == running, Newer: running >= 0 && i < running}
+				ij := imageJSON{Tag: img.GetTag(), Ref: img.GetRef(), Digest: img.GetDigest(), Running: i == running, Undated: img.GetCreatedAt() == nil}
+				switch {
+				case !policied:
+					ij.Newer = running >= 0 && i < running
+				case rank[img.GetTag()] == 0:
+					ij.Filtered = true
+				default:
+					ij.Newer = i != running && (rank[runTag] == 0 || rank[img.GetTag()] < rank[runTag])
+				}
 				if img.GetCreatedAt() != nil {
 					t := img.GetCreatedAt().AsTime()
 					ij.CreatedAt = &t
@@ -94,7 +123,14 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 		if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
 			repo = repo[:i]
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", r.Service, r.Container, repo)
+		head := repo
+		if r.Filter != "" && r.Filter != "*" {
+			head += "  (filter " + r.Filter + ")"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", r.Service, r.Container, head)
+		for _, w := range r.Warnings {
+			fmt.Fprintf(tw, "\t\t   warning: %s\t\n", w)
+		}
 		if r.Error != "" {
 			fmt.Fprintf(tw, "\t\t   (cannot list images: %s)\t\n", r.Error)
 			continue
@@ -111,9 +147,12 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 			case img.Newer:
 				mark = "*"
 			}
-			created := "-"
+			created := "no creation time"
 			if img.CreatedAt != nil {
 				created = img.CreatedAt.UTC().Format("2006-01-02 15:04:05")
+			}
+			if img.Filtered {
+				created += "  (filtered out)"
 			}
 			fmt.Fprintf(tw, "\t\t%-2s %s\t%s\n", mark, img.Tag, created)
 		}

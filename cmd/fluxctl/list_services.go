@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -36,14 +38,27 @@ func newListServicesCommand(g *globals) *cobra.Command {
 
 // serviceJSON is the stable JSON shape of one service.
 type serviceJSON struct {
-	ID         string          `json:"id"`
-	Status     string          `json:"status"`
-	InGit      bool            `json:"inGit"`
-	Automated  bool            `json:"automated"`
-	Locked     bool            `json:"locked"`
-	LockMsg    string          `json:"lockMessage,omitempty"`
-	Containers []containerJSON `json:"containers"`
-	Replicas   replicasJSON    `json:"replicas"`
+	ID         string            `json:"id"`
+	Status     string            `json:"status"`
+	InGit      bool              `json:"inGit"`
+	Automated  bool              `json:"automated"`
+	Locked     bool              `json:"locked"`
+	LockMsg    string            `json:"lockMessage,omitempty"`
+	Containers []containerJSON   `json:"containers"`
+	Replicas   replicasJSON      `json:"replicas"`
+	TagFilters map[string]string `json:"tagFilters,omitempty"`
+	TagOrder   string            `json:"tagOrder,omitempty"`
+	Automation *automationJSON   `json:"automation,omitempty"`
+	Warnings   []string          `json:"warnings,omitempty"`
+}
+
+type automationJSON struct {
+	State     string     `json:"state"`
+	Next      *time.Time `json:"next,omitempty"`
+	JobID     string     `json:"jobId,omitempty"`
+	LastError string     `json:"lastError,omitempty"`
+	Failures  int32      `json:"failures,omitempty"`
+	Decision  string     `json:"decision,omitempty"`
 }
 
 type containerJSON struct {
@@ -73,6 +88,15 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 			}
 			r := s.GetReplicas()
 			sj.Replicas = replicasJSON{Desired: r.GetDesired(), Updated: r.GetUpdated(), Ready: r.GetReady(), Available: r.GetAvailable()}
+			sj.TagFilters, sj.TagOrder, sj.Warnings = s.GetTagFilters(), s.GetTagOrder(), s.GetWarnings()
+			if a := s.GetAutomation(); a != nil {
+				aj := &automationJSON{State: a.GetState(), JobID: a.GetJobId(), LastError: a.GetLastError(), Failures: a.GetFailures(), Decision: a.GetDecision()}
+				if a.GetNext() != nil {
+					t := a.GetNext().AsTime()
+					aj.Next = &t
+				}
+				sj.Automation = aj
+			}
 			out = append(out, sj)
 		}
 		enc := json.NewEncoder(w)
@@ -80,14 +104,15 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 		return enc.Encode(out)
 	}
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tSTATUS\tREADY\tPOLICY\tCONTAINER\tIMAGE")
+	fmt.Fprintln(tw, "SERVICE\tSTATUS\tREADY\tPOLICY\tAUTOMATION\tCONTAINER\tIMAGE")
+	var warnings []string
 	for _, s := range resp.GetServices() {
 		r := s.GetReplicas()
 		ready := fmt.Sprintf("%d/%d", r.GetReady(), r.GetDesired())
 		if !s.GetInGit() {
 			ready += " (not in git)"
 		}
-		ready += "\t" + policy(s)
+		ready += "\t" + policy(s) + "\t" + automation(s.GetAutomation(), time.Now())
 		if len(s.GetContainers()) == 0 {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t\t\n", s.GetId(), s.GetStatus(), ready)
 		}
@@ -99,11 +124,23 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 			if i == 0 {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.GetId(), s.GetStatus(), ready, name, c.GetImage())
 			} else {
-				fmt.Fprintf(tw, "\t\t\t\t%s\t%s\n", name, c.GetImage())
+				fmt.Fprintf(tw, "\t\t\t\t\t%s\t%s\n", name, c.GetImage())
 			}
 		}
+		for _, w := range s.GetWarnings() {
+			warnings = append(warnings, s.GetId()+": "+w)
+		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(warnings) > 0 {
+		fmt.Fprintf(w, "\nWarnings (policies to fix):\n")
+		for _, x := range warnings {
+			fmt.Fprintf(w, "  %s\n", x)
+		}
+	}
+	return nil
 }
 
 func policy(s *fluxdv1.Service) string {
@@ -114,8 +151,55 @@ func policy(s *fluxdv1.Service) string {
 	if s.GetLocked() {
 		p = append(p, "locked")
 	}
+	var cs []string
+	for c := range s.GetTagFilters() {
+		cs = append(cs, c)
+	}
+	sort.Strings(cs)
+	for _, c := range cs {
+		if c == "*" {
+			p = append(p, "tags="+s.GetTagFilters()[c])
+		} else {
+			p = append(p, "tag."+c+"="+s.GetTagFilters()[c])
+		}
+	}
+	if o := s.GetTagOrder(); o != "" {
+		p = append(p, "order="+o)
+	}
 	if len(p) == 0 {
 		return "-"
 	}
 	return strings.Join(p, ",")
+}
+
+// automation says where the automator is with a service.
+func automation(a *fluxdv1.Automation, now time.Time) string {
+	if a == nil {
+		return "-"
+	}
+	in := func() string {
+		if a.GetNext() == nil {
+			return ""
+		}
+		d := a.GetNext().AsTime().Sub(now).Round(time.Second)
+		if d <= 0 {
+			return " (due now)"
+		}
+		return " (next check in " + d.String() + ")"
+	}
+	switch a.GetState() {
+	case "releasing":
+		return "releasing, job " + a.GetJobId()
+	case "failing":
+		retry := "retry soon"
+		if a.GetNext() != nil {
+			retry = "retry in " + a.GetNext().AsTime().Sub(now).Round(time.Second).String()
+		}
+		return fmt.Sprintf("failing (%dx, %s): %s", a.GetFailures(), retry, a.GetLastError())
+	case "uptodate":
+		return "up to date" + in()
+	case "waiting":
+		return "waiting" + in()
+	}
+	return a.GetState()
 }

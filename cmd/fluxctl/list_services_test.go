@@ -50,6 +50,15 @@ func TestListServicesOutput(t *testing.T) {
 			Id: "default:deployment/helloworld", Status: "ready", InGit: true, Automated: true,
 			Containers: []*fluxdv1.Container{{Name: "hello", Image: "reg/helloworld:1.0.0"}, {Name: "sidecar", Image: "reg/sidecar:1.0"}},
 			Replicas:   &fluxdv1.ReplicaCounts{Desired: 2, Updated: 2, Ready: 2, Available: 2},
+			Automation: &fluxdv1.Automation{State: "releasing", JobId: "ab12", Decision: "release hello=reg/helloworld:1.2.9"},
+			TagFilters: map[string]string{"*": "semver:~1.2", "sidecar": "glob:main-*"},
+			Warnings:   []string{"sidecar: tag filter glob:main-* matches no tag of reg/sidecar"},
+		},
+		{
+			Id: "default:deployment/stuck", Status: "ready", InGit: true, Automated: true,
+			Containers: []*fluxdv1.Container{{Name: "app", Image: "reg/app:1"}},
+			Replicas:   &fluxdv1.ReplicaCounts{Desired: 1, Updated: 1, Ready: 1, Available: 1},
+			Automation: &fluxdv1.Automation{State: "failing", Failures: 3, LastError: "cannot read the registry"},
 		},
 		{
 			Id: "default:deployment/worker", Status: "updating", Locked: true, LockMessage: "incident 42",

@@ -43,6 +43,7 @@ func newRootCommand() (*cobra.Command, *globals) {
 		newListServicesCommand(g),
 		newListImagesCommand(g),
 		newReleaseCommand(g),
+		newPolicyCommand(g),
 		newAutomateCommand(g),
 		newDeautomateCommand(g),
 		newLockCommand(g),

@@ -24,6 +24,7 @@ import (
 	"github.com/fluxd/fluxd/automator"
 	"github.com/fluxd/fluxd/daemon"
 	"github.com/fluxd/fluxd/gitrepo/gogit"
+	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/history/sqlite"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/version"
@@ -46,22 +47,23 @@ type flags struct {
 	stateDir      string
 	historyDB     string
 
-	gitURL, gitBranch   string
-	gitPaths            []string
-	gitUser, gitEmail   string
-	gitPollInterval     time.Duration
-	dockerConfig        string
-	registryConcurrency int
-	registryPlatform    string
-	metricsListen       string
-	webhookListen       string
-	webhookSecretFile   string
-	registryRate        float64
-	registryBurst       int
-	rolloutTimeout      time.Duration
-	rollbackOnFailure   bool
-	automationShort     time.Duration
-	automationLong      time.Duration
+	gitURL, gitBranch    string
+	gitPaths             []string
+	gitUser, gitEmail    string
+	gitPollInterval      time.Duration
+	dockerConfig         string
+	registryConcurrency  int
+	registryPlatform     string
+	metricsListen        string
+	webhookListen        string
+	webhookSecretFile    string
+	registryRate         float64
+	registryBurst        int
+	rolloutTimeout       time.Duration
+	rollbackOnFailure    bool
+	automationShort      time.Duration
+	automationLong       time.Duration
+	automationMaxBackoff time.Duration
 }
 
 func newRootCommand() *cobra.Command {
@@ -105,6 +107,7 @@ func newRootCommand() *cobra.Command {
 	fs.BoolVar(&f.rollbackOnFailure, "rollback-on-failure", false, "revert a release whose rollout fails (a new commit, re-applied and followed); fluxctl release --rollback-on-failure asks for it per release")
 	fs.DurationVar(&f.automationShort, "automation-short-wait", 15*time.Second, "automator: wait after a release before checking the service again")
 	fs.DurationVar(&f.automationLong, "automation-long-wait", time.Minute, "automator: wait after a check that found nothing newer")
+	fs.DurationVar(&f.automationMaxBackoff, "automation-max-backoff", 10*time.Minute, "automator: longest wait before retrying a failing service (the wait doubles per failure from --automation-short-wait)")
 	cmd.AddCommand(newTokenCommand(), newVersionCommand())
 	return cmd
 }
@@ -213,7 +216,8 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err := jobs.Recover(ctx); err != nil {
 		return fmt.Errorf("settling the jobs of the previous run: %w", err)
 	}
-	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, Exec: release.ExecOptions{RolloutTimeout: f.rolloutTimeout, RollbackOnFailure: f.rollbackOnFailure}}, engine, clock.RealClock{}, log)
+	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg}, engine, jobs, clock.RealClock{}, log)
+	jobs.OnEnd(func(history.Job) { auto.Kick() })
 	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs}, log)
 	srv := daemon.NewServer(d, tokens, log)
 	g, ctx := errgroup.WithContext(ctx)

@@ -362,7 +362,17 @@ type Service struct {
 	Locked      bool   `protobuf:"varint,6,opt,name=locked,proto3" json:"locked,omitempty"`
 	LockMessage string `protobuf:"bytes,7,opt,name=lock_message,json=lockMessage,proto3" json:"lock_message,omitempty"`
 	// replicas counts desired, updated, ready and available replicas.
-	Replicas      *ReplicaCounts `protobuf:"bytes,8,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	Replicas *ReplicaCounts `protobuf:"bytes,8,opt,name=replicas,proto3" json:"replicas,omitempty"`
+	// automation is where the automator is with this service, when it is
+	// automated and this fluxd is the leader.
+	Automation *Automation `protobuf:"bytes,9,opt,name=automation,proto3" json:"automation,omitempty"`
+	// tag_filters maps a container to its tag filter ("*" for all
+	// containers); tag_order is "alphabetical" or "numerical" when set.
+	TagFilters map[string]string `protobuf:"bytes,10,rep,name=tag_filters,json=tagFilters,proto3" json:"tag_filters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	TagOrder   string            `protobuf:"bytes,11,opt,name=tag_order,json=tagOrder,proto3" json:"tag_order,omitempty"`
+	// warnings are policy problems to fix: an invalid filter in git, a
+	// filter matching no tag, images with no creation time.
+	Warnings      []string `protobuf:"bytes,12,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -453,6 +463,124 @@ func (x *Service) GetReplicas() *ReplicaCounts {
 	return nil
 }
 
+func (x *Service) GetAutomation() *Automation {
+	if x != nil {
+		return x.Automation
+	}
+	return nil
+}
+
+func (x *Service) GetTagFilters() map[string]string {
+	if x != nil {
+		return x.TagFilters
+	}
+	return nil
+}
+
+func (x *Service) GetTagOrder() string {
+	if x != nil {
+		return x.TagOrder
+	}
+	return ""
+}
+
+func (x *Service) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+// Automation is one automated service's state.
+type Automation struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// state is "waiting", "refreshing", "releasing" or "failing".
+	State string `protobuf:"bytes,1,opt,name=state,proto3" json:"state,omitempty"`
+	// next is when it is looked at again (waiting, failing).
+	Next *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=next,proto3" json:"next,omitempty"`
+	// job_id is the release job while releasing.
+	JobId string `protobuf:"bytes,3,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// last_error and failures say why it is failing.
+	LastError string `protobuf:"bytes,4,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	Failures  int32  `protobuf:"varint,5,opt,name=failures,proto3" json:"failures,omitempty"`
+	// decision is the last decision: "release X", "nothing newer", ...
+	Decision      string `protobuf:"bytes,6,opt,name=decision,proto3" json:"decision,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Automation) Reset() {
+	*x = Automation{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Automation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Automation) ProtoMessage() {}
+
+func (x *Automation) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Automation.ProtoReflect.Descriptor instead.
+func (*Automation) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Automation) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Automation) GetNext() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Next
+	}
+	return nil
+}
+
+func (x *Automation) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *Automation) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *Automation) GetFailures() int32 {
+	if x != nil {
+		return x.Failures
+	}
+	return 0
+}
+
+func (x *Automation) GetDecision() string {
+	if x != nil {
+		return x.Decision
+	}
+	return ""
+}
+
 type ReplicaCounts struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Desired       int32                  `protobuf:"varint,1,opt,name=desired,proto3" json:"desired,omitempty"`
@@ -465,7 +593,7 @@ type ReplicaCounts struct {
 
 func (x *ReplicaCounts) Reset() {
 	*x = ReplicaCounts{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[4]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -477,7 +605,7 @@ func (x *ReplicaCounts) String() string {
 func (*ReplicaCounts) ProtoMessage() {}
 
 func (x *ReplicaCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[4]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -490,7 +618,7 @@ func (x *ReplicaCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaCounts.ProtoReflect.Descriptor instead.
 func (*ReplicaCounts) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{4}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReplicaCounts) GetDesired() int32 {
@@ -531,7 +659,7 @@ type ListServicesRequest struct {
 
 func (x *ListServicesRequest) Reset() {
 	*x = ListServicesRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[5]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +671,7 @@ func (x *ListServicesRequest) String() string {
 func (*ListServicesRequest) ProtoMessage() {}
 
 func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[5]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +684,7 @@ func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesRequest.ProtoReflect.Descriptor instead.
 func (*ListServicesRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{5}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListServicesRequest) GetNamespace() string {
@@ -575,7 +703,7 @@ type ListServicesResponse struct {
 
 func (x *ListServicesResponse) Reset() {
 	*x = ListServicesResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[6]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -587,7 +715,7 @@ func (x *ListServicesResponse) String() string {
 func (*ListServicesResponse) ProtoMessage() {}
 
 func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[6]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -600,7 +728,7 @@ func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesResponse.ProtoReflect.Descriptor instead.
 func (*ListServicesResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{6}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ListServicesResponse) GetServices() []*Service {
@@ -620,7 +748,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[7]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -632,7 +760,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[7]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -645,7 +773,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{7}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListImagesRequest) GetService() string {
@@ -667,7 +795,7 @@ type ImageInfo struct {
 
 func (x *ImageInfo) Reset() {
 	*x = ImageInfo{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[8]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +807,7 @@ func (x *ImageInfo) String() string {
 func (*ImageInfo) ProtoMessage() {}
 
 func (x *ImageInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[8]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +820,7 @@ func (x *ImageInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageInfo.ProtoReflect.Descriptor instead.
 func (*ImageInfo) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{8}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ImageInfo) GetRef() string {
@@ -730,14 +858,22 @@ type ContainerImages struct {
 	// available are the repository's images, newest first.
 	Available []*ImageInfo `protobuf:"bytes,3,rep,name=available,proto3" json:"available,omitempty"`
 	// error says why the images could not be read, if they could not.
-	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// filter is the container's tag filter ("*" when none); passing lists
+	// the tags it passes, ranked best first; best is the one a release of
+	// the latest images would pick.
+	Filter  string   `protobuf:"bytes,5,opt,name=filter,proto3" json:"filter,omitempty"`
+	Passing []string `protobuf:"bytes,6,rep,name=passing,proto3" json:"passing,omitempty"`
+	Best    string   `protobuf:"bytes,7,opt,name=best,proto3" json:"best,omitempty"`
+	// warnings are policy problems, as in Service.warnings.
+	Warnings      []string `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ContainerImages) Reset() {
 	*x = ContainerImages{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[9]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +885,7 @@ func (x *ContainerImages) String() string {
 func (*ContainerImages) ProtoMessage() {}
 
 func (x *ContainerImages) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[9]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +898,7 @@ func (x *ContainerImages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImages.ProtoReflect.Descriptor instead.
 func (*ContainerImages) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{9}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ContainerImages) GetContainer() string {
@@ -793,6 +929,34 @@ func (x *ContainerImages) GetError() string {
 	return ""
 }
 
+func (x *ContainerImages) GetFilter() string {
+	if x != nil {
+		return x.Filter
+	}
+	return ""
+}
+
+func (x *ContainerImages) GetPassing() []string {
+	if x != nil {
+		return x.Passing
+	}
+	return nil
+}
+
+func (x *ContainerImages) GetBest() string {
+	if x != nil {
+		return x.Best
+	}
+	return ""
+}
+
+func (x *ContainerImages) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 type ServiceImages struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
@@ -803,7 +967,7 @@ type ServiceImages struct {
 
 func (x *ServiceImages) Reset() {
 	*x = ServiceImages{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[10]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +979,7 @@ func (x *ServiceImages) String() string {
 func (*ServiceImages) ProtoMessage() {}
 
 func (x *ServiceImages) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[10]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +992,7 @@ func (x *ServiceImages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceImages.ProtoReflect.Descriptor instead.
 func (*ServiceImages) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{10}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ServiceImages) GetService() string {
@@ -854,7 +1018,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[11]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +1030,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[11]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +1043,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{11}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListImagesResponse) GetServices() []*ServiceImages {
@@ -913,7 +1077,7 @@ type ReleaseSpec struct {
 
 func (x *ReleaseSpec) Reset() {
 	*x = ReleaseSpec{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[12]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -925,7 +1089,7 @@ func (x *ReleaseSpec) String() string {
 func (*ReleaseSpec) ProtoMessage() {}
 
 func (x *ReleaseSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[12]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -938,7 +1102,7 @@ func (x *ReleaseSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSpec.ProtoReflect.Descriptor instead.
 func (*ReleaseSpec) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{12}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ReleaseSpec) GetServices() []string {
@@ -1020,7 +1184,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[13]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1032,7 +1196,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[13]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1045,7 +1209,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{13}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReleaseRequest) GetSpec() *ReleaseSpec {
@@ -1094,7 +1258,7 @@ type ContainerUpdate struct {
 
 func (x *ContainerUpdate) Reset() {
 	*x = ContainerUpdate{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[14]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1270,7 @@ func (x *ContainerUpdate) String() string {
 func (*ContainerUpdate) ProtoMessage() {}
 
 func (x *ContainerUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[14]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1283,7 @@ func (x *ContainerUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerUpdate.ProtoReflect.Descriptor instead.
 func (*ContainerUpdate) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{14}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ContainerUpdate) GetContainer() string {
@@ -1156,7 +1320,7 @@ type PlanItem struct {
 
 func (x *PlanItem) Reset() {
 	*x = PlanItem{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[15]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1332,7 @@ func (x *PlanItem) String() string {
 func (*PlanItem) ProtoMessage() {}
 
 func (x *PlanItem) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[15]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1345,7 @@ func (x *PlanItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanItem.ProtoReflect.Descriptor instead.
 func (*PlanItem) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{15}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PlanItem) GetService() string {
@@ -1223,7 +1387,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[16]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1399,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[16]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1412,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{16}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Plan) GetItems() []*PlanItem {
@@ -1285,7 +1449,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[17]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1297,7 +1461,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[17]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1310,7 +1474,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{17}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReleaseResponse) GetPlan() *Plan {
@@ -1352,7 +1516,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[18]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1528,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[18]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1541,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{18}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Job) GetId() string {
@@ -1452,7 +1616,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1628,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1641,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{19}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -1496,7 +1660,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1672,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1685,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{20}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -1540,7 +1704,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1552,7 +1716,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1565,7 +1729,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{21}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchJobRequest) GetId() string {
@@ -1585,7 +1749,7 @@ type WorkloadProgress struct {
 
 func (x *WorkloadProgress) Reset() {
 	*x = WorkloadProgress{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1597,7 +1761,7 @@ func (x *WorkloadProgress) String() string {
 func (*WorkloadProgress) ProtoMessage() {}
 
 func (x *WorkloadProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1610,7 +1774,7 @@ func (x *WorkloadProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadProgress.ProtoReflect.Descriptor instead.
 func (*WorkloadProgress) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{22}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WorkloadProgress) GetService() string {
@@ -1637,7 +1801,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1649,7 +1813,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1662,7 +1826,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{23}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchJobResponse) GetJob() *Job {
@@ -1688,7 +1852,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +1864,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +1877,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{24}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -1732,7 +1896,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1908,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1921,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{25}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -1776,7 +1940,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1788,7 +1952,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1801,7 +1965,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{26}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListJobsRequest) GetLimit() int32 {
@@ -1820,7 +1984,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +1996,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2009,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{27}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -1866,7 +2030,7 @@ type AutomateRequest struct {
 
 func (x *AutomateRequest) Reset() {
 	*x = AutomateRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1878,7 +2042,7 @@ func (x *AutomateRequest) String() string {
 func (*AutomateRequest) ProtoMessage() {}
 
 func (x *AutomateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1891,7 +2055,7 @@ func (x *AutomateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutomateRequest.ProtoReflect.Descriptor instead.
 func (*AutomateRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{28}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AutomateRequest) GetService() string {
@@ -1916,7 +2080,7 @@ type AutomateResponse struct {
 
 func (x *AutomateResponse) Reset() {
 	*x = AutomateResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1928,7 +2092,7 @@ func (x *AutomateResponse) String() string {
 func (*AutomateResponse) ProtoMessage() {}
 
 func (x *AutomateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1941,7 +2105,7 @@ func (x *AutomateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutomateResponse.ProtoReflect.Descriptor instead.
 func (*AutomateResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{29}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{30}
 }
 
 type DeautomateRequest struct {
@@ -1954,7 +2118,7 @@ type DeautomateRequest struct {
 
 func (x *DeautomateRequest) Reset() {
 	*x = DeautomateRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2130,7 @@ func (x *DeautomateRequest) String() string {
 func (*DeautomateRequest) ProtoMessage() {}
 
 func (x *DeautomateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2143,7 @@ func (x *DeautomateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeautomateRequest.ProtoReflect.Descriptor instead.
 func (*DeautomateRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{30}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeautomateRequest) GetService() string {
@@ -2004,7 +2168,7 @@ type DeautomateResponse struct {
 
 func (x *DeautomateResponse) Reset() {
 	*x = DeautomateResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2180,7 @@ func (x *DeautomateResponse) String() string {
 func (*DeautomateResponse) ProtoMessage() {}
 
 func (x *DeautomateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2193,7 @@ func (x *DeautomateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeautomateResponse.ProtoReflect.Descriptor instead.
 func (*DeautomateResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{31}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{32}
 }
 
 type LockRequest struct {
@@ -2043,7 +2207,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2055,7 +2219,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2068,7 +2232,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{32}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *LockRequest) GetService() string {
@@ -2100,7 +2264,7 @@ type LockResponse struct {
 
 func (x *LockResponse) Reset() {
 	*x = LockResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2276,7 @@ func (x *LockResponse) String() string {
 func (*LockResponse) ProtoMessage() {}
 
 func (x *LockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2289,7 @@ func (x *LockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResponse.ProtoReflect.Descriptor instead.
 func (*LockResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{33}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{34}
 }
 
 type UnlockRequest struct {
@@ -2138,7 +2302,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2150,7 +2314,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2163,7 +2327,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{34}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *UnlockRequest) GetService() string {
@@ -2188,7 +2352,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2364,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,22 +2377,35 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{35}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{36}
 }
 
+// SetPolicyRequest changes a service's policies in one commit; unset
+// fields are left alone. Every pattern is checked before anything is
+// written: a bad one is InvalidArgument and nothing is committed.
 type SetPolicyRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
-	// tag_filters maps a container name to a filter such as "semver:~1.2" or
-	// "glob:prod-*"; an empty filter clears it.
-	TagFilters    map[string]string `protobuf:"bytes,2,rep,name=tag_filters,json=tagFilters,proto3" json:"tag_filters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// tag_filters maps a container name to a filter such as "semver:~1.2",
+	// "glob:prod-*" or "regex:^v[0-9]+$"; "*" clears it.
+	TagFilters map[string]string `protobuf:"bytes,2,rep,name=tag_filters,json=tagFilters,proto3" json:"tag_filters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Automated  *bool             `protobuf:"varint,3,opt,name=automated,proto3,oneof" json:"automated,omitempty"`
+	Locked     *bool             `protobuf:"varint,4,opt,name=locked,proto3,oneof" json:"locked,omitempty"`
+	// lock_message says why, with locked.
+	LockMessage string `protobuf:"bytes,5,opt,name=lock_message,json=lockMessage,proto3" json:"lock_message,omitempty"`
+	User        string `protobuf:"bytes,6,opt,name=user,proto3" json:"user,omitempty"`
+	// tag_all is the filter for containers without their own ("*" clears).
+	TagAll *string `protobuf:"bytes,7,opt,name=tag_all,json=tagAll,proto3,oneof" json:"tag_all,omitempty"`
+	// tag_order orders glob and regex filters: "time" (default),
+	// "alphabetical" or "numerical".
+	TagOrder      *string `protobuf:"bytes,8,opt,name=tag_order,json=tagOrder,proto3,oneof" json:"tag_order,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2417,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2430,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{36}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SetPolicyRequest) GetService() string {
@@ -2270,15 +2447,59 @@ func (x *SetPolicyRequest) GetTagFilters() map[string]string {
 	return nil
 }
 
+func (x *SetPolicyRequest) GetAutomated() bool {
+	if x != nil && x.Automated != nil {
+		return *x.Automated
+	}
+	return false
+}
+
+func (x *SetPolicyRequest) GetLocked() bool {
+	if x != nil && x.Locked != nil {
+		return *x.Locked
+	}
+	return false
+}
+
+func (x *SetPolicyRequest) GetLockMessage() string {
+	if x != nil {
+		return x.LockMessage
+	}
+	return ""
+}
+
+func (x *SetPolicyRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *SetPolicyRequest) GetTagAll() string {
+	if x != nil && x.TagAll != nil {
+		return *x.TagAll
+	}
+	return ""
+}
+
+func (x *SetPolicyRequest) GetTagOrder() string {
+	if x != nil && x.TagOrder != nil {
+		return *x.TagOrder
+	}
+	return ""
+}
+
 type SetPolicyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// commit is the pushed commit; empty when nothing changed.
+	Commit        string `protobuf:"bytes,1,opt,name=commit,proto3" json:"commit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2511,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2524,14 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{37}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *SetPolicyResponse) GetCommit() string {
+	if x != nil {
+		return x.Commit
+	}
+	return ""
 }
 
 type Change struct {
@@ -2318,7 +2546,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2558,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2571,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{38}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Change) GetService() string {
@@ -2392,7 +2620,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2404,7 +2632,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2417,7 +2645,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{39}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Event) GetId() int64 {
@@ -2501,7 +2729,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2741,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2754,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{40}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *HistoryRequest) GetService() string {
@@ -2552,7 +2780,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2792,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2805,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{41}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *HistoryResponse) GetEvents() []*Event {
@@ -2597,7 +2825,7 @@ type NotifyImageRequest struct {
 
 func (x *NotifyImageRequest) Reset() {
 	*x = NotifyImageRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2609,7 +2837,7 @@ func (x *NotifyImageRequest) String() string {
 func (*NotifyImageRequest) ProtoMessage() {}
 
 func (x *NotifyImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2622,7 +2850,7 @@ func (x *NotifyImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyImageRequest.ProtoReflect.Descriptor instead.
 func (*NotifyImageRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{42}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NotifyImageRequest) GetImage() string {
@@ -2644,7 +2872,7 @@ type NotifyImageResponse struct {
 
 func (x *NotifyImageResponse) Reset() {
 	*x = NotifyImageResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2884,7 @@ func (x *NotifyImageResponse) String() string {
 func (*NotifyImageResponse) ProtoMessage() {}
 
 func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2897,7 @@ func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyImageResponse.ProtoReflect.Descriptor instead.
 func (*NotifyImageResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{43}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NotifyImageResponse) GetRepository() string {
@@ -2699,7 +2927,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\tContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x12\n" +
-	"\x04init\x18\x03 \x01(\bR\x04init\"\x8b\x02\n" +
+	"\x04init\x18\x03 \x01(\bR\x04init\"\xfd\x03\n" +
 	"\aService\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
 	"\n" +
@@ -2710,7 +2938,27 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\tautomated\x18\x05 \x01(\bR\tautomated\x12\x16\n" +
 	"\x06locked\x18\x06 \x01(\bR\x06locked\x12!\n" +
 	"\flock_message\x18\a \x01(\tR\vlockMessage\x123\n" +
-	"\breplicas\x18\b \x01(\v2\x17.fluxd.v1.ReplicaCountsR\breplicas\"w\n" +
+	"\breplicas\x18\b \x01(\v2\x17.fluxd.v1.ReplicaCountsR\breplicas\x124\n" +
+	"\n" +
+	"automation\x18\t \x01(\v2\x14.fluxd.v1.AutomationR\n" +
+	"automation\x12B\n" +
+	"\vtag_filters\x18\n" +
+	" \x03(\v2!.fluxd.v1.Service.TagFiltersEntryR\n" +
+	"tagFilters\x12\x1b\n" +
+	"\ttag_order\x18\v \x01(\tR\btagOrder\x12\x1a\n" +
+	"\bwarnings\x18\f \x03(\tR\bwarnings\x1a=\n" +
+	"\x0fTagFiltersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc0\x01\n" +
+	"\n" +
+	"Automation\x12\x14\n" +
+	"\x05state\x18\x01 \x01(\tR\x05state\x12.\n" +
+	"\x04next\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04next\x12\x15\n" +
+	"\x06job_id\x18\x03 \x01(\tR\x05jobId\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x04 \x01(\tR\tlastError\x12\x1a\n" +
+	"\bfailures\x18\x05 \x01(\x05R\bfailures\x12\x1a\n" +
+	"\bdecision\x18\x06 \x01(\tR\bdecision\"w\n" +
 	"\rReplicaCounts\x12\x18\n" +
 	"\adesired\x18\x01 \x01(\x05R\adesired\x12\x18\n" +
 	"\aupdated\x18\x02 \x01(\x05R\aupdated\x12\x14\n" +
@@ -2727,12 +2975,16 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x10\n" +
-	"\x03tag\x18\x04 \x01(\tR\x03tag\"\x92\x01\n" +
+	"\x03tag\x18\x04 \x01(\tR\x03tag\"\xf4\x01\n" +
 	"\x0fContainerImages\x12\x1c\n" +
 	"\tcontainer\x18\x01 \x01(\tR\tcontainer\x12\x18\n" +
 	"\acurrent\x18\x02 \x01(\tR\acurrent\x121\n" +
 	"\tavailable\x18\x03 \x03(\v2\x13.fluxd.v1.ImageInfoR\tavailable\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"d\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x16\n" +
+	"\x06filter\x18\x05 \x01(\tR\x06filter\x12\x18\n" +
+	"\apassing\x18\x06 \x03(\tR\apassing\x12\x12\n" +
+	"\x04best\x18\a \x01(\tR\x04best\x12\x1a\n" +
+	"\bwarnings\x18\b \x03(\tR\bwarnings\"d\n" +
 	"\rServiceImages\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x129\n" +
 	"\n" +
@@ -2822,15 +3074,29 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\rUnlockRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\"\x10\n" +
-	"\x0eUnlockResponse\"\xb8\x01\n" +
+	"\x0eUnlockResponse\"\xa2\x03\n" +
 	"\x10SetPolicyRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12K\n" +
 	"\vtag_filters\x18\x02 \x03(\v2*.fluxd.v1.SetPolicyRequest.TagFiltersEntryR\n" +
-	"tagFilters\x1a=\n" +
+	"tagFilters\x12!\n" +
+	"\tautomated\x18\x03 \x01(\bH\x00R\tautomated\x88\x01\x01\x12\x1b\n" +
+	"\x06locked\x18\x04 \x01(\bH\x01R\x06locked\x88\x01\x01\x12!\n" +
+	"\flock_message\x18\x05 \x01(\tR\vlockMessage\x12\x12\n" +
+	"\x04user\x18\x06 \x01(\tR\x04user\x12\x1c\n" +
+	"\atag_all\x18\a \x01(\tH\x02R\x06tagAll\x88\x01\x01\x12 \n" +
+	"\ttag_order\x18\b \x01(\tH\x03R\btagOrder\x88\x01\x01\x1a=\n" +
 	"\x0fTagFiltersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x13\n" +
-	"\x11SetPolicyResponse\"d\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +
+	"\n" +
+	"_automatedB\t\n" +
+	"\a_lockedB\n" +
+	"\n" +
+	"\b_tag_allB\f\n" +
+	"\n" +
+	"_tag_order\"+\n" +
+	"\x11SetPolicyResponse\x12\x16\n" +
+	"\x06commit\x18\x01 \x01(\tR\x06commit\"d\n" +
 	"\x06Change\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1c\n" +
 	"\tcontainer\x18\x02 \x01(\tR\tcontainer\x12\x12\n" +
@@ -2910,7 +3176,7 @@ func file_fluxd_v1_fluxd_proto_rawDescGZIP() []byte {
 }
 
 var file_fluxd_v1_fluxd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(Role)(0),                     // 0: fluxd.v1.Role
 	(ReleaseKind)(0),              // 1: fluxd.v1.ReleaseKind
@@ -2919,113 +3185,118 @@ var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(*VersionResponse)(nil),       // 4: fluxd.v1.VersionResponse
 	(*Container)(nil),             // 5: fluxd.v1.Container
 	(*Service)(nil),               // 6: fluxd.v1.Service
-	(*ReplicaCounts)(nil),         // 7: fluxd.v1.ReplicaCounts
-	(*ListServicesRequest)(nil),   // 8: fluxd.v1.ListServicesRequest
-	(*ListServicesResponse)(nil),  // 9: fluxd.v1.ListServicesResponse
-	(*ListImagesRequest)(nil),     // 10: fluxd.v1.ListImagesRequest
-	(*ImageInfo)(nil),             // 11: fluxd.v1.ImageInfo
-	(*ContainerImages)(nil),       // 12: fluxd.v1.ContainerImages
-	(*ServiceImages)(nil),         // 13: fluxd.v1.ServiceImages
-	(*ListImagesResponse)(nil),    // 14: fluxd.v1.ListImagesResponse
-	(*ReleaseSpec)(nil),           // 15: fluxd.v1.ReleaseSpec
-	(*ReleaseRequest)(nil),        // 16: fluxd.v1.ReleaseRequest
-	(*ContainerUpdate)(nil),       // 17: fluxd.v1.ContainerUpdate
-	(*PlanItem)(nil),              // 18: fluxd.v1.PlanItem
-	(*Plan)(nil),                  // 19: fluxd.v1.Plan
-	(*ReleaseResponse)(nil),       // 20: fluxd.v1.ReleaseResponse
-	(*Job)(nil),                   // 21: fluxd.v1.Job
-	(*GetJobRequest)(nil),         // 22: fluxd.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 23: fluxd.v1.GetJobResponse
-	(*WatchJobRequest)(nil),       // 24: fluxd.v1.WatchJobRequest
-	(*WorkloadProgress)(nil),      // 25: fluxd.v1.WorkloadProgress
-	(*WatchJobResponse)(nil),      // 26: fluxd.v1.WatchJobResponse
-	(*CancelJobRequest)(nil),      // 27: fluxd.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 28: fluxd.v1.CancelJobResponse
-	(*ListJobsRequest)(nil),       // 29: fluxd.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 30: fluxd.v1.ListJobsResponse
-	(*AutomateRequest)(nil),       // 31: fluxd.v1.AutomateRequest
-	(*AutomateResponse)(nil),      // 32: fluxd.v1.AutomateResponse
-	(*DeautomateRequest)(nil),     // 33: fluxd.v1.DeautomateRequest
-	(*DeautomateResponse)(nil),    // 34: fluxd.v1.DeautomateResponse
-	(*LockRequest)(nil),           // 35: fluxd.v1.LockRequest
-	(*LockResponse)(nil),          // 36: fluxd.v1.LockResponse
-	(*UnlockRequest)(nil),         // 37: fluxd.v1.UnlockRequest
-	(*UnlockResponse)(nil),        // 38: fluxd.v1.UnlockResponse
-	(*SetPolicyRequest)(nil),      // 39: fluxd.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),     // 40: fluxd.v1.SetPolicyResponse
-	(*Change)(nil),                // 41: fluxd.v1.Change
-	(*Event)(nil),                 // 42: fluxd.v1.Event
-	(*HistoryRequest)(nil),        // 43: fluxd.v1.HistoryRequest
-	(*HistoryResponse)(nil),       // 44: fluxd.v1.HistoryResponse
-	(*NotifyImageRequest)(nil),    // 45: fluxd.v1.NotifyImageRequest
-	(*NotifyImageResponse)(nil),   // 46: fluxd.v1.NotifyImageResponse
-	nil,                           // 47: fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
+	(*Automation)(nil),            // 7: fluxd.v1.Automation
+	(*ReplicaCounts)(nil),         // 8: fluxd.v1.ReplicaCounts
+	(*ListServicesRequest)(nil),   // 9: fluxd.v1.ListServicesRequest
+	(*ListServicesResponse)(nil),  // 10: fluxd.v1.ListServicesResponse
+	(*ListImagesRequest)(nil),     // 11: fluxd.v1.ListImagesRequest
+	(*ImageInfo)(nil),             // 12: fluxd.v1.ImageInfo
+	(*ContainerImages)(nil),       // 13: fluxd.v1.ContainerImages
+	(*ServiceImages)(nil),         // 14: fluxd.v1.ServiceImages
+	(*ListImagesResponse)(nil),    // 15: fluxd.v1.ListImagesResponse
+	(*ReleaseSpec)(nil),           // 16: fluxd.v1.ReleaseSpec
+	(*ReleaseRequest)(nil),        // 17: fluxd.v1.ReleaseRequest
+	(*ContainerUpdate)(nil),       // 18: fluxd.v1.ContainerUpdate
+	(*PlanItem)(nil),              // 19: fluxd.v1.PlanItem
+	(*Plan)(nil),                  // 20: fluxd.v1.Plan
+	(*ReleaseResponse)(nil),       // 21: fluxd.v1.ReleaseResponse
+	(*Job)(nil),                   // 22: fluxd.v1.Job
+	(*GetJobRequest)(nil),         // 23: fluxd.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 24: fluxd.v1.GetJobResponse
+	(*WatchJobRequest)(nil),       // 25: fluxd.v1.WatchJobRequest
+	(*WorkloadProgress)(nil),      // 26: fluxd.v1.WorkloadProgress
+	(*WatchJobResponse)(nil),      // 27: fluxd.v1.WatchJobResponse
+	(*CancelJobRequest)(nil),      // 28: fluxd.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 29: fluxd.v1.CancelJobResponse
+	(*ListJobsRequest)(nil),       // 30: fluxd.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),      // 31: fluxd.v1.ListJobsResponse
+	(*AutomateRequest)(nil),       // 32: fluxd.v1.AutomateRequest
+	(*AutomateResponse)(nil),      // 33: fluxd.v1.AutomateResponse
+	(*DeautomateRequest)(nil),     // 34: fluxd.v1.DeautomateRequest
+	(*DeautomateResponse)(nil),    // 35: fluxd.v1.DeautomateResponse
+	(*LockRequest)(nil),           // 36: fluxd.v1.LockRequest
+	(*LockResponse)(nil),          // 37: fluxd.v1.LockResponse
+	(*UnlockRequest)(nil),         // 38: fluxd.v1.UnlockRequest
+	(*UnlockResponse)(nil),        // 39: fluxd.v1.UnlockResponse
+	(*SetPolicyRequest)(nil),      // 40: fluxd.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),     // 41: fluxd.v1.SetPolicyResponse
+	(*Change)(nil),                // 42: fluxd.v1.Change
+	(*Event)(nil),                 // 43: fluxd.v1.Event
+	(*HistoryRequest)(nil),        // 44: fluxd.v1.HistoryRequest
+	(*HistoryResponse)(nil),       // 45: fluxd.v1.HistoryResponse
+	(*NotifyImageRequest)(nil),    // 46: fluxd.v1.NotifyImageRequest
+	(*NotifyImageResponse)(nil),   // 47: fluxd.v1.NotifyImageResponse
+	nil,                           // 48: fluxd.v1.Service.TagFiltersEntry
+	nil,                           // 49: fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	(*timestamppb.Timestamp)(nil), // 50: google.protobuf.Timestamp
 }
 var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	0,  // 0: fluxd.v1.VersionResponse.role:type_name -> fluxd.v1.Role
 	5,  // 1: fluxd.v1.Service.containers:type_name -> fluxd.v1.Container
-	7,  // 2: fluxd.v1.Service.replicas:type_name -> fluxd.v1.ReplicaCounts
-	6,  // 3: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
-	48, // 4: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
-	11, // 5: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
-	12, // 6: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
-	13, // 7: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
-	15, // 8: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
-	1,  // 9: fluxd.v1.ReleaseRequest.kind:type_name -> fluxd.v1.ReleaseKind
-	17, // 10: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
-	18, // 11: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
-	19, // 12: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
-	2,  // 13: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
-	48, // 14: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	48, // 15: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	19, // 16: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
-	21, // 17: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
-	7,  // 18: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
-	21, // 19: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
-	25, // 20: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
-	21, // 21: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
-	21, // 22: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
-	47, // 23: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	48, // 24: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
-	48, // 25: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
-	41, // 26: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
-	42, // 27: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
-	3,  // 28: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	8,  // 29: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	10, // 30: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	16, // 31: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	22, // 32: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	24, // 33: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	27, // 34: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	29, // 35: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	31, // 36: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	33, // 37: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	35, // 38: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	37, // 39: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	39, // 40: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	43, // 41: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	45, // 42: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	4,  // 43: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	9,  // 44: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	14, // 45: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	20, // 46: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	23, // 47: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	26, // 48: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	28, // 49: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	30, // 50: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	32, // 51: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	34, // 52: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	36, // 53: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	38, // 54: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	40, // 55: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	44, // 56: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	46, // 57: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	43, // [43:58] is the sub-list for method output_type
-	28, // [28:43] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	8,  // 2: fluxd.v1.Service.replicas:type_name -> fluxd.v1.ReplicaCounts
+	7,  // 3: fluxd.v1.Service.automation:type_name -> fluxd.v1.Automation
+	48, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
+	50, // 5: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
+	6,  // 6: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
+	50, // 7: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
+	12, // 8: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
+	13, // 9: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
+	14, // 10: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
+	16, // 11: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
+	1,  // 12: fluxd.v1.ReleaseRequest.kind:type_name -> fluxd.v1.ReleaseKind
+	18, // 13: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
+	19, // 14: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
+	20, // 15: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
+	2,  // 16: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
+	50, // 17: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	50, // 18: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	20, // 19: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
+	22, // 20: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
+	8,  // 21: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
+	22, // 22: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
+	26, // 23: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
+	22, // 24: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
+	22, // 25: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
+	49, // 26: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	50, // 27: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
+	50, // 28: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
+	42, // 29: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
+	43, // 30: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
+	3,  // 31: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
+	9,  // 32: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	11, // 33: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	17, // 34: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	23, // 35: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	25, // 36: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	28, // 37: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	30, // 38: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	32, // 39: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	34, // 40: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	36, // 41: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	38, // 42: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	40, // 43: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	44, // 44: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	46, // 45: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	4,  // 46: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	10, // 47: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	15, // 48: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	21, // 49: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	24, // 50: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	27, // 51: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	29, // 52: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	31, // 53: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	33, // 54: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	35, // 55: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	37, // 56: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	39, // 57: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	41, // 58: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	45, // 59: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	47, // 60: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	46, // [46:61] is the sub-list for method output_type
+	31, // [31:46] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_fluxd_v1_fluxd_proto_init() }
@@ -3033,13 +3304,14 @@ func file_fluxd_v1_fluxd_proto_init() {
 	if File_fluxd_v1_fluxd_proto != nil {
 		return
 	}
+	file_fluxd_v1_fluxd_proto_msgTypes[37].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluxd_v1_fluxd_proto_rawDesc), len(file_fluxd_v1_fluxd_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
