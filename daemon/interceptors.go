@@ -60,6 +60,12 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	if err != nil {
 		return nil, err
 	}
+	if conn, err := s.fwd.target(ctx, info.FullMethod); err != nil || conn != nil {
+		if err != nil {
+			return nil, err
+		}
+		return s.fwd.unary(ctx, conn, info.FullMethod, req)
+	}
 	return handler(ctx, req)
 }
 
@@ -69,6 +75,12 @@ func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Str
 	ctx, err = s.authorize(ctx, info.FullMethod, nil)
 	if err != nil {
 		return err
+	}
+	if conn, err := s.fwd.target(ctx, info.FullMethod); err != nil || conn != nil {
+		if err != nil {
+			return err
+		}
+		return s.fwd.stream(&wrappedStream{ServerStream: ss, ctx: ctx}, conn, info.FullMethod)
 	}
 	return handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
 }

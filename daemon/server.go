@@ -33,6 +33,14 @@ type Server struct {
 	auth Authenticator
 	log  *slog.Logger
 	grpc *grpc.Server
+	fwd  *forwarder // nil: this replica serves everything itself
+}
+
+// FollowLeader makes the server forward leader-only calls (releases, jobs,
+// policy changes, notifications) to the leader while this replica follows.
+// self names this replica in the forwarded calls. Call before Serve.
+func (s *Server) FollowLeader(self string, l Leadership) {
+	s.fwd = &forwarder{self: self, leadership: l, conns: map[string]*grpc.ClientConn{}}
 }
 
 var _ fluxdv1.FluxServiceServer = (*Server)(nil)
@@ -77,6 +85,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, grace time.Duratio
 		}
 		return nil
 	})
+	defer s.fwd.close()
 	return g.Wait()
 }
 

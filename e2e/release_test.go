@@ -612,10 +612,11 @@ func TestFailingRollout(t *testing.T) {
 	})
 }
 
-// TestRestartFailsTheRunningJob kills a fluxd in the middle of a rollout
-// and starts it again on the same state: the job it was running is
-// reported failed ("daemon restarted"), never left running.
-func TestRestartFailsTheRunningJob(t *testing.T) {
+// TestRestartTakesOverTheRunningJob kills a fluxd in the middle of a
+// rollout and starts it again on the same state: the job that had pushed
+// is taken over (applied and followed again, never committed twice), and
+// a cancel then rolls it back.
+func TestRestartTakesOverTheRunningJob(t *testing.T) {
 	sharedFluxd(t)
 	ctx := testContext(t)
 	kc := kubeClient(t)
@@ -632,10 +633,23 @@ func TestRestartFailsTheRunningJob(t *testing.T) {
 		t.Fatalf("%s%s", out, stderr)
 	}
 	id := strings.Fields(strings.SplitN(out, "Job ", 2)[1])[0]
+	job := func() (j struct{ ID, State, Stage, Commit, Error string }) {
+		out, _, code := fluxctl(t, env, "jobs", "-o", "json")
+		var jobs []struct{ ID, State, Stage, Commit, Error string }
+		if code != 0 || json.Unmarshal([]byte(out), &jobs) != nil {
+			t.Fatalf("jobs: exit %d\n%s", code, out)
+		}
+		for _, j := range jobs {
+			if j.ID == id {
+				return j
+			}
+		}
+		t.Fatalf("job %s is not listed: %s", id, out)
+		return
+	}
 	if err := poll(ctx, 30*time.Second, func() error {
-		out, _, _ := fluxctl(t, env, "job", id)
-		if !strings.Contains(out, "rolling out") {
-			return fmt.Errorf("not rolling out yet:\n%s", out)
+		if j := job(); j.Stage != "rolling out" {
+			return fmt.Errorf("not rolling out yet: %+v", j)
 		}
 		return nil
 	}); err != nil {
@@ -650,30 +664,34 @@ func TestRestartFailsTheRunningJob(t *testing.T) {
 		t.Fatalf("restart: %v", err)
 	}
 	env[0] = "FLUX_URL=" + f.Addr
-	out, _, code = fluxctl(t, env, "jobs", "-o", "json")
-	var jobs []struct{ ID, State, Error string }
-	if code != 0 || json.Unmarshal([]byte(out), &jobs) != nil {
-		t.Fatalf("jobs after the restart: exit %d\n%s", code, out)
-	}
-	found := false
-	for _, j := range jobs {
-		if j.ID == id {
-			found = true
-			if j.State != "failed" || !strings.Contains(j.Error, "daemon restarted") {
-				t.Errorf("the job running at the kill: %+v; want failed, daemon restarted", j)
-			}
+	if err := poll(ctx, 30*time.Second, func() error {
+		if j := job(); j.State != "running" || j.Stage != "rolling out" || j.Commit == "" {
+			return fmt.Errorf("not taken over yet: %+v", j)
 		}
+		return nil
+	}); err != nil {
+		t.Fatalf("after the restart: %v\nlog: %s", err, stack.Log("fluxd-restart"))
 	}
-	if !found {
-		t.Errorf("job %s is gone after the restart: %s", id, out)
+	clone := filepath.Join(t.TempDir(), "clone")
+	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+	if n := gitCLI(t, clone, "rev-list", "--count", "--grep=Fluxd-Job: "+id, "HEAD"); n != "1" {
+		t.Errorf("the job has %s commits; the take-over must not commit again", n)
 	}
+	if out, stderr, code := fluxctl(t, env, "cancel", id); code != 0 {
+		t.Fatalf("cancel: %s%s", out, stderr)
+	}
+	if err := poll(ctx, 60*time.Second, func() error {
+		if j := job(); j.State != "cancelled" {
+			return fmt.Errorf("not cancelled yet: %+v", j)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	waitRolledOut(t, kc, map[string][]string{"redis": good})
 	out, _, _ = fluxctl(t, env, "history", "redis")
-	if !strings.Contains(out, "daemon restarted") {
-		t.Errorf("history lacks the failed job:\n%s", out)
-	}
-	// Put redis back for the tests after this one.
-	if out, stderr, code := fluxctl(t, env, "release", "-y", "-s", "redis", "-i", strings.TrimPrefix(good[0], "redis=")); code != 0 {
-		t.Fatalf("restoring redis: %s%s", out, stderr)
+	if !strings.Contains(out, "rollback") {
+		t.Errorf("history lacks the rollback of the taken-over job:\n%s", out)
 	}
 	_ = syscall.Kill(f.PID, syscall.SIGTERM)
 }

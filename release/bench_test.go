@@ -26,7 +26,8 @@ func (r dirRepo) Paths() []string                      { return []string{"."} }
 func (r dirRepo) Commit(context.Context, string, map[string][]byte, string, gitrepo.Signature) (string, error) {
 	return "", fmt.Errorf("dirRepo does not commit")
 }
-func (r dirRepo) Push(context.Context, string) error { return fmt.Errorf("dirRepo does not push") }
+func (r dirRepo) Push(context.Context, string) error                      { return fmt.Errorf("dirRepo does not push") }
+func (r dirRepo) FindCommit(context.Context, string, int) (string, error) { return "", nil }
 
 // memImages is registry data already cached in memory.
 type memImages map[string][]registry.Image

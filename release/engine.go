@@ -32,6 +32,9 @@ type Repo interface {
 	Commit(ctx context.Context, base string, files map[string][]byte, message string, author gitrepo.Signature) (string, error)
 	// Push pushes a commit made by Commit, fast-forward only.
 	Push(ctx context.Context, commit string) error
+	// FindCommit returns the newest of the branch's last depth commits
+	// with line in its message, or "".
+	FindCommit(ctx context.Context, line string, depth int) (string, error)
 }
 
 // Images reads the registry.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/fluxd/fluxd/gitrepo"
@@ -38,6 +40,9 @@ type Progress struct {
 	Workloads []WorkloadProgress
 	// Commit is set once pushed.
 	Commit string
+	// Plan is set when committing, so that the job can be taken over
+	// (applied and followed) by another fluxd if this one dies.
+	Plan *Plan
 }
 
 // WorkloadProgress is one workload's rollout.
@@ -63,7 +68,14 @@ type ExecOptions struct {
 	// RollbackOnFailure reverts a pushed release whose rollout fails or
 	// that is cancelled after its push.
 	RollbackOnFailure bool
+	// JobID, when set, is written into the commit message as a trailer
+	// (JobTrailer), so that a fluxd taking over can tell whether the job
+	// pushed.
+	JobID string
 }
+
+// JobTrailer is the commit message line naming the job that pushed it.
+func JobTrailer(id string) string { return "Fluxd-Job: " + id }
 
 // Execute plans spec and carries it out for instance: edit, one commit,
 // push (re-applying the edits on a newer revision if someone else pushed),
@@ -84,6 +96,12 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 	if err != nil || res.Commit == "" {
 		return res, err
 	}
+	return e.finish(ctx, instance, spec, res, gens, typ, o, report, start)
+}
+
+// finish follows a pushed and applied release's rollout (rolling it back
+// on failure or cancel when asked) and records it.
+func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Result, gens map[platform.ID]int64, typ history.Type, o ExecOptions, report func(Progress), start time.Time) (*Result, error) {
 	plan := res.Plan
 	if o.RolloutTimeout > 0 {
 		report(Progress{Stage: StageRollingOut, Commit: res.Commit})
@@ -116,6 +134,71 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 	return res, nil
 }
 
+// Resume finishes a release job that a fluxd which stopped (a leader that
+// died, a restart) had pushed as commit: it applies the plan's workloads
+// as git has them now, follows their rollout and records the release,
+// as Execute would have. Nothing is committed again.
+func (e *Engine) Resume(ctx context.Context, instance string, spec Spec, plan *Plan, commit string, typ history.Type, o ExecOptions) (*Result, error) {
+	report := func(p Progress) {
+		if o.Report != nil {
+			o.Report(p)
+		}
+	}
+	e.deploy.Lock()
+	defer e.deploy.Unlock()
+	start := time.Now()
+	report(Progress{Stage: StageApplying, Commit: commit})
+	gens, err := e.applyFromGit(ctx, plan)
+	if err != nil {
+		return nil, e.fail(ctx, instance, spec, plan, start, commit, fmt.Errorf("taking over the job that pushed commit %.12s: %w", commit, err))
+	}
+	e.log.Info("took over a pushed release: applied it", "instance", instance, "commit", commit)
+	return e.finish(ctx, instance, spec, &Result{Plan: plan, Commit: commit}, gens, typ, o, report, start)
+}
+
+// applyFromGit applies the plan's updated workloads as the branch has them.
+func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]int64, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	_, m, err := e.manifests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	gens := map[platform.ID]int64{}
+	for _, it := range plan.Items {
+		if it.Action != Update {
+			continue
+		}
+		def, ok := m.Workloads[it.Service]
+		if !ok {
+			return nil, fmt.Errorf("%s is no longer defined in git", it.Service)
+		}
+		content, err := os.ReadFile(filepath.Join(e.repo.Dir(), def.File))
+		if err != nil {
+			return nil, err
+		}
+		doc, err := gitrepo.WorkloadDocument(content, it.Service)
+		if err != nil {
+			return nil, err
+		}
+		if gens[it.Service], err = e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc); err != nil {
+			return nil, fmt.Errorf("applying %s: %w", it.Service, err)
+		}
+	}
+	return gens, nil
+}
+
+// FindJobCommit returns the commit a job pushed, found by its trailer in
+// the branch's recent history, or "" if it pushed none.
+func (e *Engine) FindJobCommit(ctx context.Context, id string) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, err := e.repo.Sync(ctx); err != nil {
+		return "", err
+	}
+	return e.repo.FindCommit(ctx, JobTrailer(id), 200)
+}
+
 // pushAndApply plans, edits, commits, pushes and applies, holding the git
 // lock. It returns the generations the rollouts must reach; a Result
 // without a commit means there was nothing to change.
@@ -144,9 +227,13 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		if files, err = e.edit(plan, m); err != nil {
 			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
 		}
-		report(Progress{Stage: StageCommitting})
+		report(Progress{Stage: StageCommitting, Plan: plan})
+		msg := commitMessage(instance, spec, plan)
+		if o.JobID != "" {
+			msg += "\n" + JobTrailer(o.JobID) + "\n"
+		}
 		var commit string
-		commit, err = e.repo.Commit(ctx, plan.Revision, files, commitMessage(instance, spec, plan), author)
+		commit, err = e.repo.Commit(ctx, plan.Revision, files, msg, author)
 		if err == nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("cancelled before the push; nothing was pushed: %w", cerr))

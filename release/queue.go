@@ -24,9 +24,12 @@ type JobStore interface {
 	Record(ctx context.Context, ev history.Event) (int64, error)
 }
 
-// Executor executes a release; *Engine is one.
+// Executor executes a release, or finishes one another fluxd pushed;
+// *Engine is one.
 type Executor interface {
 	Execute(ctx context.Context, instance string, spec Spec, typ history.Type, o ExecOptions) (*Result, error)
+	Resume(ctx context.Context, instance string, spec Spec, plan *Plan, commit string, typ history.Type, o ExecOptions) (*Result, error)
+	FindJobCommit(ctx context.Context, id string) (string, error)
 }
 
 // JobUpdate is a job as it is now, sent to watchers on every change.
@@ -39,10 +42,9 @@ type JobUpdate struct {
 }
 
 // Queue runs release jobs one at a time, in the order they came, for all
-// instances: only one release deploys at a time. Jobs are stored, so they
-// are reported after a restart; a job that was running when fluxd stopped
-// is marked failed ("daemon restarted"), since fluxd cannot know how far
-// it got, and queued jobs are queued again.
+// instances: only one release deploys at a time. Jobs are stored, so that
+// a fluxd that starts (a restart, or a replica taking over from a leader
+// that died) carries on with them: see Recover.
 type Queue struct {
 	exec           Executor
 	store          JobStore
@@ -69,6 +71,13 @@ type entry struct {
 	cancel    context.CancelFunc
 	cancelled bool
 	workloads []WorkloadProgress
+	// resume is set for a job another fluxd pushed and did not finish.
+	resume *resumePoint
+}
+
+type resumePoint struct {
+	commit string
+	plan   *Plan
 }
 
 // NewQueue returns a Queue. rolloutTimeout bounds each job's rollout
@@ -79,33 +88,70 @@ func NewQueue(exec Executor, store JobStore, rolloutTimeout time.Duration, rollb
 		subs: map[string]map[chan JobUpdate]struct{}{}, wake: make(chan struct{}, 1)}
 }
 
-// Recover settles the jobs a previous run of fluxd left live.
+// Recover carries on with the jobs a previous fluxd left live (this one
+// before a restart, or a leader that died), before any new job:
+//   - a job that was running and had pushed (its commit is saved, or its
+//     trailer is found in git) is taken over: applied as git has it and
+//     followed, never committed again;
+//   - a job that was running and had not pushed runs again from the start;
+//   - queued jobs are queued again, in order.
+//
+// A running job whose push cannot be told (git unreachable) is failed
+// rather than risk releasing twice.
 func (q *Queue) Recover(ctx context.Context) error {
 	live, err := q.store.LiveJobs(ctx)
 	if err != nil {
 		return err
 	}
+	var first, rest []*entry
 	for _, j := range live {
-		if j.State == history.JobRunning {
-			j.State, j.Stage, j.Error, j.FinishedAt = history.JobFailed, StageFailed, "daemon restarted while the job was running; check the cluster and git, then release again", time.Now()
-			if _, err := q.store.SaveJob(ctx, j); err != nil {
-				return err
-			}
-			q.record(ctx, j, history.Failed)
-			q.log.Warn("job was running when fluxd stopped; marked failed", "job", j.ID)
-			continue
-		}
 		var spec Spec
 		if err := json.Unmarshal(j.Spec, &spec); err != nil {
 			return fmt.Errorf("job %s: reading its spec: %w", j.ID, err)
 		}
-		q.mu.Lock()
-		q.pending = append(q.pending, &entry{job: j, spec: spec})
-		q.mu.Unlock()
-		q.log.Info("job queued again after a restart", "job", j.ID)
+		e := &entry{job: j, spec: spec}
+		if j.State != history.JobRunning {
+			rest = append(rest, e)
+			q.log.Info("job queued again", "job", j.ID)
+			continue
+		}
+		commit := j.Commit
+		if commit == "" {
+			if commit, err = q.exec.FindJobCommit(ctx, j.ID); err != nil {
+				q.failStale(ctx, j, fmt.Sprintf("fluxd stopped while the job was running, and whether it had pushed cannot be told (%v); check git and the cluster, then release again", err))
+				continue
+			}
+		}
+		if commit == "" {
+			e.job.State, e.job.Stage = history.JobQueued, StageQueued
+			first = append(first, e)
+			q.log.Warn("job was running when its fluxd stopped, before it pushed; running it again", "job", j.ID)
+			continue
+		}
+		var plan Plan
+		if err := json.Unmarshal(j.Plan, &plan); err != nil || len(plan.Items) == 0 {
+			q.failStale(ctx, j, fmt.Sprintf("fluxd stopped after the job pushed commit %.12s, but its plan was not saved; check the cluster, then release again", commit))
+			continue
+		}
+		e.job.Commit, e.resume = commit, &resumePoint{commit: commit, plan: &plan}
+		first = append(first, e)
+		q.log.Warn("job was running when its fluxd stopped, after it pushed; taking it over: applying and following its rollout", "job", j.ID, "commit", commit)
 	}
+	q.mu.Lock()
+	q.pending = append(append(first, rest...), q.pending...)
+	q.mu.Unlock()
 	q.poke()
 	return nil
+}
+
+// failStale marks a job that cannot be carried on failed, in history too.
+func (q *Queue) failStale(ctx context.Context, j history.Job, why string) {
+	j.State, j.Stage, j.Error, j.FinishedAt = history.JobFailed, StageFailed, why, time.Now()
+	if _, err := q.store.SaveJob(ctx, j); err != nil {
+		q.log.Error("saving job failed", "job", j.ID, "error", err)
+	}
+	q.record(ctx, j, history.Failed)
+	q.log.Warn("job failed: "+why, "job", j.ID)
 }
 
 // Enqueue adds a release job for instance and returns it at once.
@@ -177,16 +223,22 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 	if e.spec.Automated {
 		typ = history.AutomatedRelease
 	}
-	res, err := q.exec.Execute(ctx, e.job.Instance, e.spec, typ, ExecOptions{
+	o := ExecOptions{
 		Checksum:          e.checksum,
 		RolloutTimeout:    timeout,
 		RollbackOnFailure: q.rollback || e.spec.RollbackOnFailure,
+		JobID:             e.job.ID,
 		Report: func(p Progress) {
 			q.mu.Lock()
-			changed := e.job.Stage != p.Stage || (p.Commit != "" && e.job.Commit != p.Commit)
+			changed := e.job.Stage != p.Stage || (p.Commit != "" && e.job.Commit != p.Commit) || p.Plan != nil
 			e.job.Stage = p.Stage
 			if p.Commit != "" {
 				e.job.Commit = p.Commit
+			}
+			if p.Plan != nil {
+				if b, err := json.Marshal(p.Plan); err == nil {
+					e.job.Plan = b
+				}
 			}
 			if p.Workloads != nil {
 				e.workloads = p.Workloads
@@ -197,7 +249,14 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 			}
 			q.publish(e)
 		},
-	})
+	}
+	var res *Result
+	var err error
+	if r := e.resume; r != nil {
+		res, err = q.exec.Resume(ctx, e.job.Instance, e.spec, r.plan, r.commit, typ, o)
+	} else {
+		res, err = q.exec.Execute(ctx, e.job.Instance, e.spec, typ, o)
+	}
 	q.mu.Lock()
 	e.job.FinishedAt = time.Now()
 	switch {

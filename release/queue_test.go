@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,6 +21,7 @@ type gateExec struct {
 	order   []string
 	started chan string
 	release chan struct{}
+	pushed  map[string]string // job ID → commit with its trailer
 }
 
 func (g *gateExec) Execute(ctx context.Context, _ string, spec Spec, _ history.Type, o ExecOptions) (*Result, error) {
@@ -34,6 +36,17 @@ func (g *gateExec) Execute(ctx context.Context, _ string, spec Spec, _ history.T
 	g.order = append(g.order, spec.Message)
 	g.mu.Unlock()
 	return &Result{Plan: &Plan{}, Commit: "commit-" + spec.Message}, nil
+}
+
+// Resume records a take-over as "resume:<commit>".
+func (g *gateExec) Resume(ctx context.Context, instance string, spec Spec, plan *Plan, commit string, typ history.Type, o ExecOptions) (*Result, error) {
+	spec.Message = "resume:" + commit
+	return g.Execute(ctx, instance, spec, typ, o)
+}
+
+// FindJobCommit finds the commits listed in pushed.
+func (g *gateExec) FindJobCommit(_ context.Context, id string) (string, error) {
+	return g.pushed[id], nil
 }
 
 func newQueue(t *testing.T) (*Queue, *gateExec, *sqlite.Store) {
@@ -129,12 +142,22 @@ func TestQueueRunsInOrderAndCancels(t *testing.T) {
 	}
 }
 
-func TestQueueRecoverAfterRestart(t *testing.T) {
+func TestQueueRecoverTakesOverLiveJobs(t *testing.T) {
 	q, g, store := newQueue(t)
 	ctx := context.Background()
 	now := time.Now()
+	plan := []byte(`{"Items":[{"Service":{"Namespace":"default","Kind":"deployment","Name":"app"},"Action":"update"}]}`)
+	g.pushed = map[string]string{"pushed-unsaved": "c2"}
 	for _, j := range []history.Job{
-		{ID: "running", Instance: "team", State: history.JobRunning, Stage: StagePushing, Spec: []byte(`{"Message":"r"}`), CreatedAt: now},
+		// Pushed, commit saved: taken over.
+		{ID: "pushed", Instance: "team", State: history.JobRunning, Stage: StageRollingOut, Spec: []byte(`{"Message":"p"}`), Plan: plan, Commit: "c1", CreatedAt: now},
+		// Not pushed: runs again.
+		{ID: "unpushed", Instance: "team", State: history.JobRunning, Stage: StageEditing, Spec: []byte(`{"Message":"u"}`), CreatedAt: now},
+		// Pushed, but the commit was not saved before the kill: found by
+		// its trailer, taken over.
+		{ID: "pushed-unsaved", Instance: "team", State: history.JobRunning, Stage: StagePushing, Spec: []byte(`{"Message":"x"}`), Plan: plan, CreatedAt: now},
+		// Pushed with no plan saved: cannot be taken over; failed.
+		{ID: "planless", Instance: "team", State: history.JobRunning, Stage: StageApplying, Spec: []byte(`{"Message":"y"}`), Commit: "c3", CreatedAt: now},
 		{ID: "queued", Instance: "team", State: history.JobQueued, Stage: StageQueued, Spec: []byte(`{"Message":"q"}`), CreatedAt: now},
 	} {
 		if _, err := store.SaveJob(ctx, j); err != nil {
@@ -144,16 +167,26 @@ func TestQueueRecoverAfterRestart(t *testing.T) {
 	if err := q.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
-	u, _ := q.Get(ctx, "team", "running")
-	if u.Job.State != history.JobFailed || u.Job.Error == "" {
-		t.Errorf("a job running at the restart: %+v", u.Job)
+	u, _ := q.Get(ctx, "team", "planless")
+	if u.Job.State != history.JobFailed || !strings.Contains(u.Job.Error, "plan was not saved") {
+		t.Errorf("a pushed job without its plan: %+v", u.Job)
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go q.Run(rctx)
-	if got := <-g.started; got != "q" {
-		t.Fatalf("started %q after the restart; want the queued job", got)
+	var order []string
+	for range 4 {
+		order = append(order, <-g.started)
+		g.release <- struct{}{}
 	}
-	g.release <- struct{}{}
-	waitState(t, q, "team", "queued", history.JobSucceeded)
+	if got := strings.Join(order, " "); got != "resume:c1 u resume:c2 q" {
+		t.Errorf("after the restart ran %q; want the live jobs first, in order, pushed ones taken over", got)
+	}
+	for _, id := range []string{"pushed", "unpushed", "pushed-unsaved", "queued"} {
+		waitState(t, q, "team", id, history.JobSucceeded)
+	}
+	evs, _ := store.Events(ctx, "team", history.Query{})
+	if len(evs) != 1 || evs[0].Type != history.Failed {
+		t.Errorf("history = %+v; want only the job that could not be carried on, failed", evs)
+	}
 }

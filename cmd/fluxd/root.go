@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -64,6 +66,12 @@ type flags struct {
 	automationShort      time.Duration
 	automationLong       time.Duration
 	automationMaxBackoff time.Duration
+
+	leaderElect                 bool
+	leaderNamespace, leaderName string
+	advertiseAddress            string
+	leaseDuration, renewDeadline,
+	retryPeriod time.Duration
 }
 
 func newRootCommand() *cobra.Command {
@@ -108,8 +116,40 @@ func newRootCommand() *cobra.Command {
 	fs.DurationVar(&f.automationShort, "automation-short-wait", 15*time.Second, "automator: wait after a release before checking the service again")
 	fs.DurationVar(&f.automationLong, "automation-long-wait", time.Minute, "automator: wait after a check that found nothing newer")
 	fs.DurationVar(&f.automationMaxBackoff, "automation-max-backoff", 10*time.Minute, "automator: longest wait before retrying a failing service (the wait doubles per failure from --automation-short-wait)")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a coordination.k8s.io Lease runs the automator and release jobs; the others serve reads and forward the rest to it. The replicas must share --history-db (SQLite: the same file on one host; PostgreSQL is not built yet)")
+	fs.StringVar(&f.leaderNamespace, "leader-elect-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the leader Lease")
+	fs.StringVar(&f.leaderName, "leader-elect-lease-name", "fluxd", "name of the leader Lease")
+	fs.StringVar(&f.advertiseAddress, "advertise-address", "", "host:port other replicas reach this one's API at (default: --listen when it names a host, else $POD_IP with --listen's port)")
+	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a leader's lease lasts without renewal: the longest take-over time")
+	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it steps down (and exits)")
+	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to take or renew the lease")
 	cmd.AddCommand(newTokenCommand(), newVersionCommand())
 	return cmd
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// advertise is the address other replicas reach this one at.
+func advertise(f flags, listen string) (string, error) {
+	if f.advertiseAddress != "" {
+		return f.advertiseAddress, nil
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", err
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return listen, nil
+	}
+	if pod := os.Getenv("POD_IP"); pod != "" {
+		return net.JoinHostPort(pod, port), nil
+	}
+	return "", fmt.Errorf("--leader-elect: --listen %s names no host other replicas can reach; set --advertise-address (or POD_IP from the downward API)", listen)
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
@@ -213,18 +253,51 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return fmt.Errorf("listening on %s: %w (is another fluxd running there? choose another --listen address)", cfg.Listen, err)
 	}
 	jobs := release.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
-	if err := jobs.Recover(ctx); err != nil {
-		return fmt.Errorf("settling the jobs of the previous run: %w", err)
-	}
 	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg}, engine, jobs, clock.RealClock{}, log)
 	jobs.OnEnd(func(history.Job) { auto.Kick() })
 	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs}, log)
 	srv := daemon.NewServer(d, tokens, log)
+	// Only the leader runs jobs and automation: first it carries on with
+	// the jobs a previous leader (or run) left live.
+	lead := func(ctx context.Context) {
+		if err := jobs.Recover(ctx); err != nil {
+			log.Error("cannot carry on with the jobs a previous fluxd left; they stay as they are", "error", err)
+		}
+		done := make(chan struct{})
+		go func() { jobs.Run(ctx); close(done) }()
+		auto.Run(ctx)
+		<-done
+	}
+	var raw [4]byte
+	_, _ = rand.Read(raw[:])
+	self := lis.Addr().String()
+	if f.leaderElect {
+		if self, err = advertise(f, lis.Addr().String()); err != nil {
+			return err
+		}
+	}
+	leadership := kube.NewLeadership(self, hex.EncodeToString(raw[:]))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_leader", Help: "1 while this replica leads (runs automation and jobs)."}, func() float64 {
+		if leadership.IsLeader() {
+			return 1
+		}
+		return 0
+	}))
 	g, ctx := errgroup.WithContext(ctx)
+	if f.leaderElect {
+		ecfg := kube.ElectionConfig{Namespace: f.leaderNamespace, Name: f.leaderName, Address: self,
+			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
+		if err := ecfg.Validate(); err != nil {
+			return err
+		}
+		srv.FollowLeader(self, leadership)
+		g.Go(func() error { return cluster.Elect(ctx, ecfg, leadership, lead, log) })
+	} else {
+		leadership.SetLeader()
+		g.Go(func() error { lead(ctx); return nil })
+	}
 	g.Go(func() error { return srv.Serve(ctx, lis, cfg.ShutdownGrace) })
 	g.Go(func() error { pollGit(ctx, repo, f.gitPollInterval, log); return nil })
-	g.Go(func() error { auto.Run(ctx); return nil })
-	g.Go(func() error { jobs.Run(ctx); return nil })
 	if f.webhookListen != "" {
 		raw, err := os.ReadFile(f.webhookSecretFile)
 		if err != nil {

@@ -273,3 +273,36 @@ func (r *Repo) Push(ctx context.Context, commit string) error {
 	_ = r.repo.Storer.SetReference(plumbing.NewHashReference(plumbing.NewRemoteReferenceName("origin", r.cfg.Branch), h))
 	return nil
 }
+
+// FindCommit returns the newest of the last depth commits on the remote
+// branch whose message contains line as a line of its own (a trailer such
+// as "Fluxd-Job: 1234"), or "" when none does. It reads the clone as last
+// synced; call Sync first.
+func (r *Repo) FindCommit(ctx context.Context, line string, depth int) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ref, err := r.repo.Reference(plumbing.NewRemoteReferenceName("origin", r.cfg.Branch), true)
+	if err != nil {
+		return "", r.remoteError("reading", err)
+	}
+	iter, err := r.repo.Log(&git.LogOptions{From: ref.Hash()})
+	if err != nil {
+		return "", fmt.Errorf("reading the history of %s: %w", r.cfg.Branch, err)
+	}
+	defer iter.Close()
+	for i := 0; i < depth; i++ {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		c, err := iter.Next()
+		if err != nil {
+			break // io.EOF: the start of history
+		}
+		for _, l := range strings.Split(c.Message, "\n") {
+			if strings.TrimSpace(l) == line {
+				return c.Hash.String(), nil
+			}
+		}
+	}
+	return "", nil
+}

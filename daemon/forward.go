@@ -1,0 +1,206 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// Leadership says whether this replica leads, and where the leader is.
+type Leadership interface {
+	IsLeader() bool
+	LeaderAddr() string
+}
+
+// forwardedHeader marks a call a follower forwarded, so that it is never
+// forwarded twice (two replicas that each believe the other leads).
+const forwardedHeader = "x-fluxd-forwarded-by"
+
+// leaderOnly are the methods only the leader serves: everything that
+// mutates or runs jobs, and the job reads (live progress is the
+// leader's). Followers serve the other reads (services, images, history)
+// themselves.
+var leaderOnly = map[string]bool{
+	fluxdv1.FluxService_Release_FullMethodName:     true,
+	fluxdv1.FluxService_GetJob_FullMethodName:      true,
+	fluxdv1.FluxService_WatchJob_FullMethodName:    true,
+	fluxdv1.FluxService_CancelJob_FullMethodName:   true,
+	fluxdv1.FluxService_ListJobs_FullMethodName:    true,
+	fluxdv1.FluxService_Automate_FullMethodName:    true,
+	fluxdv1.FluxService_Deautomate_FullMethodName:  true,
+	fluxdv1.FluxService_Lock_FullMethodName:        true,
+	fluxdv1.FluxService_Unlock_FullMethodName:      true,
+	fluxdv1.FluxService_SetPolicy_FullMethodName:   true,
+	fluxdv1.FluxService_NotifyImage_FullMethodName: true,
+}
+
+// forwarder relays a follower's leader-only calls to the leader, with the
+// caller's own token: the leader authenticates it again.
+type forwarder struct {
+	self       string
+	leadership Leadership
+
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+// target returns the leader's connection, or nil when this replica leads.
+func (f *forwarder) target(ctx context.Context, method string) (*grpc.ClientConn, error) {
+	if f == nil || f.leadership == nil || !leaderOnly[method] || f.leadership.IsLeader() {
+		return nil, nil
+	}
+	addr := f.leadership.LeaderAddr()
+	md, _ := metadata.FromIncomingContext(ctx)
+	if addr == "" || len(md.Get(forwardedHeader)) > 0 {
+		return nil, status.Error(codes.Unavailable, "no fluxd replica leads just now (an election is under way), and only the leader runs releases and policy changes.\n\n"+
+			"Try again in a few seconds; the new leader takes over within the lease duration.")
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if c, ok := f.conns[addr]; ok {
+		return c, nil
+	}
+	// The replicas talk over the cluster network, like the API itself
+	// (no TLS listener yet).
+	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, status.Errorf(codes.Unavailable, "cannot reach the leader at %s: %v", addr, err)
+	}
+	f.conns[addr] = c
+	return c, nil
+}
+
+func (f *forwarder) outgoing(ctx context.Context) context.Context {
+	md, _ := metadata.FromIncomingContext(ctx)
+	out := metadata.Pairs(forwardedHeader, f.self)
+	for _, k := range []string{"authorization", "x-request-id"} {
+		if v := md.Get(k); len(v) > 0 {
+			out.Set(k, v...)
+		}
+	}
+	return metadata.NewOutgoingContext(ctx, out)
+}
+
+// output returns an empty response message for a method.
+func output(method string) (proto.Message, error) {
+	svc, name, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	if !ok {
+		return nil, errors.New("bad method " + method)
+	}
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return nil, err
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return nil, errors.New(svc + " is not a service")
+	}
+	md := sd.Methods().ByName(protoreflect.Name(name))
+	if md == nil {
+		return nil, errors.New("no method " + method)
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName())
+	if err != nil {
+		return nil, err
+	}
+	return mt.New().Interface(), nil
+}
+
+func (f *forwarder) unary(ctx context.Context, conn *grpc.ClientConn, method string, req any) (any, error) {
+	reply, err := output(method)
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.Invoke(f.outgoing(ctx), method, req, reply); err != nil {
+		return nil, leaderError(err)
+	}
+	return reply, nil
+}
+
+// stream relays a server-streaming call (WatchJob): one request, then
+// every response until the leader ends the stream.
+func (f *forwarder) stream(ss grpc.ServerStream, conn *grpc.ClientConn, method string) error {
+	ctx := ss.Context()
+	in, err := input(method)
+	if err != nil {
+		return err
+	}
+	if err := ss.RecvMsg(in); err != nil {
+		return err
+	}
+	cs, err := conn.NewStream(f.outgoing(ctx), &grpc.StreamDesc{ServerStreams: true}, method)
+	if err != nil {
+		return leaderError(err)
+	}
+	if err := cs.SendMsg(in); err != nil {
+		return leaderError(err)
+	}
+	if err := cs.CloseSend(); err != nil {
+		return leaderError(err)
+	}
+	for {
+		out, err := output(method)
+		if err != nil {
+			return err
+		}
+		if err := cs.RecvMsg(out); errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return leaderError(err)
+		}
+		if err := ss.SendMsg(out); err != nil {
+			return err
+		}
+	}
+}
+
+func input(method string) (proto.Message, error) {
+	svc, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return nil, err
+	}
+	md := d.(protoreflect.ServiceDescriptor).Methods().ByName(protoreflect.Name(name))
+	if md == nil {
+		return nil, errors.New("no method " + method)
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
+	if err != nil {
+		return nil, err
+	}
+	return mt.New().Interface(), nil
+}
+
+// leaderError passes the leader's answer through; a leader that cannot be
+// reached is Unavailable with advice.
+func leaderError(err error) error {
+	if status.Code(err) == codes.Unavailable {
+		return status.Errorf(codes.Unavailable, "this fluxd follows another replica, and the leader cannot be reached: %s\n\n"+
+			"If the leader died, another replica takes over within the lease duration; try again then.", status.Convert(err).Message())
+	}
+	return err
+}
+
+func (f *forwarder) close() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, c := range f.conns {
+		_ = c.Close()
+	}
+}
