@@ -224,4 +224,3 @@ func policyOf(def *gitrepo.Definition) (map[string]string, string, []string) {
 	}
 	return filters, def.Annotations[release.AnnotationTagOrder], dedupe(warnings)
 }
-
