@@ -23,8 +23,9 @@ func ContainerFilter(ann map[string]string, container string) (registry.Filter, 
 		return registry.Filter{}, fmt.Errorf("annotation %s: %w", AnnotationTagOrder, err)
 	}
 	key := AnnotationTagPrefix + container
-	pattern, ok := ann[key]
-	if !ok {
+	// An empty container filter was cleared: the one for all applies.
+	pattern := ann[key]
+	if pattern == "" {
 		key, pattern = AnnotationTagAll, ann[AnnotationTagAll]
 	}
 	f, err := registry.ParseFilter(pattern, order)

@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+const haLease = "fluxd-e2e-ha"
+
+// haManifest is the HA pair's one service: two replicas that roll out one
+// at a time and count as available only after 3 s, so that a rollout
+// lasts long enough to kill the leader in the middle of it.
+func haManifest(image string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: haapp
+  namespace: default
+  annotations:
+    fluxd.io/automated: "true"
+    fluxd.io/automated-by: %q
+    fluxd.io/tag-all: "semver:^1"
+spec:
+  replicas: 2
+  minReadySeconds: 3
+  strategy:
+    type: RollingUpdate
+    rollingUpdate: {maxSurge: 1, maxUnavailable: 0}
+  selector:
+    matchLabels: {app: haapp}
+  template:
+    metadata:
+      labels: {app: haapp}
+    spec:
+      containers:
+        - name: app
+          image: %s
+`, instance, image)
+}
+
+type jobJSON struct{ ID, State, Stage, Commit, Error string }
+
+// TestLeaderFailover runs two fluxd replicas with leader election on one
+// history database, against their own manifests directory (ha/) with
+// long automation waits. A notification sent to the follower is forwarded
+// to the leader, whose automator releases at once. Then the leader is
+// killed with SIGKILL in the middle of an automated rollout: the follower
+// takes the lease, takes the job over, and finishes it; git has one
+// commit, the cluster the new image, and the history one release.
+func TestLeaderFailover(t *testing.T) {
+	sharedFluxd(t)
+	ctx := testContext(t)
+	kc := kubeClient(t)
+	app := stack.Registry + "/haapp:"
+	t0 := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+	if err := stack.PushImage(ctx, "haapp", "1.0.0", t0); err != nil {
+		t.Fatal(err)
+	}
+	// The service runs 1.0.0 in the cluster and in git.
+	labels := map[string]string{"app": "haapp"}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "haapp", Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(int32(2)), MinReadySeconds: 3,
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
+				MaxSurge: ptr(intstr.FromInt32(1)), MaxUnavailable: ptr(intstr.FromInt32(0))}},
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: app + "1.0.0"}}}},
+		},
+	}
+	if _, err := kc.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = kc.AppsV1().Deployments("default").Delete(ctx, "haapp", metav1.DeleteOptions{})
+		_ = kc.CoordinationV1().Leases("default").Delete(ctx, haLease, metav1.DeleteOptions{})
+	})
+	pushManifest(t, "Add the HA service", map[string]string{"ha/haapp.yaml": haManifest(app + "1.0.0")})
+	waitRolledOut(t, kc, map[string][]string{"haapp": {"app=" + app + "1.0.0"}})
+
+	// Two replicas: one database, their own clones, one tokens file.
+	bin := filepath.Join(binDir, "fluxd")
+	db := filepath.Join(t.TempDir(), "ha-history.db")
+	common := []string{"--git-path=ha", "--history-db=" + db, "--leader-elect", "--leader-elect-lease-name=" + haLease,
+		"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
+		"--automation-long-wait=10m", "--automation-short-wait=10m", "--git-poll-interval=10m", "--rollout-timeout=90s"}
+	a, err := stack.StartNamedFluxd(ctx, "fluxd-ha-a", bin, instance, nil, common...)
+	if err != nil {
+		t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-ha-a"))
+	}
+	t.Cleanup(func() { _ = syscall.Kill(a.PID, syscall.SIGKILL) })
+	holder := func() string {
+		l, err := kc.CoordinationV1().Leases("default").Get(ctx, haLease, metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			return ""
+		}
+		return *l.Spec.HolderIdentity
+	}
+	if err := poll(ctx, 20*time.Second, func() error {
+		if h := holder(); !strings.HasPrefix(h, a.Addr+"#") {
+			return fmt.Errorf("lease held by %q, want replica a (%s)", h, a.Addr)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := stack.StartNamedFluxd(ctx, "fluxd-ha-b", bin, instance, a.Tokens, append(common, "--tokens-file="+a.TokensFile)...)
+	if err != nil {
+		t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-ha-b"))
+	}
+	t.Cleanup(func() { _ = syscall.Kill(b.PID, syscall.SIGTERM) })
+	onB := []string{"FLUX_URL=" + b.Addr, "FLUX_TOKEN=" + a.Tokens["deployer"], "USER=frank"}
+	jobs := func() []jobJSON {
+		out, stderr, code := fluxctl(t, onB, "jobs", "-o", "json")
+		var js []jobJSON
+		if code != 0 || json.Unmarshal([]byte(out), &js) != nil {
+			t.Fatalf("jobs on the follower: exit %d\n%s%s", code, out, stderr)
+		}
+		return js
+	}
+
+	// A push and a notification to the follower: the leader's automator
+	// commits at once, although its waits are ten minutes.
+	if err := stack.PushImage(ctx, "haapp", "1.1.0", t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if out, stderr, code := fluxctl(t, onB, "notify", app+"1.1.0"); code != 0 {
+		t.Fatalf("notify via the follower: %s%s", out, stderr)
+	}
+	var commitAfter time.Duration
+	watch := filepath.Join(t.TempDir(), "watch")
+	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, watch)
+	if err := poll(ctx, 60*time.Second, func() error {
+		gitCLI(t, watch, "pull", "-q")
+		if !strings.Contains(gitCLI(t, watch, "log", "-1", "--format=%s"), app+"1.1.0") {
+			return fmt.Errorf("no commit of 1.1.0 yet")
+		}
+		commitAfter = time.Since(start)
+		return nil
+	}); err != nil {
+		t.Fatalf("%v; leader log: %s", err, stack.Log("fluxd-ha-a"))
+	}
+	t.Logf("notification to pushed commit: %v (automation waits are 10m)", commitAfter.Round(time.Millisecond))
+	waitRolledOut(t, kc, map[string][]string{"haapp": {"app=" + app + "1.1.0"}})
+	if err := poll(ctx, 30*time.Second, func() error {
+		for _, j := range jobs() {
+			if j.State != "succeeded" {
+				return fmt.Errorf("job %s is %s", j.ID, j.State)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// The next push: kill the leader while the release rolls out.
+	if err := stack.PushImage(ctx, "haapp", "1.2.0", t0.Add(2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := fluxctl(t, onB, "notify", app+"1.2.0"); code != 0 {
+		t.Fatalf("notify: %s%s", out, stderr)
+	}
+	var victim jobJSON
+	if err := poll(ctx, 60*time.Second, func() error {
+		for _, j := range jobs() {
+			if j.State == "running" && j.Stage == "rolling out" {
+				victim = j
+				return nil
+			}
+		}
+		return fmt.Errorf("no job rolling out yet")
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(a.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	if err := poll(ctx, 30*time.Second, func() error {
+		if h := holder(); !strings.HasPrefix(h, b.Addr+"#") {
+			return fmt.Errorf("lease held by %q, want replica b (%s)", h, b.Addr)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replica b took the lease %v after the SIGKILL (lease duration 3s)", time.Since(killed).Round(time.Millisecond))
+	if err := poll(ctx, 90*time.Second, func() error {
+		for _, j := range jobs() {
+			if j.ID == victim.ID {
+				if j.State != "succeeded" {
+					return fmt.Errorf("job %s: %s/%s %s", j.ID, j.State, j.Stage, j.Error)
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("job %s is gone", victim.ID)
+	}); err != nil {
+		t.Fatalf("the taken-over job did not finish: %v\nlog of b: %s", err, stack.Log("fluxd-ha-b"))
+	}
+	waitRolledOut(t, kc, map[string][]string{"haapp": {"app=" + app + "1.2.0"}})
+
+	// One commit per release, whoever finished it.
+	clone := filepath.Join(t.TempDir(), "clone")
+	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+	for _, tag := range []string{"1.1.0", "1.2.0"} {
+		if n := gitCLI(t, clone, "rev-list", "--count", "--grep=^Release .*haapp:"+tag, "HEAD"); n != "1" {
+			t.Errorf("%s commits release haapp:%s; want exactly 1", n, tag)
+		}
+	}
+	if n := gitCLI(t, clone, "rev-list", "--count", "--grep=Fluxd-Job: "+victim.ID, "HEAD"); n != "1" {
+		t.Errorf("the taken-over job has %s commits; want 1", n)
+	}
+	// The history, read from the follower turned leader: one automated
+	// release per image, nothing failed.
+	out, _, _ := fluxctl(t, onB, "history", "haapp", "-o", "json")
+	var events []struct {
+		Type    string
+		Changes []struct{ To string }
+	}
+	if err := json.Unmarshal([]byte(out), &events); err != nil {
+		t.Fatalf("history: %v\n%s", err, out)
+	}
+	released := map[string]int{}
+	for _, ev := range events {
+		if ev.Type == "failed" {
+			t.Errorf("history has a failure: %s", out)
+		}
+		if ev.Type == "automated-release" {
+			for _, c := range ev.Changes {
+				released[c.To]++
+			}
+		}
+	}
+	if released[app+"1.1.0"] != 1 || released[app+"1.2.0"] != 1 {
+		t.Errorf("history's automated releases: %v; want one each of 1.1.0 and 1.2.0\n%s", released, out)
+	}
+	if log, _ := os.ReadFile(stack.Log("fluxd-ha-b")); !strings.Contains(string(log), "taking it over") {
+		t.Errorf("replica b's log does not say it took the job over")
+	}
+}
