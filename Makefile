@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build deps stack up down test test-unit generate check-generate vet bench bench-registry clean
+.PHONY: all build deps stack up down test test-unit generate check-generate vet bench bench-registry bench-automation clean
 
 all: build
 
@@ -55,13 +55,17 @@ BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da
 bench:
 	@mkdir -p .bin/tools
 	@[ -x .bin/tools/benchstat ] || GOBIN=$(CURDIR)/.bin/tools go install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
-	go test -run '^$$' -bench . -benchmem -count 6 ./... | tee .bin/bench.txt
+	go test -run '^$$' -bench . -benchmem -count 6 $$(go list ./... | grep -v /e2e) | tee .bin/bench.txt
 	.bin/tools/benchstat .bin/bench.txt
 
 ## bench-registry: the registry scan benchmark, both set-ups (see README, Performance)
 bench-registry:
 	go test -run '^$$' -bench 'BenchmarkScan|BenchmarkCacheMemory' -benchtime 1x ./registry/oci/
 	go test -run '^$$' -bench 'BenchmarkScan' -benchtime 1x ./registry/oci/ -args -scan.repos 100 -scan.tags 1000
+
+## bench-automation: push → commit → rollout latency of automation on the local stack, 20 pushes
+bench-automation: stack
+	FLUXD_STACK_BIN=$$(stack/build.sh) go test -run '^$$' -bench BenchmarkAutomationLatency -benchtime 20x ./e2e/
 
 clean:
 	rm -rf bin

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -90,6 +91,9 @@ type service struct {
 	Status
 	id       platform.ID
 	instance string
+	// recheck is set by a kick during a release: a newer image may have
+	// come meanwhile, so the service is checked as soon as the job ends.
+	recheck bool
 }
 
 // Automator runs the state machines.
@@ -104,6 +108,7 @@ type Automator struct {
 	mu       sync.Mutex // guards services for Status readers
 	services map[platform.ID]*service
 	kick     chan struct{}
+	wake     atomic.Bool // a kick asked to end the waits
 }
 
 // New returns an Automator.
@@ -130,8 +135,15 @@ func New(cfg Config, p Planner, jobs Jobs, clk clock.Clock, log *slog.Logger) *A
 }
 
 // Kick ends every wait (not a failure's backoff) and asks for a pass
-// now; kicks coalesce. Notifications, policy changes and job ends kick.
+// now; a service releasing is checked again as soon as its job ends.
+// Kicks coalesce. Notifications and policy changes kick.
 func (a *Automator) Kick() {
+	a.wake.Store(true)
+	a.Poke()
+}
+
+// Poke asks for a pass now without ending any wait: a job ended.
+func (a *Automator) Poke() {
 	select {
 	case a.kick <- struct{}{}:
 	default:
@@ -146,7 +158,9 @@ func (a *Automator) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-a.kick:
-			a.wakeAll()
+			if a.wake.Swap(false) {
+				a.wakeAll()
+			}
 		case <-a.clock.After(next):
 		}
 	}
@@ -157,8 +171,11 @@ func (a *Automator) wakeAll() {
 	defer a.mu.Unlock()
 	now := a.clock.Now()
 	for _, s := range a.services {
-		if s.State == Waiting || s.State == UpToDate {
+		switch s.State {
+		case Waiting, UpToDate:
 			s.Next = now
+		case Releasing, Refreshing:
+			s.recheck = true
 		}
 	}
 }
@@ -293,7 +310,11 @@ func (a *Automator) settleJobs(ctx context.Context) {
 			switch u.Job.State {
 			case history.JobSucceeded:
 				s.Failures, s.LastError = 0, ""
-				a.waitLocked(s, a.cfg.ShortWait)
+				wait := a.cfg.ShortWait
+				if s.recheck {
+					wait, s.recheck = 0, false
+				}
+				a.waitLocked(s, wait)
 				a.log.Info("release job ended", "service", s.id.String(), "job", jobID, "commit", u.Job.Commit)
 			default:
 				a.fail(s, fmt.Errorf("release job %s %s: %s", jobID, u.Job.State, u.Job.Error))

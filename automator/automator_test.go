@@ -224,3 +224,27 @@ func TestLockedOrDeautomatedServicesAreForgotten(t *testing.T) {
 		t.Errorf("a locked service is still automated: %v, jobs %v", a.States(), jobs.queued)
 	}
 }
+
+func TestKickDuringAReleaseChecksAgainWhenItEnds(t *testing.T) {
+	f, jobs := newFake("a"), &fakeJobs{}
+	a, clk := newAutomator(t, f, jobs, nil)
+	ctx := context.Background()
+	a.Step(ctx)
+	f.newest[svc("a")] = "1.1"
+	a.wakeAll()
+	a.Step(ctx)
+	if a.States()[svc("a")] != Releasing {
+		t.Fatalf("state %v", a.States())
+	}
+	// A notification while the job runs, then the job ends: the service
+	// is due at once, not after the short wait.
+	a.wakeAll()
+	f.current[svc("a")], f.newest[svc("a")] = "1.1", "1.2"
+	jobs.end(history.JobSucceeded)
+	a.Step(ctx) // settles the job: due now
+	a.Step(ctx) // checks: releases 1.2
+	if len(jobs.queued) != 2 {
+		t.Errorf("a notification during a release was lost: %d jobs, states %v", len(jobs.queued), a.States())
+	}
+	_ = clk
+}

@@ -89,7 +89,7 @@ func sharedFluxd(t *testing.T) *localstack.Fluxd {
 }
 
 // dial opens a real gRPC connection to fluxd over loopback TCP.
-func dial(t *testing.T, addr string) *grpc.ClientConn {
+func dial(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {

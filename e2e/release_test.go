@@ -28,17 +28,19 @@ import (
 // after api_test.go and cli_test.go (go test runs files in name order),
 // and put the images back when they end.
 
-func kubeClient(t *testing.T) *kubernetes.Clientset {
+func kubeClient(t testing.TB) *kubernetes.Clientset {
 	t.Helper()
 	rc, err := clientcmd.BuildConfigFromFlags("", stack.Kubeconfig)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Polls must not wait on client-go's default 5 requests per second.
+	rc.QPS, rc.Burst = 500, 1000
 	return kubernetes.NewForConfigOrDie(rc)
 }
 
 // gitCLI runs the git CLI, an independent client of the remote.
-func gitCLI(t *testing.T, dir string, args ...string) string {
+func gitCLI(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir

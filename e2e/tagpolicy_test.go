@@ -14,7 +14,7 @@ import (
 
 // pushManifest commits files (path → content) to the stack's git remote,
 // as a person would, and returns the new head.
-func pushManifest(t *testing.T, message string, files map[string]string) string {
+func pushManifest(t testing.TB, message string, files map[string]string) string {
 	t.Helper()
 	clone := filepath.Join(t.TempDir(), "clone")
 	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)

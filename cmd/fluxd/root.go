@@ -67,6 +67,9 @@ type flags struct {
 	automationLong       time.Duration
 	automationMaxBackoff time.Duration
 
+	kubeQPS   float32
+	kubeBurst int
+
 	leaderElect                 bool
 	leaderNamespace, leaderName string
 	advertiseAddress            string
@@ -116,6 +119,8 @@ func newRootCommand() *cobra.Command {
 	fs.DurationVar(&f.automationShort, "automation-short-wait", 15*time.Second, "automator: wait after a release before checking the service again")
 	fs.DurationVar(&f.automationLong, "automation-long-wait", time.Minute, "automator: wait after a check that found nothing newer")
 	fs.DurationVar(&f.automationMaxBackoff, "automation-max-backoff", 10*time.Minute, "automator: longest wait before retrying a failing service (the wait doubles per failure from --automation-short-wait)")
+	fs.Float32Var(&f.kubeQPS, "kube-api-qps", 50, "requests per second to the Kubernetes API server (client-go rate limit)")
+	fs.IntVar(&f.kubeBurst, "kube-api-burst", 100, "requests to the Kubernetes API server that may go at once above --kube-api-qps")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a coordination.k8s.io Lease runs the automator and release jobs; the others serve reads and forward the rest to it. The replicas must share --history-db (SQLite: the same file on one host; PostgreSQL is not built yet)")
 	fs.StringVar(&f.leaderNamespace, "leader-elect-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the leader Lease")
 	fs.StringVar(&f.leaderName, "leader-elect-lease-name", "fluxd", "name of the leader Lease")
@@ -202,7 +207,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 
-	kcfg := kube.Config{Kubeconfig: f.kubeconfig, Context: f.kubeContext, Namespaces: f.namespaces}
+	kcfg := kube.Config{Kubeconfig: f.kubeconfig, Context: f.kubeContext, Namespaces: f.namespaces, QPS: f.kubeQPS, Burst: f.kubeBurst}
 	rc, err := kube.RESTConfig(kcfg)
 	if err != nil {
 		return err
@@ -254,7 +259,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	}
 	jobs := release.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
 	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg}, engine, jobs, clock.RealClock{}, log)
-	jobs.OnEnd(func(history.Job) { auto.Kick() })
+	jobs.OnEnd(func(history.Job) { auto.Poke() })
 	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs}, log)
 	srv := daemon.NewServer(d, tokens, log)
 	// Only the leader runs jobs and automation: first it carries on with

@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fluxd/fluxd/internal/auth"
@@ -54,17 +56,22 @@ func (s *Stack) StartNamedFluxd(ctx context.Context, name, path, instance string
 		return nil, err
 	}
 	f.Addr = addr
-	args := append([]string{
+	args := []string{
 		"--listen=" + addr,
 		"--tokens-file=" + f.TokensFile,
 		"--kubeconfig=" + s.Kubeconfig,
 		"--state-dir=" + filepath.Join(s.Dir, name),
 		"--git-url=" + s.GitURL,
 		"--git-branch=" + s.GitBranch,
-		"--git-path=" + s.GitPath,
 		"--git-user=fluxd",
 		"--git-email=fluxd@stack.invalid",
-	}, extra...)
+	}
+	// --git-path adds to a list: the stack's own only when extra names
+	// none.
+	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--git-path") }) {
+		args = append(args, "--git-path="+s.GitPath)
+	}
+	args = append(args, extra...)
 	p, err := s.spawn(name, path, args...)
 	if err != nil {
 		return nil, err

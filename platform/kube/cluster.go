@@ -30,6 +30,12 @@ type Config struct {
 	Namespaces []string
 	// Resync is the informers' resync period; zero means never.
 	Resync time.Duration
+	// QPS and Burst bound the client's requests to the API server
+	// (client-go's token bucket); zero keeps 50 and 100, well above
+	// client-go's 5 and 10, which would make a release of many workloads
+	// wait on its applies.
+	QPS   float32
+	Burst int
 }
 
 // Cluster reads workloads from informer caches.
@@ -95,6 +101,13 @@ func RESTConfig(cfg Config) (*rest.Config, error) {
 		return nil, fmt.Errorf("loading Kubernetes client configuration: %w", err)
 	}
 	rc.UserAgent = "fluxd"
+	rc.QPS, rc.Burst = cfg.QPS, cfg.Burst
+	if rc.QPS <= 0 {
+		rc.QPS = 50
+	}
+	if rc.Burst <= 0 {
+		rc.Burst = 100
+	}
 	return rc, nil
 }
 
