@@ -360,7 +360,15 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 	if err != nil {
 		return "", 0, fluxerr.New(fluxerr.User, err, "Give a repository such as registry.example/team/app, with or without a tag.")
 	}
-	imgs, err := d.deps.Images.Images(ctx, ref.Repository)
+	// A push notification checks the mutable tags now, whatever their
+	// adaptive re-check interval.
+	list := d.deps.Images.Images
+	if r, ok := d.deps.Images.(interface {
+		Refresh(ctx context.Context, repository string) ([]registry.Image, error)
+	}); ok {
+		list = r.Refresh
+	}
+	imgs, err := list(ctx, ref.Repository)
 	if err != nil {
 		return "", 0, err
 	}

@@ -12,6 +12,17 @@ type CachedTag struct {
 	// is known (a zero time can be a known "no creation time").
 	CreatedAt  time.Time
 	HasCreated bool
+	// Stable counts the manifest HEADs in a row that found the same
+	// digest; NextCheck is when a mutable tag is due for the next one.
+	Stable    int
+	NextCheck time.Time
+}
+
+// TagState is what a refresh learnt of a tag, for the cache.
+type TagState struct {
+	Digest    string
+	Stable    int
+	NextCheck time.Time
 }
 
 var (

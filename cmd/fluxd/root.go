@@ -67,6 +67,8 @@ type flags struct {
 	automationLong       time.Duration
 	automationMaxBackoff time.Duration
 
+	recheckMin, recheckMax time.Duration
+
 	kubeQPS   float32
 	kubeBurst int
 
@@ -119,6 +121,8 @@ func newRootCommand() *cobra.Command {
 	fs.DurationVar(&f.automationShort, "automation-short-wait", 15*time.Second, "automator: wait after a release before checking the service again")
 	fs.DurationVar(&f.automationLong, "automation-long-wait", time.Minute, "automator: wait after a check that found nothing newer")
 	fs.DurationVar(&f.automationMaxBackoff, "automation-max-backoff", 10*time.Minute, "automator: longest wait before retrying a failing service (the wait doubles per failure from --automation-short-wait)")
+	fs.DurationVar(&f.recheckMin, "registry-recheck-min", time.Minute, "shortest wait between manifest HEADs of a mutable tag (latest, a branch), used after it moved; the wait doubles while it does not move")
+	fs.DurationVar(&f.recheckMax, "registry-recheck-max", time.Hour, "longest wait between manifest HEADs of a mutable tag; a push notification checks at once")
 	fs.Float32Var(&f.kubeQPS, "kube-api-qps", 50, "requests per second to the Kubernetes API server (client-go rate limit)")
 	fs.IntVar(&f.kubeBurst, "kube-api-burst", 100, "requests to the Kubernetes API server that may go at once above --kube-api-qps")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a coordination.k8s.io Lease runs the automator and release jobs; the others serve reads and forward the rest to it. The replicas must share --history-db (SQLite: the same file on one host; PostgreSQL is not built yet)")
@@ -238,9 +242,10 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	images, err := oci.New(oci.Config{
 		Metrics:      oci.NewMetrics(reg),
 		DockerConfig: f.dockerConfig, Concurrency: f.registryConcurrency, Platform: f.registryPlatform,
-		Keychains: []authn.Keychain{oci.NewSecretKeychain(cluster.PullSecrets, time.Minute)},
-		Cache:     store,
-		Rate:      oci.RateConfig{Rate: f.registryRate, Burst: f.registryBurst},
+		Keychains:  []authn.Keychain{oci.NewSecretKeychain(cluster.PullSecrets, time.Minute)},
+		Cache:      store,
+		Rate:       oci.RateConfig{Rate: f.registryRate, Burst: f.registryBurst},
+		RecheckMin: f.recheckMin, RecheckMax: f.recheckMax,
 	})
 	if err != nil {
 		return err

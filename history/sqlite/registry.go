@@ -17,7 +17,7 @@ import (
 // CachedTags returns what is known of a repository's tags: digest, and
 // creation time where known.
 func (s *Store) CachedTags(ctx context.Context, repository string) (map[string]registry.CachedTag, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT t.tag, t.digest, i.created_at FROM registry_tags t
+	rows, err := s.db.QueryContext(ctx, `SELECT t.tag, t.digest, t.stable, t.next_check, i.created_at FROM registry_tags t
 		LEFT JOIN registry_images i ON i.digest = t.digest WHERE t.repository = ?`, repository)
 	if err != nil {
 		return nil, fmt.Errorf("reading the registry cache: %w", err)
@@ -26,34 +26,37 @@ func (s *Store) CachedTags(ctx context.Context, repository string) (map[string]r
 	out := map[string]registry.CachedTag{}
 	for rows.Next() {
 		var (
-			tag, digest string
-			created     sql.NullInt64
+			tag, digest       string
+			stable, nextCheck int64
+			created           sql.NullInt64
 		)
-		if err := rows.Scan(&tag, &digest, &created); err != nil {
+		if err := rows.Scan(&tag, &digest, &stable, &nextCheck, &created); err != nil {
 			return nil, err
 		}
-		out[tag] = registry.CachedTag{Digest: digest, CreatedAt: fromNanos(created.Int64), HasCreated: created.Valid}
+		out[tag] = registry.CachedTag{Digest: digest, CreatedAt: fromNanos(created.Int64), HasCreated: created.Valid,
+			Stable: int(stable), NextCheck: fromNanos(nextCheck)}
 	}
 	return out, rows.Err()
 }
 
-// SaveTags records tags' digests and digests' creation times, and forgets
-// removed tags, in one transaction.
-func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string]string, created map[string]time.Time, removed []string) error {
+// SaveTags records tags' digests and re-check state and digests' creation
+// times, and forgets removed tags, in one transaction.
+func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string]registry.TagState, created map[string]time.Time, removed []string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("writing the registry cache: %w", err)
 	}
 	defer tx.Rollback()
 	now := time.Now().UnixNano()
-	up, err := tx.PrepareContext(ctx, `INSERT INTO registry_tags (repository, tag, digest, checked_at) VALUES (?, ?, ?, ?)
-		ON CONFLICT (repository, tag) DO UPDATE SET digest = excluded.digest, checked_at = excluded.checked_at`)
+	up, err := tx.PrepareContext(ctx, `INSERT INTO registry_tags (repository, tag, digest, checked_at, stable, next_check) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (repository, tag) DO UPDATE SET digest = excluded.digest, checked_at = excluded.checked_at,
+			stable = excluded.stable, next_check = excluded.next_check`)
 	if err != nil {
 		return err
 	}
 	defer up.Close()
-	for tag, digest := range tags {
-		if _, err := up.ExecContext(ctx, repository, tag, digest, now); err != nil {
+	for tag, st := range tags {
+		if _, err := up.ExecContext(ctx, repository, tag, st.Digest, now, st.Stable, nanos(st.NextCheck)); err != nil {
 			return fmt.Errorf("writing the registry cache: %w", err)
 		}
 	}

@@ -50,6 +50,14 @@ type Config struct {
 	Rate RateConfig
 	// Metrics, if set, count requests, cache use, scans and rates.
 	Metrics *Metrics
+	// RecheckMin and RecheckMax bound the adaptive interval between
+	// manifest HEADs of a mutable tag ("latest", a branch): RecheckMin
+	// after a change, doubling while the digest stays the same, up to
+	// RecheckMax. Defaults 1m and 1h. A notification (Refresh) checks at
+	// once.
+	RecheckMin, RecheckMax time.Duration
+	// Now is the clock; default time.Now.
+	Now func() time.Time
 }
 
 // Client reads registries.
@@ -76,6 +84,15 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Platform == "" {
 		cfg.Platform = "linux/amd64"
+	}
+	if cfg.RecheckMin <= 0 {
+		cfg.RecheckMin = time.Minute
+	}
+	if cfg.RecheckMax < cfg.RecheckMin {
+		cfg.RecheckMax = max(time.Hour, cfg.RecheckMin)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	plat, err := v1.ParsePlatform(cfg.Platform)
 	if err != nil {
@@ -191,7 +208,7 @@ type Cache interface {
 	CachedTags(ctx context.Context, repository string) (map[string]registry.CachedTag, error)
 	// SaveTags records tags' digests and digests' creation times, and
 	// forgets removed tags, in one write.
-	SaveTags(ctx context.Context, repository string, tags map[string]string, created map[string]time.Time, removed []string) error
+	SaveTags(ctx context.Context, repository string, tags map[string]registry.TagState, created map[string]time.Time, removed []string) error
 }
 
 // Images returns every tag of a repository with its digest and creation
@@ -203,12 +220,33 @@ type Cache interface {
 // new digest. Tags gone from the registry leave the cache. A tag whose
 // metadata cannot be read is left out, unless none can, which is an error.
 func (c *Client) Images(ctx context.Context, repository string) ([]registry.Image, error) {
-	return c.ImagesMatching(ctx, repository, nil)
+	return c.scan(ctx, repository, nil, false)
 }
 
 // ImagesMatching is Images for the tags keep passes (all when keep is
 // nil): tags a policy filters out cost no request at all.
 func (c *Client) ImagesMatching(ctx context.Context, repository string, keep func(tag string) bool) ([]registry.Image, error) {
+	return c.scan(ctx, repository, keep, false)
+}
+
+// Refresh is Images for a repository that was just pushed to (a
+// notification): every known mutable tag is checked now, whatever its
+// re-check interval.
+func (c *Client) Refresh(ctx context.Context, repository string) ([]registry.Image, error) {
+	return c.scan(ctx, repository, nil, true)
+}
+
+// recheck is the wait before the next HEAD of a mutable tag whose digest
+// was found the same stable times in a row.
+func (c *Client) recheck(stable int) time.Duration {
+	d := c.cfg.RecheckMin
+	for i := 0; i < stable && d < c.cfg.RecheckMax; i++ {
+		d *= 2
+	}
+	return min(d, c.cfg.RecheckMax)
+}
+
+func (c *Client) scan(ctx context.Context, repository string, keep func(tag string) bool, force bool) ([]registry.Image, error) {
 	start := time.Now()
 	all, err := c.Tags(ctx, repository)
 	if err != nil {
@@ -248,7 +286,7 @@ func (c *Client) ImagesMatching(ctx context.Context, repository string, keep fun
 	errs := make([]error, len(tags))
 	var (
 		changedMu sync.Mutex
-		changed   = map[string]string{}
+		changed   = map[string]registry.TagState{}
 		created   = map[string]time.Time{}
 	)
 	g, gctx := errgroup.WithContext(ctx)
@@ -256,17 +294,19 @@ func (c *Client) ImagesMatching(ctx context.Context, repository string, keep fun
 	for i, tag := range tags {
 		g.Go(func() error {
 			ct, known := cached[tag]
-			img, moved, err := c.image(gctx, repo.Tag(tag), ct, known)
+			img, st, err := c.image(gctx, repo.Tag(tag), ct, known, force)
 			if err != nil {
 				errs[i] = err
 				return nil
 			}
 			img.Repository = repository
 			images[i] = img
-			if moved {
+			if st != nil {
 				changedMu.Lock()
-				changed[tag] = img.Digest
-				created[img.Digest] = img.CreatedAt
+				changed[tag] = *st
+				if st.Stable == 0 {
+					created[img.Digest] = img.CreatedAt
+				}
 				changedMu.Unlock()
 			}
 			return nil
@@ -307,29 +347,33 @@ func (c *Client) ImagesMatching(ctx context.Context, repository string, keep fun
 }
 
 // image reads one tag's digest and creation time, as cheaply as the cache
-// allows; moved reports whether its digest is new to the cache.
-func (c *Client) image(ctx context.Context, tag name.Tag, ct registry.CachedTag, known bool) (img registry.Image, moved bool, err error) {
+// allows: a known immutable tag, or a known mutable one whose re-check is
+// not due, costs nothing; a due mutable tag costs a HEAD. st, when not
+// nil, is the tag's new state for the cache (Stable 0: new or moved).
+func (c *Client) image(ctx context.Context, tag name.Tag, ct registry.CachedTag, known, force bool) (img registry.Image, st *registry.TagState, err error) {
 	img = registry.Image{Tag: tag.TagStr()}
+	now := c.cfg.Now()
 	if known && ct.HasCreated {
-		if registry.Immutable(img.Tag) {
+		if registry.Immutable(img.Tag) || (!force && now.Before(ct.NextCheck)) {
 			c.lookup("hit")
 			img.Digest, img.CreatedAt = ct.Digest, ct.CreatedAt
-			return img, false, nil
+			return img, nil, nil
 		}
 		head, err := c.puller.Load().Head(ctx, tag)
 		if err != nil {
-			return img, false, err
+			return img, nil, err
 		}
 		if head.Digest.String() == ct.Digest {
 			c.lookup("checked")
 			img.Digest, img.CreatedAt = ct.Digest, ct.CreatedAt
-			return img, false, nil
+			stable := ct.Stable + 1
+			return img, &registry.TagState{Digest: ct.Digest, Stable: stable, NextCheck: now.Add(c.recheck(stable))}, nil
 		}
 	}
 	c.lookup("miss")
 	desc, err := c.puller.Load().Get(ctx, tag)
 	if err != nil {
-		return img, false, err
+		return img, nil, err
 	}
 	img.Digest = desc.Digest.String()
 	created, err, _ := c.inflight.Do(img.Digest, func() (any, error) {
@@ -349,10 +393,10 @@ func (c *Client) image(ctx context.Context, tag name.Tag, ct registry.CachedTag,
 		return t, nil
 	})
 	if err != nil {
-		return img, false, err
+		return img, nil, err
 	}
 	img.CreatedAt = created.(time.Time)
-	return img, true, nil
+	return img, &registry.TagState{Digest: img.Digest, NextCheck: now.Add(c.recheck(0))}, nil
 }
 
 // createdAt reads an image's creation time from its config (for an

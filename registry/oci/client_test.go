@@ -279,13 +279,15 @@ func TestIncrementalRefreshWithAPersistentCache(t *testing.T) {
 	}
 	push(t, repo+":latest", imageAt(t, t0.Add(10*time.Hour), nil))
 	dbPath := filepath.Join(t.TempDir(), "cache.db")
+	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
 	open := func() *Client {
 		store, err := sqlite.Open(context.Background(), dbPath)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { store.Close() })
-		c, err := New(Config{Cache: store})
+		c, err := New(Config{Cache: store, Now: clock, RecheckMin: time.Minute, RecheckMax: 4 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,20 +314,49 @@ func TestIncrementalRefreshWithAPersistentCache(t *testing.T) {
 		t.Errorf("cold scan: %s; want 5 manifest GETs and 5 blobs", p.counts())
 	}
 
-	// Warm, with nothing new: the list, and a HEAD for the one mutable tag.
+	// Warm, with nothing new, before the mutable tag's re-check is due:
+	// the list alone.
 	p.reset()
 	scan(c)
-	if p.manifest.Load() != 0 || p.blobs.Load() != 0 || p.heads.Load() != 1 {
-		t.Errorf("warm rescan: %s; want 0 GETs, 0 blobs, 1 HEAD (latest)", p.counts())
+	if p.manifest.Load() != 0 || p.blobs.Load() != 0 || p.heads.Load() != 0 || p.lists.Load() != 1 {
+		t.Errorf("warm rescan: %s; want the list only", p.counts())
+	}
+	// Once due (1m after it was fetched): a HEAD for the one mutable tag.
+	// Its digest is the same, so the next check waits twice as long.
+	heads := func(advance time.Duration, c *Client) int64 {
+		t.Helper()
+		now = now.Add(advance)
+		p.reset()
+		scan(c)
+		if p.manifest.Load() != 0 || p.blobs.Load() != 0 {
+			t.Errorf("rescan with nothing new fetched: %s", p.counts())
+		}
+		return p.heads.Load()
+	}
+	for i, step := range []struct {
+		advance time.Duration
+		want    int64
+	}{{time.Minute, 1}, {time.Minute, 0}, {time.Minute, 1}, {3 * time.Minute, 0}, {time.Minute, 1}, {4 * time.Minute, 1}} {
+		if got := heads(step.advance, c); got != step.want {
+			t.Errorf("step %d (+%v): %d HEADs of latest, want %d (interval 1m doubling to 4m)", i, step.advance, got, step.want)
+		}
 	}
 
-	// A restarted fluxd on the same database does not refetch either.
+	// A restarted fluxd on the same database does not refetch either, and
+	// keeps the re-check schedule.
 	c2 := open()
-	p.reset()
-	scan(c2)
-	if p.manifest.Load() != 0 || p.blobs.Load() != 0 || p.heads.Load() != 1 {
-		t.Errorf("after a restart: %s; want no refetch", p.counts())
+	if got := heads(time.Minute, c2); got != 0 {
+		t.Errorf("after a restart: %d HEADs; want none before the re-check is due", got)
 	}
+	// A notification (Refresh) checks the mutable tag at once.
+	p.reset()
+	if _, err := c2.Refresh(context.Background(), repo); err != nil {
+		t.Fatal(err)
+	}
+	if p.heads.Load() != 1 || p.manifest.Load() != 0 {
+		t.Errorf("Refresh: %s; want 1 HEAD, whatever the interval", p.counts())
+	}
+	now = now.Add(time.Hour)
 
 	// New tags and a moved mutable tag: only they are fetched.
 	push(t, repo+":1.3.0", imageAt(t, t0.Add(20*time.Hour), nil))
@@ -394,7 +425,8 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	c, err := New(Config{Metrics: NewMetrics(reg), Cache: store})
+	now := time.Now()
+	c, err := New(Config{Metrics: NewMetrics(reg), Cache: store, Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -402,6 +434,7 @@ func TestMetrics(t *testing.T) {
 		if _, err := c.Images(context.Background(), host+"/app"); err != nil {
 			t.Fatal(err)
 		}
+		now = now.Add(time.Hour) // latest is due for its re-check
 	}
 	m := c.cfg.Metrics
 	if got := testutil.ToFloat64(m.requests.WithLabelValues(host, "GET", "200")); got < 3 {

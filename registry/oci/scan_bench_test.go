@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fluxd/fluxd/history/sqlite"
+	"github.com/fluxd/fluxd/registry"
 )
 
 // The scan benchmark: a real registry (go-containerregistry's Distribution
@@ -278,10 +279,10 @@ func BenchmarkCacheMemory(b *testing.B) {
 	ctx := context.Background()
 	const repos, perRepo = 100, 1000
 	for r := 0; r < repos; r++ {
-		tags, created := map[string]string{}, map[string]time.Time{}
+		tags, created := map[string]registry.TagState{}, map[string]time.Time{}
 		for i := 0; i < perRepo; i++ {
 			d := fmt.Sprintf("sha256:%064x", r*perRepo+i)
-			tags[fmt.Sprintf("1.%d.%d", i/100, i%100)] = d
+			tags[fmt.Sprintf("1.%d.%d", i/100, i%100)] = registry.TagState{Digest: d}
 			created[d] = time.Unix(int64(i), 0)
 		}
 		if err := store.SaveTags(ctx, fmt.Sprintf("reg.example/app-%d", r), tags, created, nil); err != nil {
