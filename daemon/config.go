@@ -21,6 +21,9 @@ type Config struct {
 	// GitRefresh is how long a read of the manifests in git is reused by
 	// listing calls; releases always fetch first.
 	GitRefresh time.Duration
+	// ListWait is how long list-images waits for a registry refresh
+	// before it answers from the cache (default 3s).
+	ListWait time.Duration
 }
 
 // Validate reports every problem with the configuration at once.

@@ -52,19 +52,36 @@ func serviceToProto(s Service) *fluxdv1.Service {
 	return out
 }
 
-func serviceImagesToProto(s Service, cis []ContainerImages) *fluxdv1.ServiceImages {
+// serviceImagesToProto converts list-images results, keeping at most limit
+// images per container (0: all) and the running one.
+func serviceImagesToProto(s Service, cis []ContainerImages, limit int) *fluxdv1.ServiceImages {
 	out := &fluxdv1.ServiceImages{Service: s.ID.String()}
 	for _, ci := range cis {
-		c := &fluxdv1.ContainerImages{Container: ci.Container, Current: ci.Current, Filter: ci.Filter, Passing: ci.Passing, Best: ci.Best, Warnings: ci.Warnings}
+		c := &fluxdv1.ContainerImages{Container: ci.Container, Current: ci.Current, Filter: ci.Filter, Best: ci.Best, Warnings: ci.Warnings,
+			Total: int32(len(ci.Available)), Refreshing: ci.Refresh.Refreshing, RefreshError: ci.Refresh.LastError}
+		if !ci.Refresh.RefreshedAt.IsZero() && (ci.Refresh.Refreshing || ci.Refresh.LastError != "") {
+			c.RefreshedAt = timestamppb.New(ci.Refresh.RefreshedAt)
+		}
 		if ci.Err != nil {
 			c.Error = ci.Err.Error()
 		}
-		for _, img := range ci.Available {
+		shown := map[string]bool{}
+		for i, img := range ci.Available {
+			if limit > 0 && i >= limit && img.Ref() != ci.Current {
+				continue
+			}
+			shown[img.Tag] = true
 			info := &fluxdv1.ImageInfo{Ref: img.Ref(), Tag: img.Tag, Digest: img.Digest}
 			if img.Dated() {
 				info.CreatedAt = timestamppb.New(img.CreatedAt)
 			}
 			c.Available = append(c.Available, info)
+		}
+		// The ranking of what is shown (and the best, always).
+		for _, t := range ci.Passing {
+			if shown[t] || t == ci.Best {
+				c.Passing = append(c.Passing, t)
+			}
 		}
 		out.Containers = append(out.Containers, c)
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/fluxd/fluxd/automator"
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
@@ -78,6 +80,8 @@ type Daemon struct {
 	mu        sync.Mutex
 	manifests *gitrepo.Manifests
 	readAt    time.Time
+
+	refreshes singleflight.Group // registry refreshes by repository
 }
 
 // New returns a Daemon. cfg must have passed Validate.

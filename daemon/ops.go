@@ -32,6 +32,80 @@ type ContainerImages struct {
 	Passing  []string
 	Best     string
 	Warnings []string
+	// Refresh says whether Available came from the cache while a refresh
+	// runs, or after one failed.
+	Refresh registry.RefreshStatus
+}
+
+// cachedImages is the side of the image lister that can answer from its
+// cache without a request (registry/oci's Client).
+type cachedImages interface {
+	Cached(ctx context.Context, repository string) ([]registry.Image, error)
+	Status(repository string) registry.RefreshStatus
+}
+
+// images refreshes a repository, shared by concurrent callers, and waits
+// for it at most ListWait: a repository too big to scan in that time is
+// answered from the cache, marked as refreshing, and the refresh goes on
+// in the background. A failed refresh is answered from the cache too,
+// with its error, when the cache knows the repository.
+func (d *Daemon) images(ctx context.Context, repo string) ([]registry.Image, registry.RefreshStatus, error) {
+	ch := d.refreshes.DoChan(repo, func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+		defer cancel()
+		return d.deps.Images.Images(rctx, repo)
+	})
+	cache, hasCache := d.deps.Images.(cachedImages)
+	fromCache := func(st registry.RefreshStatus, cause error) ([]registry.Image, registry.RefreshStatus, error) {
+		imgs, err := cache.Cached(ctx, repo)
+		if err != nil || len(imgs) == 0 {
+			if cause != nil {
+				return nil, st, cause
+			}
+			// Nothing cached yet: wait for the refresh after all.
+			select {
+			case r := <-ch:
+				if r.Err != nil {
+					return nil, st, r.Err
+				}
+				return r.Val.([]registry.Image), registry.RefreshStatus{}, nil
+			case <-ctx.Done():
+				return nil, st, ctx.Err()
+			}
+		}
+		return imgs, st, nil
+	}
+	wait := d.cfg.ListWait
+	if wait <= 0 {
+		wait = 3 * time.Second
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		if r.Err == nil {
+			return r.Val.([]registry.Image), registry.RefreshStatus{}, nil
+		}
+		if !hasCache {
+			return nil, registry.RefreshStatus{}, r.Err
+		}
+		st := cache.Status(repo)
+		st.LastError = firstLine(r.Err)
+		return fromCache(st, r.Err)
+	case <-timer.C:
+		if !hasCache {
+			r := <-ch
+			if r.Err != nil {
+				return nil, registry.RefreshStatus{}, r.Err
+			}
+			return r.Val.([]registry.Image), registry.RefreshStatus{}, nil
+		}
+		st := cache.Status(repo)
+		st.Refreshing = true
+		return fromCache(st, nil)
+	case <-ctx.Done():
+		return nil, registry.RefreshStatus{}, ctx.Err()
+	}
 }
 
 // ListImages returns, for each container of the named service, the images
@@ -44,6 +118,7 @@ func (d *Daemon) ListImages(ctx context.Context, _ auth.Identity, name string) (
 	}
 	type listed struct {
 		imgs []registry.Image
+		st   registry.RefreshStatus
 		err  error
 	}
 	byRepo := map[string]listed{}
@@ -58,10 +133,10 @@ func (d *Daemon) ListImages(ctx context.Context, _ auth.Identity, name string) (
 		}
 		l, ok := byRepo[ref.Repository]
 		if !ok {
-			l.imgs, l.err = d.deps.Images.Images(ctx, ref.Repository)
+			l.imgs, l.st, l.err = d.images(ctx, ref.Repository)
 			byRepo[ref.Repository] = l
 		}
-		ci.Available, ci.Err = l.imgs, l.err
+		ci.Available, ci.Refresh, ci.Err = l.imgs, l.st, l.err
 		if ci.Err == nil {
 			applyPolicy(&ci, svc.annotations, ref)
 		}

@@ -114,7 +114,7 @@ func (s *Server) ListImages(ctx context.Context, req *fluxdv1.ListImagesRequest)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &fluxdv1.ListImagesResponse{Services: []*fluxdv1.ServiceImages{serviceImagesToProto(svc, cis)}}, nil
+	return &fluxdv1.ListImagesResponse{Services: []*fluxdv1.ServiceImages{serviceImagesToProto(svc, cis, int(req.GetLimit()))}}, nil
 }
 
 // Release plans a release, or queues its execution and returns the job.

@@ -37,3 +37,14 @@ var (
 func Immutable(tag string) bool {
 	return semverLike.MatchString(tag) || commitLike.MatchString(tag)
 }
+
+// RefreshStatus is where the refresh of one repository stands.
+type RefreshStatus struct {
+	// Refreshing is true while a refresh runs, since Since.
+	Refreshing bool
+	Since      time.Time
+	// RefreshedAt is the end of the last refresh that succeeded.
+	RefreshedAt time.Time
+	// LastError is why the last refresh failed; empty after a success.
+	LastError string
+}

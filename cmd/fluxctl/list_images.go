@@ -54,18 +54,24 @@ type imageJSON struct {
 }
 
 type containerImagesJSON struct {
-	Service   string      `json:"service"`
-	Container string      `json:"container"`
-	Current   string      `json:"current"`
-	Error     string      `json:"error,omitempty"`
-	Filter    string      `json:"filter,omitempty"`
-	Best      string      `json:"best,omitempty"`
-	Warnings  []string    `json:"warnings,omitempty"`
-	Images    []imageJSON `json:"images"`
+	Service   string `json:"service"`
+	Container string `json:"container"`
+	Current   string `json:"current"`
+	Error     string `json:"error,omitempty"`
+	Total     int    `json:"total"`
+	// Refreshing: the images are the cached ones, a refresh is running;
+	// RefreshError: the last refresh failed, the images are cached ones.
+	Refreshing   bool        `json:"refreshing,omitempty"`
+	RefreshError string      `json:"refreshError,omitempty"`
+	RefreshedAt  *time.Time  `json:"refreshedAt,omitempty"`
+	Filter       string      `json:"filter,omitempty"`
+	Best         string      `json:"best,omitempty"`
+	Warnings     []string    `json:"warnings,omitempty"`
+	Images       []imageJSON `json:"images"`
 }
 
 func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, service string, limit int, output string) error {
-	resp, err := c.ListImages(ctx, &fluxdv1.ListImagesRequest{Service: service})
+	resp, err := c.ListImages(ctx, &fluxdv1.ListImagesRequest{Service: service, Limit: int32(max(limit, 0))})
 	if err != nil {
 		return err
 	}
@@ -73,7 +79,12 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 	for _, s := range resp.GetServices() {
 		for _, ci := range s.GetContainers() {
 			row := containerImagesJSON{Service: s.GetService(), Container: ci.GetContainer(), Current: ci.GetCurrent(), Error: ci.GetError(),
-				Filter: ci.GetFilter(), Best: ci.GetBest(), Warnings: ci.GetWarnings(), Images: []imageJSON{}}
+				Filter: ci.GetFilter(), Best: ci.GetBest(), Warnings: ci.GetWarnings(), Images: []imageJSON{},
+				Total: int(ci.GetTotal()), Refreshing: ci.GetRefreshing(), RefreshError: ci.GetRefreshError()}
+			if ci.GetRefreshedAt() != nil {
+				t := ci.GetRefreshedAt().AsTime()
+				row.RefreshedAt = &t
+			}
 			// Images come newest first; with a filter, the daemon ranks
 			// the passing tags: those ranked above the running one are
 			// newer under the policy.
@@ -131,6 +142,16 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 		for _, w := range r.Warnings {
 			fmt.Fprintf(tw, "\t\t   warning: %s\t\n", w)
 		}
+		since := ""
+		if r.RefreshedAt != nil {
+			since = ", as of " + r.RefreshedAt.UTC().Format("2006-01-02 15:04:05")
+		}
+		switch {
+		case r.Refreshing:
+			fmt.Fprintf(tw, "\t\t   (a refresh of this repository is still running; showing the %d cached images%s)\t\n", r.Total, since)
+		case r.RefreshError != "":
+			fmt.Fprintf(tw, "\t\t   (the last refresh failed: %s; showing the %d cached images%s)\t\n", r.RefreshError, r.Total, since)
+		}
 		if r.Error != "" {
 			fmt.Fprintf(tw, "\t\t   (cannot list images: %s)\t\n", r.Error)
 			continue
@@ -156,7 +177,7 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 			}
 			fmt.Fprintf(tw, "\t\t%-2s %s\t%s\n", mark, img.Tag, created)
 		}
-		if left := len(r.Images) - len(shown); left > 0 {
+		if left := max(r.Total, len(r.Images)) - len(shown); left > 0 {
 			fmt.Fprintf(tw, "\t\t   (%d more; use --limit 0 to see all)\t\n", left)
 		}
 	}

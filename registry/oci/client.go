@@ -58,6 +58,11 @@ type Config struct {
 	RecheckMin, RecheckMax time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// RequestTimeout bounds the wait for a response's headers (default
+	// 30s); ScanTimeout bounds a whole repository scan (default 10m).
+	// Stalled requests fail, are retried like 5xx, and never hold up the
+	// scans of other repositories.
+	RequestTimeout, ScanTimeout time.Duration
 }
 
 // Client reads registries.
@@ -67,11 +72,13 @@ type Client struct {
 	opts     []remote.Option
 	// puller is replaced when credentials are re-read after a 401: a
 	// puller keeps the authenticated transport of each repository.
-	puller  atomic.Pointer[remote.Puller]
-	limiter *rateLimiter
+	puller    atomic.Pointer[remote.Puller]
+	limiter   *rateLimiter
+	transport http.RoundTripper
 
 	mu      sync.Mutex
 	created map[string]time.Time // by manifest digest
+	status  map[string]*repoStatus
 	// inflight makes concurrent lookups of one digest (two tags of one
 	// image) share a single config fetch.
 	inflight singleflight.Group
@@ -94,6 +101,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 30 * time.Second
+	}
+	if cfg.ScanTimeout <= 0 {
+		cfg.ScanTimeout = 10 * time.Minute
+	}
 	plat, err := v1.ParsePlatform(cfg.Platform)
 	if err != nil {
 		return nil, fmt.Errorf("--registry-platform %q: %w", cfg.Platform, err)
@@ -113,7 +126,12 @@ func New(cfg Config) (*Client, error) {
 	chains = append(chains, authn.DefaultKeychain)
 	next := cfg.Transport
 	if next == nil {
-		next = remote.DefaultTransport
+		// A transport of fluxd's own: a registry that accepts a request
+		// and never answers fails it after RequestTimeout instead of
+		// holding a scan (and the automator) forever.
+		t := remote.DefaultTransport.(*http.Transport).Clone()
+		t.ResponseHeaderTimeout = cfg.RequestTimeout
+		next = t
 	}
 	limiter := newRateLimiter(next, cfg.Rate, cfg.Metrics)
 	opts := []remote.Option{
@@ -128,9 +146,16 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, platform: *plat, opts: opts, limiter: limiter, created: map[string]time.Time{}}
+	c := &Client{cfg: cfg, platform: *plat, opts: opts, limiter: limiter, transport: next, created: map[string]time.Time{}, status: map[string]*repoStatus{}}
 	c.puller.Store(p)
 	return c, nil
+}
+
+// Close releases the client's idle connections.
+func (c *Client) Close() {
+	if t, ok := c.transport.(interface{ CloseIdleConnections() }); ok {
+		t.CloseIdleConnections()
+	}
 }
 
 // Tags lists a repository's tags, following pagination.
@@ -246,7 +271,71 @@ func (c *Client) recheck(stable int) time.Duration {
 	return min(d, c.cfg.RecheckMax)
 }
 
-func (c *Client) scan(ctx context.Context, repository string, keep func(tag string) bool, force bool) ([]registry.Image, error) {
+type repoStatus struct {
+	running int
+	registry.RefreshStatus
+}
+
+// Status says whether a repository is being refreshed, and how the last
+// refresh went.
+func (c *Client) Status(repository string) registry.RefreshStatus {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.status[repository]; ok {
+		return st.RefreshStatus
+	}
+	return registry.RefreshStatus{}
+}
+
+// Cached returns the images the cache knows for a repository, newest
+// first (undated last), without any request: for answering while a
+// refresh runs. Without a cache it returns none.
+func (c *Client) Cached(ctx context.Context, repository string) ([]registry.Image, error) {
+	if c.cfg.Cache == nil {
+		return nil, nil
+	}
+	cached, err := c.cfg.Cache.CachedTags(ctx, repository)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]registry.Image, 0, len(cached))
+	for tag, ct := range cached {
+		out = append(out, registry.Image{Repository: repository, Tag: tag, Digest: ct.Digest, CreatedAt: ct.CreatedAt})
+	}
+	registry.SortNewestFirst(out)
+	return out, nil
+}
+
+func (c *Client) begin(repository string) func(error) {
+	c.mu.Lock()
+	st, ok := c.status[repository]
+	if !ok {
+		st = &repoStatus{}
+		c.status[repository] = st
+	}
+	if st.running == 0 {
+		st.Refreshing, st.Since = true, c.cfg.Now()
+	}
+	st.running++
+	c.mu.Unlock()
+	return func(err error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		st.running--
+		st.Refreshing = st.running > 0
+		if err != nil {
+			st.LastError = err.Error()
+		} else {
+			st.LastError, st.RefreshedAt = "", c.cfg.Now()
+		}
+	}
+}
+
+func (c *Client) scan(ctx context.Context, repository string, keep func(tag string) bool, force bool) (imgs []registry.Image, err error) {
+	end := c.begin(repository)
+	defer func() { end(err) }()
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.ScanTimeout)
+	defer cancel()
 	start := time.Now()
 	all, err := c.Tags(ctx, repository)
 	if err != nil {

@@ -741,7 +741,10 @@ func (x *ListServicesResponse) GetServices() []*Service {
 type ListImagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// service is a service ID, "namespace/name" or "name".
-	Service       string `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Service string `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	// limit caps the images returned per container (0: all); the running
+	// image is always included. total says how many there are.
+	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -781,6 +784,13 @@ func (x *ListImagesRequest) GetService() string {
 		return x.Service
 	}
 	return ""
+}
+
+func (x *ListImagesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
 }
 
 type ImageInfo struct {
@@ -866,7 +876,16 @@ type ContainerImages struct {
 	Passing []string `protobuf:"bytes,6,rep,name=passing,proto3" json:"passing,omitempty"`
 	Best    string   `protobuf:"bytes,7,opt,name=best,proto3" json:"best,omitempty"`
 	// warnings are policy problems, as in Service.warnings.
-	Warnings      []string `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,8,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// total counts the repository's images, before limit.
+	Total int32 `protobuf:"varint,9,opt,name=total,proto3" json:"total,omitempty"`
+	// refreshing is true when the images come from the cache because a
+	// refresh of the repository is still running; refresh_error says why
+	// the last refresh failed (the images are then the cached ones);
+	// refreshed_at is when the cached images were last read in full.
+	Refreshing    bool                   `protobuf:"varint,10,opt,name=refreshing,proto3" json:"refreshing,omitempty"`
+	RefreshError  string                 `protobuf:"bytes,11,opt,name=refresh_error,json=refreshError,proto3" json:"refresh_error,omitempty"`
+	RefreshedAt   *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=refreshed_at,json=refreshedAt,proto3" json:"refreshed_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -953,6 +972,34 @@ func (x *ContainerImages) GetBest() string {
 func (x *ContainerImages) GetWarnings() []string {
 	if x != nil {
 		return x.Warnings
+	}
+	return nil
+}
+
+func (x *ContainerImages) GetTotal() int32 {
+	if x != nil {
+		return x.Total
+	}
+	return 0
+}
+
+func (x *ContainerImages) GetRefreshing() bool {
+	if x != nil {
+		return x.Refreshing
+	}
+	return false
+}
+
+func (x *ContainerImages) GetRefreshError() string {
+	if x != nil {
+		return x.RefreshError
+	}
+	return ""
+}
+
+func (x *ContainerImages) GetRefreshedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RefreshedAt
 	}
 	return nil
 }
@@ -2967,15 +3014,16 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x13ListServicesRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"E\n" +
 	"\x14ListServicesResponse\x12-\n" +
-	"\bservices\x18\x01 \x03(\v2\x11.fluxd.v1.ServiceR\bservices\"-\n" +
+	"\bservices\x18\x01 \x03(\v2\x11.fluxd.v1.ServiceR\bservices\"C\n" +
 	"\x11ListImagesRequest\x12\x18\n" +
-	"\aservice\x18\x01 \x01(\tR\aservice\"\x82\x01\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\x82\x01\n" +
 	"\tImageInfo\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\tR\x03ref\x129\n" +
 	"\n" +
 	"created_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x10\n" +
-	"\x03tag\x18\x04 \x01(\tR\x03tag\"\xf4\x01\n" +
+	"\x03tag\x18\x04 \x01(\tR\x03tag\"\x8e\x03\n" +
 	"\x0fContainerImages\x12\x1c\n" +
 	"\tcontainer\x18\x01 \x01(\tR\tcontainer\x12\x18\n" +
 	"\acurrent\x18\x02 \x01(\tR\acurrent\x121\n" +
@@ -2984,7 +3032,14 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x06filter\x18\x05 \x01(\tR\x06filter\x12\x18\n" +
 	"\apassing\x18\x06 \x03(\tR\apassing\x12\x12\n" +
 	"\x04best\x18\a \x01(\tR\x04best\x12\x1a\n" +
-	"\bwarnings\x18\b \x03(\tR\bwarnings\"d\n" +
+	"\bwarnings\x18\b \x03(\tR\bwarnings\x12\x14\n" +
+	"\x05total\x18\t \x01(\x05R\x05total\x12\x1e\n" +
+	"\n" +
+	"refreshing\x18\n" +
+	" \x01(\bR\n" +
+	"refreshing\x12#\n" +
+	"\rrefresh_error\x18\v \x01(\tR\frefreshError\x12=\n" +
+	"\frefreshed_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vrefreshedAt\"d\n" +
 	"\rServiceImages\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x129\n" +
 	"\n" +
@@ -3240,63 +3295,64 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	6,  // 6: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
 	50, // 7: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
 	12, // 8: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
-	13, // 9: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
-	14, // 10: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
-	16, // 11: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
-	1,  // 12: fluxd.v1.ReleaseRequest.kind:type_name -> fluxd.v1.ReleaseKind
-	18, // 13: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
-	19, // 14: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
-	20, // 15: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
-	2,  // 16: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
-	50, // 17: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	50, // 18: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	20, // 19: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
-	22, // 20: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
-	8,  // 21: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
-	22, // 22: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
-	26, // 23: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
-	22, // 24: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
-	22, // 25: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
-	49, // 26: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	50, // 27: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
-	50, // 28: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
-	42, // 29: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
-	43, // 30: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
-	3,  // 31: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	9,  // 32: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	11, // 33: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	17, // 34: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	23, // 35: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	25, // 36: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	28, // 37: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	30, // 38: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	32, // 39: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	34, // 40: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	36, // 41: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	38, // 42: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	40, // 43: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	44, // 44: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	46, // 45: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	4,  // 46: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	10, // 47: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	15, // 48: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	21, // 49: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	24, // 50: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	27, // 51: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	29, // 52: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	31, // 53: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	33, // 54: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	35, // 55: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	37, // 56: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	39, // 57: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	41, // 58: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	45, // 59: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	47, // 60: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	46, // [46:61] is the sub-list for method output_type
-	31, // [31:46] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	50, // 9: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
+	13, // 10: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
+	14, // 11: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
+	16, // 12: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
+	1,  // 13: fluxd.v1.ReleaseRequest.kind:type_name -> fluxd.v1.ReleaseKind
+	18, // 14: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
+	19, // 15: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
+	20, // 16: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
+	2,  // 17: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
+	50, // 18: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	50, // 19: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	20, // 20: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
+	22, // 21: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
+	8,  // 22: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
+	22, // 23: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
+	26, // 24: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
+	22, // 25: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
+	22, // 26: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
+	49, // 27: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	50, // 28: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
+	50, // 29: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
+	42, // 30: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
+	43, // 31: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
+	3,  // 32: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
+	9,  // 33: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	11, // 34: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	17, // 35: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	23, // 36: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	25, // 37: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	28, // 38: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	30, // 39: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	32, // 40: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	34, // 41: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	36, // 42: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	38, // 43: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	40, // 44: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	44, // 45: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	46, // 46: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	4,  // 47: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	10, // 48: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	15, // 49: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	21, // 50: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	24, // 51: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	27, // 52: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	29, // 53: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	31, // 54: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	33, // 55: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	35, // 56: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	37, // 57: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	39, // 58: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	41, // 59: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	45, // 60: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	47, // 61: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	47, // [47:62] is the sub-list for method output_type
+	32, // [32:47] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_fluxd_v1_fluxd_proto_init() }
