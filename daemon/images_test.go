@@ -34,8 +34,10 @@ func (r *slowRegistry) Images(ctx context.Context, repo string) ([]registry.Imag
 	return append(r.cached, registry.Image{Repository: repo, Tag: "new"}), nil
 }
 
-func (r *slowRegistry) Cached(context.Context, string) ([]registry.Image, error) { return r.cached, nil }
-func (r *slowRegistry) Status(string) registry.RefreshStatus                     { return r.status }
+func (r *slowRegistry) Cached(context.Context, string) ([]registry.Image, error) {
+	return r.cached, nil
+}
+func (r *slowRegistry) Status(string) registry.RefreshStatus { return r.status }
 
 func TestListImagesAnswersFromTheCacheWhileARefreshRuns(t *testing.T) {
 	app := platform.ID{Namespace: "default", Kind: "deployment", Name: "app"}
