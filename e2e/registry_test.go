@@ -6,7 +6,9 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +80,27 @@ func TestListImagesWithImagePullSecret(t *testing.T) {
 	}
 	if strings.Contains(out, "s3cret") {
 		t.Errorf("the password appears in the output")
+	}
+
+	// A workload with no pull secret of its own: a fluxd told to use the
+	// Secret for every workload (--registry-secret) reads the registry.
+	createDeployment(t, kc, "private-bare", corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: host + "/private:1.0"}}})
+	g, err := stack.StartNamedFluxd(ctx, "fluxd-regsecret", filepath.Join(binDir, "fluxd"), instance, nil, "--registry-secret=default/private-pull")
+	if err != nil {
+		t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-regsecret"))
+	}
+	defer func() { _ = syscall.Kill(g.PID, syscall.SIGTERM) }()
+	env := []string{"FLUX_URL=" + g.Addr, "FLUX_TOKEN=" + g.Tokens["viewer"]}
+	err = poll(ctx, 30*time.Second, func() error {
+		var code int
+		out, _, code = fluxctl(t, env, "list-images", "default:deployment/private-bare")
+		if code != 0 || !hasLine(out, "*  1.1", "2026-03-02") {
+			return io.ErrUnexpectedEOF
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("list-images through --registry-secret:\n%s", out)
 	}
 }
 

@@ -68,6 +68,8 @@ type flags struct {
 	automationMaxBackoff time.Duration
 
 	recheckMin, recheckMax time.Duration
+	registryCredentials    string
+	registrySecrets        []string
 
 	kubeQPS   float32
 	kubeBurst int
@@ -121,6 +123,8 @@ func newRootCommand() *cobra.Command {
 	fs.DurationVar(&f.automationShort, "automation-short-wait", 15*time.Second, "automator: wait after a release before checking the service again")
 	fs.DurationVar(&f.automationLong, "automation-long-wait", time.Minute, "automator: wait after a check that found nothing newer")
 	fs.DurationVar(&f.automationMaxBackoff, "automation-max-backoff", 10*time.Minute, "automator: longest wait before retrying a failing service (the wait doubles per failure from --automation-short-wait)")
+	fs.StringVar(&f.registryCredentials, "registry-credentials", "", "YAML file of per-registry credentials: registries: {HOST: {username, password | passwordFile | token}}; re-read every minute and after a 401")
+	fs.StringSliceVar(&f.registrySecrets, "registry-secret", nil, "NAMESPACE/NAME of a dockerconfigjson Secret with registry credentials for every workload (repeatable); re-read every minute and after a 401")
 	fs.DurationVar(&f.recheckMin, "registry-recheck-min", time.Minute, "shortest wait between manifest HEADs of a mutable tag (latest, a branch), used after it moved; the wait doubles while it does not move")
 	fs.DurationVar(&f.recheckMax, "registry-recheck-max", time.Hour, "longest wait between manifest HEADs of a mutable tag; a push notification checks at once")
 	fs.Float32Var(&f.kubeQPS, "kube-api-qps", 50, "requests per second to the Kubernetes API server (client-go rate limit)")
@@ -239,6 +243,21 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// Registry credentials: the workloads' image pull secrets first, then
 	// --docker-config, then the default docker locations.
+	// Registry credentials, most specific first: the workloads' image
+	// pull secrets, the named --registry-secret Secrets, the
+	// --registry-credentials file, then --docker-config and the default
+	// docker locations. Each is cached a minute and re-read after a 401.
+	keychains := []authn.Keychain{oci.NewSecretKeychain(cluster.PullSecrets, time.Minute)}
+	if len(f.registrySecrets) > 0 {
+		names := f.registrySecrets
+		keychains = append(keychains, oci.NewSecretKeychain(func(ctx context.Context) ([][]byte, error) { return cluster.NamedSecrets(ctx, names) }, time.Minute))
+	}
+	if f.registryCredentials != "" {
+		if _, err := oci.CredentialsFile(f.registryCredentials)(ctx); err != nil {
+			return err
+		}
+		keychains = append(keychains, oci.NewSecretKeychain(oci.CredentialsFile(f.registryCredentials), time.Minute))
+	}
 	images, err := oci.New(oci.Config{
 		Metrics:      oci.NewMetrics(reg),
 		DockerConfig: f.dockerConfig, Concurrency: f.registryConcurrency, Platform: f.registryPlatform,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -91,4 +92,27 @@ func dockerConfig(s *corev1.Secret) ([]byte, bool) {
 type podSpec struct {
 	namespace string
 	spec      corev1.PodSpec
+}
+
+// NamedSecrets returns the docker configs of the Secrets named
+// "namespace/name": registry credentials fluxd is told to use for every
+// workload (--registry-secret). A missing Secret is an error naming it.
+func (c *Cluster) NamedSecrets(ctx context.Context, names []string) ([][]byte, error) {
+	var out [][]byte
+	for _, n := range names {
+		ns, name, ok := strings.Cut(n, "/")
+		if !ok || ns == "" || name == "" {
+			return nil, fmt.Errorf("registry secret %q: write NAMESPACE/NAME", n)
+		}
+		s, err := c.client.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("reading registry secret %s: %w", n, err)
+		}
+		cfg, ok := dockerConfig(s)
+		if !ok {
+			return nil, fmt.Errorf("registry secret %s is of type %s; it must be kubernetes.io/dockerconfigjson or kubernetes.io/dockercfg", n, s.Type)
+		}
+		out = append(out, cfg)
+	}
+	return out, nil
 }

@@ -1,0 +1,81 @@
+package oci
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// credentialsFile is the --registry-credentials format, per registry host:
+//
+//	registries:
+//	  ghcr.io:
+//	    username: bot
+//	    password: ghp_...          # or passwordFile: /var/run/secrets/ghcr
+//	  registry.example:5000:
+//	    token: ...                 # a registry (bearer) token
+type credentialsFile struct {
+	Registries map[string]struct {
+		Username     string `yaml:"username"`
+		Password     string `yaml:"password"`
+		PasswordFile string `yaml:"passwordFile"`
+		Token        string `yaml:"token"`
+	} `yaml:"registries"`
+}
+
+// CredentialsFile is a SecretSource over a per-registry credentials file
+// (YAML or JSON, see credentialsFile). It is read again whenever the
+// keychain's cache expires or a registry answers 401, so a rotated
+// password is picked up without a restart.
+func CredentialsFile(path string) SecretSource {
+	return func(context.Context) ([][]byte, error) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("reading --registry-credentials: %w", err)
+		}
+		cfg, err := parseCredentials(path, b)
+		if err != nil {
+			return nil, err
+		}
+		return [][]byte{cfg}, nil
+	}
+}
+
+// parseCredentials turns the file into a docker config.json document.
+func parseCredentials(path string, b []byte) ([]byte, error) {
+	var f credentialsFile
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("--registry-credentials %s: %w (expected registries: {HOST: {username, password | passwordFile | token}})", path, err)
+	}
+	type auth struct {
+		Auth          string `json:"auth,omitempty"`
+		RegistryToken string `json:"registrytoken,omitempty"`
+	}
+	auths := map[string]auth{}
+	for host, c := range f.Registries {
+		pw := c.Password
+		if c.PasswordFile != "" {
+			raw, err := os.ReadFile(c.PasswordFile)
+			if err != nil {
+				return nil, fmt.Errorf("--registry-credentials %s: registry %s: reading its passwordFile: %w", path, host, err)
+			}
+			pw = strings.TrimSpace(string(raw))
+		}
+		switch {
+		case c.Token != "":
+			auths[host] = auth{RegistryToken: c.Token}
+		case c.Username != "" && pw != "":
+			auths[host] = auth{Auth: base64.StdEncoding.EncodeToString([]byte(c.Username + ":" + pw))}
+		default:
+			return nil, fmt.Errorf("--registry-credentials %s: registry %s has neither a username with a password (or passwordFile) nor a token", path, host)
+		}
+	}
+	return json.Marshal(map[string]any{"auths": auths})
+}
