@@ -2,12 +2,15 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"io"
 	"log"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -124,5 +127,93 @@ func TestWebhookNotification(t *testing.T) {
 	resp, out := post("http://" + webhookAddr + "/v1/notify?token=" + webhookSecret)
 	if resp.StatusCode != http.StatusAccepted || !strings.Contains(out, `"repository":"`+stack.Registry+`/redis"`) || !strings.Contains(out, `"source":"distribution"`) {
 		t.Errorf("with the secret: %s\n%s", resp.Status, out)
+	}
+}
+
+// A 429 storm from a registry (to fluxd only, with Retry-After): the
+// automator reports the service failing and backs off; once the storm
+// ends it releases the image pushed meanwhile. No automation is lost.
+func TestTooManyRequestsStormLosesNoAutomation(t *testing.T) {
+	f := sharedFluxd(t)
+	ctx := testContext(t)
+	viewer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}
+	inner := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
+	var storm atomic.Bool
+	var refused atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if storm.Load() && strings.Contains(r.UserAgent(), "fluxd") {
+			refused.Add(1)
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, `{"errors":[{"code":"TOOMANYREQUESTS","message":"toomanyrequests: rate limit exceeded"}]}`, http.StatusTooManyRequests)
+			return
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	pushTo := func(tag string, day int) {
+		img, _ := random.Image(64, 1)
+		img, _ = mutate.CreatedAt(img, v1.Time{Time: time.Date(2026, 6, day, 0, 0, 0, 0, time.UTC)})
+		ref, _ := name.NewTag(host + "/storm:" + tag)
+		if err := remote.Write(ref, img); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pushTo("1.0.0", 1)
+	storm.Store(true)
+	t.Cleanup(func() { removeManifest(t, "deploy/storm.yaml", "storm") })
+	pushManifest(t, "Add the storm service", map[string]string{"deploy/storm.yaml": policyDeployment("storm", host+"/storm:1.0.0",
+		map[string]string{"fluxd.io/automated": "true", "fluxd.io/automated-by": instance, "fluxd.io/tag-all": "semver:^1"})})
+	pushTo("1.1.0", 2)
+
+	// The automator cannot read the registry: it says so, and backs off.
+	var out string
+	if err := poll(ctx, 60*time.Second, func() error {
+		out, _, _ = fluxctl(t, viewer, "list-services", "-o", "json")
+		var services []struct {
+			ID         string
+			Automation *struct {
+				State     string
+				LastError string `json:"lastError"`
+			}
+		}
+		_ = json.Unmarshal([]byte(out), &services)
+		for _, s := range services {
+			if s.ID == "default:deployment/storm" && s.Automation != nil && s.Automation.State == "failing" && strings.Contains(strings.ToLower(s.Automation.LastError), "too") {
+				return nil
+			}
+		}
+		return fmt.Errorf("storm is not reported failing yet")
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	t.Logf("requests refused during the storm: %d", refused.Load())
+
+	// The storm ends: the release of 1.1.0 follows, with no notification.
+	storm.Store(false)
+	if err := poll(ctx, 90*time.Second, func() error {
+		clone := filepath.Join(t.TempDir(), "c")
+		gitCLI(t, "", "clone", "-q", "--depth=1", "-b", stack.GitBranch, stack.GitURL, clone)
+		if y := gitCLI(t, clone, "show", "HEAD:deploy/storm.yaml"); !strings.Contains(y, host+"/storm:1.1.0") {
+			return fmt.Errorf("not released yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("after the storm: %v\nlist-services: %s", err, out)
+	}
+	// Its job ends once the Deployment it created has rolled out.
+	waitRolledOut(t, kubeClient(t), map[string][]string{"storm": {"app=" + host + "/storm:1.1.0"}})
+	if err := poll(ctx, 30*time.Second, func() error {
+		out, _, _ := fluxctl(t, viewer, "jobs", "-o", "json")
+		var jobs []struct{ State string }
+		_ = json.Unmarshal([]byte(out), &jobs)
+		for _, j := range jobs {
+			if j.State == "running" || j.State == "queued" {
+				return fmt.Errorf("a job is still %s", j.State)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -31,6 +32,19 @@ func pushManifest(t testing.TB, message string, files map[string]string) string 
 	gitCLI(t, clone, "-c", "user.name=dana", "-c", "user.email=dana@example.invalid", "commit", "-q", "-m", message)
 	gitCLI(t, clone, "push", "-q", "origin", stack.GitBranch)
 	return gitCLI(t, clone, "rev-parse", "HEAD")
+}
+
+// removeManifest deletes a file from the stack's git remote, and the
+// Deployment it defined from the cluster, so that later tests do not see
+// the service.
+func removeManifest(t testing.TB, path, deployment string) {
+	t.Helper()
+	clone := filepath.Join(t.TempDir(), "rm-clone")
+	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+	gitCLI(t, clone, "rm", "-q", path)
+	gitCLI(t, clone, "-c", "user.name=dana", "-c", "user.email=dana@example.invalid", "commit", "-q", "-m", "Remove "+path)
+	gitCLI(t, clone, "push", "-q", "origin", stack.GitBranch)
+	_ = kubeClient(t).AppsV1().Deployments("default").Delete(context.Background(), deployment, metav1.DeleteOptions{})
 }
 
 // policyDeployment is a one-replica Deployment with policy annotations.

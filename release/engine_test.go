@@ -292,3 +292,22 @@ func TestUnversionedManifestNeedsForce(t *testing.T) {
 		t.Errorf("unversioned with --force: %+v", got)
 	}
 }
+
+// A workload deleted from the cluster while its rollout is followed fails
+// the release, naming it, instead of holding the job queue until the
+// rollout timeout; and the commit carries the job's trailer.
+func TestRolloutOfADeletedWorkloadFails(t *testing.T) {
+	old := goneAfter
+	goneAfter = 20 * time.Millisecond
+	defer func() { goneAfter = old }()
+	e, repo, cluster, _ := newTestEngine(t)
+	cluster.workloads = nil // "web" is gone from the cluster
+	_, err := e.Execute(context.Background(), "team-a", Spec{Services: []platform.ID{id("web")}, AllLatest: true, User: "dana"}, history.Release,
+		ExecOptions{RolloutTimeout: time.Minute, PollInterval: 5 * time.Millisecond, JobID: "j1"})
+	if err == nil || !strings.Contains(err.Error(), "default:deployment/web is no longer in the cluster") {
+		t.Fatalf("err = %v", err)
+	}
+	if !strings.HasSuffix(repo.message, "\n"+JobTrailer("j1")+"\n") {
+		t.Errorf("commit message lacks the job trailer:\n%s", repo.message)
+	}
+}

@@ -28,6 +28,11 @@ const (
 	StageFailed      = "failed"
 )
 
+// goneAfter is how long a followed workload may be absent from the
+// cluster (longer than the informers take to see a new one) before it
+// counts as deleted while it rolled out.
+var goneAfter = 15 * time.Second
+
 // pushRetries bounds how often a release is re-applied on a newer
 // revision when someone else pushed in the meantime.
 const pushRetries = 3
@@ -290,6 +295,7 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 	}
 	deadline := time.Now().Add(o.RolloutTimeout)
 	var last string
+	missing := map[platform.ID]time.Time{}
 	for {
 		ws, err := e.cluster.Workloads(ctx)
 		if err != nil {
@@ -313,6 +319,20 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 		}
 		if len(progress) < len(gens) {
 			done = false
+			seen := map[platform.ID]bool{}
+			for _, p := range progress {
+				seen[p.Service] = true
+			}
+			for id := range gens {
+				switch since, ok := missing[id]; {
+				case seen[id]:
+					delete(missing, id)
+				case !ok:
+					missing[id] = time.Now()
+				case time.Since(since) > goneAfter:
+					return fmt.Errorf("%s is no longer in the cluster: it was deleted while it rolled out", id)
+				}
+			}
 		}
 		if key := fmt.Sprint(progress); key != last {
 			last = key
