@@ -379,7 +379,7 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 				continue
 			}
 			if f.NeedsMetadata() {
-				if cur, ok := lister.dated(ctx, ref.Repository, ref.Tag); ok && !newest.CreatedAt.After(cur.CreatedAt) {
+				if cur, ok := lister.dated(ctx, ref.Repository, f, ref.Tag); ok && !newest.CreatedAt.After(cur.CreatedAt) {
 					continue
 				}
 			} else if !f.Newer(newest.Tag, ref.Tag) {
@@ -576,10 +576,11 @@ func (c *imageCache) newest(ctx context.Context, repo string, f registry.Filter)
 }
 
 // dated returns the running tag's image when its creation time is known:
-// from the lists already read, or with a read of that one tag.
-func (c *imageCache) dated(ctx context.Context, repo, tag string) (registry.Image, bool) {
-	for _, r := range c.byKey {
-		if img, ok := findTag(r.imgs, tag); ok && img.Repository == repo {
+// from the list its filter read, or with a read of that one tag (a tag
+// the filter does not pass).
+func (c *imageCache) dated(ctx context.Context, repo string, f registry.Filter, tag string) (registry.Image, bool) {
+	if r, ok := c.byKey[repo+"\x00"+f.String()]; ok {
+		if img, ok := findTag(r.imgs, tag); ok {
 			return img, img.Dated()
 		}
 	}
