@@ -97,10 +97,10 @@ func setPolicy(cmd *cobra.Command, g *globals, req *fluxdv1.SetPolicyRequest) er
 		}
 		var what []string
 		if a := req.Automated; a != nil {
-			what = append(what, map[bool]string{true: "automated: fluxd will release its newest images by itself", false: "deautomated"}[*a])
+			what = append(what, map[bool]string{true: "automated (fluxd releases its newest images by itself)", false: "deautomated"}[*a])
 		}
 		if l := req.Locked; l != nil {
-			what = append(what, map[bool]string{true: "locked: no release will change it until it is unlocked", false: "unlocked"}[*l])
+			what = append(what, map[bool]string{true: "locked (no release changes it until it is unlocked)", false: "unlocked"}[*l])
 		}
 		if t := req.TagAll; t != nil {
 			what = append(what, "tag filter for all containers: "+*t)
@@ -116,7 +116,7 @@ func setPolicy(cmd *cobra.Command, g *globals, req *fluxdv1.SetPolicyRequest) er
 		if o := req.TagOrder; o != nil {
 			what = append(what, "tag order: "+*o)
 		}
-		_, err = fmt.Fprintf(w, "%s %s (commit %.12s).\n", strings.ToUpper(req.GetService()[:1])+req.GetService()[1:], strings.Join(what, "; "), resp.GetCommit())
+		_, err = fmt.Fprintf(w, "Policy of %s changed: %s (commit %.12s).\n", req.GetService(), strings.Join(what, "; "), resp.GetCommit())
 		return err
 	})
 }
