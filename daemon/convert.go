@@ -53,8 +53,8 @@ func serviceToProto(s Service) *fluxdv1.Service {
 }
 
 // serviceImagesToProto converts list-images results, keeping at most limit
-// images per container (0: all) and the running one.
-func serviceImagesToProto(s Service, cis []ContainerImages, limit int) *fluxdv1.ServiceImages {
+// images per container (0: all) from offset, and the running one.
+func serviceImagesToProto(s Service, cis []ContainerImages, offset, limit int) *fluxdv1.ServiceImages {
 	out := &fluxdv1.ServiceImages{Service: s.ID.String()}
 	for _, ci := range cis {
 		c := &fluxdv1.ContainerImages{Container: ci.Container, Current: ci.Current, Filter: ci.Filter, Best: ci.Best, Warnings: ci.Warnings,
@@ -67,7 +67,7 @@ func serviceImagesToProto(s Service, cis []ContainerImages, limit int) *fluxdv1.
 		}
 		shown := map[string]bool{}
 		for i, img := range ci.Available {
-			if limit > 0 && i >= limit && img.Ref() != ci.Current {
+			if (i < offset || (limit > 0 && i >= offset+limit)) && img.Ref() != ci.Current {
 				continue
 			}
 			shown[img.Tag] = true

@@ -47,6 +47,13 @@ var leaderOnly = map[string]bool{
 	fluxdv1.FluxService_NotifyImage_FullMethodName: true,
 }
 
+// leaderFirst are reads a follower asks the leader for, because only the
+// leader knows part of the answer (automation states), and serves itself
+// when the leader cannot be reached.
+var leaderFirst = map[string]bool{
+	fluxdv1.FluxService_ListServices_FullMethodName: true,
+}
+
 // forwarder relays a follower's leader-only calls to the leader, with the
 // caller's own token: the leader authenticates it again.
 type forwarder struct {
@@ -59,8 +66,14 @@ type forwarder struct {
 
 // target returns the leader's connection, or nil when this replica leads.
 func (f *forwarder) target(ctx context.Context, method string) (*grpc.ClientConn, error) {
-	if f == nil || f.leadership == nil || !leaderOnly[method] || f.leadership.IsLeader() {
+	if f == nil || f.leadership == nil || !(leaderOnly[method] || leaderFirst[method]) || f.leadership.IsLeader() {
 		return nil, nil
+	}
+	if leaderFirst[method] {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if f.leadership.LeaderAddr() == "" || len(md.Get(forwardedHeader)) > 0 {
+			return nil, nil
+		}
 	}
 	addr := f.leadership.LeaderAddr()
 	md, _ := metadata.FromIncomingContext(ctx)

@@ -64,7 +64,11 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 		if err != nil {
 			return nil, err
 		}
-		return s.fwd.unary(ctx, conn, info.FullMethod, req)
+		resp, err := s.fwd.unary(ctx, conn, info.FullMethod, req)
+		if err != nil && leaderFirst[info.FullMethod] && status.Code(err) == codes.Unavailable {
+			return handler(ctx, req) // the leader is away: answer what this replica knows
+		}
+		return resp, err
 	}
 	return handler(ctx, req)
 }

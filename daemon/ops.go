@@ -384,6 +384,20 @@ func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, u
 	if u.Locked != nil && *u.Locked {
 		msg = u.LockMessage
 	}
+	// Filter changes say what they set, for history.
+	var filters []string
+	for k, v := range set {
+		if k == release.AnnotationTagAll || k == release.AnnotationTagOrder || strings.HasPrefix(k, release.AnnotationTagPrefix) {
+			if v == "" {
+				v = "*"
+			}
+			filters = append(filters, strings.TrimPrefix(k, "fluxd.io/")+"="+v)
+		}
+	}
+	sort.Strings(filters)
+	if len(filters) > 0 {
+		msg = strings.TrimSpace(msg + " " + strings.Join(filters, " "))
+	}
 	commit, err := d.deps.Releaser.SetPolicy(ctx, id.Instance, release.PolicyChange{Service: svc.ID, Set: set, Type: u.historyType(), User: u.User, Message: msg})
 	if err == nil && d.deps.Automator != nil {
 		// A policy change re-evaluates the service at once.

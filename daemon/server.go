@@ -114,7 +114,7 @@ func (s *Server) ListImages(ctx context.Context, req *fluxdv1.ListImagesRequest)
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	return &fluxdv1.ListImagesResponse{Services: []*fluxdv1.ServiceImages{serviceImagesToProto(svc, cis, int(req.GetLimit()))}}, nil
+	return &fluxdv1.ListImagesResponse{Services: []*fluxdv1.ServiceImages{serviceImagesToProto(svc, cis, max(int(req.GetOffset()), 0), int(req.GetLimit()))}}, nil
 }
 
 // Release plans a release, or queues its execution and returns the job.

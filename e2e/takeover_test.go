@@ -166,6 +166,21 @@ func TestLeaderFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// The follower's list-services shows the leader's automation state.
+	out, _, _ := fluxctl(t, onB, "list-services", "-o", "json")
+	var services []struct {
+		ID         string
+		Automation *struct{ State string }
+	}
+	if err := json.Unmarshal([]byte(out), &services); err != nil {
+		t.Fatalf("list-services on the follower: %v\n%s", err, out)
+	}
+	for _, s := range services {
+		if s.ID == "default:deployment/haapp" && (s.Automation == nil || s.Automation.State == "") {
+			t.Errorf("the follower's list-services lacks the leader's automation state: %s", out)
+		}
+	}
+
 	// The next push: kill the leader while the release rolls out.
 	if err := stack.PushImage(ctx, "haapp", "1.2.0", t0.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
@@ -226,7 +241,7 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	// The history, read from the follower turned leader: one automated
 	// release per image, nothing failed.
-	out, _, _ := fluxctl(t, onB, "history", "haapp", "-o", "json")
+	out, _, _ = fluxctl(t, onB, "history", "haapp", "-o", "json")
 	var events []struct {
 		Type    string
 		Changes []struct{ To string }

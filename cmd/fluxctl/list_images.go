@@ -15,7 +15,7 @@ import (
 )
 
 func newListImagesCommand(g *globals) *cobra.Command {
-	var limit int
+	var limit, offset int
 	cmd := &cobra.Command{
 		Use:   "list-images SERVICE",
 		Short: "List the images available to each container of a service, newest first",
@@ -31,11 +31,12 @@ SERVICE is namespace:kind/name, or namespace/name or name where unambiguous.`,
 				return err
 			}
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
-				return runListImages(ctx, cmd.OutOrStdout(), c, args[0], limit, g.output)
+				return runListImages(ctx, cmd.OutOrStdout(), c, args[0], offset, limit, g.output)
 			})
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 10, "show at most this many tags per container (0: all)")
+	cmd.Flags().IntVar(&offset, "offset", 0, "skip this many tags per container first (to page through big repositories)")
 	addOutputFlag(cmd, g)
 	return cmd
 }
@@ -70,8 +71,8 @@ type containerImagesJSON struct {
 	Images       []imageJSON `json:"images"`
 }
 
-func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, service string, limit int, output string) error {
-	resp, err := c.ListImages(ctx, &fluxdv1.ListImagesRequest{Service: service, Limit: int32(max(limit, 0))})
+func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, service string, offset, limit int, output string) error {
+	resp, err := c.ListImages(ctx, &fluxdv1.ListImagesRequest{Service: service, Limit: int32(max(limit, 0)), Offset: int32(max(offset, 0))})
 	if err != nil {
 		return err
 	}
@@ -177,8 +178,8 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 			}
 			fmt.Fprintf(tw, "\t\t%-2s %s\t%s\n", mark, img.Tag, created)
 		}
-		if left := max(r.Total, len(r.Images)) - len(shown); left > 0 {
-			fmt.Fprintf(tw, "\t\t   (%d more; use --limit 0 to see all)\t\n", left)
+		if left := max(r.Total, len(r.Images)) - offset - len(shown); left > 0 {
+			fmt.Fprintf(tw, "\t\t   (%d more; --offset %d for the next page, --limit 0 for all)\t\n", left, offset+len(shown))
 		}
 	}
 	return tw.Flush()

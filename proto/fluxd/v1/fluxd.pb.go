@@ -742,9 +742,11 @@ type ListImagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// service is a service ID, "namespace/name" or "name".
 	Service string `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
-	// limit caps the images returned per container (0: all); the running
-	// image is always included. total says how many there are.
+	// limit caps the images returned per container (0: all), after
+	// skipping offset of them; the running image is always included.
+	// total says how many there are.
 	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Offset        int32 `protobuf:"varint,3,opt,name=offset,proto3" json:"offset,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -789,6 +791,13 @@ func (x *ListImagesRequest) GetService() string {
 func (x *ListImagesRequest) GetLimit() int32 {
 	if x != nil {
 		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListImagesRequest) GetOffset() int32 {
+	if x != nil {
+		return x.Offset
 	}
 	return 0
 }
@@ -3014,10 +3023,11 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x13ListServicesRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"E\n" +
 	"\x14ListServicesResponse\x12-\n" +
-	"\bservices\x18\x01 \x03(\v2\x11.fluxd.v1.ServiceR\bservices\"C\n" +
+	"\bservices\x18\x01 \x03(\v2\x11.fluxd.v1.ServiceR\bservices\"[\n" +
 	"\x11ListImagesRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\"\x82\x01\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x16\n" +
+	"\x06offset\x18\x03 \x01(\x05R\x06offset\"\x82\x01\n" +
 	"\tImageInfo\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\tR\x03ref\x129\n" +
 	"\n" +
