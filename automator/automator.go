@@ -339,7 +339,7 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 		}
 		return
 	}
-	var release_ []platform.ID
+	var toRelease []platform.ID
 	var targets []string
 	for _, it := range plan.Items {
 		s := a.services[it.Service]
@@ -357,7 +357,7 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 				us = append(us, u.Container+"="+u.Target)
 			}
 			s.Decision = "release " + strings.Join(us, ", ")
-			release_ = append(release_, it.Service)
+			toRelease = append(toRelease, it.Service)
 			targets = append(targets, it.Service.String()+" "+strings.Join(us, ", "))
 			continue
 		case strings.Contains(it.Reason, release.ReasonRegistry):
@@ -374,20 +374,20 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 		a.log.Info("decision: "+s.Decision, "service", it.Service.String())
 		s.State, s.Next, s.JobID = UpToDate, a.clock.Now().Add(a.cfg.LongWait), ""
 	}
-	if len(release_) == 0 {
+	if len(toRelease) == 0 {
 		return
 	}
-	spec := release.Spec{Services: release_, AllLatest: true, User: User, Automated: true,
+	spec := release.Spec{Services: toRelease, AllLatest: true, User: User, Automated: true,
 		Message: "automated release of " + strings.Join(targets, "; ")}
 	u, err := a.jobs.Enqueue(ctx, instance, spec, "")
-	for _, id := range release_ {
+	for _, id := range toRelease {
 		s := a.services[id]
 		if err != nil {
 			a.fail(s, fmt.Errorf("queueing the release: %w", err))
 			continue
 		}
 		s.State, s.JobID = Releasing, u.Job.ID
-		a.log.Info("decision: "+s.Decision, "service", id.String(), "job", u.Job.ID, "batch", len(release_))
+		a.log.Info("decision: "+s.Decision, "service", id.String(), "job", u.Job.ID, "batch", len(toRelease))
 	}
 }
 

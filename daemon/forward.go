@@ -107,8 +107,9 @@ func (f *forwarder) outgoing(ctx context.Context) context.Context {
 	return metadata.NewOutgoingContext(ctx, out)
 }
 
-// output returns an empty response message for a method.
-func output(method string) (proto.Message, error) {
+// message returns an empty request (in) or response message of a method
+// of the API, found in the registered descriptors.
+func message(method string, in bool) (proto.Message, error) {
 	svc, name, ok := strings.Cut(strings.TrimPrefix(method, "/"), "/")
 	if !ok {
 		return nil, errors.New("bad method " + method)
@@ -125,7 +126,11 @@ func output(method string) (proto.Message, error) {
 	if md == nil {
 		return nil, errors.New("no method " + method)
 	}
-	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Output().FullName())
+	msg := md.Output()
+	if in {
+		msg = md.Input()
+	}
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(msg.FullName())
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +138,7 @@ func output(method string) (proto.Message, error) {
 }
 
 func (f *forwarder) unary(ctx context.Context, conn *grpc.ClientConn, method string, req any) (any, error) {
-	reply, err := output(method)
+	reply, err := message(method, false)
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +152,7 @@ func (f *forwarder) unary(ctx context.Context, conn *grpc.ClientConn, method str
 // every response until the leader ends the stream.
 func (f *forwarder) stream(ss grpc.ServerStream, conn *grpc.ClientConn, method string) error {
 	ctx := ss.Context()
-	in, err := input(method)
+	in, err := message(method, true)
 	if err != nil {
 		return err
 	}
@@ -165,7 +170,7 @@ func (f *forwarder) stream(ss grpc.ServerStream, conn *grpc.ClientConn, method s
 		return leaderError(err)
 	}
 	for {
-		out, err := output(method)
+		out, err := message(method, false)
 		if err != nil {
 			return err
 		}
@@ -178,23 +183,6 @@ func (f *forwarder) stream(ss grpc.ServerStream, conn *grpc.ClientConn, method s
 			return err
 		}
 	}
-}
-
-func input(method string) (proto.Message, error) {
-	svc, name, _ := strings.Cut(strings.TrimPrefix(method, "/"), "/")
-	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
-	if err != nil {
-		return nil, err
-	}
-	md := d.(protoreflect.ServiceDescriptor).Methods().ByName(protoreflect.Name(name))
-	if md == nil {
-		return nil, errors.New("no method " + method)
-	}
-	mt, err := protoregistry.GlobalTypes.FindMessageByName(md.Input().FullName())
-	if err != nil {
-		return nil, err
-	}
-	return mt.New().Interface(), nil
 }
 
 // leaderError passes the leader's answer through; a leader that cannot be

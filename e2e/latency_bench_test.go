@@ -150,27 +150,8 @@ func setUpLatencyBench(b testing.TB) (*latencyBench, error) {
 	if _, err := kc.AppsV1().Deployments("default").Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
-	pushManifest(b, "Add the bench service", map[string]string{"bench/benchapp.yaml": fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: benchapp
-  namespace: default
-  annotations:
-    fluxd.io/automated: "true"
-    fluxd.io/automated-by: %q
-    fluxd.io/tag-all: "semver:^1"
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: benchapp}
-  template:
-    metadata:
-      labels: {app: benchapp}
-    spec:
-      containers:
-        - name: app
-          image: %s1.0.0
-`, instance, app)})
+	pushManifest(b, "Add the bench service", map[string]string{"bench/benchapp.yaml": policyDeployment("benchapp", app+"1.0.0",
+		map[string]string{"fluxd.io/automated": "true", "fluxd.io/automated-by": instance, "fluxd.io/tag-all": "semver:^1"})})
 	f, err := stack.StartNamedFluxd(ctx, "fluxd-bench", filepath.Join(binDir, "fluxd"), instance, nil,
 		"--git-path=bench", "--automation-long-wait=10m", "--automation-short-wait=10m", "--git-poll-interval=10m", "--rollout-timeout=60s")
 	if err != nil {
