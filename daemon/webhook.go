@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/registry"
@@ -31,6 +33,52 @@ type WebhookHandler struct {
 	d      *Daemon
 	secret []byte
 	log    *slog.Logger
+	leader WebhookLeadership
+	client *http.Client
+}
+
+// WebhookLeadership says whether this replica leads, and where the
+// leader's webhook listener is.
+type WebhookLeadership interface {
+	IsLeader() bool
+	LeaderWebhookAddr() string
+}
+
+// forwardedWebhook marks a notification a follower passed on.
+const forwardedWebhook = "X-Fluxd-Forwarded"
+
+// FollowLeader makes a follower pass authenticated notifications on to the
+// leader's webhook listener, since only the leader's automator can act on
+// them (the refresh alone would only warm the shared cache).
+func (h *WebhookHandler) FollowLeader(l WebhookLeadership) {
+	h.leader, h.client = l, &http.Client{Timeout: 30 * time.Second}
+}
+
+// forward passes a notification to the leader, with the shared secret.
+func (h *WebhookHandler) forward(w http.ResponseWriter, r *http.Request, body []byte) {
+	addr := h.leader.LeaderWebhookAddr()
+	if addr == "" || r.Header.Get(forwardedWebhook) != "" {
+		http.Error(w, "no fluxd replica leads just now (an election is under way); send the notification again in a few seconds", http.StatusServiceUnavailable)
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://"+addr+"/v1/notify", bytes.NewReader(body))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	req.Header.Set("Content-Type", r.Header.Get("Content-Type"))
+	req.Header.Set("X-Fluxd-Secret", string(h.secret))
+	req.Header.Set(forwardedWebhook, "1")
+	resp, err := h.client.Do(req)
+	if err != nil {
+		h.log.Warn("cannot pass a notification on to the leader", "leader", addr, "error", err)
+		http.Error(w, "this fluxd follows another replica, and the leader cannot be reached; send the notification again", http.StatusBadGateway)
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, io.LimitReader(resp.Body, maxPayload))
 }
 
 // NewWebhookHandler returns the handler; secret must not be empty.
@@ -65,6 +113,10 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !h.authentic(r, body) {
 		h.log.Info("webhook refused: no valid secret or signature", "remote", r.RemoteAddr)
 		http.Error(w, "no valid secret or signature: send the shared secret as a bearer token, X-Fluxd-Secret or ?token=, or sign the body (X-Hub-Signature-256)", http.StatusUnauthorized)
+		return
+	}
+	if h.leader != nil && !h.leader.IsLeader() {
+		h.forward(w, r, body)
 		return
 	}
 	images, source, err := parseNotification(body)

@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/fluxd/fluxd/internal/localstack"
 )
 
 const haLease = "fluxd-e2e-ha"
@@ -96,7 +100,16 @@ func TestLeaderFailover(t *testing.T) {
 	common := []string{"--git-path=ha", "--history-db=" + db, "--leader-elect", "--leader-elect-lease-name=" + haLease,
 		"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
 		"--automation-long-wait=10m", "--automation-short-wait=10m", "--git-poll-interval=10m", "--rollout-timeout=90s"}
-	a, err := stack.StartNamedFluxd(ctx, "fluxd-ha-a", bin, instance, nil, common...)
+	secretFile := filepath.Join(t.TempDir(), "webhook-secret")
+	if err := os.WriteFile(secretFile, []byte(webhookSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	aHook, _ := localstack.FreeAddr()
+	bHook, _ := localstack.FreeAddr()
+	hooks := func(addr string) []string {
+		return append(append([]string(nil), common...), "--webhook-listen="+addr, "--webhook-secret-file="+secretFile)
+	}
+	a, err := stack.StartNamedFluxd(ctx, "fluxd-ha-a", bin, instance, nil, hooks(aHook)...)
 	if err != nil {
 		t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-ha-a"))
 	}
@@ -116,7 +129,7 @@ func TestLeaderFailover(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := stack.StartNamedFluxd(ctx, "fluxd-ha-b", bin, instance, a.Tokens, append(common, "--tokens-file="+a.TokensFile)...)
+	b, err := stack.StartNamedFluxd(ctx, "fluxd-ha-b", bin, instance, a.Tokens, append(hooks(bHook), "--tokens-file="+a.TokensFile)...)
 	if err != nil {
 		t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-ha-b"))
 	}
@@ -185,8 +198,17 @@ func TestLeaderFailover(t *testing.T) {
 	if err := stack.PushImage(ctx, "haapp", "1.2.0", t0.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
-	if out, stderr, code := fluxctl(t, onB, "notify", app+"1.2.0"); code != 0 {
-		t.Fatalf("notify: %s%s", out, stderr)
+	// This time a registry webhook, sent to the follower, which passes it
+	// on to the leader.
+	body := `{"events":[{"action":"push","target":{"repository":"haapp","tag":"1.2.0"},"request":{"host":"` + stack.Registry + `"}}]}`
+	resp, err := http.Post("http://"+bHook+"/v1/notify?token="+webhookSecret, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(reply), "/haapp") {
+		t.Fatalf("webhook to the follower: %s\n%s", resp.Status, reply)
 	}
 	var victim jobJSON
 	if err := poll(ctx, 60*time.Second, func() error {

@@ -305,7 +305,29 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 			return err
 		}
 	}
-	leadership := kube.NewLeadership(self, hex.EncodeToString(raw[:]))
+	// The webhook listener, whose address followers pass notifications
+	// on to when this replica leads.
+	var (
+		wh        *daemon.WebhookHandler
+		wlis      net.Listener
+		webhookAt string
+	)
+	if f.webhookListen != "" {
+		secret, err := os.ReadFile(f.webhookSecretFile)
+		if err != nil {
+			return fmt.Errorf("--webhook-listen needs --webhook-secret-file, a file holding the shared secret: %w", err)
+		}
+		if wh, err = daemon.NewWebhookHandler(d, []byte(strings.TrimSpace(string(secret))), log); err != nil {
+			return fmt.Errorf("--webhook-secret-file %s: %w", f.webhookSecretFile, err)
+		}
+		if wlis, err = net.Listen("tcp", f.webhookListen); err != nil {
+			return fmt.Errorf("listening for webhooks on %s: %w", f.webhookListen, err)
+		}
+		host, _, _ := net.SplitHostPort(self)
+		_, port, _ := net.SplitHostPort(wlis.Addr().String())
+		webhookAt = net.JoinHostPort(host, port)
+	}
+	leadership := kube.NewLeadership(self, hex.EncodeToString(raw[:]), webhookAt)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_leader", Help: "1 while this replica leads (runs automation and jobs)."}, func() float64 {
 		if leadership.IsLeader() {
 			return 1
@@ -327,18 +349,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	}
 	g.Go(func() error { return srv.Serve(ctx, lis, cfg.ShutdownGrace) })
 	g.Go(func() error { pollGit(ctx, repo, f.gitPollInterval, log); return nil })
-	if f.webhookListen != "" {
-		raw, err := os.ReadFile(f.webhookSecretFile)
-		if err != nil {
-			return fmt.Errorf("--webhook-listen needs --webhook-secret-file, a file holding the shared secret: %w", err)
-		}
-		wh, err := daemon.NewWebhookHandler(d, []byte(strings.TrimSpace(string(raw))), log)
-		if err != nil {
-			return fmt.Errorf("--webhook-secret-file %s: %w", f.webhookSecretFile, err)
-		}
-		wlis, err := net.Listen("tcp", f.webhookListen)
-		if err != nil {
-			return fmt.Errorf("listening for webhooks on %s: %w", f.webhookListen, err)
+	if wh != nil {
+		if f.leaderElect {
+			wh.FollowLeader(leadership)
 		}
 		g.Go(func() error { return serveHTTP(ctx, wlis, wh, "webhooks", log) })
 	}

@@ -63,7 +63,19 @@ func (l *Leadership) LeaderAddr() string {
 	return AddressOf(l.leader)
 }
 
-// AddressOf returns the API address in a leader identity.
+// LeaderWebhookAddr is the current leader's webhook address, "" while
+// unknown or when it serves no webhooks.
+func (l *Leadership) LeaderWebhookAddr() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if parts := strings.Split(l.leader, "#"); len(parts) > 2 {
+		return parts[2]
+	}
+	return ""
+}
+
+// AddressOf returns the API address in a leader identity, which is
+// "API_ADDRESS#RANDOM[#WEBHOOK_ADDRESS]".
 func AddressOf(identity string) string {
 	addr, _, _ := strings.Cut(identity, "#")
 	return addr
@@ -123,10 +135,15 @@ func (c *Cluster) Elect(ctx context.Context, cfg ElectionConfig, l *Leadership, 
 	return lost
 }
 
-// NewLeadership returns the leadership state of a replica serving at addr.
-// Without election, call SetLeader so that it always leads.
-func NewLeadership(addr, suffix string) *Leadership {
-	return &Leadership{self: addr + "#" + suffix}
+// NewLeadership returns the leadership state of a replica serving its API
+// at addr and, when not empty, webhooks at webhookAddr. Without election,
+// call SetLeader so that it always leads.
+func NewLeadership(addr, suffix, webhookAddr string) *Leadership {
+	self := addr + "#" + suffix
+	if webhookAddr != "" {
+		self += "#" + webhookAddr
+	}
+	return &Leadership{self: self}
 }
 
 // SetLeader makes this replica the leader (no election).
