@@ -29,16 +29,17 @@ func roleToProto(r auth.Role) fluxdv1.Role {
 
 func serviceToProto(s Service) *fluxdv1.Service {
 	out := &fluxdv1.Service{
-		Id:          s.ID.String(),
-		Status:      s.Status,
-		InGit:       s.InGit,
-		Automated:   s.Automated,
-		Locked:      s.Locked,
-		LockMessage: s.LockMsg,
-		Replicas:    replicasToProto(s.Replicas),
-		TagFilters:  s.Filters,
-		TagOrder:    s.TagOrder,
-		Warnings:    s.Warnings,
+		Id:            s.ID.String(),
+		Status:        s.Status,
+		InGit:         s.InGit,
+		Automated:     s.Automated,
+		Locked:        s.Locked,
+		LockMessage:   s.LockMsg,
+		Replicas:      replicasToProto(s.Replicas),
+		TagFilters:    s.Filters,
+		TagOrder:      s.TagOrder,
+		TagPrerelease: s.Prerelease,
+		Warnings:      s.Warnings,
 	}
 	if a := s.Automation; a != nil {
 		out.Automation = &fluxdv1.Automation{State: string(a.State), JobId: a.JobID, LastError: a.LastError, Failures: int32(a.Failures), Decision: a.Decision}

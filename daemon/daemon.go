@@ -125,8 +125,9 @@ type Service struct {
 	LockMsg    string
 	// Filters maps containers to their tag filters ("*": all containers);
 	// TagOrder orders glob and regex filters when not by build time.
-	Filters  map[string]string
-	TagOrder string
+	Filters    map[string]string
+	TagOrder   string
+	Prerelease bool
 	// Automation is the automator's state for an automated service.
 	Automation *automator.Status
 	// Warnings are policy problems to fix.
@@ -186,6 +187,7 @@ func (d *Daemon) services(ctx context.Context) ([]Service, error) {
 		s.LockMsg = release.LockReason(def.Annotations)
 		s.annotations = def.Annotations
 		s.Filters, s.TagOrder, s.Warnings = policyOf(def)
+		s.Prerelease = def.Annotations[release.AnnotationTagPrerelease] == "true"
 	}
 	if d.deps.Automator != nil {
 		for id, st := range d.deps.Automator.Statuses() {

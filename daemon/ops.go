@@ -301,6 +301,7 @@ type PolicyUpdate struct {
 	Automated, Locked *bool
 	LockMessage       string
 	TagAll, TagOrder  *string
+	TagPrerelease     *bool
 	Tags              map[string]string
 	User              string
 }
@@ -316,7 +317,7 @@ func (u PolicyUpdate) historyType() history.Type {
 	if u.Locked != nil {
 		n, t = n+1, map[bool]history.Type{true: history.Lock, false: history.Unlock}[*u.Locked]
 	}
-	if u.TagAll != nil || u.TagOrder != nil || len(u.Tags) > 0 {
+	if u.TagAll != nil || u.TagOrder != nil || u.TagPrerelease != nil || len(u.Tags) > 0 {
 		n++
 	}
 	if n != 1 {
@@ -328,13 +329,13 @@ func (u PolicyUpdate) historyType() history.Type {
 // SetPolicy changes a service's policy annotations in git, in one commit,
 // after checking every pattern: a bad one changes nothing.
 func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, u PolicyUpdate) (string, error) {
-	set, err := release.FilterAnnotations(u.TagAll, u.Tags, u.TagOrder)
+	set, err := release.FilterAnnotations(u.TagAll, u.Tags, u.TagOrder, u.TagPrerelease)
 	if err != nil {
 		return "", fluxerr.New(fluxerr.User, err, "Filters are glob:PATTERN, regex:PATTERN or semver:RANGE (e.g. semver:~1.2, semver:minor); \"*\" clears one. Nothing was committed.")
 	}
 	if u.Automated == nil && u.Locked == nil && len(set) == 0 {
 		return "", fluxerr.New(fluxerr.User, errors.New("no policy change given"),
-			"Say what to change: --automate/--deautomate, --lock -m MSG/--unlock, --tag-all PATTERN, --tag CONTAINER=PATTERN or --tag-order.")
+			"Say what to change: --automate/--deautomate, --lock -m MSG/--unlock, --tag-all PATTERN, --tag CONTAINER=PATTERN, --tag-order or --tag-prerelease.")
 	}
 	svc, err := d.resolveFresh(ctx, name)
 	if err != nil {
@@ -387,7 +388,7 @@ func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, u
 	// Filter changes say what they set, for history.
 	var filters []string
 	for k, v := range set {
-		if k == release.AnnotationTagAll || k == release.AnnotationTagOrder || strings.HasPrefix(k, release.AnnotationTagPrefix) {
+		if k == release.AnnotationTagAll || k == release.AnnotationTagOrder || k == release.AnnotationTagPrerelease || strings.HasPrefix(k, release.AnnotationTagPrefix) {
 			if v == "" {
 				v = "*"
 			}

@@ -234,7 +234,7 @@ func (s *Server) NotifyImage(ctx context.Context, req *fluxdv1.NotifyImageReques
 func (s *Server) SetPolicy(ctx context.Context, req *fluxdv1.SetPolicyRequest) (*fluxdv1.SetPolicyResponse, error) {
 	commit, err := s.d.SetPolicy(ctx, identity(ctx), req.GetService(), PolicyUpdate{
 		Automated: req.Automated, Locked: req.Locked, LockMessage: req.GetLockMessage(),
-		TagAll: req.TagAll, TagOrder: req.TagOrder, Tags: req.GetTagFilters(), User: req.GetUser(),
+		TagAll: req.TagAll, TagOrder: req.TagOrder, TagPrerelease: req.TagPrerelease, Tags: req.GetTagFilters(), User: req.GetUser(),
 	})
 	if err != nil {
 		return nil, toStatus(err)

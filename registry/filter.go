@@ -52,6 +52,9 @@ type Filter struct {
 	Pattern string
 	// Order ranks the passing tags; BySemver for semver filters.
 	Order Order
+	// Prerelease lets a semver filter pass pre-releases (1.3.0-rc.1) whose
+	// release version the range admits.
+	Prerelease bool
 
 	re         *regexp.Regexp
 	constraint *semver.Constraints
@@ -155,7 +158,17 @@ func (f Filter) Match(tag string) bool {
 			return false
 		}
 		v, err := semver.NewVersion(tag)
-		return err == nil && f.constraint.Check(v)
+		if err != nil {
+			return false
+		}
+		if f.Prerelease && v.Prerelease() != "" {
+			r, err := v.SetPrerelease("")
+			if err != nil {
+				return false
+			}
+			v = &r
+		}
+		return f.constraint.Check(v)
 	}
 	return false
 }

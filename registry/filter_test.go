@@ -98,3 +98,37 @@ func TestFilterMetadataNeeds(t *testing.T) {
 		t.Errorf("semver rank: %v", tags)
 	}
 }
+
+func TestPrereleaseFlag(t *testing.T) {
+	tags := []string{"1.2.3", "1.2.9", "1.3.0-rc.1", "1.2.10-beta.2", "2.0.0-rc.1"}
+	for _, tc := range []struct {
+		filter string
+		pre    bool
+		want   string
+	}{
+		{"semver:minor", false, "1.2.9"},
+		{"semver:minor", true, "1.3.0-rc.1"},
+		{"semver:patch", true, "1.2.10-beta.2"},
+		{"semver:~1.2", true, "1.2.10-beta.2"},
+		{"semver:major", true, "2.0.0-rc.1"},
+	} {
+		f, err := ParseFilter(tc.filter, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Prerelease = tc.pre
+		if f, err = f.Bind("1.2.3"); err != nil {
+			t.Fatal(err)
+		}
+		var pass []string
+		for _, tag := range tags {
+			if f.Match(tag) {
+				pass = append(pass, tag)
+			}
+		}
+		f.Rank(pass)
+		if len(pass) == 0 || pass[0] != tc.want {
+			t.Errorf("%s prerelease=%v: %v, want %s first", tc.filter, tc.pre, pass, tc.want)
+		}
+	}
+}

@@ -13,6 +13,8 @@ const (
 	AnnotationTagPrefix = "fluxd.io/tag."
 	AnnotationTagAll    = "fluxd.io/tag-all"
 	AnnotationTagOrder  = "fluxd.io/tag-order"
+	// AnnotationTagPrerelease "true" lets semver filters pass pre-releases.
+	AnnotationTagPrerelease = "fluxd.io/tag-prerelease"
 )
 
 // ContainerFilter returns the tag filter a workload's annotations set for
@@ -32,13 +34,14 @@ func ContainerFilter(ann map[string]string, container string) (registry.Filter, 
 	if err != nil {
 		return registry.Filter{}, fmt.Errorf("annotation %s: %w", key, err)
 	}
+	f.Prerelease = ann[AnnotationTagPrerelease] == "true"
 	return f, nil
 }
 
 // FilterAnnotations returns the annotation changes that set a policy's
 // filters: a pattern of "*" or "" clears one. Every pattern is parsed
 // first, so that a bad one is refused before anything is written.
-func FilterAnnotations(tagAll *string, perContainer map[string]string, order *string) (map[string]string, error) {
+func FilterAnnotations(tagAll *string, perContainer map[string]string, order *string, prerelease *bool) (map[string]string, error) {
 	set := map[string]string{}
 	norm := func(p string) (string, error) {
 		if p == "*" || p == "" {
@@ -65,6 +68,9 @@ func FilterAnnotations(tagAll *string, perContainer map[string]string, order *st
 			return nil, fmt.Errorf("container %s: %w", c, err)
 		}
 		set[AnnotationTagPrefix+c] = p
+	}
+	if prerelease != nil {
+		set[AnnotationTagPrerelease] = map[bool]string{true: "true", false: ""}[*prerelease]
 	}
 	if order != nil {
 		o, err := registry.ParseOrder(*order)

@@ -187,3 +187,23 @@ func flatten(p *Plan) []string {
 	}
 	return out
 }
+
+func TestContainerFilterAnnotations(t *testing.T) {
+	ann := map[string]string{AnnotationTagAll: "semver:minor", AnnotationTagPrefix + "side": "", AnnotationTagPrefix + "web": "glob:main-*",
+		AnnotationTagOrder: "numerical", AnnotationTagPrerelease: "true"}
+	for c, want := range map[string]string{"side": "semver:minor", "web": "glob:main-*", "other": "semver:minor"} {
+		f, err := ContainerFilter(ann, c)
+		if err != nil || f.String() != want || !f.Prerelease {
+			t.Errorf("%s: %v %v (prerelease %v); want %s with pre-releases", c, f, err, f.Prerelease, want)
+		}
+	}
+	if f, _ := ContainerFilter(ann, "web"); f.Order != registry.ByNumerical {
+		t.Errorf("web's order = %s", f.Order)
+	}
+	set, err := FilterAnnotations(nil, map[string]string{"web": "*"}, nil, ptrTo(false))
+	if err != nil || set[AnnotationTagPrefix+"web"] != "" || set[AnnotationTagPrerelease] != "" || len(set) != 2 {
+		t.Errorf("clearing: %v %v", set, err)
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }

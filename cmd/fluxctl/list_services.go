@@ -166,6 +166,9 @@ func policy(s *fluxdv1.Service) string {
 	if o := s.GetTagOrder(); o != "" {
 		p = append(p, "order="+o)
 	}
+	if s.GetTagPrerelease() {
+		p = append(p, "prerelease")
+	}
 	if len(p) == 0 {
 		return "-"
 	}

@@ -18,6 +18,7 @@ func newPolicyCommand(g *globals) *cobra.Command {
 	var (
 		automate, deautomate, lock, unlock bool
 		message, tagAll, order             string
+		prerelease                         bool
 		tags                               []string
 	)
 	cmd := &cobra.Command{
@@ -32,6 +33,8 @@ may pick, per container (--tag CONTAINER=PATTERN) or for all (--tag-all):
   regex:^build-(\d+)$    tags matching a regular expression
   semver:~1.2            a semver range (Masterminds syntax), highest version first
   semver:patch|minor|major  newer within the running version's minor, major, or any
+Semver filters skip pre-releases unless the range names one (>=1.3.0-0) or
+--tag-prerelease is set.
 "*" clears a filter. --tag-order orders glob and regex filters by build
 time (default), name (alphabetical) or number (numerical).`,
 		Example: `  fluxctl policy web --automate --tag-all 'semver:~1.2'
@@ -58,6 +61,9 @@ time (default), name (alphabetical) or number (numerical).`,
 			if cmd.Flags().Changed("tag-order") {
 				req.TagOrder = &order
 			}
+			if cmd.Flags().Changed("tag-prerelease") {
+				req.TagPrerelease = &prerelease
+			}
 			for _, t := range tags {
 				c, p, ok := strings.Cut(t, "=")
 				if !ok || c == "" {
@@ -80,6 +86,7 @@ time (default), name (alphabetical) or number (numerical).`,
 	f.StringVar(&tagAll, "tag-all", "", `tag filter for every container without its own ("*" clears)`)
 	f.StringArrayVar(&tags, "tag", nil, `tag filter for one container, CONTAINER=PATTERN ("CONTAINER=*" clears); repeatable`)
 	f.StringVar(&order, "tag-order", "", "order of glob and regex filters: time, alphabetical or numerical")
+	f.BoolVar(&prerelease, "tag-prerelease", false, "let semver filters pass pre-releases (1.3.0-rc.1) of versions they admit; --tag-prerelease=false turns it off")
 	return cmd
 }
 
@@ -115,6 +122,9 @@ func setPolicy(cmd *cobra.Command, g *globals, req *fluxdv1.SetPolicyRequest) er
 		}
 		if o := req.TagOrder; o != nil {
 			what = append(what, "tag order: "+*o)
+		}
+		if p := req.TagPrerelease; p != nil {
+			what = append(what, map[bool]string{true: "semver filters pass pre-releases", false: "semver filters skip pre-releases"}[*p])
 		}
 		_, err = fmt.Fprintf(w, "Policy of %s changed: %s (commit %.12s).\n", req.GetService(), strings.Join(what, "; "), resp.GetCommit())
 		return err

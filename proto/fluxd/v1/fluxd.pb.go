@@ -370,6 +370,8 @@ type Service struct {
 	// containers); tag_order is "alphabetical" or "numerical" when set.
 	TagFilters map[string]string `protobuf:"bytes,10,rep,name=tag_filters,json=tagFilters,proto3" json:"tag_filters,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	TagOrder   string            `protobuf:"bytes,11,opt,name=tag_order,json=tagOrder,proto3" json:"tag_order,omitempty"`
+	// tag_prerelease: semver filters pass pre-releases.
+	TagPrerelease bool `protobuf:"varint,13,opt,name=tag_prerelease,json=tagPrerelease,proto3" json:"tag_prerelease,omitempty"`
 	// warnings are policy problems to fix: an invalid filter in git, a
 	// filter matching no tag, images with no creation time.
 	Warnings      []string `protobuf:"bytes,12,rep,name=warnings,proto3" json:"warnings,omitempty"`
@@ -482,6 +484,13 @@ func (x *Service) GetTagOrder() string {
 		return x.TagOrder
 	}
 	return ""
+}
+
+func (x *Service) GetTagPrerelease() bool {
+	if x != nil {
+		return x.TagPrerelease
+	}
+	return false
 }
 
 func (x *Service) GetWarnings() []string {
@@ -2454,7 +2463,10 @@ type SetPolicyRequest struct {
 	TagAll *string `protobuf:"bytes,7,opt,name=tag_all,json=tagAll,proto3,oneof" json:"tag_all,omitempty"`
 	// tag_order orders glob and regex filters: "time" (default),
 	// "alphabetical" or "numerical".
-	TagOrder      *string `protobuf:"bytes,8,opt,name=tag_order,json=tagOrder,proto3,oneof" json:"tag_order,omitempty"`
+	TagOrder *string `protobuf:"bytes,8,opt,name=tag_order,json=tagOrder,proto3,oneof" json:"tag_order,omitempty"`
+	// tag_prerelease lets semver filters pass pre-releases (1.3.0-rc.1)
+	// whose release version they admit.
+	TagPrerelease *bool `protobuf:"varint,9,opt,name=tag_prerelease,json=tagPrerelease,proto3,oneof" json:"tag_prerelease,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2543,6 +2555,13 @@ func (x *SetPolicyRequest) GetTagOrder() string {
 		return *x.TagOrder
 	}
 	return ""
+}
+
+func (x *SetPolicyRequest) GetTagPrerelease() bool {
+	if x != nil && x.TagPrerelease != nil {
+		return *x.TagPrerelease
+	}
+	return false
 }
 
 type SetPolicyResponse struct {
@@ -2983,7 +3002,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\tContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x12\n" +
-	"\x04init\x18\x03 \x01(\bR\x04init\"\xfd\x03\n" +
+	"\x04init\x18\x03 \x01(\bR\x04init\"\xa4\x04\n" +
 	"\aService\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
 	"\n" +
@@ -3001,7 +3020,8 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\vtag_filters\x18\n" +
 	" \x03(\v2!.fluxd.v1.Service.TagFiltersEntryR\n" +
 	"tagFilters\x12\x1b\n" +
-	"\ttag_order\x18\v \x01(\tR\btagOrder\x12\x1a\n" +
+	"\ttag_order\x18\v \x01(\tR\btagOrder\x12%\n" +
+	"\x0etag_prerelease\x18\r \x01(\bR\rtagPrerelease\x12\x1a\n" +
 	"\bwarnings\x18\f \x03(\tR\bwarnings\x1a=\n" +
 	"\x0fTagFiltersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
@@ -3139,7 +3159,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\rUnlockRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\"\x10\n" +
-	"\x0eUnlockResponse\"\xa2\x03\n" +
+	"\x0eUnlockResponse\"\xe1\x03\n" +
 	"\x10SetPolicyRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12K\n" +
 	"\vtag_filters\x18\x02 \x03(\v2*.fluxd.v1.SetPolicyRequest.TagFiltersEntryR\n" +
@@ -3149,7 +3169,8 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\flock_message\x18\x05 \x01(\tR\vlockMessage\x12\x12\n" +
 	"\x04user\x18\x06 \x01(\tR\x04user\x12\x1c\n" +
 	"\atag_all\x18\a \x01(\tH\x02R\x06tagAll\x88\x01\x01\x12 \n" +
-	"\ttag_order\x18\b \x01(\tH\x03R\btagOrder\x88\x01\x01\x1a=\n" +
+	"\ttag_order\x18\b \x01(\tH\x03R\btagOrder\x88\x01\x01\x12*\n" +
+	"\x0etag_prerelease\x18\t \x01(\bH\x04R\rtagPrerelease\x88\x01\x01\x1a=\n" +
 	"\x0fTagFiltersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01B\f\n" +
@@ -3159,7 +3180,8 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\n" +
 	"\b_tag_allB\f\n" +
 	"\n" +
-	"_tag_order\"+\n" +
+	"_tag_orderB\x11\n" +
+	"\x0f_tag_prerelease\"+\n" +
 	"\x11SetPolicyResponse\x12\x16\n" +
 	"\x06commit\x18\x01 \x01(\tR\x06commit\"d\n" +
 	"\x06Change\x12\x18\n" +
