@@ -69,6 +69,7 @@ type flags struct {
 
 	recheckMin, recheckMax time.Duration
 	registryCredentials    string
+	registryPageSize       int
 	registrySecrets        []string
 
 	kubeQPS   float32
@@ -123,6 +124,7 @@ func newRootCommand() *cobra.Command {
 	fs.DurationVar(&f.automationShort, "automation-short-wait", 15*time.Second, "automator: wait after a release before checking the service again")
 	fs.DurationVar(&f.automationLong, "automation-long-wait", time.Minute, "automator: wait after a check that found nothing newer")
 	fs.DurationVar(&f.automationMaxBackoff, "automation-max-backoff", 10*time.Minute, "automator: longest wait before retrying a failing service (the wait doubles per failure from --automation-short-wait)")
+	fs.IntVar(&f.registryPageSize, "registry-page-size", 1000, "tags per tag-list page asked of registries (the n parameter); smaller for registries that reject large pages, 0 to send none")
 	fs.StringVar(&f.registryCredentials, "registry-credentials", "", "YAML file of per-registry credentials: registries: {HOST: {username, password | passwordFile | token}}; re-read every minute and after a 401")
 	fs.StringSliceVar(&f.registrySecrets, "registry-secret", nil, "NAMESPACE/NAME of a dockerconfigjson Secret with registry credentials for every workload (repeatable); re-read every minute and after a 401")
 	fs.DurationVar(&f.recheckMin, "registry-recheck-min", time.Minute, "shortest wait between manifest HEADs of a mutable tag (latest, a branch), used after it moved; the wait doubles while it does not move")
@@ -265,6 +267,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		Cache:      store,
 		Rate:       oci.RateConfig{Rate: f.registryRate, Burst: f.registryBurst},
 		RecheckMin: f.recheckMin, RecheckMax: f.recheckMax,
+		PageSize: pageSize(f.registryPageSize),
 	})
 	if err != nil {
 		return err
@@ -426,4 +429,13 @@ func serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, what strin
 		return fmt.Errorf("serving %s: %w", what, err)
 	}
 	return nil
+}
+
+// pageSize maps --registry-page-size to oci.Config.PageSize, where 0 sends
+// no n at all.
+func pageSize(flag int) int {
+	if flag == 0 {
+		return -1
+	}
+	return flag
 }

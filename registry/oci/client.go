@@ -58,6 +58,9 @@ type Config struct {
 	RecheckMin, RecheckMax time.Duration
 	// Now is the clock; default time.Now.
 	Now func() time.Time
+	// PageSize is the n of tag list requests: 0 keeps 1,000; negative
+	// sends none, for registries that reject the parameter.
+	PageSize int
 	// RequestTimeout bounds the wait for a response's headers (default
 	// 30s); ScanTimeout bounds a whole repository scan (default 10m).
 	// Stalled requests fail, are retried like 5xx, and never hold up the
@@ -141,6 +144,12 @@ func New(cfg Config) (*Client, error) {
 		// 429, 408 and 5xx are retried up to 5 times, 0.5 s, 1 s, 2 s, 4 s
 		// apart, each ±50 % so that many fluxds do not retry in step.
 		remote.WithRetryBackoff(remote.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 5}),
+	}
+	switch {
+	case cfg.PageSize > 0:
+		opts = append(opts, remote.WithPageSize(cfg.PageSize))
+	case cfg.PageSize < 0:
+		opts = append(opts, remote.WithPageSize(0))
 	}
 	p, err := remote.NewPuller(opts...)
 	if err != nil {

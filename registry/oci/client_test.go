@@ -455,3 +455,39 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("scan histogram series = %d, want 1", n)
 	}
 }
+
+// A registry that rejects pages bigger than 100 tags: the page size
+// setting serves it, and pagination still reads every tag.
+func TestPageSize(t *testing.T) {
+	// The pager adds the Link headers the in-process registry lacks.
+	inner := &pager{next: ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))), pageSize: 2}
+	var lists atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/tags/list") {
+			lists.Add(1)
+			if n := r.URL.Query().Get("n"); n != "" && n != "2" {
+				http.Error(w, `{"errors":[{"code":"PAGINATION_NUMBER_INVALID","message":"page size too large"}]}`, http.StatusBadRequest)
+				return
+			}
+		}
+		inner.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	for _, tag := range []string{"1", "2", "3"} {
+		push(t, host+"/app:"+tag, imageAt(t, time.Now(), nil))
+	}
+	big, _ := New(Config{})
+	if _, err := big.Tags(context.Background(), host+"/app"); err == nil {
+		t.Fatalf("the default page size was accepted; the test registry should refuse it")
+	}
+	small, _ := New(Config{PageSize: 2})
+	lists.Store(0)
+	tags, err := small.Tags(context.Background(), host+"/app")
+	if err != nil || len(tags) != 3 {
+		t.Fatalf("page size 2: %v %v", tags, err)
+	}
+	if lists.Load() != 2 {
+		t.Errorf("3 tags in %d list requests; want 2 pages of 2", lists.Load())
+	}
+}
