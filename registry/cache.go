@@ -16,6 +16,20 @@ type CachedTag struct {
 	// digest; NextCheck is when a mutable tag is due for the next one.
 	Stable    int
 	NextCheck time.Time
+	// ConfigDigest, Platform and Labels are the rest of what is known of
+	// the image (see ImageMeta).
+	ConfigDigest, Platform string
+	Labels                 map[string]string
+}
+
+// ImageMeta is what the cache keeps of an image (a manifest digest): its
+// config's digest and creation time, its labels and its platform (for an
+// index, those of the platform fluxd picked).
+type ImageMeta struct {
+	CreatedAt    time.Time
+	ConfigDigest string
+	Platform     string
+	Labels       map[string]string
 }
 
 // TagState is what a refresh learnt of a tag, for the cache.

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -17,7 +18,7 @@ import (
 // CachedTags returns what is known of a repository's tags: digest, and
 // creation time where known.
 func (s *Store) CachedTags(ctx context.Context, repository string) (map[string]registry.CachedTag, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT t.tag, t.digest, t.stable, t.next_check, i.created_at FROM registry_tags t
+	rows, err := s.db.QueryContext(ctx, `SELECT t.tag, t.digest, t.stable, t.next_check, i.created_at, i.config_digest, i.platform, i.labels FROM registry_tags t
 		LEFT JOIN registry_images i ON i.digest = t.digest WHERE t.repository = ?`, repository)
 	if err != nil {
 		return nil, fmt.Errorf("reading the registry cache: %w", err)
@@ -26,22 +27,27 @@ func (s *Store) CachedTags(ctx context.Context, repository string) (map[string]r
 	out := map[string]registry.CachedTag{}
 	for rows.Next() {
 		var (
-			tag, digest       string
-			stable, nextCheck int64
-			created           sql.NullInt64
+			tag, digest              string
+			stable, nextCheck        int64
+			created                  sql.NullInt64
+			config, platform, labels sql.NullString
 		)
-		if err := rows.Scan(&tag, &digest, &stable, &nextCheck, &created); err != nil {
+		if err := rows.Scan(&tag, &digest, &stable, &nextCheck, &created, &config, &platform, &labels); err != nil {
 			return nil, err
 		}
-		out[tag] = registry.CachedTag{Digest: digest, CreatedAt: fromNanos(created.Int64), HasCreated: created.Valid,
-			Stable: int(stable), NextCheck: fromNanos(nextCheck)}
+		ct := registry.CachedTag{Digest: digest, CreatedAt: fromNanos(created.Int64), HasCreated: created.Valid,
+			Stable: int(stable), NextCheck: fromNanos(nextCheck), ConfigDigest: config.String, Platform: platform.String}
+		if labels.String != "" {
+			_ = json.Unmarshal([]byte(labels.String), &ct.Labels)
+		}
+		out[tag] = ct
 	}
 	return out, rows.Err()
 }
 
 // SaveTags records tags' digests and re-check state and digests' creation
 // times, and forgets removed tags, in one transaction.
-func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string]registry.TagState, created map[string]time.Time, removed []string) error {
+func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string]registry.TagState, images map[string]registry.ImageMeta, removed []string) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("writing the registry cache: %w", err)
@@ -60,14 +66,23 @@ func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string
 			return fmt.Errorf("writing the registry cache: %w", err)
 		}
 	}
-	img, err := tx.PrepareContext(ctx, `INSERT INTO registry_images (digest, created_at) VALUES (?, ?)
-		ON CONFLICT (digest) DO UPDATE SET created_at = excluded.created_at`)
+	img, err := tx.PrepareContext(ctx, `INSERT INTO registry_images (digest, created_at, config_digest, platform, labels) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (digest) DO UPDATE SET created_at = excluded.created_at, config_digest = excluded.config_digest,
+			platform = excluded.platform, labels = excluded.labels`)
 	if err != nil {
 		return err
 	}
 	defer img.Close()
-	for digest, t := range created {
-		if _, err := img.ExecContext(ctx, digest, nanos(t)); err != nil {
+	for digest, m := range images {
+		labels := ""
+		if len(m.Labels) > 0 {
+			b, err := json.Marshal(m.Labels)
+			if err != nil {
+				return err
+			}
+			labels = string(b)
+		}
+		if _, err := img.ExecContext(ctx, digest, nanos(m.CreatedAt), m.ConfigDigest, m.Platform, labels); err != nil {
 			return fmt.Errorf("writing the registry cache: %w", err)
 		}
 	}

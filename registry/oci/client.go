@@ -80,7 +80,7 @@ type Client struct {
 	transport http.RoundTripper
 
 	mu      sync.Mutex
-	created map[string]time.Time // by manifest digest
+	created map[string]registry.ImageMeta // by manifest digest
 	status  map[string]*repoStatus
 	// inflight makes concurrent lookups of one digest (two tags of one
 	// image) share a single config fetch.
@@ -155,7 +155,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, platform: *plat, opts: opts, limiter: limiter, transport: next, created: map[string]time.Time{}, status: map[string]*repoStatus{}}
+	c := &Client{cfg: cfg, platform: *plat, opts: opts, limiter: limiter, transport: next, created: map[string]registry.ImageMeta{}, status: map[string]*repoStatus{}}
 	c.puller.Store(p)
 	return c, nil
 }
@@ -242,7 +242,7 @@ type Cache interface {
 	CachedTags(ctx context.Context, repository string) (map[string]registry.CachedTag, error)
 	// SaveTags records tags' digests and digests' creation times, and
 	// forgets removed tags, in one write.
-	SaveTags(ctx context.Context, repository string, tags map[string]registry.TagState, created map[string]time.Time, removed []string) error
+	SaveTags(ctx context.Context, repository string, tags map[string]registry.TagState, images map[string]registry.ImageMeta, removed []string) error
 }
 
 // Images returns every tag of a repository with its digest and creation
@@ -375,7 +375,7 @@ func (c *Client) scan(ctx context.Context, repository string, keep func(tag stri
 	c.mu.Lock()
 	for _, ct := range cached {
 		if ct.HasCreated {
-			c.created[ct.Digest] = ct.CreatedAt
+			c.created[ct.Digest] = registry.ImageMeta{CreatedAt: ct.CreatedAt, ConfigDigest: ct.ConfigDigest, Platform: ct.Platform, Labels: ct.Labels}
 		}
 	}
 	c.mu.Unlock()
@@ -385,7 +385,7 @@ func (c *Client) scan(ctx context.Context, repository string, keep func(tag stri
 	var (
 		changedMu sync.Mutex
 		changed   = map[string]registry.TagState{}
-		created   = map[string]time.Time{}
+		created   = map[string]registry.ImageMeta{}
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(c.cfg.Concurrency)
@@ -403,7 +403,9 @@ func (c *Client) scan(ctx context.Context, repository string, keep func(tag stri
 				changedMu.Lock()
 				changed[tag] = *st
 				if st.Stable == 0 {
-					created[img.Digest] = img.CreatedAt
+					c.mu.Lock()
+					created[img.Digest] = c.created[img.Digest]
+					c.mu.Unlock()
 				}
 				changedMu.Unlock()
 			}
@@ -474,55 +476,63 @@ func (c *Client) image(ctx context.Context, tag name.Tag, ct registry.CachedTag,
 		return img, nil, err
 	}
 	img.Digest = desc.Digest.String()
-	created, err, _ := c.inflight.Do(img.Digest, func() (any, error) {
+	meta, err, _ := c.inflight.Do(img.Digest, func() (any, error) {
 		c.mu.Lock()
-		t, known := c.created[img.Digest]
+		m, known := c.created[img.Digest]
 		c.mu.Unlock()
 		if known {
-			return t, nil
+			return m, nil
 		}
-		t, err := c.createdAt(desc)
+		m, err := c.meta(desc)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", tag, err)
 		}
 		c.mu.Lock()
-		c.created[img.Digest] = t
+		c.created[img.Digest] = m
 		c.mu.Unlock()
-		return t, nil
+		return m, nil
 	})
 	if err != nil {
 		return img, nil, err
 	}
-	img.CreatedAt = created.(time.Time)
+	img.CreatedAt = meta.(registry.ImageMeta).CreatedAt
 	return img, &registry.TagState{Digest: img.Digest, NextCheck: now.Add(c.recheck(0))}, nil
 }
 
-// createdAt reads an image's creation time from its config (for an
-// index, the configured platform's image).
-func (c *Client) createdAt(desc *remote.Descriptor) (time.Time, error) {
+// meta reads an image's config (for an index, the configured platform's
+// image): its digest, creation time, labels and platform.
+func (c *Client) meta(desc *remote.Descriptor) (registry.ImageMeta, error) {
 	var img v1.Image
 	var err error
 	if desc.MediaType.IsIndex() {
 		idx, err := desc.ImageIndex()
 		if err != nil {
-			return time.Time{}, err
+			return registry.ImageMeta{}, err
 		}
 		if img, err = platformImage(idx, c.platform); err != nil {
-			return time.Time{}, err
+			return registry.ImageMeta{}, err
 		}
 	} else if img, err = desc.Image(); err != nil {
-		return time.Time{}, err
+		return registry.ImageMeta{}, err
 	}
 	cfg, err := img.ConfigFile()
 	if err != nil {
-		return time.Time{}, err
+		return registry.ImageMeta{}, err
+	}
+	m := registry.ImageMeta{CreatedAt: cfg.Created.Time, Labels: cfg.Config.Labels}
+	if d, err := img.ConfigName(); err == nil {
+		m.ConfigDigest = d.String()
+	}
+	if cfg.OS != "" {
+		p := v1.Platform{OS: cfg.OS, Architecture: cfg.Architecture, Variant: cfg.Variant}
+		m.Platform = p.String()
 	}
 	if s := cfg.Config.Labels[CreatedLabel]; s != "" {
 		if t, err := time.Parse(time.RFC3339, s); err == nil {
-			return t, nil
+			m.CreatedAt = t
 		}
 	}
-	return cfg.Created.Time, nil
+	return m, nil
 }
 
 func platformImage(idx v1.ImageIndex, want v1.Platform) (v1.Image, error) {

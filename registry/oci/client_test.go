@@ -383,6 +383,10 @@ func TestIncrementalRefreshWithAPersistentCache(t *testing.T) {
 	if _, ok := cached["1.0.0"]; ok || len(cached) != 6-1 {
 		t.Errorf("cache after the delete: %v", cached)
 	}
+	// Beside the creation time, the cache keeps each image's config digest.
+	if ct := cached["1.1.0"]; !strings.HasPrefix(ct.ConfigDigest, "sha256:") || !ct.HasCreated {
+		t.Errorf("cached 1.1.0: %+v; want its config digest and creation time", ct)
+	}
 }
 
 // A secret created after fluxd read the secrets: the 401 makes fluxd read

@@ -279,11 +279,12 @@ func BenchmarkCacheMemory(b *testing.B) {
 	ctx := context.Background()
 	const repos, perRepo = 100, 1000
 	for r := 0; r < repos; r++ {
-		tags, created := map[string]registry.TagState{}, map[string]time.Time{}
+		tags, created := map[string]registry.TagState{}, map[string]registry.ImageMeta{}
 		for i := 0; i < perRepo; i++ {
 			d := fmt.Sprintf("sha256:%064x", r*perRepo+i)
 			tags[fmt.Sprintf("1.%d.%d", i/100, i%100)] = registry.TagState{Digest: d}
-			created[d] = time.Unix(int64(i), 0)
+			// A config digest and platform per image, as real scans store.
+			created[d] = registry.ImageMeta{CreatedAt: time.Unix(int64(i), 0), ConfigDigest: fmt.Sprintf("sha256:%064x", 1<<40+r*perRepo+i), Platform: "linux/amd64"}
 		}
 		if err := store.SaveTags(ctx, fmt.Sprintf("reg.example/app-%d", r), tags, created, nil); err != nil {
 			b.Fatal(err)
