@@ -144,6 +144,12 @@ func TestTagPolicies(t *testing.T) {
 			if !strings.Contains(out, "automated-release") || !strings.Contains(out, strings.TrimPrefix(imgs[0], "app=")) {
 				return fmt.Errorf("history of %s lacks its automated release of %s:\n%s", name, imgs[0], out)
 			}
+			// Its own row: the batch's other services are not in it.
+			for other := range want {
+				if other != name && strings.Contains(out, "deployment/"+other+`"`) {
+					return fmt.Errorf("history of %s has a row naming %s:\n%s", name, other, out)
+				}
+			}
 			return nil
 		}); err != nil {
 			t.Error(err)

@@ -132,11 +132,36 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 	}
 	ev := event(instance, spec, plan, typ, start)
 	ev.Commit = res.Commit
-	if _, err := e.recorder.Record(ctx, ev); err != nil {
-		e.log.Error("recording the release in history failed", "error", err, "commit", res.Commit)
+	// An automated batch is one commit, but each service gets a history
+	// row of its own, naming the images that triggered its release.
+	evs := []history.Event{ev}
+	if typ == history.AutomatedRelease && len(ev.Services) > 1 {
+		evs = perService(ev)
+	}
+	for _, ev := range evs {
+		if _, err := e.recorder.Record(ctx, ev); err != nil {
+			e.log.Error("recording the release in history failed", "error", err, "commit", res.Commit)
+		}
 	}
 	report(Progress{Stage: StageDone, Commit: res.Commit})
 	return res, nil
+}
+
+// perService splits an event into one per service, each with its own
+// changes.
+func perService(ev history.Event) []history.Event {
+	var out []history.Event
+	for _, svc := range ev.Services {
+		one := ev
+		one.Services, one.Changes = []string{svc}, nil
+		for _, c := range ev.Changes {
+			if c.Service == svc {
+				one.Changes = append(one.Changes, c)
+			}
+		}
+		out = append(out, one)
+	}
+	return out
 }
 
 // Resume finishes a release job that a fluxd which stopped (a leader that
