@@ -32,6 +32,8 @@ type Job struct {
 	Plan   []byte
 	Commit string
 	Error  string
+	// Checksum is the plan checksum the job was confirmed with, if any.
+	Checksum string
 	// Seq orders jobs by creation.
 	Seq        int64
 	CreatedAt  time.Time

@@ -109,7 +109,7 @@ func (q *Queue) Recover(ctx context.Context) error {
 		if err := json.Unmarshal(j.Spec, &spec); err != nil {
 			return fmt.Errorf("job %s: reading its spec: %w", j.ID, err)
 		}
-		e := &entry{job: j, spec: spec}
+		e := &entry{job: j, spec: spec, checksum: j.Checksum}
 		if j.State != history.JobRunning {
 			rest = append(rest, e)
 			q.log.Info("job queued again", "job", j.ID)
@@ -163,7 +163,7 @@ func (q *Queue) Enqueue(ctx context.Context, instance string, spec Spec, checksu
 	}
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])
-	j := history.Job{ID: hex.EncodeToString(raw[:]), Instance: instance, State: history.JobQueued, Stage: StageQueued, Spec: specJSON, CreatedAt: time.Now()}
+	j := history.Job{ID: hex.EncodeToString(raw[:]), Instance: instance, State: history.JobQueued, Stage: StageQueued, Spec: specJSON, Checksum: checksum, CreatedAt: time.Now()}
 	if j.Seq, err = q.store.SaveJob(ctx, j); err != nil {
 		return JobUpdate{}, err
 	}

@@ -22,6 +22,8 @@ type gateExec struct {
 	started chan string
 	release chan struct{}
 	pushed  map[string]string // job ID → commit with its trailer
+	// checksums records the checksum each job ran with, by message.
+	checksums map[string]string
 }
 
 func (g *gateExec) Execute(ctx context.Context, _ string, spec Spec, _ history.Type, o ExecOptions) (*Result, error) {
@@ -34,6 +36,10 @@ func (g *gateExec) Execute(ctx context.Context, _ string, spec Spec, _ history.T
 	}
 	g.mu.Lock()
 	g.order = append(g.order, spec.Message)
+	if g.checksums == nil {
+		g.checksums = map[string]string{}
+	}
+	g.checksums[spec.Message] = o.Checksum
 	g.mu.Unlock()
 	return &Result{Plan: &Plan{}, Commit: "commit-" + spec.Message}, nil
 }
@@ -158,7 +164,7 @@ func TestQueueRecoverTakesOverLiveJobs(t *testing.T) {
 		{ID: "pushed-unsaved", Instance: "team", State: history.JobRunning, Stage: StagePushing, Spec: []byte(`{"Message":"x"}`), Plan: plan, CreatedAt: now},
 		// Pushed with no plan saved: cannot be taken over; failed.
 		{ID: "planless", Instance: "team", State: history.JobRunning, Stage: StageApplying, Spec: []byte(`{"Message":"y"}`), Commit: "c3", CreatedAt: now},
-		{ID: "queued", Instance: "team", State: history.JobQueued, Stage: StageQueued, Spec: []byte(`{"Message":"q"}`), CreatedAt: now},
+		{ID: "queued", Instance: "team", State: history.JobQueued, Stage: StageQueued, Spec: []byte(`{"Message":"q"}`), Checksum: "confirmed", CreatedAt: now},
 	} {
 		if _, err := store.SaveJob(ctx, j); err != nil {
 			t.Fatal(err)
@@ -189,4 +195,9 @@ func TestQueueRecoverTakesOverLiveJobs(t *testing.T) {
 	if len(evs) != 1 || evs[0].Type != history.Failed {
 		t.Errorf("history = %+v; want only the job that could not be carried on, failed", evs)
 	}
+	g.mu.Lock()
+	if g.checksums["q"] != "confirmed" {
+		t.Errorf("the queued job ran with checksum %q after the restart; want the one it was confirmed with", g.checksums["q"])
+	}
+	g.mu.Unlock()
 }

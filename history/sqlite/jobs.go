@@ -10,7 +10,7 @@ import (
 	"github.com/fluxd/fluxd/history"
 )
 
-const jobColumns = `seq, id, instance, state, stage, spec, plan, commit_id, error, created_at, started_at, finished_at`
+const jobColumns = `seq, id, instance, state, stage, spec, plan, commit_id, error, created_at, started_at, finished_at, checksum`
 
 // SaveJob inserts or updates a job, keyed by its ID, and returns its Seq.
 func (s *Store) SaveJob(ctx context.Context, j history.Job) (int64, error) {
@@ -18,12 +18,12 @@ func (s *Store) SaveJob(ctx context.Context, j history.Job) (int64, error) {
 		return 0, errors.New("saving a job without an ID or instance")
 	}
 	_, err := s.db.ExecContext(ctx, `
-		INSERT INTO jobs (id, instance, state, stage, spec, plan, commit_id, error, created_at, started_at, finished_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		INSERT INTO jobs (id, instance, state, stage, spec, plan, commit_id, error, created_at, started_at, finished_at, checksum)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET state = excluded.state, stage = excluded.stage, plan = excluded.plan,
 			commit_id = excluded.commit_id, error = excluded.error, started_at = excluded.started_at, finished_at = excluded.finished_at`,
 		j.ID, j.Instance, string(j.State), j.Stage, string(orEmpty(j.Spec)), string(orEmpty(j.Plan)), j.Commit, j.Error,
-		nanos(j.CreatedAt), nanos(j.StartedAt), nanos(j.FinishedAt))
+		nanos(j.CreatedAt), nanos(j.StartedAt), nanos(j.FinishedAt), j.Checksum)
 	if err != nil {
 		return 0, fmt.Errorf("saving job %s: %w", j.ID, err)
 	}
@@ -81,7 +81,7 @@ func scanJobs(rows *sql.Rows) ([]history.Job, error) {
 			state, spec, plan          string
 			created, started, finished int64
 		)
-		if err := rows.Scan(&j.Seq, &j.ID, &j.Instance, &state, &j.Stage, &spec, &plan, &j.Commit, &j.Error, &created, &started, &finished); err != nil {
+		if err := rows.Scan(&j.Seq, &j.ID, &j.Instance, &state, &j.Stage, &spec, &plan, &j.Commit, &j.Error, &created, &started, &finished, &j.Checksum); err != nil {
 			return nil, fmt.Errorf("reading jobs: %w", err)
 		}
 		j.State, j.Spec, j.Plan = history.JobState(state), []byte(spec), []byte(plan)
