@@ -284,16 +284,18 @@ func (a *Automator) track(m *gitrepo.Manifests) {
 // a success, to Failing after a failure.
 func (a *Automator) settleJobs(ctx context.Context) {
 	a.mu.Lock()
-	releasing := map[string][]*service{}
+	type job struct{ instance, id string }
+	releasing := map[job][]*service{}
 	for _, s := range a.services {
 		if s.State == Releasing {
-			releasing[s.instance+"\x00"+s.JobID] = append(releasing[s.instance+"\x00"+s.JobID], s)
+			k := job{s.instance, s.JobID}
+			releasing[k] = append(releasing[k], s)
 		}
 	}
 	a.mu.Unlock()
-	for key, ss := range releasing {
-		inst, jobID, _ := strings.Cut(key, "\x00")
-		u, err := a.jobs.Get(ctx, inst, jobID)
+	for k, ss := range releasing {
+		jobID := k.id
+		u, err := a.jobs.Get(ctx, k.instance, jobID)
 		if err != nil {
 			a.mu.Lock()
 			for _, s := range ss {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
@@ -55,6 +57,21 @@ func (d *Daemon) images(ctx context.Context, repo string) ([]registry.Image, reg
 		defer cancel()
 		return d.deps.Images.Images(rctx, repo)
 	})
+	result := func(r singleflight.Result) ([]registry.Image, registry.RefreshStatus, error) {
+		if r.Err != nil {
+			return nil, registry.RefreshStatus{}, r.Err
+		}
+		return r.Val.([]registry.Image), registry.RefreshStatus{}, nil
+	}
+	// await waits for the refresh after all, as long as the caller does.
+	await := func() ([]registry.Image, registry.RefreshStatus, error) {
+		select {
+		case r := <-ch:
+			return result(r)
+		case <-ctx.Done():
+			return nil, registry.RefreshStatus{}, ctx.Err()
+		}
+	}
 	cache, hasCache := d.deps.Images.(cachedImages)
 	fromCache := func(st registry.RefreshStatus, cause error) ([]registry.Image, registry.RefreshStatus, error) {
 		imgs, err := cache.Cached(ctx, repo)
@@ -62,16 +79,7 @@ func (d *Daemon) images(ctx context.Context, repo string) ([]registry.Image, reg
 			if cause != nil {
 				return nil, st, cause
 			}
-			// Nothing cached yet: wait for the refresh after all.
-			select {
-			case r := <-ch:
-				if r.Err != nil {
-					return nil, st, r.Err
-				}
-				return r.Val.([]registry.Image), registry.RefreshStatus{}, nil
-			case <-ctx.Done():
-				return nil, st, ctx.Err()
-			}
+			return await() // nothing cached yet
 		}
 		return imgs, st, nil
 	}
@@ -83,22 +91,15 @@ func (d *Daemon) images(ctx context.Context, repo string) ([]registry.Image, reg
 	defer timer.Stop()
 	select {
 	case r := <-ch:
-		if r.Err == nil {
-			return r.Val.([]registry.Image), registry.RefreshStatus{}, nil
-		}
-		if !hasCache {
-			return nil, registry.RefreshStatus{}, r.Err
+		if r.Err == nil || !hasCache {
+			return result(r)
 		}
 		st := cache.Status(repo)
 		st.LastError = firstLine(r.Err)
 		return fromCache(st, r.Err)
 	case <-timer.C:
 		if !hasCache {
-			r := <-ch
-			if r.Err != nil {
-				return nil, registry.RefreshStatus{}, r.Err
-			}
-			return r.Val.([]registry.Image), registry.RefreshStatus{}, nil
+			return await()
 		}
 		st := cache.Status(repo)
 		st.Refreshing = true
@@ -159,9 +160,13 @@ func applyPolicy(ci *ContainerImages, ann map[string]string, ref registry.Ref) {
 		return
 	}
 	ci.Filter = f.String()
+	undated := 0
 	for _, img := range ci.Available { // newest first, undated last
 		if f.Match(img.Tag) {
 			ci.Passing = append(ci.Passing, img.Tag)
+			if !img.Dated() {
+				undated++
+			}
 		}
 	}
 	if !f.NeedsMetadata() {
@@ -174,12 +179,6 @@ func applyPolicy(ci *ContainerImages, ann map[string]string, ref registry.Ref) {
 		return
 	}
 	ci.Best = ci.Passing[0]
-	undated := 0
-	for _, img := range ci.Available {
-		if !img.Dated() && f.Match(img.Tag) {
-			undated++
-		}
-	}
 	if f.NeedsMetadata() && undated > 0 {
 		w := fmt.Sprintf("%d of the images passing %s have no creation time; they sort last and are never picked by build time", undated, f)
 		if undated == len(ci.Passing) {

@@ -502,9 +502,12 @@ func commitMessage(instance string, spec Spec, plan *Plan) string {
 // metadata only for the tags a filter passes when ordering by build time.
 type imageCache struct {
 	images Images
-	byKey  map[string]cached
+	byKey  map[listKey]cached
 	tags   map[string]cachedTags
 }
+
+// listKey is a repository's list under one filter.
+type listKey struct{ repository, filter string }
 
 type cached struct {
 	imgs []registry.Image
@@ -517,7 +520,7 @@ type cachedTags struct {
 }
 
 func newImageCache(images Images) *imageCache {
-	return &imageCache{images: images, byKey: map[string]cached{}, tags: map[string]cachedTags{}}
+	return &imageCache{images: images, byKey: map[listKey]cached{}, tags: map[string]cachedTags{}}
 }
 
 // get lists every image of a repository, newest first.
@@ -526,7 +529,7 @@ func (c *imageCache) get(ctx context.Context, repo string) ([]registry.Image, er
 }
 
 func (c *imageCache) matching(ctx context.Context, repo string, f registry.Filter) ([]registry.Image, error) {
-	key := repo + "\x00" + f.String()
+	key := listKey{repo, f.String()}
 	if r, ok := c.byKey[key]; ok {
 		return r.imgs, r.err
 	}
@@ -579,7 +582,7 @@ func (c *imageCache) newest(ctx context.Context, repo string, f registry.Filter)
 // from the list its filter read, or with a read of that one tag (a tag
 // the filter does not pass).
 func (c *imageCache) dated(ctx context.Context, repo string, f registry.Filter, tag string) (registry.Image, bool) {
-	if r, ok := c.byKey[repo+"\x00"+f.String()]; ok {
+	if r, ok := c.byKey[listKey{repo, f.String()}]; ok {
 		if img, ok := findTag(r.imgs, tag); ok {
 			return img, img.Dated()
 		}
