@@ -9,15 +9,20 @@ import (
 	"sync"
 )
 
-// A plan's checksum covers the git revision it was made from, its items,
-// and the images the targeted workloads run in the cluster, so that what
-// executes is what was confirmed.
+// A plan's checksum covers its items (each targeted service's action,
+// reason, and current and target images) and the images the targeted
+// workloads run in the cluster, so that what executes is what was
+// confirmed. It does not cover the git revision: a commit that changes
+// none of the plan's services (another job's release or rollback, an
+// automated release, an unrelated push) leaves a confirmed plan valid, so
+// a queue of confirmed releases behind a slow rollout still runs. A commit
+// that changes a targeted service's images, lock or policy changes its
+// item, and so the checksum.
 
 // checksum computes the plan's checksum; running maps each targeted
 // service to its containers' images in the cluster ("name=image" lines).
 func checksum(p *Plan, running map[string][]string) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "revision %s\n", p.Revision)
 	for _, it := range p.Items {
 		fmt.Fprintf(h, "item %s %s %q\n", it.Service, it.Action, it.Reason)
 		for _, u := range it.Updates {
@@ -77,9 +82,6 @@ func (e *Engine) WhatChanged(confirmed string, now *Plan) string {
 		return fmt.Sprintf("checksum %s was not made by this fluxd recently (now %s)", confirmed, now.Checksum)
 	}
 	var diffs []string
-	if old.plan.Revision != now.Revision {
-		diffs = append(diffs, fmt.Sprintf("git moved from %.12s to %.12s", old.plan.Revision, now.Revision))
-	}
 	nowItems := map[string]Item{}
 	for _, it := range now.Items {
 		nowItems[it.Service.String()] = it
@@ -107,6 +109,9 @@ func (e *Engine) WhatChanged(confirmed string, now *Plan) string {
 	}
 	if len(diffs) == 0 {
 		return "the plan changed"
+	}
+	if old.plan.Revision != now.Revision {
+		diffs = append(diffs, fmt.Sprintf("(git moved from %.12s to %.12s)", old.plan.Revision, now.Revision))
 	}
 	sort.Strings(diffs)
 	return strings.Join(diffs, "; ")

@@ -363,7 +363,7 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 			problem(true, "%s: tag filter %s matches no tag of %s", c.Name, f, ref.Repository)
 			continue
 		case cands == 0:
-			problem(false, "%s: %s", c.Name, ReasonNotFound)
+			problem(false, "%s: %s (with no tag filter, only versions written like %q are candidates)", c.Name, ReasonNotFound, ref.Tag)
 			continue
 		case f.NeedsMetadata() && !newest.Dated():
 			problem(true, "%s: no image of %s%s has a creation time, so the newest build cannot be told; order this container by semver (tag filter semver:...) or by name or number (tag order)", c.Name, ref.Repository, filterSuffix(f))
@@ -444,6 +444,9 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 }
 
 func (e *Engine) fail(ctx context.Context, instance string, spec Spec, plan *Plan, start time.Time, commit string, err error) error {
+	if stopping(ctx) {
+		return e.interrupted(instance, commit, err)
+	}
 	ev := event(instance, spec, plan, history.Failed, start)
 	ev.Commit, ev.Error = commit, err.Error()
 	if _, rerr := e.recorder.Record(ctx, ev); rerr != nil {
@@ -451,6 +454,14 @@ func (e *Engine) fail(ctx context.Context, instance string, spec Spec, plan *Pla
 	}
 	e.log.Warn("release failed", "instance", instance, "error", err)
 	return err
+}
+
+// interrupted is fail for a job whose fluxd is stopping: nothing is
+// recorded, and the error wraps ErrInterrupted so that the queue leaves
+// the job live for whoever takes over.
+func (e *Engine) interrupted(instance, commit string, err error) error {
+	e.log.Info("fluxd is stopping: leaving the release for the next fluxd to carry on", "instance", instance, "commit", commit, "cause", err)
+	return fmt.Errorf("%w (%v)", ErrInterrupted, err)
 }
 
 func event(instance string, spec Spec, plan *Plan, typ history.Type, start time.Time) history.Event {
@@ -525,19 +536,15 @@ func newImageCache(images Images) *imageCache {
 
 // get lists every image of a repository, newest first.
 func (c *imageCache) get(ctx context.Context, repo string) ([]registry.Image, error) {
-	return c.matching(ctx, repo, registry.Filter{})
+	return c.matching(ctx, repo, registry.EveryTag)
 }
 
 func (c *imageCache) matching(ctx context.Context, repo string, f registry.Filter) ([]registry.Image, error) {
-	key := listKey{repo, f.String()}
+	key := listKey{repo, f.Key()}
 	if r, ok := c.byKey[key]; ok {
 		return r.imgs, r.err
 	}
-	var keep func(string) bool
-	if f.Kind != "" {
-		keep = f.Match
-	}
-	imgs, err := c.images.ImagesMatching(ctx, repo, keep)
+	imgs, err := c.images.ImagesMatching(ctx, repo, f.Match)
 	c.byKey[key] = cached{imgs, err}
 	return imgs, err
 }
@@ -582,7 +589,7 @@ func (c *imageCache) newest(ctx context.Context, repo string, f registry.Filter)
 // from the list its filter read, or with a read of that one tag (a tag
 // the filter does not pass).
 func (c *imageCache) dated(ctx context.Context, repo string, f registry.Filter, tag string) (registry.Image, bool) {
-	if r, ok := c.byKey[listKey{repo, f.String()}]; ok {
+	if r, ok := c.byKey[listKey{repo, f.Key()}]; ok {
 		if img, ok := findTag(r.imgs, tag); ok {
 			return img, img.Dated()
 		}

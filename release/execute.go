@@ -114,8 +114,12 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 			report(Progress{Stage: StageRollingOut, Workloads: w, Commit: res.Commit})
 		})
 		if err != nil {
-			cancelled := ctx.Err() != nil
-			if o.RollbackOnFailure || cancelled {
+			if stopping(ctx) {
+				// fluxd is stopping: the release stays pushed and
+				// applied, and the next fluxd follows its rollout.
+				return nil, e.interrupted(instance, res.Commit, err)
+			}
+			if o.RollbackOnFailure || userCancelled(ctx) {
 				// The release is pushed: undo it with a new commit, on a
 				// context of its own, since ctx may be the cancelled one.
 				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.RolloutTimeout+time.Minute)
@@ -266,10 +270,22 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		commit, err = e.repo.Commit(ctx, plan.Revision, files, msg, author)
 		if err == nil {
 			if cerr := ctx.Err(); cerr != nil {
-				return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("cancelled before the push; nothing was pushed: %w", cerr))
+				return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("cancelled before the push; nothing was pushed: %w", context.Cause(ctx)))
 			}
 			report(Progress{Stage: StagePushing})
 			err = e.repo.Push(ctx, commit)
+			if err != nil && !errors.Is(err, gitrepo.ErrMoved) && !stopping(ctx) {
+				// A timeout or cancel may strike after the remote took
+				// the push: look before saying nothing was pushed.
+				landed, lerr := e.pushLanded(ctx, commit, o.JobID)
+				switch {
+				case lerr != nil:
+					return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("%w; whether the push reached the remote cannot be told (%v): check the branch for a commit with %q before releasing again", err, lerr, JobTrailer(o.JobID)))
+				case landed:
+					e.log.Warn("the push reported an error, but the remote has the commit: carrying on", "commit", commit, "error", err)
+					err = nil
+				}
+			}
 		}
 		if err == nil {
 			res.Commit = commit
@@ -309,6 +325,27 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		e.log.Info("applied", "service", it.Service.String(), "commit", res.Commit, "generation", gen)
 	}
 	return res, gens, nil
+}
+
+// pushLanded tells, after a push that failed in a way that leaves its
+// outcome unclear (a timeout, a cancel, a connection reset), whether the
+// remote has commit anyway: its branch is at the commit, or a later one
+// descends from a commit with the job's trailer that is this commit.
+func (e *Engine) pushLanded(ctx context.Context, commit, jobID string) (bool, error) {
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	head, err := e.repo.Sync(lctx)
+	if err != nil {
+		return false, err
+	}
+	if head == commit {
+		return true, nil
+	}
+	if jobID == "" {
+		return false, nil
+	}
+	found, err := e.repo.FindCommit(lctx, JobTrailer(jobID), 200)
+	return found == commit, err
 }
 
 // followRollout waits until every workload in gens has rolled out to its

@@ -68,7 +68,7 @@ type entry struct {
 	job       history.Job
 	spec      Spec
 	checksum  string
-	cancel    context.CancelFunc
+	cancel    context.CancelCauseFunc
 	cancelled bool
 	workloads []WorkloadProgress
 	// resume is set for a job another fluxd pushed and did not finish.
@@ -199,7 +199,7 @@ func (q *Queue) Run(ctx context.Context) {
 		}
 		e := q.pending[0]
 		q.pending = q.pending[1:]
-		jobCtx, cancel := context.WithCancel(ctx)
+		jobCtx, cancel := context.WithCancelCause(ctx)
 		e.cancel = cancel
 		e.job.State, e.job.Stage, e.job.StartedAt = history.JobRunning, StageCloning, time.Now()
 		q.running = e
@@ -207,7 +207,7 @@ func (q *Queue) Run(ctx context.Context) {
 		q.save(ctx, e)
 		q.publishAll()
 		q.runJob(jobCtx, e)
-		cancel()
+		cancel(nil)
 		if ctx.Err() != nil {
 			return
 		}
@@ -256,6 +256,16 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 		res, err = q.exec.Resume(ctx, e.job.Instance, e.spec, r.plan, r.commit, typ, o)
 	} else {
 		res, err = q.exec.Execute(ctx, e.job.Instance, e.spec, typ, o)
+	}
+	if err != nil && (errors.Is(err, ErrInterrupted) || stopping(ctx)) {
+		// fluxd is stopping: the stored job stays running (with its
+		// commit and plan if it pushed), for Recover to carry on.
+		q.mu.Lock()
+		q.running = nil
+		q.mu.Unlock()
+		q.log.Info("fluxd is stopping: job left live for the next fluxd", "job", e.job.ID, "stage", e.job.Stage, "commit", e.job.Commit)
+		q.closeSubs(e.job.ID)
+		return
 	}
 	q.mu.Lock()
 	e.job.FinishedAt = time.Now()
@@ -362,7 +372,7 @@ func (q *Queue) Cancel(ctx context.Context, instance, id string) (JobUpdate, err
 	}
 	if e := q.running; e != nil && e.job.ID == id && e.job.Instance == instance {
 		e.cancelled = true
-		e.cancel()
+		e.cancel(ErrCancelled)
 		u := q.updateLocked(e)
 		q.mu.Unlock()
 		return u, nil

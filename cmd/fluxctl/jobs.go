@@ -181,7 +181,7 @@ func followJob(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, id
 	case fluxdv1.JobState_JOB_STATE_FAILED:
 		return fmt.Errorf("job %s failed: %s", id, last.GetError())
 	}
-	return fmt.Errorf("job %s is still %s; follow it with 'fluxctl job %s --watch'", id, stateName(last.GetState()), id)
+	return fmt.Errorf("job %s is still %s, but fluxd stopped sending its progress (it may be restarting, or another replica taking over: the job is carried on, not lost); follow it with 'fluxctl job %s --watch'", id, stateName(last.GetState()), id)
 }
 
 // lineView prints a line per change.

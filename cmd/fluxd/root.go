@@ -243,8 +243,6 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Registry credentials: the workloads' image pull secrets first, then
-	// --docker-config, then the default docker locations.
 	// Registry credentials, most specific first: the workloads' image
 	// pull secrets, the named --registry-secret Secrets, the
 	// --registry-credentials file, then --docker-config and the default
@@ -263,7 +261,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	images, err := oci.New(oci.Config{
 		Metrics:      oci.NewMetrics(reg),
 		DockerConfig: f.dockerConfig, Concurrency: f.registryConcurrency, Platform: f.registryPlatform,
-		Keychains:  []authn.Keychain{oci.NewSecretKeychain(cluster.PullSecrets, time.Minute)},
+		Keychains:  keychains,
 		Cache:      store,
 		Rate:       oci.RateConfig{Rate: f.registryRate, Burst: f.registryBurst},
 		RecheckMin: f.recheckMin, RecheckMax: f.recheckMax,
@@ -350,7 +348,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		leadership.SetLeader()
 		g.Go(func() error { lead(ctx); return nil })
 	}
-	g.Go(func() error { return srv.Serve(ctx, lis, cfg.ShutdownGrace) })
+	g.Go(func() error { return srv.Serve(ctx, lis, cfg.ShutdownGrace*4/5) })
 	g.Go(func() error { pollGit(ctx, repo, f.gitPollInterval, log); return nil })
 	if wh != nil {
 		if f.leaderElect {
@@ -368,6 +366,16 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		g.Go(func() error { return serveHTTP(ctx, mlis, mux, "metrics", log) })
 	}
 	log.Info("fluxd started", "version", cfg.Version, "listen", lis.Addr().String())
+	// A stop is bounded: whatever has not ended --shutdown-grace after
+	// the signal is abandoned (running jobs are left live in the store for
+	// the next fluxd, so nothing is lost), well before Kubernetes' own
+	// SIGKILL 30 s after its SIGTERM.
+	go func() {
+		<-ctx.Done()
+		time.Sleep(cfg.ShutdownGrace)
+		log.Error("fluxd did not stop within --shutdown-grace; exiting now", "grace", cfg.ShutdownGrace)
+		os.Exit(1)
+	}()
 	err = g.Wait()
 	log.Info("fluxd stopped")
 	return err

@@ -1,0 +1,246 @@
+package release
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/platform"
+)
+
+// countRepo counts commits and pushes; its pushes may fail.
+type countRepo struct {
+	dirRepo
+	mu       sync.Mutex
+	commits  []string // messages
+	pushes   int
+	head     string
+	pushErr  error // returned by Push (the commit lands anyway if landErr)
+	lands    bool  // a failing push still reached the remote
+	findsJob string
+}
+
+func (r *countRepo) Sync(context.Context) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.head, nil
+}
+
+func (r *countRepo) Commit(_ context.Context, _ string, _ map[string][]byte, msg string, _ gitrepo.Signature) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.commits = append(r.commits, msg)
+	return "commit" + string(rune('0'+len(r.commits))), nil
+}
+
+func (r *countRepo) Push(_ context.Context, c string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pushes++
+	if r.pushErr != nil {
+		if r.lands {
+			r.head = c
+		}
+		return r.pushErr
+	}
+	r.head = c
+	return nil
+}
+
+func (r *countRepo) FindCommit(context.Context, string, int) (string, error) { return r.findsJob, nil }
+
+// stuckCluster has the workloads, which never finish rolling out.
+type stuckCluster struct{ recCluster }
+
+func (c *stuckCluster) Workloads(context.Context) ([]platform.Workload, error) {
+	return []platform.Workload{{ID: id("web"), Generation: 1, ObservedGeneration: 1, Status: "updating"}}, nil
+}
+
+func stuckEngine(t *testing.T) (*Engine, *countRepo, *recRecorder) {
+	t.Helper()
+	e, rr, _, rec := newTestEngine(t)
+	repo := &countRepo{dirRepo: rr.dirRepo, head: "rev"}
+	e.repo = repo
+	e.cluster = &stuckCluster{recCluster{applied: map[platform.ID]string{}}}
+	return e, repo, rec
+}
+
+// A fluxd that stops (SIGTERM) while a release rolls out leaves it pushed
+// and applied: no revert commit, no history row, ErrInterrupted, even with
+// rollback on failure asked for.
+func TestStopDuringRolloutIsNotACancel(t *testing.T) {
+	e, repo, rec := stuckEngine(t)
+	ctx, stop := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, stop)
+	_, err := e.Execute(ctx, "team-a", Spec{Services: []platform.ID{id("web")}, Image: "reg/web:1.2", User: "dana"}, history.Release,
+		ExecOptions{RolloutTimeout: time.Minute, PollInterval: 5 * time.Millisecond, RollbackOnFailure: true, JobID: "j1"})
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v; want ErrInterrupted", err)
+	}
+	if len(repo.commits) != 1 || repo.pushes != 1 {
+		t.Errorf("commits %d, pushes %d; want the release's only (no revert): %q", len(repo.commits), repo.pushes, repo.commits)
+	}
+	if len(rec.events) != 0 {
+		t.Errorf("history = %+v; want nothing recorded for an interrupted job", rec.events)
+	}
+}
+
+// A user's cancel during the rollout still rolls back, as documented.
+func TestUserCancelDuringRolloutRollsBack(t *testing.T) {
+	e, repo, rec := stuckEngine(t)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	time.AfterFunc(100*time.Millisecond, func() { cancel(ErrCancelled) })
+	_, err := e.Execute(ctx, "team-a", Spec{Services: []platform.ID{id("web")}, Image: "reg/web:1.2", User: "dana"}, history.Release,
+		ExecOptions{RolloutTimeout: 300 * time.Millisecond, PollInterval: 5 * time.Millisecond, JobID: "j1"})
+	if err == nil || errors.Is(err, ErrInterrupted) || !strings.Contains(err.Error(), "rolled back") && !strings.Contains(err.Error(), "rollback") {
+		t.Fatalf("err = %v; want a cancel that rolls back", err)
+	}
+	if len(repo.commits) != 2 || !strings.HasPrefix(repo.commits[1], "Revert release") {
+		t.Errorf("commits = %q; want the release and its revert", repo.commits)
+	}
+	var types []string
+	for _, ev := range rec.events {
+		types = append(types, string(ev.Type))
+	}
+	if got := strings.Join(types, " "); !strings.Contains(got, string(history.Rollback)) || !strings.Contains(got, string(history.Failed)) {
+		t.Errorf("history types = %q; want a rollback and the failed release", got)
+	}
+}
+
+// A push that reports an error after the remote took it (a timeout on the
+// response) is a push: the release is applied and recorded, not "nothing
+// pushed".
+func TestAmbiguousPushThatLanded(t *testing.T) {
+	e, repo, rec := stuckEngine(t)
+	e.cluster = &recCluster{workloads: []platform.Workload{{ID: id("web")}}, applied: map[platform.ID]string{}}
+	repo.pushErr, repo.lands = errors.New("pushing: i/o timeout"), true
+	res, err := e.Execute(context.Background(), "team-a", Spec{Services: []platform.ID{id("web")}, Image: "reg/web:1.2", User: "dana"}, history.Release, ExecOptions{JobID: "j1"})
+	if err != nil {
+		t.Fatalf("err = %v; want the landed push carried on", err)
+	}
+	if res.Commit != "commit1" || len(rec.events) != 1 || rec.events[0].Type != history.Release {
+		t.Errorf("commit %q, history %+v", res.Commit, rec.events)
+	}
+	if len(e.cluster.(*recCluster).applied) != 1 {
+		t.Errorf("applied = %v; want web", e.cluster.(*recCluster).applied)
+	}
+}
+
+// The same error when the remote does not have the commit stays a failed
+// release with nothing applied.
+func TestAmbiguousPushThatDidNotLand(t *testing.T) {
+	e, repo, rec := stuckEngine(t)
+	cl := &recCluster{applied: map[platform.ID]string{}}
+	e.cluster = cl
+	repo.pushErr = errors.New("pushing: i/o timeout")
+	_, err := e.Execute(context.Background(), "team-a", Spec{Services: []platform.ID{id("web")}, Image: "reg/web:1.2", User: "dana"}, history.Release, ExecOptions{JobID: "j1"})
+	if err == nil || !strings.Contains(err.Error(), "i/o timeout") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(cl.applied) != 0 || len(rec.events) != 1 || rec.events[0].Type != history.Failed || rec.events[0].Commit != "" {
+		t.Errorf("applied %v, history %+v; want nothing applied and a failure without commit", cl.applied, rec.events)
+	}
+}
+
+// A confirmed plan stays valid when git moves for another service (another
+// job's commit, an automated release), and is refused, naming the change,
+// when its own service changed.
+func TestChecksumHoldsForOwnServicesOnly(t *testing.T) {
+	e, _, _, _ := newTestEngine(t)
+	spec := Spec{Services: []platform.ID{id("web")}, Image: "reg/web:1.2", User: "dana"}
+	p1, err := e.Plan(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another service changes in git: a different revision, the same plan.
+	dir := e.repo.Dir()
+	e.repo = movedRepo{dirRepo{dir}, "rev2"}
+	edit(t, dir, "image: reg/web:1.1\n        - name: db", "image: reg/web:1.2\n        - name: db")
+	p2, err := e.Plan(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p1.Checksum != p2.Checksum {
+		t.Errorf("checksum changed for a commit to another service: %s", e.WhatChanged(p1.Checksum, p2))
+	}
+	// Its own service changes: refused, saying what changed.
+	edit(t, dir, "image: reg/web:1.0 # pinned", "image: reg/web:1.1 # pinned")
+	p3, err := e.Plan(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p3.Checksum == p1.Checksum {
+		t.Fatal("checksum unchanged when the targeted service's image changed in git")
+	}
+	if got := e.WhatChanged(p1.Checksum, p3); !strings.Contains(got, "default:deployment/web would now") {
+		t.Errorf("WhatChanged = %q", got)
+	}
+}
+
+type movedRepo struct {
+	dirRepo
+	rev string
+}
+
+func (r movedRepo) Sync(context.Context) (string, error) { return r.rev, nil }
+
+// edit replaces old with new in the test repository's apps.yaml.
+func edit(t *testing.T, dir, old, new string) {
+	t.Helper()
+	p := filepath.Join(dir, "apps.yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), old) {
+		t.Fatalf("apps.yaml lacks %q", old)
+	}
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), old, new, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A queue whose fluxd stops leaves the running job live in the store (not
+// failed, not cancelled), and the next queue on that store carries it on.
+func TestQueueStopLeavesTheRunningJobLive(t *testing.T) {
+	q, g, store := newQueue(t)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { q.Run(ctx); close(done) }()
+	u, err := q.Enqueue(context.Background(), "team", Spec{Message: "a"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.started
+	stop()
+	<-done
+	j, err := store.Job(context.Background(), "team", u.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != history.JobRunning {
+		t.Fatalf("after a stop the job is %s (%s); want it left running for a take-over", j.State, j.Error)
+	}
+	if evs, _ := store.Events(context.Background(), "team", history.Query{}); len(evs) != 0 {
+		t.Errorf("history = %+v; want nothing recorded for a stop", evs)
+	}
+	q2 := NewQueue(g, store, 0, false, q.log)
+	if err := q2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go q2.Run(rctx)
+	if got := <-g.started; got != "a" {
+		t.Errorf("the next fluxd ran %q; want the interrupted job again", got)
+	}
+	g.release <- struct{}{}
+	waitState(t, q2, "team", u.Job.ID, history.JobSucceeded)
+}
