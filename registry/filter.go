@@ -44,9 +44,14 @@ func ParseOrder(s string) (Order, error) {
 //	semver:minor     newer within the running version's major
 //	semver:major     any newer version
 //
-// The empty filter and "*" pass every tag. Semver filters pass only tags
-// that parse as versions and leave pre-releases out unless the range names
-// one (Masterminds' rule: ">=1.3.0-0" admits 1.3.0-rc.1).
+// No filter (the empty one, or "*") passes version tags only, never
+// "latest", a branch name or a commit: once bound to a running version, the
+// versions written like it (see Bind); otherwise any release version
+// (1.2.3, v2, 20260101) with no suffix. A glob or regex passes what it
+// matches, "latest" included when it matches: naming a tag in a filter is
+// how a policy follows it. Semver filters pass only tags that parse as
+// versions and leave pre-releases out unless the range names one
+// (Masterminds' rule: ">=1.3.0-0" admits 1.3.0-rc.1).
 type Filter struct {
 	Kind    string // "", "glob", "regex" or "semver"
 	Pattern string
@@ -59,7 +64,16 @@ type Filter struct {
 	re         *regexp.Regexp
 	constraint *semver.Constraints
 	level      string // "patch", "minor" or "major" until bound
+	// bound is the running tag Bind fixed the filter to, if it matters.
+	bound string
+	// like, once bound, is the shape a tag must have to pass: all of it
+	// with no filter, the v and the count of numbers under a semver level.
+	like *shape
 }
+
+// EveryTag passes every tag, "latest" and other non-versions included: it
+// lists a repository, and is never a policy.
+var EveryTag = Filter{Kind: "glob", Pattern: "*", Order: ByTime}
 
 // ParseFilter parses a filter, reporting what is wrong with it in terms
 // of the policy syntax. order applies to glob and regex filters.
@@ -113,15 +127,27 @@ func (f Filter) String() string {
 	return f.Kind + ":" + f.Pattern
 }
 
-// Bind fixes a semver level (patch, minor, major) to the running tag:
-// semver:minor on 1.2.3 passes versions >= 1.2.3 and < 2.0.0. Other
-// filters are returned as they are.
+// Bind fixes the filter to the running tag. A semver level (patch,
+// minor, major) becomes a range from it, passing only versions written
+// like it: with or without a leading v as it is, with as many numbers.
+// semver:minor on 1.2.3 passes 1.3.0 but not 2.0.0, v1.3.0, 1.3 or
+// 20260101. No filter on a running version passes the versions of its
+// whole shape, suffix included: 1.2.4 on 1.2.3, 1.25.4-alpine on
+// 1.25.3-alpine, but not 1.2.4-rc.1 on 1.2.3. Globs, regexes and ranges
+// are returned as they are.
 func (f Filter) Bind(current string) (Filter, error) {
+	if f.Kind == "" {
+		if s, ok := shapeOf(current); ok {
+			f.like, f.bound = &s, current
+		}
+		return f, nil
+	}
 	if f.level == "" {
 		return f, nil
 	}
 	v, err := semver.NewVersion(current)
-	if err != nil {
+	s, ok := shapeOf(current)
+	if err != nil || !ok {
 		return Filter{}, fmt.Errorf("tag filter %s needs the running tag to be a version, but it is %q; use a semver range instead, e.g. semver:>=1.0", f, current)
 	}
 	base := fmt.Sprintf(">=%s", v.Original())
@@ -138,8 +164,19 @@ func (f Filter) Bind(current string) (Filter, error) {
 	if err != nil {
 		return Filter{}, fmt.Errorf("tag filter %s on %q: %v", f, current, err)
 	}
-	f.constraint, f.level = c, ""
+	s.anySuffix = true
+	f.constraint, f.level, f.like, f.bound = c, "", &s, current
 	return f, nil
+}
+
+// Key names what the filter passes, for keeping lists by filter: filters
+// with the same key pass the same tags. It is the filter as written, and
+// the running tag for one bound to it.
+func (f Filter) Key() string {
+	if f.bound == "" {
+		return f.String()
+	}
+	return f.String() + " on " + f.bound
 }
 
 // Match reports whether a tag passes the filter. A semver level that was
@@ -147,7 +184,11 @@ func (f Filter) Bind(current string) (Filter, error) {
 func (f Filter) Match(tag string) bool {
 	switch f.Kind {
 	case "":
-		return true
+		s, ok := shapeOf(tag)
+		if f.like == nil {
+			return ok && s.suffix == ""
+		}
+		return ok && f.like.fits(s)
 	case "glob":
 		ok, _ := path.Match(f.Pattern, tag)
 		return ok
@@ -160,6 +201,11 @@ func (f Filter) Match(tag string) bool {
 		v, err := semver.NewVersion(tag)
 		if err != nil {
 			return false
+		}
+		if f.like != nil {
+			if s, ok := shapeOf(tag); !ok || !f.like.fits(s) {
+				return false
+			}
 		}
 		if f.Prerelease && v.Prerelease() != "" {
 			r, err := v.SetPrerelease("")
@@ -239,4 +285,45 @@ func (f Filter) number(tag string) (uint64, bool) {
 	}
 	n, err := strconv.ParseUint(s, 10, 64)
 	return n, err == nil
+}
+
+// shape is how a version tag is written: with or without a leading v, how
+// many numbers, and its suffix with every run of digits read as 0, so that
+// 1.2.3-alpine3.18 and 1.3.0-alpine3.19 share a shape, and 1.3.0 and
+// 1.3.0-rc.1 do not.
+type shape struct {
+	v         bool
+	numbers   int
+	suffix    string
+	anySuffix bool // the suffix does not count (semver levels)
+}
+
+var (
+	versionTag = regexp.MustCompile(`^(v?)(\d+)(\.\d+)?(\.\d+)?(?:-([0-9A-Za-z.-]+))?$`)
+	digitRun   = regexp.MustCompile(`\d+`)
+)
+
+// shapeOf is the shape of a tag that is a version: one to three numbers,
+// perhaps a v before them and a suffix after a dash, which Masterminds
+// parses.
+func shapeOf(tag string) (shape, bool) {
+	m := versionTag.FindStringSubmatch(tag)
+	if m == nil {
+		return shape{}, false
+	}
+	if _, err := semver.NewVersion(tag); err != nil {
+		return shape{}, false
+	}
+	s := shape{v: m[1] == "v", numbers: 1, suffix: digitRun.ReplaceAllString(m[5], "0")}
+	for _, n := range m[3:5] {
+		if n != "" {
+			s.numbers++
+		}
+	}
+	return s, true
+}
+
+// fits reports whether a tag of shape t is written like the running one.
+func (s shape) fits(t shape) bool {
+	return s.v == t.v && s.numbers == t.numbers && (s.anySuffix || s.suffix == t.suffix)
 }

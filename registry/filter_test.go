@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 func pick(t *testing.T, filter string, order Order, current string, tags []string) string {
@@ -46,10 +48,12 @@ func TestFilterPicks(t *testing.T) {
 		{"glob:main-*", ByAlphabetical, "main-abc1234", "main-abc1234"},
 		{"regex:^build-(\\d+)$", ByNumerical, "build-9", "build-10"},
 		{"glob:build-*", ByAlphabetical, "build-9", "build-9"},
-		{"*", ByNumerical, "x", "build-10"},
+		// No filter passes versions only: none of build-N, nor latest.
+		{"*", ByNumerical, "x", ""},
+		{"glob:*", ByNumerical, "x", "build-10"},
 	} {
 		tags := versions
-		if strings.Contains(tc.filter, "build") || tc.filter == "*" {
+		if strings.Contains(tc.filter, "build") || tc.filter == "*" || tc.filter == "glob:*" {
 			tags = []string{"build-9", "build-10", "build-2", "latest"}
 		}
 		if got := pick(t, tc.filter, tc.order, tc.current, tags); got != tc.want {
@@ -130,5 +134,99 @@ func TestPrereleaseFlag(t *testing.T) {
 		if len(pass) == 0 || pass[0] != tc.want {
 			t.Errorf("%s prerelease=%v: %v, want %s first", tc.filter, tc.pre, pass, tc.want)
 		}
+	}
+}
+
+// passing is the tags f passes once bound to current, in the order given.
+func passing(t *testing.T, filter, current string, tags []string) []string {
+	t.Helper()
+	f, err := ParseFilter(filter, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err = f.Bind(current); err != nil {
+		t.Fatal(err)
+	}
+	var pass []string
+	for _, tag := range tags {
+		if f.Match(tag) {
+			pass = append(pass, tag)
+		}
+	}
+	return pass
+}
+
+// The issue "[safety] 5. No surprising tag choices": with no filter,
+// latest (built with 1.2.3) beat 1.2.3 by build time, and semver:major
+// on 1.4.5 passed 20260101 and 3050.
+func TestNoSurprisingTags(t *testing.T) {
+	t.Parallel()
+	tags := []string{"latest", "LATEST", "main", "main-abc1234", "sha-4f2a9c1", "1.2.3", "1.2.4", "1.3", "2", "v1.2.5",
+		"1.2.5-rc.1", "1.2.5-alpine", "1.25.4-alpine3.19", "20260101", "3050", "2.0.0", "1.2.3.4", "2024.01.15"}
+	for _, tc := range []struct {
+		filter, current string
+		want            []string
+	}{
+		// CalVer written like the running version passes: the shape is
+		// how a tag is written, not what it means.
+		{"", "1.2.3", []string{"1.2.3", "1.2.4", "2.0.0", "2024.01.15"}},
+		{"*", "1.2.3", []string{"1.2.3", "1.2.4", "2.0.0", "2024.01.15"}},
+		{"", "v1.2.3", []string{"v1.2.5"}},
+		{"", "1.2", []string{"1.3"}},
+		{"", "1.2.3-alpine", []string{"1.2.5-alpine"}},
+		{"", "1.25.3-alpine3.18", []string{"1.25.4-alpine3.19"}},
+		{"", "1.2.5-rc.0", []string{"1.2.5-rc.1"}},
+		{"", "20251231", []string{"2", "20260101", "3050"}},
+		// A running tag that is no version: release versions of any shape.
+		{"", "latest", []string{"1.2.3", "1.2.4", "1.3", "2", "v1.2.5", "20260101", "3050", "2.0.0", "2024.01.15"}},
+		{"", "main-abc1234", []string{"1.2.3", "1.2.4", "1.3", "2", "v1.2.5", "20260101", "3050", "2.0.0", "2024.01.15"}},
+		{"semver:major", "1.4.5", []string{"2.0.0", "2024.01.15"}},
+		{"semver:major", "1.2.3", []string{"1.2.3", "1.2.4", "2.0.0", "2024.01.15"}},
+		{"semver:major", "v1.2.3", []string{"v1.2.5"}},
+		{"semver:minor", "1.2", []string{"1.3"}},
+		{"semver:major", "2", []string{"2", "20260101", "3050"}},
+		{"semver:patch", "1.2.3", []string{"1.2.3", "1.2.4"}},
+		// Filters that name latest, or match it, may choose it.
+		{"glob:latest", "1.2.3", []string{"latest"}},
+		{"regex:^(?i)latest$", "1.2.3", []string{"latest", "LATEST"}},
+		{"glob:main*", "main-abc1234", []string{"main", "main-abc1234"}},
+	} {
+		t.Run(tc.filter+" on "+tc.current, func(t *testing.T) {
+			t.Parallel()
+			if diff := cmp.Diff(tc.want, passing(t, tc.filter, tc.current, tags)); diff != "" {
+				t.Errorf("passing tags (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// The issue's case end to end: the default order is build time, which
+// ranks by name without metadata; whatever the order, latest is never
+// picked over the version it tags.
+func TestNoFilterNeverPicksLatest(t *testing.T) {
+	t.Parallel()
+	for _, order := range []Order{ByTime, ByAlphabetical, ByNumerical} {
+		if got := pick(t, "", order, "1.2.3", []string{"1.2.3", "latest"}); got != "1.2.3" {
+			t.Errorf("no filter, order %s: picked %q, want 1.2.3", order, got)
+		}
+	}
+}
+
+func TestFilterKey(t *testing.T) {
+	t.Parallel()
+	keys := map[string]string{}
+	for _, c := range []struct{ filter, current string }{{"", "1.2.3"}, {"", "v1.2.3"}, {"", "latest"}, {"semver:minor", "1.2.3"}, {"semver:minor", "2.0.0"}, {"glob:x-*", "1.2.3"}} {
+		f, _ := ParseFilter(c.filter, "")
+		f, err := f.Bind(c.current)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev, ok := keys[f.Key()]; ok {
+			t.Errorf("%s on %s has the key %q of %s", c.filter, c.current, f.Key(), prev)
+		}
+		keys[f.Key()] = c.filter + " on " + c.current
+	}
+	if EveryTag.Key() == (Filter{}).Key() || !EveryTag.Match("latest") {
+		t.Errorf("EveryTag %q should pass latest and differ from no filter", EveryTag.Key())
 	}
 }

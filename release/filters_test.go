@@ -207,3 +207,49 @@ func TestContainerFilterAnnotations(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+const noFilterYAML = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: pinned
+  namespace: default
+spec:
+  template:
+    spec:
+      containers:
+      - name: app
+        image: reg/app:1.2.3
+      - name: sidecar
+        image: reg/side:1.4.5
+`
+
+// With no filter and the default order by build time, latest pushed
+// with (or after) 1.2.3 moved a service pinned to 1.2.3 onto latest; and
+// a build-number tag newer than every version won the same way.
+func TestPlanWithoutFilterKeepsVersions(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "apps.yaml"), []byte(noFilterYAML), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	images := memImages{
+		"reg/app": {
+			{Repository: "reg/app", Tag: "1.2.3", CreatedAt: t0},
+			{Repository: "reg/app", Tag: "latest", CreatedAt: t0.Add(time.Hour)},
+		},
+		"reg/side": {
+			{Repository: "reg/side", Tag: "1.4.5", CreatedAt: t0},
+			{Repository: "reg/side", Tag: "1.4.6", CreatedAt: t0.Add(time.Hour)},
+			{Repository: "reg/side", Tag: "3050", CreatedAt: t0.Add(2 * time.Hour)},
+			{Repository: "reg/side", Tag: "main-abc1234", CreatedAt: t0.Add(3 * time.Hour)},
+		},
+	}
+	e := NewEngine(dirRepo{dir}, images, noCluster{}, noRecorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	plan, err := e.Plan(context.Background(), Spec{Services: []platform.ID{id("pinned")}, AllLatest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(flatten(plan), " | "), "pinned: sidecar:reg/side:1.4.5->reg/side:1.4.6"; got != want {
+		t.Errorf("plan:\n got %s\nwant %s", got, want)
+	}
+}
