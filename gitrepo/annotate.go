@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -13,104 +12,346 @@ import (
 )
 
 // SetAnnotations returns content with workload id's metadata.annotations
-// set to values (quoted, as Kubernetes wants strings). Existing keys have
-// their value replaced in place; new keys are inserted as new lines in
-// block style with the indentation the file already uses. Nothing else in
-// the file changes. Metadata written in flow style ({...}) is refused.
+// set to values; an empty value removes the annotation (fluxd reads a
+// missing annotation as empty). Values are written double-quoted, as
+// Kubernetes wants strings, keys unquoted where YAML allows it.
+//
+// Only the annotations change: in block style an existing value is
+// replaced where it stands (whatever its quoting, over as many lines as it
+// took), a removed one loses its lines, and new ones are inserted as lines
+// above the first annotation with its indentation (or as a new
+// annotations: block above metadata's first key). Flow-style annotations
+// ({...}) are rewritten as one flow mapping that keeps the other entries'
+// text; flow-style metadata gets an annotations: {...} entry. Everything
+// else stays byte for byte, and the result is read back and refused unless
+// exactly those annotations changed.
 func SetAnnotations(content []byte, id platform.ID, values map[string]string) ([]byte, error) {
-	type edit struct {
-		start, end int
-		text       string
-	}
-	var edits []edit
-	found := false
-	err := eachWorkload(content, func(obj *yaml.Node, got platform.ID, _ int) error {
-		if got != id || found {
-			return nil
-		}
-		found = true
-		meta := lookup(obj, "metadata")
-		if meta == nil || meta.Kind != yaml.MappingNode || meta.Style&yaml.FlowStyle != 0 || len(meta.Content) == 0 {
-			return fmt.Errorf("%s: metadata is written in flow style ({...}) or is empty; write it in block style so fluxd can add annotations", id)
-		}
-		keys := make([]string, 0, len(values))
-		for k := range values {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		ann := lookup(meta, "annotations")
-		if ann != nil && (ann.Kind != yaml.MappingNode || ann.Style&yaml.FlowStyle != 0 || len(ann.Content) == 0) {
-			return fmt.Errorf("%s: metadata.annotations is written in flow style or is empty; write it in block style so fluxd can edit it", id)
-		}
-		var inserts []string
-		for _, k := range keys {
-			v := strconv.Quote(values[k]) // YAML double quotes take Go's escapes
-			if ann != nil {
-				if val := lookup(ann, k); val != nil && val.Kind == yaml.ScalarNode {
-					start, end, err := scalarSpan(content, val)
-					if err != nil {
-						return fmt.Errorf("%s: annotation %s: %w", id, k, err)
-					}
-					edits = append(edits, edit{start, end, v})
-					continue
-				}
-			}
-			inserts = append(inserts, k+": "+v)
-		}
-		if len(inserts) == 0 {
-			return nil
-		}
-		if ann != nil {
-			first := ann.Content[0]
-			at := lineOffset(content, first.Line)
-			indent := strings.Repeat(" ", first.Column-1)
-			edits = append(edits, edit{at, at, indent + strings.Join(inserts, "\n"+indent) + "\n"})
-			return nil
-		}
-		first := meta.Content[0]
-		at := lineOffset(content, first.Line)
-		indent := strings.Repeat(" ", first.Column-1)
-		step := "  "
-		// Indent as the file's other nested mappings under metadata do.
-		for i := 1; i < len(meta.Content); i += 2 {
-			v := meta.Content[i]
-			if v.Kind == yaml.MappingNode && v.Style&yaml.FlowStyle == 0 && len(v.Content) > 0 {
-				if d := v.Content[0].Column - first.Column; d > 0 {
-					step = strings.Repeat(" ", d)
-				}
-				break
-			}
-		}
-		text := indent + "annotations:\n"
-		for _, line := range inserts {
-			text += indent + step + line + "\n"
-		}
-		edits = append(edits, edit{at, at, text})
-		return nil
-	})
+	w, err := findWorkload(content, id)
 	if err != nil {
 		return nil, err
 	}
-	if !found {
-		return nil, fmt.Errorf("%s: %w", id, platform.ErrNotFound)
+	edits, err := annotationEdits(content, w.obj, values)
+	if err != nil {
+		return nil, fmt.Errorf("%s: editing annotations: %w", id, err)
 	}
-	sort.Slice(edits, func(i, j int) bool { return edits[i].start > edits[j].start })
-	out := bytes.Clone(content)
-	for _, e := range edits {
-		out = append(out[:e.start], append([]byte(e.text), out[e.end:]...)...)
+	out, err := applyEdits(content, edits)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", id, err)
+	}
+	err = verifyEdit(content, out, w, func(want, got map[string]any) error {
+		return setAnnotations(want, got, values)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: editing annotations: %w", id, err)
 	}
 	return out, nil
 }
 
-// lineOffset is the byte offset where 1-based line starts.
-func lineOffset(content []byte, line int) int {
-	off := 0
-	for l := 1; l < line; l++ {
-		i := bytes.IndexByte(content[off:], '\n')
-		if i < 0 {
-			return len(content)
-		}
-		off += i + 1
+// annotationEdits are the edits that make obj's annotations values.
+func annotationEdits(content []byte, obj *yaml.Node, values map[string]string) ([]edit, error) {
+	metaKey, meta := entry(obj, "metadata")
+	if meta == nil || meta.Kind != yaml.MappingNode {
+		return nil, fmt.Errorf("metadata is not a mapping")
 	}
-	return off
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	annKey, ann := entry(meta, "annotations")
+	flowMeta := meta.Style&yaml.FlowStyle != 0
+	switch {
+	case ann == nil || ann.Kind == yaml.ScalarNode && ann.Tag == "!!null":
+		added, err := newEntries(keys, values, true)
+		if err != nil || len(added) == 0 {
+			return nil, err
+		}
+		flow := "{" + strings.Join(added, ", ") + "}"
+		if ann != nil {
+			s, pad, _, err := valueSpan(content, annKey, ann, nodeContext{flow: flowMeta, indent: annKey.Column - 1})
+			if err != nil {
+				return nil, fmt.Errorf("finding the empty annotations: %w", err)
+			}
+			return []edit{{s, pad + flow}}, nil
+		}
+		if flowMeta {
+			open, err := nodeStart(content, meta)
+			if err != nil || content[open] != '{' {
+				return nil, fmt.Errorf("line %d: found no { where metadata starts", meta.Line)
+			}
+			text := "annotations: " + flow
+			if len(meta.Content) > 0 {
+				text += ", "
+			}
+			return []edit{{span{open + 1, open + 1}, text}}, nil
+		}
+		return newAnnotationsBlock(content, metaKey, meta, keys, values)
+	case ann.Kind != yaml.MappingNode:
+		return nil, fmt.Errorf("line %d: metadata.annotations is not a mapping", ann.Line)
+	case ann.Style&yaml.FlowStyle != 0:
+		return flowAnnotations(content, ann, keys, values)
+	}
+	return blockAnnotations(content, annKey, ann, keys, values)
+}
+
+// newEntries are key: "value" for the keys that are set to a value and,
+// if all, also for those that already are.
+func newEntries(keys []string, values map[string]string, flow bool) ([]string, error) {
+	var out []string
+	for _, k := range keys {
+		if values[k] == "" {
+			continue
+		}
+		ek, err := encodeKey(k, flow)
+		if err != nil {
+			return nil, err
+		}
+		ev, err := doubleQuoted(values[k])
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", k, err)
+		}
+		out = append(out, ek+": "+ev)
+	}
+	return out, nil
+}
+
+// unchanged says whether the annotation value v already is the string s.
+func unchanged(v *yaml.Node, s string) bool {
+	return v.Kind == yaml.ScalarNode && v.Tag == "!!str" && v.Value == s
+}
+
+// blockAnnotations edits a block-style annotations mapping in place.
+func blockAnnotations(content []byte, annKey, ann *yaml.Node, keys []string, values map[string]string) ([]edit, error) {
+	nl := lineBreak(content)
+	var edits []edit
+	var add []string
+	removed := 0
+	for _, k := range keys {
+		v := values[k]
+		key, val := entry(ann, k)
+		if key == nil {
+			if v != "" {
+				add = append(add, k)
+			}
+			continue
+		}
+		if v != "" && unchanged(val, v) {
+			continue
+		}
+		if val.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("line %d: annotation %s is not a string", val.Line, k)
+		}
+		s, pad, comment, err := valueSpan(content, key, val, nodeContext{indent: key.Column - 1})
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", k, err)
+		}
+		if v == "" {
+			ls, err := ownLine(content, key)
+			if err != nil {
+				return nil, fmt.Errorf("removing annotation %s: %w", k, err)
+			}
+			edits = append(edits, edit{span{ls, afterLine(content, s.end)}, ""})
+			removed++
+			continue
+		}
+		ev, err := doubleQuoted(v)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", k, err)
+		}
+		edits = append(edits, edit{s, pad + ev + commentAfter(comment)})
+	}
+	if removed == len(ann.Content)/2 && len(add) == 0 {
+		// Nothing is left: remove the annotations key too, rather than
+		// leave it null.
+		ls, err := ownLine(content, annKey)
+		if err != nil {
+			return nil, fmt.Errorf("removing the annotations: %w", err)
+		}
+		lastKey, last := ann.Content[len(ann.Content)-2], ann.Content[len(ann.Content)-1]
+		if last.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("line %d: annotation %s is not a string", last.Line, lastKey.Value)
+		}
+		s, _, _, err := valueSpan(content, lastKey, last, nodeContext{indent: lastKey.Column - 1})
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", lastKey.Value, err)
+		}
+		return []edit{{span{ls, afterLine(content, s.end)}, ""}}, nil
+	}
+	if len(add) == 0 {
+		return edits, nil
+	}
+	lines, err := newEntries(add, values, false)
+	if err != nil {
+		return nil, err
+	}
+	first := ann.Content[0]
+	ls, err := ownLine(content, first)
+	if err != nil {
+		return nil, fmt.Errorf("adding annotations: %w", err)
+	}
+	indent := strings.Repeat(" ", first.Column-1)
+	return append(edits, edit{span{ls, ls}, indent + strings.Join(lines, nl+indent) + nl}), nil
+}
+
+// newAnnotationsBlock inserts an annotations: block above the first key of
+// block-style metadata, indented as the file indents nested mappings.
+func newAnnotationsBlock(content []byte, metaKey, meta *yaml.Node, keys []string, values map[string]string) ([]edit, error) {
+	lines, err := newEntries(keys, values, false)
+	if err != nil || len(lines) == 0 {
+		return nil, err
+	}
+	if len(meta.Content) == 0 {
+		return nil, fmt.Errorf("line %d: metadata is empty", meta.Line)
+	}
+	first := meta.Content[0]
+	ls, err := ownLine(content, first)
+	if err != nil {
+		return nil, fmt.Errorf("adding annotations: %w", err)
+	}
+	step := "  "
+	if d := first.Column - metaKey.Column; d > 0 {
+		step = strings.Repeat(" ", d)
+	}
+	// Indent as the file's other nested mappings under metadata do.
+	for i := 1; i < len(meta.Content); i += 2 {
+		v := meta.Content[i]
+		if v.Kind == yaml.MappingNode && v.Style&yaml.FlowStyle == 0 && len(v.Content) > 0 {
+			if d := v.Content[0].Column - first.Column; d > 0 {
+				step = strings.Repeat(" ", d)
+			}
+			break
+		}
+	}
+	nl := lineBreak(content)
+	indent := strings.Repeat(" ", first.Column-1)
+	text := indent + "annotations:" + nl
+	for _, line := range lines {
+		text += indent + step + line + nl
+	}
+	return []edit{{span{ls, ls}, text}}, nil
+}
+
+// flowAnnotations rewrites a flow-style annotations mapping as one flow
+// mapping: entries left alone keep their text, changed ones keep their
+// key's text, new ones go last.
+func flowAnnotations(content []byte, ann *yaml.Node, keys []string, values map[string]string) ([]edit, error) {
+	open, err := nodeStart(content, ann)
+	if err != nil || content[open] != '{' {
+		return nil, fmt.Errorf("line %d: found no { where the annotations start", ann.Line)
+	}
+	ctx := nodeContext{flow: true}
+	var parts []string
+	changed := false
+	last := open + 1
+	has := map[string]bool{}
+	for i := 0; i+1 < len(ann.Content); i += 2 {
+		key, val := ann.Content[i], ann.Content[i+1]
+		has[key.Value] = true
+		if val.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("line %d: annotation %s is not a string", val.Line, key.Value)
+		}
+		ks, _, err := scalarSpan(content, key, ctx)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", key.Value, err)
+		}
+		vs, pad, _, err := valueSpan(content, key, val, ctx)
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", key.Value, err)
+		}
+		if bytes.IndexByte(content[last:ks.start], '#') >= 0 {
+			return nil, fmt.Errorf("line %d: the flow-style annotations hold comments, which a rewrite would lose; write them in block style", ann.Line)
+		}
+		last = vs.end
+		v, set := values[key.Value]
+		switch {
+		case !set || v != "" && unchanged(val, v):
+			parts = append(parts, string(content[ks.start:vs.end]))
+		case v == "":
+			changed = true
+		default:
+			ev, err := doubleQuoted(v)
+			if err != nil {
+				return nil, fmt.Errorf("annotation %s: %w", key.Value, err)
+			}
+			parts = append(parts, string(content[ks.start:vs.start])+pad+ev)
+			changed = true
+		}
+	}
+	end, commented, err := flowEnd(content, last, '}')
+	if err != nil {
+		return nil, fmt.Errorf("line %d: finding the end of the annotations: %w", ann.Line, err)
+	}
+	if commented {
+		return nil, fmt.Errorf("line %d: the flow-style annotations hold comments, which a rewrite would lose; write them in block style", ann.Line)
+	}
+	var add []string
+	for _, k := range keys {
+		if !has[k] {
+			add = append(add, k)
+		}
+	}
+	added, err := newEntries(add, values, true)
+	if err != nil {
+		return nil, err
+	}
+	if !changed && len(added) == 0 {
+		return nil, nil
+	}
+	parts = append(parts, added...)
+	return []edit{{span{open, end}, "{" + strings.Join(parts, ", ") + "}"}}, nil
+}
+
+// ownLine is the start of the line n is on, which must hold nothing before
+// n but indentation.
+func ownLine(content []byte, n *yaml.Node) (int, error) {
+	off, err := offsetOf(content, n.Line, n.Column)
+	if err != nil {
+		return 0, err
+	}
+	ls := lineStart(content, off)
+	if strings.Trim(string(content[ls:off]), " ") != "" {
+		return 0, fmt.Errorf("line %d: %q does not start its line", n.Line, n.Value)
+	}
+	return ls, nil
+}
+
+// lineBreak is the line break the file uses.
+func lineBreak(content []byte) string {
+	if bytes.Contains(content, []byte("\r\n")) {
+		return "\r\n"
+	}
+	return "\n"
+}
+
+// setAnnotations is SetAnnotations on decoded objects, for verifyEdit. An
+// empty or null annotations mapping counts as none.
+func setAnnotations(want, got map[string]any, values map[string]string) error {
+	for i, obj := range []map[string]any{want, got} {
+		meta := mapAt(obj, "metadata")
+		if meta == nil {
+			return fmt.Errorf("metadata is not a mapping of strings")
+		}
+		ann, ok := meta["annotations"].(map[string]any)
+		if !ok && meta["annotations"] != nil {
+			return fmt.Errorf("metadata.annotations is not a mapping of strings")
+		}
+		if i == 0 {
+			if ann == nil {
+				ann = map[string]any{}
+			}
+			for k, v := range values {
+				if v == "" {
+					delete(ann, k)
+				} else {
+					ann[k] = v
+				}
+			}
+		}
+		if len(ann) == 0 {
+			delete(meta, "annotations")
+		} else {
+			meta["annotations"] = ann
+		}
+	}
+	return nil
 }

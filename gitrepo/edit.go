@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -16,95 +15,6 @@ import (
 // workload does not have.
 var ErrNoSuchContainer = errors.New("no such container")
 
-// SetImages returns content with the images of workload id's containers
-// replaced: images maps a container name to its new image. Only the bytes
-// of each image value change; everything else in the file, other documents
-// included, stays byte for byte as it was.
-func SetImages(content []byte, id platform.ID, images map[string]string) ([]byte, error) {
-	type span struct {
-		start, end int
-		text       string
-	}
-	var spans []span
-	found := false
-	done := map[string]bool{}
-	err := eachWorkload(content, func(obj *yaml.Node, got platform.ID, _ int) error {
-		if got != id {
-			return nil
-		}
-		found = true
-		for _, c := range containerNodes(obj, id.Kind) {
-			img, ok := images[c.name]
-			if !ok {
-				continue
-			}
-			start, end, err := scalarSpan(content, c.image)
-			if err != nil {
-				return fmt.Errorf("container %s: %w", c.name, err)
-			}
-			spans = append(spans, span{start, end, quote(img, c.image.Style)})
-			done[c.name] = true
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	if !found {
-		return nil, fmt.Errorf("%s: %w", id, platform.ErrNotFound)
-	}
-	for name := range images {
-		if !done[name] {
-			return nil, fmt.Errorf("%s has no container %q: %w", id, name, ErrNoSuchContainer)
-		}
-	}
-	// Replace from the end, so earlier offsets stay valid.
-	sort.Slice(spans, func(i, j int) bool { return spans[i].start > spans[j].start })
-	out := bytes.Clone(content)
-	for _, s := range spans {
-		out = append(out[:s.start], append([]byte(s.text), out[s.end:]...)...)
-	}
-	return out, nil
-}
-
-// scalarSpan finds the bytes of a scalar node in content from its line
-// and column (yaml.v3 counts columns in characters), and checks that they
-// are what the node says, so an edit never lands anywhere else.
-func scalarSpan(content []byte, n *yaml.Node) (int, int, error) {
-	off, line := 0, 1
-	for line < n.Line {
-		i := bytes.IndexByte(content[off:], '\n')
-		if i < 0 {
-			return 0, 0, fmt.Errorf("line %d is past the end of the file", n.Line)
-		}
-		off += i + 1
-		line++
-	}
-	for col := 1; col < n.Column; col++ {
-		_, size := utf8.DecodeRune(content[off:])
-		if size == 0 {
-			return 0, 0, fmt.Errorf("column %d is past the end of line %d", n.Column, n.Line)
-		}
-		off += size
-	}
-	want := quote(n.Value, n.Style)
-	if !bytes.HasPrefix(content[off:], []byte(want)) {
-		return 0, 0, fmt.Errorf("line %d: the image value is written in a form fluxd cannot edit safely (escapes or a multi-line scalar); write it on one line, plain or simply quoted", n.Line)
-	}
-	return off, off + len(want), nil
-}
-
-// quote writes v as a scalar in the given style.
-func quote(v string, style yaml.Style) string {
-	switch {
-	case style&yaml.DoubleQuotedStyle != 0:
-		return `"` + v + `"`
-	case style&yaml.SingleQuotedStyle != 0:
-		return `'` + v + `'`
-	}
-	return v
-}
-
 // ErrMoved is wrapped by errors saying the remote branch moved since it
 // was read: someone else pushed.
 var ErrMoved = errors.New("the remote branch moved")
@@ -112,13 +22,155 @@ var ErrMoved = errors.New("the remote branch moved")
 // Signature is the author of a commit.
 type Signature struct{ Name, Email string }
 
+// edit replaces the bytes of span with text.
+type edit struct {
+	span
+	text string
+}
+
+// SetImages returns content with the images of workload id's containers
+// replaced: images maps a container name to its new image. Only the bytes
+// of each image value change, written in the quoting the old value had
+// where the new one allows it; everything else in the file, other
+// documents included, stays byte for byte as it was. The result is read
+// back and refused unless exactly those images changed.
+func SetImages(content []byte, id platform.ID, images map[string]string) ([]byte, error) {
+	w, err := findWorkload(content, id)
+	if err != nil {
+		return nil, err
+	}
+	var edits []edit
+	done := map[string]bool{}
+	for _, c := range containerNodes(w.obj, id.Kind) {
+		img, ok := images[c.name]
+		if !ok {
+			continue
+		}
+		s, pad, comment, err := valueSpan(content, c.key, c.image, nodeContext{flow: c.flow, indent: c.key.Column - 1})
+		if err != nil {
+			return nil, fmt.Errorf("%s: container %s: finding its image: %w", id, c.name, err)
+		}
+		text, err := encodeImage(img, c.image.Style, c.flow)
+		if err != nil {
+			return nil, fmt.Errorf("%s: container %s: %w", id, c.name, err)
+		}
+		edits = append(edits, edit{s, pad + text + commentAfter(comment)})
+		done[c.name] = true
+	}
+	for name := range images {
+		if !done[name] {
+			return nil, fmt.Errorf("%s has no container %q: %w", id, name, ErrNoSuchContainer)
+		}
+	}
+	out, err := applyEdits(content, edits)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", id, err)
+	}
+	err = verifyEdit(content, out, w, func(want, _ map[string]any) error {
+		return setImages(want, id.Kind, images)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: setting images: %w", id, err)
+	}
+	return out, nil
+}
+
+// setImages is SetImages on a decoded object, for verifyEdit.
+func setImages(obj map[string]any, kind string, images map[string]string) error {
+	path := []string{"spec", "template", "spec"}
+	if kind == "cronjob" {
+		path = []string{"spec", "jobTemplate", "spec", "template", "spec"}
+	}
+	pod := mapAt(obj, path...)
+	for _, key := range []string{"initContainers", "containers"} {
+		list, _ := pod[key].([]any)
+		for _, c := range list {
+			c, ok := c.(map[string]any)
+			if !ok {
+				continue
+			}
+			name, _ := c["name"].(string)
+			if img, ok := images[name]; ok {
+				if _, has := c["image"]; has {
+					c["image"] = img
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// findWorkload is workload id in content; defined twice, it is refused,
+// since fluxd cannot know which definition to edit.
+func findWorkload(content []byte, id platform.ID) (workload, error) {
+	var found []workload
+	err := eachWorkload(content, func(w workload) error {
+		if w.id == id {
+			found = append(found, w)
+		}
+		return nil
+	})
+	switch {
+	case err != nil:
+		return workload{}, err
+	case len(found) == 0:
+		return workload{}, fmt.Errorf("%s: %w", id, platform.ErrNotFound)
+	case len(found) > 1:
+		return workload{}, &DuplicateError{ID: id, First: fmt.Sprintf("line %d", found[0].obj.Line), Second: fmt.Sprintf("line %d", found[1].obj.Line)}
+	}
+	return found[0], nil
+}
+
+// applyEdits returns content with the edits made; they must not overlap.
+// An insertion (an empty span) goes before a replacement starting at the
+// same offset.
+func applyEdits(content []byte, edits []edit) ([]byte, error) {
+	sort.SliceStable(edits, func(i, j int) bool {
+		if edits[i].start != edits[j].start {
+			return edits[i].start < edits[j].start
+		}
+		return edits[i].end-edits[i].start < edits[j].end-edits[j].start
+	})
+	var out bytes.Buffer
+	prev := 0
+	for _, e := range edits {
+		if e.start < prev {
+			return nil, fmt.Errorf("two edits overlap at byte %d", e.start)
+		}
+		out.Write(content[prev:e.start])
+		out.WriteString(e.text)
+		prev = e.end
+	}
+	out.Write(content[prev:])
+	return out.Bytes(), nil
+}
+
+// commentAfter keeps a block scalar's header comment after the value that
+// replaces it.
+func commentAfter(comment string) string {
+	if comment == "" {
+		return ""
+	}
+	return " " + comment
+}
+
 // WorkloadDocument returns the YAML of workload id's object alone, from a
-// file that may hold many documents or a List, for applying it.
+// file that may hold many documents or a List, for applying it. An item of
+// a typed list that leaves out its kind and apiVersion gets the list's.
 func WorkloadDocument(content []byte, id platform.ID) ([]byte, error) {
 	var out []byte
-	err := eachWorkload(content, func(obj *yaml.Node, got platform.ID, _ int) error {
-		if got != id || out != nil {
+	err := eachWorkload(content, func(w workload) error {
+		if w.id != id || out != nil {
 			return nil
+		}
+		obj := w.obj
+		if w.kind != "" {
+			copied := *obj
+			copied.Content = append([]*yaml.Node{
+				{Kind: yaml.ScalarNode, Value: "apiVersion"}, {Kind: yaml.ScalarNode, Value: w.apiVersion},
+				{Kind: yaml.ScalarNode, Value: "kind"}, {Kind: yaml.ScalarNode, Value: w.kind},
+			}, obj.Content...)
+			obj = &copied
 		}
 		b, err := yaml.Marshal(obj)
 		if err != nil {

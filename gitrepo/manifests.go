@@ -154,12 +154,12 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 // only used to name it in the definitions and errors.
 func ParseFile(file string, content []byte) ([]*Definition, error) {
 	var defs []*Definition
-	err := eachWorkload(content, func(obj *yaml.Node, id platform.ID, line int) error {
-		def := &Definition{ID: id, File: file, Line: line, Annotations: map[string]string{}}
-		for _, c := range containerNodes(obj, id.Kind) {
+	err := eachWorkload(content, func(w workload) error {
+		def := &Definition{ID: w.id, File: file, Line: w.obj.Line, Annotations: map[string]string{}}
+		for _, c := range containerNodes(w.obj, w.id.Kind) {
 			def.Containers = append(def.Containers, Container{Name: c.name, Image: c.image.Value, Init: c.init})
 		}
-		if ann := lookup(obj, "metadata", "annotations"); ann != nil && ann.Kind == yaml.MappingNode {
+		if ann := lookup(w.obj, "metadata", "annotations"); ann != nil && ann.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(ann.Content); i += 2 {
 				def.Annotations[ann.Content[i].Value] = ann.Content[i+1].Value
 			}
@@ -178,39 +178,67 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 	return defs, nil
 }
 
+// workload is one workload object found in a file.
+type workload struct {
+	obj *yaml.Node
+	id  platform.ID
+	// doc is the index of the document in the file's stream, item the
+	// index in its List's items or -1 for a document of its own.
+	doc, item int
+	// apiVersion and kind are the typed List's, for an item that leaves
+	// them out (as the API server's own lists do); empty otherwise.
+	apiVersion, kind string
+}
+
 // eachWorkload calls fn for every workload object in content: the
-// documents of a multi-document stream and the items of kind: List.
-func eachWorkload(content []byte, fn func(obj *yaml.Node, id platform.ID, line int) error) error {
+// documents of a multi-document stream and the items of kind: List and of
+// typed lists (DeploymentList, ...), which kubectl apply accepts alike.
+func eachWorkload(content []byte, fn func(workload) error) error {
 	dec := yaml.NewDecoder(bytes.NewReader(content))
-	for {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
+	for doc := 0; ; doc++ {
+		var d yaml.Node
+		err := dec.Decode(&d)
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return Problem{Line: errorLine(err), Err: fmt.Errorf("malformed YAML: %w", err)}
 		}
-		if len(doc.Content) == 0 {
+		if len(d.Content) == 0 {
 			continue
 		}
-		root := doc.Content[0]
+		root := d.Content[0]
 		if root.Kind != yaml.MappingNode {
 			continue
 		}
-		objs := []*yaml.Node{root}
-		if scalar(root, "kind") == "List" {
-			objs = nil
-			if items := lookup(root, "items"); items != nil && items.Kind == yaml.SequenceNode {
-				objs = items.Content
+		kind := scalar(root, "kind")
+		if !strings.HasSuffix(kind, "List") {
+			if id, ok := workloadID(root, ""); ok {
+				if err := fn(workload{obj: root, id: id, doc: doc, item: -1}); err != nil {
+					return err
+				}
 			}
+			continue
 		}
-		for _, obj := range objs {
-			id, ok := workloadID(obj)
+		items := lookup(root, "items")
+		if items == nil || items.Kind != yaml.SequenceNode {
+			continue
+		}
+		// An item of a typed list may leave out its kind and apiVersion;
+		// kubectl then takes them from the list (see apimachinery's
+		// unstructuredJSONScheme.decodeToList).
+		itemKind := strings.TrimSuffix(kind, "List")
+		for i, obj := range items.Content {
+			w := workload{obj: obj, doc: doc, item: i}
+			if scalar(obj, "kind") == "" && scalar(obj, "apiVersion") == "" && itemKind != "" {
+				w.apiVersion, w.kind = scalar(root, "apiVersion"), itemKind
+			}
+			id, ok := workloadID(obj, w.kind)
 			if !ok {
 				continue
 			}
-			if err := fn(obj, id, obj.Line); err != nil {
+			w.id = id
+			if err := fn(w); err != nil {
 				return err
 			}
 		}
@@ -228,11 +256,16 @@ func errorLine(err error) int {
 	return line
 }
 
-func workloadID(obj *yaml.Node) (platform.ID, bool) {
+// workloadID is obj's ID if it is a workload; kind is used when obj says
+// none.
+func workloadID(obj *yaml.Node, kind string) (platform.ID, bool) {
 	if obj.Kind != yaml.MappingNode {
 		return platform.ID{}, false
 	}
-	kind := strings.ToLower(scalar(obj, "kind"))
+	if k := scalar(obj, "kind"); k != "" {
+		kind = k
+	}
+	kind = strings.ToLower(kind)
 	switch kind {
 	case "deployment", "statefulset", "daemonset", "cronjob":
 	default:
@@ -250,9 +283,12 @@ func workloadID(obj *yaml.Node) (platform.ID, bool) {
 }
 
 type containerNode struct {
-	name  string
-	image *yaml.Node
-	init  bool
+	name string
+	// key is the image key, image its value.
+	key, image *yaml.Node
+	// flow is whether the container is written in flow style.
+	flow bool
+	init bool
 }
 
 // containerNodes returns the image nodes of a workload object's
@@ -273,11 +309,11 @@ func containerNodes(obj *yaml.Node, kind string) []containerNode {
 			continue
 		}
 		for _, c := range seq.Content {
-			img := lookup(c, "image")
+			key, img := entry(c, "image")
 			if img == nil || img.Kind != yaml.ScalarNode {
 				continue
 			}
-			out = append(out, containerNode{name: scalar(c, "name"), image: img, init: list.init})
+			out = append(out, containerNode{name: scalar(c, "name"), key: key, image: img, flow: c.Style&yaml.FlowStyle != 0, init: list.init})
 		}
 	}
 	return out
@@ -286,19 +322,23 @@ func containerNodes(obj *yaml.Node, kind string) []containerNode {
 // lookup follows keys through nested mappings; nil if any is missing.
 func lookup(n *yaml.Node, keys ...string) *yaml.Node {
 	for _, k := range keys {
-		if n == nil || n.Kind != yaml.MappingNode {
-			return nil
-		}
-		var next *yaml.Node
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			if n.Content[i].Value == k {
-				next = n.Content[i+1]
-				break
-			}
-		}
-		n = next
+		_, n = entry(n, k)
 	}
 	return n
+}
+
+// entry is the key and value nodes of mapping n's entry k; nils if n is
+// not a mapping or has no such entry.
+func entry(n *yaml.Node, k string) (key, value *yaml.Node) {
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil, nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == k {
+			return n.Content[i], n.Content[i+1]
+		}
+	}
+	return nil, nil
 }
 
 func scalar(n *yaml.Node, key string) string {

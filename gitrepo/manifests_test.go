@@ -109,10 +109,15 @@ func TestSetImagesErrors(t *testing.T) {
 	if !errors.Is(err, platform.ErrNotFound) {
 		t.Errorf("unknown workload: %v", err)
 	}
-	multiline := "kind: Deployment\nmetadata: {name: a}\nspec:\n  template:\n    spec:\n      containers:\n      - name: a\n        image: \"reg/a:\\\n          1\"\n"
-	_, err = SetImages([]byte(multiline), platform.ID{Namespace: "default", Kind: "deployment", Name: "a"}, map[string]string{"a": "reg/a:2"})
-	if err == nil || !strings.Contains(err.Error(), "cannot edit safely") {
-		t.Errorf("escaped scalar: %v", err)
+	_, err = SetImages([]byte(multiDoc), redis, map[string]string{"redis": "reg/\xff"})
+	if err == nil || !strings.Contains(err.Error(), "UTF-8") {
+		t.Errorf("invalid UTF-8: %v", err)
+	}
+	twice := "kind: Deployment\nmetadata: {name: a}\n---\nkind: Deployment\nmetadata: {name: a}\n"
+	var dup *DuplicateError
+	_, err = SetImages([]byte(twice), platform.ID{Namespace: "default", Kind: "deployment", Name: "a"}, nil)
+	if !errors.As(err, &dup) {
+		t.Errorf("defined twice: %v", err)
 	}
 }
 

@@ -1,0 +1,74 @@
+package gitrepo
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// encodeImage writes an image as a scalar, keeping the style the old value
+// had where the new one can be written in it, double-quoted otherwise
+// (block scalars included: an image is one line).
+func encodeImage(v string, style yaml.Style, flow bool) (string, error) {
+	switch {
+	case style&(yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0:
+	case style&yaml.SingleQuotedStyle != 0:
+		if singleOK(v) {
+			return "'" + strings.ReplaceAll(v, "'", "''") + "'", nil
+		}
+	case plainOK(v, flow):
+		return v, nil
+	}
+	return doubleQuoted(v)
+}
+
+// encodeKey writes a mapping key: plain when that reads back as the same
+// string, double-quoted otherwise.
+func encodeKey(k string, flow bool) (string, error) {
+	if plainOK(k, flow) {
+		return k, nil
+	}
+	return doubleQuoted(k)
+}
+
+// doubleQuoted writes v as a YAML double-quoted scalar. For valid UTF-8,
+// every escape strconv.Quote writes is a YAML escape with the same
+// meaning: \a \b \f \n \r \t \v \\ \", \xXX only below U+0080 (where YAML's
+// code point and Go's byte agree), \uXXXX and \UXXXXXXXX; and what it
+// leaves unescaped is printable in YAML (U+0085, U+2028 and U+2029, which
+// yaml.v3 would read as line breaks, are escaped). Invalid UTF-8 has no
+// YAML form.
+func doubleQuoted(v string) (string, error) {
+	if !utf8.ValidString(v) {
+		return "", fmt.Errorf("%q is not valid UTF-8, which YAML cannot hold", v)
+	}
+	return strconv.Quote(v), nil
+}
+
+// plainOK says whether v can be written unquoted and read back as the same
+// string: yaml.v3's emitter decides that for block context, and flow
+// context ends a plain scalar at any of ",?[]{}".
+func plainOK(v string, flow bool) bool {
+	if v == "" || !utf8.ValidString(v) || flow && strings.ContainsAny(v, ",?[]{}") {
+		return false
+	}
+	out, err := yaml.Marshal(v)
+	return err == nil && string(out) == v+"\n"
+}
+
+// singleOK says whether v can be single-quoted on one line: single quotes
+// have no escapes but '', so every character must be printable.
+func singleOK(v string) bool {
+	if !utf8.ValidString(v) {
+		return false
+	}
+	for _, r := range v {
+		if !strconv.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
