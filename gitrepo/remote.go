@@ -1,0 +1,25 @@
+package gitrepo
+
+import "time"
+
+// RemoteStatus is how the git remote has answered lately, for status
+// views and metrics: a remote that stalls or fails shows here while
+// fluxd keeps answering from its last good copy.
+type RemoteStatus struct {
+	// Revision is the remote branch's head as last fetched.
+	Revision string
+	// LastSync is when a fetch or push last succeeded.
+	LastSync time.Time
+	// Error is the last network operation's error, "" after a success.
+	Error string
+	// Waiting is the operation in flight ("fetching", "pushing") and
+	// WaitingSince when it began; empty when none is.
+	Waiting      string
+	WaitingSince time.Time
+}
+
+// Stalled reports whether an operation has been waiting on the remote
+// for longer than after.
+func (s RemoteStatus) Stalled(now time.Time, after time.Duration) bool {
+	return s.Waiting != "" && now.Sub(s.WaitingSince) > after
+}
