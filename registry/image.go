@@ -2,6 +2,7 @@ package registry
 
 import (
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -27,6 +28,15 @@ func (i Image) Dated() bool { return i.CreatedAt.Unix() > 0 }
 
 // Ref returns repository:tag.
 func (i Image) Ref() string { return i.Repository + ":" + i.Tag }
+
+// validTag is the tag grammar of the OCI distribution spec.
+var validTag = regexp.MustCompile(`^[a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}$`)
+
+// ValidTag reports whether s is a tag by the OCI distribution spec's
+// grammar, [a-zA-Z0-9_][a-zA-Z0-9._-]{0,127}. Tags come from registries,
+// which may be hostile, and end up in YAML: one with a newline or a quote
+// in it could add fields to a workload.
+func ValidTag(s string) bool { return validTag.MatchString(s) }
 
 // Ref is a parsed image reference.
 type Ref struct {

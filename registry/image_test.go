@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,6 +50,19 @@ func TestImmutable(t *testing.T) {
 	} {
 		if got := Immutable(tag); got != want {
 			t.Errorf("Immutable(%q) = %v, want %v", tag, got, want)
+		}
+	}
+}
+
+func TestValidTag(t *testing.T) {
+	t.Parallel()
+	for tag, want := range map[string]bool{
+		"1.2.3": true, "latest": true, "_x": true, "v1.0-rc.1_b": true, strings.Repeat("a", 128): true,
+		"": false, "-x": false, ".x": false, "1.0\nimage: evil": false, `a"b`: false, "a b": false,
+		"a:b": false, "a/b": false, "1.0\n": false, "ä": false, strings.Repeat("a", 129): false,
+	} {
+		if got := ValidTag(tag); got != want {
+			t.Errorf("ValidTag(%q) = %v, want %v", tag, got, want)
 		}
 	}
 }

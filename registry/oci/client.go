@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -66,6 +68,10 @@ type Config struct {
 	// Stalled requests fail, are retried like 5xx, and never hold up the
 	// scans of other repositories.
 	RequestTimeout, ScanTimeout time.Duration
+	// Log hears of tags a registry lists that break the OCI tag grammar
+	// (they are dropped): a warning the first time for each repository,
+	// at debug level after. Default: discard.
+	Log *slog.Logger
 }
 
 // Client reads registries.
@@ -85,6 +91,8 @@ type Client struct {
 	// inflight makes concurrent lookups of one digest (two tags of one
 	// image) share a single config fetch.
 	inflight singleflight.Group
+	// warned holds the repositories whose invalid tags were warned of.
+	warned sync.Map
 }
 
 // New returns a Client.
@@ -109,6 +117,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.ScanTimeout <= 0 {
 		cfg.ScanTimeout = 10 * time.Minute
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	plat, err := v1.ParsePlatform(cfg.Platform)
 	if err != nil {
@@ -167,7 +178,8 @@ func (c *Client) Close() {
 	}
 }
 
-// Tags lists a repository's tags, following pagination.
+// Tags lists a repository's tags, following pagination. Tags that break
+// the OCI grammar are dropped (see registry.ValidTag).
 func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) {
 	repo, err := name.NewRepository(repository, name.WeakValidation)
 	if err != nil {
@@ -181,7 +193,35 @@ func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) 
 	if err != nil {
 		return nil, explain(repo.RegistryStr(), repository, err)
 	}
-	return tags, nil
+	return c.validTags(ctx, repository, tags), nil
+}
+
+// validTags drops the tags that break the OCI grammar, before anything
+// reads, caches or writes them, and says so in the log.
+func (c *Client) validTags(ctx context.Context, repository string, tags []string) []string {
+	out := tags[:0]
+	var bad []string
+	for _, t := range tags {
+		if registry.ValidTag(t) {
+			out = append(out, t)
+			continue
+		}
+		if len(bad) < 3 {
+			if len(t) > 140 {
+				t = t[:140] + "..."
+			}
+			bad = append(bad, strconv.Quote(t))
+		}
+	}
+	if dropped := len(tags) - len(out); dropped > 0 {
+		level := slog.LevelDebug
+		if _, seen := c.warned.LoadOrStore(repository, true); !seen {
+			level = slog.LevelWarn
+		}
+		c.cfg.Log.Log(ctx, level, "the registry lists tags that are not valid OCI tags; ignoring them",
+			"component", "registry", "repository", repository, "dropped", dropped, "examples", strings.Join(bad, ", "))
+	}
+	return out
 }
 
 func (c *Client) lookup(result string) {
@@ -309,6 +349,9 @@ func (c *Client) Cached(ctx context.Context, repository string) ([]registry.Imag
 	}
 	out := make([]registry.Image, 0, len(cached))
 	for tag, ct := range cached {
+		if !registry.ValidTag(tag) {
+			continue // cached before tags were checked
+		}
 		out = append(out, registry.Image{Repository: repository, Tag: tag, Digest: ct.Digest, CreatedAt: ct.CreatedAt})
 	}
 	registry.SortNewestFirst(out)
