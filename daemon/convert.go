@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
@@ -150,6 +151,17 @@ func eventToProto(ev history.Event) *fluxdv1.Event {
 	}
 	for _, c := range ev.Changes {
 		out.Changes = append(out.Changes, &fluxdv1.Change{Service: c.Service, Container: c.Container, From: c.From, To: c.To})
+	}
+	return out
+}
+
+func gitStatusToProto(st gitrepo.RemoteStatus) *fluxdv1.GitRemoteStatus {
+	out := &fluxdv1.GitRemoteStatus{Revision: st.Revision, Error: st.Error, Waiting: st.Waiting}
+	if !st.LastSync.IsZero() {
+		out.LastSync = timestamppb.New(st.LastSync)
+	}
+	if st.Waiting != "" {
+		out.WaitingSince = timestamppb.New(st.WaitingSince)
 	}
 	return out
 }

@@ -68,6 +68,13 @@ type Deps struct {
 	// and reports automation states; nil on a follower.
 	Automator Automation
 	Jobs      Jobs
+	// Git, if set, reports how the git remote has answered lately.
+	Git GitRemote
+}
+
+// GitRemote reports the git remote's state.
+type GitRemote interface {
+	Status() gitrepo.RemoteStatus
 }
 
 // Daemon implements fluxd's operations over domain types. Every operation
@@ -77,9 +84,12 @@ type Daemon struct {
 	deps Deps
 	log  *slog.Logger
 
-	mu        sync.Mutex
-	manifests *gitrepo.Manifests
-	readAt    time.Time
+	mu           sync.Mutex // guards the fields below
+	manifests    *gitrepo.Manifests
+	readAt       time.Time
+	refreshing   chan struct{} // closed when the background read ends
+	refreshSince time.Time     // when it began
+	readErr      error         // the last read's error, nil after a success
 
 	refreshes singleflight.Group // registry refreshes by repository
 }
@@ -87,29 +97,6 @@ type Daemon struct {
 // New returns a Daemon. cfg must have passed Validate.
 func New(cfg Config, deps Deps, log *slog.Logger) *Daemon {
 	return &Daemon{cfg: cfg, deps: deps, log: log.With("component", "daemon")}
-}
-
-// readManifests returns the workload definitions in git, fetching at most
-// once per cfg.GitRefresh; invalidate forces the next read to fetch.
-func (d *Daemon) readManifests(ctx context.Context) (*gitrepo.Manifests, error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.manifests != nil && time.Since(d.readAt) < d.cfg.GitRefresh {
-		return d.manifests, nil
-	}
-	_, m, err := d.deps.Releaser.Manifests(ctx)
-	if err != nil {
-		return nil, err
-	}
-	d.manifests, d.readAt = m, time.Now()
-	return m, nil
-}
-
-// invalidate makes the next read fetch git again.
-func (d *Daemon) invalidate() {
-	d.mu.Lock()
-	d.manifests = nil
-	d.mu.Unlock()
 }
 
 // Service is a workload as fluxd sees it: in the cluster, in git, or both.

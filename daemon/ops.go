@@ -336,7 +336,7 @@ func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, u
 		return "", fluxerr.New(fluxerr.User, errors.New("no policy change given"),
 			"Say what to change: --automate/--deautomate, --lock -m MSG/--unlock, --tag-all PATTERN, --tag CONTAINER=PATTERN, --tag-order or --tag-prerelease.")
 	}
-	svc, err := d.resolveFresh(ctx, name)
+	svc, err := d.resolveInGit(ctx, name)
 	if err != nil {
 		return "", err
 	}
@@ -430,8 +430,7 @@ func (d *Daemon) servicesInFile(ctx context.Context, file string) ([]platform.ID
 	if ids := find(m); len(ids) > 0 {
 		return ids, nil
 	}
-	d.invalidate()
-	if m, err = d.readManifests(ctx); err != nil {
+	if m, err = d.readManifestsNow(ctx); err != nil {
 		return nil, err
 	}
 	if ids := find(m); len(ids) > 0 {

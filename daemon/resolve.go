@@ -32,7 +32,24 @@ func (d *Daemon) resolveFresh(ctx context.Context, name string) (Service, error)
 	if fluxerr.KindOf(err) != fluxerr.Missing {
 		return svc, err
 	}
-	d.invalidate()
+	if _, err := d.readManifestsNow(ctx); err != nil {
+		return Service{}, err
+	}
+	return d.resolve(ctx, name)
+}
+
+// resolveInGit is resolveFresh for a command that needs the service in
+// git (a policy change): a service fluxd knows only from the cluster is
+// looked for in git again before the command is refused, since its
+// manifest may have been pushed a moment ago.
+func (d *Daemon) resolveInGit(ctx context.Context, name string) (Service, error) {
+	svc, err := d.resolveFresh(ctx, name)
+	if err != nil || svc.InGit {
+		return svc, err
+	}
+	if _, err := d.readManifestsNow(ctx); err != nil {
+		return Service{}, err
+	}
 	return d.resolve(ctx, name)
 }
 

@@ -105,6 +105,9 @@ func (s *Server) ListServices(ctx context.Context, req *fluxdv1.ListServicesRequ
 	for _, svc := range svcs {
 		resp.Services = append(resp.Services, serviceToProto(svc))
 	}
+	if st, ok := s.d.gitStatus(); ok {
+		resp.Git = gitStatusToProto(st)
+	}
 	return resp, nil
 }
 

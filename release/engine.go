@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/editdistance"
@@ -71,15 +73,29 @@ type Engine struct {
 	recorder Recorder
 	log      *slog.Logger
 
-	mu     sync.Mutex // one git operation at a time: the clone is shared
+	// git is one git operation at a time (the clone is shared); waiting
+	// for it ends with the caller's context, so a stalled remote holds no
+	// caller longer than it is willing to wait.
+	git    *semaphore.Weighted
 	deploy sync.Mutex // one deployment at a time, its rollout included
 	memory planMemory
 }
 
 // NewEngine returns an Engine.
 func NewEngine(repo Repo, images Images, cluster Cluster, recorder Recorder, log *slog.Logger) *Engine {
-	return &Engine{repo: repo, images: images, cluster: cluster, recorder: recorder, log: log.With("component", "release")}
+	return &Engine{git: semaphore.NewWeighted(1), repo: repo, images: images, cluster: cluster, recorder: recorder, log: log.With("component", "release")}
 }
+
+// lockGit waits for the git lock until ctx ends.
+func (e *Engine) lockGit(ctx context.Context) error {
+	if err := e.git.Acquire(ctx, 1); err != nil {
+		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("waiting for another git operation to finish: %w", err),
+			"fluxd works on its clone of the repository one operation at a time, and the one before is still running (a slow or stalled git remote?). Try again shortly; 'fluxctl list-services' shows the remote's state.")
+	}
+	return nil
+}
+
+func (e *Engine) unlockGit() { e.git.Release(1) }
 
 // Result is an executed release.
 type Result struct {
@@ -116,16 +132,20 @@ func (s Spec) Validate() error {
 
 // Plan computes what a release of spec would do, changing nothing.
 func (e *Engine) Plan(ctx context.Context, spec Spec) (*Plan, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	if err := e.lockGit(ctx); err != nil {
+		return nil, err
+	}
+	defer e.unlockGit()
 	p, _, err := e.plan(ctx, spec)
 	return p, err
 }
 
 // Manifests syncs the clone and returns its workload definitions.
 func (e *Engine) Manifests(ctx context.Context) (string, *gitrepo.Manifests, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	if err := e.lockGit(ctx); err != nil {
+		return "", nil, err
+	}
+	defer e.unlockGit()
 	return e.manifests(ctx)
 }
 

@@ -92,7 +92,7 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 			o.Report(p)
 		}
 	}
-	// One deployment at a time, rollout included; planning (e.mu) stays
+	// One deployment at a time, rollout included; planning (e.git) stays
 	// free while a rollout is followed.
 	e.deploy.Lock()
 	defer e.deploy.Unlock()
@@ -192,8 +192,10 @@ func (e *Engine) Resume(ctx context.Context, instance string, spec Spec, plan *P
 
 // applyFromGit applies the plan's updated workloads as the branch has them.
 func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]int64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	if err := e.lockGit(ctx); err != nil {
+		return nil, err
+	}
+	defer e.unlockGit()
 	_, m, err := e.manifests(ctx)
 	if err != nil {
 		return nil, err
@@ -225,8 +227,10 @@ func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]
 // FindJobCommit returns the commit a job pushed, found by its trailer in
 // the branch's recent history, or "" if it pushed none.
 func (e *Engine) FindJobCommit(ctx context.Context, id string) (string, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	if err := e.lockGit(ctx); err != nil {
+		return "", err
+	}
+	defer e.unlockGit()
 	if _, err := e.repo.Sync(ctx); err != nil {
 		return "", err
 	}
@@ -237,8 +241,10 @@ func (e *Engine) FindJobCommit(ctx context.Context, id string) (string, error) {
 // lock. It returns the generations the rollouts must reach; a Result
 // without a commit means there was nothing to change.
 func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o ExecOptions, report func(Progress), start time.Time) (*Result, map[platform.ID]int64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	if err := e.lockGit(ctx); err != nil {
+		return nil, nil, err
+	}
+	defer e.unlockGit()
 	report(Progress{Stage: StageCloning})
 	plan, m, err := e.plan(ctx, spec)
 	if err != nil {
@@ -467,8 +473,10 @@ func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan 
 // pushRevert commits, pushes and applies the revert plan back, holding
 // the git lock.
 func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg string) (string, map[platform.ID]int64, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	if err := e.lockGit(ctx); err != nil {
+		return "", nil, err
+	}
+	defer e.unlockGit()
 	var files map[string][]byte
 	var revert string
 	for attempt := 1; ; attempt++ {

@@ -34,8 +34,10 @@ type PolicyChange struct {
 // and records it. When the annotations already hold the values, nothing
 // is committed and "" is returned.
 func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange) (string, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	if err := e.lockGit(ctx); err != nil {
+		return "", err
+	}
+	defer e.unlockGit()
 	start := time.Now()
 	rev, m, err := e.manifests(ctx)
 	if err != nil {

@@ -140,7 +140,29 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 			fmt.Fprintf(w, "  %s\n", x)
 		}
 	}
+	if msg := gitWarning(resp.GetGit(), time.Now()); msg != "" {
+		fmt.Fprintf(w, "\nWarning: %s\n", msg)
+	}
 	return nil
+}
+
+// gitWarning describes a git remote that is failing or not answering, or
+// returns "" when it is well.
+func gitWarning(g *fluxdv1.GitRemoteStatus, now time.Time) string {
+	if g == nil {
+		return ""
+	}
+	since := "never synced"
+	if g.GetLastSync() != nil {
+		since = fmt.Sprintf("last synced %s ago", now.Sub(g.GetLastSync().AsTime()).Round(time.Second))
+	}
+	switch {
+	case g.GetWaiting() != "" && g.GetWaitingSince() != nil && now.Sub(g.GetWaitingSince().AsTime()) > 5*time.Second:
+		return fmt.Sprintf("the git remote has not answered for %s (%s; %s): the git side shown is as of then", now.Sub(g.GetWaitingSince().AsTime()).Round(time.Second), g.GetWaiting(), since)
+	case g.GetError() != "":
+		return fmt.Sprintf("the git remote failed (%s): %s; the git side shown is as of then", since, g.GetError())
+	}
+	return ""
 }
 
 func policy(s *fluxdv1.Service) string {

@@ -53,6 +53,7 @@ type flags struct {
 	gitPaths             []string
 	gitUser, gitEmail    string
 	gitPollInterval      time.Duration
+	gitTimeout           time.Duration
 	dockerConfig         string
 	registryConcurrency  int
 	registryPlatform     string
@@ -111,6 +112,7 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.gitUser, "git-user", "fluxd", "committer name of fluxd's commits")
 	fs.StringVar(&f.gitEmail, "git-email", "fluxd@localhost", "committer email of fluxd's commits")
 	fs.DurationVar(&f.gitPollInterval, "git-poll-interval", time.Minute, "how often to fetch the remote; listing calls reuse a fetch this long")
+	fs.DurationVar(&f.gitTimeout, "git-timeout", gogit.DefaultTimeout, "how long a git fetch or push may take before it fails (a clone: four times as long)")
 	fs.StringVar(&f.dockerConfig, "docker-config", "", "docker config.json with registry credentials (default: ~/.docker/config.json)")
 	fs.IntVar(&f.registryConcurrency, "registry-concurrency", 8, "registry metadata requests in flight per repository")
 	fs.StringVar(&f.registryPlatform, "registry-platform", "linux/amd64", "platform to pick from multi-platform images")
@@ -196,7 +198,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	}
 	gcfg := gogit.Config{
 		URL: f.gitURL, Branch: f.gitBranch, Paths: f.gitPaths,
-		User: f.gitUser, Email: f.gitEmail, Dir: filepath.Join(f.stateDir, "repo"),
+		User: f.gitUser, Email: f.gitEmail, Dir: filepath.Join(f.stateDir, "repo"), Timeout: f.gitTimeout,
 	}
 	if err := errors.Join(cfg.Validate(), gcfg.Validate()); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", indent(err))
@@ -285,7 +287,8 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	jobs := release.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
 	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg}, engine, jobs, clock.RealClock{}, log)
 	jobs.OnEnd(func(history.Job) { auto.Poke() })
-	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs}, log)
+	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo}, log)
+	registerGitMetrics(reg, repo)
 	srv := daemon.NewServer(d, tokens, log)
 	// Only the leader runs jobs and automation: first it carries on with
 	// the jobs a previous leader (or run) left live.
@@ -405,7 +408,9 @@ func newVersionCommand() *cobra.Command {
 
 // pollGit fetches the remote on an interval, so that a broken remote shows
 // in the log before a release needs it.
-func pollGit(ctx context.Context, repo *gogit.Repo, every time.Duration, log *slog.Logger) {
+func pollGit(ctx context.Context, repo interface {
+	Sync(context.Context) (string, error)
+}, every time.Duration, log *slog.Logger) {
 	if every <= 0 {
 		return
 	}
@@ -446,4 +451,27 @@ func pageSize(flag int) int {
 		return -1
 	}
 	return flag
+}
+
+// registerGitMetrics exports the git remote's state: when it last
+// answered, and whether an operation is waiting on it.
+func registerGitMetrics(reg prometheus.Registerer, repo *gogit.Repo) {
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_git_last_sync_timestamp_seconds", Help: "When a fetch or push of the manifests' remote last succeeded (Unix time)."}, func() float64 {
+		if t := repo.Status().LastSync; !t.IsZero() {
+			return float64(t.UnixNano()) / 1e9
+		}
+		return 0
+	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_git_waiting_seconds", Help: "How long the git operation in flight has waited on the remote; 0 when none is."}, func() float64 {
+		if st := repo.Status(); st.Waiting != "" {
+			return time.Since(st.WaitingSince).Seconds()
+		}
+		return 0
+	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_git_up", Help: "1 when the last git network operation succeeded, 0 when it failed."}, func() float64 {
+		if repo.Status().Error != "" {
+			return 0
+		}
+		return 1
+	}))
 }

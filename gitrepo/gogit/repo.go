@@ -17,6 +17,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/http"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/internal/fluxerr"
@@ -35,7 +36,14 @@ type Config struct {
 	User, Email string
 	// Dir is where the working clone lives; it is replaced on Open.
 	Dir string
+	// Timeout bounds every network operation (fetch, push; a clone gets
+	// four times as long): a remote that stops answering fails the
+	// operation instead of holding fluxd. Default DefaultTimeout.
+	Timeout time.Duration
 }
+
+// DefaultTimeout bounds a git network operation when Config.Timeout is 0.
+const DefaultTimeout = 30 * time.Second
 
 // Validate reports every problem with the configuration at once.
 func (c Config) Validate() error {
@@ -59,17 +67,72 @@ func (c Config) Validate() error {
 	if c.Dir == "" {
 		errs = append(errs, errors.New("the working clone's directory is empty"))
 	}
+	if c.Timeout < 0 {
+		errs = append(errs, errors.New("--git-timeout must not be negative"))
+	}
 	return errors.Join(errs...)
 }
 
 // Repo is a working clone. Its methods are safe for concurrent use; they
-// run one at a time.
+// run one at a time, and waiting for one another ends with the caller's
+// context.
 type Repo struct {
 	cfg  Config
 	auth transport.AuthMethod
 
-	mu   sync.Mutex
+	lock *semaphore.Weighted
 	repo *git.Repository
+
+	mu     sync.Mutex // guards status
+	status gitrepo.RemoteStatus
+}
+
+// acquire waits for the clone until ctx ends.
+func (r *Repo) acquire(ctx context.Context) error {
+	if err := r.lock.Acquire(ctx, 1); err != nil {
+		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("waiting for another git operation on %s to finish: %w", Redact(r.cfg.URL), err),
+			"The git operation before this one is still running: the remote may be slow or not answering. Try again shortly.")
+	}
+	return nil
+}
+
+func (r *Repo) release() { r.lock.Release(1) }
+
+// network runs a network operation under the configured timeout, keeping
+// the remote's status current.
+func (r *Repo) network(ctx context.Context, doing string, scale int, op func(ctx context.Context) error) error {
+	timeout := r.cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout*time.Duration(scale))
+	defer cancel()
+	r.mu.Lock()
+	r.status.Waiting, r.status.WaitingSince = doing, time.Now()
+	r.mu.Unlock()
+	err := op(ctx)
+	if errors.Is(err, git.NoErrAlreadyUpToDate) {
+		err = nil
+	}
+	if err != nil && ctx.Err() == context.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
+		err = fmt.Errorf("%w (after %v: %v)", context.DeadlineExceeded, timeout*time.Duration(scale), err)
+	}
+	r.mu.Lock()
+	r.status.Waiting = ""
+	if err == nil {
+		r.status.LastSync, r.status.Error = time.Now(), ""
+	} else {
+		r.status.Error = fmt.Sprintf("%s %s: %v", doing, Redact(r.cfg.URL), err)
+	}
+	r.mu.Unlock()
+	return err
+}
+
+// Status reports how the remote has answered lately.
+func (r *Repo) Status() gitrepo.RemoteStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
 }
 
 // Redact replaces the password or token in a URL, for messages and logs.
@@ -95,7 +158,7 @@ func Open(ctx context.Context, cfg Config) (*Repo, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Repo{cfg: cfg}
+	r := &Repo{cfg: cfg, lock: semaphore.NewWeighted(1)}
 	cloneURL := cfg.URL
 	if u, err := url.Parse(cfg.URL); err == nil && u.User != nil && (u.Scheme == "http" || u.Scheme == "https") {
 		pw, _ := u.User.Password()
@@ -106,16 +169,23 @@ func Open(ctx context.Context, cfg Config) (*Repo, error) {
 	if err := os.RemoveAll(cfg.Dir); err != nil {
 		return nil, err
 	}
-	repo, err := git.PlainCloneContext(ctx, cfg.Dir, false, &git.CloneOptions{
-		URL:           cloneURL,
-		Auth:          r.auth,
-		ReferenceName: plumbing.NewBranchReferenceName(cfg.Branch),
-		SingleBranch:  true,
+	var repo *git.Repository
+	err := r.network(ctx, "cloning", 4, func(ctx context.Context) (err error) {
+		repo, err = git.PlainCloneContext(ctx, cfg.Dir, false, &git.CloneOptions{
+			URL:           cloneURL,
+			Auth:          r.auth,
+			ReferenceName: plumbing.NewBranchReferenceName(cfg.Branch),
+			SingleBranch:  true,
+		})
+		return err
 	})
 	if err != nil {
 		return nil, r.remoteError("cloning", err)
 	}
 	r.repo = repo
+	if head, err := repo.Head(); err == nil {
+		r.status.Revision = head.Hash().String()
+	}
 	if _, err := gitrepo.ResolvePaths(cfg.Dir, cfg.Paths); err != nil {
 		return nil, fluxerr.New(fluxerr.User, err, "")
 	}
@@ -127,6 +197,8 @@ func (r *Repo) remoteError(doing string, err error) error {
 	msg := fmt.Errorf("%s %s (branch %s): %w", doing, Redact(r.cfg.URL), r.cfg.Branch, err)
 	help := "Check that the URL is right and reachable from fluxd, that the branch exists, and that the credentials (if any) may read and write it."
 	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		help = "The remote did not answer in time (--git-timeout). Check that it is up and reachable from fluxd; fluxd keeps serving from its last copy and tries again."
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
 		help = "The remote refused fluxd's credentials. Check the token or password in --git-url (it is not shown here) and that it may push to the branch."
 	case errors.Is(err, transport.ErrRepositoryNotFound):
@@ -146,19 +218,23 @@ func (r *Repo) Paths() []string { return r.cfg.Paths }
 // Sync fetches the remote branch and resets the clone to it, returning
 // the revision now checked out.
 func (r *Repo) Sync(ctx context.Context) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	if err := r.acquire(ctx); err != nil {
+		return "", err
+	}
+	defer r.release()
 	return r.sync(ctx)
 }
 
 func (r *Repo) sync(ctx context.Context) (string, error) {
 	remoteRef := plumbing.NewRemoteReferenceName("origin", r.cfg.Branch)
-	err := r.repo.FetchContext(ctx, &git.FetchOptions{
-		Auth:     r.auth,
-		RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", r.cfg.Branch, remoteRef))},
-		Force:    true,
+	err := r.network(ctx, "fetching", 1, func(ctx context.Context) error {
+		return r.repo.FetchContext(ctx, &git.FetchOptions{
+			Auth:     r.auth,
+			RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", r.cfg.Branch, remoteRef))},
+			Force:    true,
+		})
 	})
-	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+	if err != nil {
 		return "", r.remoteError("fetching", err)
 	}
 	ref, err := r.repo.Reference(remoteRef, true)
@@ -168,6 +244,9 @@ func (r *Repo) sync(ctx context.Context) (string, error) {
 	if err := r.resetTo(ref.Hash()); err != nil {
 		return "", err
 	}
+	r.mu.Lock()
+	r.status.Revision = ref.Hash().String()
+	r.mu.Unlock()
 	return ref.Hash().String(), nil
 }
 
@@ -184,8 +263,10 @@ func (r *Repo) resetTo(h plumbing.Hash) error {
 
 // Head returns the revision checked out.
 func (r *Repo) Head() (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	if err := r.acquire(context.Background()); err != nil {
+		return "", err
+	}
+	defer r.release()
 	h, err := r.repo.Head()
 	if err != nil {
 		return "", err
@@ -199,8 +280,10 @@ func (r *Repo) Head() (string, error) {
 // Precondition. The commit reaches the remote only through Push; the next
 // Sync discards a commit that was never pushed.
 func (r *Repo) Commit(ctx context.Context, base string, files map[string][]byte, message string, author gitrepo.Signature) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	if err := r.acquire(ctx); err != nil {
+		return "", err
+	}
+	defer r.release()
 	head, err := r.sync(ctx)
 	if err != nil {
 		return "", err
@@ -252,12 +335,16 @@ func (r *Repo) Commit(ctx context.Context, base string, files map[string][]byte,
 // force: if the remote moved, the error wraps gitrepo.ErrMoved. On any
 // failure the clone is reset to the remote, so the commit is not kept.
 func (r *Repo) Push(ctx context.Context, commit string) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	if err := r.acquire(ctx); err != nil {
+		return err
+	}
+	defer r.release()
 	h := plumbing.NewHash(commit)
-	err := r.repo.PushContext(ctx, &git.PushOptions{
-		Auth:     r.auth,
-		RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", h, r.cfg.Branch))},
+	err := r.network(ctx, "pushing", 1, func(ctx context.Context) error {
+		return r.repo.PushContext(ctx, &git.PushOptions{
+			Auth:     r.auth,
+			RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", h, r.cfg.Branch))},
+		})
 	})
 	if err != nil {
 		remoteRef, rerr := r.repo.Reference(plumbing.NewRemoteReferenceName("origin", r.cfg.Branch), true)
@@ -271,6 +358,9 @@ func (r *Repo) Push(ctx context.Context, commit string) error {
 	}
 	// Keep the remote-tracking ref current, so the next sync is a no-op.
 	_ = r.repo.Storer.SetReference(plumbing.NewHashReference(plumbing.NewRemoteReferenceName("origin", r.cfg.Branch), h))
+	r.mu.Lock()
+	r.status.Revision = commit
+	r.mu.Unlock()
 	return nil
 }
 
@@ -279,8 +369,10 @@ func (r *Repo) Push(ctx context.Context, commit string) error {
 // as "Fluxd-Job: 1234"), or "" when none does. It reads the clone as last
 // synced; call Sync first.
 func (r *Repo) FindCommit(ctx context.Context, line string, depth int) (string, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	if err := r.acquire(ctx); err != nil {
+		return "", err
+	}
+	defer r.release()
 	ref, err := r.repo.Reference(plumbing.NewRemoteReferenceName("origin", r.cfg.Branch), true)
 	if err != nil {
 		return "", r.remoteError("reading", err)

@@ -704,8 +704,11 @@ func (x *ListServicesRequest) GetNamespace() string {
 }
 
 type ListServicesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Services      []*Service             `protobuf:"bytes,1,rep,name=services,proto3" json:"services,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Services []*Service             `protobuf:"bytes,1,rep,name=services,proto3" json:"services,omitempty"`
+	// git is the state of the manifests' remote: the services' git side is
+	// as of its last successful fetch.
+	Git           *GitRemoteStatus `protobuf:"bytes,2,opt,name=git,proto3" json:"git,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -747,6 +750,95 @@ func (x *ListServicesResponse) GetServices() []*Service {
 	return nil
 }
 
+func (x *ListServicesResponse) GetGit() *GitRemoteStatus {
+	if x != nil {
+		return x.Git
+	}
+	return nil
+}
+
+// GitRemoteStatus says how the git remote has answered lately.
+type GitRemoteStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revision is the branch's head as last fetched.
+	Revision string `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// last_sync is when a fetch or push last succeeded.
+	LastSync *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=last_sync,json=lastSync,proto3" json:"last_sync,omitempty"`
+	// error is the last network operation's error; empty after a success.
+	Error string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	// waiting names an operation in flight ("fetching", "pushing") and
+	// waiting_since when it began.
+	Waiting       string                 `protobuf:"bytes,4,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	WaitingSince  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=waiting_since,json=waitingSince,proto3" json:"waiting_since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GitRemoteStatus) Reset() {
+	*x = GitRemoteStatus{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GitRemoteStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GitRemoteStatus) ProtoMessage() {}
+
+func (x *GitRemoteStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GitRemoteStatus.ProtoReflect.Descriptor instead.
+func (*GitRemoteStatus) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GitRemoteStatus) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *GitRemoteStatus) GetLastSync() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSync
+	}
+	return nil
+}
+
+func (x *GitRemoteStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *GitRemoteStatus) GetWaiting() string {
+	if x != nil {
+		return x.Waiting
+	}
+	return ""
+}
+
+func (x *GitRemoteStatus) GetWaitingSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WaitingSince
+	}
+	return nil
+}
+
 type ListImagesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// service is a service ID, "namespace/name" or "name".
@@ -762,7 +854,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[8]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -774,7 +866,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[8]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -787,7 +879,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{8}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListImagesRequest) GetService() string {
@@ -823,7 +915,7 @@ type ImageInfo struct {
 
 func (x *ImageInfo) Reset() {
 	*x = ImageInfo{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[9]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -835,7 +927,7 @@ func (x *ImageInfo) String() string {
 func (*ImageInfo) ProtoMessage() {}
 
 func (x *ImageInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[9]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -848,7 +940,7 @@ func (x *ImageInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageInfo.ProtoReflect.Descriptor instead.
 func (*ImageInfo) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{9}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ImageInfo) GetRef() string {
@@ -910,7 +1002,7 @@ type ContainerImages struct {
 
 func (x *ContainerImages) Reset() {
 	*x = ContainerImages{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[10]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -922,7 +1014,7 @@ func (x *ContainerImages) String() string {
 func (*ContainerImages) ProtoMessage() {}
 
 func (x *ContainerImages) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[10]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -935,7 +1027,7 @@ func (x *ContainerImages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImages.ProtoReflect.Descriptor instead.
 func (*ContainerImages) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{10}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ContainerImages) GetContainer() string {
@@ -1032,7 +1124,7 @@ type ServiceImages struct {
 
 func (x *ServiceImages) Reset() {
 	*x = ServiceImages{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[11]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1044,7 +1136,7 @@ func (x *ServiceImages) String() string {
 func (*ServiceImages) ProtoMessage() {}
 
 func (x *ServiceImages) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[11]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1057,7 +1149,7 @@ func (x *ServiceImages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceImages.ProtoReflect.Descriptor instead.
 func (*ServiceImages) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{11}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ServiceImages) GetService() string {
@@ -1083,7 +1175,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[12]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1187,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[12]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1200,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{12}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListImagesResponse) GetServices() []*ServiceImages {
@@ -1142,7 +1234,7 @@ type ReleaseSpec struct {
 
 func (x *ReleaseSpec) Reset() {
 	*x = ReleaseSpec{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[13]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1154,7 +1246,7 @@ func (x *ReleaseSpec) String() string {
 func (*ReleaseSpec) ProtoMessage() {}
 
 func (x *ReleaseSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[13]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1167,7 +1259,7 @@ func (x *ReleaseSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSpec.ProtoReflect.Descriptor instead.
 func (*ReleaseSpec) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{13}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ReleaseSpec) GetServices() []string {
@@ -1249,7 +1341,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[14]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1261,7 +1353,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[14]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1274,7 +1366,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{14}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReleaseRequest) GetSpec() *ReleaseSpec {
@@ -1323,7 +1415,7 @@ type ContainerUpdate struct {
 
 func (x *ContainerUpdate) Reset() {
 	*x = ContainerUpdate{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[15]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1427,7 @@ func (x *ContainerUpdate) String() string {
 func (*ContainerUpdate) ProtoMessage() {}
 
 func (x *ContainerUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[15]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1440,7 @@ func (x *ContainerUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerUpdate.ProtoReflect.Descriptor instead.
 func (*ContainerUpdate) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{15}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ContainerUpdate) GetContainer() string {
@@ -1385,7 +1477,7 @@ type PlanItem struct {
 
 func (x *PlanItem) Reset() {
 	*x = PlanItem{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[16]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1489,7 @@ func (x *PlanItem) String() string {
 func (*PlanItem) ProtoMessage() {}
 
 func (x *PlanItem) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[16]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1502,7 @@ func (x *PlanItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanItem.ProtoReflect.Descriptor instead.
 func (*PlanItem) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{16}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PlanItem) GetService() string {
@@ -1452,7 +1544,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[17]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1464,7 +1556,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[17]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1477,7 +1569,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{17}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Plan) GetItems() []*PlanItem {
@@ -1514,7 +1606,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[18]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1618,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[18]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1631,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{18}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReleaseResponse) GetPlan() *Plan {
@@ -1581,7 +1673,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1685,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1698,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{19}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Job) GetId() string {
@@ -1681,7 +1773,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1693,7 +1785,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1706,7 +1798,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{20}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -1725,7 +1817,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1737,7 +1829,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1750,7 +1842,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{21}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -1769,7 +1861,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1781,7 +1873,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1794,7 +1886,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{22}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WatchJobRequest) GetId() string {
@@ -1814,7 +1906,7 @@ type WorkloadProgress struct {
 
 func (x *WorkloadProgress) Reset() {
 	*x = WorkloadProgress{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +1918,7 @@ func (x *WorkloadProgress) String() string {
 func (*WorkloadProgress) ProtoMessage() {}
 
 func (x *WorkloadProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +1931,7 @@ func (x *WorkloadProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadProgress.ProtoReflect.Descriptor instead.
 func (*WorkloadProgress) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{23}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WorkloadProgress) GetService() string {
@@ -1866,7 +1958,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1878,7 +1970,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1891,7 +1983,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{24}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchJobResponse) GetJob() *Job {
@@ -1917,7 +2009,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1929,7 +2021,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1942,7 +2034,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{25}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -1961,7 +2053,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2065,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2078,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{26}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -2005,7 +2097,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2109,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2122,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{27}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListJobsRequest) GetLimit() int32 {
@@ -2049,7 +2141,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2061,7 +2153,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2074,7 +2166,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{28}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -2095,7 +2187,7 @@ type AutomateRequest struct {
 
 func (x *AutomateRequest) Reset() {
 	*x = AutomateRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2199,7 @@ func (x *AutomateRequest) String() string {
 func (*AutomateRequest) ProtoMessage() {}
 
 func (x *AutomateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2212,7 @@ func (x *AutomateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutomateRequest.ProtoReflect.Descriptor instead.
 func (*AutomateRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{29}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AutomateRequest) GetService() string {
@@ -2145,7 +2237,7 @@ type AutomateResponse struct {
 
 func (x *AutomateResponse) Reset() {
 	*x = AutomateResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2157,7 +2249,7 @@ func (x *AutomateResponse) String() string {
 func (*AutomateResponse) ProtoMessage() {}
 
 func (x *AutomateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2170,7 +2262,7 @@ func (x *AutomateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutomateResponse.ProtoReflect.Descriptor instead.
 func (*AutomateResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{30}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{31}
 }
 
 type DeautomateRequest struct {
@@ -2183,7 +2275,7 @@ type DeautomateRequest struct {
 
 func (x *DeautomateRequest) Reset() {
 	*x = DeautomateRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2195,7 +2287,7 @@ func (x *DeautomateRequest) String() string {
 func (*DeautomateRequest) ProtoMessage() {}
 
 func (x *DeautomateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2208,7 +2300,7 @@ func (x *DeautomateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeautomateRequest.ProtoReflect.Descriptor instead.
 func (*DeautomateRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{31}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeautomateRequest) GetService() string {
@@ -2233,7 +2325,7 @@ type DeautomateResponse struct {
 
 func (x *DeautomateResponse) Reset() {
 	*x = DeautomateResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2337,7 @@ func (x *DeautomateResponse) String() string {
 func (*DeautomateResponse) ProtoMessage() {}
 
 func (x *DeautomateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2350,7 @@ func (x *DeautomateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeautomateResponse.ProtoReflect.Descriptor instead.
 func (*DeautomateResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{32}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{33}
 }
 
 type LockRequest struct {
@@ -2272,7 +2364,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2376,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2389,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{33}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *LockRequest) GetService() string {
@@ -2329,7 +2421,7 @@ type LockResponse struct {
 
 func (x *LockResponse) Reset() {
 	*x = LockResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2341,7 +2433,7 @@ func (x *LockResponse) String() string {
 func (*LockResponse) ProtoMessage() {}
 
 func (x *LockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2354,7 +2446,7 @@ func (x *LockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResponse.ProtoReflect.Descriptor instead.
 func (*LockResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{34}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{35}
 }
 
 type UnlockRequest struct {
@@ -2367,7 +2459,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2471,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2484,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{35}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *UnlockRequest) GetService() string {
@@ -2417,7 +2509,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +2521,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +2534,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{36}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{37}
 }
 
 // SetPolicyRequest changes a service's policies in one commit; unset
@@ -2473,7 +2565,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2485,7 +2577,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2498,7 +2590,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{37}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *SetPolicyRequest) GetService() string {
@@ -2574,7 +2666,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2678,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2691,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{38}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *SetPolicyResponse) GetCommit() string {
@@ -2621,7 +2713,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2633,7 +2725,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2646,7 +2738,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{39}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Change) GetService() string {
@@ -2695,7 +2787,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2707,7 +2799,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2720,7 +2812,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{40}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Event) GetId() int64 {
@@ -2804,7 +2896,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +2908,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +2921,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{41}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *HistoryRequest) GetService() string {
@@ -2855,7 +2947,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2867,7 +2959,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2880,7 +2972,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{42}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *HistoryResponse) GetEvents() []*Event {
@@ -2900,7 +2992,7 @@ type NotifyImageRequest struct {
 
 func (x *NotifyImageRequest) Reset() {
 	*x = NotifyImageRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3004,7 @@ func (x *NotifyImageRequest) String() string {
 func (*NotifyImageRequest) ProtoMessage() {}
 
 func (x *NotifyImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3017,7 @@ func (x *NotifyImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyImageRequest.ProtoReflect.Descriptor instead.
 func (*NotifyImageRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{43}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *NotifyImageRequest) GetImage() string {
@@ -2947,7 +3039,7 @@ type NotifyImageResponse struct {
 
 func (x *NotifyImageResponse) Reset() {
 	*x = NotifyImageResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3051,7 @@ func (x *NotifyImageResponse) String() string {
 func (*NotifyImageResponse) ProtoMessage() {}
 
 func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3064,7 @@ func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyImageResponse.ProtoReflect.Descriptor instead.
 func (*NotifyImageResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{44}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *NotifyImageResponse) GetRepository() string {
@@ -3041,9 +3133,16 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x05ready\x18\x03 \x01(\x05R\x05ready\x12\x1c\n" +
 	"\tavailable\x18\x04 \x01(\x05R\tavailable\"3\n" +
 	"\x13ListServicesRequest\x12\x1c\n" +
-	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"E\n" +
+	"\tnamespace\x18\x01 \x01(\tR\tnamespace\"r\n" +
 	"\x14ListServicesResponse\x12-\n" +
-	"\bservices\x18\x01 \x03(\v2\x11.fluxd.v1.ServiceR\bservices\"[\n" +
+	"\bservices\x18\x01 \x03(\v2\x11.fluxd.v1.ServiceR\bservices\x12+\n" +
+	"\x03git\x18\x02 \x01(\v2\x19.fluxd.v1.GitRemoteStatusR\x03git\"\xd7\x01\n" +
+	"\x0fGitRemoteStatus\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\tR\brevision\x127\n" +
+	"\tlast_sync\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\blastSync\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x18\n" +
+	"\awaiting\x18\x04 \x01(\tR\awaiting\x12?\n" +
+	"\rwaiting_since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\fwaitingSince\"[\n" +
 	"\x11ListImagesRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x16\n" +
@@ -3263,7 +3362,7 @@ func file_fluxd_v1_fluxd_proto_rawDescGZIP() []byte {
 }
 
 var file_fluxd_v1_fluxd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(Role)(0),                     // 0: fluxd.v1.Role
 	(ReleaseKind)(0),              // 1: fluxd.v1.ReleaseKind
@@ -3276,115 +3375,119 @@ var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(*ReplicaCounts)(nil),         // 8: fluxd.v1.ReplicaCounts
 	(*ListServicesRequest)(nil),   // 9: fluxd.v1.ListServicesRequest
 	(*ListServicesResponse)(nil),  // 10: fluxd.v1.ListServicesResponse
-	(*ListImagesRequest)(nil),     // 11: fluxd.v1.ListImagesRequest
-	(*ImageInfo)(nil),             // 12: fluxd.v1.ImageInfo
-	(*ContainerImages)(nil),       // 13: fluxd.v1.ContainerImages
-	(*ServiceImages)(nil),         // 14: fluxd.v1.ServiceImages
-	(*ListImagesResponse)(nil),    // 15: fluxd.v1.ListImagesResponse
-	(*ReleaseSpec)(nil),           // 16: fluxd.v1.ReleaseSpec
-	(*ReleaseRequest)(nil),        // 17: fluxd.v1.ReleaseRequest
-	(*ContainerUpdate)(nil),       // 18: fluxd.v1.ContainerUpdate
-	(*PlanItem)(nil),              // 19: fluxd.v1.PlanItem
-	(*Plan)(nil),                  // 20: fluxd.v1.Plan
-	(*ReleaseResponse)(nil),       // 21: fluxd.v1.ReleaseResponse
-	(*Job)(nil),                   // 22: fluxd.v1.Job
-	(*GetJobRequest)(nil),         // 23: fluxd.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 24: fluxd.v1.GetJobResponse
-	(*WatchJobRequest)(nil),       // 25: fluxd.v1.WatchJobRequest
-	(*WorkloadProgress)(nil),      // 26: fluxd.v1.WorkloadProgress
-	(*WatchJobResponse)(nil),      // 27: fluxd.v1.WatchJobResponse
-	(*CancelJobRequest)(nil),      // 28: fluxd.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 29: fluxd.v1.CancelJobResponse
-	(*ListJobsRequest)(nil),       // 30: fluxd.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 31: fluxd.v1.ListJobsResponse
-	(*AutomateRequest)(nil),       // 32: fluxd.v1.AutomateRequest
-	(*AutomateResponse)(nil),      // 33: fluxd.v1.AutomateResponse
-	(*DeautomateRequest)(nil),     // 34: fluxd.v1.DeautomateRequest
-	(*DeautomateResponse)(nil),    // 35: fluxd.v1.DeautomateResponse
-	(*LockRequest)(nil),           // 36: fluxd.v1.LockRequest
-	(*LockResponse)(nil),          // 37: fluxd.v1.LockResponse
-	(*UnlockRequest)(nil),         // 38: fluxd.v1.UnlockRequest
-	(*UnlockResponse)(nil),        // 39: fluxd.v1.UnlockResponse
-	(*SetPolicyRequest)(nil),      // 40: fluxd.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),     // 41: fluxd.v1.SetPolicyResponse
-	(*Change)(nil),                // 42: fluxd.v1.Change
-	(*Event)(nil),                 // 43: fluxd.v1.Event
-	(*HistoryRequest)(nil),        // 44: fluxd.v1.HistoryRequest
-	(*HistoryResponse)(nil),       // 45: fluxd.v1.HistoryResponse
-	(*NotifyImageRequest)(nil),    // 46: fluxd.v1.NotifyImageRequest
-	(*NotifyImageResponse)(nil),   // 47: fluxd.v1.NotifyImageResponse
-	nil,                           // 48: fluxd.v1.Service.TagFiltersEntry
-	nil,                           // 49: fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	(*timestamppb.Timestamp)(nil), // 50: google.protobuf.Timestamp
+	(*GitRemoteStatus)(nil),       // 11: fluxd.v1.GitRemoteStatus
+	(*ListImagesRequest)(nil),     // 12: fluxd.v1.ListImagesRequest
+	(*ImageInfo)(nil),             // 13: fluxd.v1.ImageInfo
+	(*ContainerImages)(nil),       // 14: fluxd.v1.ContainerImages
+	(*ServiceImages)(nil),         // 15: fluxd.v1.ServiceImages
+	(*ListImagesResponse)(nil),    // 16: fluxd.v1.ListImagesResponse
+	(*ReleaseSpec)(nil),           // 17: fluxd.v1.ReleaseSpec
+	(*ReleaseRequest)(nil),        // 18: fluxd.v1.ReleaseRequest
+	(*ContainerUpdate)(nil),       // 19: fluxd.v1.ContainerUpdate
+	(*PlanItem)(nil),              // 20: fluxd.v1.PlanItem
+	(*Plan)(nil),                  // 21: fluxd.v1.Plan
+	(*ReleaseResponse)(nil),       // 22: fluxd.v1.ReleaseResponse
+	(*Job)(nil),                   // 23: fluxd.v1.Job
+	(*GetJobRequest)(nil),         // 24: fluxd.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 25: fluxd.v1.GetJobResponse
+	(*WatchJobRequest)(nil),       // 26: fluxd.v1.WatchJobRequest
+	(*WorkloadProgress)(nil),      // 27: fluxd.v1.WorkloadProgress
+	(*WatchJobResponse)(nil),      // 28: fluxd.v1.WatchJobResponse
+	(*CancelJobRequest)(nil),      // 29: fluxd.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 30: fluxd.v1.CancelJobResponse
+	(*ListJobsRequest)(nil),       // 31: fluxd.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),      // 32: fluxd.v1.ListJobsResponse
+	(*AutomateRequest)(nil),       // 33: fluxd.v1.AutomateRequest
+	(*AutomateResponse)(nil),      // 34: fluxd.v1.AutomateResponse
+	(*DeautomateRequest)(nil),     // 35: fluxd.v1.DeautomateRequest
+	(*DeautomateResponse)(nil),    // 36: fluxd.v1.DeautomateResponse
+	(*LockRequest)(nil),           // 37: fluxd.v1.LockRequest
+	(*LockResponse)(nil),          // 38: fluxd.v1.LockResponse
+	(*UnlockRequest)(nil),         // 39: fluxd.v1.UnlockRequest
+	(*UnlockResponse)(nil),        // 40: fluxd.v1.UnlockResponse
+	(*SetPolicyRequest)(nil),      // 41: fluxd.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),     // 42: fluxd.v1.SetPolicyResponse
+	(*Change)(nil),                // 43: fluxd.v1.Change
+	(*Event)(nil),                 // 44: fluxd.v1.Event
+	(*HistoryRequest)(nil),        // 45: fluxd.v1.HistoryRequest
+	(*HistoryResponse)(nil),       // 46: fluxd.v1.HistoryResponse
+	(*NotifyImageRequest)(nil),    // 47: fluxd.v1.NotifyImageRequest
+	(*NotifyImageResponse)(nil),   // 48: fluxd.v1.NotifyImageResponse
+	nil,                           // 49: fluxd.v1.Service.TagFiltersEntry
+	nil,                           // 50: fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	(*timestamppb.Timestamp)(nil), // 51: google.protobuf.Timestamp
 }
 var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	0,  // 0: fluxd.v1.VersionResponse.role:type_name -> fluxd.v1.Role
 	5,  // 1: fluxd.v1.Service.containers:type_name -> fluxd.v1.Container
 	8,  // 2: fluxd.v1.Service.replicas:type_name -> fluxd.v1.ReplicaCounts
 	7,  // 3: fluxd.v1.Service.automation:type_name -> fluxd.v1.Automation
-	48, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
-	50, // 5: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
+	49, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
+	51, // 5: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
 	6,  // 6: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
-	50, // 7: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
-	12, // 8: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
-	50, // 9: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
-	13, // 10: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
-	14, // 11: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
-	16, // 12: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
-	1,  // 13: fluxd.v1.ReleaseRequest.kind:type_name -> fluxd.v1.ReleaseKind
-	18, // 14: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
-	19, // 15: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
-	20, // 16: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
-	2,  // 17: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
-	50, // 18: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	50, // 19: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	20, // 20: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
-	22, // 21: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
-	8,  // 22: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
-	22, // 23: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
-	26, // 24: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
-	22, // 25: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
-	22, // 26: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
-	49, // 27: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	50, // 28: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
-	50, // 29: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
-	42, // 30: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
-	43, // 31: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
-	3,  // 32: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	9,  // 33: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	11, // 34: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	17, // 35: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	23, // 36: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	25, // 37: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	28, // 38: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	30, // 39: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	32, // 40: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	34, // 41: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	36, // 42: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	38, // 43: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	40, // 44: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	44, // 45: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	46, // 46: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	4,  // 47: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	10, // 48: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	15, // 49: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	21, // 50: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	24, // 51: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	27, // 52: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	29, // 53: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	31, // 54: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	33, // 55: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	35, // 56: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	37, // 57: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	39, // 58: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	41, // 59: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	45, // 60: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	47, // 61: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	47, // [47:62] is the sub-list for method output_type
-	32, // [32:47] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	11, // 7: fluxd.v1.ListServicesResponse.git:type_name -> fluxd.v1.GitRemoteStatus
+	51, // 8: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
+	51, // 9: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
+	51, // 10: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
+	13, // 11: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
+	51, // 12: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
+	14, // 13: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
+	15, // 14: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
+	17, // 15: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
+	1,  // 16: fluxd.v1.ReleaseRequest.kind:type_name -> fluxd.v1.ReleaseKind
+	19, // 17: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
+	20, // 18: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
+	21, // 19: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
+	2,  // 20: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
+	51, // 21: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	51, // 22: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	21, // 23: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
+	23, // 24: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
+	8,  // 25: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
+	23, // 26: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
+	27, // 27: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
+	23, // 28: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
+	23, // 29: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
+	50, // 30: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	51, // 31: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
+	51, // 32: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
+	43, // 33: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
+	44, // 34: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
+	3,  // 35: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
+	9,  // 36: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	12, // 37: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	18, // 38: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	24, // 39: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	26, // 40: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	29, // 41: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	31, // 42: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	33, // 43: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	35, // 44: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	37, // 45: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	39, // 46: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	41, // 47: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	45, // 48: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	47, // 49: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	4,  // 50: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	10, // 51: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	16, // 52: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	22, // 53: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	25, // 54: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	28, // 55: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	30, // 56: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	32, // 57: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	34, // 58: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	36, // 59: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	38, // 60: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	40, // 61: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	42, // 62: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	46, // 63: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	48, // 64: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	50, // [50:65] is the sub-list for method output_type
+	35, // [35:50] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_fluxd_v1_fluxd_proto_init() }
@@ -3392,14 +3495,14 @@ func file_fluxd_v1_fluxd_proto_init() {
 	if File_fluxd_v1_fluxd_proto != nil {
 		return
 	}
-	file_fluxd_v1_fluxd_proto_msgTypes[37].OneofWrappers = []any{}
+	file_fluxd_v1_fluxd_proto_msgTypes[38].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluxd_v1_fluxd_proto_rawDesc), len(file_fluxd_v1_fluxd_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   47,
+			NumMessages:   48,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,119 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/fluxd/fluxd/gitrepo"
+)
+
+// The manifests in git, as listing calls see them. A read fetches the
+// remote, and a remote may stall: listing calls must keep answering from
+// the last good copy meanwhile. So a stale copy is refreshed in the
+// background, one read at a time, and a caller waits for it only briefly
+// (staleWait) before answering from the copy it has; the remote's state
+// (RemoteStatus) says how stale that is.
+
+// staleWait is how long a listing call waits for a refresh of a stale copy
+// of the manifests before answering from that copy.
+var staleWait = 500 * time.Millisecond
+
+// refreshTimeout bounds a background read (the git lock's wait included).
+var refreshTimeout = 2 * time.Minute
+
+// readManifests returns the workload definitions in git, fetching at most
+// once per cfg.GitRefresh. With a copy at hand it waits at most staleWait
+// for a fetch; without one, as long as ctx allows.
+func (d *Daemon) readManifests(ctx context.Context) (*gitrepo.Manifests, error) {
+	d.mu.Lock()
+	m := d.manifests
+	if m != nil && time.Since(d.readAt) < d.cfg.GitRefresh {
+		d.mu.Unlock()
+		return m, nil
+	}
+	done := d.refreshLocked()
+	waited := time.Since(d.refreshSince)
+	d.mu.Unlock()
+	if m != nil && waited >= staleWait {
+		// A read has been waiting on the remote for a while already:
+		// answer at once from the copy.
+		return m, nil
+	}
+	var timeout <-chan time.Time
+	if m != nil {
+		t := time.NewTimer(staleWait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	select {
+	case <-done:
+	case <-timeout:
+		return m, nil
+	case <-ctx.Done():
+		if m != nil {
+			return m, nil
+		}
+		return nil, ctx.Err()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.manifests == nil {
+		return nil, d.readErr
+	}
+	return d.manifests, nil
+}
+
+// refreshLocked starts a background read unless one runs, and returns a
+// channel closed when it ends. d.mu must be held.
+func (d *Daemon) refreshLocked() <-chan struct{} {
+	if d.refreshing != nil {
+		return d.refreshing
+	}
+	done := make(chan struct{})
+	d.refreshing, d.refreshSince = done, time.Now()
+	go func() {
+		defer close(done)
+		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
+		defer cancel()
+		_, m, err := d.deps.Releaser.Manifests(ctx)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.refreshing, d.readErr = nil, err
+		if err != nil {
+			d.log.Warn("reading the manifests failed; answering from the last copy", "error", err)
+			return
+		}
+		d.manifests, d.readAt = m, time.Now()
+	}()
+	return done
+}
+
+// readManifestsNow fetches and reads the manifests now, waiting as long as
+// ctx allows: for a command that names something the copy lacks, which
+// may have been pushed a moment ago.
+func (d *Daemon) readManifestsNow(ctx context.Context) (*gitrepo.Manifests, error) {
+	_, m, err := d.deps.Releaser.Manifests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d.mu.Lock()
+	d.manifests, d.readAt, d.readErr = m, time.Now(), nil
+	d.mu.Unlock()
+	return m, nil
+}
+
+// invalidate makes the next listing call read git again (it keeps the
+// copy to answer from if the remote stalls).
+func (d *Daemon) invalidate() {
+	d.mu.Lock()
+	d.readAt = time.Time{}
+	d.mu.Unlock()
+}
+
+// gitStatus is the remote's state, when the releaser reports it.
+func (d *Daemon) gitStatus() (gitrepo.RemoteStatus, bool) {
+	if d.deps.Git == nil {
+		return gitrepo.RemoteStatus{}, false
+	}
+	return d.deps.Git.Status(), true
+}

@@ -1,0 +1,76 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/platform"
+)
+
+// stallingReleaser's Manifests hangs while stalled (a git remote that
+// stopped answering), until its caller gives up.
+type stallingReleaser struct {
+	stubReleaser
+	stalled atomic.Bool
+	reads   atomic.Int32
+}
+
+func (r *stallingReleaser) Manifests(ctx context.Context) (string, *gitrepo.Manifests, error) {
+	r.reads.Add(1)
+	if r.stalled.Load() {
+		<-ctx.Done()
+		return "", nil, ctx.Err()
+	}
+	web := platform.ID{Namespace: "default", Kind: "deployment", Name: "web"}
+	return "rev", &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{web: {ID: web, File: "web.yaml"}}}, nil
+}
+
+// While the remote stalls, list-services answers from the last copy within
+// staleWait, however many times it is called, and one background read at
+// a time waits on the remote.
+func TestServicesAnswerWhileGitStalls(t *testing.T) {
+	rel := &stallingReleaser{}
+	d := New(Config{GitRefresh: time.Millisecond}, Deps{Cluster: &stubCluster{}, Releaser: rel, Jobs: stubJobs{}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx := context.Background()
+	if s, err := d.Services(ctx, auth.Identity{}, ""); err != nil || len(s) != 1 {
+		t.Fatalf("first read: %v, %+v", err, s)
+	}
+	rel.stalled.Store(true)
+	time.Sleep(5 * time.Millisecond) // the copy is now stale
+	for i := 0; i < 5; i++ {
+		start := time.Now()
+		s, err := d.Services(ctx, auth.Identity{}, "")
+		if err != nil || len(s) != 1 || !s[0].InGit {
+			t.Fatalf("during the stall: %v, %+v", err, s)
+		}
+		if took := time.Since(start); took > staleWait+2*time.Second {
+			t.Errorf("call %d took %v during the stall", i, took)
+		}
+	}
+	if n := rel.reads.Load(); n != 2 {
+		t.Errorf("%d reads of git; want the first and one background read waiting on the stalled remote", n)
+	}
+}
+
+// A policy command that names a service fluxd knows only from the cluster
+// reads git again before refusing: its manifest may just have been pushed.
+func TestResolveInGitReadsGitAgain(t *testing.T) {
+	web := platform.ID{Namespace: "default", Kind: "deployment", Name: "web"}
+	rel := &stallingReleaser{}
+	d := New(Config{GitRefresh: time.Hour}, Deps{Cluster: &stubCluster{workloads: []platform.Workload{{ID: web}}}, Releaser: stubReleaser{}, Jobs: stubJobs{}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx := context.Background()
+	if s, err := d.resolve(ctx, "web"); err != nil || s.InGit {
+		t.Fatalf("before the push: %+v, %v", s, err)
+	}
+	d.deps.Releaser = rel // the manifest is pushed
+	s, err := d.resolveInGit(ctx, "web")
+	if err != nil || !s.InGit {
+		t.Fatalf("after the push: %+v, %v; want it found in git", s, err)
+	}
+}
