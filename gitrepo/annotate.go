@@ -68,11 +68,11 @@ func annotationEdits(content []byte, obj *yaml.Node, values map[string]string) (
 		}
 		flow := "{" + strings.Join(added, ", ") + "}"
 		if ann != nil {
-			s, pad, _, err := valueSpan(content, annKey, ann, nodeContext{flow: flowMeta, indent: annKey.Column - 1})
+			vt, err := valueSpan(content, annKey, ann, nodeContext{flow: flowMeta, indent: annKey.Column - 1})
 			if err != nil {
 				return nil, fmt.Errorf("finding the empty annotations: %w", err)
 			}
-			return []edit{{s, pad + flow}}, nil
+			return []edit{{vt.span, vt.replace(flow)}}, nil
 		}
 		if flowMeta {
 			open, err := nodeStart(content, meta)
@@ -141,7 +141,7 @@ func blockAnnotations(content []byte, annKey, ann *yaml.Node, keys []string, val
 		if val.Kind != yaml.ScalarNode {
 			return nil, fmt.Errorf("line %d: annotation %s is not a string", val.Line, k)
 		}
-		s, pad, comment, err := valueSpan(content, key, val, nodeContext{indent: key.Column - 1})
+		vt, err := valueSpan(content, key, val, nodeContext{indent: key.Column - 1})
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s: %w", k, err)
 		}
@@ -150,7 +150,7 @@ func blockAnnotations(content []byte, annKey, ann *yaml.Node, keys []string, val
 			if err != nil {
 				return nil, fmt.Errorf("removing annotation %s: %w", k, err)
 			}
-			edits = append(edits, edit{span{ls, afterLine(content, s.end)}, ""})
+			edits = append(edits, edit{span{ls, afterLine(content, vt.end)}, ""})
 			removed++
 			continue
 		}
@@ -158,7 +158,7 @@ func blockAnnotations(content []byte, annKey, ann *yaml.Node, keys []string, val
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s: %w", k, err)
 		}
-		edits = append(edits, edit{s, pad + ev + commentAfter(comment)})
+		edits = append(edits, edit{vt.span, vt.replace(ev)})
 	}
 	if removed == len(ann.Content)/2 && len(add) == 0 {
 		// Nothing is left: remove the annotations key too, rather than
@@ -171,11 +171,11 @@ func blockAnnotations(content []byte, annKey, ann *yaml.Node, keys []string, val
 		if last.Kind != yaml.ScalarNode {
 			return nil, fmt.Errorf("line %d: annotation %s is not a string", last.Line, lastKey.Value)
 		}
-		s, _, _, err := valueSpan(content, lastKey, last, nodeContext{indent: lastKey.Column - 1})
+		vt, err := valueSpan(content, lastKey, last, nodeContext{indent: lastKey.Column - 1})
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s: %w", lastKey.Value, err)
 		}
-		return []edit{{span{ls, afterLine(content, s.end)}, ""}}, nil
+		return []edit{{span{ls, afterLine(content, vt.end)}, ""}}, nil
 	}
 	if len(add) == 0 {
 		return edits, nil
@@ -250,22 +250,29 @@ func flowAnnotations(content []byte, ann *yaml.Node, keys []string, values map[s
 		if val.Kind != yaml.ScalarNode {
 			return nil, fmt.Errorf("line %d: annotation %s is not a string", val.Line, key.Value)
 		}
-		ks, _, err := scalarSpan(content, key, ctx)
+		if key.Kind != yaml.ScalarNode {
+			return nil, fmt.Errorf("line %d: an annotation's key is not a string", key.Line)
+		}
+		kp, err := nodeProperties(content, key)
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s: %w", key.Value, err)
 		}
-		vs, pad, _, err := valueSpan(content, key, val, ctx)
+		vs, err := valueSpan(content, key, val, ctx)
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s: %w", key.Value, err)
 		}
-		if bytes.IndexByte(content[last:ks.start], '#') >= 0 {
+		if bytes.IndexByte(content[last:kp.start], '#') >= 0 {
 			return nil, fmt.Errorf("line %d: the flow-style annotations hold comments, which a rewrite would lose; write them in block style", ann.Line)
 		}
 		last = vs.end
 		v, set := values[key.Value]
 		switch {
 		case !set || v != "" && unchanged(val, v):
-			parts = append(parts, string(content[ks.start:vs.end]))
+			text := string(content[kp.start:vs.end])
+			if vs.start == vs.end {
+				text += " " // an empty value: keep "key:" from running into the comma
+			}
+			parts = append(parts, text)
 		case v == "":
 			changed = true
 		default:
@@ -273,7 +280,7 @@ func flowAnnotations(content []byte, ann *yaml.Node, keys []string, values map[s
 			if err != nil {
 				return nil, fmt.Errorf("annotation %s: %w", key.Value, err)
 			}
-			parts = append(parts, string(content[ks.start:vs.start])+pad+ev)
+			parts = append(parts, string(content[kp.start:vs.start])+vs.replace(ev))
 			changed = true
 		}
 	}

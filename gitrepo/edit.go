@@ -46,7 +46,7 @@ func SetImages(content []byte, id platform.ID, images map[string]string) ([]byte
 		if !ok {
 			continue
 		}
-		s, pad, comment, err := valueSpan(content, c.key, c.image, nodeContext{flow: c.flow, indent: c.key.Column - 1})
+		vt, err := valueSpan(content, c.key, c.image, nodeContext{flow: c.flow, indent: c.key.Column - 1})
 		if err != nil {
 			return nil, fmt.Errorf("%s: container %s: finding its image: %w", id, c.name, err)
 		}
@@ -54,7 +54,7 @@ func SetImages(content []byte, id platform.ID, images map[string]string) ([]byte
 		if err != nil {
 			return nil, fmt.Errorf("%s: container %s: %w", id, c.name, err)
 		}
-		edits = append(edits, edit{s, pad + text + commentAfter(comment)})
+		edits = append(edits, edit{vt.span, vt.replace(text)})
 		done[c.name] = true
 	}
 	for name := range images {
@@ -81,16 +81,26 @@ func setImages(obj map[string]any, kind string, images map[string]string) error 
 	if kind == "cronjob" {
 		path = []string{"spec", "jobTemplate", "spec", "template", "spec"}
 	}
-	pod := mapAt(obj, path...)
+	var pod any = obj
+	for _, k := range path {
+		pod = get(pod, k)
+	}
 	for _, key := range []string{"initContainers", "containers"} {
-		list, _ := pod[key].([]any)
+		list, _ := get(pod, key).([]any)
 		for _, c := range list {
-			c, ok := c.(map[string]any)
+			name, _ := get(c, "name").(string)
+			img, ok := images[name]
 			if !ok {
 				continue
 			}
-			name, _ := c["name"].(string)
-			if img, ok := images[name]; ok {
+			// A mapping with a key that is not a string decodes as
+			// map[any]any.
+			switch c := c.(type) {
+			case map[string]any:
+				if _, has := c["image"]; has {
+					c["image"] = img
+				}
+			case map[any]any:
 				if _, has := c["image"]; has {
 					c["image"] = img
 				}
@@ -143,15 +153,6 @@ func applyEdits(content []byte, edits []edit) ([]byte, error) {
 	}
 	out.Write(content[prev:])
 	return out.Bytes(), nil
-}
-
-// commentAfter keeps a block scalar's header comment after the value that
-// replaces it.
-func commentAfter(comment string) string {
-	if comment == "" {
-		return ""
-	}
-	return " " + comment
 }
 
 // WorkloadDocument returns the YAML of workload id's object alone, from a

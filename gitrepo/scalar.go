@@ -26,12 +26,21 @@ func encodeImage(v string, style yaml.Style, flow bool) (string, error) {
 }
 
 // encodeKey writes a mapping key: plain when that reads back as the same
-// string, double-quoted otherwise.
+// string, double-quoted otherwise. yaml.v3 reads a key only if it ends
+// within 1024 characters of its start (Kubernetes' own limit on annotation
+// keys is far below that).
 func encodeKey(k string, flow bool) (string, error) {
+	if len(k) > 1000 {
+		return "", fmt.Errorf("the key %.20q... is %d bytes long, more than YAML allows a key", k, len(k))
+	}
 	if plainOK(k, flow) {
 		return k, nil
 	}
-	return doubleQuoted(k)
+	q, err := doubleQuoted(k)
+	if err == nil && len(q) > 1000 {
+		return "", fmt.Errorf("the key %.20q... is too long to write in YAML", k)
+	}
+	return q, err
 }
 
 // doubleQuoted writes v as a YAML double-quoted scalar. For valid UTF-8,

@@ -97,59 +97,141 @@ func afterLine(b []byte, i int) int {
 	return i
 }
 
-// nodeStart is where n's own text starts: past its anchor and tag, which
-// yaml.v3 counts as the node's start.
-func nodeStart(content []byte, n *yaml.Node) (int, error) {
-	off, err := offsetOf(content, n.Line, n.Column)
-	if err != nil {
-		return 0, err
-	}
-	for off < len(content) && (content[off] == '&' || content[off] == '!') {
-		for !blankzAt(content, off) {
-			off++
-		}
-		for blankAt(content, off) || breakAt(content, off) > 0 {
-			off += max(1, breakAt(content, off))
-		}
-	}
-	return off, nil
+// properties are a node's anchor and tag, which yaml.v3 counts as the
+// start of the node.
+type properties struct {
+	// start is where the node starts (its first property, if any), end
+	// just past its last property, value where its value starts.
+	start, end, value int
+	anchor, tag       string
 }
 
-// scalarSpan finds the bytes of scalar node n, and for a block scalar the
-// comment on its header line (which the span covers and an edit should
-// keep).
-func scalarSpan(content []byte, n *yaml.Node, ctx nodeContext) (span, string, error) {
-	if n.Kind != yaml.ScalarNode {
-		return span{}, "", fmt.Errorf("line %d: not a scalar", n.Line)
-	}
-	start, err := nodeStart(content, n)
+// nodeProperties finds n's properties and where its value starts.
+func nodeProperties(content []byte, n *yaml.Node) (properties, error) {
+	off, err := offsetOf(content, n.Line, n.Column)
 	if err != nil {
-		return span{}, "", err
+		return properties{}, err
 	}
+	p := properties{start: off, end: off}
+	for off < len(content) && (content[off] == '&' || content[off] == '!') {
+		begin := off
+		if content[off] == '&' {
+			off++
+			for off < len(content) && isAnchorChar(content[off]) {
+				off++
+			}
+			p.anchor = string(content[begin:off])
+		} else {
+			for !blankzAt(content, off) {
+				off++
+			}
+			p.tag = string(content[begin:off])
+		}
+		p.end = off
+		// Spaces, line breaks and comments may sit between the properties
+		// and the value.
+		for {
+			if w := breakAt(content, off); w > 0 {
+				off += w
+			} else if blankAt(content, off) {
+				off++
+			} else if off < len(content) && content[off] == '#' && off > 0 && (blankAt(content, off-1) || content[off-1] == '\n' || content[off-1] == '\r') {
+				for off < len(content) && breakAt(content, off) == 0 {
+					off++
+				}
+			} else {
+				break
+			}
+		}
+	}
+	p.value = off
+	return p, nil
+}
+
+// isAnchorChar is yaml.v3's is_alpha, the characters of an anchor's name.
+func isAnchorChar(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-'
+}
+
+// nodeStart is where n's own text starts: past its anchor and tag.
+func nodeStart(content []byte, n *yaml.Node) (int, error) {
+	p, err := nodeProperties(content, n)
+	return p.value, err
+}
+
+// valueText is where a value is written and what an edit must keep.
+type valueText struct {
+	span
+	// pad goes before the new value: a space after a bare colon, or the
+	// anchor of a value whose tag the edit drops.
+	pad string
+	// comment is a block scalar's header comment, which the span covers.
+	comment string
+}
+
+// replace is the text that replaces the value with encoded.
+func (v valueText) replace(encoded string) string {
+	if v.comment != "" {
+		return v.pad + encoded + " " + v.comment
+	}
+	return v.pad + encoded
+}
+
+// scalarSpan finds the bytes of scalar node n. A tag other than a string's
+// is inside the span, so that the new value is read as a string.
+func scalarSpan(content []byte, n *yaml.Node, ctx nodeContext) (valueText, error) {
+	if n.Kind != yaml.ScalarNode {
+		return valueText{}, fmt.Errorf("line %d: not a scalar", n.Line)
+	}
+	p, err := nodeProperties(content, n)
+	if err != nil {
+		return valueText{}, err
+	}
+	// A tag other than a string's is dropped with the old value (its
+	// anchor kept), so that the new value reads as a string.
+	v := valueText{span: span{p.value, p.value}}
+	switch p.tag {
+	case "", "!", "!!str", "!<tag:yaml.org,2002:str>":
+		if n.Value == "" && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
+			// An empty value sits just past its properties.
+			if p.end == p.start {
+				return valueText{}, fmt.Errorf("line %d: an empty value without an anchor or a tag", n.Line)
+			}
+			return valueText{span: span{p.end, p.end}, pad: " "}, nil
+		}
+	default:
+		v.start = p.start
+		if p.anchor != "" {
+			v.pad = p.anchor + " "
+		}
+		if n.Value == "" && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
+			v.end = p.end
+			return v, nil
+		}
+	}
+	start := p.value
 	if start >= len(content) {
-		return span{}, "", fmt.Errorf("line %d: the value is past the end of the file", n.Line)
+		return valueText{}, fmt.Errorf("line %d: the value is past the end of the file", n.Line)
 	}
-	var end int
-	comment := ""
 	switch c := content[start]; {
 	case c == '"' && n.Style&yaml.DoubleQuotedStyle != 0:
-		end, err = doubleQuotedEnd(content, start)
+		v.end, err = doubleQuotedEnd(content, start)
 	case c == '\'' && n.Style&yaml.SingleQuotedStyle != 0:
-		end, err = singleQuotedEnd(content, start)
+		v.end, err = singleQuotedEnd(content, start)
 	case (c == '|' || c == '>') && n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0:
-		end, comment = blockScalarEnd(content, start, ctx.indent)
+		v.end, v.comment = blockScalarEnd(content, start, ctx.indent)
 	case n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0:
-		end = plainEnd(content, start, ctx)
-		if end == start {
+		v.end = plainEnd(content, start, ctx)
+		if v.end == start {
 			err = fmt.Errorf("line %d: found no value where yaml said one starts", n.Line)
 		}
 	default:
 		err = fmt.Errorf("line %d: the value does not start with the quoting its style needs", n.Line)
 	}
 	if err != nil {
-		return span{}, "", err
+		return valueText{}, err
 	}
-	return span{start, end}, comment, nil
+	return v, nil
 }
 
 // doubleQuotedEnd is the offset just past the closing quote of the
@@ -303,26 +385,31 @@ func plainEnd(b []byte, start int, ctx nodeContext) int {
 	return end
 }
 
-// valueSpan is the span of the value of a mapping entry, key: value. An
-// empty (null) value has an empty span just past the colon, and pad is
-// then " ", to write between the colon and a new value.
-func valueSpan(content []byte, key, value *yaml.Node, ctx nodeContext) (s span, pad, comment string, err error) {
-	if value.Kind == yaml.ScalarNode && value.Value == "" && value.Tag == "!!null" && value.Style == 0 {
-		ks, _, err := scalarSpan(content, key, ctx)
+// valueSpan is where the value of a mapping entry, key: value, is
+// written. An empty value without properties (null) has an empty span just
+// past the colon, and a pad of " ".
+func valueSpan(content []byte, key, value *yaml.Node, ctx nodeContext) (valueText, error) {
+	if value.Kind == yaml.ScalarNode && value.Value == "" && value.Style == 0 {
+		p, err := nodeProperties(content, value)
+		if err == nil && p.start < len(content) && (content[p.start] == '&' || content[p.start] == '!') {
+			return scalarSpan(content, value, ctx)
+		}
+		// yaml.v3 places an empty value at the next token; find the colon
+		// after the key instead.
+		ks, err := scalarSpan(content, key, ctx)
 		if err != nil {
-			return span{}, "", "", err
+			return valueText{}, err
 		}
 		i := ks.end
 		for blankAt(content, i) {
 			i++
 		}
 		if i >= len(content) || content[i] != ':' {
-			return span{}, "", "", fmt.Errorf("line %d: found no colon after the key %q", key.Line, key.Value)
+			return valueText{}, fmt.Errorf("line %d: found no colon after the key %q", key.Line, key.Value)
 		}
-		return span{i + 1, i + 1}, " ", "", nil
+		return valueText{span: span{i + 1, i + 1}, pad: " "}, nil
 	}
-	s, comment, err = scalarSpan(content, value, ctx)
-	return s, "", comment, err
+	return scalarSpan(content, value, ctx)
 }
 
 // flowEnd is the offset just past the closing bracket of a flow

@@ -107,6 +107,18 @@ func mapAt(m map[string]any, keys ...string) map[string]any {
 	return m
 }
 
+// get is m[key] for either kind of decoded mapping (map[any]any when a
+// key is not a string); nil if m is neither.
+func get(m any, key string) any {
+	switch m := m.(type) {
+	case map[string]any:
+		return m[key]
+	case map[any]any:
+		return m[key]
+	}
+	return nil
+}
+
 // firstDiff compares two decoded values; when they differ, it says where.
 func firstDiff(a, b any, path string) (string, bool) {
 	switch a := a.(type) {
