@@ -134,8 +134,8 @@ func TestAnnotationsRoundTrip(t *testing.T) {
 	t.Parallel()
 	web := platform.ID{Namespace: "x", Kind: "deployment", Name: "web"}
 	files := map[string]string{
-		"block": "kind: Deployment\nmetadata:\n  name: web # the site\n  namespace: x\nspec: {}\n",
-		"flow":  "kind: Deployment\nmetadata: {name: web, namespace: x}\nspec: {}\n",
+		"block":            "kind: Deployment\nmetadata:\n  name: web # the site\n  namespace: x\nspec: {}\n",
+		"flow":             "kind: Deployment\nmetadata: {name: web, namespace: x}\nspec: {}\n",
 		"flow annotations": "kind: Deployment\nmetadata:\n  name: web\n  namespace: x\n  annotations: {other: \"1\"}\n",
 	}
 	values := map[string]string{

@@ -23,7 +23,9 @@ var fuzzSeeds = []string{
 // one of these files.
 var (
 	imageTemplates = []func(string) string{
-		func(v string) string { return deployment("      - name: app\n        image: " + v + "\n        ports: []\n") },
+		func(v string) string {
+			return deployment("      - name: app\n        image: " + v + "\n        ports: []\n")
+		},
 		func(v string) string { return deployment("      - {name: app, image: " + v + "}\n") },
 	}
 	annotationTemplates = []func(string) string{

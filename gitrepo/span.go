@@ -249,7 +249,7 @@ func doubleQuotedEnd(b []byte, start int) (int, error) {
 }
 
 // singleQuotedEnd is the offset just past the closing quote of the
-// single-quoted scalar at start; '' is an escaped quote.
+// single-quoted scalar at start; ” is an escaped quote.
 func singleQuotedEnd(b []byte, start int) (int, error) {
 	for i := start + 1; i < len(b); i++ {
 		if b[i] == '\'' {
