@@ -54,11 +54,20 @@ func ParseRef(s string) (Ref, error) {
 		return Ref{}, fmt.Errorf("%q is not a valid image reference: %w", s, err)
 	}
 	if i := strings.Index(s, "@"); i >= 0 {
-		return Ref{Repository: s[:i]}, nil
+		// A digest wins over a tag written with it: repo:tag@sha256:...
+		repo := s[:i]
+		if j := strings.LastIndex(repo, ":"); j > strings.LastIndex(repo, "/") {
+			repo = repo[:j]
+		}
+		return Ref{Repository: repo}, nil
 	}
 	repo, tag := s, "latest"
 	if i := strings.LastIndex(s, ":"); i > strings.LastIndex(s, "/") {
 		repo, tag = s[:i], s[i+1:]
+	}
+	// go-containerregistry checks a tag's characters, not its first one.
+	if !ValidTag(tag) {
+		return Ref{}, fmt.Errorf("%q is not a valid image reference: tag %q must start with a letter, a digit or _", s, tag)
 	}
 	return Ref{Repository: repo, Tag: tag}, nil
 }

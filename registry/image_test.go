@@ -17,7 +17,12 @@ func TestParseRef(t *testing.T) {
 		{in: "127.0.0.1:5000/app", want: Ref{"127.0.0.1:5000/app", "latest"}},
 		{in: "nginx", want: Ref{"nginx", "latest"}},
 		{in: "ghcr.io/org/app@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", want: Ref{"ghcr.io/org/app", ""}},
+		// Found by FuzzParseRef: the tag was left in the repository.
+		{in: "reg:5000/app:1.2@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", want: Ref{"reg:5000/app", ""}},
 		{in: "Bad Ref!", err: true},
+		// Found by FuzzParseRef: go-containerregistry lets a tag start with . or -.
+		{in: "reg/app:.0", err: true},
+		{in: "reg/app:-x", err: true},
 		{in: "app:", err: true},
 	} {
 		got, err := ParseRef(tc.in)
