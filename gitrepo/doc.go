@@ -1,10 +1,31 @@
 // Package gitrepo reads and edits the workload definitions in a repository
-// of manifests. It finds every Deployment, StatefulSet, DaemonSet and
-// CronJob in the *.yaml and *.yml files under the configured paths
-// (multi-document files and kind: List included), and changes container
-// images by replacing exactly the bytes of the image value, located
-// through yaml.v3's node positions: comments, key order, quoting and
-// indentation stay as they were, byte for byte.
+// of manifests.
+//
+// Reading: every Deployment, StatefulSet, DaemonSet and CronJob in the
+// *.yaml and *.yml files under the configured paths, in multi-document
+// files, in kind: List and in typed lists (DeploymentList, StatefulSetList,
+// DaemonSetList, CronJobList, ...), whose items may leave out kind and
+// apiVersion as kubectl allows; WorkloadDocument then gives such an item
+// the list's.
+//
+// Editing: SetImages changes container images and SetAnnotations sets or
+// removes (value "") metadata.annotations, in any valid YAML: block or flow
+// style, plain, single- or double-quoted values with escapes, literal (|)
+// and folded (>) block scalars, values over several lines, CRLF line
+// endings. yaml.v3 nodes say where the value to change starts; where it
+// ends is found by scanning as yaml.v3's scanner does (span.go), and only
+// those bytes are replaced, so comments, key order, quoting and
+// indentation elsewhere stay byte for byte. Images keep their quoting where
+// the new value allows it; annotation values are written double-quoted,
+// with escapes YAML reads back. New annotations are inserted as lines in
+// block style, or into the flow mapping ({...}) where metadata or
+// annotations are written that way.
+//
+// Every edit is read back before it is returned (verify.go): the file is
+// decoded before and after, as Kubernetes would read it, and must differ
+// only in the intended values; otherwise the edit fails with an error that
+// says where, and nothing is committed. FuzzSetImages and
+// FuzzSetAnnotations check these properties on arbitrary input.
 //
 // The git working clone itself (go-git) is in gitrepo/gogit.
 package gitrepo

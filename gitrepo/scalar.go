@@ -69,7 +69,7 @@ func plainOK(v string, flow bool) bool {
 }
 
 // singleOK says whether v can be single-quoted on one line: single quotes
-// have no escapes but ”, so every character must be printable.
+// have no escape but a doubled quote, so every character must be printable.
 func singleOK(v string) bool {
 	if !utf8.ValidString(v) {
 		return false
