@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build deps stack up down test test-unit generate check-generate vet bench bench-registry bench-automation clean
+.PHONY: all build deps stack up down test test-unit generate check-generate vet bench bench-registry bench-automation fuzz fuzz-ci clean
 
 all: build
 
@@ -66,6 +66,25 @@ bench-registry:
 ## bench-automation: push → commit → rollout latency of automation on the local stack, 20 pushes
 bench-automation: stack
 	FLUXD_STACK_BIN=$$(stack/build.sh) go test -run '^$$' -bench BenchmarkAutomationLatency -benchtime 20x ./e2e/
+
+## fuzz: every Fuzz function in the repository, FUZZTIME each (default 1m);
+## a failing input is written to the package's testdata/fuzz/FuzzXxx/
+## (commit it: it then runs with the unit tests)
+FUZZTIME ?= 1m
+fuzz:
+	@failed=; for dir in $$(go list -f '{{.Dir}}' ./... | grep -v /e2e); do \
+		grep -qs '^func Fuzz' $$dir/*_test.go || continue; \
+		pkg=./$${dir#$(CURDIR)/}; \
+		for fn in $$(go test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "== $$pkg $$fn for $(FUZZTIME)"; \
+			go test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg || failed="$$failed $$pkg.$$fn"; \
+		done; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzzers that failed:$$failed"; exit 1; fi
+
+## fuzz-ci: every fuzzer for 5s, for CI
+fuzz-ci:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=5s
 
 clean:
 	rm -rf bin

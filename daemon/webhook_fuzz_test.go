@@ -1,0 +1,73 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/fluxd/fluxd/registry"
+)
+
+// strictImages fails the test when asked for a repository that does not
+// parse: nothing a payload says may reach the registry unchecked.
+type strictImages struct{ t *testing.T }
+
+func (s strictImages) Images(_ context.Context, repo string) ([]registry.Image, error) {
+	if _, err := name.NewRepository(repo, name.WeakValidation); err != nil {
+		s.t.Errorf("a notification made fluxd read the repository %q, which does not parse: %v", repo, err)
+	}
+	return nil, nil
+}
+
+// FuzzWebhook sends any payload through the webhook: parsing must not
+// panic, a parsed payload names at least one image and its sender, and
+// every repository refreshed is a valid reference.
+func FuzzWebhook(f *testing.F) {
+	for _, s := range []string{
+		`{"push_data":{"tag":"1.2"},"repository":{"repo_name":"team/app"}}`,
+		`{"push_data":{},"repository":{"repo_name":"team/app"}}`,
+		`{"push_data":{"tag":"1.2"},"repository":"team/app"}`,
+		`{"events":[{"action":"push","target":{"repository":"app","tag":"2"},"request":{"host":"reg:5000"}},{"action":"pull","target":{"repository":"app"},"request":{"host":"reg:5000"}}]}`,
+		`{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"resource_url":"harbor.example/proj/app:3"},{"resource_url":""}]}}`,
+		`{"type":"DELETE_ARTIFACT","event_data":{"resources":[]}}`,
+		`{"repository":"ns/app","docker_url":"quay.io/ns/app","updated_tags":["4","5"]}`,
+		`{"docker_url":"quay.io/ns/app:1.0\nimage: evil"}`,
+		`{"push_data":{"tag":"a\"b"},"repository":{"repo_name":"Team/App"}}`,
+		`{}`, `[]`, `null`, `not json`,
+	} {
+		f.Add([]byte(s))
+	}
+	log := slog.New(slog.DiscardHandler)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		images, source, err := parseNotification(body)
+		if err == nil {
+			if len(images) == 0 || (source != "dockerhub" && source != "distribution" && source != "harbor" && source != "quay") {
+				t.Fatalf("parseNotification(%q) = %q from %q: no image, or an unknown sender", body, images, source)
+			}
+			for _, img := range images {
+				if img == "" {
+					t.Fatalf("parseNotification(%q) = %q: an empty image", body, images)
+				}
+			}
+		}
+		h, err := NewWebhookHandler(New(Config{}, Deps{Images: strictImages{t}}, log), []byte("s3cret"), log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest(http.MethodPost, "/v1/notify?token=s3cret", strings.NewReader(string(body)))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		switch rec.Code {
+		case http.StatusAccepted, http.StatusBadRequest, http.StatusBadGateway:
+		default:
+			t.Errorf("payload %q: status %d", body, rec.Code)
+		}
+		_, _ = io.Copy(io.Discard, rec.Body)
+	})
+}

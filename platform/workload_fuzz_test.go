@@ -1,0 +1,31 @@
+package platform
+
+import (
+	"slices"
+	"testing"
+)
+
+// FuzzParseID checks that no service ID makes ParseID panic, that a parsed
+// ID has every part and a known kind, and that its String parses back to
+// the same ID.
+func FuzzParseID(f *testing.F) {
+	for _, s := range []string{
+		"default:deployment/web", "kube-system:DaemonSet/proxy", "ns:cronjob/a/b", "ns:statefulset/db:0",
+		"default:deployment/", ":deployment/web", "default:pod/web", "default/web", "a:b:c/d", "ns:deploymen\u212at/x",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		id, err := ParseID(s)
+		if err != nil {
+			return
+		}
+		if id.Namespace == "" || id.Name == "" || !slices.Contains(Kinds, id.Kind) {
+			t.Fatalf("ParseID(%q) = %#v: a part is missing or the kind is unknown", s, id)
+		}
+		again, err := ParseID(id.String())
+		if err != nil || again != id {
+			t.Errorf("ParseID(%q) = %#v, whose String %q parses as %#v (%v)", s, id, id.String(), again, err)
+		}
+	})
+}
