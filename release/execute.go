@@ -283,13 +283,17 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 			if err != nil && !errors.Is(err, gitrepo.ErrMoved) && !stopping(ctx) {
 				// A timeout or cancel may strike after the remote took
 				// the push: look before saying nothing was pushed.
-				landed, lerr := e.pushLanded(ctx, commit, o.JobID)
+				head, landed, lerr := e.pushLanded(ctx, commit, o.JobID)
 				switch {
 				case lerr != nil:
 					return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("%w; whether the push reached the remote cannot be told (%v): check the branch for a commit with %q before releasing again", err, lerr, JobTrailer(o.JobID)))
 				case landed:
 					e.log.Warn("the push reported an error, but the remote has the commit: carrying on", "commit", commit, "error", err)
 					err = nil
+				case head != plan.Revision:
+					// Refused because someone pushed first, in words the
+					// remote chose ("failed to update ref", "stale info").
+					err = fmt.Errorf("%w: the branch moved to %.12s during the push (%v)", gitrepo.ErrMoved, head, err)
 				}
 			}
 		}
@@ -337,21 +341,22 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 // outcome unclear (a timeout, a cancel, a connection reset), whether the
 // remote has commit anyway: its branch is at the commit, or a later one
 // descends from a commit with the job's trailer that is this commit.
-func (e *Engine) pushLanded(ctx context.Context, commit, jobID string) (bool, error) {
+// It returns the remote's head too.
+func (e *Engine) pushLanded(ctx context.Context, commit, jobID string) (string, bool, error) {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	head, err := e.repo.Sync(lctx)
 	if err != nil {
-		return false, err
+		return "", false, err
 	}
 	if head == commit {
-		return true, nil
+		return head, true, nil
 	}
 	if jobID == "" {
-		return false, nil
+		return head, false, nil
 	}
 	found, err := e.repo.FindCommit(lctx, JobTrailer(jobID), 200)
-	return found == commit, err
+	return head, found == commit, err
 }
 
 // followRollout waits until every workload in gens has rolled out to its
