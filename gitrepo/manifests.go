@@ -85,6 +85,9 @@ func ResolvePaths(root string, paths []string) ([]string, error) {
 			return nil, fmt.Errorf("git path %q leads outside the repository", p)
 		}
 		abs := filepath.Join(root, clean)
+		if lfi, err := os.Lstat(abs); err == nil && lfi.Mode()&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("git path %q is a symbolic link in the repository; fluxd reads only what is inside the clone, so give the directory it points to", p)
+		}
 		fi, err := os.Stat(abs)
 		if err != nil || !fi.IsDir() {
 			return nil, fmt.Errorf("git path %q is not a directory in the repository; check --git-path and --git-branch", p)
@@ -121,9 +124,10 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 			if err != nil {
 				return err
 			}
-			content, err := os.ReadFile(path)
+			content, err := ReadFile(root, rel)
 			if err != nil {
-				return err
+				m.Problems = append(m.Problems, err)
+				return nil
 			}
 			defs, err := ParseFile(rel, content)
 			if err != nil {
@@ -148,6 +152,47 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 		}
 	}
 	return m, nil
+}
+
+// MaxFileSize bounds a manifest file: a bigger one is reported and
+// skipped, so that no file in the repository makes fluxd run out of
+// memory.
+const MaxFileSize = 4 << 20
+
+// ReadFile reads the manifest file rel (relative to the clone's root),
+// which must be a regular file of at most MaxFileSize bytes. A symbolic
+// link is never followed: the repository's content is not fluxd's to
+// trust, and a link to /dev/zero or out of the clone would be read as if
+// it were a manifest. Its errors are Problems naming the file.
+func ReadFile(root, rel string) ([]byte, error) {
+	path := filepath.Join(root, rel)
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return nil, Problem{File: rel, Err: err}
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil, Problem{File: rel, Err: errors.New("is a symbolic link; fluxd reads only regular files, so it is skipped (replace the link with the file)")}
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, Problem{File: rel, Err: fmt.Errorf("is not a regular file (%s), so it is skipped", fi.Mode().Type())}
+	}
+	if fi.Size() > MaxFileSize {
+		return nil, Problem{File: rel, Err: fmt.Errorf("is %d bytes, more than the %d MiB fluxd reads in a manifest, so it is skipped (split it into several files)", fi.Size(), MaxFileSize>>20)}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, Problem{File: rel, Err: err}
+	}
+	defer f.Close()
+	// The file may have grown since Lstat.
+	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, Problem{File: rel, Err: err}
+	}
+	if len(b) > MaxFileSize {
+		return nil, Problem{File: rel, Err: fmt.Errorf("is more than the %d MiB fluxd reads in a manifest, so it is skipped (split it into several files)", MaxFileSize>>20)}
+	}
+	return b, nil
 }
 
 // ParseFile returns the workload definitions in one file's content. file is

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -51,13 +53,15 @@ func (c Config) Validate() error {
 	if c.URL == "" {
 		errs = append(errs, errors.New("--git-url is empty"))
 	} else if _, err := transport.NewEndpoint(c.URL); err != nil {
-		errs = append(errs, fmt.Errorf("--git-url %s is not a git URL: %v", Redact(c.URL), err))
+		errs = append(errs, fmt.Errorf("--git-url %s is not a git URL: %s (the URL's credentials are not shown)", Redact(c.URL), redactError(c.URL, err)))
 	}
 	if c.Branch == "" {
 		errs = append(errs, errors.New("--git-branch is empty"))
 	}
 	if c.User == "" || c.Email == "" {
 		errs = append(errs, errors.New("--git-user and --git-email must both be set"))
+	} else if err := (gitrepo.Signature{Name: c.User, Email: c.Email}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("--git-user or --git-email: %w", err))
 	}
 	for _, p := range c.Paths {
 		if filepath.IsAbs(p) || strings.HasPrefix(filepath.Clean(p), "..") {
@@ -136,11 +140,20 @@ func (r *Repo) Status() gitrepo.RemoteStatus {
 }
 
 // Redact replaces the password or token in a URL, for messages and logs.
-// A lone user name is replaced too, since it is often a token.
+// A lone user name is replaced too, since it is often a token. A URL that
+// does not parse keeps only what cannot be a credential.
 func Redact(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "(unparseable URL)"
+		return redactUnparsed(raw)
+	}
+	if u.Opaque != "" {
+		// "user:token@host:path" parses as the scheme "user" and the
+		// opaque rest.
+		if at := strings.LastIndex(u.Opaque, "@"); at >= 0 {
+			return "redacted@" + u.Opaque[at+1:]
+		}
+		return raw
 	}
 	if u.User == nil {
 		return raw
@@ -151,6 +164,78 @@ func Redact(raw string) string {
 		u.User = url.User("redacted")
 	}
 	return u.String()
+}
+
+// redactUnparsed shows what follows the user info of a URL that does not
+// parse, or nothing but its scheme when where the user info ends cannot
+// be told: the parse may have failed inside a password.
+func redactUnparsed(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		scheme, rest = "", raw
+	} else {
+		scheme += "://"
+	}
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		return scheme + "redacted@" + strings.Map(printable, rest[at+1:]) + " (unparseable URL)"
+	}
+	if ok {
+		return scheme + "… (unparseable URL)"
+	}
+	return "(unparseable URL)"
+}
+
+func printable(r rune) rune {
+	if r < ' ' || r == 0x7f {
+		return '?'
+	}
+	return r
+}
+
+// quoted matches what Go's errors quote with %q.
+var quoted = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
+
+// redactError is err's message with raw's credentials taken out: the
+// errors of url.Parse and transport.NewEndpoint quote the URL, or parts
+// of it such as a "port" that is really a password.
+func redactError(raw string, err error) string {
+	msg := strings.ReplaceAll(err.Error(), raw, Redact(raw))
+	msg = quoted.ReplaceAllString(msg, "(not shown)")
+	msg = strings.TrimPrefix(msg, "parse (not shown): ")
+	for _, secret := range secrets(raw) {
+		msg = strings.ReplaceAll(msg, secret, "redacted")
+	}
+	return msg
+}
+
+// secrets are the strings of raw that may be credentials: its user info
+// (everything before the last "@" after the scheme), its parts around the
+// first ":", and their unescaped forms.
+func secrets(raw string) []string {
+	_, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		rest = raw
+	}
+	at := strings.LastIndex(rest, "@")
+	if at < 0 {
+		return nil
+	}
+	info := rest[:at]
+	user, pass, hasPass := strings.Cut(info, ":")
+	if hasPass {
+		user = "" // a user name beside a password is not the secret
+	}
+	var out []string
+	for _, s := range []string{info, pass, user} {
+		if s == "" {
+			continue
+		}
+		out = append(out, s)
+		if u, err := url.PathUnescape(s); err == nil && u != s {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // Open clones the remote into cfg.Dir, replacing whatever is there.
@@ -293,6 +378,16 @@ func (r *Repo) Commit(ctx context.Context, base string, files map[string][]byte,
 			fmt.Errorf("%w: the branch %s moved from %.12s to %.12s while the release was being prepared", gitrepo.ErrMoved, r.cfg.Branch, base, head),
 			"Someone pushed in the meantime. Plan the release again; it will be computed from the new revision.")
 	}
+	if author.Name == "" {
+		author = gitrepo.Signature{Name: r.cfg.User, Email: r.cfg.Email}
+	}
+	if author.Email == "" {
+		author.Email = r.cfg.Email
+	}
+	if err := author.Validate(); err != nil {
+		return "", fluxerr.New(fluxerr.User, fmt.Errorf("committing: %w", err),
+			"A commit's author is one line of git's headers: give a plain name, without newlines or angle brackets. Nothing was committed.")
+	}
 	wt, err := r.repo.Worktree()
 	if err != nil {
 		return "", err
@@ -304,6 +399,10 @@ func (r *Repo) Commit(ctx context.Context, base string, files map[string][]byte,
 			undo()
 			return "", fmt.Errorf("refusing to write %q outside the repository", rel)
 		}
+		if err := r.checkWritable(rel); err != nil {
+			undo()
+			return "", err
+		}
 		if err := os.WriteFile(p, content, 0o644); err != nil {
 			undo()
 			return "", err
@@ -314,12 +413,6 @@ func (r *Repo) Commit(ctx context.Context, base string, files map[string][]byte,
 		}
 	}
 	now := time.Now()
-	if author.Name == "" {
-		author = gitrepo.Signature{Name: r.cfg.User, Email: r.cfg.Email}
-	}
-	if author.Email == "" {
-		author.Email = r.cfg.Email
-	}
 	h, err := wt.Commit(message, &git.CommitOptions{
 		Author:    &object.Signature{Name: author.Name, Email: author.Email, When: now},
 		Committer: &object.Signature{Name: r.cfg.User, Email: r.cfg.Email, When: now},
@@ -329,6 +422,29 @@ func (r *Repo) Commit(ctx context.Context, base string, files map[string][]byte,
 		return "", fmt.Errorf("committing: %w", err)
 	}
 	return h.String(), nil
+}
+
+// checkWritable refuses to write rel through a symbolic link, in the file
+// itself or in any directory above it inside the clone: the repository's
+// content is not fluxd's to trust, and a link would make fluxd write
+// outside the clone. A file that does not exist yet is fine.
+func (r *Repo) checkWritable(rel string) error {
+	p := filepath.Clean(r.cfg.Dir)
+	for _, part := range strings.Split(filepath.Clean(rel), string(filepath.Separator)) {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", rel, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return fluxerr.New(fluxerr.User, fmt.Errorf("refusing to write %s: %s is a symbolic link in the repository", rel, filepath.ToSlash(strings.TrimPrefix(p, filepath.Clean(r.cfg.Dir)+string(filepath.Separator)))),
+				"fluxd edits only regular files inside its clone. Replace the link with the file it points to. Nothing was committed.")
+		}
+	}
+	return nil
 }
 
 // Push pushes commit to the branch. Only a fast-forward is pushed, never a
