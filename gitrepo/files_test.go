@@ -93,4 +93,6 @@ func TestFindWorkloadsReadsOnlyRegularFilesOfBoundedSize(t *testing.T) {
 	}
 }
 
-func workloadNamed(name string) platform.ID { return platform.ID{Namespace: "prod", Kind: "deployment", Name: name} }
+func workloadNamed(name string) platform.ID {
+	return platform.ID{Namespace: "prod", Kind: "deployment", Name: name}
+}

@@ -20,9 +20,9 @@ func TestMalformedURLsNeverShowCredentials(t *testing.T) {
 		{"https://user:pa ss@host/x", "pa ss"},
 		{"https://user:secret@[::1", "secret"},
 		{"https://user:secret@host:99999999/x", "secret"},
-		{"https://user:secret", "secret"},            // the "port" is the password
+		{"https://user:secret", "secret"},              // the "port" is the password
 		{"https://user:sec%zzret@host/x", "sec%zzret"}, // a bad escape in the password
-		{"https://tok\x7fen@host/x", "tok\x7fen"},     // a control character in a lone token
+		{"https://tok\x7fen@host/x", "tok\x7fen"},      // a control character in a lone token
 		{"https://user:p@ss w@host/x", "p@ss w"},
 		{"user:secret@host:path", "secret"},
 		{"https://user:s3cret@git.example/r.git", "s3cret"},
