@@ -261,7 +261,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		keychains = append(keychains, oci.NewSecretKeychain(oci.CredentialsFile(f.registryCredentials), time.Minute))
 	}
 	images, err := oci.New(oci.Config{
-		Metrics:      oci.NewMetrics(reg), Log: log,
+		Metrics: oci.NewMetrics(reg), Log: log,
 		DockerConfig: f.dockerConfig, Concurrency: f.registryConcurrency, Platform: f.registryPlatform,
 		Keychains:  keychains,
 		Cache:      store,
