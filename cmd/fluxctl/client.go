@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/fluxd/fluxd/internal/tlsfiles"
 )
 
 const defaultPort = "3030"
@@ -86,14 +87,20 @@ func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]strin
 // works; use an https:// address wherever the network is not trusted.
 func (bearer) RequireTransportSecurity() bool { return false }
 
-func dial(rawURL, token string) (*grpc.ClientConn, error) {
+func dial(rawURL, token, caFile, certFile, keyFile string) (*grpc.ClientConn, error) {
 	t, err := parseTarget(rawURL)
 	if err != nil {
 		return nil, err
 	}
 	creds := insecure.NewCredentials()
 	if t.tls {
-		creds = credentials.NewTLS(&tls.Config{MinVersion: tls.VersionTLS12})
+		cfg, err := tlsfiles.Client(caFile, certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("setting up TLS to fluxd: %w", err)
+		}
+		creds = credentials.NewTLS(cfg)
+	} else if caFile != "" || certFile != "" {
+		return nil, fmt.Errorf("--ca-file and --cert-file are for TLS, but the fluxd address %q is plaintext: use https://%s", rawURL, t.addr)
 	}
 	conn, err := grpc.NewClient("passthrough:///"+t.addr,
 		grpc.WithTransportCredentials(creds),
@@ -117,6 +124,9 @@ func explain(err error, g *globals) string {
 	}
 	switch st.Code() {
 	case codes.Unavailable:
+		if msg := explainTLS(st.Message(), addr); msg != "" {
+			return msg
+		}
 		return fmt.Sprintf(`cannot reach fluxd at %s.
 
 Likely causes:
@@ -137,4 +147,38 @@ Try:
 		}
 	}
 	return st.Message()
+}
+
+// explainTLS explains a connection that failed for TLS reasons: a
+// certificate fluxctl does not trust, TLS spoken to a plaintext port, or
+// plaintext spoken to a TLS port. It returns "" for other failures.
+func explainTLS(detail, addr string) string {
+	switch {
+	case strings.Contains(detail, "certificate signed by unknown authority"), strings.Contains(detail, "certificate is not valid"), strings.Contains(detail, "x509:"):
+		return fmt.Sprintf(`fluxd at %s presented a certificate fluxctl does not trust.
+
+Likely causes:
+  - fluxd's certificate is signed by a private CA (cert-manager, the cluster's own);
+  - the address's host is not a name the certificate covers.
+Try:
+  - pass that CA with --ca-file (or FLUX_CA_FILE);
+  - use the host name the certificate was issued for.
+(detail: %s)`, addr, detail)
+	case strings.Contains(detail, "first record does not look like a TLS handshake"):
+		return fmt.Sprintf(`fluxd at %s speaks plaintext, but the address asks for TLS (https://).
+
+Use http://%s or %s, or start fluxd with --tls-cert-file and --tls-key-file.
+(detail: %s)`, addr, addr, addr, detail)
+	case strings.Contains(detail, "bad certificate"), strings.Contains(detail, "certificate required"):
+		return fmt.Sprintf(`fluxd at %s asks for a client certificate, and refused the one sent (or none was).
+
+Pass one its --tls-client-ca-file trusts with --cert-file and --key-file (or FLUX_CERT_FILE, FLUX_KEY_FILE).
+(detail: %s)`, addr, detail)
+	case strings.Contains(detail, "connection closed before server preface received"), strings.Contains(detail, "error reading server preface"):
+		return fmt.Sprintf(`fluxd at %s closed the connection before answering: it may serve TLS, and the address asks for plaintext.
+
+Try https://%s (with --ca-file if its certificate is signed by a private CA).
+(detail: %s)`, addr, addr, detail)
+	}
+	return ""
 }

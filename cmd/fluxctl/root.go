@@ -21,6 +21,9 @@ type globals struct {
 	token   string
 	timeout time.Duration
 	output  string
+	// caFile, certFile and keyFile configure TLS (https:// addresses):
+	// the CAs to trust instead of the system's, and a client certificate.
+	caFile, certFile, keyFile string
 }
 
 func newRootCommand() (*cobra.Command, *globals) {
@@ -35,8 +38,12 @@ func newRootCommand() (*cobra.Command, *globals) {
 	pf.StringVar(&g.url, "url", "", "fluxd API address, e.g. localhost:3030 or grpc://host:3030 (env FLUX_URL)")
 	pf.StringVar(&g.token, "token", "", "API token (env FLUX_TOKEN)")
 	pf.DurationVar(&g.timeout, "timeout", 30*time.Second, "how long to wait for fluxd to answer (env FLUX_TIMEOUT)")
+	pf.StringVar(&g.caFile, "ca-file", "", "with an https:// address: PEM file of the CAs that sign fluxd's certificate, instead of the system's (env FLUX_CA_FILE)")
+	pf.StringVar(&g.certFile, "cert-file", "", "with an https:// address: client certificate to present, when fluxd asks for one (env FLUX_CERT_FILE)")
+	pf.StringVar(&g.keyFile, "key-file", "", "the client certificate's key (env FLUX_KEY_FILE)")
 	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
-		return applyEnv(cmd.Flags(), map[string]string{"url": "FLUX_URL", "token": "FLUX_TOKEN", "timeout": "FLUX_TIMEOUT"})
+		return applyEnv(cmd.Flags(), map[string]string{"url": "FLUX_URL", "token": "FLUX_TOKEN", "timeout": "FLUX_TIMEOUT",
+			"ca-file": "FLUX_CA_FILE", "cert-file": "FLUX_CERT_FILE", "key-file": "FLUX_KEY_FILE"})
 	}
 	root.AddCommand(
 		newVersionCommand(g),
@@ -75,7 +82,7 @@ func applyEnv(fs *pflag.FlagSet, env map[string]string) error {
 
 // call runs fn with a connected client and the command's timeout.
 func (g *globals) call(ctx context.Context, fn func(context.Context, fluxdv1.FluxServiceClient) error) error {
-	conn, err := dial(g.url, g.token)
+	conn, err := dial(g.url, g.token, g.caFile, g.certFile, g.keyFile)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,150 @@
+package tlsfiles
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// testCA signs serving certificates for 127.0.0.1.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  []byte
+}
+
+func newCA(t *testing.T) *testCA {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := x509.ParseCertificate(der)
+	return &testCA{c, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+}
+
+// issue writes a certificate with serial for 127.0.0.1 and its key.
+func (ca *testCA) issue(t *testing.T, serial int64, certFile, keyFile string, usage x509.ExtKeyUsage) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "fluxd"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A rotated key pair (cert-manager rewriting the mounted files) is served
+// from the next handshake on, without a restart; a client certificate is
+// required when a client CA is set.
+func TestServerReloadsRotatedCertificates(t *testing.T) {
+	old := recheck
+	recheck = 0
+	defer func() { recheck = old }()
+	dir := t.TempDir()
+	ca := newCA(t)
+	caFile, cert, key := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	os.WriteFile(caFile, ca.pem, 0o600)
+	ca.issue(t, 10, cert, key, x509.ExtKeyUsageServerAuth)
+	ccert, ckey := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
+	ca.issue(t, 20, ccert, ckey, x509.ExtKeyUsageClientAuth)
+
+	srv, err := Server(cert, key, caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lis, err := tls.Listen("tcp", "127.0.0.1:0", srv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	go func() {
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake()
+			c.Close()
+		}
+	}()
+	serial := func(cfg *tls.Config) (int64, error) {
+		c, err := tls.Dial("tcp", lis.Addr().String(), cfg)
+		if err != nil {
+			return 0, err
+		}
+		defer c.Close()
+		if err := c.Handshake(); err != nil {
+			return 0, err
+		}
+		// The server verifies the client after the client's handshake
+		// returns: read to see its verdict.
+		c.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := c.Read(make([]byte, 1)); err != nil && !isEOF(err) {
+			return 0, err
+		}
+		return c.ConnectionState().PeerCertificates[0].SerialNumber.Int64(), nil
+	}
+	client, err := Client(caFile, ccert, ckey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := serial(client); err != nil || got != 10 {
+		t.Fatalf("first certificate: serial %d, %v", got, err)
+	}
+	ca.issue(t, 11, cert, key, x509.ExtKeyUsageServerAuth)
+	if got, err := serial(client); err != nil || got != 11 {
+		t.Errorf("after the rotation: serial %d, %v; want the new certificate", got, err)
+	}
+	// A half-written file keeps the last good pair.
+	os.WriteFile(cert, []byte("-----BEGIN CERT"), 0o600)
+	if got, err := serial(client); err != nil || got != 11 {
+		t.Errorf("with a broken file on disk: serial %d, %v; want the last good certificate", got, err)
+	}
+	noCert, _ := Client(caFile, "", "")
+	if _, err := serial(noCert); err == nil {
+		t.Error("a client without a certificate was accepted although a client CA is set")
+	}
+	other, _ := Client("", "", "")
+	if _, err := serial(other); err == nil {
+		t.Error("a client that does not trust the CA connected")
+	}
+}
+
+func isEOF(err error) bool {
+	ne, ok := err.(net.Error)
+	return err.Error() == "EOF" || ok && ne.Timeout()
+}
+
+func TestErrors(t *testing.T) {
+	if _, err := Server("a.crt", "", ""); err == nil {
+		t.Error("a certificate without a key was accepted")
+	}
+	if _, err := Client(filepath.Join(t.TempDir(), "missing"), "", ""); err == nil {
+		t.Error("a missing CA file was accepted")
+	}
+	if _, err := Client("", "c.crt", ""); err == nil {
+		t.Error("a client certificate without a key was accepted")
+	}
+}
