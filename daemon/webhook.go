@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -12,7 +13,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fluxd/fluxd/internal/auth"
@@ -21,20 +24,39 @@ import (
 
 // WebhookHandler serves POST /v1/notify: registries' push notifications.
 // It understands the payloads of Docker Hub, the CNCF distribution
-// registry (notifications), Harbor and Quay, and refreshes each pushed
-// repository at once, waking the automator, as NotifyImage does.
+// registry (notifications), Harbor and Quay. It answers 202 as soon as a
+// notification is authenticated and parsed; each pushed repository is
+// then refreshed in the background (Run), waking the automator as
+// NotifyImage does. Notifications of one repository coalesce: while one
+// is waiting or being refreshed, more of it cause at most one more
+// refresh.
 //
-// A request is accepted with the shared secret as a bearer token, in the
-// X-Fluxd-Secret header, or in the token query parameter (for senders
-// that cannot set headers, such as Docker Hub); or with an HMAC-SHA256 of
-// the body under the secret in X-Hub-Signature-256 ("sha256=<hex>").
-// Comparisons take constant time.
+// A request is authenticated before its body is read, by the shared
+// secret as a bearer token, in the X-Fluxd-Secret header, or in the token
+// query parameter (a last resort, for senders that cannot set headers,
+// such as Docker Hub: query strings end up in proxies' logs). A signed
+// request is authenticated by reading at most 1 MiB of its body:
+// X-Hub-Signature-256 is "sha256=" and the hex HMAC-SHA256, under the
+// secret, of the body; or, when the sender sets X-Fluxd-Timestamp (Unix
+// seconds), of the timestamp, a ".", then the body, and the timestamp
+// must be within 5 minutes of fluxd's clock, so that a captured request
+// cannot be replayed later. Comparisons take constant time.
 type WebhookHandler struct {
 	d      *Daemon
 	secret []byte
 	log    *slog.Logger
 	leader WebhookLeadership
 	client *http.Client
+	// now is the clock for signed timestamps.
+	now func() time.Time
+	// refresh refreshes the repository of image and wakes the automator.
+	refresh func(ctx context.Context, image string) error
+
+	mu       sync.Mutex
+	pending  map[string]string // repository → the image last notified
+	queue    []string          // pending repositories not in flight, in order
+	inFlight map[string]bool
+	wake     chan struct{}
 }
 
 // WebhookLeadership says whether this replica leads, and where the
@@ -81,19 +103,40 @@ func (h *WebhookHandler) forward(w http.ResponseWriter, r *http.Request, body []
 	_, _ = io.Copy(w, io.LimitReader(resp.Body, maxPayload))
 }
 
-// NewWebhookHandler returns the handler; secret must not be empty.
+// NewWebhookHandler returns the handler; secret must not be empty. Run
+// refreshes what it accepts.
 func NewWebhookHandler(d *Daemon, secret []byte, log *slog.Logger) (*WebhookHandler, error) {
 	if len(secret) == 0 {
 		return nil, errors.New("the webhook secret is empty")
 	}
-	return &WebhookHandler{d: d, secret: secret, log: log.With("component", "webhook")}, nil
+	h := &WebhookHandler{d: d, secret: secret, log: log.With("component", "webhook"), now: time.Now,
+		pending: map[string]string{}, inFlight: map[string]bool{}, wake: make(chan struct{}, 1)}
+	h.refresh = func(ctx context.Context, image string) error {
+		_, _, err := d.Notify(ctx, webhookIdentity, image)
+		return err
+	}
+	return h, nil
 }
 
 // webhookIdentity is who a notification acts as: it only refreshes
 // shared registry data, never anything of an instance.
 var webhookIdentity = auth.Identity{Instance: "webhook", Role: auth.Deployer}
 
-const maxPayload = 1 << 20
+const (
+	maxPayload = 1 << 20
+	// signatureWindow is how far a signed timestamp may be from now.
+	signatureWindow = 5 * time.Minute
+	// webhookWorkers refresh that many repositories at once.
+	webhookWorkers = 4
+	// webhookRefreshTimeout bounds one repository's refresh.
+	webhookRefreshTimeout = 10 * time.Minute
+)
+
+// Timestamp and signature headers of signed notifications.
+const (
+	TimestampHeader = "X-Fluxd-Timestamp"
+	SignatureHeader = "X-Hub-Signature-256"
+)
 
 func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Path != "/v1/notify" {
@@ -105,14 +148,31 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "use POST", http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxPayload+1))
-	if err != nil || len(body) > maxPayload {
-		http.Error(w, "the payload is unreadable or larger than 1 MiB", http.StatusBadRequest)
+	// Nothing of the body is read before the sender is known, except the
+	// bounded body of a signed request, which the signature covers.
+	bySecret := h.hasSecret(r)
+	if !bySecret && !h.signedInWindow(r) {
+		h.log.Info("webhook refused: no valid secret or signature", "remote", r.RemoteAddr)
+		http.Error(w, "no valid secret or signature: send the shared secret as a bearer token or X-Fluxd-Secret (or ?token=), or sign the body (X-Hub-Signature-256, optionally with X-Fluxd-Timestamp)", http.StatusUnauthorized)
 		return
 	}
-	if !h.authentic(r, body) {
-		h.log.Info("webhook refused: no valid secret or signature", "remote", r.RemoteAddr)
-		http.Error(w, "no valid secret or signature: send the shared secret as a bearer token, X-Fluxd-Secret or ?token=, or sign the body (X-Hub-Signature-256)", http.StatusUnauthorized)
+	if r.ContentLength > maxPayload {
+		http.Error(w, "the payload is larger than 1 MiB", http.StatusRequestEntityTooLarge)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPayload))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, "the payload is larger than 1 MiB", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "the payload could not be read", http.StatusBadRequest)
+		return
+	}
+	if !bySecret && !h.validSignature(r, body) {
+		h.log.Info("webhook refused: the signature does not match", "remote", r.RemoteAddr)
+		http.Error(w, "the signature does not match the body (X-Hub-Signature-256: sha256=HMAC-SHA256 of the body, or of TIMESTAMP.BODY with X-Fluxd-Timestamp)", http.StatusUnauthorized)
 		return
 	}
 	if h.leader != nil && !h.leader.IsLeader() {
@@ -127,35 +187,38 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	type result struct {
 		Image      string `json:"image"`
 		Repository string `json:"repository,omitempty"`
-		Tags       int    `json:"tags,omitempty"`
+		Queued     bool   `json:"queued,omitempty"`
 		Error      string `json:"error,omitempty"`
 	}
 	var out []result
-	status := http.StatusAccepted
-	refreshed := map[string]bool{}
+	queued := map[string]bool{}
 	for _, img := range images {
-		// One refresh per repository, however many of its tags were pushed.
-		if ref, err := registry.ParseRef(img); err == nil {
-			if refreshed[ref.Repository] {
-				continue
-			}
-			refreshed[ref.Repository] = true
-		}
-		repo, n, err := h.d.Notify(r.Context(), webhookIdentity, img)
-		res := result{Image: img, Repository: repo, Tags: n}
+		ref, err := registry.ParseRef(img)
 		if err != nil {
-			res.Error = err.Error()
-			status = http.StatusBadGateway
+			out = append(out, result{Image: img, Error: err.Error()})
+			continue
 		}
-		out = append(out, res)
+		// One refresh per repository, however many of its tags were pushed.
+		if queued[ref.Repository] {
+			continue
+		}
+		queued[ref.Repository] = true
+		h.enqueue(ref.Repository, img)
+		out = append(out, result{Image: img, Repository: ref.Repository, Queued: true})
+	}
+	code := http.StatusAccepted
+	if len(queued) == 0 {
+		code = http.StatusBadRequest
 	}
 	h.log.Info("webhook accepted", "source", source, "images", images)
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
+	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]any{"source": source, "results": out})
 }
 
-func (h *WebhookHandler) authentic(r *http.Request, body []byte) bool {
+// hasSecret reports whether the request carries the shared secret in a
+// header or the query string.
+func (h *WebhookHandler) hasSecret(r *http.Request) bool {
 	candidates := []string{r.Header.Get("X-Fluxd-Secret"), r.URL.Query().Get("token")}
 	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "bearer") {
 		candidates = append(candidates, strings.TrimSpace(tok))
@@ -165,16 +228,127 @@ func (h *WebhookHandler) authentic(r *http.Request, body []byte) bool {
 			return true
 		}
 	}
-	if sig, ok := strings.CutPrefix(r.Header.Get("X-Hub-Signature-256"), "sha256="); ok {
-		got, err := hex.DecodeString(sig)
-		if err != nil {
-			return false
-		}
-		mac := hmac.New(sha256.New, h.secret)
-		mac.Write(body)
-		return hmac.Equal(got, mac.Sum(nil))
-	}
 	return false
+}
+
+// signedInWindow reports whether the request claims a signature worth
+// reading the body for: a well-formed one, with a timestamp (if any)
+// within the window.
+func (h *WebhookHandler) signedInWindow(r *http.Request) bool {
+	sig, ok := strings.CutPrefix(r.Header.Get(SignatureHeader), "sha256=")
+	if !ok || len(sig) != 2*sha256.Size {
+		return false
+	}
+	if _, err := hex.DecodeString(sig); err != nil {
+		return false
+	}
+	ts := r.Header.Get(TimestampHeader)
+	if ts == "" {
+		return true
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil {
+		return false
+	}
+	d := h.now().Sub(time.Unix(sec, 0))
+	return d <= signatureWindow && d >= -signatureWindow
+}
+
+// validSignature checks the HMAC of the body, or of "TIMESTAMP.BODY".
+func (h *WebhookHandler) validSignature(r *http.Request, body []byte) bool {
+	got, err := hex.DecodeString(strings.TrimPrefix(r.Header.Get(SignatureHeader), "sha256="))
+	if err != nil {
+		return false
+	}
+	mac := hmac.New(sha256.New, h.secret)
+	if ts := r.Header.Get(TimestampHeader); ts != "" {
+		mac.Write([]byte(ts + "."))
+	}
+	mac.Write(body)
+	return hmac.Equal(got, mac.Sum(nil))
+}
+
+// enqueue asks for a refresh of repository. A repository already waiting
+// is not queued twice; one being refreshed is refreshed once more after.
+func (h *WebhookHandler) enqueue(repository, image string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, waiting := h.pending[repository]; waiting {
+		h.pending[repository] = image
+		return
+	}
+	h.pending[repository] = image
+	if !h.inFlight[repository] {
+		h.queue = append(h.queue, repository)
+		h.poke()
+	}
+}
+
+// poke wakes a worker, without waiting.
+func (h *WebhookHandler) poke() {
+	select {
+	case h.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run refreshes the repositories notified, a few at once, until ctx ends.
+func (h *WebhookHandler) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	for range webhookWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				for h.work(ctx) {
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-h.wake:
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// work refreshes the next waiting repository, and reports whether there
+// was one.
+func (h *WebhookHandler) work(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	h.mu.Lock()
+	if len(h.queue) == 0 {
+		h.mu.Unlock()
+		return false
+	}
+	repo := h.queue[0]
+	h.queue = h.queue[1:]
+	image := h.pending[repo]
+	delete(h.pending, repo)
+	h.inFlight[repo] = true
+	if len(h.queue) > 0 {
+		h.poke() // another worker may take the next
+	}
+	h.mu.Unlock()
+
+	rctx, cancel := context.WithTimeout(ctx, webhookRefreshTimeout)
+	err := h.refresh(rctx, image)
+	cancel()
+	if err != nil && ctx.Err() == nil {
+		h.log.Warn("webhook: refreshing a notified repository failed", "repository", repo, "error", err)
+	}
+
+	h.mu.Lock()
+	delete(h.inFlight, repo)
+	if _, again := h.pending[repo]; again {
+		h.queue = append(h.queue, repo)
+		h.poke()
+	}
+	h.mu.Unlock()
+	return true
 }
 
 // parseNotification finds the pushed images in a registry's payload and

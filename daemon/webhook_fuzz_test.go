@@ -63,6 +63,8 @@ func FuzzWebhook(f *testing.F) {
 		req := httptest.NewRequest(http.MethodPost, "/v1/notify?token=s3cret", strings.NewReader(string(body)))
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
+		for h.work(context.Background()) {
+		}
 		switch rec.Code {
 		case http.StatusAccepted, http.StatusBadRequest, http.StatusBadGateway:
 		default:

@@ -91,6 +91,8 @@ func TestWebhookAuthenticatesAndRefreshes(t *testing.T) {
 			if rec.Code != tc.want {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tc.want, rec.Body)
 			}
+			for h.work(context.Background()) {
+			}
 			refreshed := len(imgs.repos) - before
 			if (tc.want == http.StatusAccepted) != (refreshed == 1) {
 				t.Errorf("refreshed %d repositories", refreshed)
