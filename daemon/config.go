@@ -24,7 +24,15 @@ type Config struct {
 	// ListWait is how long list-images waits for a registry refresh
 	// before it answers from the cache (default 3s).
 	ListWait time.Duration
+	// MaxRolloutTimeout caps the rollout timeout a caller may ask for
+	// (rollout_timeout_seconds): jobs run one at a time for every
+	// instance, so one caller's long wait holds everyone's releases.
+	// Default DefaultMaxRolloutTimeout.
+	MaxRolloutTimeout time.Duration
 }
+
+// DefaultMaxRolloutTimeout is MaxRolloutTimeout when it is zero.
+const DefaultMaxRolloutTimeout = 30 * time.Minute
 
 // Validate reports every problem with the configuration at once.
 func (c Config) Validate() error {
@@ -41,6 +49,9 @@ func (c Config) Validate() error {
 	}
 	if c.GitRefresh < 0 {
 		errs = append(errs, fmt.Errorf("--git-poll-interval %v is negative", c.GitRefresh))
+	}
+	if c.MaxRolloutTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--max-rollout-timeout %v is negative", c.MaxRolloutTimeout))
 	}
 	if c.ShutdownGrace < 0 {
 		errs = append(errs, fmt.Errorf("--shutdown-grace %v is negative", c.ShutdownGrace))

@@ -68,8 +68,13 @@ type Deps struct {
 	// and reports automation states; nil on a follower.
 	Automator Automation
 	Jobs      Jobs
-	// Git, if set, reports how the git remote has answered lately.
+	// Git, if set, reports how the git remote has answered lately; a
+	// failing remote makes the health service say NOT_SERVING.
 	Git GitRemote
+	// Ready, if set, says why fluxd cannot serve just now (the cluster's
+	// caches not synced, the database not answering), or nil. The health
+	// service reports it, without a token.
+	Ready func(ctx context.Context) error
 }
 
 // GitRemote reports the git remote's state.

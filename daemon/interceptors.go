@@ -31,34 +31,52 @@ func identity(ctx context.Context) auth.Identity {
 	return id
 }
 
-// mutating lists the methods that change something, and so need at least
-// the deployer role. Release needs it only for execution.
-var mutating = map[string]bool{
-	fluxdv1.FluxService_CancelJob_FullMethodName:   true,
-	fluxdv1.FluxService_Automate_FullMethodName:    true,
-	fluxdv1.FluxService_Deautomate_FullMethodName:  true,
-	fluxdv1.FluxService_Lock_FullMethodName:        true,
-	fluxdv1.FluxService_Unlock_FullMethodName:      true,
-	fluxdv1.FluxService_SetPolicy_FullMethodName:   true,
-	fluxdv1.FluxService_NotifyImage_FullMethodName: true,
+// readOnly lists the methods a viewer may call. Every other method needs
+// at least the deployer role, so that a method added later is guarded
+// until someone decides it only reads. Release only reads when it plans.
+var readOnly = map[string]bool{
+	fluxdv1.FluxService_Version_FullMethodName:      true,
+	fluxdv1.FluxService_ListServices_FullMethodName: true,
+	fluxdv1.FluxService_ListImages_FullMethodName:   true,
+	fluxdv1.FluxService_GetJob_FullMethodName:       true,
+	fluxdv1.FluxService_WatchJob_FullMethodName:     true,
+	fluxdv1.FluxService_ListJobs_FullMethodName:     true,
+	fluxdv1.FluxService_History_FullMethodName:      true,
+	// Server reflection describes the API; it reads nothing of fluxd's.
+	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      true,
+	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": true,
 }
 
+// healthPrefix is the gRPC health service's, the one service callable
+// without a token: Kubernetes' gRPC probes cannot send one. It tells only
+// whether fluxd is ready.
+const healthPrefix = "/grpc.health.v1.Health/"
+
 func requiredRole(method string, req any) auth.Role {
-	if mutating[method] {
+	if r, ok := req.(*fluxdv1.ReleaseRequest); ok {
+		if r.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_PLAN {
+			return auth.Viewer
+		}
 		return auth.Deployer
 	}
-	if r, ok := req.(*fluxdv1.ReleaseRequest); ok && r.GetKind() != fluxdv1.ReleaseKind_RELEASE_KIND_PLAN {
-		return auth.Deployer
+	if readOnly[method] {
+		return auth.Viewer
 	}
-	return auth.Viewer
+	return auth.Deployer
 }
 
 func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
 	ctx, reqID, start := s.begin(ctx)
 	defer func() { err = s.finish(info.FullMethod, reqID, start, recover(), err) }()
+	if strings.HasPrefix(info.FullMethod, healthPrefix) {
+		return handler(ctx, req)
+	}
 	ctx, err = s.authorize(ctx, info.FullMethod, req)
 	if err != nil {
 		return nil, err
+	}
+	if err := checkUsers(req); err != nil {
+		return nil, toStatus(err)
 	}
 	if conn, err := s.fwd.target(ctx, info.FullMethod); err != nil || conn != nil {
 		if err != nil {
@@ -76,6 +94,9 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
 	ctx, reqID, start := s.begin(ss.Context())
 	defer func() { err = s.finish(info.FullMethod, reqID, start, recover(), err) }()
+	if strings.HasPrefix(info.FullMethod, healthPrefix) {
+		return handler(srv, ss)
+	}
 	ctx, err = s.authorize(ctx, info.FullMethod, nil)
 	if err != nil {
 		return err
@@ -171,3 +192,12 @@ type wrappedStream struct {
 }
 
 func (w *wrappedStream) Context() context.Context { return w.ctx }
+
+// RecvMsg checks a streamed request's users as the unary interceptor
+// checks a unary one's.
+func (w *wrappedStream) RecvMsg(m any) error {
+	if err := w.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	return toStatus(checkUsers(m))
+}

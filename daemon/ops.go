@@ -223,6 +223,12 @@ func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseReque
 	if err := (release.Spec{All: true, Image: req.Image, AllLatest: req.AllLatest}).Validate(); err != nil {
 		return nil, err
 	}
+	if err := checkUser(req.User); err != nil {
+		return nil, err
+	}
+	if err := d.checkRolloutTimeout(req.RolloutTimeout); err != nil {
+		return nil, err
+	}
 	if req.All && (len(req.Services) > 0 || len(req.Files) > 0) {
 		return nil, fluxerr.New(fluxerr.User, errors.New("give services or files, or all, not both"), "")
 	}
@@ -274,6 +280,24 @@ func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseReque
 	}
 	res.Job = &job
 	return res, nil
+}
+
+// checkRolloutTimeout refuses a rollout timeout above the daemon's cap:
+// jobs run one at a time for every instance, so a job waiting on its
+// rollout holds every other instance's releases.
+func (d *Daemon) checkRolloutTimeout(t time.Duration) error {
+	limit := d.cfg.MaxRolloutTimeout
+	if limit <= 0 {
+		limit = DefaultMaxRolloutTimeout
+	}
+	if t < 0 {
+		return fluxerr.New(fluxerr.User, fmt.Errorf("the rollout timeout %v is negative", t), "Give a rollout timeout in seconds, or none for fluxd's default (--rollout-timeout).")
+	}
+	if t > limit {
+		return fluxerr.New(fluxerr.User, fmt.Errorf("the rollout timeout %v is longer than this fluxd allows (%v)", t, limit),
+			"Release jobs run one at a time for everyone, so a long rollout wait holds every other release. Ask for at most "+limit.String()+", or none for fluxd's default; an operator sets the cap with --max-rollout-timeout. Nothing was queued.")
+	}
+	return nil
 }
 
 // History returns the caller's instance's events, newest first. A service
@@ -328,6 +352,9 @@ func (u PolicyUpdate) historyType() history.Type {
 // SetPolicy changes a service's policy annotations in git, in one commit,
 // after checking every pattern: a bad one changes nothing.
 func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, u PolicyUpdate) (string, error) {
+	if err := checkUser(u.User); err != nil {
+		return "", err
+	}
 	set, err := release.FilterAnnotations(u.TagAll, u.Tags, u.TagOrder, u.TagPrerelease)
 	if err != nil {
 		return "", fluxerr.New(fluxerr.User, err, "Filters are glob:PATTERN, regex:PATTERN or semver:RANGE (e.g. semver:~1.2, semver:minor); \"*\" clears one. Nothing was committed.")

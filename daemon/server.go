@@ -11,7 +11,6 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
@@ -46,8 +45,9 @@ func (s *Server) FollowLeader(self string, l Leadership) {
 var _ fluxdv1.FluxServiceServer = (*Server)(nil)
 
 // NewServer returns a Server for d that authenticates with a. It also
-// serves the gRPC health service and server reflection; they too need a
-// token, like every call.
+// serves server reflection, which needs a token like every call, and the
+// gRPC health service, which needs none (Kubernetes' gRPC probes send
+// none) and reports Daemon.Ready.
 func NewServer(d *Daemon, a Authenticator, log *slog.Logger) *Server {
 	s := &Server{d: d, auth: a, log: log.With("component", "grpc")}
 	s.grpc = grpc.NewServer(
@@ -55,9 +55,7 @@ func NewServer(d *Daemon, a Authenticator, log *slog.Logger) *Server {
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
 	)
 	fluxdv1.RegisterFluxServiceServer(s.grpc, s)
-	hs := health.NewServer()
-	hs.SetServingStatus(fluxdv1.FluxService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
-	healthpb.RegisterHealthServer(s.grpc, hs)
+	healthpb.RegisterHealthServer(s.grpc, &healthServer{s: s, every: 5 * time.Second})
 	reflection.Register(s.grpc)
 	return s
 }

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
@@ -90,27 +91,37 @@ func (j stubJobs) Watch(ctx context.Context, instance, id string) (<-chan releas
 type fixture struct {
 	client fluxdv1.FluxServiceClient
 	conn   *grpc.ClientConn
-	tokens map[auth.Role]string
+	// tokens are instance team-a's, other instance team-b's.
+	tokens, other map[auth.Role]string
 }
 
 func newFixture(t *testing.T, cluster Cluster) *fixture {
+	return newFixtureWith(t, Config{}, Deps{Cluster: cluster, Releaser: stubReleaser{}, Jobs: stubJobs{}})
+}
+
+// newFixtureWith serves a Daemon of deps over bufconn, with tokens of
+// every role for two instances. cfg's Listen, TokensFile and Version are
+// set here.
+func newFixtureWith(t *testing.T, cfg Config, deps Deps) *fixture {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tokens")
-	f := &fixture{tokens: map[auth.Role]string{}}
+	f := &fixture{tokens: map[auth.Role]string{}, other: map[auth.Role]string{}}
 	for _, r := range []auth.Role{auth.Viewer, auth.Deployer, auth.Admin} {
-		tok, err := auth.Create(path, auth.Identity{Instance: "team-a", Role: r})
-		if err != nil {
-			t.Fatal(err)
+		for instance, m := range map[string]map[auth.Role]string{"team-a": f.tokens, "team-b": f.other} {
+			tok, err := auth.Create(path, auth.Identity{Instance: instance, Role: r})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m[r] = tok
 		}
-		f.tokens[r] = tok
 	}
 	store, err := auth.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	cfg := Config{Listen: "bufconn:0", TokensFile: path, Version: "v-test"}
-	srv := NewServer(New(cfg, Deps{Cluster: cluster, Releaser: stubReleaser{}, Jobs: stubJobs{}}, log), store, log)
+	cfg.Listen, cfg.TokensFile, cfg.Version = "bufconn:0", path, "v-test"
+	srv := NewServer(New(cfg, deps, log), store, log)
 	lis := bufconn.Listen(1 << 20)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -188,15 +199,36 @@ func TestStreamsNeedATokenToo(t *testing.T) {
 	}
 }
 
-func TestHealthAndReflectionNeedAToken(t *testing.T) {
+// Kubernetes' gRPC probes send no token: health answers without one, and
+// only health; reflection still needs a token.
+func TestHealthNeedsNoTokenButReflectionDoes(t *testing.T) {
 	f := newFixture(t, &stubCluster{})
 	h := healthpb.NewHealthClient(f.conn)
-	if _, err := h.Check(context.Background(), &healthpb.HealthCheckRequest{}); status.Code(err) != codes.Unauthenticated {
-		t.Fatalf("health without token: %v", err)
+	for _, svc := range []string{"", fluxdv1.FluxService_ServiceDesc.ServiceName} {
+		resp, err := h.Check(context.Background(), &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health of %q without a token: %v, %v", svc, resp, err)
+		}
 	}
-	resp, err := h.Check(withToken(f.tokens[auth.Viewer]), &healthpb.HealthCheckRequest{Service: fluxdv1.FluxService_ServiceDesc.ServiceName})
-	if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
-		t.Fatalf("health with token: %v, %v", resp, err)
+	if _, err := h.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "nope"}); status.Code(err) != codes.NotFound {
+		t.Errorf("health of an unknown service: %v", err)
+	}
+	refl := reflectionpb.NewServerReflectionClient(f.conn)
+	stream, err := refl.ServerReflectionInfo(context.Background())
+	if err == nil {
+		_ = stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+		_, err = stream.Recv() // a refused stream's status comes here
+	}
+	if status.Code(err) != codes.Unauthenticated {
+		t.Fatalf("reflection without a token: %v", err)
+	}
+	stream, err = refl.ServerReflectionInfo(withToken(f.tokens[auth.Viewer]))
+	if err == nil {
+		_ = stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}})
+		_, err = stream.Recv() // a refused stream's status comes here
+	}
+	if err != nil {
+		t.Fatalf("reflection with a token: %v", err)
 	}
 }
 

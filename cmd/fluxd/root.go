@@ -63,6 +63,8 @@ type flags struct {
 	registryRate         float64
 	registryBurst        int
 	rolloutTimeout       time.Duration
+	maxRolloutTimeout    time.Duration
+	tls                  tlsFlags
 	rollbackOnFailure    bool
 	automationShort      time.Duration
 	automationLong       time.Duration
@@ -122,6 +124,8 @@ func newRootCommand() *cobra.Command {
 	fs.Float64Var(&f.registryRate, "registry-rate", 100, "registry requests per second per host; a 429 halves it for that host, successes restore it")
 	fs.IntVar(&f.registryBurst, "registry-burst", 20, "registry requests that may go at once above --registry-rate")
 	fs.DurationVar(&f.rolloutTimeout, "rollout-timeout", 5*time.Minute, "how long a release job waits for its rollout before failing (a Deployment's progressDeadlineSeconds fails it sooner)")
+	f.tls.register(fs)
+	fs.DurationVar(&f.maxRolloutTimeout, "max-rollout-timeout", daemon.DefaultMaxRolloutTimeout, "the longest rollout timeout a caller may ask for (fluxctl release --rollout-timeout); jobs run one at a time for every instance, so a longer wait would hold everyone's releases")
 	fs.BoolVar(&f.rollbackOnFailure, "rollback-on-failure", false, "revert a release whose rollout fails (a new commit, re-applied and followed); fluxctl release --rollback-on-failure asks for it per release")
 	fs.DurationVar(&f.automationShort, "automation-short-wait", 15*time.Second, "automator: wait after a release before checking the service again")
 	fs.DurationVar(&f.automationLong, "automation-long-wait", time.Minute, "automator: wait after a check that found nothing newer")
@@ -195,6 +199,8 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		ShutdownGrace: f.shutdownGrace,
 		Version:       version.String(),
 		GitRefresh:    f.gitPollInterval,
+
+		MaxRolloutTimeout: f.maxRolloutTimeout,
 	}
 	gcfg := gogit.Config{
 		URL: f.gitURL, Branch: f.gitBranch, Paths: f.gitPaths,
@@ -280,14 +286,24 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	log.Info("cloned the manifests", "component", "git", "url", gogit.Redact(gcfg.URL), "branch", gcfg.Branch, "paths", gcfg.Paths)
 	engine := release.NewEngine(repo, images, cluster, store, log)
 
+	if f.tls.enabled() && f.leaderElect {
+		return errors.New("--leader-elect with --tls-cert-file is not implemented yet: replicas forward calls to each other, with the caller's token, and that needs mutual TLS between replicas, which fluxd does not have yet; run one replica with TLS, or several behind a TLS-terminating proxy on a private network")
+	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another fluxd running there? choose another --listen address)", cfg.Listen, err)
 	}
+	if lis, err = f.tls.secure(lis, "the API", log, "h2"); err != nil {
+		return err
+	}
 	jobs := release.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
 	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg}, engine, jobs, clock.RealClock{}, log)
 	jobs.OnEnd(func(history.Job) { auto.Poke() })
-	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo}, log)
+	// Ready is what the health service (Kubernetes' readiness probe)
+	// reports, besides the git remote's state: the cluster caches and the
+	// database.
+	ready := func(ctx context.Context) error { return errors.Join(cluster.Ready(ctx), store.Ping(ctx)) }
+	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo, Ready: ready}, log)
 	registerGitMetrics(reg, repo)
 	srv := daemon.NewServer(d, tokens, log)
 	// Only the leader runs jobs and automation: first it carries on with
@@ -327,6 +343,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		if wlis, err = net.Listen("tcp", f.webhookListen); err != nil {
 			return fmt.Errorf("listening for webhooks on %s: %w", f.webhookListen, err)
 		}
+		if wlis, err = f.tls.secure(wlis, "webhooks", log, "http/1.1"); err != nil {
+			return err
+		}
 		host, _, _ := net.SplitHostPort(self)
 		_, port, _ := net.SplitHostPort(wlis.Addr().String())
 		webhookAt = net.JoinHostPort(host, port)
@@ -357,12 +376,16 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		if f.leaderElect {
 			wh.FollowLeader(leadership)
 		}
+		g.Go(func() error { wh.Run(ctx); return nil })
 		g.Go(func() error { return serveHTTP(ctx, wlis, wh, "webhooks", log) })
 	}
 	if f.metricsListen != "" {
 		mlis, err := net.Listen("tcp", f.metricsListen)
 		if err != nil {
 			return fmt.Errorf("listening for metrics on %s: %w", f.metricsListen, err)
+		}
+		if mlis, err = f.tls.secure(mlis, "metrics", log, "http/1.1"); err != nil {
+			return err
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -428,9 +451,25 @@ func pollGit(ctx context.Context, repo interface {
 	}
 }
 
+// newHTTPServer is the server of the webhook and metrics listeners. Every
+// phase of a request is bounded, so that a client that sends or reads
+// slowly cannot hold connections open: a webhook's body is at most 1 MiB,
+// a metrics page is generated at once, and neither keeps a connection
+// idle for long.
+func newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
 // serveHTTP serves h on lis until ctx ends.
 func serveHTTP(ctx context.Context, lis net.Listener, h http.Handler, what string, log *slog.Logger) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	srv := newHTTPServer(h)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -60,6 +60,15 @@ func Open(ctx context.Context, path string) (*Store, error) {
 // Close closes the database.
 func (s *Store) Close() error { return s.db.Close() }
 
+// Ping checks that the database answers a query, for readiness.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.db.QueryRowContext(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("history database: %w", err)
+	}
+	return nil
+}
+
 // Record stores ev and returns its ID. ev.Instance is required.
 func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 	if ev.Instance == "" {

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"sort"
 	"time"
 
@@ -179,6 +180,28 @@ func (c *Cluster) Ping(ctx context.Context) error {
 		return unreachable(c.host, err)
 	}
 	return ctx.Err()
+}
+
+// Ready reports whether the informers' caches are synced and the API
+// server answers within ctx, for readiness probes.
+func (c *Cluster) Ready(ctx context.Context) error {
+	synced := make(chan struct{})
+	close(synced) // look, do not wait
+	for _, f := range c.factories {
+		for typ, ok := range f.WaitForCacheSync(synced) {
+			if !ok {
+				return fmt.Errorf("the cluster cache of %v is not synced", typ)
+			}
+		}
+	}
+	rc := c.client.Discovery().RESTClient()
+	if rc == nil || reflect.ValueOf(rc).IsNil() {
+		return nil // a fake client, in tests
+	}
+	if err := rc.Get().AbsPath("/version").Do(ctx).Error(); err != nil {
+		return unreachable(c.host, err)
+	}
+	return nil
 }
 
 func unreachable(host string, err error) error {

@@ -1,0 +1,107 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// Ready reports why fluxd cannot serve its API just now, or nil: the git
+// remote's last operation failed, or the readiness check given in Deps
+// (the cluster caches, the database) fails.
+func (d *Daemon) Ready(ctx context.Context) error {
+	if d.deps.Git != nil {
+		if st := d.deps.Git.Status(); st.Error != "" {
+			return fmt.Errorf("git: %s", st.Error)
+		}
+	}
+	if d.deps.Ready != nil {
+		return d.deps.Ready(ctx)
+	}
+	return nil
+}
+
+// healthServer is grpc.health.v1.Health over Daemon.Ready, for
+// Kubernetes' gRPC readiness probes, which send no token: it is the one
+// service callable without one, and it says only SERVING or NOT_SERVING,
+// never why (the log says why).
+type healthServer struct {
+	healthpb.UnimplementedHealthServer
+	s *Server
+	// every is how often Watch checks again.
+	every time.Duration
+
+	mu       sync.Mutex
+	notReady error // the last check's, to log changes only
+}
+
+// healthChecked are the services Check answers for: the server as a
+// whole ("") and the fluxd API.
+var healthChecked = map[string]bool{"": true, fluxdv1.FluxService_ServiceDesc.ServiceName: true}
+
+func (h *healthServer) status(ctx context.Context) healthpb.HealthCheckResponse_ServingStatus {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := h.s.d.Ready(ctx)
+	// Log changes only: probes come every few seconds.
+	h.mu.Lock()
+	if was := h.notReady; err != nil && (was == nil || err.Error() != was.Error()) {
+		h.s.log.Warn("health: not ready", "error", err)
+	} else if err == nil && was != nil {
+		h.s.log.Info("health: ready again")
+	}
+	h.notReady = err
+	h.mu.Unlock()
+	if err != nil {
+		return healthpb.HealthCheckResponse_NOT_SERVING
+	}
+	return healthpb.HealthCheckResponse_SERVING
+}
+
+func (h *healthServer) Check(ctx context.Context, req *healthpb.HealthCheckRequest) (*healthpb.HealthCheckResponse, error) {
+	if !healthChecked[req.GetService()] {
+		return nil, status.Errorf(codes.NotFound, "no health is reported for the service %q", req.GetService())
+	}
+	return &healthpb.HealthCheckResponse{Status: h.status(ctx)}, nil
+}
+
+func (h *healthServer) List(ctx context.Context, _ *healthpb.HealthListRequest) (*healthpb.HealthListResponse, error) {
+	st := h.status(ctx)
+	out := &healthpb.HealthListResponse{Statuses: map[string]*healthpb.HealthCheckResponse{}}
+	for name := range healthChecked {
+		out.Statuses[name] = &healthpb.HealthCheckResponse{Status: st}
+	}
+	return out, nil
+}
+
+// Watch sends the status now, then every change, checking every h.every.
+func (h *healthServer) Watch(req *healthpb.HealthCheckRequest, stream grpc.ServerStreamingServer[healthpb.HealthCheckResponse]) error {
+	ctx := stream.Context()
+	if !healthChecked[req.GetService()] {
+		return stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVICE_UNKNOWN})
+	}
+	t := time.NewTicker(h.every)
+	defer t.Stop()
+	last := healthpb.HealthCheckResponse_UNKNOWN
+	for {
+		if st := h.status(ctx); st != last {
+			if err := stream.Send(&healthpb.HealthCheckResponse{Status: st}); err != nil {
+				return err
+			}
+			last = st
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
