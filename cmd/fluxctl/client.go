@@ -124,7 +124,13 @@ func explain(err error, g *globals) string {
 	}
 	switch st.Code() {
 	case codes.Unavailable:
-		if msg := explainTLS(st.Message(), addr); msg != "" {
+		detail := st.Message()
+		if t, err := parseTarget(g.url); err == nil && t.tls && (strings.Contains(detail, "broken pipe") || strings.Contains(detail, "connection reset by peer")) {
+			// Under TLS 1.3 a server that refuses the client's certificate
+			// hangs up after the client thinks the handshake is done.
+			detail = "bad certificate? the connection was closed right after the handshake: " + detail
+		}
+		if msg := explainTLS(detail, addr); msg != "" {
 			return msg
 		}
 		return fmt.Sprintf(`cannot reach fluxd at %s.
