@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -444,7 +442,7 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 		it.File = def.File
 		content, ok := files[it.File]
 		if !ok {
-			b, err := os.ReadFile(filepath.Join(e.repo.Dir(), it.File))
+			b, err := gitrepo.ReadFile(e.repo.Dir(), it.File)
 			if err != nil {
 				return nil, err
 			}
@@ -464,10 +462,16 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 }
 
 func (e *Engine) fail(ctx context.Context, instance string, spec Spec, plan *Plan, start time.Time, commit string, err error) error {
+	return e.failAs(ctx, history.Failed, instance, spec, plan, start, commit, err)
+}
+
+// failAs is fail recorded as typ (Failed, or Cancelled for a user's
+// cancel).
+func (e *Engine) failAs(ctx context.Context, typ history.Type, instance string, spec Spec, plan *Plan, start time.Time, commit string, err error) error {
 	if stopping(ctx) {
 		return e.interrupted(instance, commit, err)
 	}
-	ev := event(instance, spec, plan, history.Failed, start)
+	ev := event(instance, spec, plan, typ, start)
 	ev.Commit, ev.Error = commit, err.Error()
 	if _, rerr := e.recorder.Record(ctx, ev); rerr != nil {
 		e.log.Error("recording a failed release in history failed", "error", rerr)

@@ -1,11 +1,10 @@
 package release
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/fluxd/fluxd/gitrepo"
@@ -77,6 +76,13 @@ type ExecOptions struct {
 	// (JobTrailer), so that a fluxd taking over can tell whether the job
 	// pushed.
 	JobID string
+	// RollingBack, for Resume, says that the job was rolling its release
+	// back when its fluxd stopped: the take-over finishes the rollback
+	// instead of following the release.
+	RollingBack bool
+	// Started, when set, is when the job began (a taken-over job began
+	// before this fluxd), for history.
+	Started time.Time
 }
 
 // JobTrailer is the commit message line naming the job that pushed it.
@@ -119,19 +125,7 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 				// applied, and the next fluxd follows its rollout.
 				return nil, e.interrupted(instance, res.Commit, err)
 			}
-			if o.RollbackOnFailure || userCancelled(ctx) {
-				// The release is pushed: undo it with a new commit, on a
-				// context of its own, since ctx may be the cancelled one.
-				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.RolloutTimeout+time.Minute)
-				revert, rerr := e.rollback(rctx, instance, spec, plan, res.Commit, err, o, report)
-				cancel()
-				if rerr != nil {
-					err = fmt.Errorf("%w; and the rollback failed too: %v", err, rerr)
-				} else {
-					err = fmt.Errorf("%w; rolled back in commit %.12s, and the rollback rolled out", err, revert)
-				}
-			}
-			return nil, e.fail(context.WithoutCancel(ctx), instance, spec, plan, start, res.Commit, err)
+			return nil, e.failAndRollBack(ctx, instance, spec, plan, res.Commit, err, o, report, start)
 		}
 	}
 	ev := event(instance, spec, plan, typ, start)
@@ -149,6 +143,37 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 	}
 	report(Progress{Stage: StageDone, Commit: res.Commit})
 	return res, nil
+}
+
+// failAndRollBack ends a pushed release whose rollout failed or was
+// cancelled: it rolls the release back when asked (a cancel always asks),
+// and records the failure. A rollback survives the user's cancel but not
+// fluxd's stop: then nothing more is recorded, and the job, left at
+// "rolling back", is finished by the next fluxd (Resume with RollingBack).
+func (e *Engine) failAndRollBack(ctx context.Context, instance string, spec Spec, plan *Plan, commit string, err error, o ExecOptions, report func(Progress), start time.Time) error {
+	cancelled := userCancelled(ctx)
+	if o.RollbackOnFailure || cancelled || o.RollingBack {
+		dctx, stop := detach(ctx)
+		rctx, cancel := context.WithTimeout(dctx, o.RolloutTimeout+time.Minute)
+		revert, rerr := e.rollback(rctx, instance, spec, plan, commit, err, o, report)
+		cancel()
+		stop()
+		switch {
+		case rerr != nil && stopping(ctx):
+			return e.interrupted(instance, commit, fmt.Errorf("%w; stopped while rolling back: %v", err, rerr))
+		case rerr != nil:
+			err = fmt.Errorf("%w; and the rollback failed too: %v", err, rerr)
+		case revert == "":
+			err = fmt.Errorf("%w; rolled back (git already had the revert), and the rollback rolled out", err)
+		default:
+			err = fmt.Errorf("%w; rolled back in commit %.12s, and the rollback rolled out", err, revert)
+		}
+	}
+	typ := history.Failed
+	if cancelled {
+		typ = history.Cancelled
+	}
+	return e.failAs(context.WithoutCancel(ctx), typ, instance, spec, plan, start, commit, err)
 }
 
 // perService splits an event into one per service, each with its own
@@ -180,7 +205,18 @@ func (e *Engine) Resume(ctx context.Context, instance string, spec Spec, plan *P
 	}
 	e.deploy.Lock()
 	defer e.deploy.Unlock()
-	start := time.Now()
+	start := o.Started
+	if start.IsZero() {
+		start = time.Now()
+	}
+	if o.RollingBack {
+		// The previous fluxd stopped while it rolled the release back:
+		// finish that (its revert may or may not have been pushed), never
+		// follow the release again.
+		e.log.Warn("took over a job that was rolling back: finishing the rollback", "instance", instance, "commit", commit)
+		cause := fmt.Errorf("the release of commit %.12s was being rolled back when fluxd stopped", commit)
+		return nil, e.failAndRollBack(ctx, instance, spec, plan, commit, cause, o, report, start)
+	}
 	report(Progress{Stage: StageApplying, Commit: commit})
 	gens, err := e.applyFromGit(ctx, plan)
 	if err != nil {
@@ -209,7 +245,7 @@ func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]
 		if !ok {
 			return nil, fmt.Errorf("%s is no longer defined in git", it.Service)
 		}
-		content, err := os.ReadFile(filepath.Join(e.repo.Dir(), def.File))
+		content, err := gitrepo.ReadFile(e.repo.Dir(), def.File)
 		if err != nil {
 			return nil, err
 		}
@@ -242,12 +278,18 @@ func (e *Engine) FindJobCommit(ctx context.Context, id string) (string, error) {
 // without a commit means there was nothing to change.
 func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o ExecOptions, report func(Progress), start time.Time) (*Result, map[platform.ID]int64, error) {
 	if err := e.lockGit(ctx); err != nil {
+		if stopping(ctx) {
+			return nil, nil, e.interrupted(instance, "", err)
+		}
 		return nil, nil, err
 	}
 	defer e.unlockGit()
 	report(Progress{Stage: StageCloning})
 	plan, m, err := e.plan(ctx, spec)
 	if err != nil {
+		if stopping(ctx) {
+			return nil, nil, e.interrupted(instance, "", err)
+		}
 		return nil, nil, err
 	}
 	if o.Checksum != "" && o.Checksum != plan.Checksum {
@@ -425,7 +467,10 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("stopped while rolling out: %w", ctx.Err())
+			if userCancelled(ctx) {
+				return errors.New("cancelled by a user while it rolled out")
+			}
+			return fmt.Errorf("stopped while rolling out: %w", context.Cause(ctx))
 		case <-time.After(every):
 		}
 	}
@@ -464,10 +509,12 @@ func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan 
 	if err != nil {
 		return revert, err
 	}
-	ev := event(instance, spec, back, history.Rollback, time.Now())
-	ev.Commit, ev.Message = revert, fmt.Sprintf("rollback of %.12s: %v", commit, cause)
-	if _, err := e.recorder.Record(ctx, ev); err != nil {
-		e.log.Error("recording the rollback in history failed", "error", err)
+	if revert != "" {
+		ev := event(instance, spec, back, history.Rollback, time.Now())
+		ev.Commit, ev.Message = revert, fmt.Sprintf("rollback of %.12s: %v", commit, cause)
+		if _, err := e.recorder.Record(context.WithoutCancel(ctx), ev); err != nil {
+			e.log.Error("recording the rollback in history failed", "error", err)
+		}
 	}
 	o.Checksum = ""
 	return revert, e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
@@ -493,6 +540,12 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 		if files, err = e.edit(back, m); err != nil {
 			return "", nil, err
 		}
+		if e.unchanged(files) {
+			// git has the revert already (a fluxd that stopped while it
+			// rolled back had pushed it): apply and follow it, no commit.
+			revert = ""
+			break
+		}
 		if revert, err = e.repo.Commit(ctx, rev, files, msg, gitrepo.Signature{Name: spec.User}); err == nil {
 			err = e.repo.Push(ctx, revert)
 		}
@@ -509,9 +562,20 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 		if err != nil {
 			return revert, nil, err
 		}
-		if gens[it.Service], err = e.cluster.Apply(ctx, it.Service, doc); err != nil {
+		if gens[it.Service], err = e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc); err != nil {
 			return revert, nil, err
 		}
 	}
 	return revert, gens, nil
+}
+
+// unchanged reports whether every edited file equals the clone's copy.
+func (e *Engine) unchanged(files map[string][]byte) bool {
+	for f, b := range files {
+		cur, err := gitrepo.ReadFile(e.repo.Dir(), f)
+		if err != nil || !bytes.Equal(cur, b) {
+			return false
+		}
+	}
+	return true
 }

@@ -3,8 +3,6 @@ package release
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -57,7 +55,7 @@ func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange
 	if same {
 		return "", nil
 	}
-	content, err := os.ReadFile(filepath.Join(e.repo.Dir(), def.File))
+	content, err := gitrepo.ReadFile(e.repo.Dir(), def.File)
 	if err != nil {
 		return "", err
 	}

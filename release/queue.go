@@ -78,6 +78,8 @@ type entry struct {
 type resumePoint struct {
 	commit string
 	plan   *Plan
+	// rollingBack: the job was rolling its release back.
+	rollingBack bool
 }
 
 // NewQueue returns a Queue. rolloutTimeout bounds each job's rollout
@@ -133,8 +135,12 @@ func (q *Queue) Recover(ctx context.Context) error {
 			q.failStale(ctx, j, fmt.Sprintf("fluxd stopped after the job pushed commit %.12s, but its plan was not saved; check the cluster, then release again", commit))
 			continue
 		}
-		e.job.Commit, e.resume = commit, &resumePoint{commit: commit, plan: &plan}
+		e.job.Commit, e.resume = commit, &resumePoint{commit: commit, plan: &plan, rollingBack: j.Stage == StageRollingBack}
 		first = append(first, e)
+		if e.resume.rollingBack {
+			q.log.Warn("job was rolling back when its fluxd stopped; taking it over: finishing the rollback", "job", j.ID, "commit", commit)
+			continue
+		}
 		q.log.Warn("job was running when its fluxd stopped, after it pushed; taking it over: applying and following its rollout", "job", j.ID, "commit", commit)
 	}
 	q.mu.Lock()
@@ -201,7 +207,11 @@ func (q *Queue) Run(ctx context.Context) {
 		q.pending = q.pending[1:]
 		jobCtx, cancel := context.WithCancelCause(ctx)
 		e.cancel = cancel
-		e.job.State, e.job.Stage, e.job.StartedAt = history.JobRunning, StageCloning, time.Now()
+		jobCtx = withRoot(jobCtx, ctx)
+		e.job.State = history.JobRunning
+		if e.resume == nil {
+			e.job.Stage, e.job.StartedAt = StageCloning, time.Now()
+		}
 		q.running = e
 		q.mu.Unlock()
 		q.save(ctx, e)
@@ -253,11 +263,12 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 	var res *Result
 	var err error
 	if r := e.resume; r != nil {
+		o.RollingBack, o.Started = r.rollingBack, e.job.StartedAt
 		res, err = q.exec.Resume(ctx, e.job.Instance, e.spec, r.plan, r.commit, typ, o)
 	} else {
 		res, err = q.exec.Execute(ctx, e.job.Instance, e.spec, typ, o)
 	}
-	if err != nil && (errors.Is(err, ErrInterrupted) || stopping(ctx)) {
+	if errors.Is(err, ErrInterrupted) {
 		// fluxd is stopping: the stored job stays running (with its
 		// commit and plan if it pushed), for Recover to carry on.
 		q.mu.Lock()

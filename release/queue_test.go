@@ -32,6 +32,9 @@ func (g *gateExec) Execute(ctx context.Context, _ string, spec Spec, _ history.T
 	select {
 	case <-g.release:
 	case <-ctx.Done():
+		if stopping(ctx) {
+			return nil, ErrInterrupted // as the Engine does
+		}
 		return nil, ctx.Err()
 	}
 	g.mu.Lock()

@@ -27,8 +27,34 @@ func userCancelled(ctx context.Context) bool {
 	return ctx.Err() != nil && errors.Is(context.Cause(ctx), ErrCancelled)
 }
 
-// stopping reports whether ctx ended because fluxd is stopping, not
-// because a user cancelled the job.
+// rootKey keys fluxd's own context (the one a stop cancels) in a job's
+// context, so that work which must outlive a user's cancel (a rollback)
+// still ends when fluxd stops.
+type rootKey struct{}
+
+// withRoot records root, fluxd's own context, in a job's context.
+func withRoot(job, root context.Context) context.Context {
+	return context.WithValue(job, rootKey{}, root)
+}
+
+// stopping reports whether fluxd is stopping (rather than a user having
+// cancelled the job): its own context ended, or, without one recorded,
+// ctx ended for another cause than ErrCancelled.
 func stopping(ctx context.Context) bool {
+	if root, ok := ctx.Value(rootKey{}).(context.Context); ok {
+		return root.Err() != nil
+	}
 	return ctx.Err() != nil && !userCancelled(ctx)
+}
+
+// detach returns a context that a user's cancel of the job does not end
+// (a rollback must finish), but fluxd's stop does.
+func detach(ctx context.Context) (context.Context, context.CancelFunc) {
+	d, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	root, ok := ctx.Value(rootKey{}).(context.Context)
+	if !ok {
+		return d, func() { cancel(nil) }
+	}
+	stop := context.AfterFunc(root, func() { cancel(context.Cause(root)) })
+	return d, func() { stop(); cancel(nil) }
 }

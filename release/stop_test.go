@@ -33,9 +33,14 @@ func (r *countRepo) Sync(context.Context) (string, error) {
 	return r.head, nil
 }
 
-func (r *countRepo) Commit(_ context.Context, _ string, _ map[string][]byte, msg string, _ gitrepo.Signature) (string, error) {
+func (r *countRepo) Commit(_ context.Context, _ string, files map[string][]byte, msg string, _ gitrepo.Signature) (string, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for f, b := range files { // as a clone's working tree has it
+		if err := os.WriteFile(filepath.Join(r.dir, f), b, 0o644); err != nil {
+			return "", err
+		}
+	}
 	r.commits = append(r.commits, msg)
 	return "commit" + string(rune('0'+len(r.commits))), nil
 }
@@ -109,8 +114,8 @@ func TestUserCancelDuringRolloutRollsBack(t *testing.T) {
 	for _, ev := range rec.events {
 		types = append(types, string(ev.Type))
 	}
-	if got := strings.Join(types, " "); !strings.Contains(got, string(history.Rollback)) || !strings.Contains(got, string(history.Failed)) {
-		t.Errorf("history types = %q; want a rollback and the failed release", got)
+	if got := strings.Join(types, " "); got != "rollback cancelled" {
+		t.Errorf("history types = %q; want the rollback and the cancelled release", got)
 	}
 }
 
@@ -243,4 +248,69 @@ func TestQueueStopLeavesTheRunningJobLive(t *testing.T) {
 	}
 	g.release <- struct{}{}
 	waitState(t, q2, "team", u.Job.ID, history.JobSucceeded)
+}
+
+// readyCluster's workloads have rolled out whatever is applied.
+type readyCluster struct{ recCluster }
+
+func (c *readyCluster) Workloads(context.Context) ([]platform.Workload, error) {
+	return []platform.Workload{{ID: id("web"), Generation: 1, ObservedGeneration: 1, Status: "ready"}}, nil
+}
+
+// A stop while a failed release is being rolled back leaves the job at
+// "rolling back" with nothing more recorded; the next fluxd finishes the
+// rollback (its revert already pushed: no second one) and records the
+// release failed, never succeeded.
+func TestStopDuringRollbackIsFinishedByTheNextFluxd(t *testing.T) {
+	e, repo, rec := stuckEngine(t)
+	root, stop := context.WithCancel(context.Background())
+	job, cancelJob := context.WithCancelCause(root)
+	defer cancelJob(nil)
+	ctx := withRoot(job, root)
+	var stages []string
+	var mu sync.Mutex
+	report := func(p Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(stages) == 0 || stages[len(stages)-1] != p.Stage {
+			stages = append(stages, p.Stage)
+		}
+		if p.Stage == StageRollingBack && len(repo.commits) == 2 {
+			time.AfterFunc(50*time.Millisecond, stop) // while the revert rolls out
+		}
+	}
+	spec := Spec{Services: []platform.ID{id("web")}, Image: "reg/web:1.2", User: "dana"}
+	o := ExecOptions{RolloutTimeout: 200 * time.Millisecond, PollInterval: 5 * time.Millisecond, RollbackOnFailure: true, JobID: "j1", Report: report}
+	res, err := e.Execute(ctx, "team-a", spec, history.Release, o)
+	if !errors.Is(err, ErrInterrupted) {
+		t.Fatalf("err = %v (result %+v); want ErrInterrupted", err, res)
+	}
+	if len(repo.commits) != 2 {
+		t.Fatalf("commits = %q; want the release and its revert", repo.commits)
+	}
+	if got := historyOf(rec); got != "rollback" {
+		t.Errorf("history = %q; want only the rollback (the job is not over)", got)
+	}
+	// The next fluxd: the cluster now rolls out what it is given.
+	e.cluster = &readyCluster{recCluster{applied: map[platform.ID]string{}}}
+	plan := &Plan{Items: []Item{{Service: id("web"), Action: Update, File: "apps.yaml", Updates: []ContainerUpdate{{Container: "web", Current: "reg/web:1.0", Target: "reg/web:1.2"}}}}}
+	o.Report, o.RollingBack = nil, true
+	_, err = e.Resume(context.Background(), "team-a", spec, plan, "commit1", history.Release, o)
+	if err == nil || !strings.Contains(err.Error(), "rolled back") {
+		t.Fatalf("resumed rollback: %v; want the release failed and rolled back", err)
+	}
+	if len(repo.commits) != 2 {
+		t.Errorf("commits = %q; the take-over must not revert twice", repo.commits)
+	}
+	if got := historyOf(rec); got != "rollback failed" {
+		t.Errorf("history = %q; want the rollback, then the release failed", got)
+	}
+}
+
+func historyOf(rec *recRecorder) string {
+	var types []string
+	for _, ev := range rec.events {
+		types = append(types, string(ev.Type))
+	}
+	return strings.Join(types, " ")
 }
