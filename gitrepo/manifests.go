@@ -2,6 +2,7 @@ package gitrepo
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -33,6 +34,9 @@ type Definition struct {
 	Containers []Container
 	// Annotations are the workload's metadata.annotations.
 	Annotations map[string]string
+	// Digest identifies what the definition says (its YAML tree; comments
+	// and layout aside): see WorkloadDigests.
+	Digest string
 }
 
 // Problem is a file that could not be read as manifests; it is skipped.
@@ -199,8 +203,9 @@ func ReadFile(root, rel string) ([]byte, error) {
 // only used to name it in the definitions and errors.
 func ParseFile(file string, content []byte) ([]*Definition, error) {
 	var defs []*Definition
+	h := sha256.New()
 	err := eachWorkload(content, func(w workload) error {
-		def := &Definition{ID: w.id, File: file, Line: w.obj.Line, Annotations: map[string]string{}}
+		def := &Definition{ID: w.id, File: file, Line: w.obj.Line, Annotations: map[string]string{}, Digest: digest(h, w.obj)}
 		for _, c := range containerNodes(w.obj, w.id.Kind) {
 			def.Containers = append(def.Containers, Container{Name: c.name, Image: c.image.Value, Init: c.init})
 		}

@@ -10,27 +10,33 @@ import (
 )
 
 // A plan's checksum covers its items (each targeted service's action,
-// reason, and current and target images) and the images the targeted
-// workloads run in the cluster, so that what executes is what was
-// confirmed. It does not cover the git revision: a commit that changes
-// none of the plan's services (another job's release or rollback, an
-// automated release, an unrelated push) leaves a confirmed plan valid, so
-// a queue of confirmed releases behind a slow rollout still runs. A commit
-// that changes a targeted service's images, lock or policy changes its
-// item, and so the checksum.
+// reason, and current and target images), and, for each workload it
+// changes, the images it runs in the cluster and its whole manifest in git
+// (decoded: comments and formatting aside), so that what executes is what
+// was confirmed. It does not cover the git revision, nor the running
+// images of services it leaves alone: a commit that changes none of the
+// workloads it changes (another job's release or rollback, an automated
+// release, an unrelated push) or a rollout of another service leaves a
+// confirmed plan valid, so a queue of confirmed releases behind a slow
+// rollout still runs, and so does a confirmed release --all.
 
-// checksum computes the plan's checksum; running maps each targeted
-// service to its containers' images in the cluster ("name=image" lines).
-func checksum(p *Plan, running map[string][]string) string {
+// checksum computes the plan's checksum; running maps each changed
+// service to its containers' images in the cluster ("name=image" lines),
+// manifests each to its manifest's digest.
+func checksum(p *Plan, running map[string][]string, manifests map[string]string) string {
 	h := sha256.New()
 	for _, it := range p.Items {
 		fmt.Fprintf(h, "item %s %s %q\n", it.Service, it.Action, it.Reason)
 		for _, u := range it.Updates {
 			fmt.Fprintf(h, "  update %s %s %s\n", u.Container, u.Current, u.Target)
 		}
+		if it.Action != Update {
+			continue
+		}
 		imgs := append([]string(nil), running[it.Service.String()]...)
 		sort.Strings(imgs)
 		fmt.Fprintf(h, "  running %s\n", strings.Join(imgs, " "))
+		fmt.Fprintf(h, "  manifest %s\n", manifests[it.Service.String()])
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
@@ -44,13 +50,14 @@ type planMemory struct {
 }
 
 type planSnapshot struct {
-	plan    Plan
-	running map[string][]string
+	plan      Plan
+	running   map[string][]string
+	manifests map[string]string
 }
 
 const rememberedPlans = 64
 
-func (m *planMemory) add(p *Plan, running map[string][]string) {
+func (m *planMemory) add(p *Plan, running map[string][]string, manifests map[string]string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.plans == nil {
@@ -59,7 +66,7 @@ func (m *planMemory) add(p *Plan, running map[string][]string) {
 	if _, ok := m.plans[p.Checksum]; ok {
 		return
 	}
-	m.plans[p.Checksum] = planSnapshot{*p, running}
+	m.plans[p.Checksum] = planSnapshot{*p, running, manifests}
 	m.order = append(m.order, p.Checksum)
 	if len(m.order) > rememberedPlans {
 		delete(m.plans, m.order[0])
@@ -101,10 +108,14 @@ func (e *Engine) WhatChanged(confirmed string, now *Plan) string {
 		diffs = append(diffs, id+" is newly part of the release")
 	}
 	cur, _ := e.memory.get(now.Checksum)
-	nowRunning := cur.running
 	for id, imgs := range old.running {
-		if fmt.Sprint(imgs) != fmt.Sprint(nowRunning[id]) {
-			diffs = append(diffs, fmt.Sprintf("%s now runs %v in the cluster (was %v)", id, nowRunning[id], imgs))
+		if now, ok := cur.running[id]; ok && fmt.Sprint(imgs) != fmt.Sprint(now) {
+			diffs = append(diffs, fmt.Sprintf("%s now runs %v in the cluster (was %v)", id, now, imgs))
+		}
+	}
+	for id, d := range old.manifests {
+		if now, ok := cur.manifests[id]; ok && d != now {
+			diffs = append(diffs, id+"'s manifest changed in git")
 		}
 	}
 	if len(diffs) == 0 {

@@ -248,12 +248,21 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 	sort.Slice(plan.Items, func(i, j int) bool { return plan.Items[i].Service.String() < plan.Items[j].Service.String() })
 	targeted := map[string][]string{}
 	for _, it := range plan.Items {
-		targeted[it.Service.String()] = running[it.Service.String()]
+		if it.Action == Update {
+			targeted[it.Service.String()] = running[it.Service.String()]
+		}
 	}
-	plan.Checksum = checksum(plan, targeted)
-	e.memory.add(plan, targeted)
+	digests := map[string]string{}
+	for _, it := range plan.Items {
+		if def, ok := m.Workloads[it.Service]; ok && it.Action == Update {
+			digests[it.Service.String()] = def.Digest
+		}
+	}
+	plan.Checksum = checksum(plan, targeted, digests)
+	e.memory.add(plan, targeted, digests)
 	return plan, m, nil
 }
+
 
 // resolveTarget checks that the image to release exists, before anything
 // else happens; a reference without a tag means its repository's newest

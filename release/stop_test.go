@@ -175,7 +175,21 @@ func TestChecksumHoldsForOwnServicesOnly(t *testing.T) {
 	if p1.Checksum != p2.Checksum {
 		t.Errorf("checksum changed for a commit to another service: %s", e.WhatChanged(p1.Checksum, p2))
 	}
-	// Its own service changes: refused, saying what changed.
+	// A comment on its own manifest is no change; another field is.
+	edit(t, dir, "  name: web\nspec:\n", "  name: web # the web tier\nspec:\n")
+	if p, _ := e.Plan(context.Background(), spec); p.Checksum != p1.Checksum {
+		t.Errorf("checksum changed for a comment: %s", e.WhatChanged(p1.Checksum, p))
+	}
+	edit(t, dir, "  name: web # the web tier\nspec:\n", "  name: web\nspec:\n  replicas: 3\n")
+	p4, err := e.Plan(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := e.WhatChanged(p1.Checksum, p4); p4.Checksum == p1.Checksum || !strings.Contains(got, "default:deployment/web's manifest changed in git") {
+		t.Errorf("an edit of the released workload's manifest: checksum %v, WhatChanged %q", p4.Checksum == p1.Checksum, got)
+	}
+	edit(t, dir, "  name: web\nspec:\n  replicas: 3\n", "  name: web\nspec:\n")
+	// Its own service's image changes: refused, saying what changed.
 	edit(t, dir, "image: reg/web:1.0 # pinned", "image: reg/web:1.1 # pinned")
 	p3, err := e.Plan(context.Background(), spec)
 	if err != nil {

@@ -1,0 +1,60 @@
+package gitrepo
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"hash"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/fluxd/fluxd/platform"
+)
+
+// WorkloadDigests returns, for every workload defined in content, a digest
+// of what it says (its node tree: comments, quoting and layout do not
+// count): a plan's checksum covers the manifests of the workloads it
+// changes, so that an edit to one of them in git between a plan and its
+// execution is seen, while edits elsewhere are not.
+func WorkloadDigests(content []byte) (map[platform.ID]string, error) {
+	out := map[platform.ID]string{}
+	h := sha256.New()
+	err := eachWorkload(content, func(w workload) error {
+		out[w.id] = digest(h, w.obj)
+		return nil
+	})
+	return out, err
+}
+
+func digest(h hash.Hash, obj *yaml.Node) string {
+	h.Reset()
+	hashNode(h, obj, 0)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// hashNode writes n's kind, tag and value, then its children, each
+// length-prefixed so that no two trees write the same bytes. Aliases are
+// followed (to a bounded depth, as yaml.v3 bounds alias expansion).
+func hashNode(h hash.Hash, n *yaml.Node, depth int) {
+	var scratch [256]byte
+	hashInto(h, n, depth, scratch[:0])
+}
+
+func hashInto(h hash.Hash, n *yaml.Node, depth int, buf []byte) {
+	if n == nil || depth > 100 {
+		return
+	}
+	if n.Kind == yaml.AliasNode {
+		hashInto(h, n.Alias, depth+1, buf)
+		return
+	}
+	buf = binary.LittleEndian.AppendUint64(buf[:0], uint64(n.Kind)<<32|uint64(len(n.Content)))
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(len(n.Tag)))
+	buf = append(buf, n.Tag...)
+	buf = binary.LittleEndian.AppendUint64(buf, uint64(len(n.Value)))
+	buf = append(buf, n.Value...)
+	h.Write(buf)
+	for _, c := range n.Content {
+		hashInto(h, c, depth+1, buf)
+	}
+}
