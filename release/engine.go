@@ -263,7 +263,6 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 	return plan, m, nil
 }
 
-
 // resolveTarget checks that the image to release exists, before anything
 // else happens; a reference without a tag means its repository's newest
 // image.
