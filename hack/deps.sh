@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # deps.sh installs the Debian packages fluxd's stack and tests need, when
-# they are missing: git (the manifests remote and the second git client)
-# and gcc (cgo, for SQLite).
+# they are missing: git (the manifests remote and the second git client),
+# gcc (cgo, for SQLite), docker-registry (the CNCF distribution registry,
+# the stack's registry that requires authentication) and apache2-utils
+# (htpasswd, for that registry's bcrypt password file).
 set -euo pipefail
 missing=()
 command -v git >/dev/null || missing+=(git)
 command -v gcc >/dev/null || missing+=(gcc)
+command -v docker-registry >/dev/null || missing+=(docker-registry)
+command -v htpasswd >/dev/null || missing+=(apache2-utils)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "deps: installing ${missing[*]}" >&2
 sudo=""
 [ "$(id -u)" -ne 0 ] && sudo=sudo
 $sudo apt-get update -qq
-$sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -251,20 +250,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Registry credentials, most specific first: the workloads' image
-	// pull secrets, the named --registry-secret Secrets, the
-	// --registry-credentials file, then --docker-config and the default
-	// docker locations. Each is cached a minute and re-read after a 401.
-	keychains := []authn.Keychain{oci.NewSecretKeychain(cluster.PullSecrets, time.Minute)}
-	if len(f.registrySecrets) > 0 {
-		names := f.registrySecrets
-		keychains = append(keychains, oci.NewSecretKeychain(func(ctx context.Context) ([][]byte, error) { return cluster.NamedSecrets(ctx, names) }, time.Minute))
-	}
-	if f.registryCredentials != "" {
-		if _, err := oci.CredentialsFile(f.registryCredentials)(ctx); err != nil {
-			return err
-		}
-		keychains = append(keychains, oci.NewSecretKeychain(oci.CredentialsFile(f.registryCredentials), time.Minute))
+	keychains, err := registryKeychains(ctx, cluster, f.registrySecrets, f.registryCredentials)
+	if err != nil {
+		return err
 	}
 	images, err := oci.New(oci.Config{
 		Metrics: oci.NewMetrics(reg), Log: log,

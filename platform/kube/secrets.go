@@ -14,14 +14,39 @@ import (
 
 type nsName struct{ namespace, name string }
 
-// PullSecrets returns the docker configs (config.json format) of every
-// image pull secret the watched workloads use: their own imagePullSecrets
-// and those of their service accounts. Secrets are read from the API on
-// each call, never cached in informers, so fluxd holds no copy of every
-// secret in the cluster; callers cache the result briefly.
-func (c *Cluster) PullSecrets(ctx context.Context) ([][]byte, error) {
-	secrets := map[nsName]bool{}
-	accounts := map[nsName]bool{}
+func (n nsName) String() string { return n.namespace + "/" + n.name }
+
+// PullSecret is an image pull secret some watched workloads use, with the
+// images of those workloads: the registry credentials in it are for those
+// images, not for every image in the cluster.
+type PullSecret struct {
+	// Name is "namespace/name".
+	Name string
+	// DockerConfig is the secret's credentials in config.json format.
+	DockerConfig []byte
+	// Images are the images (containers and init containers) of the
+	// workloads that use the secret, through their own imagePullSecrets
+	// or their service account's.
+	Images []string
+}
+
+// PullSecrets returns the image pull secrets the watched workloads use
+// (their own imagePullSecrets and those of their service accounts), each
+// with the images of the workloads that use it, sorted by name. Secrets
+// are read from the API on each call, never cached in informers, so fluxd
+// holds no copy of every secret in the cluster; callers cache the result
+// briefly.
+func (c *Cluster) PullSecrets(ctx context.Context) ([]PullSecret, error) {
+	images := map[nsName]map[string]bool{} // secret → images
+	use := func(secret nsName, spec corev1.PodSpec) {
+		if images[secret] == nil {
+			images[secret] = map[string]bool{}
+		}
+		for _, ct := range append(append([]corev1.Container(nil), spec.InitContainers...), spec.Containers...) {
+			images[secret][ct.Image] = true
+		}
+	}
+	accounts := map[nsName][]corev1.PodSpec{} // service account → pod specs
 	for _, l := range c.deploys {
 		specs, err := l.podSpecs()
 		if err != nil {
@@ -29,44 +54,54 @@ func (c *Cluster) PullSecrets(ctx context.Context) ([][]byte, error) {
 		}
 		for _, ps := range specs {
 			for _, ref := range ps.spec.ImagePullSecrets {
-				secrets[nsName{ps.namespace, ref.Name}] = true
+				use(nsName{ps.namespace, ref.Name}, ps.spec)
 			}
 			sa := ps.spec.ServiceAccountName
 			if sa == "" {
 				sa = "default"
 			}
-			accounts[nsName{ps.namespace, sa}] = true
+			a := nsName{ps.namespace, sa}
+			accounts[a] = append(accounts[a], ps.spec)
 		}
 	}
-	for a := range accounts {
+	for a, specs := range accounts {
 		sa, err := c.client.CoreV1().ServiceAccounts(a.namespace).Get(ctx, a.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading service account %s/%s: %w", a.namespace, a.name, err)
+			return nil, fmt.Errorf("reading service account %s: %w", a, err)
 		}
 		for _, ref := range sa.ImagePullSecrets {
-			secrets[nsName{a.namespace, ref.Name}] = true
+			for _, spec := range specs {
+				use(nsName{a.namespace, ref.Name}, spec)
+			}
 		}
 	}
-	keys := make([]nsName, 0, len(secrets))
-	for k := range secrets {
+	keys := make([]nsName, 0, len(images))
+	for k := range images {
 		keys = append(keys, k)
 	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i].namespace+"/"+keys[i].name < keys[j].namespace+"/"+keys[j].name })
-	var out [][]byte
+	sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+	var out []PullSecret
 	for _, k := range keys {
 		s, err := c.client.CoreV1().Secrets(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue // a dangling reference: the kubelet ignores it too
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading image pull secret %s/%s: %w", k.namespace, k.name, err)
+			return nil, fmt.Errorf("reading image pull secret %s: %w", k, err)
 		}
-		if cfg, ok := dockerConfig(s); ok {
-			out = append(out, cfg)
+		cfg, ok := dockerConfig(s)
+		if !ok {
+			continue
 		}
+		imgs := make([]string, 0, len(images[k]))
+		for img := range images[k] {
+			imgs = append(imgs, img)
+		}
+		sort.Strings(imgs)
+		out = append(out, PullSecret{Name: k.String(), DockerConfig: cfg, Images: imgs})
 	}
 	return out, nil
 }

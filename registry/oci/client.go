@@ -43,7 +43,9 @@ type Config struct {
 	// Transport is the HTTP transport; default http.DefaultTransport.
 	Transport http.RoundTripper
 	// Keychains are tried before DockerConfig and the default locations,
-	// e.g. a SecretKeychain over the workloads' image pull secrets.
+	// e.g. a SecretKeychain over the workloads' image pull secrets. The
+	// first that has credentials for a repository gives them; a
+	// SecretKeychain's source is named when a registry refuses them.
 	Keychains []authn.Keychain
 	// Cache, if set, keeps tag digests and creation times across
 	// restarts; without it they are kept in memory only.
@@ -84,6 +86,9 @@ type Client struct {
 	puller    atomic.Pointer[remote.Puller]
 	limiter   *rateLimiter
 	transport http.RoundTripper
+	// chain is every keychain in order; it remembers which source gave
+	// each repository's credentials, for explain.
+	chain *chain
 
 	mu      sync.Mutex
 	created map[string]registry.ImageMeta // by manifest digest
@@ -135,9 +140,10 @@ func New(cfg Config) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		chains = append(chains, fileKeychain{cf})
+		chains = append(chains, namedKeychain{fileKeychain{cf}, "--docker-config " + cfg.DockerConfig})
 	}
-	chains = append(chains, authn.DefaultKeychain)
+	chains = append(chains, namedKeychain{authn.DefaultKeychain, "the default docker config ($DOCKER_CONFIG or ~/.docker/config.json)"})
+	keys := newChain(chains...)
 	next := cfg.Transport
 	if next == nil {
 		// A transport of fluxd's own: a registry that accepts a request
@@ -149,7 +155,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	limiter := newRateLimiter(next, cfg.Rate, cfg.Metrics)
 	opts := []remote.Option{
-		remote.WithAuthFromKeychain(authn.NewMultiKeychain(chains...)),
+		remote.WithAuthFromKeychain(keys),
 		remote.WithUserAgent("fluxd"),
 		remote.WithTransport(limiter),
 		// 429, 408 and 5xx are retried up to 5 times, 0.5 s, 1 s, 2 s, 4 s
@@ -166,7 +172,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, platform: *plat, opts: opts, limiter: limiter, transport: next, created: map[string]registry.ImageMeta{}, status: map[string]*repoStatus{}}
+	c := &Client{cfg: cfg, platform: *plat, opts: opts, limiter: limiter, transport: next, chain: keys, created: map[string]registry.ImageMeta{}, status: map[string]*repoStatus{}}
 	c.puller.Store(p)
 	return c, nil
 }
@@ -191,7 +197,7 @@ func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) 
 		tags, err = c.puller.Load().List(ctx, repo)
 	}
 	if err != nil {
-		return nil, explain(repo.RegistryStr(), repository, err)
+		return nil, c.explain(repository, repo, err)
 	}
 	return c.validTags(ctx, repository, tags), nil
 }
@@ -272,7 +278,7 @@ func (c *Client) Exists(ctx context.Context, ref string) (bool, error) {
 		if errors.As(err, &te) && te.StatusCode == http.StatusNotFound {
 			return false, nil
 		}
-		return false, explain(tag.RegistryStr(), tag.RepositoryStr(), err)
+		return false, c.explain(tag.Context().String(), tag.Context(), err)
 	}
 	return true, nil
 }
@@ -468,7 +474,7 @@ func (c *Client) scan(ctx context.Context, repository string, keep func(tag stri
 		out = append(out, img)
 	}
 	if len(out) == 0 && firstErr != nil {
-		return nil, explain(repo.RegistryStr(), repository, firstErr)
+		return nil, c.explain(repository, repo, firstErr)
 	}
 	if c.cfg.Cache != nil {
 		listed := make(map[string]bool, len(all))
@@ -592,14 +598,15 @@ func platformImage(idx v1.ImageIndex, want v1.Platform) (v1.Image, error) {
 }
 
 // explain turns a registry error into one that names the registry and
-// says what to check.
-func explain(host, repository string, err error) error {
+// says what to check. A refusal names the source of the credentials
+// fluxd offered (never the credentials), or says it offered none.
+func (c *Client) explain(repository string, repo name.Repository, err error) error {
+	host := repo.RegistryStr()
 	var te *transport.Error
 	if errors.As(err, &te) {
 		switch te.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("registry %s refused access to %s: %w", host, repository, err),
-				"Check the credentials for this registry in --docker-config (or the workload's imagePullSecrets), and that they may pull this repository.")
+			return c.refused(host, repository, repo, err)
 		case http.StatusNotFound:
 			return fluxerr.New(fluxerr.Missing, fmt.Errorf("repository %s was not found on registry %s", repository, host),
 				"Check the image name for typos; the repository may also be private to credentials fluxd does not have.")
@@ -613,4 +620,19 @@ func explain(host, repository string, err error) error {
 			"Check the registry's address in the image reference, that it is up, and that fluxd's network can reach it.")
 	}
 	return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("reading %s from registry %s: %w", repository, host, err), "")
+}
+
+// refused explains a 401 or 403.
+func (c *Client) refused(host, repository string, repo name.Repository, err error) error {
+	source, asked := c.chain.source(repo.Name())
+	switch {
+	case asked && source != "":
+		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("the registry %s refused the credentials from %s for %s: %w", host, source, repository, err),
+			"Check that these credentials are current (not a rotated password or an expired token) and that they may pull this repository. Secrets and the --registry-credentials file are read again after a refusal, so correcting them needs no restart; --docker-config is read when fluxd starts.")
+	case asked:
+		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("the registry %s refused access to %s, and fluxd has no credentials for it: %w", host, repository, err),
+			"Give fluxd credentials for this registry: --registry-secret NAMESPACE/NAME (a dockerconfigjson Secret), --registry-credentials FILE or --docker-config; or imagePullSecrets on the workloads that run this repository's images (they serve only those images).")
+	}
+	return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("the registry %s refused access to %s: %w", host, repository, err),
+		"Check the credentials for this registry (--registry-secret, --registry-credentials, --docker-config, or the workloads' imagePullSecrets), and that they may pull this repository.")
 }

@@ -233,13 +233,16 @@ func TestPullSecretCredentials(t *testing.T) {
 	host := privateRegistry(t)
 	reads := 0
 	secret := []byte(`{"auths":{"` + host + `":{"username":"puller","password":"pw"}}}`)
-	kc := NewSecretKeychain(func(context.Context) ([][]byte, error) {
+	kc := NewSecretKeychain(func(context.Context) ([]Credentials, error) {
 		reads++
-		return [][]byte{[]byte("not json"), secret}, nil
+		return []Credentials{
+			{Source: "image pull secret default/broken", DockerConfig: []byte("not json"), Images: []string{host + "/private:1.0"}},
+			{Source: "image pull secret default/private", DockerConfig: secret, Images: []string{host + "/private:1.0"}},
+		}, nil
 	}, time.Hour)
 
 	anon, _ := New(Config{})
-	if _, err := anon.Images(context.Background(), host+"/private"); err == nil || !strings.Contains(err.Error(), "refused access") {
+	if _, err := anon.Images(context.Background(), host+"/private"); err == nil || !strings.Contains(err.Error(), "fluxd has no credentials") {
 		t.Fatalf("without the secret: %v", err)
 	}
 	c, err := New(Config{Keychains: []authn.Keychain{kc}})
@@ -393,9 +396,9 @@ func TestIncrementalRefreshWithAPersistentCache(t *testing.T) {
 // them again, once, before it reports an error.
 func TestCredentialsAreReReadAfterA401(t *testing.T) {
 	host := privateRegistry(t)
-	var secrets [][]byte
+	var secrets []Credentials
 	reads := 0
-	kc := NewSecretKeychain(func(context.Context) ([][]byte, error) { reads++; return secrets, nil }, time.Hour)
+	kc := NewSecretKeychain(func(context.Context) ([]Credentials, error) { reads++; return secrets, nil }, time.Hour)
 	c, err := New(Config{Keychains: []authn.Keychain{kc}})
 	if err != nil {
 		t.Fatal(err)
@@ -405,7 +408,7 @@ func TestCredentialsAreReReadAfterA401(t *testing.T) {
 	}
 	// The secret appears; the cached (empty) credentials are an hour old
 	// at most, but the 401 makes fluxd look again.
-	secrets = [][]byte{[]byte(`{"auths":{"` + host + `":{"username":"puller","password":"pw"}}}`)}
+	secrets = []Credentials{{Source: "--registry-secret default/new", Global: true, DockerConfig: []byte(`{"auths":{"` + host + `":{"username":"puller","password":"pw"}}}`)}}
 	before := reads
 	tags, err := c.Tags(context.Background(), host+"/private")
 	if err != nil || len(tags) != 1 {

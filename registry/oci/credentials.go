@@ -33,7 +33,7 @@ type credentialsFile struct {
 // keychain's cache expires or a registry answers 401, so a rotated
 // password is picked up without a restart.
 func CredentialsFile(path string) SecretSource {
-	return func(context.Context) ([][]byte, error) {
+	return func(context.Context) ([]Credentials, error) {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return nil, fmt.Errorf("reading --registry-credentials: %w", err)
@@ -42,7 +42,7 @@ func CredentialsFile(path string) SecretSource {
 		if err != nil {
 			return nil, err
 		}
-		return [][]byte{cfg}, nil
+		return []Credentials{{Source: "--registry-credentials " + path, DockerConfig: cfg, Global: true}}, nil
 	}
 }
 

@@ -4,4 +4,12 @@
 // transport (remote.Puller) for every request so the registry is pinged
 // once, not once per tag. Creation times are remembered per digest, so a
 // tag seen before costs one manifest request, not two.
+//
+// Credentials come from keychains tried in order (Config.Keychains, then
+// --docker-config and the default docker config). A SecretKeychain reads
+// Credentials from a SecretSource: a workload's pull secret is offered
+// only for the repositories of the images its workloads run, the
+// operator's (--registry-secret, --registry-credentials) for every
+// repository. The client remembers which source gave each repository its
+// credentials, so a refusal names that source, never the credentials.
 package oci
