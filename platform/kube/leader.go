@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -97,15 +98,22 @@ func (c *Cluster) Elect(ctx context.Context, cfg ElectionConfig, l *Leadership, 
 	}
 	log = log.With("component", "leader", "lease", cfg.Namespace+"/"+cfg.Name, "identity", l.self)
 	var lost error
+	// client-go runs OnStartedLeading in a goroutine of its own and, with
+	// ReleaseOnCancel, gives the lease up as soon as leadership ends,
+	// without waiting for it: another replica could then take the jobs
+	// over while this one still winds them down. So the lease is released
+	// here, once lead has returned.
+	led := make(chan struct{})
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
 		LeaseDuration:   cfg.LeaseDuration,
 		RenewDeadline:   cfg.RenewDeadline,
 		RetryPeriod:     cfg.RetryPeriod,
-		ReleaseOnCancel: true,
+		ReleaseOnCancel: false,
 		Name:            "fluxd",
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
+				defer close(led)
 				log.Info("leading: running the automator and the release jobs")
 				lead(ctx)
 			},
@@ -132,7 +140,38 @@ func (c *Cluster) Elect(ctx context.Context, cfg ElectionConfig, l *Leadership, 
 		return err
 	}
 	le.Run(ctx)
+	if le.IsLeader() {
+		// It acquired the lease, so lead runs (or ran): wait for it.
+		select {
+		case <-led:
+		case <-time.After(time.Minute):
+			log.Error("the leader's work did not stop within a minute; giving the lease up anyway")
+		}
+		release(lock, l.self, log)
+	}
 	return lost
+}
+
+// release gives the lease up, if this replica still holds it, so that
+// another takes over at once instead of after the lease expires.
+func release(lock resourcelock.Interface, self string, log *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, _, err := lock.Get(ctx)
+	if err != nil || rec.HolderIdentity != self {
+		return
+	}
+	now := metav1.NewTime(time.Now())
+	if err := lock.Update(ctx, resourcelock.LeaderElectionRecord{
+		LeaderTransitions:    rec.LeaderTransitions,
+		LeaseDurationSeconds: 1,
+		RenewTime:            now,
+		AcquireTime:          now,
+	}); err != nil {
+		log.Warn("could not give the lease up; another replica takes over when it expires", "error", err)
+		return
+	}
+	log.Info("gave the lease up after the jobs stopped")
 }
 
 // NewLeadership returns the leadership state of a replica serving its API
