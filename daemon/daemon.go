@@ -95,6 +95,7 @@ type Daemon struct {
 	refreshing   chan struct{} // closed when the background read ends
 	refreshSince time.Time     // when it began
 	readErr      error         // the last read's error, nil after a success
+	gen          uint64        // counts stored copies, so an older read never replaces a newer one
 
 	refreshes singleflight.Group // registry refreshes by repository
 }

@@ -71,6 +71,7 @@ func (d *Daemon) refreshLocked() <-chan struct{} {
 	}
 	done := make(chan struct{})
 	d.refreshing, d.refreshSince = done, time.Now()
+	gen := d.gen
 	go func() {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
@@ -83,7 +84,10 @@ func (d *Daemon) refreshLocked() <-chan struct{} {
 			d.log.Warn("reading the manifests failed; answering from the last copy", "error", err)
 			return
 		}
-		d.manifests, d.readAt = m, time.Now()
+		if d.gen != gen {
+			return // a read that began later stored a newer copy meanwhile
+		}
+		d.manifests, d.readAt, d.gen = m, time.Now(), d.gen+1
 	}()
 	return done
 }
@@ -97,7 +101,7 @@ func (d *Daemon) readManifestsNow(ctx context.Context) (*gitrepo.Manifests, erro
 		return nil, err
 	}
 	d.mu.Lock()
-	d.manifests, d.readAt, d.readErr = m, time.Now(), nil
+	d.manifests, d.readAt, d.readErr, d.gen = m, time.Now(), nil, d.gen+1
 	d.mu.Unlock()
 	return m, nil
 }
