@@ -9,5 +9,6 @@
 // or 20260101); the semver levels patch, minor and major pass versions with
 // the running tag's leading v (or none) and count of numbers (semver:major
 // on 1.4.5 passes 2.0.0, not 3050); latest or a branch is chosen only by a
-// glob or regex that matches it (glob:latest, glob:main-*).
+// glob or regex that matches it (glob:latest, glob:main-*); a service
+// running a tag that is not a version, with no filter, is never moved.
 package registry

@@ -69,6 +69,10 @@ type Filter struct {
 	// like, once bound, is the shape a tag must have to pass: all of it
 	// with no filter, the v and the count of numbers under a semver level.
 	like *shape
+	// none, once bound, passes nothing: no filter on a running tag that
+	// is not a version (latest, main-abc, 1.2.3.4) does not guess what
+	// replaces it.
+	none bool
 }
 
 // EveryTag passes every tag, "latest" and other non-versions included: it
@@ -134,11 +138,15 @@ func (f Filter) String() string {
 // 20260101. No filter on a running version passes the versions of its
 // whole shape, suffix included: 1.2.4 on 1.2.3, 1.25.4-alpine on
 // 1.25.3-alpine, but not 1.2.4-rc.1 on 1.2.3. Globs, regexes and ranges
-// are returned as they are.
+// are returned as they are. No filter on a running tag that is not a
+// version (latest, a branch, 1.2.3.4) passes nothing: which tag replaces
+// it is for a filter to say.
 func (f Filter) Bind(current string) (Filter, error) {
 	if f.Kind == "" {
 		if s, ok := shapeOf(current); ok {
 			f.like, f.bound = &s, current
+		} else {
+			f.none, f.bound = true, current
 		}
 		return f, nil
 	}
@@ -184,6 +192,9 @@ func (f Filter) Key() string {
 func (f Filter) Match(tag string) bool {
 	switch f.Kind {
 	case "":
+		if f.none {
+			return false
+		}
 		s, ok := shapeOf(tag)
 		if f.like == nil {
 			return ok && s.suffix == ""
@@ -326,4 +337,11 @@ func shapeOf(tag string) (shape, bool) {
 // fits reports whether a tag of shape t is written like the running one.
 func (s shape) fits(t shape) bool {
 	return s.v == t.v && s.numbers == t.numbers && (s.anySuffix || s.suffix == t.suffix)
+}
+
+// IsVersion reports whether tag is a version as tag filters read them
+// (1.2.3, v1.2, 1.25.3-alpine): one that no filter compares by shape.
+func IsVersion(tag string) bool {
+	_, ok := shapeOf(tag)
+	return ok
 }

@@ -373,7 +373,9 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 		}
 		untagged := !registry.HasTag(c.Image)
 		f, err := ContainerFilter(def.Annotations, c.Name)
-		if err == nil {
+		if err == nil && !untagged {
+			// An image without a tag is pinned (--force) to the newest
+			// version, whatever its filter is bound to.
 			f, err = f.Bind(ref.Tag)
 		}
 		if err != nil {
@@ -387,6 +389,9 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 			continue
 		case cands == 0 && f.Kind != "":
 			problem(true, "%s: tag filter %s matches no tag of %s", c.Name, f, ref.Repository)
+			continue
+		case cands == 0 && !registry.IsVersion(ref.Tag):
+			problem(true, "%s: runs %q, which is not a version: without a tag filter fluxd does not guess which tag replaces it; set one (fluxctl policy SERVICE --tag-all 'semver:...' or 'glob:...')", c.Name, ref.Tag)
 			continue
 		case cands == 0:
 			problem(false, "%s: %s (with no tag filter, only versions written like %q are candidates)", c.Name, ReasonNotFound, ref.Tag)

@@ -253,3 +253,26 @@ func TestPlanWithoutFilterKeepsVersions(t *testing.T) {
 		t.Errorf("plan:\n got %s\nwant %s", got, want)
 	}
 }
+
+// A service running latest (or a branch tag) with no filter is not moved
+// onto whichever version is newest: the plan says a filter must choose.
+func TestPlanWithoutFilterLeavesANonVersionAlone(t *testing.T) {
+	dir := t.TempDir()
+	yaml := strings.Replace(noFilterYAML, "reg/app:1.2.3", "reg/app:latest", 1)
+	if err := os.WriteFile(filepath.Join(dir, "apps.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	images := memImages{
+		"reg/app":  {{Repository: "reg/app", Tag: "latest", CreatedAt: t0}, {Repository: "reg/app", Tag: "3050", CreatedAt: t0.Add(time.Hour)}, {Repository: "reg/app", Tag: "1.0.0", CreatedAt: t0.Add(2 * time.Hour)}},
+		"reg/side": {{Repository: "reg/side", Tag: "1.4.5", CreatedAt: t0}},
+	}
+	e := NewEngine(dirRepo{dir}, images, noCluster{}, noRecorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	plan, err := e.Plan(context.Background(), Spec{Services: []platform.ID{id("pinned")}, AllLatest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Items) != 1 || plan.Items[0].Action == Update || !strings.Contains(plan.Items[0].Reason, `runs "latest", which is not a version`) {
+		t.Errorf("plan: %+v", plan.Items)
+	}
+}
