@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build deps stack up down test test-unit generate check-generate vet bench bench-registry bench-automation fuzz fuzz-ci clean
+.PHONY: all build deps stack up restart-fluxd down test test-unit generate check-generate vet bench bench-registry bench-automation fuzz fuzz-ci clean
 
 all: build
 
@@ -25,6 +25,10 @@ stack: deps
 ## up: build, start the local stack and fluxd, print what to type next
 up: deps build
 	@bin=$$(stack/build.sh) && go run ./hack/stack up "$$bin" bin/fluxd
+
+## restart-fluxd: stop the demo's fluxd with SIGTERM and start it again on its state
+restart-fluxd:
+	@go run ./hack/stack restart-fluxd
 
 ## down: stop everything 'make up' started
 down:

@@ -390,7 +390,9 @@ func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, u
 			set[release.AnnotationAutomated] = "true"
 			set[release.AnnotationAutomatedBy] = id.Instance
 		} else {
-			set[release.AnnotationAutomated] = "false"
+			// Removed, like the lock's annotations: no "false" left behind.
+			set[release.AnnotationAutomated] = ""
+			set[release.AnnotationAutomatedBy] = ""
 		}
 	}
 	if u.Locked != nil {
@@ -400,7 +402,7 @@ func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, u
 			set[release.AnnotationLockedBy] = u.User
 			set[release.AnnotationLockedAt] = time.Now().UTC().Format(time.RFC3339)
 		} else {
-			set[release.AnnotationLocked] = "false"
+			set[release.AnnotationLocked] = ""
 			set[release.AnnotationLockMessage] = ""
 			set[release.AnnotationLockedBy] = ""
 			set[release.AnnotationLockedAt] = ""

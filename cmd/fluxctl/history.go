@@ -87,7 +87,12 @@ func runHistory(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, s
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "TIME\tTYPE\tUSER\tDESCRIPTION")
 	for _, ev := range resp.GetEvents() {
-		t := ev.GetStartedAt().AsTime()
+		// When it ended: rows are in the order they were recorded, and a
+		// release that failed or was rolled back ends after its rollback.
+		t := ev.GetEndedAt().AsTime()
+		if ev.GetEndedAt() == nil {
+			t = ev.GetStartedAt().AsTime()
+		}
 		fmt.Fprintf(tw, "%s (%s)\t%s\t%s\t%s\n", t.Local().Format("2006-01-02 15:04:05"), ago(now.Sub(t)), ev.GetType(), ev.GetUser(), describe(ev))
 	}
 	return tw.Flush()

@@ -3,6 +3,7 @@
 // module root: state, logs, PID files and the env file to source.
 //
 //	go run ./hack/stack up   BIN_DIR FLUXD_BINARY
+//	go run ./hack/stack restart-fluxd
 //	go run ./hack/stack down
 package main
 
@@ -32,8 +33,10 @@ func main() {
 		err = up(ctx, os.Args[2], os.Args[3])
 	case len(os.Args) == 2 && os.Args[1] == "down":
 		err = down()
+	case len(os.Args) == 2 && os.Args[1] == "restart-fluxd":
+		err = restartFluxd(ctx)
 	default:
-		err = fmt.Errorf("usage: stack up BIN_DIR FLUXD_BINARY | stack down")
+		err = fmt.Errorf("usage: stack up BIN_DIR FLUXD_BINARY | stack restart-fluxd | stack down")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "stack:", err)
@@ -59,7 +62,14 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		printNext(dir)
 		return nil
 	}
+	if localstack.OnlyFluxdDown(dir) {
+		// fluxd was stopped (to try a take-over): start it again on its
+		// state, keeping the demo.
+		fmt.Println("stack: everything runs but fluxd; starting fluxd again on its state (the demo is kept)")
+		return restartFluxd(ctx)
+	}
 	// A partly running or stale stack: stop what is left and start afresh.
+	fmt.Println("stack: a partial or stale stack is in .stack/; stopping what is left and starting afresh (its demo state is discarded)")
 	if _, err := localstack.StopDir(dir); err != nil {
 		return err
 	}
@@ -95,6 +105,9 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		"--webhook-listen="+webhook, "--webhook-secret-file="+secretFile)
 	if err != nil {
 		return fmt.Errorf("%w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
+	}
+	if err := localstack.RecordFluxd(dir, f.PID); err != nil {
+		return err
 	}
 	root := filepath.Dir(dir)
 	env := []string{
@@ -153,8 +166,27 @@ func printNext(dir string) {
   grpcurl -H "authorization: Bearer $FLUX_TOKEN" -plaintext $FLUX_URL list
   git clone $GIT_URL /tmp/manifests # the manifests fluxd releases through
   curl -s $FLUX_METRICS_URL | grep fluxd_registry   # Prometheus metrics
-Logs are in %s/logs. Stop everything with: make down
+Logs are in %s/logs. Restart fluxd alone (SIGTERM, then start again on
+its state, as an operator does) with: make restart-fluxd. Stop everything
+with: make down
 `, dir)
+}
+
+// restartFluxd stops the demo's fluxd (SIGTERM) if it runs and starts it
+// again on its state: a job it was running is taken over.
+func restartFluxd(ctx context.Context) error {
+	dir, err := stateDir()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	addr, err := localstack.RestartFluxd(ctx, dir)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("stack: fluxd started again on %s in %v, on its state: jobs it left are taken over ('fluxctl jobs'); log: %s\n",
+		addr, time.Since(start).Round(100*time.Millisecond), filepath.Join(dir, "logs", "fluxd.log"))
+	return nil
 }
 
 func down() error {
