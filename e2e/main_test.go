@@ -74,6 +74,7 @@ func sharedFluxd(t *testing.T) *localstack.Fluxd {
 			return
 		}
 		secretFile := filepath.Join(stack.Dir, "webhook-secret")
+		localstack.NoteSecret("the shared fluxd's webhook secret", webhookSecret)
 		if fluxdErr = os.WriteFile(secretFile, []byte(webhookSecret+"\n"), 0o600); fluxdErr != nil {
 			return
 		}

@@ -21,6 +21,7 @@ import (
 // with the stack. Push to it one image at a time: parallel pushes of
 // images that share a blob fail now and then.
 func (s *Stack) StartAuthRegistry(ctx context.Context, user, password string) (string, error) {
+	NoteSecret("the password of an authenticating registry", password)
 	for _, bin := range []string{"docker-registry", "htpasswd"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return "", fmt.Errorf("%s is not installed (run hack/deps.sh): %w", bin, err)

@@ -39,6 +39,11 @@ func (s *Stack) StartFluxd(ctx context.Context, path, instance string, extra ...
 // them instead of making new ones.
 func (s *Stack) StartNamedFluxd(ctx context.Context, name, path, instance string, tokens map[string]string, extra ...string) (*Fluxd, error) {
 	f := &Fluxd{Tokens: map[string]string{}, TokensFile: filepath.Join(s.Dir, name+"-tokens")}
+	defer func() {
+		for role, tok := range f.Tokens {
+			NoteSecret("the "+role+" token of "+name, tok)
+		}
+	}()
 	if tokens != nil {
 		f.Tokens = tokens
 	} else {

@@ -79,6 +79,17 @@ func RunTests(m *testing.M, st **Stack) int {
 	*st = s
 	code := m.Run()
 	s.Stop()
+	leaks, err := LeakedSecrets(dir)
+	switch {
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "localstack: searching the logs for secrets:", err)
+		code = 1
+	case len(leaks) > 0:
+		fmt.Fprintf(os.Stderr, "localstack: secrets leaked into the logs:\n  %s\n", strings.Join(leaks, "\n  "))
+		code = 1
+	default:
+		fmt.Fprintf(os.Stderr, "localstack: the logs hold none of the %d secrets the tests used\n", SecretsNoted())
+	}
 	if os.Getenv("FLUXD_STACK_KEEP") == "" && code == 0 {
 		_ = os.RemoveAll(dir)
 	} else {
