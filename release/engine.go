@@ -111,6 +111,11 @@ func (s Spec) Validate() error {
 	if s.Image == "" && !s.AllLatest {
 		errs = append(errs, errors.New("no image: give an image reference, or ask for all latest images"))
 	}
+	for _, l := range strings.Split(s.Message, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "Fluxd-Job:") {
+			errs = append(errs, errors.New("the message has a 'Fluxd-Job:' line: fluxd writes that trailer itself, to find a job's commit after a restart; reword that line"))
+		}
+	}
 	if s.Image != "" && s.AllLatest {
 		errs = append(errs, errors.New("give an image reference or all latest images, not both"))
 	}

@@ -188,7 +188,7 @@ func TestPlanLockedNamedService(t *testing.T) {
 }
 
 func TestSpecValidate(t *testing.T) {
-	for _, s := range []Spec{{}, {All: true}, {All: true, Image: "Bad Ref"}, {All: true, Image: "a:1", AllLatest: true}} {
+	for _, s := range []Spec{{}, {All: true}, {All: true, Image: "Bad Ref"}, {All: true, Image: "a:1", AllLatest: true}, {All: true, AllLatest: true, Message: "why\nFluxd-Job: 0123456789abcdef"}} {
 		if err := s.Validate(); fluxerr.KindOf(err) != fluxerr.User {
 			t.Errorf("Validate(%+v) = %v; want a user error", s, err)
 		}

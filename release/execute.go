@@ -270,7 +270,9 @@ func (e *Engine) FindJobCommit(ctx context.Context, id string) (string, error) {
 	if _, err := e.repo.Sync(ctx); err != nil {
 		return "", err
 	}
-	return e.repo.FindCommit(ctx, JobTrailer(id), 200)
+	// A job's commit is among the last few unless much was pushed since:
+	// look far back, it costs one walk of the history.
+	return e.repo.FindCommit(ctx, JobTrailer(id), 2000)
 }
 
 // pushAndApply plans, edits, commits, pushes and applies, holding the git
