@@ -2,20 +2,23 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
+	"github.com/fluxd/fluxd/internal/fluxerr"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
@@ -59,6 +62,8 @@ var leaderFirst = map[string]bool{
 type forwarder struct {
 	self       string
 	leadership Leadership
+	// peer verifies the leader's certificate; nil: no forwarding.
+	peer *tls.Config
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -71,7 +76,7 @@ func (f *forwarder) target(ctx context.Context, method string) (*grpc.ClientConn
 	}
 	if leaderFirst[method] {
 		md, _ := metadata.FromIncomingContext(ctx)
-		if f.leadership.LeaderAddr() == "" || len(md.Get(forwardedHeader)) > 0 {
+		if f.peer == nil || f.leadership.LeaderAddr() == "" || len(md.Get(forwardedHeader)) > 0 {
 			return nil, nil
 		}
 	}
@@ -81,14 +86,18 @@ func (f *forwarder) target(ctx context.Context, method string) (*grpc.ClientConn
 		return nil, status.Error(codes.Unavailable, "no fluxd replica leads just now (an election is under way), and only the leader runs releases and policy changes.\n\n"+
 			"Try again in a few seconds; the new leader takes over within the lease duration.")
 	}
+	if f.peer == nil {
+		return nil, fluxerr.New(fluxerr.Precondition, fmt.Errorf("this fluxd replica follows the leader at %s, and does not forward calls to it without replica TLS", addr),
+			"A forwarded call carries your token, and the leader's address comes from a Lease that others may be able to write, so fluxd forwards only to a leader whose certificate it can verify. "+
+				"Call the leader at "+addr+" directly, or give the replicas --tls-cert-file, --tls-key-file and --replica-ca-file (see the README, Running several replicas).")
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if c, ok := f.conns[addr]; ok {
 		return c, nil
 	}
-	// The replicas talk over the cluster network, like the API itself
-	// (no TLS listener yet).
-	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// Verified against the replica CA, whatever address the Lease names.
+	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(credentials.NewTLS(f.peer.Clone())))
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "cannot reach the leader at %s: %v", addr, err)
 	}

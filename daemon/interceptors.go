@@ -80,7 +80,7 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	}
 	if conn, err := s.fwd.target(ctx, info.FullMethod); err != nil || conn != nil {
 		if err != nil {
-			return nil, err
+			return nil, toStatus(err)
 		}
 		resp, err := s.fwd.unary(ctx, conn, info.FullMethod, req)
 		if err != nil && leaderFirst[info.FullMethod] && status.Code(err) == codes.Unavailable {
@@ -103,7 +103,7 @@ func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Str
 	}
 	if conn, err := s.fwd.target(ctx, info.FullMethod); err != nil || conn != nil {
 		if err != nil {
-			return err
+			return toStatus(err)
 		}
 		return s.fwd.stream(&wrappedStream{ServerStream: ss, ctx: ctx}, conn, info.FullMethod)
 	}

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,9 +38,13 @@ type Server struct {
 
 // FollowLeader makes the server forward leader-only calls (releases, jobs,
 // policy changes, notifications) to the leader while this replica follows.
-// self names this replica in the forwarded calls. Call before Serve.
-func (s *Server) FollowLeader(self string, l Leadership) {
-	s.fwd = &forwarder{self: self, leadership: l, conns: map[string]*grpc.ClientConn{}}
+// self names this replica in the forwarded calls. peer is the TLS set-up
+// that verifies the leader (and presents this replica's certificate): a
+// forwarded call carries the caller's token, so it is only ever sent to a
+// peer whose certificate the replica CA signed. With peer nil, calls are
+// not forwarded: the caller is told to call the leader. Call before Serve.
+func (s *Server) FollowLeader(self string, l Leadership, peer *tls.Config) {
+	s.fwd = &forwarder{self: self, leadership: l, peer: peer, conns: map[string]*grpc.ClientConn{}}
 }
 
 var _ fluxdv1.FluxServiceServer = (*Server)(nil)

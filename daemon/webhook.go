@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -71,9 +72,18 @@ const forwardedWebhook = "X-Fluxd-Forwarded"
 
 // FollowLeader makes a follower pass authenticated notifications on to the
 // leader's webhook listener, since only the leader's automator can act on
-// them (the refresh alone would only warm the shared cache).
-func (h *WebhookHandler) FollowLeader(l WebhookLeadership) {
-	h.leader, h.client = l, &http.Client{Timeout: 30 * time.Second}
+// them (the refresh alone would only warm the shared cache). A passed-on
+// notification carries the shared secret, so it goes only over TLS to a
+// leader whose certificate peer verifies; with peer nil, notifications are
+// not passed on: the follower refreshes the repository itself, and the
+// leader sees the new image at its next check.
+func (h *WebhookHandler) FollowLeader(l WebhookLeadership, peer *tls.Config) {
+	if peer == nil {
+		h.log.Warn("webhooks that reach this follower are not passed on to the leader without replica TLS (--replica-ca-file): the leader sees their images at its next check")
+		return
+	}
+	h.leader = l
+	h.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: peer.Clone(), ForceAttemptHTTP2: false}}
 }
 
 // forward passes a notification to the leader, with the shared secret.
@@ -83,7 +93,7 @@ func (h *WebhookHandler) forward(w http.ResponseWriter, r *http.Request, body []
 		http.Error(w, "no fluxd replica leads just now (an election is under way); send the notification again in a few seconds", http.StatusServiceUnavailable)
 		return
 	}
-	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://"+addr+"/v1/notify", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, "https://"+addr+"/v1/notify", bytes.NewReader(body))
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
@@ -180,6 +190,16 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	images, source, err := parseNotification(body)
+	if errors.Is(err, errNoPushEvents) {
+		// The distribution registry notifies every event, pulls too (fluxd's
+		// own reads and every kubelet's among them), and sends an envelope
+		// again until it is answered 2xx: a 400 would stall its one queue
+		// for this endpoint, the pushes behind it included, for good.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusOK)
+		_ = json.NewEncoder(w).Encode(map[string]any{"source": "distribution", "ignored": "no push events"})
+		return
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
@@ -351,6 +371,10 @@ func (h *WebhookHandler) work(ctx context.Context) bool {
 	return true
 }
 
+// errNoPushEvents is a distribution envelope with no push event in it:
+// pulls, deletes, mounts. Nothing to refresh, and no error to the sender.
+var errNoPushEvents = errors.New("a distribution notification without push events")
+
 // parseNotification finds the pushed images in a registry's payload and
 // names the kind of sender.
 func parseNotification(body []byte) ([]string, string, error) {
@@ -403,7 +427,7 @@ func parseNotification(body []byte) ([]string, string, error) {
 			images = append(images, withTag(e.Request.Host+"/"+e.Target.Repository, e.Target.Tag))
 		}
 		if len(images) == 0 {
-			return nil, "", errors.New("a distribution notification without push events")
+			return nil, "", errNoPushEvents
 		}
 		return dedupe(images), "distribution", nil
 	case p.EventData != nil:

@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/fluxd/fluxd/internal/localstack"
+	"github.com/fluxd/fluxd/internal/tlsfiles"
 )
 
 const haLease = "fluxd-e2e-ha"
@@ -97,7 +100,15 @@ func TestLeaderFailover(t *testing.T) {
 	// Two replicas: one database, their own clones, one tokens file.
 	bin := filepath.Join(binDir, "fluxd")
 	db := filepath.Join(t.TempDir(), "ha-history.db")
-	common := []string{"--git-path=ha", "--history-db=" + db, "--leader-elect", "--leader-elect-lease-name=" + haLease,
+	// The replicas speak mutual TLS: one certificate for both (it names
+	// 127.0.0.1 for fluxctl and fluxd-replica for each other), signed by
+	// the replica CA, which followers require of the leader.
+	pki := t.TempDir()
+	caCert, caKey := writeCert(t, pki, "replica-ca", true, nil, nil, nil)
+	writeCert(t, pki, "replica", false, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, caCert, caKey)
+	caFile := filepath.Join(pki, "replica-ca.crt")
+	common := []string{"--tls-cert-file=" + filepath.Join(pki, "replica.crt"), "--tls-key-file=" + filepath.Join(pki, "replica.key"), "--replica-ca-file=" + caFile,
+		"--git-path=ha", "--history-db=" + db, "--leader-elect", "--leader-elect-lease-name=" + haLease,
 		"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
 		"--automation-long-wait=10m", "--automation-short-wait=10m", "--git-poll-interval=10m", "--rollout-timeout=90s"}
 	secretFile := filepath.Join(t.TempDir(), "webhook-secret")
@@ -134,7 +145,7 @@ func TestLeaderFailover(t *testing.T) {
 		t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-ha-b"))
 	}
 	t.Cleanup(func() { _ = syscall.Kill(b.PID, syscall.SIGTERM) })
-	onB := []string{"FLUX_URL=" + b.Addr, "FLUX_TOKEN=" + a.Tokens["deployer"], "USER=frank"}
+	onB := []string{"FLUX_URL=https://" + b.Addr, "FLUX_CA_FILE=" + caFile, "FLUX_TOKEN=" + a.Tokens["deployer"], "USER=frank"}
 	jobs := func() []jobJSON {
 		out, stderr, code := fluxctl(t, onB, "jobs", "-o", "json")
 		var js []jobJSON
@@ -201,7 +212,12 @@ func TestLeaderFailover(t *testing.T) {
 	// This time a registry webhook, sent to the follower, which passes it
 	// on to the leader.
 	body := `{"events":[{"action":"push","target":{"repository":"haapp","tag":"1.2.0"},"request":{"host":"` + stack.Registry + `"}}]}`
-	resp, err := http.Post("http://"+bHook+"/v1/notify?token="+webhookSecret, "application/json", strings.NewReader(body))
+	pool, err := tlsfiles.Pool(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	resp, err := hc.Post("https://"+bHook+"/v1/notify?token="+webhookSecret, "application/json", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}

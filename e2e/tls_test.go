@@ -18,7 +18,7 @@ import (
 
 // writeCert writes a certificate for 127.0.0.1 signed by ca (self-signed
 // CA when ca is nil) and its key, and returns them for signing more.
-func writeCert(t *testing.T, dir, name string, isCA bool, usage x509.ExtKeyUsage, caCert *x509.Certificate, caKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
+func writeCert(t *testing.T, dir, name string, isCA bool, usage []x509.ExtKeyUsage, caCert *x509.Certificate, caKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
 	t.Helper()
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
@@ -26,7 +26,8 @@ func writeCert(t *testing.T, dir, name string, isCA bool, usage x509.ExtKeyUsage
 	if isCA {
 		tmpl.IsCA, tmpl.BasicConstraintsValid, tmpl.KeyUsage = true, true, x509.KeyUsageCertSign
 	} else {
-		tmpl.KeyUsage, tmpl.ExtKeyUsage, tmpl.IPAddresses = x509.KeyUsageDigitalSignature, []x509.ExtKeyUsage{usage}, []net.IP{net.ParseIP("127.0.0.1")}
+		tmpl.KeyUsage, tmpl.ExtKeyUsage, tmpl.IPAddresses = x509.KeyUsageDigitalSignature, usage, []net.IP{net.ParseIP("127.0.0.1")}
+		tmpl.DNSNames = []string{"fluxd-replica"} // the name replicas check
 	}
 	parent, signer := tmpl, key
 	if caCert != nil {
@@ -49,11 +50,12 @@ func writeCert(t *testing.T, dir, name string, isCA bool, usage x509.ExtKeyUsage
 func TestFluxctlOverTLS(t *testing.T) {
 	sharedFluxd(t)
 	dir := t.TempDir()
-	caCert, caKey := writeCert(t, dir, "ca", true, 0, nil, nil)
-	writeCert(t, dir, "server", false, x509.ExtKeyUsageServerAuth, caCert, caKey)
-	writeCert(t, dir, "client", false, x509.ExtKeyUsageClientAuth, caCert, caKey)
-	otherCA, otherKey := writeCert(t, dir, "other-ca", true, 0, nil, nil)
-	writeCert(t, dir, "stranger", false, x509.ExtKeyUsageClientAuth, otherCA, otherKey)
+	serverAuth, clientAuth := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	caCert, caKey := writeCert(t, dir, "ca", true, nil, nil, nil)
+	writeCert(t, dir, "server", false, serverAuth, caCert, caKey)
+	writeCert(t, dir, "client", false, clientAuth, caCert, caKey)
+	otherCA, otherKey := writeCert(t, dir, "other-ca", true, nil, nil, nil)
+	writeCert(t, dir, "stranger", false, clientAuth, otherCA, otherKey)
 	p := func(n string) string { return filepath.Join(dir, n) }
 	pushManifest(t, "A directory for the TLS fluxd", map[string]string{"faults-tls/README.md": "no manifests here\n"})
 	f := startFaultFluxd(t, "fluxd-tls", "faults-tls", nil, "--tls-cert-file="+p("server.crt"), "--tls-key-file="+p("server.key"), "--tls-client-ca-file="+p("ca.crt"))

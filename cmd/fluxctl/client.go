@@ -175,7 +175,9 @@ Try:
 
 Use http://%s or %s, or start fluxd with --tls-cert-file and --tls-key-file.
 (detail: %s)`, addr, addr, addr, detail)
-	case strings.Contains(detail, "bad certificate"), strings.Contains(detail, "certificate required"):
+	case strings.Contains(detail, "remote error: tls:"), strings.Contains(detail, "bad certificate"), strings.Contains(detail, "certificate required"):
+		// fluxd's TLS refused the handshake: after fluxctl trusted its
+		// certificate, that is about the client's.
 		return fmt.Sprintf(`fluxd at %s asks for a client certificate, and refused the one sent (or none was).
 
 Pass one its --tls-client-ca-file trusts with --cert-file and --key-file (or FLUX_CERT_FILE, FLUX_KEY_FILE).

@@ -274,8 +274,12 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	log.Info("cloned the manifests", "component", "git", "url", gogit.Redact(gcfg.URL), "branch", gcfg.Branch, "paths", gcfg.Paths)
 	engine := release.NewEngine(repo, images, cluster, store, log)
 
-	if f.tls.enabled() && f.leaderElect {
-		return errors.New("--leader-elect with --tls-cert-file is not implemented yet: replicas forward calls to each other, with the caller's token, and that needs mutual TLS between replicas, which fluxd does not have yet; run one replica with TLS, or several behind a TLS-terminating proxy on a private network")
+	peer, err := f.tls.peer()
+	if err != nil {
+		return err
+	}
+	if f.leaderElect && peer == nil {
+		log.Warn("followers will not forward calls to the leader, nor pass webhooks on: that needs replica TLS (--tls-cert-file, --tls-key-file, --replica-ca-file); callers of a follower are told to call the leader", "component", "leader")
 	}
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -352,7 +356,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		if err := ecfg.Validate(); err != nil {
 			return err
 		}
-		srv.FollowLeader(self, leadership)
+		srv.FollowLeader(self, leadership, peer)
 		g.Go(func() error { return cluster.Elect(ctx, ecfg, leadership, lead, log) })
 	} else {
 		leadership.SetLeader()
@@ -362,7 +366,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	g.Go(func() error { pollGit(ctx, repo, f.gitPollInterval, log); return nil })
 	if wh != nil {
 		if f.leaderElect {
-			wh.FollowLeader(leadership)
+			wh.FollowLeader(leadership, peer)
 		}
 		g.Go(func() error { wh.Run(ctx); return nil })
 		g.Go(func() error { return serveHTTP(ctx, wlis, wh, "webhooks", log) })

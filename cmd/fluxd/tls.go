@@ -2,6 +2,8 @@ package main
 
 import (
 	"crypto/tls"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 
@@ -14,12 +16,35 @@ import (
 // the metrics all serve the same certificate.
 type tlsFlags struct {
 	certFile, keyFile, clientCAFile string
+	// replicaCAFile signs the replicas' certificates (mutual TLS between
+	// replicas), which must name replicaServerName.
+	replicaCAFile, replicaServerName string
 }
 
 func (t *tlsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&t.certFile, "tls-cert-file", "", "PEM certificate to serve TLS with on every listener (re-read when the file changes); with --tls-key-file")
 	fs.StringVar(&t.keyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
 	fs.StringVar(&t.clientCAFile, "tls-client-ca-file", "", "PEM CAs whose client certificates the listeners require (mutual TLS); none: no client certificate asked for")
+	fs.StringVar(&t.replicaCAFile, "replica-ca-file", "", "with --leader-elect and --tls-cert-file: PEM CA that signs every replica's certificate; followers forward calls (with the caller's token) only to a leader whose certificate it signed, presenting their own")
+	fs.StringVar(&t.replicaServerName, "replica-server-name", "fluxd-replica", "the DNS name every replica's certificate carries, checked when a follower connects to the leader (the address in the Lease may be anything)")
+}
+
+// peer returns the TLS set-up a follower uses towards the leader: the
+// replica CA as the only root, the replica name, and this replica's own
+// key pair as client certificate; nil without replica TLS.
+func (t tlsFlags) peer() (*tls.Config, error) {
+	if t.replicaCAFile == "" {
+		return nil, nil
+	}
+	if !t.enabled() {
+		return nil, errors.New("--replica-ca-file needs --tls-cert-file and --tls-key-file: the replicas serve and present that certificate to each other")
+	}
+	cfg, err := tlsfiles.Client(t.replicaCAFile, t.certFile, t.keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--replica-ca-file: %w", err)
+	}
+	cfg.ServerName = t.replicaServerName
+	return cfg, nil
 }
 
 func (t tlsFlags) enabled() bool { return t.certFile != "" || t.keyFile != "" }
@@ -35,9 +60,25 @@ func (t tlsFlags) secure(lis net.Listener, what string, log *slog.Logger, nextPr
 		}
 		return lis, nil
 	}
-	cfg, err := tlsfiles.Server(t.certFile, t.keyFile, t.clientCAFile, nextProtos...)
+	var clientCAs []string
+	if t.clientCAFile != "" {
+		// Replicas present their certificates as clients too.
+		clientCAs = append(clientCAs, t.clientCAFile)
+		if t.replicaCAFile != "" {
+			clientCAs = append(clientCAs, t.replicaCAFile)
+		}
+	}
+	cfg, err := tlsfiles.Server(t.certFile, t.keyFile, clientCAs, nextProtos...)
 	if err != nil {
 		return nil, err
+	}
+	if len(clientCAs) == 0 && t.replicaCAFile != "" {
+		// Followers present their replica certificate: verify it when
+		// given, while clients without one (fluxctl) still get in.
+		if cfg.ClientCAs, err = tlsfiles.Pool(t.replicaCAFile); err != nil {
+			return nil, err
+		}
+		cfg.ClientAuth = tls.VerifyClientCertIfGiven
 	}
 	return tls.NewListener(lis, cfg), nil
 }

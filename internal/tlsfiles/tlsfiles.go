@@ -17,9 +17,9 @@ import (
 
 // Server returns a server configuration that serves the key pair in
 // certFile and keyFile, re-read when either file changes, and, when
-// clientCAFile is set, requires client certificates signed by a CA in it.
-// nextProtos are offered by ALPN ("h2" for gRPC).
-func Server(certFile, keyFile, clientCAFile string, nextProtos ...string) (*tls.Config, error) {
+// clientCAFiles are given, requires client certificates signed by a CA in
+// one of them. nextProtos are offered by ALPN ("h2" for gRPC).
+func Server(certFile, keyFile string, clientCAFiles []string, nextProtos ...string) (*tls.Config, error) {
 	if certFile == "" || keyFile == "" {
 		return nil, errors.New("--tls-cert-file and --tls-key-file go together: give both")
 	}
@@ -32,8 +32,8 @@ func Server(certFile, keyFile, clientCAFile string, nextProtos ...string) (*tls.
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return kp.current() },
 		NextProtos:     nextProtos,
 	}
-	if clientCAFile != "" {
-		pool, err := pool(clientCAFile)
+	if len(clientCAFiles) > 0 {
+		pool, err := pool(clientCAFiles...)
 		if err != nil {
 			return nil, err
 		}
@@ -67,14 +67,19 @@ func Client(caFile, certFile, keyFile string) (*tls.Config, error) {
 	return cfg, nil
 }
 
-func pool(file string) (*x509.CertPool, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("reading the CA file: %w", err)
-	}
+// Pool reads the PEM certificates of files into a pool.
+func Pool(files ...string) (*x509.CertPool, error) { return pool(files...) }
+
+func pool(files ...string) (*x509.CertPool, error) {
 	p := x509.NewCertPool()
-	if !p.AppendCertsFromPEM(b) {
-		return nil, fmt.Errorf("the CA file %s holds no PEM certificate", file)
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("reading the CA file: %w", err)
+		}
+		if !p.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("the CA file %s holds no PEM certificate", file)
+		}
 	}
 	return p, nil
 }

@@ -70,7 +70,7 @@ func TestServerReloadsRotatedCertificates(t *testing.T) {
 	ccert, ckey := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
 	ca.issue(t, 20, ccert, ckey, x509.ExtKeyUsageClientAuth)
 
-	srv, err := Server(cert, key, caFile)
+	srv, err := Server(cert, key, []string{caFile})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func isEOF(err error) bool {
 }
 
 func TestErrors(t *testing.T) {
-	if _, err := Server("a.crt", "", ""); err == nil {
+	if _, err := Server("a.crt", "", nil); err == nil {
 		t.Error("a certificate without a key was accepted")
 	}
 	if _, err := Client(filepath.Join(t.TempDir(), "missing"), "", ""); err == nil {
