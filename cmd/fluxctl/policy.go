@@ -110,7 +110,7 @@ func setPolicy(cmd *cobra.Command, g *globals, req *fluxdv1.SetPolicyRequest) er
 			what = append(what, map[bool]string{true: "locked (no release changes it until it is unlocked)", false: "unlocked"}[*l])
 		}
 		if t := req.TagAll; t != nil {
-			what = append(what, "tag filter for all containers: "+*t)
+			what = append(what, filterChange("all containers", *t))
 		}
 		var cs []string
 		for c := range req.GetTagFilters() {
@@ -118,10 +118,14 @@ func setPolicy(cmd *cobra.Command, g *globals, req *fluxdv1.SetPolicyRequest) er
 		}
 		sort.Strings(cs)
 		for _, c := range cs {
-			what = append(what, fmt.Sprintf("tag filter for %s: %s", c, req.GetTagFilters()[c]))
+			what = append(what, filterChange(c, req.GetTagFilters()[c]))
 		}
 		if o := req.TagOrder; o != nil {
-			what = append(what, "tag order: "+*o)
+			if *o == "" {
+				what = append(what, "tag order cleared (by build time)")
+			} else {
+				what = append(what, "tag order: "+*o)
+			}
 		}
 		if p := req.TagPrerelease; p != nil {
 			what = append(what, map[bool]string{true: "semver filters pass pre-releases", false: "semver filters skip pre-releases"}[*p])
@@ -166,3 +170,11 @@ func shorthand(g *globals, name, short string, set func(*fluxdv1.SetPolicyReques
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// filterChange says what a tag filter change did; "*" or "" clears it.
+func filterChange(who, f string) string {
+	if f == "" || f == "*" {
+		return "tag filter for " + who + " cleared"
+	}
+	return "tag filter for " + who + ": " + f
+}
