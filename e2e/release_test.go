@@ -491,7 +491,7 @@ func TestJobs(t *testing.T) {
 		waitRolledOut(t, kc, map[string][]string{"redis": {"redis=" + reg + "/redis:7.0.5"}})
 	})
 
-	t.Run("a confirmed plan is refused once git moved", func(t *testing.T) {
+	t.Run("a confirmed plan is refused once its service changed in git", func(t *testing.T) {
 		c := fluxdv1.NewFluxServiceClient(dial(t, f.Addr))
 		ctx := withToken(testContext(t), f.Tokens["deployer"])
 		spec := &fluxdv1.ReleaseSpec{Services: []string{"redis"}, Image: reg + "/redis:7.2.0", User: "erin"}
@@ -500,18 +500,28 @@ func TestJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := remoteHead(t)
-		// Someone changes the repository after the plan was shown.
+		// Someone changes the service's manifest after the plan was shown
+		// (a commit elsewhere would not refuse it: see the fault suite).
 		clone := filepath.Join(t.TempDir(), "clone")
 		gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
-		if err := os.WriteFile(filepath.Join(clone, "NOTES"), []byte("hello\n"), 0o644); err != nil {
+		backend := filepath.Join(clone, stack.GitPath, "backend.yaml")
+		b, err := os.ReadFile(backend)
+		if err != nil {
+			t.Fatal(err)
+		}
+		edited := strings.Replace(string(b), "kind: Deployment\nmetadata:\n  name: redis\n", "kind: Deployment\nmetadata:\n  name: redis\n  labels: {tier: cache}\n", 1)
+		if edited == string(b) {
+			t.Fatalf("backend.yaml has no redis Deployment to edit:\n%s", b)
+		}
+		if err := os.WriteFile(backend, []byte(edited), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		gitCLI(t, clone, "add", ".")
-		gitCLI(t, clone, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-q", "-m", "notes")
+		gitCLI(t, clone, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-q", "-m", "Label redis")
 		gitCLI(t, clone, "push", "-q", "origin", stack.GitBranch)
 		moved := remoteHead(t)
 		_, err = c.Release(ctx, &fluxdv1.ReleaseRequest{Spec: spec, Kind: fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE, Checksum: plan.GetPlan().GetChecksum()})
-		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "no longer matches: git moved from") {
+		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "default:deployment/redis's manifest changed in git") {
 			t.Fatalf("execute with a stale checksum: %v; want FailedPrecondition", err)
 		}
 		if got := remoteHead(t); got != moved || got == before {
