@@ -66,7 +66,8 @@ func FuzzWebhook(f *testing.F) {
 		for h.work(context.Background()) {
 		}
 		switch rec.Code {
-		case http.StatusAccepted, http.StatusBadRequest, http.StatusBadGateway:
+		case http.StatusAccepted, http.StatusBadRequest, http.StatusBadGateway,
+			http.StatusOK: // a distribution batch with no push (pull events): ignored, so the registry's queue moves on
 		default:
 			t.Errorf("payload %q: status %d", body, rec.Code)
 		}
