@@ -83,7 +83,9 @@ func (h *WebhookHandler) FollowLeader(l WebhookLeadership, peer *tls.Config) {
 		return
 	}
 	h.leader = l
-	h.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: peer.Clone(), ForceAttemptHTTP2: false}}
+	h.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: peer.Clone(), ForceAttemptHTTP2: false},
+		// The request carries the shared secret: never to another address.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 }
 
 // forward passes a notification to the leader, with the shared secret.
@@ -222,8 +224,16 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if queued[ref.Repository] {
 			continue
 		}
+		if len(queued) == maxPayloadRepositories {
+			out = append(out, result{Image: img, Error: fmt.Sprintf("more than %d repositories in one notification: the rest is ignored", maxPayloadRepositories)})
+			break
+		}
+		if !h.enqueue(ref.Repository, img) {
+			h.log.Warn("webhook refused: too many repositories wait for a refresh", "pending", maxPending)
+			http.Error(w, fmt.Sprintf("fluxd has %d repositories waiting for a refresh already; send the notification again later", maxPending), http.StatusServiceUnavailable)
+			return
+		}
 		queued[ref.Repository] = true
-		h.enqueue(ref.Repository, img)
 		out = append(out, result{Image: img, Repository: ref.Repository, Queued: true})
 	}
 	code := http.StatusAccepted
@@ -288,20 +298,35 @@ func (h *WebhookHandler) validSignature(r *http.Request, body []byte) bool {
 	return hmac.Equal(got, mac.Sum(nil))
 }
 
+// Bounds on what senders can queue: the repositories are theirs to name,
+// so the work they cause is capped.
+const (
+	// maxPending repositories may wait for a refresh; beyond, a
+	// notification is answered 503 (the sender retries later).
+	maxPending = 1000
+	// maxPayloadRepositories are taken from one notification.
+	maxPayloadRepositories = 100
+)
+
 // enqueue asks for a refresh of repository. A repository already waiting
 // is not queued twice; one being refreshed is refreshed once more after.
-func (h *WebhookHandler) enqueue(repository, image string) {
+// It returns false when maxPending repositories wait already.
+func (h *WebhookHandler) enqueue(repository, image string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if _, waiting := h.pending[repository]; waiting {
 		h.pending[repository] = image
-		return
+		return true
+	}
+	if len(h.pending) >= maxPending {
+		return false
 	}
 	h.pending[repository] = image
 	if !h.inFlight[repository] {
 		h.queue = append(h.queue, repository)
 		h.poke()
 	}
+	return true
 }
 
 // poke wakes a worker, without waiting.

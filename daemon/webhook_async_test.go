@@ -252,3 +252,36 @@ func TestWebhookSignedTimestamp(t *testing.T) {
 		})
 	}
 }
+
+// Senders name the repositories: the work they can queue is bounded. Past
+// maxPending waiting repositories a notification is answered 503, and one
+// notification yields at most maxPayloadRepositories refreshes.
+func TestWebhookQueueIsBounded(t *testing.T) {
+	h := newTestWebhook(t) // no worker runs: everything stays pending
+	post := func(body string) int {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/notify?token=s3cret", strings.NewReader(body)))
+		return rec.Code
+	}
+	var events []string
+	for i := 0; i < maxPayloadRepositories+50; i++ {
+		events = append(events, `{"action":"push","target":{"repository":"r`+strconv.Itoa(i)+`","tag":"1"},"request":{"host":"reg:5000"}}`)
+	}
+	if code := post(`{"events":[` + strings.Join(events, ",") + `]}`); code != http.StatusAccepted {
+		t.Fatalf("a big notification: %d", code)
+	}
+	if n := len(h.pending); n != maxPayloadRepositories {
+		t.Errorf("%d repositories queued from one notification; want %d", n, maxPayloadRepositories)
+	}
+	for i := len(h.pending); i < maxPending; i++ {
+		if code := post(`{"events":[{"action":"push","target":{"repository":"x` + strconv.Itoa(i) + `","tag":"1"},"request":{"host":"reg:5000"}}]}`); code != http.StatusAccepted {
+			t.Fatalf("notification %d: %d", i, code)
+		}
+	}
+	if code := post(`{"events":[{"action":"push","target":{"repository":"one-too-many","tag":"1"},"request":{"host":"reg:5000"}}]}`); code != http.StatusServiceUnavailable {
+		t.Errorf("past %d waiting repositories: %d; want 503", maxPending, code)
+	}
+	if code := post(pushOfApp); code != http.StatusServiceUnavailable {
+		t.Errorf("a new repository on a full queue: %d; want 503", code)
+	}
+}

@@ -96,3 +96,25 @@ func TestFindWorkloadsReadsOnlyRegularFilesOfBoundedSize(t *testing.T) {
 func workloadNamed(name string) platform.ID {
 	return platform.ID{Namespace: "prod", Kind: "deployment", Name: name}
 }
+
+// A directory on the way that is a link counts as much as the file: the
+// file behind it, outside the clone, is not read, and a --git-path through
+// it is refused.
+func TestLinkedDirectoriesAreNotFollowed(t *testing.T) {
+	root, outside := t.TempDir(), t.TempDir()
+	if err := os.MkdirAll(filepath.Join(outside, "prod"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "prod", "b.yaml"), []byte("kind: Deployment\nmetadata: {name: secret}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(root, "a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(root, "a/prod/b.yaml"); err == nil || !strings.Contains(err.Error(), "goes through a, a symbolic link") {
+		t.Errorf("ReadFile through a linked directory: %v", err)
+	}
+	if _, err := ResolvePaths(root, []string{"a/prod"}); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Errorf("ResolvePaths through a linked directory: %v", err)
+	}
+}

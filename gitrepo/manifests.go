@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 
 	"go.yaml.in/yaml/v3"
 
@@ -89,8 +90,8 @@ func ResolvePaths(root string, paths []string) ([]string, error) {
 			return nil, fmt.Errorf("git path %q leads outside the repository", p)
 		}
 		abs := filepath.Join(root, clean)
-		if lfi, err := os.Lstat(abs); err == nil && lfi.Mode()&fs.ModeSymlink != 0 {
-			return nil, fmt.Errorf("git path %q is a symbolic link in the repository; fluxd reads only what is inside the clone, so give the directory it points to", p)
+		if link := linkIn(root, clean); link != "" {
+			return nil, fmt.Errorf("git path %q goes through %s, a symbolic link in the repository; fluxd reads only what is inside the clone, so give the directory it points to", p, link)
 		}
 		fi, err := os.Stat(abs)
 		if err != nil || !fi.IsDir() {
@@ -158,6 +159,24 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 	return m, nil
 }
 
+// linkIn returns the first component of rel (relative to root) that is a
+// symbolic link, or "" when none is: the directories on the way count as
+// much as the file.
+func linkIn(root, rel string) string {
+	cur := root
+	for _, part := range strings.Split(filepath.ToSlash(filepath.Clean(rel)), "/") {
+		if part == "" || part == "." {
+			continue
+		}
+		cur = filepath.Join(cur, part)
+		if fi, err := os.Lstat(cur); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			r, _ := filepath.Rel(root, cur)
+			return r
+		}
+	}
+	return ""
+}
+
 // MaxFileSize bounds a manifest file: a bigger one is reported and
 // skipped, so that no file in the repository makes fluxd run out of
 // memory.
@@ -170,12 +189,12 @@ const MaxFileSize = 4 << 20
 // it were a manifest. Its errors are Problems naming the file.
 func ReadFile(root, rel string) ([]byte, error) {
 	path := filepath.Join(root, rel)
+	if link := linkIn(root, rel); link != "" {
+		return nil, Problem{File: rel, Err: fmt.Errorf("goes through %s, a symbolic link; fluxd reads only regular files inside the clone, so it is skipped (replace the link with what it points to)", link)}
+	}
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return nil, Problem{File: rel, Err: err}
-	}
-	if fi.Mode()&fs.ModeSymlink != 0 {
-		return nil, Problem{File: rel, Err: errors.New("is a symbolic link; fluxd reads only regular files, so it is skipped (replace the link with the file)")}
 	}
 	if !fi.Mode().IsRegular() {
 		return nil, Problem{File: rel, Err: fmt.Errorf("is not a regular file (%s), so it is skipped", fi.Mode().Type())}
@@ -183,7 +202,8 @@ func ReadFile(root, rel string) ([]byte, error) {
 	if fi.Size() > MaxFileSize {
 		return nil, Problem{File: rel, Err: fmt.Errorf("is %d bytes, more than the %d MiB fluxd reads in a manifest, so it is skipped (split it into several files)", fi.Size(), MaxFileSize>>20)}
 	}
-	f, err := os.Open(path)
+	// O_NOFOLLOW: a link put in its place since Lstat is not followed.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return nil, Problem{File: rel, Err: err}
 	}

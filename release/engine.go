@@ -111,10 +111,8 @@ func (s Spec) Validate() error {
 	if s.Image == "" && !s.AllLatest {
 		errs = append(errs, errors.New("no image: give an image reference, or ask for all latest images"))
 	}
-	for _, l := range strings.Split(s.Message, "\n") {
-		if strings.HasPrefix(strings.TrimSpace(l), "Fluxd-Job:") {
-			errs = append(errs, errors.New("the message has a 'Fluxd-Job:' line: fluxd writes that trailer itself, to find a job's commit after a restart; reword that line"))
-		}
+	if err := checkMessage(s.Message); err != nil {
+		errs = append(errs, err)
 	}
 	if s.Image != "" && s.AllLatest {
 		errs = append(errs, errors.New("give an image reference or all latest images, not both"))
@@ -133,6 +131,17 @@ func (s Spec) Validate() error {
 	return nil
 }
 
+// checkMessage refuses a message that would go into a commit with a line
+// fluxd's take-over reads as its own trailer.
+func checkMessage(msg string) error {
+	for _, l := range strings.Split(msg, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "Fluxd-Job:") {
+			return errors.New("the message has a 'Fluxd-Job:' line: fluxd writes that trailer itself, to find a job's commit after a restart; reword that line")
+		}
+	}
+	return nil
+}
+
 // Plan computes what a release of spec would do, changing nothing.
 func (e *Engine) Plan(ctx context.Context, spec Spec) (*Plan, error) {
 	if err := e.lockGit(ctx); err != nil {
@@ -141,6 +150,17 @@ func (e *Engine) Plan(ctx context.Context, spec Spec) (*Plan, error) {
 	defer e.unlockGit()
 	p, _, err := e.plan(ctx, spec)
 	return p, err
+}
+
+// Sync fetches the remote and resets the clone to it, under the git lock,
+// so that a poll never resets the working tree under a plan or release
+// reading it.
+func (e *Engine) Sync(ctx context.Context) (string, error) {
+	if err := e.lockGit(ctx); err != nil {
+		return "", err
+	}
+	defer e.unlockGit()
+	return e.repo.Sync(ctx)
 }
 
 // Manifests syncs the clone and returns its workload definitions.

@@ -32,6 +32,9 @@ type PolicyChange struct {
 // and records it. When the annotations already hold the values, nothing
 // is committed and "" is returned.
 func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange) (string, error) {
+	if err := checkMessage(ch.Message); err != nil {
+		return "", fluxerr.New(fluxerr.User, err, "")
+	}
 	if err := e.lockGit(ctx); err != nil {
 		return "", err
 	}

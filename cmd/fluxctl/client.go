@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -101,6 +102,8 @@ func dial(rawURL, token, caFile, certFile, keyFile string) (*grpc.ClientConn, er
 		creds = credentials.NewTLS(cfg)
 	} else if caFile != "" || certFile != "" {
 		return nil, fmt.Errorf("--ca-file and --cert-file are for TLS, but the fluxd address %q is plaintext: use https://%s", rawURL, t.addr)
+	} else if token != "" && !loopback(t.addr) {
+		fmt.Fprintf(os.Stderr, "warning: sending the API token to %s in plaintext; anyone on the network path can read it. Use https:// where fluxd serves TLS.\n", t.addr)
 	}
 	conn, err := grpc.NewClient("passthrough:///"+t.addr,
 		grpc.WithTransportCredentials(creds),
@@ -189,4 +192,17 @@ Try https://%s (with --ca-file if its certificate is signed by a private CA).
 (detail: %s)`, addr, addr, detail)
 	}
 	return ""
+}
+
+// loopback reports whether addr's host is this machine.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -285,7 +285,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listening on %s: %w (is another fluxd running there? choose another --listen address)", cfg.Listen, err)
 	}
-	if lis, err = f.tls.secure(lis, "the API", log, "h2"); err != nil {
+	if lis, err = f.tls.secure(lis, "the API", true, log, "h2"); err != nil {
 		return err
 	}
 	jobs := release.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
@@ -335,7 +335,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		if wlis, err = net.Listen("tcp", f.webhookListen); err != nil {
 			return fmt.Errorf("listening for webhooks on %s: %w", f.webhookListen, err)
 		}
-		if wlis, err = f.tls.secure(wlis, "webhooks", log, "http/1.1"); err != nil {
+		if wlis, err = f.tls.secure(wlis, "webhooks", false, log, "http/1.1"); err != nil {
 			return err
 		}
 		host, _, _ := net.SplitHostPort(self)
@@ -363,7 +363,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		g.Go(func() error { lead(ctx); return nil })
 	}
 	g.Go(func() error { return srv.Serve(ctx, lis, cfg.ShutdownGrace*4/5) })
-	g.Go(func() error { pollGit(ctx, repo, f.gitPollInterval, log); return nil })
+	g.Go(func() error { pollGit(ctx, engine, f.gitPollInterval, log); return nil })
 	if wh != nil {
 		if f.leaderElect {
 			wh.FollowLeader(leadership, peer)
@@ -376,7 +376,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		if err != nil {
 			return fmt.Errorf("listening for metrics on %s: %w", f.metricsListen, err)
 		}
-		if mlis, err = f.tls.secure(mlis, "metrics", log, "http/1.1"); err != nil {
+		if mlis, err = f.tls.secure(mlis, "metrics", false, log, "http/1.1"); err != nil {
 			return err
 		}
 		mux := http.NewServeMux()

@@ -24,7 +24,7 @@ type tlsFlags struct {
 func (t *tlsFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&t.certFile, "tls-cert-file", "", "PEM certificate to serve TLS with on every listener (re-read when the file changes); with --tls-key-file")
 	fs.StringVar(&t.keyFile, "tls-key-file", "", "PEM key of --tls-cert-file")
-	fs.StringVar(&t.clientCAFile, "tls-client-ca-file", "", "PEM CAs whose client certificates the listeners require (mutual TLS); none: no client certificate asked for")
+	fs.StringVar(&t.clientCAFile, "tls-client-ca-file", "", "PEM CAs whose client certificates the API requires (mutual TLS; not the webhook and metrics listeners); none: no client certificate asked for")
 	fs.StringVar(&t.replicaCAFile, "replica-ca-file", "", "with --leader-elect and --tls-cert-file: PEM CA that signs every replica's certificate; followers forward calls (with the caller's token) only to a leader whose certificate it signed, presenting their own")
 	fs.StringVar(&t.replicaServerName, "replica-server-name", "fluxd-replica", "the DNS name every replica's certificate carries, checked when a follower connects to the leader (the address in the Lease may be anything)")
 }
@@ -53,7 +53,10 @@ func (t tlsFlags) enabled() bool { return t.certFile != "" || t.keyFile != "" }
 // lis is reachable beyond this host, since tokens and webhook secrets
 // would cross the network in clear. nextProtos are offered by ALPN: "h2"
 // for gRPC.
-func (t tlsFlags) secure(lis net.Listener, what string, log *slog.Logger, nextProtos ...string) (net.Listener, error) {
+// clientCerts says whether --tls-client-ca-file applies: on the API, not
+// on the webhook listener (registries such as Docker Hub send no client
+// certificate) nor on metrics.
+func (t tlsFlags) secure(lis net.Listener, what string, clientCerts bool, log *slog.Logger, nextProtos ...string) (net.Listener, error) {
 	if !t.enabled() {
 		if !loopback(lis.Addr()) {
 			log.Warn("serving "+what+" in plaintext on a non-loopback address: tokens and secrets cross the network in clear; set --tls-cert-file and --tls-key-file, or keep it behind a TLS-terminating proxy", "address", lis.Addr().String())
@@ -61,7 +64,7 @@ func (t tlsFlags) secure(lis net.Listener, what string, log *slog.Logger, nextPr
 		return lis, nil
 	}
 	var clientCAs []string
-	if t.clientCAFile != "" {
+	if t.clientCAFile != "" && clientCerts {
 		// Replicas present their certificates as clients too.
 		clientCAs = append(clientCAs, t.clientCAFile)
 		if t.replicaCAFile != "" {

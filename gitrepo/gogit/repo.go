@@ -155,8 +155,11 @@ func Redact(raw string) string {
 		}
 		return raw
 	}
+	if u.RawQuery != "" {
+		u.RawQuery = "redacted" // ?private_token=... and the like
+	}
 	if u.User == nil {
-		return raw
+		return u.String()
 	}
 	if _, has := u.User.Password(); has {
 		u.User = url.UserPassword(u.User.Username(), "redacted")
@@ -505,6 +508,9 @@ func (r *Repo) FindCommit(ctx context.Context, line string, depth int) (string, 
 		c, err := iter.Next()
 		if err != nil {
 			break // io.EOF: the start of history
+		}
+		if c.Committer.Email != r.cfg.Email {
+			continue // only commits fluxd made carry its trailers
 		}
 		for _, l := range strings.Split(c.Message, "\n") {
 			if strings.TrimSpace(l) == line {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -52,7 +53,9 @@ func parseCredentials(path string, b []byte) ([]byte, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(b)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("--registry-credentials %s: %w (expected registries: {HOST: {username, password | passwordFile | token}})", path, err)
+		// yaml's own message quotes the offending value, which here may be
+		// a password: say only where the file is wrong.
+		return nil, fmt.Errorf("--registry-credentials %s: not the expected YAML%s: expected registries: {HOST: {username, password | passwordFile | token}}", path, yamlLines(err))
 	}
 	type auth struct {
 		Auth          string `json:"auth,omitempty"`
@@ -79,3 +82,20 @@ func parseCredentials(path string, b []byte) ([]byte, error) {
 	}
 	return json.Marshal(map[string]any{"auths": auths})
 }
+
+// yamlLines returns " (line N, line M: field F not found, ...)" from a
+// yaml error, without the values it quotes.
+func yamlLines(err error) string {
+	var lines []string
+	for _, m := range yamlLine.FindAllString(err.Error(), -1) {
+		lines = append(lines, m)
+	}
+	if len(lines) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(lines, ", ") + ")"
+}
+
+// yamlLine keeps the line numbers and the unknown field names (keys, not
+// values) of a yaml error.
+var yamlLine = regexp.MustCompile(`line \d+(: field \S+ not found)?`)

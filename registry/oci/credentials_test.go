@@ -51,3 +51,15 @@ func TestCredentialsFile(t *testing.T) {
 		}
 	}
 }
+
+// A malformed file's error never quotes a value: it may be a password.
+func TestCredentialsFileErrorHidesValues(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "registries.yaml")
+	if err := os.WriteFile(path, []byte("registries:\n  ghcr.io: \"user:hunter2-secret\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := CredentialsFile(path)(context.Background())
+	if err == nil || strings.Contains(err.Error(), "hunter") || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("err = %v; want the line, not the value", err)
+	}
+}
