@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/Masterminds/semver/v3"
 )
@@ -318,6 +319,27 @@ var (
 // perhaps a v before them and a suffix after a dash, which Masterminds
 // parses.
 func shapeOf(tag string) (shape, bool) {
+	// Plans ask for the same tags' shapes over and over (every workload
+	// that runs a repository, every plan): remember them. Tags are few
+	// next to the registry cache that holds them, and this map keeps only
+	// a bool, a count and a short suffix per tag.
+	if v, ok := shapes.Load(tag); ok {
+		r := v.(shapeResult)
+		return r.s, r.ok
+	}
+	s, ok := parseShape(tag)
+	shapes.Store(tag, shapeResult{s, ok})
+	return s, ok
+}
+
+type shapeResult struct {
+	s  shape
+	ok bool
+}
+
+var shapes sync.Map // tag → shapeResult
+
+func parseShape(tag string) (shape, bool) {
 	m := versionTag.FindStringSubmatch(tag)
 	if m == nil {
 		return shape{}, false
