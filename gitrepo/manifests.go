@@ -208,10 +208,23 @@ func ReadFile(root, rel string) ([]byte, error) {
 		return nil, Problem{File: rel, Err: err}
 	}
 	defer f.Close()
-	// The file may have grown since Lstat.
-	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, Problem{File: rel, Err: err}
+	// Read what Lstat saw in one go; the file may have grown since.
+	b := make([]byte, 0, fi.Size()+1)
+	for {
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, Problem{File: rel, Err: err}
+		}
+		if len(b) > MaxFileSize {
+			break
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
 	}
 	if len(b) > MaxFileSize {
 		return nil, Problem{File: rel, Err: fmt.Errorf("is more than the %d MiB fluxd reads in a manifest, so it is skipped (split it into several files)", MaxFileSize>>20)}
