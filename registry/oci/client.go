@@ -192,9 +192,15 @@ func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) 
 		return nil, fluxerr.New(fluxerr.User, fmt.Errorf("%q is not a valid image repository: %w", repository, err), "")
 	}
 	tags, err := c.puller.Load().List(ctx, repo)
-	if unauthorized(err) && c.refreshCredentials() {
-		// Credentials may have rotated: read them again, once.
-		tags, err = c.puller.Load().List(ctx, repo)
+	if unauthorized(err) {
+		// Credentials may have rotated, or come from a source whose
+		// secret holds other credentials for this registry: read them
+		// again and pass the refused source over, once.
+		refused := c.chain.refuse(repo.Name())
+		if c.refreshCredentials() || refused {
+			c.renewPuller()
+			tags, err = c.puller.Load().List(ctx, repo)
+		}
 	}
 	if err != nil {
 		return nil, c.explain(repository, repo, err)
@@ -239,9 +245,8 @@ func (c *Client) lookup(result string) {
 // refresher is a keychain whose credentials can be re-read.
 type refresher interface{ Refresh() }
 
-// refreshCredentials re-reads the keychains that can be and starts a new
-// puller, so no transport keeps the old credentials. It reports whether
-// anything could be re-read.
+// refreshCredentials makes the keychains that can re-read their sources
+// do so at the next request. It reports whether any could.
 func (c *Client) refreshCredentials() bool {
 	refreshed := false
 	for _, kc := range c.cfg.Keychains {
@@ -250,15 +255,15 @@ func (c *Client) refreshCredentials() bool {
 			refreshed = true
 		}
 	}
-	if !refreshed {
-		return false
+	return refreshed
+}
+
+// renewPuller starts a new puller, so that no transport keeps credentials
+// that were refused or re-read.
+func (c *Client) renewPuller() {
+	if p, err := remote.NewPuller(c.opts...); err == nil {
+		c.puller.Store(p)
 	}
-	p, err := remote.NewPuller(c.opts...)
-	if err != nil {
-		return false
-	}
-	c.puller.Store(p)
-	return true
 }
 
 func unauthorized(err error) bool {

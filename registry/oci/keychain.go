@@ -3,6 +3,9 @@ package oci
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -74,14 +77,14 @@ func (k *SecretKeychain) Refresh() {
 
 // Resolve finds credentials for res in the secrets; anonymous if none.
 func (k *SecretKeychain) Resolve(res authn.Resource) (authn.Authenticator, error) {
-	a, _, err := k.resolveSource(res)
+	a, _, err := k.resolveSource(res, nil)
 	return a, err
 }
 
 // resolveSource is Resolve, also naming the credentials' source. The
 // first credentials, in the source's order, that apply to the repository
 // and have an entry for its registry win.
-func (k *SecretKeychain) resolveSource(res authn.Resource) (authn.Authenticator, string, error) {
+func (k *SecretKeychain) resolveSource(res authn.Resource, skip func(authn.Authenticator) bool) (authn.Authenticator, string, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if !k.read || time.Since(k.readAt) > k.ttl {
@@ -102,7 +105,7 @@ func (k *SecretKeychain) resolveSource(res authn.Resource) (authn.Authenticator,
 		if err != nil {
 			return nil, "", fmt.Errorf("%s: %w", c.source, err)
 		}
-		if a != authn.Anonymous {
+		if a != authn.Anonymous && (skip == nil || !skip(a)) {
 			return a, c.source, nil
 		}
 	}
@@ -182,7 +185,8 @@ func parseDockerConfig(source string, b []byte) (*configfile.ConfigFile, error) 
 
 // sourcedKeychain is a keychain that can say where credentials came from.
 type sourcedKeychain interface {
-	resolveSource(res authn.Resource) (authn.Authenticator, string, error)
+	// resolveSource passes over the credentials skip names.
+	resolveSource(res authn.Resource, skip func(authn.Authenticator) bool) (authn.Authenticator, string, error)
 }
 
 // namedKeychain is a keychain of one source.
@@ -191,8 +195,11 @@ type namedKeychain struct {
 	source string
 }
 
-func (k namedKeychain) resolveSource(res authn.Resource) (authn.Authenticator, string, error) {
+func (k namedKeychain) resolveSource(res authn.Resource, skip func(authn.Authenticator) bool) (authn.Authenticator, string, error) {
 	a, err := k.Resolve(res)
+	if err == nil && a != authn.Anonymous && skip != nil && skip(a) {
+		return authn.Anonymous, "", nil
+	}
 	return a, k.source, err
 }
 
@@ -203,14 +210,69 @@ type chain struct {
 	keychains []authn.Keychain
 
 	mu   sync.Mutex
-	used map[string]string // repository (or registry) → source; "" for none
+	used map[string]usedCreds // repository (or registry) → what it was given
+	// refused are, per repository, the credentials (by fingerprint) its
+	// registry refused lately, with their source: passed over for
+	// refusedFor, so that one namespace's pull secret holding other
+	// credentials for a registry cannot keep another's repository from
+	// being read. Re-read (rotated) credentials are tried again.
+	refused map[string]map[string]refusal
 }
 
+type usedCreds struct{ source, fingerprint string }
+
+type refusal struct {
+	source string
+	at     time.Time
+}
+
+// refusedFor is how long refused credentials are passed over (after which
+// they may have been rotated).
+const refusedFor = time.Minute
+
 func newChain(keychains ...authn.Keychain) *chain {
-	return &chain{keychains: keychains, used: map[string]string{}}
+	return &chain{keychains: keychains, used: map[string]usedCreds{}, refused: map[string]map[string]refusal{}}
+}
+
+// fingerprint identifies credentials without keeping them.
+func fingerprint(a authn.Authenticator) string {
+	cfg, err := a.Authorization()
+	if err != nil {
+		return ""
+	}
+	b, _ := json.Marshal(cfg)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// refuse notes that the credentials last given for repository were
+// refused. It reports whether there were any.
+func (c *chain) refuse(repository string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	u := c.used[repository]
+	if u.fingerprint == "" {
+		return false
+	}
+	if c.refused[repository] == nil {
+		c.refused[repository] = map[string]refusal{}
+	}
+	c.refused[repository][u.fingerprint] = refusal{u.source, time.Now()}
+	return true
+}
+
+func (c *chain) skipper(resource string) func(authn.Authenticator) bool {
+	return func(a authn.Authenticator) bool {
+		fp := fingerprint(a)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		r, ok := c.refused[resource][fp]
+		return ok && time.Since(r.at) < refusedFor
+	}
 }
 
 func (c *chain) Resolve(res authn.Resource) (authn.Authenticator, error) {
+	skip := c.skipper(res.String())
 	for _, kc := range c.keychains {
 		var (
 			a      authn.Authenticator
@@ -218,25 +280,25 @@ func (c *chain) Resolve(res authn.Resource) (authn.Authenticator, error) {
 			err    error
 		)
 		if s, ok := kc.(sourcedKeychain); ok {
-			a, source, err = s.resolveSource(res)
+			a, source, err = s.resolveSource(res, skip)
 		} else {
 			a, err = kc.Resolve(res)
 		}
 		if err != nil {
 			return nil, err
 		}
-		if a != authn.Anonymous {
-			c.remember(res.String(), source)
+		if a != authn.Anonymous && !skip(a) {
+			c.remember(res.String(), usedCreds{source, fingerprint(a)})
 			return a, nil
 		}
 	}
-	c.remember(res.String(), "")
+	c.remember(res.String(), usedCreds{})
 	return authn.Anonymous, nil
 }
 
-func (c *chain) remember(resource, source string) {
+func (c *chain) remember(resource string, u usedCreds) {
 	c.mu.Lock()
-	c.used[resource] = source
+	c.used[resource] = u
 	c.mu.Unlock()
 }
 
@@ -245,6 +307,19 @@ func (c *chain) remember(resource, source string) {
 func (c *chain) source(repository string) (source string, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	source, ok = c.used[repository]
-	return source, ok
+	u, ok := c.used[repository]
+	if ok && u.source == "" {
+		// Every credential was refused and passed over: name the last
+		// refused one, not "none".
+		var last refusal
+		for _, r := range c.refused[repository] {
+			if time.Since(r.at) < refusedFor && r.at.After(last.at) {
+				last = r
+			}
+		}
+		if last.source != "" {
+			return last.source, true
+		}
+	}
+	return u.source, ok
 }

@@ -146,3 +146,25 @@ func TestRefusedCredentialsNameTheirSource(t *testing.T) {
 		})
 	}
 }
+
+// A tenant who runs another namespace's image with a pull secret holding
+// other credentials for that registry (sorted first) cannot keep that
+// namespace from reading its repository: refused credentials are passed
+// over, and the next source's are tried.
+func TestRefusedPullSecretDoesNotShadowAnother(t *testing.T) {
+	host := privateRegistry(t)
+	pushPrivate(t, host, "team-b/app", "1.0")
+	src := func(context.Context) ([]Credentials, error) {
+		return []Credentials{
+			{Source: "image pull secret a-team/pull", DockerConfig: dockerConfig(host, "puller", "wrong"), Images: []string{host + "/team-b/app:1.0"}},
+			{Source: "image pull secret b-team/pull", DockerConfig: dockerConfig(host, "puller", "pw"), Images: []string{host + "/team-b/app:1.0"}},
+		}, nil
+	}
+	c, err := New(Config{Keychains: []authn.Keychain{NewSecretKeychain(src, time.Hour)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if imgs, err := c.Images(context.Background(), host+"/team-b/app"); err != nil || len(imgs) != 1 {
+		t.Errorf("namespace b's repository behind a's wrong secret: %v, %v", imgs, err)
+	}
+}
