@@ -43,6 +43,11 @@ import (
 // must be within 5 minutes of fluxd's clock, so that a captured request
 // cannot be replayed later. Comparisons take constant time.
 type WebhookHandler struct {
+	// RequireTimestamp refuses signed notifications without a signed
+	// X-Fluxd-Timestamp, which could be replayed forever. Set before
+	// serving.
+	RequireTimestamp bool
+
 	d      *Daemon
 	secret []byte
 	log    *slog.Logger
@@ -58,7 +63,13 @@ type WebhookHandler struct {
 	queue    []string          // pending repositories not in flight, in order
 	inFlight map[string]bool
 	wake     chan struct{}
+	// signedReads bounds the signed bodies read at once.
+	signedReads chan struct{}
 }
+
+// maxSignedReads is how many signed bodies (read before the signature is
+// checked) may be read at once.
+const maxSignedReads = 8
 
 // WebhookLeadership says whether this replica leads, and where the
 // leader's webhook listener is.
@@ -122,7 +133,8 @@ func NewWebhookHandler(d *Daemon, secret []byte, log *slog.Logger) (*WebhookHand
 		return nil, errors.New("the webhook secret is empty")
 	}
 	h := &WebhookHandler{d: d, secret: secret, log: log.With("component", "webhook"), now: time.Now,
-		pending: map[string]string{}, inFlight: map[string]bool{}, wake: make(chan struct{}, 1)}
+		pending: map[string]string{}, inFlight: map[string]bool{}, wake: make(chan struct{}, 1),
+		signedReads: make(chan struct{}, maxSignedReads)}
 	h.refresh = func(ctx context.Context, image string) error {
 		_, _, err := d.Notify(ctx, webhookIdentity, image)
 		return err
@@ -171,6 +183,18 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.ContentLength > maxPayload {
 		http.Error(w, "the payload is larger than 1 MiB", http.StatusRequestEntityTooLarge)
 		return
+	}
+	if !bySecret {
+		// A signed body is read before the sender is known: only a few at
+		// a time, so that anyone can make fluxd hold at most
+		// maxSignedReads MiB.
+		select {
+		case h.signedReads <- struct{}{}:
+			defer func() { <-h.signedReads }()
+		default:
+			http.Error(w, "too many signed notifications are being read; send it again shortly", http.StatusServiceUnavailable)
+			return
+		}
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPayload))
 	if err != nil {
@@ -274,7 +298,7 @@ func (h *WebhookHandler) signedInWindow(r *http.Request) bool {
 	}
 	ts := r.Header.Get(TimestampHeader)
 	if ts == "" {
-		return true
+		return !h.RequireTimestamp
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil {

@@ -285,3 +285,39 @@ func TestWebhookQueueIsBounded(t *testing.T) {
 		t.Errorf("a new repository on a full queue: %d; want 503", code)
 	}
 }
+
+// Signed bodies are read before the signature is checked, so only a few at
+// once; and an operator may refuse signatures without a timestamp.
+func TestSignedReadsAreBoundedAndTimestampsCanBeRequired(t *testing.T) {
+	h := newTestWebhook(t)
+	post := func(sig, ts string) int {
+		req := httptest.NewRequest(http.MethodPost, "/v1/notify", strings.NewReader(pushOfApp))
+		req.Header.Set(SignatureHeader, sig)
+		if ts != "" {
+			req.Header.Set(TimestampHeader, ts)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	for i := 0; i < maxSignedReads; i++ { // as many slow senders
+		h.signedReads <- struct{}{}
+	}
+	if code := post(sign("s3cret", "", pushOfApp), ""); code != http.StatusServiceUnavailable {
+		t.Errorf("a signed notification while %d are read: %d; want 503", maxSignedReads, code)
+	}
+	for i := 0; i < maxSignedReads; i++ {
+		<-h.signedReads
+	}
+	if code := post(sign("s3cret", "", pushOfApp), ""); code != http.StatusAccepted {
+		t.Errorf("a signed notification: %d; want 202", code)
+	}
+	h.RequireTimestamp = true
+	if code := post(sign("s3cret", "", pushOfApp), ""); code != http.StatusUnauthorized {
+		t.Errorf("a signature without a timestamp when one is required: %d; want 401", code)
+	}
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	if code := post(sign("s3cret", ts, pushOfApp), ts); code != http.StatusAccepted {
+		t.Errorf("a signature with a timestamp: %d; want 202", code)
+	}
+}

@@ -48,26 +48,27 @@ type flags struct {
 	stateDir      string
 	historyDB     string
 
-	gitURL, gitBranch    string
-	gitPaths             []string
-	gitUser, gitEmail    string
-	gitPollInterval      time.Duration
-	gitTimeout           time.Duration
-	dockerConfig         string
-	registryConcurrency  int
-	registryPlatform     string
-	metricsListen        string
-	webhookListen        string
-	webhookSecretFile    string
-	registryRate         float64
-	registryBurst        int
-	rolloutTimeout       time.Duration
-	maxRolloutTimeout    time.Duration
-	tls                  tlsFlags
-	rollbackOnFailure    bool
-	automationShort      time.Duration
-	automationLong       time.Duration
-	automationMaxBackoff time.Duration
+	gitURL, gitBranch       string
+	gitPaths                []string
+	gitUser, gitEmail       string
+	gitPollInterval         time.Duration
+	gitTimeout              time.Duration
+	webhookRequireTimestamp bool
+	dockerConfig            string
+	registryConcurrency     int
+	registryPlatform        string
+	metricsListen           string
+	webhookListen           string
+	webhookSecretFile       string
+	registryRate            float64
+	registryBurst           int
+	rolloutTimeout          time.Duration
+	maxRolloutTimeout       time.Duration
+	tls                     tlsFlags
+	rollbackOnFailure       bool
+	automationShort         time.Duration
+	automationLong          time.Duration
+	automationMaxBackoff    time.Duration
 
 	recheckMin, recheckMax time.Duration
 	registryCredentials    string
@@ -113,6 +114,7 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.gitUser, "git-user", "fluxd", "committer name of fluxd's commits")
 	fs.StringVar(&f.gitEmail, "git-email", "fluxd@localhost", "committer email of fluxd's commits")
 	fs.DurationVar(&f.gitPollInterval, "git-poll-interval", time.Minute, "how often to fetch the remote; listing calls reuse a fetch this long")
+	fs.BoolVar(&f.webhookRequireTimestamp, "webhook-require-timestamp", false, "refuse signed webhooks (X-Hub-Signature-256) without a signed X-Fluxd-Timestamp, which could be replayed")
 	fs.DurationVar(&f.gitTimeout, "git-timeout", gogit.DefaultTimeout, "how long a git fetch or push may take before it fails (a clone: four times as long)")
 	fs.StringVar(&f.dockerConfig, "docker-config", "", "docker config.json with registry credentials (default: ~/.docker/config.json)")
 	fs.IntVar(&f.registryConcurrency, "registry-concurrency", 8, "registry metadata requests in flight per repository")
@@ -332,6 +334,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		if wh, err = daemon.NewWebhookHandler(d, []byte(strings.TrimSpace(string(secret))), log); err != nil {
 			return fmt.Errorf("--webhook-secret-file %s: %w", f.webhookSecretFile, err)
 		}
+		wh.RequireTimestamp = f.webhookRequireTimestamp
 		if wlis, err = net.Listen("tcp", f.webhookListen); err != nil {
 			return fmt.Errorf("listening for webhooks on %s: %w", f.webhookListen, err)
 		}
