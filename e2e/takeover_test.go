@@ -304,4 +304,28 @@ func TestLeaderFailover(t *testing.T) {
 	if log, _ := os.ReadFile(stack.Log("fluxd-ha-b")); !strings.Contains(string(log), "taking it over") {
 		t.Errorf("replica b's log does not say it took the job over")
 	}
+
+	// A leader stopped with SIGTERM (a rolling upgrade) lets its work
+	// stop, then gives the lease up itself: a replica started again takes
+	// it without waiting for it to expire.
+	aHook2, _ := localstack.FreeAddr()
+	a2, err := stack.StartNamedFluxd(ctx, "fluxd-ha-a", bin, instance, a.Tokens, append(hooks(aHook2), "--tokens-file="+a.TokensFile)...)
+	if err != nil {
+		t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-ha-a"))
+	}
+	t.Cleanup(func() { _ = syscall.Kill(a2.PID, syscall.SIGKILL) })
+	if err := syscall.Kill(b.PID, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, 30*time.Second, func() error {
+		if h := holder(); !strings.HasPrefix(h, a2.Addr+"#") {
+			return fmt.Errorf("lease held by %q, want the restarted replica a (%s)", h, a2.Addr)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if log, _ := os.ReadFile(stack.Log("fluxd-ha-b")); !strings.Contains(string(log), "gave the lease up after the jobs stopped") {
+		t.Errorf("replica b, stopped with SIGTERM while leading, did not give the lease up itself")
+	}
 }
