@@ -389,19 +389,39 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 func (e *Engine) pushLanded(ctx context.Context, commit, jobID string) (string, bool, error) {
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
-	head, err := e.repo.Sync(lctx)
-	if err != nil {
-		return "", false, err
+	// A server may still be applying a push its client gave up on: look
+	// twice, a moment apart, before saying it did not land.
+	var head string
+	for attempt := 0; attempt < 2; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-lctx.Done():
+				return "", false, lctx.Err()
+			case <-time.After(landedRecheck):
+			}
+		}
+		var err error
+		if head, err = e.repo.Sync(lctx); err != nil {
+			return "", false, err
+		}
+		if head == commit {
+			return head, true, nil
+		}
+		if jobID != "" {
+			found, err := e.repo.FindCommit(lctx, JobTrailer(jobID), 200)
+			if err != nil {
+				return "", false, err
+			}
+			if found == commit {
+				return head, true, nil
+			}
+		}
 	}
-	if head == commit {
-		return head, true, nil
-	}
-	if jobID == "" {
-		return head, false, nil
-	}
-	found, err := e.repo.FindCommit(lctx, JobTrailer(jobID), 200)
-	return head, found == commit, err
+	return head, false, nil
 }
+
+// landedRecheck is how long pushLanded waits before looking again.
+var landedRecheck = 2 * time.Second
 
 // followRollout waits until every workload in gens has rolled out to its
 // generation, reporting replica counts as they change.

@@ -141,6 +141,9 @@ func TestAmbiguousPushThatLanded(t *testing.T) {
 // The same error when the remote does not have the commit stays a failed
 // release with nothing applied.
 func TestAmbiguousPushThatDidNotLand(t *testing.T) {
+	old := landedRecheck
+	landedRecheck = 10 * time.Millisecond
+	defer func() { landedRecheck = old }()
 	e, repo, rec := stuckEngine(t)
 	cl := &recCluster{applied: map[platform.ID]string{}}
 	e.cluster = cl
@@ -327,4 +330,37 @@ func historyOf(rec *recRecorder) string {
 		types = append(types, string(ev.Type))
 	}
 	return strings.Join(types, " ")
+}
+
+// lateRepo's remote applies a push its client gave up on a moment later:
+// the first look after the error does not see it, the second does.
+type lateRepo struct {
+	countRepo
+	syncs int
+}
+
+func (r *lateRepo) Sync(ctx context.Context) (string, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.syncs++
+	if r.syncs == 3 && len(r.commits) > 0 { // plan, first look, second look
+		r.head = "commit1"
+	}
+	return r.head, nil
+}
+
+func TestAPushThatLandsLateIsSeen(t *testing.T) {
+	old := landedRecheck
+	landedRecheck = 10 * time.Millisecond
+	defer func() { landedRecheck = old }()
+	e, rr, _, rec := newTestEngine(t)
+	repo := &lateRepo{countRepo: countRepo{dirRepo: rr.dirRepo, head: "rev", pushErr: errors.New("pushing: i/o timeout")}}
+	e.repo = repo
+	res, err := e.Execute(context.Background(), "team-a", Spec{Services: []platform.ID{id("web")}, Image: "reg/web:1.2", User: "dana"}, history.Release, ExecOptions{JobID: "j1"})
+	if err != nil || res.Commit != "commit1" {
+		t.Fatalf("a push that landed a moment after its timeout: %v, %+v", err, res)
+	}
+	if len(rec.events) != 1 || rec.events[0].Type != history.Release {
+		t.Errorf("history = %+v", rec.events)
+	}
 }
