@@ -71,10 +71,18 @@ type Deps struct {
 	// Git, if set, reports how the git remote has answered lately; a
 	// failing remote makes the health service say NOT_SERVING.
 	Git GitRemote
+	// SSHKey, if set, is the SSH key fluxd reaches its git remote with.
+	SSHKey SSHKey
 	// Ready, if set, says why fluxd cannot serve just now (the cluster's
 	// caches not synced, the database not answering), or nil. The health
 	// service reports it, without a token.
 	Ready func(ctx context.Context) error
+}
+
+// SSHKey reports the public half of the key fluxd reaches an SSH git
+// remote with; false when the remote is not an SSH one.
+type SSHKey interface {
+	DeployKey() (gitrepo.DeployKey, bool)
 }
 
 // GitRemote reports the git remote's state.

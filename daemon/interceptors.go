@@ -36,6 +36,7 @@ func identity(ctx context.Context) auth.Identity {
 // until someone decides it only reads. Release only reads when it plans.
 var readOnly = map[string]bool{
 	fluxdv1.FluxService_Version_FullMethodName:      true,
+	fluxdv1.FluxService_Identity_FullMethodName:     true, // a public key
 	fluxdv1.FluxService_ListServices_FullMethodName: true,
 	fluxdv1.FluxService_ListImages_FullMethodName:   true,
 	fluxdv1.FluxService_GetJob_FullMethodName:       true,

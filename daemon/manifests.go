@@ -121,3 +121,12 @@ func (d *Daemon) gitStatus() (gitrepo.RemoteStatus, bool) {
 	}
 	return d.deps.Git.Status(), true
 }
+
+// DeployKey is the public half of the SSH key fluxd reaches its git
+// remote with; false when it reaches it without one.
+func (d *Daemon) DeployKey() (gitrepo.DeployKey, bool) {
+	if d.deps.SSHKey == nil {
+		return gitrepo.DeployKey{}, false
+	}
+	return d.deps.SSHKey.DeployKey()
+}

@@ -33,7 +33,7 @@ import (
 // is here as a mutation: a viewer may only plan, and an empty request is
 // not a plan.)
 var readOnlyRPCs = map[protoreflect.Name]bool{
-	"Version": true, "ListServices": true, "ListImages": true, "GetJob": true,
+	"Version": true, "Identity": true, "ListServices": true, "ListImages": true, "GetJob": true,
 	"WatchJob": true, "ListJobs": true, "History": true,
 }
 

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/fluxerr"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
@@ -96,6 +97,16 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener, grace time.Duratio
 func (s *Server) Version(ctx context.Context, _ *fluxdv1.VersionRequest) (*fluxdv1.VersionResponse, error) {
 	id := identity(ctx)
 	return &fluxdv1.VersionResponse{Version: s.d.cfg.Version, Instance: id.Instance, Role: roleToProto(id.Role)}, nil
+}
+
+// Identity reports the public SSH key fluxd reaches its git remote with.
+func (s *Server) Identity(ctx context.Context, _ *fluxdv1.IdentityRequest) (*fluxdv1.IdentityResponse, error) {
+	key, ok := s.d.DeployKey()
+	if !ok {
+		return nil, toStatus(fluxerr.New(fluxerr.Precondition, errors.New("fluxd reaches its git remote without an SSH key"),
+			"Its --git-url is not an SSH URL (ssh://… or git@host:path), so there is no deploy key to add: file:// needs none, and https:// carries its credentials in the URL."))
+	}
+	return &fluxdv1.IdentityResponse{PublicKey: key.PublicKey, Fingerprint: key.Fingerprint, GitUrl: key.Remote}, nil
 }
 
 // ListServices lists the workloads in the cluster and in git.

@@ -23,3 +23,16 @@ type RemoteStatus struct {
 func (s RemoteStatus) Stalled(now time.Time, after time.Duration) bool {
 	return s.Waiting != "" && now.Sub(s.WaitingSince) > after
 }
+
+// DeployKey is the public half of the SSH key fluxd reaches its git
+// remote with: what an operator adds to the repository as a deploy key
+// with write access.
+type DeployKey struct {
+	// PublicKey is the key in authorized_keys form ("ssh-ed25519 AAAA… fluxd").
+	PublicKey string
+	// Fingerprint is its SHA256 fingerprint ("SHA256:…"), as ssh-keygen -l
+	// and the git hosts' deploy key pages show it.
+	Fingerprint string
+	// Remote is the git URL the key is for, as fluxd shows it.
+	Remote string
+}

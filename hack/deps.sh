@@ -3,13 +3,16 @@
 # they are missing: git (the manifests remote and the second git client),
 # gcc (cgo, for SQLite), docker-registry (the CNCF distribution registry,
 # the stack's registry that requires authentication) and apache2-utils
-# (htpasswd, for that registry's bcrypt password file).
+# (htpasswd, for that registry's bcrypt password file) and openssh-server
+# (sshd with git-shell, the SSH git remote of the deploy-key tests; it
+# brings ssh-keygen and ssh-keyscan).
 set -euo pipefail
 missing=()
 command -v git >/dev/null || missing+=(git)
 command -v gcc >/dev/null || missing+=(gcc)
 command -v docker-registry >/dev/null || missing+=(docker-registry)
 command -v htpasswd >/dev/null || missing+=(apache2-utils)
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "deps: installing ${missing[*]}" >&2
 sudo=""

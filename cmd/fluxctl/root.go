@@ -47,6 +47,7 @@ func newRootCommand() (*cobra.Command, *globals) {
 	}
 	root.AddCommand(
 		newVersionCommand(g),
+		newIdentityCommand(g),
 		newListServicesCommand(g),
 		newListImagesCommand(g),
 		newReleaseCommand(g),

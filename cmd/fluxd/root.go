@@ -53,6 +53,8 @@ type flags struct {
 	gitUser, gitEmail       string
 	gitPollInterval         time.Duration
 	gitTimeout              time.Duration
+	gitSSHKeyFile           string
+	gitSSHKnownHostsFile    string
 	webhookRequireTimestamp bool
 	dockerConfig            string
 	registryConcurrency     int
@@ -108,7 +110,9 @@ func newRootCommand() *cobra.Command {
 	fs.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces to watch, comma-separated (default: all)")
 	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/fluxd", "directory for the git working clone and, by default, the history database")
 	fs.StringVar(&f.historyDB, "history-db", "", "SQLite history database file (default: STATE_DIR/history.db)")
-	fs.StringVar(&f.gitURL, "git-url", "", "git remote of the manifests: file://, http(s):// (credentials in the URL are never logged)")
+	fs.StringVar(&f.gitURL, "git-url", "", "git remote of the manifests: file://, http(s):// (credentials in the URL are never logged), ssh://[git@]host[:port]/path or git@host:path")
+	fs.StringVar(&f.gitSSHKeyFile, "git-ssh-key-file", "", "private key (ed25519 recommended, no passphrase) for an SSH --git-url (default: one fluxd generates and keeps in STATE_DIR/ssh/identity; 'fluxctl identity' prints its public key)")
+	fs.StringVar(&f.gitSSHKnownHostsFile, "git-ssh-known-hosts-file", "", "known_hosts file listing the SSH git host's keys (required with an SSH --git-url; a host whose key it does not list is refused)")
 	fs.StringVar(&f.gitBranch, "git-branch", "main", "branch to read and push")
 	fs.StringSliceVar(&f.gitPaths, "git-path", nil, "sub-paths of the repository holding manifests, relative (repeatable; default: the root)")
 	fs.StringVar(&f.gitUser, "git-user", "fluxd", "committer name of fluxd's commits")
@@ -206,6 +210,10 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	gcfg := gogit.Config{
 		URL: f.gitURL, Branch: f.gitBranch, Paths: f.gitPaths,
 		User: f.gitUser, Email: f.gitEmail, Dir: filepath.Join(f.stateDir, "repo"), Timeout: f.gitTimeout,
+		SSHKeyFile: f.gitSSHKeyFile, KnownHostsFile: f.gitSSHKnownHostsFile,
+	}
+	if gcfg.SSHKeyFile == "" {
+		gcfg.SSHKeyFile, gcfg.GenerateSSHKey = filepath.Join(f.stateDir, "ssh", "identity"), true
 	}
 	if err := errors.Join(cfg.Validate(), gcfg.Validate()); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", indent(err))
@@ -269,6 +277,14 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 
+	if gogit.IsSSH(gcfg.URL) {
+		// Logged before the clone, which fails until the key is added.
+		key, err := gogit.ReadDeployKey(gcfg)
+		if err != nil {
+			return fmt.Errorf("the SSH key for --git-url: %w", err)
+		}
+		log.Info("reaching git over SSH with this deploy key", "component", "git", "key", key.PublicKey, "fingerprint", key.Fingerprint, "file", gcfg.SSHKeyFile)
+	}
 	repo, err := gogit.Open(ctx, gcfg)
 	if err != nil {
 		return err
@@ -297,7 +313,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	// reports, besides the git remote's state: the cluster caches and the
 	// database.
 	ready := func(ctx context.Context) error { return errors.Join(cluster.Ready(ctx), store.Ping(ctx)) }
-	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo, Ready: ready}, log)
+	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo, SSHKey: repo, Ready: ready}, log)
 	registerGitMetrics(reg, repo)
 	srv := daemon.NewServer(d, tokens, log)
 	// Only the leader runs jobs and automation: first it carries on with

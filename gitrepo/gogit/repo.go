@@ -28,7 +28,9 @@ import (
 // Config is the repository fluxd releases through.
 type Config struct {
 	// URL is the remote: file://, http(s):// (credentials may be in the
-	// URL's user info; they are never logged or shown).
+	// URL's user info; they are never logged or shown), or SSH
+	// (ssh://[user@]host[:port]/path or user@host:path; the user
+	// defaults to git).
 	URL string
 	// Branch is the branch to follow and push to.
 	Branch string
@@ -42,6 +44,17 @@ type Config struct {
 	// four times as long): a remote that stops answering fails the
 	// operation instead of holding fluxd. Default DefaultTimeout.
 	Timeout time.Duration
+
+	// SSHKeyFile is the private key an SSH remote is reached with.
+	SSHKeyFile string
+	// GenerateSSHKey makes Open create an ed25519 key at SSHKeyFile (and
+	// its public half at SSHKeyFile.pub) when there is none there; it is
+	// kept and used from then on.
+	GenerateSSHKey bool
+	// KnownHostsFile lists the host keys an SSH remote may present, in
+	// OpenSSH's known_hosts form. Required for an SSH remote: a host
+	// whose key it does not list is refused, never accepted.
+	KnownHostsFile string
 }
 
 // DefaultTimeout bounds a git network operation when Config.Timeout is 0.
@@ -74,6 +87,16 @@ func (c Config) Validate() error {
 	if c.Timeout < 0 {
 		errs = append(errs, errors.New("--git-timeout must not be negative"))
 	}
+	if IsSSH(c.URL) {
+		if c.KnownHostsFile == "" {
+			errs = append(errs, errors.New("--git-ssh-known-hosts-file is required with an SSH --git-url: fluxd connects only to hosts whose key it lists (write it with ssh-keyscan, after checking the fingerprints out of band)"))
+		} else if _, err := os.Stat(c.KnownHostsFile); err != nil {
+			errs = append(errs, fmt.Errorf("--git-ssh-known-hosts-file: %w", err))
+		}
+		if c.SSHKeyFile == "" {
+			errs = append(errs, errors.New("an SSH --git-url needs a key: --git-ssh-key-file, or a generated one in --state-dir"))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -83,6 +106,8 @@ func (c Config) Validate() error {
 type Repo struct {
 	cfg  Config
 	auth transport.AuthMethod
+	// deployKey is the public half of the SSH key, nil for other remotes.
+	deployKey *gitrepo.DeployKey
 
 	lock *semaphore.Weighted
 	repo *git.Repository
@@ -141,8 +166,14 @@ func (r *Repo) Status() gitrepo.RemoteStatus {
 
 // Redact replaces the password or token in a URL, for messages and logs.
 // A lone user name is replaced too, since it is often a token. A URL that
-// does not parse keeps only what cannot be a credential.
+// does not parse keeps only what cannot be a credential. An SSH URL's
+// lone user name (git@host:path) is shown: SSH authenticates with the key.
 func Redact(raw string) string {
+	if IsSSH(raw) && !strings.ContainsAny(raw, "?#") {
+		if info, _, ok := cutUserInfo(raw); !ok || !strings.Contains(info, ":") {
+			return strings.Map(printable, raw)
+		}
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return redactUnparsed(raw)
@@ -211,6 +242,19 @@ func redactError(raw string, err error) string {
 	return msg
 }
 
+// cutUserInfo splits raw at the last "@" after its scheme.
+func cutUserInfo(raw string) (info, rest string, ok bool) {
+	_, after, found := strings.Cut(raw, "://")
+	if !found {
+		after = raw
+	}
+	at := strings.LastIndex(after, "@")
+	if at < 0 {
+		return "", after, false
+	}
+	return after[:at], after[at+1:], true
+}
+
 // secrets are the strings of raw that may be credentials: its user info
 // (everything before the last "@" after the scheme), its parts around the
 // first ":", and their unescaped forms.
@@ -254,6 +298,13 @@ func Open(ctx context.Context, cfg Config) (*Repo, error) {
 		u.User = nil
 		cloneURL = u.String()
 	}
+	if IsSSH(cfg.URL) {
+		auth, key, err := newSSHAuth(cfg)
+		if err != nil {
+			return nil, fluxerr.New(fluxerr.User, err, "")
+		}
+		r.auth, r.deployKey = auth, &key
+	}
 	if err := os.RemoveAll(cfg.Dir); err != nil {
 		return nil, err
 	}
@@ -284,6 +335,9 @@ func Open(ctx context.Context, cfg Config) (*Repo, error) {
 func (r *Repo) remoteError(doing string, err error) error {
 	msg := fmt.Errorf("%s %s (branch %s): %w", doing, Redact(r.cfg.URL), r.cfg.Branch, err)
 	help := "Check that the URL is right and reachable from fluxd, that the branch exists, and that the credentials (if any) may read and write it."
+	if sshMsg, sshHelp := r.sshError(err); sshMsg != nil {
+		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("%s %s (branch %s): %w", doing, Redact(r.cfg.URL), r.cfg.Branch, sshMsg), sshHelp)
+	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		help = "The remote did not answer in time (--git-timeout). Check that it is up and reachable from fluxd; fluxd keeps serving from its last copy and tries again."
@@ -295,6 +349,17 @@ func (r *Repo) remoteError(doing string, err error) error {
 		help = fmt.Sprintf("The branch %q does not exist on the remote; check --git-branch.", r.cfg.Branch)
 	}
 	return fluxerr.New(fluxerr.Unavailable, msg, help)
+}
+
+// DeployKey is the public half of the SSH key fluxd reaches the remote
+// with; false when the remote is not an SSH one.
+func (r *Repo) DeployKey() (gitrepo.DeployKey, bool) {
+	if r.deployKey == nil {
+		return gitrepo.DeployKey{}, false
+	}
+	key := *r.deployKey
+	key.Remote = Redact(r.cfg.URL)
+	return key, true
 }
 
 // Dir is the working clone's root directory.

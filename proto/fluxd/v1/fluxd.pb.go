@@ -223,6 +223,105 @@ func (*VersionRequest) Descriptor() ([]byte, []int) {
 	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{0}
 }
 
+type IdentityRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdentityRequest) Reset() {
+	*x = IdentityRequest{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdentityRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdentityRequest) ProtoMessage() {}
+
+func (x *IdentityRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdentityRequest.ProtoReflect.Descriptor instead.
+func (*IdentityRequest) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{1}
+}
+
+type IdentityResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// public_key is the key in authorized_keys form ("ssh-ed25519 AAAA… fluxd").
+	PublicKey string `protobuf:"bytes,1,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
+	// fingerprint is its SHA256 fingerprint ("SHA256:…").
+	Fingerprint string `protobuf:"bytes,2,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// git_url is the remote the key is for.
+	GitUrl        string `protobuf:"bytes,3,opt,name=git_url,json=gitUrl,proto3" json:"git_url,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IdentityResponse) Reset() {
+	*x = IdentityResponse{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IdentityResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IdentityResponse) ProtoMessage() {}
+
+func (x *IdentityResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IdentityResponse.ProtoReflect.Descriptor instead.
+func (*IdentityResponse) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *IdentityResponse) GetPublicKey() string {
+	if x != nil {
+		return x.PublicKey
+	}
+	return ""
+}
+
+func (x *IdentityResponse) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *IdentityResponse) GetGitUrl() string {
+	if x != nil {
+		return x.GitUrl
+	}
+	return ""
+}
+
 type VersionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// version is the daemon's build version.
@@ -237,7 +336,7 @@ type VersionResponse struct {
 
 func (x *VersionResponse) Reset() {
 	*x = VersionResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[1]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +348,7 @@ func (x *VersionResponse) String() string {
 func (*VersionResponse) ProtoMessage() {}
 
 func (x *VersionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[1]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +361,7 @@ func (x *VersionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VersionResponse.ProtoReflect.Descriptor instead.
 func (*VersionResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{1}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *VersionResponse) GetVersion() string {
@@ -300,7 +399,7 @@ type Container struct {
 
 func (x *Container) Reset() {
 	*x = Container{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[2]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -312,7 +411,7 @@ func (x *Container) String() string {
 func (*Container) ProtoMessage() {}
 
 func (x *Container) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[2]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -325,7 +424,7 @@ func (x *Container) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Container.ProtoReflect.Descriptor instead.
 func (*Container) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{2}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Container) GetName() string {
@@ -381,7 +480,7 @@ type Service struct {
 
 func (x *Service) Reset() {
 	*x = Service{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[3]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +492,7 @@ func (x *Service) String() string {
 func (*Service) ProtoMessage() {}
 
 func (x *Service) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[3]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +505,7 @@ func (x *Service) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Service.ProtoReflect.Descriptor instead.
 func (*Service) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{3}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Service) GetId() string {
@@ -520,7 +619,7 @@ type Automation struct {
 
 func (x *Automation) Reset() {
 	*x = Automation{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[4]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -532,7 +631,7 @@ func (x *Automation) String() string {
 func (*Automation) ProtoMessage() {}
 
 func (x *Automation) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[4]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -545,7 +644,7 @@ func (x *Automation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Automation.ProtoReflect.Descriptor instead.
 func (*Automation) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{4}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Automation) GetState() string {
@@ -602,7 +701,7 @@ type ReplicaCounts struct {
 
 func (x *ReplicaCounts) Reset() {
 	*x = ReplicaCounts{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[5]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +713,7 @@ func (x *ReplicaCounts) String() string {
 func (*ReplicaCounts) ProtoMessage() {}
 
 func (x *ReplicaCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[5]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +726,7 @@ func (x *ReplicaCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaCounts.ProtoReflect.Descriptor instead.
 func (*ReplicaCounts) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{5}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReplicaCounts) GetDesired() int32 {
@@ -668,7 +767,7 @@ type ListServicesRequest struct {
 
 func (x *ListServicesRequest) Reset() {
 	*x = ListServicesRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[6]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +779,7 @@ func (x *ListServicesRequest) String() string {
 func (*ListServicesRequest) ProtoMessage() {}
 
 func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[6]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +792,7 @@ func (x *ListServicesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesRequest.ProtoReflect.Descriptor instead.
 func (*ListServicesRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{6}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListServicesRequest) GetNamespace() string {
@@ -715,7 +814,7 @@ type ListServicesResponse struct {
 
 func (x *ListServicesResponse) Reset() {
 	*x = ListServicesResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[7]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -727,7 +826,7 @@ func (x *ListServicesResponse) String() string {
 func (*ListServicesResponse) ProtoMessage() {}
 
 func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[7]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -740,7 +839,7 @@ func (x *ListServicesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListServicesResponse.ProtoReflect.Descriptor instead.
 func (*ListServicesResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{7}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListServicesResponse) GetServices() []*Service {
@@ -776,7 +875,7 @@ type GitRemoteStatus struct {
 
 func (x *GitRemoteStatus) Reset() {
 	*x = GitRemoteStatus{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[8]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +887,7 @@ func (x *GitRemoteStatus) String() string {
 func (*GitRemoteStatus) ProtoMessage() {}
 
 func (x *GitRemoteStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[8]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +900,7 @@ func (x *GitRemoteStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GitRemoteStatus.ProtoReflect.Descriptor instead.
 func (*GitRemoteStatus) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{8}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GitRemoteStatus) GetRevision() string {
@@ -854,7 +953,7 @@ type ListImagesRequest struct {
 
 func (x *ListImagesRequest) Reset() {
 	*x = ListImagesRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[9]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -866,7 +965,7 @@ func (x *ListImagesRequest) String() string {
 func (*ListImagesRequest) ProtoMessage() {}
 
 func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[9]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -879,7 +978,7 @@ func (x *ListImagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesRequest.ProtoReflect.Descriptor instead.
 func (*ListImagesRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{9}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListImagesRequest) GetService() string {
@@ -915,7 +1014,7 @@ type ImageInfo struct {
 
 func (x *ImageInfo) Reset() {
 	*x = ImageInfo{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[10]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +1026,7 @@ func (x *ImageInfo) String() string {
 func (*ImageInfo) ProtoMessage() {}
 
 func (x *ImageInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[10]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1039,7 @@ func (x *ImageInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageInfo.ProtoReflect.Descriptor instead.
 func (*ImageInfo) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{10}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ImageInfo) GetRef() string {
@@ -1002,7 +1101,7 @@ type ContainerImages struct {
 
 func (x *ContainerImages) Reset() {
 	*x = ContainerImages{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[11]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1113,7 @@ func (x *ContainerImages) String() string {
 func (*ContainerImages) ProtoMessage() {}
 
 func (x *ContainerImages) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[11]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1126,7 @@ func (x *ContainerImages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerImages.ProtoReflect.Descriptor instead.
 func (*ContainerImages) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{11}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ContainerImages) GetContainer() string {
@@ -1124,7 +1223,7 @@ type ServiceImages struct {
 
 func (x *ServiceImages) Reset() {
 	*x = ServiceImages{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[12]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1235,7 @@ func (x *ServiceImages) String() string {
 func (*ServiceImages) ProtoMessage() {}
 
 func (x *ServiceImages) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[12]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1248,7 @@ func (x *ServiceImages) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceImages.ProtoReflect.Descriptor instead.
 func (*ServiceImages) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{12}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ServiceImages) GetService() string {
@@ -1175,7 +1274,7 @@ type ListImagesResponse struct {
 
 func (x *ListImagesResponse) Reset() {
 	*x = ListImagesResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[13]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1286,7 @@ func (x *ListImagesResponse) String() string {
 func (*ListImagesResponse) ProtoMessage() {}
 
 func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[13]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1299,7 @@ func (x *ListImagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListImagesResponse.ProtoReflect.Descriptor instead.
 func (*ListImagesResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{13}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ListImagesResponse) GetServices() []*ServiceImages {
@@ -1234,7 +1333,7 @@ type ReleaseSpec struct {
 
 func (x *ReleaseSpec) Reset() {
 	*x = ReleaseSpec{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[14]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1345,7 @@ func (x *ReleaseSpec) String() string {
 func (*ReleaseSpec) ProtoMessage() {}
 
 func (x *ReleaseSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[14]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1358,7 @@ func (x *ReleaseSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSpec.ProtoReflect.Descriptor instead.
 func (*ReleaseSpec) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{14}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReleaseSpec) GetServices() []string {
@@ -1341,7 +1440,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[15]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1452,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[15]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1465,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{15}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReleaseRequest) GetSpec() *ReleaseSpec {
@@ -1415,7 +1514,7 @@ type ContainerUpdate struct {
 
 func (x *ContainerUpdate) Reset() {
 	*x = ContainerUpdate{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[16]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1427,7 +1526,7 @@ func (x *ContainerUpdate) String() string {
 func (*ContainerUpdate) ProtoMessage() {}
 
 func (x *ContainerUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[16]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1440,7 +1539,7 @@ func (x *ContainerUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContainerUpdate.ProtoReflect.Descriptor instead.
 func (*ContainerUpdate) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{16}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ContainerUpdate) GetContainer() string {
@@ -1477,7 +1576,7 @@ type PlanItem struct {
 
 func (x *PlanItem) Reset() {
 	*x = PlanItem{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[17]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1588,7 @@ func (x *PlanItem) String() string {
 func (*PlanItem) ProtoMessage() {}
 
 func (x *PlanItem) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[17]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1601,7 @@ func (x *PlanItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanItem.ProtoReflect.Descriptor instead.
 func (*PlanItem) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{17}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PlanItem) GetService() string {
@@ -1544,7 +1643,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[18]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1655,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[18]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1668,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{18}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Plan) GetItems() []*PlanItem {
@@ -1606,7 +1705,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1618,7 +1717,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1631,7 +1730,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{19}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReleaseResponse) GetPlan() *Plan {
@@ -1673,7 +1772,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1685,7 +1784,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1698,7 +1797,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{20}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Job) GetId() string {
@@ -1773,7 +1872,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1785,7 +1884,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1798,7 +1897,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{21}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -1817,7 +1916,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1829,7 +1928,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1842,7 +1941,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{22}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -1861,7 +1960,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1873,7 +1972,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1886,7 +1985,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{23}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchJobRequest) GetId() string {
@@ -1906,7 +2005,7 @@ type WorkloadProgress struct {
 
 func (x *WorkloadProgress) Reset() {
 	*x = WorkloadProgress{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2017,7 @@ func (x *WorkloadProgress) String() string {
 func (*WorkloadProgress) ProtoMessage() {}
 
 func (x *WorkloadProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2030,7 @@ func (x *WorkloadProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadProgress.ProtoReflect.Descriptor instead.
 func (*WorkloadProgress) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{24}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WorkloadProgress) GetService() string {
@@ -1958,7 +2057,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2069,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2082,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{25}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchJobResponse) GetJob() *Job {
@@ -2009,7 +2108,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2021,7 +2120,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2034,7 +2133,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{26}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -2053,7 +2152,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2065,7 +2164,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2078,7 +2177,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{27}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -2097,7 +2196,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2109,7 +2208,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2122,7 +2221,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{28}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListJobsRequest) GetLimit() int32 {
@@ -2141,7 +2240,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2153,7 +2252,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2166,7 +2265,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{29}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -2187,7 +2286,7 @@ type AutomateRequest struct {
 
 func (x *AutomateRequest) Reset() {
 	*x = AutomateRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2298,7 @@ func (x *AutomateRequest) String() string {
 func (*AutomateRequest) ProtoMessage() {}
 
 func (x *AutomateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2311,7 @@ func (x *AutomateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutomateRequest.ProtoReflect.Descriptor instead.
 func (*AutomateRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{30}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AutomateRequest) GetService() string {
@@ -2237,7 +2336,7 @@ type AutomateResponse struct {
 
 func (x *AutomateResponse) Reset() {
 	*x = AutomateResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2348,7 @@ func (x *AutomateResponse) String() string {
 func (*AutomateResponse) ProtoMessage() {}
 
 func (x *AutomateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2361,7 @@ func (x *AutomateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutomateResponse.ProtoReflect.Descriptor instead.
 func (*AutomateResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{31}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{33}
 }
 
 type DeautomateRequest struct {
@@ -2275,7 +2374,7 @@ type DeautomateRequest struct {
 
 func (x *DeautomateRequest) Reset() {
 	*x = DeautomateRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2386,7 @@ func (x *DeautomateRequest) String() string {
 func (*DeautomateRequest) ProtoMessage() {}
 
 func (x *DeautomateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +2399,7 @@ func (x *DeautomateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeautomateRequest.ProtoReflect.Descriptor instead.
 func (*DeautomateRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{32}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DeautomateRequest) GetService() string {
@@ -2325,7 +2424,7 @@ type DeautomateResponse struct {
 
 func (x *DeautomateResponse) Reset() {
 	*x = DeautomateResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2337,7 +2436,7 @@ func (x *DeautomateResponse) String() string {
 func (*DeautomateResponse) ProtoMessage() {}
 
 func (x *DeautomateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2350,7 +2449,7 @@ func (x *DeautomateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeautomateResponse.ProtoReflect.Descriptor instead.
 func (*DeautomateResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{33}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{35}
 }
 
 type LockRequest struct {
@@ -2364,7 +2463,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2376,7 +2475,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2389,7 +2488,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{34}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LockRequest) GetService() string {
@@ -2421,7 +2520,7 @@ type LockResponse struct {
 
 func (x *LockResponse) Reset() {
 	*x = LockResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2532,7 @@ func (x *LockResponse) String() string {
 func (*LockResponse) ProtoMessage() {}
 
 func (x *LockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2545,7 @@ func (x *LockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResponse.ProtoReflect.Descriptor instead.
 func (*LockResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{35}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{37}
 }
 
 type UnlockRequest struct {
@@ -2459,7 +2558,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2471,7 +2570,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2484,7 +2583,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{36}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *UnlockRequest) GetService() string {
@@ -2509,7 +2608,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2521,7 +2620,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2534,7 +2633,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{37}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{39}
 }
 
 // SetPolicyRequest changes a service's policies in one commit; unset
@@ -2565,7 +2664,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2577,7 +2676,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2590,7 +2689,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{38}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *SetPolicyRequest) GetService() string {
@@ -2666,7 +2765,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2678,7 +2777,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2691,7 +2790,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{39}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SetPolicyResponse) GetCommit() string {
@@ -2713,7 +2812,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2824,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2837,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{40}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Change) GetService() string {
@@ -2787,7 +2886,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +2898,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +2911,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{41}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Event) GetId() int64 {
@@ -2896,7 +2995,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2908,7 +3007,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2921,7 +3020,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{42}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *HistoryRequest) GetService() string {
@@ -2947,7 +3046,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2959,7 +3058,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2972,7 +3071,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{43}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *HistoryResponse) GetEvents() []*Event {
@@ -2992,7 +3091,7 @@ type NotifyImageRequest struct {
 
 func (x *NotifyImageRequest) Reset() {
 	*x = NotifyImageRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3004,7 +3103,7 @@ func (x *NotifyImageRequest) String() string {
 func (*NotifyImageRequest) ProtoMessage() {}
 
 func (x *NotifyImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3017,7 +3116,7 @@ func (x *NotifyImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyImageRequest.ProtoReflect.Descriptor instead.
 func (*NotifyImageRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{44}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NotifyImageRequest) GetImage() string {
@@ -3039,7 +3138,7 @@ type NotifyImageResponse struct {
 
 func (x *NotifyImageResponse) Reset() {
 	*x = NotifyImageResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3051,7 +3150,7 @@ func (x *NotifyImageResponse) String() string {
 func (*NotifyImageResponse) ProtoMessage() {}
 
 func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3064,7 +3163,7 @@ func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyImageResponse.ProtoReflect.Descriptor instead.
 func (*NotifyImageResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{45}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NotifyImageResponse) GetRepository() string {
@@ -3086,7 +3185,13 @@ var File_fluxd_v1_fluxd_proto protoreflect.FileDescriptor
 const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\n" +
 	"\x14fluxd/v1/fluxd.proto\x12\bfluxd.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x10\n" +
-	"\x0eVersionRequest\"k\n" +
+	"\x0eVersionRequest\"\x11\n" +
+	"\x0fIdentityRequest\"l\n" +
+	"\x10IdentityResponse\x12\x1d\n" +
+	"\n" +
+	"public_key\x18\x01 \x01(\tR\tpublicKey\x12 \n" +
+	"\vfingerprint\x18\x02 \x01(\tR\vfingerprint\x12\x17\n" +
+	"\agit_url\x18\x03 \x01(\tR\x06gitUrl\"k\n" +
 	"\x0fVersionResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\"\n" +
@@ -3329,9 +3434,10 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n" +
 	"\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10JOB_STATE_FAILED\x10\x04\x12\x17\n" +
-	"\x13JOB_STATE_CANCELLED\x10\x052\x82\b\n" +
+	"\x13JOB_STATE_CANCELLED\x10\x052\xc5\b\n" +
 	"\vFluxService\x12>\n" +
-	"\aVersion\x12\x18.fluxd.v1.VersionRequest\x1a\x19.fluxd.v1.VersionResponse\x12M\n" +
+	"\aVersion\x12\x18.fluxd.v1.VersionRequest\x1a\x19.fluxd.v1.VersionResponse\x12A\n" +
+	"\bIdentity\x12\x19.fluxd.v1.IdentityRequest\x1a\x1a.fluxd.v1.IdentityResponse\x12M\n" +
 	"\fListServices\x12\x1d.fluxd.v1.ListServicesRequest\x1a\x1e.fluxd.v1.ListServicesResponse\x12G\n" +
 	"\n" +
 	"ListImages\x12\x1b.fluxd.v1.ListImagesRequest\x1a\x1c.fluxd.v1.ListImagesResponse\x12>\n" +
@@ -3362,129 +3468,133 @@ func file_fluxd_v1_fluxd_proto_rawDescGZIP() []byte {
 }
 
 var file_fluxd_v1_fluxd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(Role)(0),                     // 0: fluxd.v1.Role
 	(ReleaseKind)(0),              // 1: fluxd.v1.ReleaseKind
 	(JobState)(0),                 // 2: fluxd.v1.JobState
 	(*VersionRequest)(nil),        // 3: fluxd.v1.VersionRequest
-	(*VersionResponse)(nil),       // 4: fluxd.v1.VersionResponse
-	(*Container)(nil),             // 5: fluxd.v1.Container
-	(*Service)(nil),               // 6: fluxd.v1.Service
-	(*Automation)(nil),            // 7: fluxd.v1.Automation
-	(*ReplicaCounts)(nil),         // 8: fluxd.v1.ReplicaCounts
-	(*ListServicesRequest)(nil),   // 9: fluxd.v1.ListServicesRequest
-	(*ListServicesResponse)(nil),  // 10: fluxd.v1.ListServicesResponse
-	(*GitRemoteStatus)(nil),       // 11: fluxd.v1.GitRemoteStatus
-	(*ListImagesRequest)(nil),     // 12: fluxd.v1.ListImagesRequest
-	(*ImageInfo)(nil),             // 13: fluxd.v1.ImageInfo
-	(*ContainerImages)(nil),       // 14: fluxd.v1.ContainerImages
-	(*ServiceImages)(nil),         // 15: fluxd.v1.ServiceImages
-	(*ListImagesResponse)(nil),    // 16: fluxd.v1.ListImagesResponse
-	(*ReleaseSpec)(nil),           // 17: fluxd.v1.ReleaseSpec
-	(*ReleaseRequest)(nil),        // 18: fluxd.v1.ReleaseRequest
-	(*ContainerUpdate)(nil),       // 19: fluxd.v1.ContainerUpdate
-	(*PlanItem)(nil),              // 20: fluxd.v1.PlanItem
-	(*Plan)(nil),                  // 21: fluxd.v1.Plan
-	(*ReleaseResponse)(nil),       // 22: fluxd.v1.ReleaseResponse
-	(*Job)(nil),                   // 23: fluxd.v1.Job
-	(*GetJobRequest)(nil),         // 24: fluxd.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 25: fluxd.v1.GetJobResponse
-	(*WatchJobRequest)(nil),       // 26: fluxd.v1.WatchJobRequest
-	(*WorkloadProgress)(nil),      // 27: fluxd.v1.WorkloadProgress
-	(*WatchJobResponse)(nil),      // 28: fluxd.v1.WatchJobResponse
-	(*CancelJobRequest)(nil),      // 29: fluxd.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 30: fluxd.v1.CancelJobResponse
-	(*ListJobsRequest)(nil),       // 31: fluxd.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 32: fluxd.v1.ListJobsResponse
-	(*AutomateRequest)(nil),       // 33: fluxd.v1.AutomateRequest
-	(*AutomateResponse)(nil),      // 34: fluxd.v1.AutomateResponse
-	(*DeautomateRequest)(nil),     // 35: fluxd.v1.DeautomateRequest
-	(*DeautomateResponse)(nil),    // 36: fluxd.v1.DeautomateResponse
-	(*LockRequest)(nil),           // 37: fluxd.v1.LockRequest
-	(*LockResponse)(nil),          // 38: fluxd.v1.LockResponse
-	(*UnlockRequest)(nil),         // 39: fluxd.v1.UnlockRequest
-	(*UnlockResponse)(nil),        // 40: fluxd.v1.UnlockResponse
-	(*SetPolicyRequest)(nil),      // 41: fluxd.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),     // 42: fluxd.v1.SetPolicyResponse
-	(*Change)(nil),                // 43: fluxd.v1.Change
-	(*Event)(nil),                 // 44: fluxd.v1.Event
-	(*HistoryRequest)(nil),        // 45: fluxd.v1.HistoryRequest
-	(*HistoryResponse)(nil),       // 46: fluxd.v1.HistoryResponse
-	(*NotifyImageRequest)(nil),    // 47: fluxd.v1.NotifyImageRequest
-	(*NotifyImageResponse)(nil),   // 48: fluxd.v1.NotifyImageResponse
-	nil,                           // 49: fluxd.v1.Service.TagFiltersEntry
-	nil,                           // 50: fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	(*timestamppb.Timestamp)(nil), // 51: google.protobuf.Timestamp
+	(*IdentityRequest)(nil),       // 4: fluxd.v1.IdentityRequest
+	(*IdentityResponse)(nil),      // 5: fluxd.v1.IdentityResponse
+	(*VersionResponse)(nil),       // 6: fluxd.v1.VersionResponse
+	(*Container)(nil),             // 7: fluxd.v1.Container
+	(*Service)(nil),               // 8: fluxd.v1.Service
+	(*Automation)(nil),            // 9: fluxd.v1.Automation
+	(*ReplicaCounts)(nil),         // 10: fluxd.v1.ReplicaCounts
+	(*ListServicesRequest)(nil),   // 11: fluxd.v1.ListServicesRequest
+	(*ListServicesResponse)(nil),  // 12: fluxd.v1.ListServicesResponse
+	(*GitRemoteStatus)(nil),       // 13: fluxd.v1.GitRemoteStatus
+	(*ListImagesRequest)(nil),     // 14: fluxd.v1.ListImagesRequest
+	(*ImageInfo)(nil),             // 15: fluxd.v1.ImageInfo
+	(*ContainerImages)(nil),       // 16: fluxd.v1.ContainerImages
+	(*ServiceImages)(nil),         // 17: fluxd.v1.ServiceImages
+	(*ListImagesResponse)(nil),    // 18: fluxd.v1.ListImagesResponse
+	(*ReleaseSpec)(nil),           // 19: fluxd.v1.ReleaseSpec
+	(*ReleaseRequest)(nil),        // 20: fluxd.v1.ReleaseRequest
+	(*ContainerUpdate)(nil),       // 21: fluxd.v1.ContainerUpdate
+	(*PlanItem)(nil),              // 22: fluxd.v1.PlanItem
+	(*Plan)(nil),                  // 23: fluxd.v1.Plan
+	(*ReleaseResponse)(nil),       // 24: fluxd.v1.ReleaseResponse
+	(*Job)(nil),                   // 25: fluxd.v1.Job
+	(*GetJobRequest)(nil),         // 26: fluxd.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 27: fluxd.v1.GetJobResponse
+	(*WatchJobRequest)(nil),       // 28: fluxd.v1.WatchJobRequest
+	(*WorkloadProgress)(nil),      // 29: fluxd.v1.WorkloadProgress
+	(*WatchJobResponse)(nil),      // 30: fluxd.v1.WatchJobResponse
+	(*CancelJobRequest)(nil),      // 31: fluxd.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 32: fluxd.v1.CancelJobResponse
+	(*ListJobsRequest)(nil),       // 33: fluxd.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),      // 34: fluxd.v1.ListJobsResponse
+	(*AutomateRequest)(nil),       // 35: fluxd.v1.AutomateRequest
+	(*AutomateResponse)(nil),      // 36: fluxd.v1.AutomateResponse
+	(*DeautomateRequest)(nil),     // 37: fluxd.v1.DeautomateRequest
+	(*DeautomateResponse)(nil),    // 38: fluxd.v1.DeautomateResponse
+	(*LockRequest)(nil),           // 39: fluxd.v1.LockRequest
+	(*LockResponse)(nil),          // 40: fluxd.v1.LockResponse
+	(*UnlockRequest)(nil),         // 41: fluxd.v1.UnlockRequest
+	(*UnlockResponse)(nil),        // 42: fluxd.v1.UnlockResponse
+	(*SetPolicyRequest)(nil),      // 43: fluxd.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),     // 44: fluxd.v1.SetPolicyResponse
+	(*Change)(nil),                // 45: fluxd.v1.Change
+	(*Event)(nil),                 // 46: fluxd.v1.Event
+	(*HistoryRequest)(nil),        // 47: fluxd.v1.HistoryRequest
+	(*HistoryResponse)(nil),       // 48: fluxd.v1.HistoryResponse
+	(*NotifyImageRequest)(nil),    // 49: fluxd.v1.NotifyImageRequest
+	(*NotifyImageResponse)(nil),   // 50: fluxd.v1.NotifyImageResponse
+	nil,                           // 51: fluxd.v1.Service.TagFiltersEntry
+	nil,                           // 52: fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
 }
 var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	0,  // 0: fluxd.v1.VersionResponse.role:type_name -> fluxd.v1.Role
-	5,  // 1: fluxd.v1.Service.containers:type_name -> fluxd.v1.Container
-	8,  // 2: fluxd.v1.Service.replicas:type_name -> fluxd.v1.ReplicaCounts
-	7,  // 3: fluxd.v1.Service.automation:type_name -> fluxd.v1.Automation
-	49, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
-	51, // 5: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
-	6,  // 6: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
-	11, // 7: fluxd.v1.ListServicesResponse.git:type_name -> fluxd.v1.GitRemoteStatus
-	51, // 8: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
-	51, // 9: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
-	51, // 10: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
-	13, // 11: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
-	51, // 12: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
-	14, // 13: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
-	15, // 14: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
-	17, // 15: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
+	7,  // 1: fluxd.v1.Service.containers:type_name -> fluxd.v1.Container
+	10, // 2: fluxd.v1.Service.replicas:type_name -> fluxd.v1.ReplicaCounts
+	9,  // 3: fluxd.v1.Service.automation:type_name -> fluxd.v1.Automation
+	51, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
+	53, // 5: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
+	8,  // 6: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
+	13, // 7: fluxd.v1.ListServicesResponse.git:type_name -> fluxd.v1.GitRemoteStatus
+	53, // 8: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
+	53, // 9: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
+	53, // 10: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
+	15, // 11: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
+	53, // 12: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
+	16, // 13: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
+	17, // 14: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
+	19, // 15: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
 	1,  // 16: fluxd.v1.ReleaseRequest.kind:type_name -> fluxd.v1.ReleaseKind
-	19, // 17: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
-	20, // 18: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
-	21, // 19: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
+	21, // 17: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
+	22, // 18: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
+	23, // 19: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
 	2,  // 20: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
-	51, // 21: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	51, // 22: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	21, // 23: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
-	23, // 24: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
-	8,  // 25: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
-	23, // 26: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
-	27, // 27: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
-	23, // 28: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
-	23, // 29: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
-	50, // 30: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	51, // 31: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
-	51, // 32: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
-	43, // 33: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
-	44, // 34: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
+	53, // 21: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	53, // 22: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	23, // 23: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
+	25, // 24: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
+	10, // 25: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
+	25, // 26: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
+	29, // 27: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
+	25, // 28: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
+	25, // 29: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
+	52, // 30: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	53, // 31: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
+	53, // 32: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
+	45, // 33: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
+	46, // 34: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
 	3,  // 35: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	9,  // 36: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	12, // 37: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	18, // 38: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	24, // 39: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	26, // 40: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	29, // 41: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	31, // 42: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	33, // 43: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	35, // 44: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	37, // 45: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	39, // 46: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	41, // 47: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	45, // 48: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	47, // 49: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	4,  // 50: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	10, // 51: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	16, // 52: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	22, // 53: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	25, // 54: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	28, // 55: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	30, // 56: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	32, // 57: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	34, // 58: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	36, // 59: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	38, // 60: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	40, // 61: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	42, // 62: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	46, // 63: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	48, // 64: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	50, // [50:65] is the sub-list for method output_type
-	35, // [35:50] is the sub-list for method input_type
+	4,  // 36: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
+	11, // 37: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	14, // 38: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	20, // 39: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	26, // 40: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	28, // 41: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	31, // 42: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	33, // 43: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	35, // 44: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	37, // 45: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	39, // 46: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	41, // 47: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	43, // 48: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	47, // 49: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	49, // 50: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	6,  // 51: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	5,  // 52: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
+	12, // 53: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	18, // 54: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	24, // 55: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	27, // 56: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	30, // 57: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	32, // 58: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	34, // 59: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	36, // 60: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	38, // 61: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	40, // 62: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	42, // 63: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	44, // 64: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	48, // 65: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	50, // 66: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	51, // [51:67] is the sub-list for method output_type
+	35, // [35:51] is the sub-list for method input_type
 	35, // [35:35] is the sub-list for extension type_name
 	35, // [35:35] is the sub-list for extension extendee
 	0,  // [0:35] is the sub-list for field type_name
@@ -3495,14 +3605,14 @@ func file_fluxd_v1_fluxd_proto_init() {
 	if File_fluxd_v1_fluxd_proto != nil {
 		return
 	}
-	file_fluxd_v1_fluxd_proto_msgTypes[38].OneofWrappers = []any{}
+	file_fluxd_v1_fluxd_proto_msgTypes[40].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluxd_v1_fluxd_proto_rawDesc), len(file_fluxd_v1_fluxd_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   48,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -20,6 +20,7 @@ const _ = grpc.SupportPackageIsVersion9
 
 const (
 	FluxService_Version_FullMethodName      = "/fluxd.v1.FluxService/Version"
+	FluxService_Identity_FullMethodName     = "/fluxd.v1.FluxService/Identity"
 	FluxService_ListServices_FullMethodName = "/fluxd.v1.FluxService/ListServices"
 	FluxService_ListImages_FullMethodName   = "/fluxd.v1.FluxService/ListImages"
 	FluxService_Release_FullMethodName      = "/fluxd.v1.FluxService/Release"
@@ -46,6 +47,9 @@ const (
 type FluxServiceClient interface {
 	// Version reports the daemon's build version and the caller's identity.
 	Version(ctx context.Context, in *VersionRequest, opts ...grpc.CallOption) (*VersionResponse, error)
+	// Identity reports the public SSH key fluxd reaches an SSH git remote
+	// with: the deploy key to add, with write access, to the repository.
+	Identity(ctx context.Context, in *IdentityRequest, opts ...grpc.CallOption) (*IdentityResponse, error)
 	// ListServices lists the workloads fluxd knows, from the cluster and git.
 	ListServices(ctx context.Context, in *ListServicesRequest, opts ...grpc.CallOption) (*ListServicesResponse, error)
 	// ListImages lists, per container of a service, the images available.
@@ -88,6 +92,16 @@ func (c *fluxServiceClient) Version(ctx context.Context, in *VersionRequest, opt
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(VersionResponse)
 	err := c.cc.Invoke(ctx, FluxService_Version_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fluxServiceClient) Identity(ctx context.Context, in *IdentityRequest, opts ...grpc.CallOption) (*IdentityResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IdentityResponse)
+	err := c.cc.Invoke(ctx, FluxService_Identity_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -253,6 +267,9 @@ func (c *fluxServiceClient) NotifyImage(ctx context.Context, in *NotifyImageRequ
 type FluxServiceServer interface {
 	// Version reports the daemon's build version and the caller's identity.
 	Version(context.Context, *VersionRequest) (*VersionResponse, error)
+	// Identity reports the public SSH key fluxd reaches an SSH git remote
+	// with: the deploy key to add, with write access, to the repository.
+	Identity(context.Context, *IdentityRequest) (*IdentityResponse, error)
 	// ListServices lists the workloads fluxd knows, from the cluster and git.
 	ListServices(context.Context, *ListServicesRequest) (*ListServicesResponse, error)
 	// ListImages lists, per container of a service, the images available.
@@ -293,6 +310,9 @@ type UnimplementedFluxServiceServer struct{}
 
 func (UnimplementedFluxServiceServer) Version(context.Context, *VersionRequest) (*VersionResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Version not implemented")
+}
+func (UnimplementedFluxServiceServer) Identity(context.Context, *IdentityRequest) (*IdentityResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Identity not implemented")
 }
 func (UnimplementedFluxServiceServer) ListServices(context.Context, *ListServicesRequest) (*ListServicesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListServices not implemented")
@@ -371,6 +391,24 @@ func _FluxService_Version_Handler(srv interface{}, ctx context.Context, dec func
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(FluxServiceServer).Version(ctx, req.(*VersionRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FluxService_Identity_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IdentityRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).Identity(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_Identity_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).Identity(ctx, req.(*IdentityRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -630,6 +668,10 @@ var FluxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Version",
 			Handler:    _FluxService_Version_Handler,
+		},
+		{
+			MethodName: "Identity",
+			Handler:    _FluxService_Identity_Handler,
 		},
 		{
 			MethodName: "ListServices",

@@ -1,0 +1,251 @@
+package gogit
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/fluxd/fluxd/gitrepo"
+)
+
+// keyComment ends the public key fluxd generates, so that a deploy key
+// page shows whose key it is.
+const keyComment = "fluxd"
+
+// IsSSH reports whether url is an SSH remote: ssh://[user@]host[:port]/path
+// or the scp-like user@host:path.
+func IsSSH(url string) bool {
+	ep, err := transport.NewEndpoint(url)
+	return err == nil && ep.Protocol == "ssh"
+}
+
+// UnknownHostError is an SSH host whose key is not in the known hosts
+// file: fluxd does not connect to it.
+type UnknownHostError struct {
+	// Host is the address dialled, host:port.
+	Host string
+	// Key is the key the host presented.
+	Key ssh.PublicKey
+	// File is the known hosts file.
+	File string
+}
+
+func (e *UnknownHostError) Error() string {
+	return fmt.Sprintf("the host key of %s (%s %s) is not in --git-ssh-known-hosts-file %s", e.Host, e.Key.Type(), ssh.FingerprintSHA256(e.Key), e.File)
+}
+
+// HostKeyMismatchError is an SSH host that presented a key other than
+// the one the known hosts file lists for it.
+type HostKeyMismatchError struct {
+	Host string
+	Key  ssh.PublicKey
+	File string
+	// Line is the known hosts line of the key expected.
+	Line int
+}
+
+func (e *HostKeyMismatchError) Error() string {
+	return fmt.Sprintf("the host key of %s (%s %s) does not match the one in --git-ssh-known-hosts-file %s (line %d)", e.Host, e.Key.Type(), ssh.FingerprintSHA256(e.Key), e.File, e.Line)
+}
+
+// KeyRefusedError is an SSH host that refused fluxd's key.
+type KeyRefusedError struct {
+	Host string
+	Key  gitrepo.DeployKey
+	Err  error
+}
+
+func (e *KeyRefusedError) Error() string {
+	return fmt.Sprintf("%s refused fluxd's key %s; add this public key as a deploy key with write access: %s", e.Host, e.Key.Fingerprint, e.Key.PublicKey)
+}
+
+func (e *KeyRefusedError) Unwrap() error { return e.Err }
+
+// LoadKey reads the private key at path (OpenSSH or PEM form, without a
+// passphrase). With generate, a missing key is created: ed25519, written
+// to path (0600) and path.pub, and kept from then on.
+func LoadKey(path string, generate bool) (ssh.Signer, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) && generate {
+		return generateKey(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the SSH key: %w", err)
+	}
+	signer, err := ssh.ParsePrivateKey(b)
+	var pass *ssh.PassphraseMissingError
+	if errors.As(err, &pass) {
+		return nil, fmt.Errorf("the SSH key %s has a passphrase; fluxd needs one without (keep it in a file only fluxd may read)", path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parsing the SSH key %s: %w", path, err)
+	}
+	return signer, nil
+}
+
+func generateKey(path string) (ssh.Signer, error) {
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	block, err := ssh.MarshalPrivateKey(priv, keyComment)
+	if err != nil {
+		return nil, err
+	}
+	signer, err := ssh.NewSignerFromKey(priv)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("creating the SSH key's directory: %w", err)
+	}
+	// Written beside and renamed, so a crash never leaves half a key
+	// that the next start would refuse.
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, pem.EncodeToMemory(block), 0o600); err != nil {
+		return nil, fmt.Errorf("writing the SSH key: %w", err)
+	}
+	if err := os.WriteFile(path+".pub", []byte(authorizedKey(signer.PublicKey())+"\n"), 0o644); err != nil {
+		return nil, fmt.Errorf("writing the SSH public key: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return nil, fmt.Errorf("writing the SSH key: %w", err)
+	}
+	return signer, nil
+}
+
+// authorizedKey is k in authorized_keys form, with fluxd's comment.
+func authorizedKey(k ssh.PublicKey) string {
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(k))) + " " + keyComment
+}
+
+// deployKeyOf is the public half of signer.
+func deployKeyOf(signer ssh.Signer) gitrepo.DeployKey {
+	return gitrepo.DeployKey{PublicKey: authorizedKey(signer.PublicKey()), Fingerprint: ssh.FingerprintSHA256(signer.PublicKey())}
+}
+
+// ReadDeployKey loads (or, with cfg.GenerateSSHKey, creates) the key an
+// SSH remote is reached with and returns its public half: what to add as
+// a deploy key before fluxd can clone.
+func ReadDeployKey(cfg Config) (gitrepo.DeployKey, error) {
+	signer, err := LoadKey(cfg.SSHKeyFile, cfg.GenerateSSHKey)
+	if err != nil {
+		return gitrepo.DeployKey{}, err
+	}
+	return deployKeyOf(signer), nil
+}
+
+// sshAuth is go-git's public key authentication with a strict host key
+// check and a bound on the connection's set-up.
+type sshAuth struct {
+	gitssh.PublicKeys
+	timeout time.Duration
+}
+
+func (a *sshAuth) ClientConfig() (*ssh.ClientConfig, error) {
+	c, err := a.PublicKeys.ClientConfig()
+	if c != nil {
+		c.Timeout = a.timeout
+	}
+	return c, err
+}
+
+// newSSHAuth builds the authentication of an SSH remote: cfg's key, and
+// only the host keys cfg.KnownHostsFile lists for the remote's host.
+func newSSHAuth(cfg Config) (*sshAuth, gitrepo.DeployKey, error) {
+	ep, err := transport.NewEndpoint(cfg.URL)
+	if err != nil {
+		return nil, gitrepo.DeployKey{}, err
+	}
+	signer, err := LoadKey(cfg.SSHKeyFile, cfg.GenerateSSHKey)
+	if err != nil {
+		return nil, gitrepo.DeployKey{}, err
+	}
+	if _, err := os.Stat(cfg.KnownHostsFile); err != nil {
+		return nil, gitrepo.DeployKey{}, fmt.Errorf("--git-ssh-known-hosts-file: %w", err)
+	}
+	db, err := gitssh.NewKnownHostsDb(cfg.KnownHostsFile)
+	if err != nil {
+		return nil, gitrepo.DeployKey{}, fmt.Errorf("reading --git-ssh-known-hosts-file %s: %w", cfg.KnownHostsFile, err)
+	}
+	port := ep.Port
+	if port <= 0 {
+		port = gitssh.DefaultPort
+	}
+	hostPort := net.JoinHostPort(ep.Host, strconv.Itoa(port))
+	check := db.HostKeyCallback()
+	user := ep.User
+	if user == "" {
+		user = "git"
+	}
+	a := &sshAuth{timeout: cfg.Timeout}
+	if a.timeout <= 0 {
+		a.timeout = DefaultTimeout
+	}
+	a.User, a.Signer = user, signer
+	a.HostKeyCallback = func(host string, remote net.Addr, key ssh.PublicKey) error {
+		err := check(host, remote, key)
+		var ke *knownhosts.KeyError
+		if errors.As(err, &ke) {
+			if len(ke.Want) == 0 {
+				return &UnknownHostError{Host: host, Key: key, File: cfg.KnownHostsFile}
+			}
+			return &HostKeyMismatchError{Host: host, Key: key, File: cfg.KnownHostsFile, Line: ke.Want[0].Line}
+		}
+		return err
+	}
+	// Offer only the key types known for the host, so that a host with
+	// several keys presents one the file lists.
+	a.HostKeyAlgorithms = db.HostKeyAlgorithms(hostPort)
+	return a, deployKeyOf(signer), nil
+}
+
+// sshError explains an SSH remote's refusal, or returns nil when err is
+// not one.
+func (r *Repo) sshError(err error) (msg error, help string) {
+	var unknown *UnknownHostError
+	var mismatch *HostKeyMismatchError
+	switch {
+	case errors.As(err, &unknown):
+		return unknown, fmt.Sprintf("fluxd connects only to hosts whose key --git-ssh-known-hosts-file lists. Check the fingerprint above out of band (the git host's documentation or its operator), then add the key:\n  %s >> %s", keyscan(unknown.Host), unknown.File)
+	case errors.As(err, &mismatch):
+		return mismatch, "The host's key changed, or something between fluxd and the host answers in its place. Ask the host's operator whether the key changed before replacing that line."
+	case r.deployKey != nil && strings.Contains(err.Error(), "unable to authenticate"):
+		host := ""
+		if ep, perr := transport.NewEndpoint(r.cfg.URL); perr == nil {
+			host = ep.Host
+		}
+		help := "Add the public key above to the repository as a deploy key (GitHub: Settings → Deploy keys, with \"Allow write access\"; GitLab: Settings → Repository → Deploy keys, with write access), or to the authorized_keys of the remote's git user. 'fluxctl identity' prints it while fluxd runs"
+		if r.cfg.GenerateSSHKey {
+			help += fmt.Sprintf("; fluxd generated it and keeps it in %s (public half: %s.pub)", r.cfg.SSHKeyFile, r.cfg.SSHKeyFile)
+		}
+		return &KeyRefusedError{Host: host, Key: *r.deployKey, Err: err}, help + "."
+	}
+	return nil, ""
+}
+
+// keyscan is the ssh-keyscan command that prints host:port's keys.
+func keyscan(hostPort string) string {
+	host, port, err := net.SplitHostPort(hostPort)
+	if err != nil {
+		return "ssh-keyscan " + hostPort
+	}
+	if port == strconv.Itoa(gitssh.DefaultPort) {
+		return "ssh-keyscan " + host
+	}
+	return "ssh-keyscan -p " + port + " " + host
+}
