@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build deps stack up restart-fluxd down test test-unit generate check-generate vet bench bench-registry bench-automation fuzz fuzz-ci clean
+.PHONY: all build static image deps stack up restart-fluxd down test test-unit generate check-generate vet bench bench-registry bench-automation fuzz fuzz-ci clean
 
 all: build
 
@@ -17,6 +17,30 @@ deps:
 build:
 	go build -ldflags '$(LDFLAGS)' -o bin/fluxd ./cmd/fluxd
 	go build -ldflags '$(LDFLAGS)' -o bin/fluxctl ./cmd/fluxctl
+
+## static: statically linked fluxd and fluxctl in $(STATIC_DIR), for the image
+## (fluxd links SQLite with cgo, statically: see README, Container image)
+STATIC_DIR ?= bin/static
+STATIC_TAGS := netgo osusergo sqlite_omit_load_extension
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+static:
+	CGO_ENABLED=1 go build -trimpath -tags '$(STATIC_TAGS)' -ldflags '-s -w -linkmode external -extldflags -static $(LDFLAGS)' -o $(STATIC_DIR)/fluxd ./cmd/fluxd
+	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w $(LDFLAGS)' -o $(STATIC_DIR)/fluxctl ./cmd/fluxctl
+
+## image: build fluxd's OCI image (no Docker needed) and push it to IMAGE,
+## by default the local stack's registry ($$REGISTRY/fluxd:$(VERSION) from .stack/env)
+image: static
+	@image='$(IMAGE)'; \
+	if [ -z "$$image" ]; then \
+		registry=$$( [ -f .stack/env ] && . .stack/env && echo "$$REGISTRY"); \
+		if [ -z "$$registry" ]; then \
+			echo "make image: no IMAGE to push to and no local stack: set IMAGE=registry.example/fluxd:tag, or run 'make up' first" >&2; exit 1; \
+		fi; \
+		image="$$registry/fluxd:$(VERSION)"; \
+		echo "pushing to the local stack's registry (REGISTRY in .stack/env; is 'make up' running?)" >&2; \
+	fi; \
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) go run ./hack/image --fluxd $(STATIC_DIR)/fluxd --fluxctl $(STATIC_DIR)/fluxctl \
+		--version '$(VERSION)' --revision "$$(git rev-parse HEAD 2>/dev/null)" --image "$$image"
 
 ## stack: build the local stack's binaries (cached; cold ~10 min, warm seconds)
 stack: deps
