@@ -35,7 +35,8 @@ type PullSecret struct {
 // with the images of the workloads that use it, sorted by name. Secrets
 // are read from the API on each call, never cached in informers, so fluxd
 // holds no copy of every secret in the cluster; callers cache the result
-// briefly.
+// briefly. A secret that is missing, or that fluxd is forbidden to read,
+// is left out.
 func (c *Cluster) PullSecrets(ctx context.Context) ([]PullSecret, error) {
 	images := map[nsName]map[string]bool{} // secret → images
 	use := func(secret nsName, spec corev1.PodSpec) {
@@ -88,6 +89,13 @@ func (c *Cluster) PullSecrets(ctx context.Context) ([]PullSecret, error) {
 		s, err := c.client.CoreV1().Secrets(k.namespace).Get(ctx, k.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue // a dangling reference: the kubelet ignores it too
+		}
+		if apierrors.IsForbidden(err) {
+			// fluxd may read only the Secrets its RBAC names (deploy/):
+			// a pull secret it was not given is passed over, so its
+			// images are read anonymously (and a registry's 401 names
+			// no secret), rather than every registry read failing.
+			continue
 		}
 		if err != nil {
 			return nil, fmt.Errorf("reading image pull secret %s: %w", k, err)

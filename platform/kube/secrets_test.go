@@ -2,13 +2,18 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // Each pull secret comes with the images of the workloads that use it,
@@ -57,6 +62,43 @@ func TestPullSecretsCarryTheirWorkloadsImages(t *testing.T) {
 		{Name: "a/pull", DockerConfig: []byte(`{"auths":{"r.example":{"auth":"YTph"}}}`), Images: []string{"r.example/team-a/app:1", "r.example/team-a/init:1"}},
 		{Name: "b/sa-pull", DockerConfig: []byte(`{"auths":{"r.example":{"auth":"Yjpi"}}}`), Images: []string{"r.example/team-b/app:2"}},
 	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("PullSecrets (-want +got):\n%s", diff)
+	}
+}
+
+// A pull secret fluxd's RBAC does not name is passed over, not an error
+// that would fail every registry read; the ones it may read are offered.
+func TestPullSecretsPassOverForbiddenSecrets(t *testing.T) {
+	client := fake.NewClientset(
+		&appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "app"},
+			Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				ImagePullSecrets: []corev1.LocalObjectReference{{Name: "granted"}, {Name: "withheld"}},
+				Containers:       []corev1.Container{{Name: "app", Image: "r.example/app:1"}},
+			}}},
+		},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: "granted"}, Type: corev1.SecretTypeDockerConfigJson,
+			Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(`{"auths":{}}`)}},
+	)
+	client.PrependReactor("get", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.(k8stesting.GetAction).GetName() == "withheld" {
+			return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "secrets"}, "withheld", errors.New("RBAC: not named"))
+		}
+		return false, nil, nil
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newCluster(client, "fake", Config{})
+	c.Start(ctx)
+	if err := c.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.PullSecrets(ctx)
+	if err != nil {
+		t.Fatalf("PullSecrets failed on a forbidden secret: %v", err)
+	}
+	want := []PullSecret{{Name: "a/granted", DockerConfig: []byte(`{"auths":{}}`), Images: []string{"r.example/app:1"}}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("PullSecrets (-want +got):\n%s", diff)
 	}

@@ -1,0 +1,396 @@
+package e2e
+
+// The install in deploy/ on the real stack: the apiserver accepts it
+// under restricted Pod Security, and its RBAC is enough for fluxd's flows
+// and no more. fluxd runs outside the cluster with a token of the
+// install's ServiceAccount, so every request it makes is authorized as
+// the install's pods would be.
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/fluxd/fluxd/internal/localstack"
+)
+
+// The names deploy/ uses.
+const (
+	deployNamespace   = "fluxd"
+	deployAccount     = "fluxd"
+	deployLease       = "fluxd"
+	deployWatched     = "default"
+	deployPullSecret  = "regcred" // named in the Role fluxd-pull-secrets
+	deployOtherSecret = "not-granted"
+)
+
+func TestDeployManifests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the local stack")
+	}
+	ctx := testContext(t)
+	admin := kubeClient(t)
+	kubectl := filepath.Join(stackBinDir(t), "kubectl")
+	env := []string{"KUBECONFIG=" + stack.Kubeconfig}
+	root, err := localstack.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(root, "deploy")
+	objs := renderDeploy(t, kubectl, dir)
+	t.Cleanup(func() { deleteDeploy(admin, objs) })
+
+	// 1. Restricted Pod Security is enforced in fluxd's namespace (a pod
+	// without the restricted securityContext is refused there, and
+	// admitted in the watched namespace, which has no such label), and
+	// the whole install is accepted there.
+	applyObjects(t, kubectl, env, objs, func(o unstructured.Unstructured) bool { return o.GetKind() == "Namespace" })
+	plain := func(ns string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: ns},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}}
+	}
+	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	if _, err := admin.CoreV1().Pods(deployWatched).Create(ctx, plain(deployWatched), dryRun); err != nil {
+		t.Fatalf("a plain pod in namespace %s: %v", deployWatched, err)
+	}
+	_, err = admin.CoreV1().Pods(deployNamespace).Create(ctx, plain(deployNamespace), dryRun)
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), `violates PodSecurity "restricted`) {
+		t.Fatalf("a pod without the restricted securityContext in namespace %s: %v; want it refused by Pod Security admission", deployNamespace, err)
+	}
+	t.Logf("refused in %s: %v", deployNamespace, err)
+	out, stderr, code := run(t, env, kubectl, "apply", "--dry-run=server", "-k", dir)
+	if code != 0 {
+		t.Fatalf("kubectl apply --dry-run=server -k deploy: exit %d\n%s%s", code, out, stderr)
+	}
+	if strings.Contains(stderr, "PodSecurity") {
+		t.Errorf("kubectl apply --dry-run=server -k deploy warns about Pod Security:\n%s", stderr)
+	}
+	t.Logf("kubectl apply --dry-run=server -k deploy:\n%s", out)
+	// 2. The RBAC for real, and a token of the ServiceAccount.
+	applyObjects(t, kubectl, env, objs, func(o unstructured.Unstructured) bool {
+		switch o.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			return true
+		}
+		return false
+	})
+	// Pod Security only warns on a Deployment; it enforces on its pods.
+	// So a pod of the Deployment's template must be admitted too (now
+	// that its ServiceAccount exists).
+	var dep appsv1.Deployment
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" {
+			if err := runtimeFromUnstructured(o, &dep); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(dep.Spec.Template.Spec.Containers) == 0 {
+		t.Fatal("deploy/ has no Deployment")
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "fluxd-template", Namespace: deployNamespace, Labels: dep.Spec.Template.Labels},
+		Spec: dep.Spec.Template.Spec}
+	if _, err := admin.CoreV1().Pods(deployNamespace).Create(ctx, pod, dryRun); err != nil {
+		t.Fatalf("a pod of fluxd's template under restricted Pod Security: %v", err)
+	}
+
+	for _, name := range []string{deployPullSecret, deployOtherSecret} {
+		auth := base64.StdEncoding.EncodeToString([]byte("fluxd:" + name))
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: deployWatched}, Type: corev1.SecretTypeDockerConfigJson,
+			Data: map[string][]byte{corev1.DockerConfigJsonKey: fmt.Appendf(nil, `{"auths":{%q:{"auth":%q}}}`, stack.Registry, auth)}}
+		if _, err := admin.CoreV1().Secrets(deployWatched).Create(ctx, s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = admin.CoreV1().Secrets(deployWatched).Delete(context.Background(), name, metav1.DeleteOptions{})
+		})
+	}
+	tr, err := admin.CoreV1().ServiceAccounts(deployNamespace).CreateToken(ctx, deployAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr(int64(3600))}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenRequest for %s/%s: %v", deployNamespace, deployAccount, err)
+	}
+	token := tr.Status.Token
+	localstack.NoteSecret("the token of the install's ServiceAccount", token)
+	caFile := filepath.Join(stack.Dir, "pki", "ca.crt")
+	kubeconfig := writeTokenKubeconfig(t, caFile, token)
+	sa := kubernetes.NewForConfigOrDie(&rest.Config{Host: stack.APIServer, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}})
+
+	// fluxd as the ServiceAccount, on a service of its own whose pods name
+	// a granted pull secret and one it may not read.
+	const gitDir, name = "deploy-rbac", "rbacapp"
+	img := stack.Registry + "/" + name + ":"
+	t0 := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	for i, tag := range []string{"1.0.0", "1.1.0"} {
+		if err := stack.PushImage(ctx, name, tag, t0.Add(time.Duration(i)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := strings.Replace(rollingManifest(name, img+"1.0.0", 1, 0), "    spec:\n",
+		fmt.Sprintf("    spec:\n      imagePullSecrets: [{name: %s}, {name: %s}]\n", deployPullSecret, deployOtherSecret), 1)
+	pushManifest(t, "Add "+name, map[string]string{gitDir + "/" + name + ".yaml": m})
+	kubectlApply(t, m)
+	t.Cleanup(func() {
+		_ = admin.AppsV1().Deployments(deployWatched).Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	waitRolledOut(t, admin, map[string][]string{name: {"app=" + img + "1.0.0"}})
+
+	f := startFaultFluxd(t, "fluxd-deploy", gitDir, nil, "--kubeconfig="+kubeconfig, "--namespaces="+deployWatched,
+		"--leader-elect", "--leader-elect-namespace="+deployNamespace, "--leader-elect-lease-name="+deployLease,
+		"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
+		"--automation-short-wait=1s", "--automation-long-wait=2s", "--git-poll-interval=2s")
+	flux := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=rbac"}
+	svc := deployWatched + ":deployment/" + name
+
+	t.Run("leader election", func(t *testing.T) {
+		// Held by this fluxd, and renewed: get, create and update.
+		var first time.Time
+		err := poll(ctx, 30*time.Second, func() error {
+			l, err := admin.CoordinationV1().Leases(deployNamespace).Get(ctx, deployLease, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if l.Spec.HolderIdentity == nil || !strings.HasPrefix(*l.Spec.HolderIdentity, f.Addr+"#") || l.Spec.RenewTime == nil {
+				return fmt.Errorf("lease %s/%s held by %v, want %s", deployNamespace, deployLease, l.Spec.HolderIdentity, f.Addr)
+			}
+			if first.IsZero() {
+				first = l.Spec.RenewTime.Time
+			}
+			if !l.Spec.RenewTime.After(first) {
+				return fmt.Errorf("lease not renewed since %v", first)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-deploy"))
+		}
+	})
+
+	t.Run("list-services", func(t *testing.T) {
+		out, stderr, code := fluxctl(t, flux, "list-services", "-o", "json")
+		var services []struct{ ID string }
+		if code != 0 || json.Unmarshal([]byte(out), &services) != nil {
+			t.Fatalf("list-services: exit %d\n%s%s", code, out, stderr)
+		}
+		found := false
+		for _, s := range services {
+			found = found || s.ID == svc
+			if !strings.HasPrefix(s.ID, deployWatched+":") {
+				t.Errorf("list-services shows %s, outside the watched namespace", s.ID)
+			}
+		}
+		if !found {
+			t.Errorf("list-services does not show %s:\n%s", svc, out)
+		}
+		// The tags are read although a pull secret of the service may not
+		// be read by fluxd.
+		out, stderr, code = fluxctl(t, flux, "list-images", svc)
+		if code != 0 || !strings.Contains(out, "1.1.0") {
+			t.Errorf("list-images %s: exit %d\n%s%s", svc, code, out, stderr)
+		}
+	})
+
+	t.Run("release", func(t *testing.T) {
+		out, stderr, code := fluxctl(t, flux, "release", "-y", "-s", svc, "-i", img+"1.1.0")
+		if code != 0 {
+			t.Fatalf("release: exit %d\n%s%s\nfluxd log: %s", code, out, stderr, stack.Log("fluxd-deploy"))
+		}
+		waitRolledOut(t, admin, map[string][]string{name: {"app=" + img + "1.1.0"}})
+	})
+
+	t.Run("automate", func(t *testing.T) {
+		if out, stderr, code := fluxctl(t, flux, "automate", svc); code != 0 {
+			t.Fatalf("automate: exit %d\n%s%s", code, out, stderr)
+		}
+		if err := stack.PushImage(ctx, name, "1.2.0", t0.Add(2*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		if out, stderr, code := fluxctl(t, flux, "notify", img+"1.2.0"); code != 0 {
+			t.Fatalf("notify: exit %d\n%s%s", code, out, stderr)
+		}
+		waitRolledOut(t, admin, map[string][]string{name: {"app=" + img + "1.2.0"}})
+	})
+
+	// 3. What the ServiceAccount may not do (and the rest of what it may).
+	t.Run("forbidden", func(t *testing.T) {
+		// What the flows above did not need but fluxd does: Diagnose lists a
+		// failing rollout's pods; pull secrets come from service accounts
+		// and the Secrets the Role names.
+		if _, err := sa.CoreV1().Pods(deployWatched).List(ctx, metav1.ListOptions{}); err != nil {
+			t.Errorf("list pods in %s: %v", deployWatched, err)
+		}
+		if _, err := sa.CoreV1().ServiceAccounts(deployWatched).Get(ctx, "default", metav1.GetOptions{}); err != nil {
+			t.Errorf("get service account %s/default: %v", deployWatched, err)
+		}
+		if _, err := sa.CoreV1().Secrets(deployWatched).Get(ctx, deployPullSecret, metav1.GetOptions{}); err != nil {
+			t.Errorf("get the granted pull secret %s: %v", deployPullSecret, err)
+		}
+		cases := []struct {
+			what string
+			call func() error
+		}{
+			{"get a Secret not named in its Role", func() error {
+				_, err := sa.CoreV1().Secrets(deployWatched).Get(ctx, deployOtherSecret, metav1.GetOptions{})
+				return err
+			}},
+			{"list Secrets", func() error {
+				_, err := sa.CoreV1().Secrets(deployWatched).List(ctx, metav1.ListOptions{})
+				return err
+			}},
+			{"get a Secret in its own namespace", func() error {
+				_, err := sa.CoreV1().Secrets(deployNamespace).Get(ctx, "fluxd-tokens", metav1.GetOptions{})
+				return err
+			}},
+			{"delete a watched Deployment", func() error {
+				return sa.AppsV1().Deployments(deployWatched).Delete(ctx, name, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+			}},
+			{"create a Deployment", func() error {
+				d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "intruder", Namespace: deployWatched}}
+				_, err := sa.AppsV1().Deployments(deployWatched).Create(ctx, d, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				return err
+			}},
+			{"list Deployments of a namespace it does not watch", func() error {
+				_, err := sa.AppsV1().Deployments("kube-system").List(ctx, metav1.ListOptions{})
+				return err
+			}},
+			{"list Deployments of every namespace", func() error {
+				_, err := sa.AppsV1().Deployments("").List(ctx, metav1.ListOptions{})
+				return err
+			}},
+			{"get another Lease", func() error {
+				_, err := sa.CoordinationV1().Leases(deployNamespace).Get(ctx, "someone-else", metav1.GetOptions{})
+				return err
+			}},
+			{"list Nodes", func() error {
+				_, err := sa.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+				return err
+			}},
+		}
+		for _, c := range cases {
+			if err := c.call(); !apierrors.IsForbidden(err) {
+				t.Errorf("%s: %v; want Forbidden", c.what, err)
+			}
+		}
+	})
+}
+
+// renderDeploy builds deploy/ with the stack's kubectl (kustomize is built
+// in) and returns its objects.
+func renderDeploy(t *testing.T, kubectl, dir string) []unstructured.Unstructured {
+	t.Helper()
+	out, stderr, code := run(t, nil, kubectl, "kustomize", dir)
+	if code != 0 {
+		t.Fatalf("kubectl kustomize %s: exit %d\n%s", dir, code, stderr)
+	}
+	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(out), 4096)
+	var objs []unstructured.Unstructured
+	for {
+		var o unstructured.Unstructured
+		err := dec.Decode(&o.Object)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("reading kubectl kustomize's output: %v", err)
+		}
+		if len(o.Object) > 0 {
+			objs = append(objs, o)
+		}
+	}
+	return objs
+}
+
+// applyObjects applies the objects keep chooses, for real, with kubectl.
+func applyObjects(t *testing.T, kubectl string, env []string, objs []unstructured.Unstructured, keep func(unstructured.Unstructured) bool) {
+	t.Helper()
+	list := map[string]any{"apiVersion": "v1", "kind": "List"}
+	var items []any
+	for _, o := range objs {
+		if keep(o) {
+			items = append(items, o.Object)
+		}
+	}
+	list["items"] = items
+	b, err := json.Marshal(list)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "objects.json")
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := run(t, env, kubectl, "apply", "-f", file); code != 0 {
+		t.Fatalf("kubectl apply: exit %d\n%s%s", code, out, stderr)
+	}
+}
+
+// deleteDeploy deletes what applyObjects created: the cluster-scoped
+// objects, the namespaced ones outside fluxd's namespace, then that
+// namespace with the rest.
+func deleteDeploy(admin kubernetes.Interface, objs []unstructured.Unstructured) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, o := range objs {
+		ns, n := o.GetNamespace(), o.GetName()
+		switch o.GetKind() {
+		case "ClusterRole":
+			_ = admin.RbacV1().ClusterRoles().Delete(ctx, n, metav1.DeleteOptions{})
+		case "ClusterRoleBinding":
+			_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, n, metav1.DeleteOptions{})
+		case "Role":
+			_ = admin.RbacV1().Roles(ns).Delete(ctx, n, metav1.DeleteOptions{})
+		case "RoleBinding":
+			_ = admin.RbacV1().RoleBindings(ns).Delete(ctx, n, metav1.DeleteOptions{})
+		}
+	}
+	_ = admin.CoreV1().Namespaces().Delete(ctx, deployNamespace, metav1.DeleteOptions{})
+}
+
+// writeTokenKubeconfig writes a kubeconfig that authenticates with token.
+func writeTokenKubeconfig(t *testing.T, caFile, token string) string {
+	t.Helper()
+	cfg := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters:
+- name: stack
+  cluster: {server: %q, certificate-authority: %q}
+users:
+- name: fluxd
+  user: {token: %q}
+contexts:
+- name: fluxd
+  context: {cluster: stack, user: fluxd}
+current-context: fluxd
+`, stack.APIServer, caFile, token)
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func runtimeFromUnstructured(o unstructured.Unstructured, into any) error {
+	b, err := json.Marshal(o.Object)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, into)
+}
