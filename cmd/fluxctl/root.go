@@ -61,6 +61,7 @@ func newRootCommand() (*cobra.Command, *globals) {
 		newJobCommand(g),
 		newCancelCommand(g),
 		newNotifyCommand(g),
+		newInstallCommand(),
 	)
 	return root, g
 }

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"errors"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fluxd/fluxd/deploy"
+)
+
+// newInstallCommand prints fluxd's install manifests, customised; it
+// needs no fluxd (it is how one gets one).
+func newInstallCommand() *cobra.Command {
+	var o deploy.Options
+	cmd := &cobra.Command{
+		Use:   "install --git-url URL [--namespace NS] [--watch-namespace NS ...] [--git-branch B] [--git-path P ...] [--image REF]",
+		Short: "Print the manifests that install fluxd in a cluster (pipe them to kubectl apply -f -)",
+		Long: `Print fluxd's install manifests (deploy/ of the repository: Namespace under
+restricted Pod Security, ServiceAccount and least-privilege RBAC, a Deployment
+of two replicas with leader election, Services, a PodDisruptionBudget and a
+NetworkPolicy), customised, and a Secret fluxd-git holding --git-url.
+
+The output holds --git-url as given: if it carries a token, treat it as a
+secret. Create the Secret fluxd-tokens too (see the README, Installing in a
+cluster).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runInstall(cmd.OutOrStdout(), o)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Namespace, "namespace", "fluxd", "fluxd's own namespace")
+	f.StringSliceVar(&o.Watch, "watch-namespace", []string{"default"}, "namespaces whose workloads fluxd releases (repeatable)")
+	f.StringVar(&o.GitURL, "git-url", "", "the manifests' git remote (required)")
+	f.StringVar(&o.GitBranch, "git-branch", "", "the branch (default: fluxd's, main)")
+	f.StringSliceVar(&o.GitPaths, "git-path", nil, "sub-paths with manifests (repeatable)")
+	f.StringVar(&o.Image, "image", "fluxd:latest", "fluxd's image (build one with make image)")
+	return cmd
+}
+
+func runInstall(w io.Writer, o deploy.Options) error {
+	if o.GitURL == "" {
+		return errors.New("--git-url is required: the remote fluxd releases through, e.g. ssh://git@github.com/org/manifests.git")
+	}
+	b, err := deploy.Render(o)
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}

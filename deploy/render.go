@@ -1,0 +1,231 @@
+// Package deploy holds fluxd's install manifests, a kustomize base
+// (kubectl apply -k deploy), and renders them customised for
+// 'fluxctl install': fluxd's namespace, the namespaces it watches, the
+// git remote and the image, as Flux v1's fluxctl install did.
+package deploy
+
+import (
+	"bytes"
+	"embed"
+	"errors"
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+//go:embed namespace.yaml rbac.yaml deployment.yaml service.yaml pdb.yaml networkpolicy.yaml
+var files embed.FS
+
+// order is the kustomization's.
+var order = []string{"namespace.yaml", "rbac.yaml", "deployment.yaml", "service.yaml", "pdb.yaml", "networkpolicy.yaml"}
+
+// The base's own names, replaced when rendering.
+const (
+	baseNamespace = "fluxd"
+	baseWatched   = "default"
+	baseImage     = "fluxd:latest"
+)
+
+// Options customise the install.
+type Options struct {
+	// Namespace is fluxd's own; default "fluxd".
+	Namespace string
+	// Watch are the namespaces whose workloads fluxd releases; default
+	// "default". Each gets the RoleBindings (and pull-secret Role) the
+	// base gives "default".
+	Watch []string
+	// GitURL, when set, is written into the Secret fluxd-git that the
+	// Deployment reads it from (with whatever token it holds: the output
+	// is then a secret too).
+	GitURL    string
+	GitBranch string
+	GitPaths  []string
+	// Image is fluxd's image; default "fluxd:latest" (build one with make
+	// image).
+	Image string
+}
+
+// Validate reports every problem at once.
+func (o Options) Validate() error {
+	var errs []error
+	if strings.Contains(o.GitURL, "\n") {
+		errs = append(errs, errors.New("--git-url holds a line break"))
+	}
+	for _, ns := range append([]string{o.Namespace}, o.Watch...) {
+		if ns != "" && !dns1123(ns) {
+			errs = append(errs, fmt.Errorf("%q is not a namespace name (lower-case letters, digits and '-', at most 63)", ns))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Render returns the install, one YAML stream.
+func Render(o Options) ([]byte, error) {
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if o.Namespace == "" {
+		o.Namespace = baseNamespace
+	}
+	if len(o.Watch) == 0 {
+		o.Watch = []string{baseWatched}
+	}
+	if o.Image == "" {
+		o.Image = baseImage
+	}
+	var docs []*yaml.Node
+	for _, f := range order {
+		b, err := files.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		for {
+			var d yaml.Node
+			if err := dec.Decode(&d); err != nil {
+				break
+			}
+			if len(d.Content) == 0 {
+				continue
+			}
+			obj := d.Content[0]
+			if get(obj, "metadata", "namespace") == baseWatched {
+				for _, ns := range o.Watch {
+					c := clone(obj)
+					set(c, ns, "metadata", "namespace")
+					docs = append(docs, c)
+				}
+				continue
+			}
+			docs = append(docs, obj)
+		}
+	}
+	for _, obj := range docs {
+		customise(obj, o)
+	}
+	if o.GitURL != "" {
+		var s yaml.Node
+		secret := fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata:\n  name: fluxd-git\n  namespace: %s\ntype: Opaque\nstringData:\n  url: %q\n", o.Namespace, o.GitURL)
+		if err := yaml.Unmarshal([]byte(secret), &s); err != nil {
+			return nil, err
+		}
+		docs = append(docs, s.Content[0])
+	}
+	var out bytes.Buffer
+	out.WriteString("# fluxd's install, rendered by 'fluxctl install' from deploy/ (kubectl apply -f -)\n")
+	enc := yaml.NewEncoder(&out)
+	enc.SetIndent(2)
+	for _, d := range docs {
+		if err := enc.Encode(d); err != nil {
+			return nil, err
+		}
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return out.Bytes(), nil
+}
+
+// customise moves obj into fluxd's namespace and sets the Deployment's
+// image and flags.
+func customise(obj *yaml.Node, o Options) {
+	kind := get(obj, "kind")
+	if kind == "Namespace" && get(obj, "metadata", "name") == baseNamespace {
+		set(obj, o.Namespace, "metadata", "name")
+	}
+	if get(obj, "metadata", "namespace") == baseNamespace {
+		set(obj, o.Namespace, "metadata", "namespace")
+	}
+	if subjects := lookup(obj, "subjects"); subjects != nil {
+		for _, s := range subjects.Content {
+			if get(s, "namespace") == baseNamespace {
+				set(s, o.Namespace, "namespace")
+			}
+		}
+	}
+	if kind != "Deployment" {
+		return
+	}
+	containers := lookup(obj, "spec", "template", "spec", "containers")
+	if containers == nil {
+		return
+	}
+	for _, c := range containers.Content {
+		if get(c, "name") != "fluxd" {
+			continue
+		}
+		set(c, o.Image, "image")
+		args := lookup(c, "args")
+		if args == nil {
+			continue
+		}
+		var kept []*yaml.Node
+		for _, a := range args.Content {
+			if strings.HasPrefix(a.Value, "--namespaces=") || strings.HasPrefix(a.Value, "--git-branch=") || strings.HasPrefix(a.Value, "--git-path=") {
+				continue
+			}
+			kept = append(kept, a)
+		}
+		add := func(v string) { kept = append(kept, &yaml.Node{Kind: yaml.ScalarNode, Value: v}) }
+		add("--namespaces=" + strings.Join(o.Watch, ","))
+		if o.GitBranch != "" {
+			add("--git-branch=" + o.GitBranch)
+		}
+		for _, p := range o.GitPaths {
+			add("--git-path=" + p)
+		}
+		args.Content = kept
+	}
+}
+
+func lookup(n *yaml.Node, keys ...string) *yaml.Node {
+	for _, k := range keys {
+		if n == nil || n.Kind != yaml.MappingNode {
+			return nil
+		}
+		var next *yaml.Node
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == k {
+				next = n.Content[i+1]
+			}
+		}
+		n = next
+	}
+	return n
+}
+
+func get(n *yaml.Node, keys ...string) string {
+	if v := lookup(n, keys...); v != nil && v.Kind == yaml.ScalarNode {
+		return v.Value
+	}
+	return ""
+}
+
+// set sets an existing scalar.
+func set(n *yaml.Node, v string, keys ...string) {
+	if s := lookup(n, keys...); s != nil && s.Kind == yaml.ScalarNode {
+		s.Value, s.Style, s.Tag = v, 0, "!!str"
+	}
+}
+
+func clone(n *yaml.Node) *yaml.Node {
+	c := *n
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, k := range n.Content {
+		c.Content[i] = clone(k)
+	}
+	return &c
+}
+
+func dns1123(s string) bool {
+	if len(s) == 0 || len(s) > 63 || s[0] == '-' || s[len(s)-1] == '-' {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,93 @@
+package deploy
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+)
+
+type object struct {
+	Kind     string
+	Metadata struct{ Name, Namespace string }
+	Subjects []struct{ Namespace string }
+	Spec     struct {
+		Template struct {
+			Spec struct {
+				Containers []struct {
+					Name, Image string
+					Args        []string
+				}
+			}
+		}
+	}
+	StringData map[string]string `yaml:"stringData"`
+}
+
+func decodeAll(t *testing.T, b []byte) []object {
+	t.Helper()
+	var out []object
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	for {
+		var o object
+		if err := dec.Decode(&o); err != nil {
+			break
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func TestRenderCustomises(t *testing.T) {
+	b, err := Render(Options{Namespace: "gitops", Watch: []string{"apps", "web"}, GitURL: "ssh://git@git.example/org/manifests.git", GitBranch: "prod", GitPaths: []string{"clusters/a"}, Image: "reg.example/fluxd:v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := decodeAll(t, b)
+	base, _ := Render(Options{})
+	if n := len(decodeAll(t, base)); n < 10 {
+		t.Fatalf("the base renders %d objects", n)
+	}
+	bindings := map[string]int{}
+	var dep *object
+	for i, o := range objs {
+		if o.Metadata.Namespace == "fluxd" || o.Metadata.Namespace == "default" || (o.Kind == "Namespace" && o.Metadata.Name == "fluxd") {
+			t.Errorf("%s %s left in the base's namespace %q", o.Kind, o.Metadata.Name, o.Metadata.Namespace)
+		}
+		for _, s := range o.Subjects {
+			if s.Namespace != "gitops" {
+				t.Errorf("%s %s binds a subject in %q", o.Kind, o.Metadata.Name, s.Namespace)
+			}
+		}
+		if o.Kind == "RoleBinding" && o.Metadata.Namespace != "gitops" {
+			bindings[o.Metadata.Namespace]++
+		}
+		if o.Kind == "Deployment" {
+			dep = &objs[i]
+		}
+	}
+	if bindings["apps"] == 0 || bindings["apps"] != bindings["web"] {
+		t.Errorf("RoleBindings per watched namespace: %v; want the same in apps and web", bindings)
+	}
+	if dep == nil || len(dep.Spec.Template.Spec.Containers) == 0 {
+		t.Fatal("no Deployment")
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	args := strings.Join(c.Args, " ")
+	if c.Image != "reg.example/fluxd:v1" || !strings.Contains(args, "--namespaces=apps,web") || !strings.Contains(args, "--git-branch=prod") || !strings.Contains(args, "--git-path=clusters/a") || strings.Contains(args, "--namespaces=default") {
+		t.Errorf("fluxd container: image %s, args %s", c.Image, args)
+	}
+	last := objs[len(objs)-1]
+	if last.Kind != "Secret" || last.Metadata.Name != "fluxd-git" || last.Metadata.Namespace != "gitops" || last.StringData["url"] != "ssh://git@git.example/org/manifests.git" {
+		t.Errorf("git Secret: %+v", last)
+	}
+}
+
+func TestRenderRefusesBadNames(t *testing.T) {
+	for _, o := range []Options{{Namespace: "Bad_NS"}, {Watch: []string{"ok", "-no"}}, {GitURL: "https://x\nkind: Pod"}} {
+		if _, err := Render(o); err == nil {
+			t.Errorf("Render(%+v) accepted", o)
+		}
+	}
+}
