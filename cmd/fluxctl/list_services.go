@@ -21,7 +21,12 @@ func newListServicesCommand(g *globals) *cobra.Command {
 		Use:     "list-services",
 		Aliases: []string{"services"},
 		Short:   "List the services (workloads) fluxd knows",
-		Args:    cobra.NoArgs,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("list-services lists every service and takes no name (got %q): for one service's images and policy use 'fluxctl list-images %s'; to list one namespace use -n NAMESPACE", args[0], args[0])
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(g.output); err != nil {
 				return err
