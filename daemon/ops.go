@@ -424,6 +424,15 @@ func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, u
 		}
 	}
 	sort.Strings(filters)
+	// A change of several kinds is recorded as "policy": say each.
+	if u.historyType() == history.Policy {
+		if u.Automated != nil {
+			filters = append([]string{map[bool]string{true: "automated", false: "deautomated"}[*u.Automated]}, filters...)
+		}
+		if u.Locked != nil {
+			filters = append([]string{map[bool]string{true: "locked", false: "unlocked"}[*u.Locked]}, filters...)
+		}
+	}
 	if len(filters) > 0 {
 		msg = strings.TrimSpace(msg + " " + strings.Join(filters, " "))
 	}
