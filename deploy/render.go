@@ -44,6 +44,9 @@ type Options struct {
 	// Image is fluxd's image; default "fluxd:latest" (build one with make
 	// image).
 	Image string
+	// NoNamespace leaves the Namespace object out, for installing into a
+	// namespace that exists (whose Pod Security labels are then its own).
+	NoNamespace bool
 }
 
 // Validate reports every problem at once.
@@ -52,8 +55,11 @@ func (o Options) Validate() error {
 	if strings.Contains(o.GitURL, "\n") {
 		errs = append(errs, errors.New("--git-url holds a line break"))
 	}
-	for _, ns := range append([]string{o.Namespace}, o.Watch...) {
-		if ns != "" && !dns1123(ns) {
+	if o.Namespace != "" && !dns1123(o.Namespace) {
+		errs = append(errs, fmt.Errorf("%q is not a namespace name (lower-case letters, digits and '-', at most 63)", o.Namespace))
+	}
+	for _, ns := range o.Watch {
+		if !dns1123(ns) { // an empty one would land in kubectl's current namespace
 			errs = append(errs, fmt.Errorf("%q is not a namespace name (lower-case letters, digits and '-', at most 63)", ns))
 		}
 	}
@@ -75,6 +81,7 @@ func Render(o Options) ([]byte, error) {
 		o.Image = baseImage
 	}
 	var docs []*yaml.Node
+	watchedDocs := map[*yaml.Node]bool{}
 	for _, f := range order {
 		b, err := files.ReadFile(f)
 		if err != nil {
@@ -94,15 +101,19 @@ func Render(o Options) ([]byte, error) {
 				for _, ns := range o.Watch {
 					c := clone(obj)
 					set(c, ns, "metadata", "namespace")
+					watchedDocs[c] = true
 					docs = append(docs, c)
 				}
+				continue
+			}
+			if o.NoNamespace && get(obj, "kind") == "Namespace" {
 				continue
 			}
 			docs = append(docs, obj)
 		}
 	}
 	for _, obj := range docs {
-		customise(obj, o)
+		customise(obj, o, watchedDocs[obj])
 	}
 	if o.GitURL != "" {
 		var s yaml.Node
@@ -129,12 +140,14 @@ func Render(o Options) ([]byte, error) {
 
 // customise moves obj into fluxd's namespace and sets the Deployment's
 // image and flags.
-func customise(obj *yaml.Node, o Options) {
+func customise(obj *yaml.Node, o Options, watched bool) {
 	kind := get(obj, "kind")
 	if kind == "Namespace" && get(obj, "metadata", "name") == baseNamespace {
 		set(obj, o.Namespace, "metadata", "name")
 	}
-	if get(obj, "metadata", "namespace") == baseNamespace {
+	// A watched namespace's objects stay where they were put, even in a
+	// namespace named like the base's own.
+	if !watched && get(obj, "metadata", "namespace") == baseNamespace {
 		set(obj, o.Namespace, "metadata", "namespace")
 	}
 	if subjects := lookup(obj, "subjects"); subjects != nil {
@@ -162,18 +175,28 @@ func customise(obj *yaml.Node, o Options) {
 		}
 		var kept []*yaml.Node
 		for _, a := range args.Content {
-			if strings.HasPrefix(a.Value, "--namespaces=") || strings.HasPrefix(a.Value, "--git-branch=") || strings.HasPrefix(a.Value, "--git-path=") {
+			if strings.HasPrefix(a.Value, "--namespaces=") || strings.HasPrefix(a.Value, "--git-branch=") || strings.HasPrefix(a.Value, "--git-path=") || strings.HasPrefix(a.Value, "--git-ssh-") {
 				continue
 			}
 			kept = append(kept, a)
 		}
-		add := func(v string) { kept = append(kept, &yaml.Node{Kind: yaml.ScalarNode, Value: v}) }
+		// The kubelet expands $(VAR) in args: a value's own $ is doubled.
+		add := func(v string) {
+			kept = append(kept, &yaml.Node{Kind: yaml.ScalarNode, Value: strings.ReplaceAll(v, "$", "$$")})
+		}
 		add("--namespaces=" + strings.Join(o.Watch, ","))
 		if o.GitBranch != "" {
 			add("--git-branch=" + o.GitBranch)
 		}
 		for _, p := range o.GitPaths {
 			add("--git-path=" + p)
+		}
+		if sshURL(o.GitURL) {
+			// The deploy key and known_hosts the base mounts (Secret
+			// fluxd-ssh, ConfigMap fluxd-known-hosts): one key for every
+			// replica, and no accept-any host key.
+			add("--git-ssh-key-file=/etc/fluxd/ssh/identity")
+			add("--git-ssh-known-hosts-file=/etc/fluxd/known_hosts/known_hosts")
 		}
 		args.Content = kept
 	}
@@ -216,6 +239,19 @@ func clone(n *yaml.Node) *yaml.Node {
 		c.Content[i] = clone(k)
 	}
 	return &c
+}
+
+// sshURL reports whether a git URL is reached over SSH: ssh://, or the
+// scp-like user@host:path.
+func sshURL(u string) bool {
+	if strings.HasPrefix(u, "ssh://") {
+		return true
+	}
+	if strings.Contains(u, "://") {
+		return false
+	}
+	at, colon := strings.Index(u, "@"), strings.Index(u, ":")
+	return at > 0 && colon > at
 }
 
 func dns1123(s string) bool {

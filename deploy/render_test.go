@@ -91,3 +91,44 @@ func TestRenderRefusesBadNames(t *testing.T) {
 		}
 	}
 }
+
+// Review findings: an SSH remote gets the mounted key and known_hosts; an
+// empty watched namespace is refused; a watched namespace named like the
+// base's own keeps its objects; a value's $ is not expanded by the
+// kubelet; an existing namespace can be installed into as it is.
+func TestRenderEdges(t *testing.T) {
+	b, err := Render(Options{GitURL: "git@github.com:org/manifests.git", GitBranch: "$(GIT_URL)"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args string
+	for _, o := range decodeAll(t, b) {
+		if o.Kind == "Deployment" {
+			args = strings.Join(o.Spec.Template.Spec.Containers[0].Args, " ")
+		}
+	}
+	for _, want := range []string{"--git-ssh-key-file=/etc/fluxd/ssh/identity", "--git-ssh-known-hosts-file=/etc/fluxd/known_hosts/known_hosts", "--git-branch=$$(GIT_URL)"} {
+		if !strings.Contains(args, want) {
+			t.Errorf("args lack %q: %s", want, args)
+		}
+	}
+	if _, err := Render(Options{Watch: []string{"a", "", "b"}}); err == nil {
+		t.Error("an empty watched namespace was accepted")
+	}
+	b, err = Render(Options{Namespace: "gitops", Watch: []string{"fluxd"}, NoNamespace: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inFluxd := 0
+	for _, o := range decodeAll(t, b) {
+		if o.Kind == "Namespace" {
+			t.Errorf("NoNamespace rendered a Namespace %s", o.Metadata.Name)
+		}
+		if o.Kind == "RoleBinding" && o.Metadata.Name == "fluxd-workloads" && o.Metadata.Namespace == "fluxd" {
+			inFluxd++
+		}
+	}
+	if inFluxd != 1 {
+		t.Errorf("the watched namespace fluxd has %d fluxd-workloads RoleBindings; want 1", inFluxd)
+	}
+}

@@ -23,7 +23,8 @@ NetworkPolicy), customised, and a Secret fluxd-git holding --git-url.
 
 The output holds --git-url as given: if it carries a token, treat it as a
 secret. Create the Secret fluxd-tokens too (see the README, Installing in a
-cluster).`,
+cluster). With an SSH --git-url, also the Secret fluxd-ssh (key "identity", the
+deploy key) and the ConfigMap fluxd-known-hosts (key "known_hosts").`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runInstall(cmd.OutOrStdout(), o)
@@ -36,6 +37,7 @@ cluster).`,
 	f.StringVar(&o.GitBranch, "git-branch", "", "the branch (default: fluxd's, main)")
 	f.StringSliceVar(&o.GitPaths, "git-path", nil, "sub-paths with manifests (repeatable)")
 	f.StringVar(&o.Image, "image", "fluxd:latest", "fluxd's image (build one with make image)")
+	f.BoolVar(&o.NoNamespace, "no-namespace", false, "leave the Namespace out, to install into one that exists (its own Pod Security labels then apply)")
 	return cmd
 }
 
