@@ -71,6 +71,9 @@ type WebhookHandler struct {
 // checked) may be read at once.
 const maxSignedReads = 8
 
+// signedReadTimeout bounds the read of a signed body.
+const signedReadTimeout = 5 * time.Second
+
 // WebhookLeadership says whether this replica leads, and where the
 // leader's webhook listener is.
 type WebhookLeadership interface {
@@ -191,6 +194,9 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		select {
 		case h.signedReads <- struct{}{}:
 			defer func() { <-h.signedReads }()
+			// And quickly: a sender trickling its body must not hold a
+			// slot for the server's whole read timeout.
+			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(signedReadTimeout))
 		default:
 			http.Error(w, "too many signed notifications are being read; send it again shortly", http.StatusServiceUnavailable)
 			return

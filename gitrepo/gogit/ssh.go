@@ -116,7 +116,7 @@ func generateKey(path string) (ssh.Signer, error) {
 	// Written beside and renamed, so a crash never leaves half a key
 	// that the next start would refuse.
 	tmp := path + ".new"
-	if err := os.WriteFile(tmp, pem.EncodeToMemory(block), 0o600); err != nil {
+	if err := writeSynced(tmp, pem.EncodeToMemory(block), 0o600); err != nil {
 		return nil, fmt.Errorf("writing the SSH key: %w", err)
 	}
 	if err := os.WriteFile(path+".pub", []byte(authorizedKey(signer.PublicKey())+"\n"), 0o644); err != nil {
@@ -125,7 +125,36 @@ func generateKey(path string) (ssh.Signer, error) {
 	if err := os.Rename(tmp, path); err != nil {
 		return nil, fmt.Errorf("writing the SSH key: %w", err)
 	}
+	// The rename itself reaches the disk with the directory.
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
 	return signer, nil
+}
+
+// writeSynced writes a file and syncs it to disk before returning.
+func writeSynced(path string, b []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func init() {
+	// The remote is what --git-url says: no ~/.ssh/config of the
+	// machine fluxd runs on may redirect it (host keys are checked
+	// strictly either way).
+	gitssh.DefaultSSHConfig = nil
 }
 
 // authorizedKey is k in authorized_keys form, with fluxd's comment.
