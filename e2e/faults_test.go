@@ -444,8 +444,8 @@ func TestGitRemoteStallsAndRecovers(t *testing.T) {
 	}
 }
 
-// metric reads one unlabelled metric's value from fluxd's endpoint.
-func metric(t *testing.T, addr, name string) string {
+// metricLines reads fluxd's Prometheus endpoint, a line each.
+func metricLines(t *testing.T, addr string) []string {
 	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
@@ -453,7 +453,13 @@ func metric(t *testing.T, addr, name string) string {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	for _, l := range strings.Split(string(b), "\n") {
+	return strings.Split(string(b), "\n")
+}
+
+// metric reads one unlabelled metric's value from fluxd's endpoint.
+func metric(t *testing.T, addr, name string) string {
+	t.Helper()
+	for _, l := range metricLines(t, addr) {
 		if v, ok := strings.CutPrefix(l, name+" "); ok {
 			return v
 		}

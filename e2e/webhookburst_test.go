@@ -382,14 +382,8 @@ func fileSize(t *testing.T, path string) int64 {
 // metricSum adds up every series of a metric on fluxd's endpoint.
 func metricSum(t *testing.T, addr, name string) float64 {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
 	var sum float64
-	for _, l := range strings.Split(string(b), "\n") {
+	for _, l := range metricLines(t, addr) {
 		if rest, ok := strings.CutPrefix(l, name); ok && (strings.HasPrefix(rest, "{") || strings.HasPrefix(rest, " ")) {
 			f := strings.Fields(l)
 			v, err := strconv.ParseFloat(f[len(f)-1], 64)
