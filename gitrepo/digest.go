@@ -1,31 +1,18 @@
 package gitrepo
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"hash"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/fluxd/fluxd/platform"
 )
 
-// WorkloadDigests returns, for every workload defined in content, a digest
-// of what it says (its node tree: comments, quoting and layout do not
-// count): a plan's checksum covers the manifests of the workloads it
-// changes, so that an edit to one of them in git between a plan and its
-// execution is seen, while edits elsewhere are not.
-func WorkloadDigests(content []byte) (map[platform.ID]string, error) {
-	out := map[platform.ID]string{}
-	h := sha256.New()
-	err := eachWorkload(content, func(w workload) error {
-		out[w.id] = digest(h, w.obj)
-		return nil
-	})
-	return out, err
-}
-
+// digest identifies what a workload says (its node tree: comments,
+// quoting and layout do not count): a plan's checksum covers the
+// manifests of the workloads it changes, so that an edit to one of them
+// in git between a plan and its execution is seen, while edits elsewhere
+// are not.
 func digest(h hash.Hash, obj *yaml.Node) string {
 	h.Reset()
 	hashNode(h, obj, 0)

@@ -36,7 +36,7 @@ type Definition struct {
 	// Annotations are the workload's metadata.annotations.
 	Annotations map[string]string
 	// Digest identifies what the definition says (its YAML tree; comments
-	// and layout aside): see WorkloadDigests.
+	// and layout aside): see digest.
 	Digest string
 }
 
