@@ -6,11 +6,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -52,41 +49,24 @@ func RestartFluxd(ctx context.Context, dir string) (string, error) {
 	if addr == "" {
 		return "", errors.New("the recorded fluxd command line has no --listen")
 	}
-	logf, err := os.OpenFile(filepath.Join(dir, "logs", "fluxd.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	// Spawned as 'make up' spawns it: detached, logging and recording its
+	// PID under dir.
+	st := &Stack{Dir: dir, detach: true}
+	p, err := st.spawn("fluxd", args[0], args[1:]...)
 	if err != nil {
 		return "", err
 	}
-	defer logf.Close()
-	cmd := exec.Command(args[0], args[1:]...)
-	cmd.Stdout, cmd.Stderr, cmd.Dir = logf, logf, dir
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("starting fluxd: %w", err)
-	}
-	pid := cmd.Process.Pid
-	if err := os.WriteFile(filepath.Join(dir, "pids", "fluxd.pid"), []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+	err = waitFor(ctx, p, 60*time.Second, "fluxd accepting connections", func() error {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	})
+	if err != nil {
 		return "", err
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
-			c.Close()
-			_ = cmd.Process.Release()
-			return addr, nil
-		}
-		select {
-		case err := <-exited:
-			return "", fmt.Errorf("fluxd exited (%v); the end of its log:\n%s", err, tail(filepath.Join(dir, "logs", "fluxd.log"), 15))
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			return "", fmt.Errorf("fluxd did not accept connections on %s within a minute; see %s", addr, filepath.Join(dir, "logs", "fluxd.log"))
-		}
-	}
+	return addr, nil
 }
 
 // OnlyFluxdDown reports whether every component of the stack under dir
