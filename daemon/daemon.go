@@ -73,6 +73,9 @@ type Deps struct {
 	Git GitRemote
 	// SSHKey, if set, is the SSH key fluxd reaches its git remote with.
 	SSHKey SSHKey
+	// Sync, if set, is the continuous sync: list-services shows each
+	// service's state against git, and the Sync call runs it.
+	Sync Syncing
 	// Ready, if set, says why fluxd cannot serve just now (the cluster's
 	// caches not synced, the database not answering), or nil. The health
 	// service reports it, without a token.
@@ -133,6 +136,14 @@ type Service struct {
 	Automation *automator.Status
 	// Warnings are policy problems to fix.
 	Warnings []string
+	// Goals maps containers to the image git defines, for those whose
+	// running image differs from it.
+	Goals map[string]string
+	// SyncState is "synced", "drifted" or "failed" when fluxd syncs and
+	// the service is in git; SyncDetail says how it drifted or failed.
+	SyncState, SyncDetail string
+	// def is the service's definition in git, nil when it has none.
+	def *gitrepo.Definition
 
 	annotations map[string]string
 }
@@ -183,6 +194,7 @@ func (d *Daemon) services(ctx context.Context) ([]Service, error) {
 			order = append(order, id)
 		}
 		s.InGit = true
+		s.def = def
 		s.Automated = def.Annotations[release.AnnotationAutomated] == "true"
 		s.Locked = def.Annotations[release.AnnotationLocked] == "true"
 		s.LockMsg = release.LockReason(def.Annotations)
@@ -199,6 +211,7 @@ func (d *Daemon) services(ctx context.Context) ([]Service, error) {
 			}
 		}
 	}
+	d.syncStates(byID)
 	out := make([]Service, 0, len(order))
 	for _, id := range order {
 		out = append(out, *byID[id])

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -38,6 +39,9 @@ type Definition struct {
 	// Digest identifies what the definition says (its YAML tree; comments
 	// and layout aside): see digest.
 	Digest string
+	// Replicas is spec.replicas when git sets it, for drift: nil when it
+	// leaves it out (an autoscaler's to set).
+	Replicas *int32
 }
 
 // Problem is a file that could not be read as manifests; it is skipped.
@@ -241,6 +245,12 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 		def := &Definition{ID: w.id, File: file, Line: w.obj.Line, Annotations: map[string]string{}, Digest: digest(h, w.obj)}
 		for _, c := range containerNodes(w.obj, w.id.Kind) {
 			def.Containers = append(def.Containers, Container{Name: c.name, Image: c.image.Value, Init: c.init})
+		}
+		if r := lookup(w.obj, "spec", "replicas"); r != nil && r.Kind == yaml.ScalarNode {
+			if n, err := strconv.ParseInt(r.Value, 10, 32); err == nil {
+				n := int32(n)
+				def.Replicas = &n
+			}
 		}
 		if ann := lookup(w.obj, "metadata", "annotations"); ann != nil && ann.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(ann.Content); i += 2 {

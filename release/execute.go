@@ -267,7 +267,7 @@ func (e *Engine) FindJobCommit(ctx context.Context, id string) (string, error) {
 		return "", err
 	}
 	defer e.unlockGit()
-	if _, err := e.repo.Sync(ctx); err != nil {
+	if _, err := e.fetch(ctx); err != nil {
 		return "", err
 	}
 	// A job's commit is among the last few unless much was pushed since:
@@ -401,7 +401,7 @@ func (e *Engine) pushLanded(ctx context.Context, commit, jobID string) (string, 
 			}
 		}
 		var err error
-		if head, err = e.repo.Sync(lctx); err != nil {
+		if head, err = e.fetch(lctx); err != nil {
 			return "", false, err
 		}
 		if head == commit {
