@@ -105,12 +105,22 @@ func (e *Engine) fetch(ctx context.Context) (string, error) {
 
 // Read runs fn on the clone under the git lock, after fetching the remote
 // when fetch is set: the sync reads git through it, so that it shares the
-// engine's fetches and never reads a tree a release is rewriting.
-func (e *Engine) Read(ctx context.Context, fetch bool, fn func(rev, root string, paths []string) error) error {
+// engine's fetches and never reads a tree a release is rewriting. A quiet
+// read (a dry run's) does not tell onRevision of what it fetched: the
+// next fetch does, so the commit is synced then and not because of the
+// dry run.
+func (e *Engine) Read(ctx context.Context, fetch, quiet bool, fn func(rev, root string, paths []string) error) error {
 	if err := e.lockGit(ctx); err != nil {
 		return err
 	}
 	defer e.unlockGit()
+	if quiet {
+		rev, err := e.repo.Sync(ctx)
+		if err != nil {
+			return err
+		}
+		return fn(rev, e.repo.Dir(), e.repo.Paths())
+	}
 	rev := e.lastRev
 	if h, ok := e.repo.(interface{ Head() (string, error) }); ok && !fetch && rev != "" {
 		// A release's commit that did not reach the remote may be

@@ -19,9 +19,10 @@ import (
 // Clone is the git working clone, as the release engine shares it.
 type Clone interface {
 	// Read runs fn on the clone under the git lock; with fetch, after
-	// fetching the remote. rev is the clone's revision, root its
-	// directory and paths the manifest sub-paths.
-	Read(ctx context.Context, fetch bool, fn func(rev, root string, paths []string) error) error
+	// fetching the remote; quiet, without kicking a sync for a new
+	// revision it fetched (a dry run's). rev is the clone's revision,
+	// root its directory and paths the manifest sub-paths.
+	Read(ctx context.Context, fetch, quiet bool, fn func(rev, root string, paths []string) error) error
 }
 
 // Applier applies objects to the cluster (see kubesync.Applier).
@@ -160,12 +161,21 @@ func (s *Syncer) Run(ctx context.Context) {
 func (s *Syncer) Sync(ctx context.Context, fetch, dryRun bool) (*Report, error) {
 	s.run.Lock()
 	defer s.run.Unlock()
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	rep := &Report{Started: time.Now(), DryRun: dryRun}
 	var objs *gitrepo.Objects
-	err := s.clone.Read(ctx, fetch, func(rev, root string, paths []string) error {
+	err := s.clone.Read(ctx, fetch, dryRun, func(rev, root string, paths []string) error {
 		rep.Revision = rev
+		if !dryRun {
+			// This sync covers whatever fetch kicked one before it, under
+			// the git lock, so no later commit's kick is lost.
+			select {
+			case <-s.kick:
+			default:
+			}
+		}
 		dirs, err := gitrepo.ResolvePaths(root, paths)
 		if err != nil {
 			return fluxerr.New(fluxerr.User, err, "")
@@ -176,7 +186,7 @@ func (s *Syncer) Sync(ctx context.Context, fetch, dryRun bool) (*Report, error) 
 	if err != nil {
 		rep.Err = err.Error()
 		rep.Duration = time.Since(rep.Started)
-		if !dryRun {
+		if !dryRun && parent.Err() == nil {
 			s.finish(ctx, rep)
 		}
 		return rep, err
@@ -193,6 +203,11 @@ func (s *Syncer) Sync(ctx context.Context, fetch, dryRun bool) (*Report, error) 
 		rep.Err = err.Error()
 	}
 	rep.Duration = time.Since(rep.Started)
+	if parent.Err() != nil {
+		// fluxd is stopping, or the caller left: what was cut short is
+		// not a failure to record; the next sync does it all again.
+		return rep, parent.Err()
+	}
 	if !dryRun {
 		s.finish(ctx, rep)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
+	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -289,13 +290,18 @@ func action(a ssa.Action) string {
 }
 
 // applyError says why the API server refused an object, with a hint for
-// the common causes.
+// the common causes. The object is named beside the error already, so
+// ssa's own prefix naming it again is left out.
 func applyError(err error) string {
+	var dry *ssaerrors.DryRunErr
+	if errors.As(err, &dry) && dry.Unwrap() != nil && !apierrors.IsNotFound(dry.Unwrap()) {
+		err = dry.Unwrap()
+	}
 	msg := err.Error()
 	switch {
 	case meta.IsNoMatchError(err) || strings.Contains(msg, "no matches for kind"):
 		return msg + " (the cluster does not know this kind: is its CustomResourceDefinition in git, or its API version misspelt?)"
-	case apierrors.IsForbidden(err):
+	case apierrors.IsForbidden(err) && strings.Contains(msg, " cannot "):
 		return msg + " (fluxd's service account may not apply it: grant it in fluxd's RBAC)"
 	case apierrors.IsInvalid(err):
 		return msg + " (the API server refused the object as written: fix it in git)"
