@@ -155,7 +155,7 @@ func newRootCommand() *cobra.Command {
 	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a leader's lease lasts without renewal: the longest take-over time")
 	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it steps down (and exits)")
 	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to take or renew the lease")
-	cmd.AddCommand(newTokenCommand(), newVersionCommand())
+	cmd.AddCommand(newTokenCommand(), newVersionCommand(), newDBCommand())
 	return cmd
 }
 

@@ -149,3 +149,5 @@ func TestStartSQLiteBadPathFails(t *testing.T) {
 		t.Error("Start succeeded on a SQLite file in a missing directory; want the error at once")
 	}
 }
+
+func pgDatabase(t *testing.T) (string, *pgserver.Server) { return pgserver.Database(t) }
