@@ -549,7 +549,19 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 		for _, u := range it.Updates {
 			images[u.Container] = u.Target
 		}
-		out, err := gitrepo.SetImages(content, it.Service, images)
+		var out []byte
+		var err error
+		if def.Built {
+			// Released through the kustomization's images: entries, not
+			// in the base it builds from (which other overlays share).
+			current := map[string]string{}
+			for _, c := range def.Containers {
+				current[c.Name] = c.Image
+			}
+			out, err = gitrepo.SetKustomizeImages(e.repo.Dir(), it.File, content, it.Service, current, images)
+		} else {
+			out, err = gitrepo.SetImages(content, it.Service, images)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("editing %s in %s: %w", it.Service, it.File, err)
 		}
@@ -737,4 +749,14 @@ func firstLine(err error) string {
 		return s[:i]
 	}
 	return s
+}
+
+// workloadDoc is the YAML of workload id to apply, from the file that
+// defines it: its document in content, or, for a kustomization file, what
+// the kustomization builds from the clone (which holds content then).
+func (e *Engine) workloadDoc(file string, content []byte, id platform.ID) ([]byte, error) {
+	if gitrepo.IsKustomization(file) {
+		return gitrepo.BuiltWorkload(e.repo.Dir(), file, id)
+	}
+	return gitrepo.WorkloadDocument(content, id)
 }
