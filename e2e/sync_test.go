@@ -405,3 +405,69 @@ func TestSyncCorrectsDrift(t *testing.T) {
 	})
 	stopFluxd(t, f)
 }
+
+// TestSyncKustomizeOverlay syncs a kustomize overlay (a base shared with
+// other overlays, a namespace, a name prefix and an images: entry) as
+// 'kubectl apply -k' would, and releases its service through the
+// overlay's images: entry: the base stays as it was, the overlay's
+// comment is kept, the cluster runs the new image, and the next sync
+// changes nothing.
+func TestSyncKustomizeOverlay(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the local stack")
+	}
+	const ns = "synckust"
+	ctx := testContext(t)
+	kc := kubeClient(t)
+	t.Cleanup(func() { _ = kc.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	reg := stack.Registry + "/helloworld"
+	base := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n        - name: app\n          image: " + reg + ":1.0.0\n"
+	overlay := "# Production: the web tier.\nnamespace: " + ns + "\nnamePrefix: prod-\nresources:\n  - namespace.yaml\n  - ../base\nimages:\n  - name: " + reg + "\n    newTag: 1.1.0 # bumped by releases\n"
+	pushManifest(t, "Add a kustomize overlay", map[string]string{
+		"synckust/base/kustomization.yaml": "resources: [web.yaml]\n",
+		"synckust/base/web.yaml":           base,
+		"synckust/prod/namespace.yaml":     "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: " + ns + "\n",
+		"synckust/prod/kustomization.yaml": overlay,
+	})
+	f := startFaultFluxd(t, "sync-k", "synckust/prod", nil, "--sync-interval=1h", "--git-poll-interval=1h", "--sync-inventory=default/fluxd-sync-kust")
+	t.Cleanup(func() { _ = kc.CoreV1().ConfigMaps("default").Delete(context.Background(), "fluxd-sync-kust", metav1.DeleteOptions{}) })
+	env := []string{"FLUX_URL=grpc://" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"]}
+	image := func(want string) func() error {
+		return func() error {
+			d, err := kc.AppsV1().Deployments(ns).Get(ctx, "prod-web", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if got := d.Spec.Template.Spec.Containers[0].Image; got != want {
+				return fmt.Errorf("prod-web runs %s", got)
+			}
+			return nil
+		}
+	}
+	if err := poll(ctx, 60*time.Second, image(reg+":1.1.0")); err != nil {
+		t.Fatalf("the overlay was not built and applied: %v\nlog: %s", err, stack.Log("sync-k"))
+	}
+
+	out, stderr, code := fluxctl(t, env, "release", "-y", "-s", ns+":deployment/prod-web", "-i", reg+":1.2.0")
+	if code != 0 {
+		t.Fatalf("release: exit %d\n%s%s", code, out, stderr)
+	}
+	if err := poll(ctx, 30*time.Second, image(reg+":1.2.0")); err != nil {
+		t.Fatalf("the release did not reach the cluster: %v", err)
+	}
+	clone := filepath.Join(t.TempDir(), "clone")
+	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+	want := strings.Replace(overlay, "newTag: 1.1.0 #", "newTag: 1.2.0 #", 1)
+	if got := readTrimmed(t, filepath.Join(clone, "synckust/prod/kustomization.yaml")); got != strings.TrimSpace(want) {
+		t.Errorf("the overlay in git after the release:\n%s\nwant:\n%s", got, want)
+	}
+	if got := readTrimmed(t, filepath.Join(clone, "synckust/base/web.yaml")); got != strings.TrimSpace(base) {
+		t.Errorf("the release edited the base:\n%s", got)
+	}
+	out, stderr, code = fluxctl(t, env, "sync", "-o", "json")
+	var s syncOut
+	if code != 0 || json.Unmarshal([]byte(out), &s) != nil || s.action("Deployment/"+ns+"/prod-web") != "unchanged" {
+		t.Errorf("the sync after the release changed the workload again (exit %d):\n%s%s", code, out, stderr)
+	}
+	stopFluxd(t, f)
+}
