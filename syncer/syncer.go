@@ -109,6 +109,7 @@ type Syncer struct {
 	run  sync.Mutex    // one sync at a time
 
 	mu           sync.Mutex // guards the fields below
+	kicked       string     // the revision of the last kick
 	last         *Report    // the last real (not dry) sync
 	lastRecorded string     // the failures of the last recorded failed sync
 }
@@ -121,8 +122,13 @@ func New(cfg Config, clone Clone, applier Applier, recorder Recorder, log *slog.
 	return &Syncer{cfg: cfg, clone: clone, applier: applier, recorder: recorder, log: log.With("component", "sync"), kick: make(chan struct{}, 1)}
 }
 
-// Kick asks for a sync soon (a new commit was fetched); kicks coalesce.
-func (s *Syncer) Kick() {
+// Kick asks for a sync of revision rev soon (a fetch found it); kicks
+// coalesce, and one for the revision the last sync applied is passed
+// over (a Sync call's own fetch kicks for what it is about to apply).
+func (s *Syncer) Kick(rev string) {
+	s.mu.Lock()
+	s.kicked = rev
+	s.mu.Unlock()
 	select {
 	case s.kick <- struct{}{}:
 	default:
@@ -140,6 +146,9 @@ func (s *Syncer) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-s.kick:
+			if s.synced() {
+				continue // the timer keeps running
+			}
 		}
 		if _, err := s.Sync(ctx, false, false); err != nil && ctx.Err() == nil {
 			s.log.Warn("sync failed", "error", err)
@@ -245,6 +254,16 @@ func (s *Syncer) finish(ctx context.Context, rep *Report) {
 	if _, err := s.recorder.Record(context.WithoutCancel(ctx), ev); err != nil {
 		s.log.Warn("recording the sync in the history failed", "error", err)
 	}
+}
+
+// synced reports whether the last sync applied the revision of the last
+// kick, without failing as a whole.
+func (s *Syncer) synced() bool {
+	s.run.Lock() // a sync under way may be applying it
+	defer s.run.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last != nil && s.last.Err == "" && s.kicked != "" && s.last.Revision == s.kicked
 }
 
 // Last is the last sync's report (dry runs aside), or nil before the first.

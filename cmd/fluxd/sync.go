@@ -55,6 +55,6 @@ func newSyncer(f syncFlags, rc *rest.Config, engine *release.Engine, rec syncer.
 		return nil, err
 	}
 	s := syncer.New(cfg, engine, applier, rec, log)
-	engine.OnRevision(func(string) { s.Kick() })
+	engine.OnRevision(s.Kick)
 	return s, nil
 }
