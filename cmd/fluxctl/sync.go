@@ -79,7 +79,11 @@ func runSync(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, dryR
 		printSync(w, resp)
 	}
 	if failed {
-		return fmt.Errorf("the sync failed for some objects (listed above); the others were %s", map[bool]string{true: "checked", false: "applied"}[dryRun])
+		done := "applied"
+		if dryRun {
+			done = "checked"
+		}
+		return fmt.Errorf("the sync failed for some objects (listed above); the others were %s", done)
 	}
 	return nil
 }
@@ -113,7 +117,12 @@ func printSync(w io.Writer, resp *fluxdv1.SyncResponse) {
 	}
 	var parts []string
 	for _, a := range []string{"created", "configured", "deleted", "unchanged", "skipped", "failed"} {
-		if counts[a] > 0 {
+		if counts[a] == 0 {
+			continue
+		}
+		if a == "unchanged" || a == "failed" {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[a], a))
+		} else {
 			parts = append(parts, fmt.Sprintf("%d %s%s", counts[a], would, a))
 		}
 	}
