@@ -79,6 +79,7 @@ func TestReadObjectsBuildsKustomizations(t *testing.T) {
 	write("deploy/app/base/web.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      containers: [{name: app, image: reg/web:1.0.0}]\n")
 	write("deploy/app/prod/kustomization.yaml", "namespace: prod\nnamePrefix: prod-\nresources: [../base]\nimages:\n  - name: reg/web\n    newTag: 2.0.0\n")
 	write("deploy/evil/kustomization.yaml", "resources: [../../../../../../etc]\n")
+	write("deploy/remote/kustomization.yaml", "resources:\n  - github.com/example/app//deploy?ref=v1\n")
 	dirs, err := ResolvePaths(root, []string{"deploy"})
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +101,8 @@ func TestReadObjectsBuildsKustomizations(t *testing.T) {
 	if img != "reg/web:2.0.0" {
 		t.Errorf("the overlay's image is %v, want reg/web:2.0.0", img)
 	}
-	if len(objs.Problems) != 1 || !strings.Contains(objs.Problems[0].Error(), "deploy/evil/kustomization.yaml") {
-		t.Errorf("problems = %v, want the kustomization reaching out of the repository", objs.Problems)
+	if len(objs.Problems) != 2 || !strings.Contains(objs.Problems[0].Error(), "deploy/evil/kustomization.yaml") ||
+		!strings.Contains(objs.Problems[1].Error(), "deploy/remote/kustomization.yaml: names \"github.com/example/app//deploy?ref=v1\", which is not a file or directory in the repository") {
+		t.Errorf("problems = %v, want the kustomizations reaching out of the repository and to a remote base", objs.Problems)
 	}
 }
