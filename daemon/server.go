@@ -127,7 +127,8 @@ func (s *Server) ListServices(ctx context.Context, req *fluxdv1.ListServicesRequ
 
 // ListImages lists each container's available images.
 func (s *Server) ListImages(ctx context.Context, req *fluxdv1.ListImagesRequest) (*fluxdv1.ListImagesResponse, error) {
-	svc, cis, err := s.d.ListImages(ctx, identity(ctx), req.GetService())
+	page := Page{Offset: max(int(req.GetOffset()), 0), Limit: max(int(req.GetLimit()), 0)}
+	svc, cis, err := s.d.ListImagesPage(ctx, identity(ctx), req.GetService(), page)
 	if err != nil {
 		return nil, toStatus(err)
 	}

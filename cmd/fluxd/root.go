@@ -73,6 +73,7 @@ type flags struct {
 	automationMaxBackoff    time.Duration
 
 	recheckMin, recheckMax time.Duration
+	listMin, listMax       time.Duration
 	registryCredentials    string
 	registryPageSize       int
 	registrySecrets        []string
@@ -140,6 +141,8 @@ func newRootCommand() *cobra.Command {
 	fs.StringSliceVar(&f.registrySecrets, "registry-secret", nil, "NAMESPACE/NAME of a dockerconfigjson Secret with registry credentials for every workload (repeatable); re-read every minute and after a 401")
 	fs.DurationVar(&f.recheckMin, "registry-recheck-min", time.Minute, "shortest wait between manifest HEADs of a mutable tag (latest, a branch), used after it moved; the wait doubles while it does not move")
 	fs.DurationVar(&f.recheckMax, "registry-recheck-max", time.Hour, "longest wait between manifest HEADs of a mutable tag; a push notification checks at once")
+	fs.DurationVar(&f.listMin, "registry-list-min", time.Minute, "how long a repository's tag list is reused after it changed (0: list on every use); the time doubles while it does not change, up to --registry-list-max; a push notification lists at once")
+	fs.DurationVar(&f.listMax, "registry-list-max", 5*time.Minute, "longest time a repository's tag list is reused without listing it again")
 	fs.Float32Var(&f.kubeQPS, "kube-api-qps", 50, "requests per second to the Kubernetes API server (client-go rate limit)")
 	fs.IntVar(&f.kubeBurst, "kube-api-burst", 100, "requests to the Kubernetes API server that may go at once above --kube-api-qps")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a coordination.k8s.io Lease runs the automator and release jobs; the others serve reads and forward the rest to it. The replicas must share --history-db (SQLite: the same file on one host; PostgreSQL is not built yet)")
@@ -271,6 +274,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		Cache:      store,
 		Rate:       oci.RateConfig{Rate: f.registryRate, Burst: f.registryBurst},
 		RecheckMin: f.recheckMin, RecheckMax: f.recheckMax,
+		ListMin: f.listMin, ListMax: f.listMax,
 		PageSize: pageSize(f.registryPageSize),
 	})
 	if err != nil {
