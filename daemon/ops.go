@@ -516,7 +516,9 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 	if err != nil {
 		return "", 0, err
 	}
-	if d.deps.Automator != nil {
+	if n, ok := d.deps.Automator.(interface{ Notified() }); ok {
+		n.Notified() // a kick that times the release it leads to
+	} else if d.deps.Automator != nil {
 		d.deps.Automator.Kick()
 	}
 	d.log.Info("image notification: repository refreshed", "repository", ref.Repository, "tags", len(imgs))

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -262,7 +264,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	log.Info("watching the cluster", "component", "platform", "host", rc.Host, "namespaces", namespacesOrAll(f.namespaces))
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	keychains, err := registryKeychains(ctx, cluster, f.registrySecrets, f.registryCredentials)
 	if err != nil {
 		return err
@@ -294,6 +296,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 	log.Info("cloned the manifests", "component", "git", "url", gogit.Redact(gcfg.URL), "branch", gcfg.Branch, "paths", gcfg.Paths)
+	repo.Instrument(reg)
 	engine := release.NewEngine(repo, images, cluster, store, log)
 
 	peer, err := f.tls.peer()
@@ -311,6 +314,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 	jobs := release.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
+	jobs.Instrument(release.NewMetrics(reg))
 	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg}, engine, jobs, clock.RealClock{}, log)
 	jobs.OnEnd(func(history.Job) { auto.Poke() })
 	// Ready is what the health service (Kubernetes' readiness probe)
@@ -319,7 +323,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	ready := func(ctx context.Context) error { return errors.Join(cluster.Ready(ctx), store.Ping(ctx)) }
 	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo, SSHKey: repo, Ready: ready}, log)
 	registerGitMetrics(reg, repo)
-	srv := daemon.NewServer(d, tokens, log)
+	srv := daemon.NewServer(d, tokens, log, daemon.WithMetrics(reg))
 	// Only the leader runs jobs and automation: first it carries on with
 	// the jobs a previous leader (or run) left live.
 	lead := func(ctx context.Context) {
@@ -528,4 +532,21 @@ func registerGitMetrics(reg prometheus.Registerer, repo *gogit.Repo) {
 		}
 		return 1
 	}))
+}
+
+// buildInfo is fluxd_build_info{version,revision,go_version}, always 1: which
+// build a replica runs, for dashboards and alerts across a rollout.
+func buildInfo() prometheus.Collector {
+	revision := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "fluxd_build_info", Help: "fluxd's build: its version, source revision and Go version; always 1.",
+		ConstLabels: prometheus.Labels{"version": version.String(), "revision": revision, "go_version": runtime.Version()}})
+	g.Set(1)
+	return g
 }
