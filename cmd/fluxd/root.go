@@ -28,7 +28,7 @@ import (
 	"github.com/fluxd/fluxd/daemon"
 	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/history"
-	"github.com/fluxd/fluxd/history/sqlite"
+	historystore "github.com/fluxd/fluxd/history/store"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/version"
 	"github.com/fluxd/fluxd/platform/kube"
@@ -39,16 +39,19 @@ import (
 // flags are the daemon's command-line flags; run turns them into the
 // components' Configs.
 type flags struct {
-	listen        string
-	tokensFile    string
-	shutdownGrace time.Duration
-	logLevel      string
-	logFormat     string
-	kubeconfig    string
-	kubeContext   string
-	namespaces    []string
-	stateDir      string
-	historyDB     string
+	listen                    string
+	tokensFile                string
+	shutdownGrace             time.Duration
+	logLevel                  string
+	logFormat                 string
+	kubeconfig                string
+	kubeContext               string
+	namespaces                []string
+	stateDir                  string
+	historyDB                 string
+	historyDBPasswordFile     string
+	historyDBMaxConns         int
+	historyDBStatementTimeout time.Duration
 
 	gitURL, gitBranch       string
 	gitPaths                []string
@@ -112,7 +115,10 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.kubeContext, "context", "", "kubeconfig context (default: its current context)")
 	fs.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces to watch, comma-separated (default: all)")
 	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/fluxd", "directory for the git working clone and, by default, the history database")
-	fs.StringVar(&f.historyDB, "history-db", "", "SQLite history database file (default: STATE_DIR/history.db)")
+	fs.StringVar(&f.historyDB, "history-db", "", "where history, jobs and the registry cache are kept: a SQLite file (a path or sqlite:///path; for one replica) or postgres://USER@HOST:PORT/DB?sslmode=... (PostgreSQL, for several replicas or records off the node; the password is never logged) (default: STATE_DIR/history.db)")
+	fs.StringVar(&f.historyDBPasswordFile, "history-db-password-file", "", "file holding the PostgreSQL password (default: $PGPASSWORD, else ~/.pgpass)")
+	fs.IntVar(&f.historyDBMaxConns, "history-db-max-conns", 10, "PostgreSQL connections fluxd may open")
+	fs.DurationVar(&f.historyDBStatementTimeout, "history-db-statement-timeout", 30*time.Second, "PostgreSQL ends a statement that runs longer (0: never)")
 	fs.StringVar(&f.gitURL, "git-url", "", "git remote of the manifests: file://, http(s):// (credentials in the URL are never logged), ssh://[git@]host[:port]/path or git@host:path")
 	fs.StringVar(&f.gitSSHKeyFile, "git-ssh-key-file", "", "private key (ed25519 recommended, no passphrase) for an SSH --git-url (default: one fluxd generates and keeps in STATE_DIR/ssh/identity; 'fluxctl identity' prints its public key)")
 	fs.StringVar(&f.gitSSHKnownHostsFile, "git-ssh-known-hosts-file", "", "known_hosts file listing the SSH git host's keys (required with an SSH --git-url; a host whose key it does not list is refused)")
@@ -147,14 +153,14 @@ func newRootCommand() *cobra.Command {
 	fs.DurationVar(&f.listMax, "registry-list-max", 5*time.Minute, "longest time a repository's tag list is reused without listing it again")
 	fs.Float32Var(&f.kubeQPS, "kube-api-qps", 50, "requests per second to the Kubernetes API server (client-go rate limit)")
 	fs.IntVar(&f.kubeBurst, "kube-api-burst", 100, "requests to the Kubernetes API server that may go at once above --kube-api-qps")
-	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a coordination.k8s.io Lease runs the automator and release jobs; the others serve reads and forward the rest to it. The replicas must share --history-db (SQLite: the same file on one host; PostgreSQL is not built yet)")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a coordination.k8s.io Lease runs the automator and release jobs; the others serve reads and forward the rest to it. The replicas must share --history-db: a PostgreSQL database (each replica with its own --state-dir), or a SQLite file only when every replica runs on the same host")
 	fs.StringVar(&f.leaderNamespace, "leader-elect-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the leader Lease")
 	fs.StringVar(&f.leaderName, "leader-elect-lease-name", "fluxd", "name of the leader Lease")
 	fs.StringVar(&f.advertiseAddress, "advertise-address", "", "host:port other replicas reach this one's API at (default: --listen when it names a host, else $POD_IP with --listen's port)")
 	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a leader's lease lasts without renewal: the longest take-over time")
 	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it steps down (and exits)")
 	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to take or renew the lease")
-	cmd.AddCommand(newTokenCommand(), newVersionCommand())
+	cmd.AddCommand(newTokenCommand(), newVersionCommand(), newDBCommand())
 	return cmd
 }
 
@@ -229,11 +235,15 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if f.historyDB == "" {
 		f.historyDB = filepath.Join(f.stateDir, "history.db")
 	}
-	store, err := sqlite.Open(ctx, f.historyDB)
+	// A PostgreSQL server that is down is waited for in the background
+	// (fluxd reports not ready meanwhile); a SQLite file opens now.
+	store, err := historystore.Start(ctx, historystore.Config{URL: f.historyDB, PasswordFile: f.historyDBPasswordFile,
+		MaxConns: f.historyDBMaxConns, StatementTimeout: f.historyDBStatementTimeout}, log)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	log.Info("history database", "component", "history", "db", historystore.Redact(f.historyDB))
 	tokens, err := auth.Open(cfg.TokensFile)
 	if err != nil {
 		return err
@@ -327,6 +337,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	// Only the leader runs jobs and automation: first it carries on with
 	// the jobs a previous leader (or run) left live.
 	lead := func(ctx context.Context) {
+		if err := store.Wait(ctx); err != nil {
+			return
+		}
 		if err := jobs.Recover(ctx); err != nil {
 			log.Error("cannot carry on with the jobs a previous fluxd left; they stay as they are", "error", err)
 		}
