@@ -106,6 +106,8 @@ type Automator struct {
 	gauge *prometheus.GaugeVec
 	// decisions counts the decisions by kind; nil without metrics.
 	decisions *prometheus.CounterVec
+	// gen counts the passes, after which Statuses may have changed.
+	gen atomic.Uint64
 	// notified is when the oldest notification not yet followed by a
 	// release arrived (zero: none), guarded by mu.
 	notified time.Time
@@ -220,6 +222,10 @@ func (a *Automator) Statuses() map[platform.ID]Status {
 	return out
 }
 
+// Generation changes whenever Statuses may have: a reader that kept what
+// Statuses said may keep it while Generation stays the same.
+func (a *Automator) Generation() uint64 { return a.gen.Load() }
+
 // States reports each service's state.
 func (a *Automator) States() map[platform.ID]State {
 	out := map[platform.ID]State{}
@@ -234,6 +240,7 @@ func (a *Automator) States() map[platform.ID]State {
 // one release job per instance for all the services that need one, and
 // returns how long until the next is due.
 func (a *Automator) Step(ctx context.Context) time.Duration {
+	defer a.gen.Add(1)
 	defer a.observe()
 	_, m, err := a.plans.Manifests(ctx)
 	if err != nil {

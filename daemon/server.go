@@ -143,14 +143,11 @@ func (s *Server) Identity(ctx context.Context, _ *fluxdv1.IdentityRequest) (*flu
 
 // ListServices lists the workloads in the cluster and in git.
 func (s *Server) ListServices(ctx context.Context, req *fluxdv1.ListServicesRequest) (*fluxdv1.ListServicesResponse, error) {
-	svcs, err := s.d.Services(ctx, identity(ctx), req.GetNamespace())
+	svcs, err := s.d.serviceProtos(ctx, req.GetNamespace())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	resp := &fluxdv1.ListServicesResponse{}
-	for _, svc := range svcs {
-		resp.Services = append(resp.Services, serviceToProto(svc))
-	}
+	resp := &fluxdv1.ListServicesResponse{Services: svcs}
 	if st, ok := s.d.gitStatus(); ok {
 		resp.Git = gitStatusToProto(st)
 	}
