@@ -32,7 +32,7 @@ func BenchmarkListServices(b *testing.B) {
 	for i := range 1000 {
 		ws = append(ws, platform.Workload{ID: platform.ID{Namespace: fmt.Sprintf("ns-%d", i%10), Kind: "deployment", Name: fmt.Sprintf("app-%d", i)},
 			Containers: []platform.Container{{Name: "app", Image: fmt.Sprintf("reg.example/team/app-%d:1.%d.0", i%200, i%7)}, {Name: "sidecar", Image: "reg.example/proxy:2.1"}},
-			Status: "ready", Replicas: platform.Replicas{Desired: 3, Updated: 3, Ready: 3, Available: 3}})
+			Status:     "ready", Replicas: platform.Replicas{Desired: 3, Updated: 3, Ready: 3, Available: 3}})
 	}
 	for _, bc := range []struct {
 		name     string
