@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"time"
@@ -82,6 +84,7 @@ type flags struct {
 	automationMaxBackoff    time.Duration
 
 	recheckMin, recheckMax time.Duration
+	listMin, listMax       time.Duration
 	registryCredentials    string
 	registryPageSize       int
 	registrySecrets        []string
@@ -155,6 +158,8 @@ func newRootCommand() *cobra.Command {
 	fs.StringSliceVar(&f.registrySecrets, "registry-secret", nil, "NAMESPACE/NAME of a dockerconfigjson Secret with registry credentials for every workload (repeatable); re-read every minute and after a 401")
 	fs.DurationVar(&f.recheckMin, "registry-recheck-min", time.Minute, "shortest wait between manifest HEADs of a mutable tag (latest, a branch), used after it moved; the wait doubles while it does not move")
 	fs.DurationVar(&f.recheckMax, "registry-recheck-max", time.Hour, "longest wait between manifest HEADs of a mutable tag; a push notification checks at once")
+	fs.DurationVar(&f.listMin, "registry-list-min", time.Minute, "how long a repository's tag list is reused after it changed (0: list on every use); the time doubles while it does not change, up to --registry-list-max; a push notification lists at once")
+	fs.DurationVar(&f.listMax, "registry-list-max", 5*time.Minute, "longest time a repository's tag list is reused without listing it again")
 	fs.Float32Var(&f.kubeQPS, "kube-api-qps", 50, "requests per second to the Kubernetes API server (client-go rate limit)")
 	fs.IntVar(&f.kubeBurst, "kube-api-burst", 100, "requests to the Kubernetes API server that may go at once above --kube-api-qps")
 	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a coordination.k8s.io Lease runs the automator and release jobs; the others serve reads and forward the rest to it. The replicas must share --history-db: a PostgreSQL database (each replica with its own --state-dir), or a SQLite file only when every replica runs on the same host")
@@ -290,7 +295,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	log.Info("watching the cluster", "component", "platform", "host", rc.Host, "namespaces", namespacesOrAll(f.namespaces))
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	keychains, err := registryKeychains(ctx, cluster, f.registrySecrets, f.registryCredentials)
 	if err != nil {
 		return err
@@ -302,6 +307,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		Cache:      store,
 		Rate:       oci.RateConfig{Rate: f.registryRate, Burst: f.registryBurst},
 		RecheckMin: f.recheckMin, RecheckMax: f.recheckMax,
+		ListMin: f.listMin, ListMax: f.listMax,
 		PageSize: pageSize(f.registryPageSize),
 	})
 	if err != nil {
@@ -323,6 +329,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("the git remote: %w", err)
 	}
+	repo.Instrument(reg)
 	if key, ok := repo.DeployKey(); ok {
 		// Logged before the clone, which fails until the key is added.
 		where := gcfg.SSHKeyFile
@@ -374,6 +381,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 	jobs := release.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
+	jobs.Instrument(release.NewMetrics(reg))
 	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg}, engine, jobs, clock.RealClock{}, log)
 	jobs.OnEnd(func(history.Job) { auto.Poke() })
 	// Ready is what the health service (Kubernetes' readiness probe)
@@ -382,7 +390,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	ready := func(ctx context.Context) error { return errors.Join(cluster.Ready(ctx), store.Ping(ctx)) }
 	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo, SSHKey: repo, Ready: ready}, log)
 	registerGitMetrics(reg, repo)
-	srv := daemon.NewServer(d, tokens, log)
+	srv := daemon.NewServer(d, tokens, log, daemon.WithMetrics(reg))
 	// Only the leader runs jobs and automation: first it carries on with
 	// the jobs a previous leader (or run) left live.
 	lead := func(ctx context.Context) {
@@ -635,4 +643,21 @@ func validateRetryMax(d time.Duration) error {
 		return fmt.Errorf("--git-clone-retry-max %v is under the first wait of 1s", d)
 	}
 	return nil
+}
+
+// buildInfo is fluxd_build_info{version,revision,go_version}, always 1: which
+// build a replica runs, for dashboards and alerts across a rollout.
+func buildInfo() prometheus.Collector {
+	revision := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "fluxd_build_info", Help: "fluxd's build: its version, source revision and Go version; always 1.",
+		ConstLabels: prometheus.Labels{"version": version.String(), "revision": revision, "go_version": runtime.Version()}})
+	g.Set(1)
+	return g
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	"github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 	"k8s.io/apimachinery/pkg/util/wait"
 
@@ -127,6 +128,26 @@ type Repo struct {
 	mu       sync.Mutex // guards status and cloneErr
 	status   gitrepo.RemoteStatus
 	cloneErr error // the last Clone's error
+
+	// ops times network operations by kind and result; nil: not timed.
+	ops *prometheus.HistogramVec
+}
+
+// Instrument times the clone's network operations in
+// fluxd_git_operation_duration_seconds{operation,result}. Call it before
+// the Repo is shared.
+func (r *Repo) Instrument(reg prometheus.Registerer) {
+	r.ops = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "fluxd_git_operation_duration_seconds",
+		Help:    "Git network operations (clone, fetch, push) by result (ok, error): how long they took; the count with result=error counts failures.",
+		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120},
+	}, []string{"operation", "result"})
+	reg.MustRegister(r.ops)
+	for _, op := range []string{"clone", "fetch", "push"} {
+		for _, res := range []string{"ok", "error"} {
+			r.ops.WithLabelValues(op, res)
+		}
+	}
 }
 
 // acquire waits for the clone until ctx ends.
@@ -150,11 +171,19 @@ func (r *Repo) network(ctx context.Context, doing string, scale int, op func(ctx
 	ctx, cancel := context.WithTimeout(ctx, timeout*time.Duration(scale))
 	defer cancel()
 	r.mu.Lock()
-	r.status.Waiting, r.status.WaitingSince = doing, time.Now()
+	start := time.Now()
+	r.status.Waiting, r.status.WaitingSince = doing, start
 	r.mu.Unlock()
 	err := op(ctx)
 	if errors.Is(err, git.NoErrAlreadyUpToDate) {
 		err = nil
+	}
+	if r.ops != nil {
+		result := "ok"
+		if err != nil {
+			result = "error"
+		}
+		r.ops.WithLabelValues(map[string]string{"cloning": "clone", "fetching": "fetch", "pushing": "push"}[doing], result).Observe(time.Since(start).Seconds())
 	}
 	if err != nil && ctx.Err() == context.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded) {
 		err = fmt.Errorf("%w (after %v: %v)", context.DeadlineExceeded, timeout*time.Duration(scale), err)
