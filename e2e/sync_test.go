@@ -471,3 +471,17 @@ func TestSyncKustomizeOverlay(t *testing.T) {
 	}
 	stopFluxd(t, f)
 }
+
+// TestSyncOffSaysHowToTurnItOn: 'fluxctl sync' against a fluxd that does
+// not sync fails, saying which flag turns it on.
+func TestSyncOffSaysHowToTurnItOn(t *testing.T) {
+	f := sharedFluxd(t)
+	out, stderr, code := fluxctl(t, []string{"FLUX_URL=grpc://" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"]}, "sync")
+	if code == 0 || !strings.Contains(stderr, "does not sync git to the cluster") || !strings.Contains(stderr, "--sync-interval") {
+		t.Fatalf("sync on a fluxd without --sync-interval: exit %d\n%s%s", code, out, stderr)
+	}
+	out, stderr, code = fluxctl(t, []string{"FLUX_URL=grpc://" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}, "sync", "--dry-run")
+	if code == 0 || !strings.Contains(stderr, "deployer") {
+		t.Fatalf("sync as a viewer: exit %d\n%s%s", code, out, stderr)
+	}
+}

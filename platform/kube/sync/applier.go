@@ -121,7 +121,9 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 			continue
 		}
 		if i == 2 {
-			a.scope(ctx, stage) // kinds a CRD of this sync brought are known now
+			for _, it := range stage {
+				a.scopeOne(it) // kinds a CRD of this sync brought are known now
+			}
 		}
 		if opts.DryRun {
 			a.diff(ctx, stage)
@@ -188,12 +190,6 @@ func (a *Applier) scopeOne(it *item) {
 	}
 	it.res.Ref = refOf(it.u)
 	it.key = keyOf(it.u)
-}
-
-func (a *Applier) scope(_ context.Context, items []*item) {
-	for _, it := range items {
-		a.scopeOne(it)
-	}
 }
 
 // apply applies one stage: all at once through ssa.ApplyAll, and when
