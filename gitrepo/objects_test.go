@@ -106,3 +106,27 @@ func TestReadObjectsBuildsKustomizations(t *testing.T) {
 		t.Errorf("problems = %v, want the kustomizations reaching out of the repository and to a remote base", objs.Problems)
 	}
 }
+
+// FuzzParseObjects checks that no file makes ParseObjects panic, and that
+// every object it returns can be applied by name: it has an apiVersion, a
+// kind and a name, and a line inside the file.
+func FuzzParseObjects(f *testing.F) {
+	for _, s := range []string{
+		"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+		"kind: List\napiVersion: v1\nitems:\n- {apiVersion: v1, kind: Secret, metadata: {name: s}}\n",
+		"apiVersion: apps/v1\nkind: DeploymentList\nitems:\n- metadata: {name: d}\n",
+		"---\n---\nnull\n", "- a\n- b\n", "a: &x [*x]\n", "apiVersion: v1\nkind: [\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, content []byte) {
+		objs, _ := ParseObjects("f.yaml", content)
+		lines := strings.Count(string(content), "\n") + 1
+		for _, o := range objs {
+			r := o.Ref()
+			if r.APIVersion == "" || r.Kind == "" || r.Name == "" || o.Line < 1 || o.Line > lines {
+				t.Fatalf("object %+v at line %d of %d lacks what an apply needs", r, o.Line, lines)
+			}
+		}
+	})
+}
