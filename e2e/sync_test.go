@@ -178,11 +178,15 @@ func TestSyncAppliesGit(t *testing.T) {
 	img := stack.Registry + "/helloworld:"
 	pushManifest(t, "Add the sync test's manifests", syncManifests(img+"1.0.0", 2, "hello"))
 
-	f := startFaultFluxd(t, "sync-a", syncDir, nil, "--sync-interval=1h", "--git-poll-interval=1h", "--sync-prune", "--sync-inventory=default/fluxd-sync-e2e")
+	metrics, err := localstack.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startFaultFluxd(t, "sync-a", syncDir, nil, "--sync-interval=1h", "--git-poll-interval=1h", "--sync-prune", "--sync-inventory=default/fluxd-sync-e2e", "--metrics-listen="+metrics)
 	env := []string{"FLUX_URL=grpc://" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"]}
 
 	// The first sync runs at start.
-	err := poll(ctx, 60*time.Second, func() error {
+	err = poll(ctx, 60*time.Second, func() error {
 		d, err := kc.AppsV1().Deployments(syncNS).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -266,6 +270,9 @@ func TestSyncAppliesGit(t *testing.T) {
 		if !found {
 			t.Errorf("history has no sync event of %s with the failure and the object created:\n%s", rev, out)
 		}
+		if failed, n := metric(t, metrics, "fluxd_sync_failed"), metric(t, metrics, "fluxd_sync_failed_objects"); failed != "1" || n != "1" {
+			t.Errorf("metrics: fluxd_sync_failed %q, fluxd_sync_failed_objects %q; want 1 and 1", failed, n)
+		}
 	})
 
 	t.Run("prune deletes only what fluxd applied", func(t *testing.T) {
@@ -283,6 +290,9 @@ func TestSyncAppliesGit(t *testing.T) {
 		}
 		if _, err := kc.CoreV1().ConfigMaps(syncNS).Get(ctx, "fine", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("ConfigMap fine left git and fluxd applied it, but it was not pruned: %v", err)
+		}
+		if failed := metric(t, metrics, "fluxd_sync_failed"); failed != "0" {
+			t.Errorf("metrics: fluxd_sync_failed %q after a sync that succeeded", failed)
 		}
 		for _, name := range []string{"by-hand", "keeper", "settings"} {
 			if _, err := kc.CoreV1().ConfigMaps(syncNS).Get(ctx, name, metav1.GetOptions{}); err != nil {

@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
+	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/platform/kube/sync"
 	"github.com/fluxd/fluxd/release"
 	"github.com/fluxd/fluxd/syncer"
@@ -33,7 +35,7 @@ func (f *syncFlags) register(fs *pflag.FlagSet) {
 // newSyncer builds the sync from its flags, or returns nil when it is off.
 // The sync reads git through the release engine (one clone, one fetch for
 // both) and is kicked by every fetch that finds a new commit.
-func newSyncer(f syncFlags, rc *rest.Config, engine *release.Engine, rec syncer.Recorder, log *slog.Logger) (*syncer.Syncer, error) {
+func newSyncer(f syncFlags, rc *rest.Config, engine *release.Engine, rec syncer.Recorder, reg prometheus.Registerer, log *slog.Logger) (*syncer.Syncer, error) {
 	if f.interval == 0 {
 		if f.prune {
 			return nil, errors.New("--sync-prune needs --sync-interval: fluxd prunes only when it syncs")
@@ -56,5 +58,36 @@ func newSyncer(f syncFlags, rc *rest.Config, engine *release.Engine, rec syncer.
 	}
 	s := syncer.New(cfg, engine, applier, rec, log)
 	engine.OnRevision(s.Kick)
+	registerSyncMetrics(reg, s)
 	return s, nil
+}
+
+// registerSyncMetrics exports the last sync: when it ended, how long it
+// took, whether it failed and how many objects it failed on.
+func registerSyncMetrics(reg prometheus.Registerer, s *syncer.Syncer) {
+	last := func(f func(*syncer.Report) float64) func() float64 {
+		return func() float64 {
+			if r := s.Last(); r != nil {
+				return f(r)
+			}
+			return 0
+		}
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_last_timestamp_seconds", Help: "When the last sync of git to the cluster ended (Unix time); 0 before the first."},
+			last(func(r *syncer.Report) float64 { return float64(r.Started.Add(r.Duration).UnixNano()) / 1e9 })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_duration_seconds", Help: "How long the last sync took."},
+			last(func(r *syncer.Report) float64 { return r.Duration.Seconds() })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_failed", Help: "1 when the last sync failed, on any object or file."},
+			last(func(r *syncer.Report) float64 {
+				if r.Failed() {
+					return 1
+				}
+				return 0
+			})),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_objects", Help: "Objects the last sync applied or found unchanged."},
+			last(func(r *syncer.Report) float64 { return float64(len(r.Results) - r.Count(platform.ActionFailed)) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_failed_objects", Help: "Objects the last sync could not apply, and files it could not read."},
+			last(func(r *syncer.Report) float64 { return float64(r.Count(platform.ActionFailed) + len(r.Problems)) })),
+	)
 }
