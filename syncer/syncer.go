@@ -273,6 +273,10 @@ func (s *Syncer) Last() *Report {
 	return s.last
 }
 
+// maxListed bounds the objects a history message names: a first sync of
+// thousands of objects would otherwise make a row of hundreds of KB.
+const maxListed = 200
+
 // summary is the history message: the counts, then each object changed.
 func summary(rep *Report) string {
 	var b strings.Builder
@@ -281,11 +285,20 @@ func summary(rep *Report) string {
 	if rep.Failed() {
 		b.WriteString(", failed")
 	}
+	listed, more := 0, 0
 	for _, r := range rep.Results {
 		switch r.Action {
 		case platform.ActionCreated, platform.ActionChanged, platform.ActionDeleted:
+			if listed == maxListed {
+				more++
+				continue
+			}
 			fmt.Fprintf(&b, "\n%s %s", r.Action, r.Ref)
+			listed++
 		}
+	}
+	if more > 0 {
+		fmt.Fprintf(&b, "\nand %d more", more)
 	}
 	return b.String()
 }
