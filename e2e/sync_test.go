@@ -100,6 +100,7 @@ func cleanUpSync(t *testing.T) {
 	kc := kubeClient(t)
 	_ = kc.CoreV1().Namespaces().Delete(ctx, syncNS, metav1.DeleteOptions{})
 	_ = dynClient(t).Resource(crds).Delete(ctx, "widgets.e2e.fluxd.io", metav1.DeleteOptions{})
+	_ = dynClient(t).Resource(crds).Delete(ctx, "gadgets.e2e.fluxd.io", metav1.DeleteOptions{})
 	_ = kc.CoreV1().ConfigMaps("default").Delete(ctx, "fluxd-sync-e2e", metav1.DeleteOptions{})
 }
 
@@ -209,10 +210,20 @@ func TestSyncAppliesGit(t *testing.T) {
 	}
 
 	t.Run("dry run names the change and changes nothing", func(t *testing.T) {
-		pushManifest(t, "Greet differently", map[string]string{syncDir + "/settings.yaml": syncManifests("", 0, "bonjour")[syncDir+"/settings.yaml"]})
+		// A CRD and a resource of it in one file: in a dry run the CRD
+		// does not exist yet, and its resource would be created after it.
+		gadgets := strings.NewReplacer("widget", "gadget", "Widget", "Gadget").Replace(syncManifests("", 0, "")[syncDir+"/widgets.yaml"]) + // line 1
+			"---\napiVersion: e2e.fluxd.io/v1\nkind: Gadget\nmetadata:\n  name: g1\n  namespace: " + syncNS + "\n" // line 18
+		pushManifest(t, "Greet differently, add gadgets", map[string]string{
+			syncDir + "/settings.yaml": syncManifests("", 0, "bonjour")[syncDir+"/settings.yaml"],
+			syncDir + "/gadgets.yaml":  gadgets,
+		})
 		out, stderr, code := fluxctl(t, env, "sync", "--dry-run")
 		if code != 0 {
 			t.Fatalf("sync --dry-run: exit %d\n%s%s", code, out, stderr)
+		}
+		if !hasLine(out, "CustomResourceDefinition/gadgets.e2e.fluxd.io would be created") || !hasLine(out, "Gadget/synctest/g1 would be created", "gadgets.yaml:18") {
+			t.Errorf("the dry run does not show the new CRD and its resource as created:\n%s", out)
 		}
 		if !hasLine(out, "ConfigMap/synctest/settings would be configured", "synctest/settings.yaml:2") || !strings.Contains(out, "/data/greeting: bonjour") {
 			t.Errorf("the dry run does not name the change:\n%s", out)
@@ -231,6 +242,10 @@ func TestSyncAppliesGit(t *testing.T) {
 		cm, err := kc.CoreV1().ConfigMaps(syncNS).Get(ctx, "settings", metav1.GetOptions{})
 		if err != nil || cm.Data["greeting"] != "bonjour" {
 			t.Fatalf("right after 'fluxctl sync' the ConfigMap is %v (%v), want greeting bonjour", cm.Data, err)
+		}
+		gadgets := schema.GroupVersionResource{Group: "e2e.fluxd.io", Version: "v1", Resource: "gadgets"}
+		if _, err := dyn.Resource(gadgets).Namespace(syncNS).Get(ctx, "g1", metav1.GetOptions{}); err != nil {
+			t.Errorf("a CRD and its resource in one file: the resource was not created: %v\n%s", err, out)
 		}
 		out, stderr, code = fluxctl(t, env, "sync", "-o", "json")
 		var s syncOut

@@ -126,7 +126,7 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 			}
 		}
 		if opts.DryRun {
-			a.diff(ctx, stage)
+			a.diff(ctx, stage, crdKinds(defs))
 		} else {
 			a.apply(ctx, stage)
 		}
@@ -217,10 +217,16 @@ func (a *Applier) apply(ctx context.Context, stage []*item) {
 	}
 }
 
-// diff says what applying one stage would do, object by object.
-func (a *Applier) diff(ctx context.Context, stage []*item) {
+// diff says what applying one stage would do, object by object. A custom
+// resource of a kind a CRD of this sync brings cannot be dry-run before
+// the CRD exists: it would be created.
+func (a *Applier) diff(ctx context.Context, stage []*item, newKinds map[schema.GroupKind]bool) {
 	for _, it := range stage {
 		e, live, merged, err := a.rm.Diff(ctx, it.u.DeepCopy(), ssa.DefaultDiffOptions())
+		if err != nil && newKinds[it.u.GroupVersionKind().GroupKind()] && (meta.IsNoMatchError(err) || strings.Contains(err.Error(), "no matches for kind")) {
+			it.res.Action, it.res.Diff = platform.ActionCreated, []string{"(after its CustomResourceDefinition, which this sync creates)"}
+			continue
+		}
 		if err != nil {
 			it.res.Action, it.res.Error = platform.ActionFailed, applyError(err)
 			continue
@@ -327,4 +333,18 @@ func gvkOf(r platform.ObjectRef) schema.GroupVersionKind {
 // defaulting never writes into git's copy.
 func deepCopy(m map[string]any) map[string]any {
 	return runtime.DeepCopyJSON(m)
+}
+
+// crdKinds are the kinds the CRDs among items define.
+func crdKinds(items []*item) map[schema.GroupKind]bool {
+	out := map[schema.GroupKind]bool{}
+	for _, it := range items {
+		if !ssautils.IsCRD(it.u) {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(it.u.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(it.u.Object, "spec", "names", "kind")
+		out[schema.GroupKind{Group: group, Kind: kind}] = true
+	}
+	return out
 }
