@@ -54,8 +54,20 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Connecting, erro
 		close(c.done)
 		return c, nil
 	}
+	// One attempt first, so that a server that is up is connected before
+	// fluxd serves; the rest in the background.
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	s, err := Open(octx, cfg)
+	cancel()
+	if err == nil {
+		c.s, c.cancel = s, func() {}
+		close(c.ready)
+		close(c.done)
+		return c, nil
+	}
+	log.Warn("cannot reach the history database; trying again in the background (fluxd reports not ready meanwhile)", "component", "history", "db", Redact(cfg.URL), "error", err)
+	c.lastErr = err
 	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	c.lastErr = errors.New("connecting")
 	go c.connect(ctx, cfg, log)
 	return c, nil
 }
