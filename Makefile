@@ -47,8 +47,9 @@ stack: deps
 	@stack/build.sh >/dev/null
 
 ## up: build, start the local stack and fluxd, print what to type next
+## (DB=postgres: fluxd's records in a PostgreSQL server the stack starts)
 up: deps build
-	@bin=$$(stack/build.sh) && go run ./hack/stack up "$$bin" bin/fluxd
+	@bin=$$(stack/build.sh) && DB=$(DB) go run ./hack/stack up "$$bin" bin/fluxd
 
 ## restart-fluxd: stop the demo's fluxd with SIGTERM and start it again on its state
 restart-fluxd:
