@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -36,7 +38,7 @@ func jobNow(t *testing.T, env []string, id string) (jobJSON, error) {
 
 // pgFluxd starts a server of the test's own (so it can be restarted), a
 // database on it, and a fluxd on that database.
-func pgFluxd(t *testing.T, name, dir string, down bool) (*localstack.Fluxd, *pgserver.Server, string) {
+func pgFluxd(t *testing.T, name, dir string, down bool, extra ...string) (*localstack.Fluxd, *pgserver.Server, string) {
 	t.Helper()
 	srv := pgserver.Own(t)
 	localstack.NoteSecret("the PostgreSQL password", srv.Password)
@@ -49,8 +51,8 @@ func pgFluxd(t *testing.T, name, dir string, down bool) (*localstack.Fluxd, *pgs
 			t.Fatal(err)
 		}
 	}
-	f := startFaultFluxd(t, name, dir, nil, "--git-poll-interval=10m",
-		"--history-db="+url, "--history-db-password-file="+srv.PasswordFile())
+	f := startFaultFluxd(t, name, dir, nil, append([]string{"--git-poll-interval=10m",
+		"--history-db=" + url, "--history-db-password-file=" + srv.PasswordFile()}, extra...)...)
 	return f, srv, url
 }
 
@@ -114,7 +116,11 @@ func TestPostgresRestartsDuringAJob(t *testing.T) {
 func TestPostgresDownAtStart(t *testing.T) {
 	sharedFluxd(t)
 	img := faultService(t, "faults-pgdown", "pgdownapp", 1, 0, "1.1.0")
-	f, srv, _ := pgFluxd(t, "fluxd-pgdown", "faults-pgdown", true)
+	healthAddr, err := localstack.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, srv, _ := pgFluxd(t, "fluxd-pgdown", "faults-pgdown", true, "--health-listen="+healthAddr)
 	env := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=pia"}
 	ctx := testContext(t)
 	health := healthpb.NewHealthClient(dial(t, f.Addr))
@@ -127,6 +133,16 @@ func TestPostgresDownAtStart(t *testing.T) {
 	}
 	if st := status(); st != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("health with the database down: %v; want NOT_SERVING", st)
+	}
+	// The probes' HTTP endpoint says why, without the password.
+	resp, err := http.Get("http://" + healthAddr + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	why, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(why), "history database") || strings.Contains(string(why), srv.Password) {
+		t.Errorf("/readyz with the database down: %s %q; want 503 naming the history database, without its password", resp.Status, why)
 	}
 	if out, stderr, code := fluxctl(t, env, "history", "pgdownapp"); code == 0 || !strings.Contains(out+stderr, "not connected yet") {
 		t.Errorf("history with the database down: exit %d\n%s%s\nwant a failure saying the database is not connected yet", code, out, stderr)
