@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build static image deps stack up restart-fluxd down test test-unit generate check-generate vet bench bench-registry bench-automation fuzz fuzz-ci clean
+.PHONY: all build static image deps stack up restart-fluxd down test test-postgres test-unit generate check-generate vet bench bench-registry bench-automation fuzz fuzz-ci clean
 
 all: build
 
@@ -62,6 +62,10 @@ down:
 ## test: every test, the end-to-end ones on a stack of their own
 test: deps
 	@bin=$$(stack/build.sh) && FLUXD_STACK_BIN="$$bin" go test -count=1 ./...
+
+## test-postgres: the end-to-end tests again, every fluxd on PostgreSQL
+test-postgres: deps
+	@bin=$$(stack/build.sh) && FLUXD_STACK_BIN="$$bin" FLUXD_STACK_DB=postgres go test -count=1 ./e2e/
 
 ## test-unit: only the tests that need no stack
 test-unit:
