@@ -33,6 +33,14 @@ func (s *Stack) postgres(ctx context.Context) (*pgserver.Server, error) {
 	if s.pg != nil {
 		return s.pg, nil
 	}
+	// The server runs as another user (postgres, when this is root),
+	// who must be able to pass through the stack's directory, which
+	// os.MkdirTemp made private: search, not list.
+	if fi, err := os.Stat(s.Dir); err == nil && fi.Mode().Perm()&0o001 == 0 {
+		if err := os.Chmod(s.Dir, fi.Mode().Perm()|0o011); err != nil {
+			return nil, err
+		}
+	}
 	srv, err := pgserver.Start(ctx, pgserver.Options{Dir: filepath.Join(s.Dir, "postgres"), Detach: s.detach})
 	if err != nil {
 		return nil, err
