@@ -119,7 +119,10 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		return err
 	}
 	f, err := st.StartFluxd(ctx, fluxdBin, instance, append([]string{"--log-format=text", "--metrics-listen=" + metrics,
-		"--webhook-listen=" + webhook, "--webhook-secret-file=" + secretFile}, dbFlags...)...)
+		"--webhook-listen=" + webhook, "--webhook-secret-file=" + secretFile,
+		// The demo keeps the cluster equal to git (docs/sync.md): its
+		// fluxd has the stack's admin credentials, which the sync needs.
+		"--sync-interval=1m"}, dbFlags...)...)
 	if err != nil {
 		return fmt.Errorf("%w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
 	}
