@@ -83,6 +83,8 @@ type Status struct {
 	Failures  int
 	// Decision is the last decision, e.g. "release app=r/app:1.3".
 	Decision string
+	// LastCheck is when the service's images were last looked at.
+	LastCheck time.Time
 	// Warnings are policy problems found by the last check.
 	Warnings []string
 }
@@ -333,6 +335,12 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 	plan, err := a.plans.Plan(ctx, release.Spec{Services: ids, AllLatest: true, User: User})
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	now := a.clock.Now()
+	for _, id := range ids {
+		if s := a.services[id]; s != nil {
+			s.LastCheck = now
+		}
+	}
 	if err != nil {
 		for _, id := range ids {
 			if s := a.services[id]; s != nil {

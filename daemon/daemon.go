@@ -133,6 +133,8 @@ type Service struct {
 	Automation *automator.Status
 	// Warnings are policy problems to fix.
 	Warnings []string
+	// GitImages maps each container to the image git names for it.
+	GitImages map[string]string
 
 	annotations map[string]string
 }
@@ -186,6 +188,10 @@ func (d *Daemon) services(ctx context.Context) ([]Service, error) {
 		s.Automated = def.Annotations[release.AnnotationAutomated] == "true"
 		s.Locked = def.Annotations[release.AnnotationLocked] == "true"
 		s.LockMsg = release.LockReason(def.Annotations)
+		s.GitImages = map[string]string{}
+		for _, c := range def.Containers {
+			s.GitImages[c.Name] = c.Image
+		}
 		s.annotations = def.Annotations
 		s.Filters, s.TagOrder, s.Warnings = policyOf(def)
 		s.Prerelease = def.Annotations[release.AnnotationTagPrerelease] == "true"
