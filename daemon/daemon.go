@@ -106,7 +106,14 @@ type Daemon struct {
 	gen          uint64        // counts stored copies, so an older read never replaces a newer one
 
 	refreshes singleflight.Group // registry refreshes by repository
+
+	onNotify func(repository string, tags int)
 }
+
+// OnNotify sets a function told of every image notification fluxd acted
+// on (webhook or NotifyImage): the web page shows them as they come. It
+// must not block. Set it before serving.
+func (d *Daemon) OnNotify(f func(repository string, tags int)) { d.onNotify = f }
 
 // New returns a Daemon. cfg must have passed Validate.
 func New(cfg Config, deps Deps, log *slog.Logger) *Daemon {

@@ -502,5 +502,8 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 		d.deps.Automator.Kick()
 	}
 	d.log.Info("image notification: repository refreshed", "repository", ref.Repository, "tags", len(imgs))
+	if d.onNotify != nil {
+		d.onNotify(ref.Repository, len(imgs))
+	}
 	return ref.Repository, len(imgs), nil
 }

@@ -3338,6 +3338,69 @@ func (x *NotifyImageRequest) GetImage() string {
 	return ""
 }
 
+// ImageNotification is a push notification fluxd acted on, as the web
+// page's live events tell it.
+type ImageNotification struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Repository string                 `protobuf:"bytes,1,opt,name=repository,proto3" json:"repository,omitempty"`
+	// tags is how many tags the repository has now.
+	Tags          int32                  `protobuf:"varint,2,opt,name=tags,proto3" json:"tags,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageNotification) Reset() {
+	*x = ImageNotification{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageNotification) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageNotification) ProtoMessage() {}
+
+func (x *ImageNotification) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageNotification.ProtoReflect.Descriptor instead.
+func (*ImageNotification) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ImageNotification) GetRepository() string {
+	if x != nil {
+		return x.Repository
+	}
+	return ""
+}
+
+func (x *ImageNotification) GetTags() int32 {
+	if x != nil {
+		return x.Tags
+	}
+	return 0
+}
+
+func (x *ImageNotification) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 type NotifyImageResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// repository is the repository that was refreshed.
@@ -3350,7 +3413,7 @@ type NotifyImageResponse struct {
 
 func (x *NotifyImageResponse) Reset() {
 	*x = NotifyImageResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[50]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3362,7 +3425,7 @@ func (x *NotifyImageResponse) String() string {
 func (*NotifyImageResponse) ProtoMessage() {}
 
 func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[50]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3375,7 +3438,7 @@ func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyImageResponse.ProtoReflect.Descriptor instead.
 func (*NotifyImageResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{50}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *NotifyImageResponse) GetRepository() string {
@@ -3641,7 +3704,13 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x06events\x18\x01 \x03(\v2\x0f.fluxd.v1.EventR\x06events\"*\n" +
 	"\x12NotifyImageRequest\x12\x14\n" +
-	"\x05image\x18\x01 \x01(\tR\x05image\"I\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\"s\n" +
+	"\x11ImageNotification\x12\x1e\n" +
+	"\n" +
+	"repository\x18\x01 \x01(\tR\n" +
+	"repository\x12\x12\n" +
+	"\x04tags\x18\x02 \x01(\x05R\x04tags\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"I\n" +
 	"\x13NotifyImageResponse\x12\x1e\n" +
 	"\n" +
 	"repository\x18\x01 \x01(\tR\n" +
@@ -3698,7 +3767,7 @@ func file_fluxd_v1_fluxd_proto_rawDescGZIP() []byte {
 }
 
 var file_fluxd_v1_fluxd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 54)
 var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(Role)(0),                     // 0: fluxd.v1.Role
 	(ReleaseKind)(0),              // 1: fluxd.v1.ReleaseKind
@@ -3753,27 +3822,28 @@ var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(*HistoryRequest)(nil),        // 50: fluxd.v1.HistoryRequest
 	(*HistoryResponse)(nil),       // 51: fluxd.v1.HistoryResponse
 	(*NotifyImageRequest)(nil),    // 52: fluxd.v1.NotifyImageRequest
-	(*NotifyImageResponse)(nil),   // 53: fluxd.v1.NotifyImageResponse
-	nil,                           // 54: fluxd.v1.Service.TagFiltersEntry
-	nil,                           // 55: fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	(*timestamppb.Timestamp)(nil), // 56: google.protobuf.Timestamp
+	(*ImageNotification)(nil),     // 53: fluxd.v1.ImageNotification
+	(*NotifyImageResponse)(nil),   // 54: fluxd.v1.NotifyImageResponse
+	nil,                           // 55: fluxd.v1.Service.TagFiltersEntry
+	nil,                           // 56: fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	(*timestamppb.Timestamp)(nil), // 57: google.protobuf.Timestamp
 }
 var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	0,  // 0: fluxd.v1.VersionResponse.role:type_name -> fluxd.v1.Role
 	7,  // 1: fluxd.v1.Service.containers:type_name -> fluxd.v1.Container
 	10, // 2: fluxd.v1.Service.replicas:type_name -> fluxd.v1.ReplicaCounts
 	9,  // 3: fluxd.v1.Service.automation:type_name -> fluxd.v1.Automation
-	54, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
-	56, // 5: fluxd.v1.Service.locked_at:type_name -> google.protobuf.Timestamp
-	56, // 6: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
-	56, // 7: fluxd.v1.Automation.last_check:type_name -> google.protobuf.Timestamp
+	55, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
+	57, // 5: fluxd.v1.Service.locked_at:type_name -> google.protobuf.Timestamp
+	57, // 6: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
+	57, // 7: fluxd.v1.Automation.last_check:type_name -> google.protobuf.Timestamp
 	8,  // 8: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
 	13, // 9: fluxd.v1.ListServicesResponse.git:type_name -> fluxd.v1.GitRemoteStatus
-	56, // 10: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
-	56, // 11: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
-	56, // 12: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
+	57, // 10: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
+	57, // 11: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
+	57, // 12: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
 	15, // 13: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
-	56, // 14: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
+	57, // 14: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
 	16, // 15: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
 	17, // 16: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
 	19, // 17: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
@@ -3782,8 +3852,8 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	22, // 20: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
 	23, // 21: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
 	2,  // 22: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
-	56, // 23: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	56, // 24: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	57, // 23: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	57, // 24: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
 	23, // 25: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
 	25, // 26: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
 	10, // 27: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
@@ -3791,52 +3861,53 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	29, // 29: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
 	25, // 30: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
 	25, // 31: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
-	56, // 32: fluxd.v1.JobLogLine.time:type_name -> google.protobuf.Timestamp
+	57, // 32: fluxd.v1.JobLogLine.time:type_name -> google.protobuf.Timestamp
 	36, // 33: fluxd.v1.GetJobLogResponse.lines:type_name -> fluxd.v1.JobLogLine
-	55, // 34: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	56, // 35: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
-	56, // 36: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
+	56, // 34: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	57, // 35: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
+	57, // 36: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
 	48, // 37: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
 	49, // 38: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
-	3,  // 39: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	4,  // 40: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
-	11, // 41: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	14, // 42: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	20, // 43: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	26, // 44: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	28, // 45: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	31, // 46: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	33, // 47: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	35, // 48: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
-	38, // 49: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	40, // 50: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	42, // 51: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	44, // 52: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	46, // 53: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	50, // 54: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	52, // 55: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	6,  // 56: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	5,  // 57: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
-	12, // 58: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	18, // 59: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	24, // 60: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	27, // 61: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	30, // 62: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	32, // 63: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	34, // 64: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	37, // 65: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
-	39, // 66: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	41, // 67: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	43, // 68: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	45, // 69: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	47, // 70: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	51, // 71: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	53, // 72: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	56, // [56:73] is the sub-list for method output_type
-	39, // [39:56] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	57, // 39: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
+	3,  // 40: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
+	4,  // 41: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
+	11, // 42: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	14, // 43: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	20, // 44: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	26, // 45: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	28, // 46: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	31, // 47: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	33, // 48: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	35, // 49: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
+	38, // 50: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	40, // 51: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	42, // 52: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	44, // 53: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	46, // 54: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	50, // 55: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	52, // 56: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	6,  // 57: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	5,  // 58: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
+	12, // 59: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	18, // 60: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	24, // 61: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	27, // 62: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	30, // 63: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	32, // 64: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	34, // 65: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	37, // 66: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
+	39, // 67: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	41, // 68: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	43, // 69: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	45, // 70: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	47, // 71: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	51, // 72: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	54, // 73: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	57, // [57:74] is the sub-list for method output_type
+	40, // [40:57] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_fluxd_v1_fluxd_proto_init() }
@@ -3851,7 +3922,7 @@ func file_fluxd_v1_fluxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluxd_v1_fluxd_proto_rawDesc), len(file_fluxd_v1_fluxd_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   53,
+			NumMessages:   54,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
