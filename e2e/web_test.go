@@ -56,7 +56,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	shots := screenshotDir(t)
 	shot := func(name string) chromedp.Action[chromedp.Void] {
 		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			b, err := chromedp.FullScreenshot(90)(ctx, tg)
+			b, err := chromedp.FullScreenshot(100)(ctx, tg)
 			if err != nil {
 				return err
 			}
@@ -64,22 +64,21 @@ func TestStatusPageInBrowser(t *testing.T) {
 		})
 	}
 
-	// Sign in with the keyboard only: Tab reaches the skip link first,
-	// the token field has a label, Enter submits.
+	// Sign in with the keyboard only: the token field has focus and a
+	// label, Tab moves to the name, Enter submits.
 	browse(t, ctx, "open the page",
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.KeyEvent(f.Tokens["deployer"]),
 		chromedp.KeyEvent(kb.Tab))
-	skip := value(t, ctx, chromedp.Evaluate[string](`document.activeElement.textContent`))
+	focused := value(t, ctx, chromedp.Evaluate[string](`document.activeElement.id`))
 	tokenLabel := value(t, ctx, chromedp.Text(chromedp.CSS(`label[for="token"]`)))
-	if skip != "Skip to content" || tokenLabel != "API token" {
-		t.Errorf("keyboard: first Tab reaches %q (want the skip link); the token field's label is %q", skip, tokenLabel)
+	if focused != "name" || tokenLabel != "API token" {
+		t.Errorf("keyboard: Tab from the token reaches %q (want the name field); the token field's label is %q", focused, tokenLabel)
 	}
 	browse(t, ctx, "sign in",
+		chromedp.KeyEvent("Web Tester"),
 		shot("signin"),
-		chromedp.Focus(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), f.Tokens["deployer"]),
-		chromedp.SendKeys(chromedp.ID("name"), "Web Tester"),
 		chromedp.KeyEvent(kb.Enter),
 		chromedp.WaitVisible(chromedp.CSS(`#services tr[data-service="default:deployment/webapp"]`)),
 		waitText(`#conn`, "live"),
@@ -283,7 +282,7 @@ func screenshotDir(t *testing.T) string {
 // saveScreenshot writes a screenshot to dir, and to docs/images for the
 // README when FLUXD_UPDATE_SCREENSHOTS is set.
 func saveScreenshot(dir, name string, b []byte) error {
-	if err := os.WriteFile(filepath.Join(dir, name+".jpg"), b, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, name+".png"), b, 0o644); err != nil {
 		return err
 	}
 	if os.Getenv("FLUXD_UPDATE_SCREENSHOTS") != "" {
@@ -291,7 +290,7 @@ func saveScreenshot(dir, name string, b []byte) error {
 		if err != nil {
 			return err
 		}
-		return os.WriteFile(filepath.Join(root, "docs", "images", "web-"+name+".jpg"), b, 0o644)
+		return os.WriteFile(filepath.Join(root, "docs", "images", "web-"+name+".png"), b, 0o644)
 	}
 	return nil
 }

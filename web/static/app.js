@@ -481,6 +481,8 @@ function jobView(id) {
     el('div', {id: 'job-head'}, el('p', {class: 'muted'}, 'Loading…')),
     el('h2', {id: 'log-title'}, 'Log'),
     el('pre', {class: 'log', id: 'job-log', role: 'log', 'aria-labelledby': 'log-title', tabindex: '0'}));
+  // Lines that come as events while the log is read are kept here.
+  if (!S.logs.has(id)) S.logs.set(id, []);
   setView('job', id, async () => {
     try {
       const [g, l] = await Promise.all([api('GetJob', {id}), api('GetJobLog', {id})]);
