@@ -171,7 +171,7 @@ func (s *Server) Release(ctx context.Context, req *fluxdv1.ReleaseRequest) (*flu
 
 // History lists the caller's instance's events.
 func (s *Server) History(ctx context.Context, req *fluxdv1.HistoryRequest) (*fluxdv1.HistoryResponse, error) {
-	evs, err := s.d.History(ctx, identity(ctx), req.GetService(), int(req.GetLimit()))
+	evs, err := s.d.History(ctx, identity(ctx), req.GetService(), int(req.GetLimit()), HistoryType(req.GetType()), HistoryUser(req.GetUser()))
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -84,6 +84,9 @@ func TestStatusPageInBrowser(t *testing.T) {
 		waitText(`#conn`, "live"),
 		shot("services"))
 	row := value(t, ctx, chromedp.Text(chromedp.CSS(`#services tr[data-service="default:deployment/webapp"]`)))
+	if !value(t, ctx, chromedp.Evaluate[bool](`document.activeElement === document.querySelector('main')`)) {
+		t.Error("after signing in, focus is not on the page's main content")
+	}
 	roles := value(t, ctx, chromedp.Evaluate[[]string](`[
 			document.querySelector('nav').getAttribute('aria-label'),
 			document.querySelector('#services caption') ? 'caption' : '',
@@ -105,7 +108,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	browse(t, ctx, "open jobs",
 		chromedp.Evaluate[chromedp.Void](`window.e2eMarker = 'kept'; location.hash = '#/jobs'`, chromedp.EvalIgnoreExceptions),
 		chromedp.WaitVisible(chromedp.ID("jobs")))
-	id := releaseNoWait(t, deployer, "-s", "webapp", "-i", img+"1.1.0")
+	id := releaseNoWait(t, deployer, "-s", "webapp", "-i", img+"1.1.0", "--user", "Web-E2E")
 	browse(t, ctx, "follow the release",
 		chromedp.WaitVisible(chromedp.CSS(`#jobs tr[data-job="`+id+`"]`)),
 		chromedp.Click(chromedp.CSS(`#jobs tr[data-job="`+id+`"] a`)),
@@ -118,7 +121,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if !value(t, ctx, chromedp.Evaluate[bool](`window.e2eMarker === 'kept'`)) {
 		t.Error("the page was reloaded while it followed the job")
 	}
-	for _, want := range []string{"queued by", "fetching the git remote", "container app: " + img + "1.0.0 -> " + img + "1.1.0", "pushed commit", "applying to the cluster", "following the rollout", "default:deployment/webapp: rolled out (2/2 ready)", "done: commit"} {
+	for _, want := range []string{"queued by Web-E2E", "fetching the git remote", "container app: " + img + "1.0.0 -> " + img + "1.1.0", "pushed commit", "applying to the cluster", "following the rollout", "default:deployment/webapp: rolled out (2/2 ready)", "done: commit"} {
 		if !strings.Contains(log, want) {
 			t.Errorf("the job's log on the page lacks %q:\n%s", want, log)
 		}
@@ -128,7 +131,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 
 	// A release whose pods never become ready fails, and the page says why.
-	id = releaseNoWait(t, deployer, "-s", "webapp", "-i", img+"1.2.0-broken", "--rollout-timeout", "8s")
+	id = releaseNoWait(t, deployer, "-s", "webapp", "-i", img+"1.2.0-broken", "--rollout-timeout", "8s", "--user", "Web-E2E")
 	browse(t, ctx, "a failed rollout",
 		chromedp.Evaluate[chromedp.Void](`location.hash = '#/job/`+id+`'`, chromedp.EvalIgnoreExceptions),
 		waitText(`#job-state`, "failed"),
@@ -151,6 +154,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		chromedp.Evaluate[chromedp.Void](`location.hash = '#/history'`, chromedp.EvalIgnoreExceptions),
 		chromedp.WaitVisible(chromedp.ID("history")),
 		chromedp.SetValue(chromedp.ID("f-type"), "failed"),
+		chromedp.SetValue(chromedp.ID("f-user"), "web-e2e"),
 		chromedp.Click(chromedp.CSS(`form[role=search] button`)),
 		chromedp.Sleep(time.Second),
 		waitText(`#history caption`, "events"),
@@ -159,6 +163,34 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if !strings.Contains(hist, "default:deployment/webapp") || strings.Contains(hist, "automate") {
 		t.Errorf("history filtered to failed events:\n%s", hist)
 	}
+
+	// Automated (within semver, so that the broken pre-release it runs is
+	// left for a version), the service awaits an image: the page says when it last
+	// looked, what it found and when it looks next; a push notification
+	// shows as it arrives, and the release it brings follows.
+	if out, stderr, code := fluxctl(t, deployer, "policy", "webapp", "--automate", "--tag-all", "semver:>=1.0.0"); code != 0 {
+		t.Fatalf("automate: exit %d\n%s%s", code, out, stderr)
+	}
+	row = `#services tr[data-service="default:deployment/webapp"]`
+	browse(t, ctx, "awaiting an image",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/services'`, chromedp.EvalIgnoreExceptions),
+		waitText(row, "awaiting an image"),
+		waitText(row, "last looked"),
+		shot("services-automated"))
+	awaiting := value(t, ctx, chromedp.Text(chromedp.CSS(row)))
+	if !strings.Contains(awaiting, "nothing newer") || !strings.Contains(awaiting, "next look in") {
+		t.Errorf("the automated service's row:\n%s", awaiting)
+	}
+	if err := stack.PushImage(context.Background(), "webapp", "1.3.0", time.Date(2026, 9, 2, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := fluxctl(t, deployer, "notify", img+"1.3.0"); code != 0 {
+		t.Fatalf("notify: exit %d\n%s%s", code, out, stderr)
+	}
+	browse(t, ctx, "a push notification",
+		waitText(`#notification-list`, stack.Registry+"/webapp"),
+		waitText(row, img+"1.3.0"),
+		shot("notification"))
 }
 
 // checkWebSecurity checks, as a client other than the page, what the page

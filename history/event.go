@@ -25,6 +25,9 @@ const (
 	Rollback         Type = "rollback"
 )
 
+// Types lists every event type.
+var Types = []Type{Release, AutomatedRelease, Rollback, Failed, Cancelled, Automate, Deautomate, Lock, Unlock, Policy}
+
 // Change is one container's image change.
 type Change struct {
 	Service   string `json:"service"`
@@ -57,6 +60,11 @@ type Event struct {
 type Query struct {
 	// Service limits the events to one service ID; empty means all.
 	Service string
+	// Type limits the events to one type; empty means all.
+	Type Type
+	// User limits the events to those of users whose name contains it
+	// (case-insensitive); empty means all.
+	User string
 	// Limit bounds the number of events; zero means 100.
 	Limit int
 }

@@ -53,6 +53,10 @@ func (q *Queue) JobLog(ctx context.Context, instance, id string, after int64) ([
 // workload's replicas as they change.
 func (l *jobLog) progressLines(p Progress) []string {
 	var out []string
+	if p.Commit != "" && p.Commit != l.commit {
+		l.commit = p.Commit
+		out = append(out, fmt.Sprintf("pushed commit %.12s", p.Commit))
+	}
 	if p.Stage != l.stage {
 		l.stage = p.Stage
 		switch p.Stage {
@@ -81,10 +85,6 @@ func (l *jobLog) progressLines(p Progress) []string {
 				out = append(out, fmt.Sprintf("%s: container %s: %s -> %s", it.Service, u.Container, u.Current, u.Target))
 			}
 		}
-	}
-	if p.Commit != "" && p.Commit != l.commit {
-		l.commit = p.Commit
-		out = append(out, fmt.Sprintf("pushed commit %.12s", p.Commit))
 	}
 	for _, w := range p.Workloads {
 		r := w.Replicas

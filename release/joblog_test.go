@@ -72,7 +72,7 @@ func TestProgressLines(t *testing.T) {
 	}{
 		{Progress{Stage: StageCloning}, []string{"fetching the git remote and planning the release"}},
 		{Progress{Stage: StageCommitting, Plan: plan}, []string{"committing", "default:deployment/web: container app: r/web:1 -> r/web:2"}},
-		{Progress{Stage: StageApplying, Commit: "0123456789abcdef"}, []string{"applying to the cluster", "pushed commit 0123456789ab"}},
+		{Progress{Stage: StageApplying, Commit: "0123456789abcdef"}, []string{"pushed commit 0123456789ab", "applying to the cluster"}},
 		{Progress{Stage: StageRollingOut, Commit: "0123456789abcdef", Workloads: []WorkloadProgress{{Service: id, Replicas: platform.Replicas{Desired: 2, Updated: 1}}}},
 			[]string{"following the rollout", "default:deployment/web: 1/2 updated, 0 ready, 0 available"}},
 		{Progress{Stage: StageRollingOut, Commit: "0123456789abcdef", Workloads: []WorkloadProgress{{Service: id, Replicas: platform.Replicas{Desired: 2, Updated: 1}}}}, nil},

@@ -131,6 +131,14 @@ func (s *Store) Events(ctx context.Context, instance string, q history.Query) ([
 		query += ` AND e.id IN (SELECT event_id FROM event_services WHERE instance = ? AND service = ?)`
 		args = append(args, instance, q.Service)
 	}
+	if q.Type != "" {
+		query += ` AND e.type = ?`
+		args = append(args, string(q.Type))
+	}
+	if q.User != "" {
+		query += ` AND instr(lower(e.user), lower(?)) > 0`
+		args = append(args, q.User)
+	}
 	query += ` ORDER BY e.id DESC LIMIT ?`
 	args = append(args, limit)
 	rows, err := s.db.QueryContext(ctx, query, args...)

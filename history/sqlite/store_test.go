@@ -76,3 +76,47 @@ func TestOpenBadPath(t *testing.T) {
 		t.Fatal("Open succeeded in a missing directory")
 	}
 }
+
+// History filters by type and by user (a part of the name, any case),
+// together with the service filter.
+func TestEventsFilteredByTypeAndUser(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "history.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	for _, ev := range []history.Event{
+		{Type: history.Release, User: "Alice", Services: []string{"ns:deployment/a"}},
+		{Type: history.Failed, User: "alice", Services: []string{"ns:deployment/a"}},
+		{Type: history.Failed, User: "bob", Services: []string{"ns:deployment/b"}},
+		{Type: history.Lock, User: "automator", Services: []string{"ns:deployment/a"}},
+	} {
+		ev.Instance, ev.StartedAt = "i", t0
+		if _, err := s.Record(ctx, ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		q    history.Query
+		want []string
+	}{
+		{history.Query{Type: history.Failed}, []string{"bob", "alice"}},
+		{history.Query{User: "ALI"}, []string{"alice", "Alice"}},
+		{history.Query{Type: history.Failed, User: "ali", Service: "ns:deployment/a"}, []string{"alice"}},
+		{history.Query{Type: history.Rollback}, nil},
+	} {
+		evs, err := s.Events(ctx, "i", tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ev := range evs {
+			got = append(got, ev.User)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%+v (-want +got):\n%s", tc.q, diff)
+		}
+	}
+}

@@ -273,7 +273,7 @@ function serviceRow(s, newest, planKnown) {
     'running ', el('code', {}, c.image), el('br'),
     s.inGit ? ['git ', el('code', {}, c.gitImage || '—'), el('br')] : el('span', {class: 'muted'}, 'not in git'),
     planKnown && s.inGit ? ['newest allowed ', newest[c.name] ? el('code', {class: 'run'}, newest[c.name]) : el('span', {class: 'muted'}, newest._reason ? 'not released: ' + newest._reason : 'up to date')] : '')));
-  const policy = el('div', {},
+  const policy = !s.inGit ? el('span', {class: 'muted'}, 'no policy: not in git') : el('div', {},
     s.automated ? el('span', {class: 'badge run'}, 'automated') : el('span', {class: 'badge muted'}, 'manual'), ' ',
     s.locked ? el('span', {class: 'badge warn'}, 'locked') : '',
     s.locked ? el('div', {class: 'warn'}, 'locked', s.lockedBy ? ' by ' + s.lockedBy : '', s.lockedAt ? ' ' + ago(s.lockedAt) : '', s.lockMessage ? ' — ' + s.lockMessage : '') : '',
@@ -560,9 +560,8 @@ function historyView() {
   main().replaceChildren(el('h1', {}, 'History'), form, body);
   setView('history', '', async () => {
     try {
-      const r = await api('History', {service: svc.value.trim(), limit: 200});
-      const evs = (r.events || []).filter((e) => (!typ.value || e.type === typ.value) && (!usr.value.trim() || (e.user || '').includes(usr.value.trim())));
-      body.replaceChildren(historyTable(evs));
+      const r = await api('History', {service: svc.value.trim(), type: typ.value, user: usr.value.trim(), limit: 200});
+      body.replaceChildren(historyTable(r.events || []));
     } catch (e) {
       body.replaceChildren(errorBox(e));
     }

@@ -3199,8 +3199,14 @@ func (x *Event) GetError() string {
 type HistoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// service limits the events to one service; empty means all.
-	Service       string `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
-	Limit         int32  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Service string `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Limit   int32  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// type limits the events to one type ("release", "automated-release",
+	// "rollback", "failed", "cancelled", "automate", "deautomate", "lock",
+	// "unlock", "policy"); empty means all.
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// user limits the events to users whose name contains it.
+	User          string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3247,6 +3253,20 @@ func (x *HistoryRequest) GetLimit() int32 {
 		return x.Limit
 	}
 	return 0
+}
+
+func (x *HistoryRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *HistoryRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
 }
 
 type HistoryResponse struct {
@@ -3697,10 +3717,12 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\achanges\x18\b \x03(\v2\x10.fluxd.v1.ChangeR\achanges\x12\x16\n" +
 	"\x06commit\x18\t \x01(\tR\x06commit\x12\x14\n" +
 	"\x05error\x18\n" +
-	" \x01(\tR\x05error\"@\n" +
+	" \x01(\tR\x05error\"h\n" +
 	"\x0eHistoryRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\":\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\":\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x06events\x18\x01 \x03(\v2\x0f.fluxd.v1.EventR\x06events\"*\n" +
 	"\x12NotifyImageRequest\x12\x14\n" +
