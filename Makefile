@@ -90,6 +90,7 @@ bench:
 bench-registry:
 	go test -run '^$$' -bench 'BenchmarkScan|BenchmarkCacheMemory' -benchtime 1x ./registry/oci/
 	go test -run '^$$' -bench 'BenchmarkScan' -benchtime 1x ./registry/oci/ -args -scan.repos 100 -scan.tags 1000
+	go test -run '^$$' -bench 'BenchmarkListImagesCold' -benchtime 1x ./daemon/
 
 ## bench-automation: push → commit → rollout latency of automation on the local stack, 20 pushes
 bench-automation: stack

@@ -106,6 +106,13 @@ type Automator struct {
 	clock clock.Clock
 	log   *slog.Logger
 	gauge *prometheus.GaugeVec
+	// decisions counts the decisions by kind; nil without metrics.
+	decisions *prometheus.CounterVec
+	// gen counts the passes, after which Statuses may have changed.
+	gen atomic.Uint64
+	// notified is when the oldest notification not yet followed by a
+	// release arrived (zero: none), guarded by mu.
+	notified time.Time
 
 	mu       sync.Mutex // guards services for Status readers
 	services map[platform.ID]*service
@@ -131,7 +138,12 @@ func New(cfg Config, p Planner, jobs Jobs, clk clock.Clock, log *slog.Logger) *A
 		services: map[platform.ID]*service{}, kick: make(chan struct{}, 1)}
 	if cfg.Metrics != nil {
 		a.gauge = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "fluxd_automation_services", Help: "Automated services by automator state."}, []string{"state"})
-		cfg.Metrics.MustRegister(a.gauge)
+		a.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fluxd_automation_decisions_total",
+			Help: "Automator decisions per service checked: release, nothing-newer, filtered-out, skipped or failing."}, []string{"decision"})
+		cfg.Metrics.MustRegister(a.gauge, a.decisions)
+		for _, d := range []string{"release", "nothing-newer", "filtered-out", "skipped", "failing"} {
+			a.decisions.WithLabelValues(d)
+		}
 	}
 	return a
 }
@@ -142,6 +154,23 @@ func New(cfg Config, p Planner, jobs Jobs, clk clock.Clock, log *slog.Logger) *A
 func (a *Automator) Kick() {
 	a.wake.Store(true)
 	a.Poke()
+}
+
+// Notified is Kick for an image notification: the release it leads to
+// carries the notification's time, for the notification-to-commit metric.
+func (a *Automator) Notified() {
+	a.mu.Lock()
+	if a.notified.IsZero() {
+		a.notified = a.clock.Now()
+	}
+	a.mu.Unlock()
+	a.Kick()
+}
+
+func (a *Automator) decided(kind string) {
+	if a.decisions != nil {
+		a.decisions.WithLabelValues(kind).Inc()
+	}
 }
 
 // Poke asks for a pass now without ending any wait: a job ended.
@@ -195,6 +224,10 @@ func (a *Automator) Statuses() map[platform.ID]Status {
 	return out
 }
 
+// Generation changes whenever Statuses may have: a reader that kept what
+// Statuses said may keep it while Generation stays the same.
+func (a *Automator) Generation() uint64 { return a.gen.Load() }
+
 // States reports each service's state.
 func (a *Automator) States() map[platform.ID]State {
 	out := map[platform.ID]State{}
@@ -209,6 +242,7 @@ func (a *Automator) States() map[platform.ID]State {
 // one release job per instance for all the services that need one, and
 // returns how long until the next is due.
 func (a *Automator) Step(ctx context.Context) time.Duration {
+	defer a.gen.Add(1)
 	defer a.observe()
 	_, m, err := a.plans.Manifests(ctx)
 	if err != nil {
@@ -367,6 +401,7 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 				us = append(us, u.Container+"="+u.Target)
 			}
 			s.Decision = "release " + strings.Join(us, ", ")
+			a.decided("release")
 			toRelease = append(toRelease, it.Service)
 			targets = append(targets, it.Service.String()+" "+strings.Join(us, ", "))
 			continue
@@ -375,20 +410,26 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 			continue
 		case len(it.Warnings) > 0:
 			s.Decision = "filtered out: " + it.Reason
+			a.decided("filtered-out")
 		case it.Action == release.Skip:
 			s.Decision = "skipped: " + it.Reason
+			a.decided("skipped")
 		default:
 			s.Decision = "nothing newer"
+			a.decided("nothing-newer")
 		}
 		s.Failures, s.LastError = 0, ""
 		a.log.Info("decision: "+s.Decision, "service", it.Service.String())
 		s.State, s.Next, s.JobID = UpToDate, a.clock.Now().Add(a.cfg.LongWait), ""
 	}
+	// This pass answers the notification, whatever it decided.
+	notified := a.notified
+	a.notified = time.Time{}
 	if len(toRelease) == 0 {
 		return
 	}
 	spec := release.Spec{Services: toRelease, AllLatest: true, User: User, Automated: true,
-		Message: "automated release of " + strings.Join(targets, "; ")}
+		Message: "automated release of " + strings.Join(targets, "; "), NotifiedAt: notified}
 	u, err := a.jobs.Enqueue(ctx, instance, spec, "")
 	for _, id := range toRelease {
 		s := a.services[id]
@@ -413,6 +454,7 @@ func (a *Automator) fail(s *service, err error) {
 	wait = min(wait, a.cfg.MaxBackoff)
 	s.State, s.Next, s.JobID = Failing, a.clock.Now().Add(wait), ""
 	s.Decision = "failing"
+	a.decided("failing")
 	a.log.Warn("decision: failing; will retry", "service", s.id.String(), "error", err, "failures", s.Failures, "retry_in", wait)
 }
 

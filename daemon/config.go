@@ -21,8 +21,9 @@ type Config struct {
 	// GitRefresh is how long a read of the manifests in git is reused by
 	// listing calls; releases always fetch first.
 	GitRefresh time.Duration
-	// ListWait is how long list-images waits for a registry refresh
-	// before it answers from the cache (default 3s).
+	// ListWait is how long list-images waits for a registry refresh, or
+	// for the images of the page it shows, before it answers from the
+	// cache (default 1.5s; 3s for an image lister without a tag list).
 	ListWait time.Duration
 	// MaxRolloutTimeout caps the rollout timeout a caller may ask for
 	// (rollout_timeout_seconds): jobs run one at a time for every

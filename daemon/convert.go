@@ -69,7 +69,7 @@ func serviceImagesToProto(s Service, cis []ContainerImages, offset, limit int) *
 	out := &fluxdv1.ServiceImages{Service: s.ID.String()}
 	for _, ci := range cis {
 		c := &fluxdv1.ContainerImages{Container: ci.Container, Current: ci.Current, Filter: ci.Filter, Best: ci.Best, Warnings: ci.Warnings,
-			Total: int32(len(ci.Available)), Refreshing: ci.Refresh.Refreshing, RefreshError: ci.Refresh.LastError}
+			Total: int32(len(ci.Available)), Refreshing: ci.Refresh.Refreshing, RefreshError: ci.Refresh.LastError, TimesRead: int32(ci.Read)}
 		if !ci.Refresh.RefreshedAt.IsZero() && (ci.Refresh.Refreshing || ci.Refresh.LastError != "") {
 			c.RefreshedAt = timestamppb.New(ci.Refresh.RefreshedAt)
 		}
@@ -82,7 +82,7 @@ func serviceImagesToProto(s Service, cis []ContainerImages, offset, limit int) *
 				continue
 			}
 			shown[img.Tag] = true
-			info := &fluxdv1.ImageInfo{Ref: img.Ref(), Tag: img.Tag, Digest: img.Digest}
+			info := &fluxdv1.ImageInfo{Ref: img.Ref(), Tag: img.Tag, Digest: img.Digest, Reading: img.Digest == ""}
 			if img.Dated() {
 				info.CreatedAt = timestamppb.New(img.CreatedAt)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/registry"
 	"github.com/fluxd/fluxd/release"
 )
@@ -108,6 +109,31 @@ type Daemon struct {
 	refreshes singleflight.Group // registry refreshes by repository
 
 	onNotify func(repository string, tags int)
+	view viewCache // the joined list of services, while nothing changed
+}
+
+// generational is a source that says when what it reports may have
+// changed (platform/kube's informers, the automator).
+type generational interface{ Generation() uint64 }
+
+// viewCache keeps the joined list of services while the cluster's
+// workloads, the manifests read from git and the automator's states stay
+// the same: building it costs milliseconds of CPU for 1,000 workloads,
+// and list-services is called often (dashboards, scripts, fluxctl).
+type viewCache struct {
+	mu       sync.Mutex
+	key      viewKey
+	services []Service
+	// built counts the views built; protos are view protosOf's services
+	// as the API sends them, by namespace asked for ("" for all).
+	built, protosOf uint64
+	protos          map[string][]*fluxdv1.Service
+}
+
+// viewKey is the generations a view was built from.
+type viewKey struct {
+	cluster, automator uint64
+	manifests          *gitrepo.Manifests
 }
 
 // OnNotify sets a function told of every image notification fluxd acted
@@ -166,12 +192,101 @@ func (d *Daemon) Services(ctx context.Context, _ auth.Identity, namespace string
 	return out, nil
 }
 
+// services returns the joined view, rebuilt only when the cluster, git
+// or the automator changed since it was built (when they say so: a
+// source that cannot say makes every call rebuild it). The view is shared:
+// callers must not modify it.
 func (d *Daemon) services(ctx context.Context) ([]Service, error) {
-	ws, err := d.deps.Cluster.Workloads(ctx)
+	svcs, _, err := d.servicesBuilt(ctx)
+	return svcs, err
+}
+
+// servicesBuilt is services with the count of the view it returns (0: a
+// view not kept).
+func (d *Daemon) servicesBuilt(ctx context.Context) ([]Service, uint64, error) {
+	cg, cok := d.deps.Cluster.(generational)
+	var ag generational = zeroGen{}
+	aok := true
+	if d.deps.Automator != nil {
+		ag, aok = d.deps.Automator.(generational)
+	}
+	if !cok || !aok {
+		m, err := d.readManifests(ctx)
+		if err != nil {
+			return nil, 0, err
+		}
+		svcs, err := d.buildServices(ctx, m)
+		return svcs, 0, err
+	}
+	// The generations are read before the sources: a change while the
+	// view is built makes the next call build it again.
+	key := viewKey{cluster: cg.Generation(), automator: ag.Generation()}
+	m, err := d.readManifests(ctx)
+	if err != nil {
+		return nil, 0, err
+	}
+	key.manifests = m
+	d.view.mu.Lock()
+	if d.view.services != nil && d.view.key == key {
+		svcs, built := d.view.services, d.view.built
+		d.view.mu.Unlock()
+		return svcs, built, nil
+	}
+	d.view.mu.Unlock()
+	svcs, err := d.buildServices(ctx, m)
+	if err != nil {
+		return nil, 0, err
+	}
+	d.view.mu.Lock()
+	d.view.built++
+	d.view.key, d.view.services = key, svcs
+	built := d.view.built
+	d.view.mu.Unlock()
+	return svcs, built, nil
+}
+
+// serviceProtos is Services as the API sends them, kept with the view:
+// converting 1,000 services costs as much as joining them. The protos are
+// shared between answers: nothing may modify them.
+func (d *Daemon) serviceProtos(ctx context.Context, namespace string) ([]*fluxdv1.Service, error) {
+	all, built, err := d.servicesBuilt(ctx)
 	if err != nil {
 		return nil, err
 	}
-	m, err := d.readManifests(ctx)
+	d.view.mu.Lock()
+	cached, ok := d.view.protos[namespace]
+	if ok && built != 0 && d.view.protosOf == built {
+		d.view.mu.Unlock()
+		return cached, nil
+	}
+	d.view.mu.Unlock()
+	out := make([]*fluxdv1.Service, 0, len(all))
+	for _, svc := range all {
+		if namespace == "" || svc.ID.Namespace == namespace {
+			out = append(out, serviceToProto(svc))
+		}
+	}
+	if built != 0 {
+		d.view.mu.Lock()
+		if d.view.built == built {
+			if d.view.protosOf != built {
+				d.view.protos, d.view.protosOf = map[string][]*fluxdv1.Service{}, built
+			}
+			d.view.protos[namespace] = out
+		}
+		d.view.mu.Unlock()
+	}
+	return out, nil
+}
+
+type zeroGen struct{}
+
+func (zeroGen) Generation() uint64 { return 0 }
+
+// buildServices joins the cluster's workloads, the manifests in git and
+// the automator's states.
+func (d *Daemon) buildServices(ctx context.Context, m *gitrepo.Manifests) ([]Service, error) {
+	ws, err := d.deps.Cluster.Workloads(ctx)
 	if err != nil {
 		return nil, err
 	}

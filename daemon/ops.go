@@ -38,6 +38,9 @@ type ContainerImages struct {
 	// Refresh says whether Available came from the cache while a refresh
 	// runs, or after one failed.
 	Refresh registry.RefreshStatus
+	// Read counts the images of Available whose digest and creation time
+	// are read; the others (no Digest) are being read in the background.
+	Read int
 }
 
 // cachedImages is the side of the image lister that can answer from its
@@ -111,12 +114,26 @@ func (d *Daemon) images(ctx context.Context, repo string) ([]registry.Image, reg
 }
 
 // ListImages returns, for each container of the named service, the images
-// of its repository, newest first (undated last), with what the
-// container's policy passes.
-func (d *Daemon) ListImages(ctx context.Context, _ auth.Identity, name string) (Service, []ContainerImages, error) {
+// of its repository, with what the container's policy passes: see
+// ListImagesPage, for the first page.
+func (d *Daemon) ListImages(ctx context.Context, id auth.Identity, name string) (Service, []ContainerImages, error) {
+	return d.ListImagesPage(ctx, id, name, defaultPage)
+}
+
+// ListImagesPage returns, for each container of the named service, the
+// images of its repository with what the container's policy passes. Under
+// a policy ordered by version, name or number the passing tags come
+// first, best first, from the tag list alone; under build time, newest
+// first as far as known. The images of the page and the running one are
+// read before the answer; the rest of a big repository in the background
+// (ContainerImages.Read says how far it is).
+func (d *Daemon) ListImagesPage(ctx context.Context, _ auth.Identity, name string, page Page) (Service, []ContainerImages, error) {
 	svc, err := d.resolve(ctx, name)
 	if err != nil {
 		return Service{}, nil, err
+	}
+	if lister, ok := d.deps.Images.(pagedImages); ok {
+		return svc, d.listPaged(ctx, svc, lister, page), nil
 	}
 	type listed struct {
 		imgs []registry.Image
@@ -139,6 +156,7 @@ func (d *Daemon) ListImages(ctx context.Context, _ auth.Identity, name string) (
 			byRepo[ref.Repository] = l
 		}
 		ci.Available, ci.Refresh, ci.Err = l.imgs, l.st, l.err
+		ci.Read = len(ci.Available)
 		if ci.Err == nil {
 			applyPolicy(&ci, svc.annotations, ref)
 		}
@@ -518,7 +536,9 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 	if err != nil {
 		return "", 0, err
 	}
-	if d.deps.Automator != nil {
+	if n, ok := d.deps.Automator.(interface{ Notified() }); ok {
+		n.Notified() // a kick that times the release it leads to
+	} else if d.deps.Automator != nil {
 		d.deps.Automator.Kick()
 	}
 	d.log.Info("image notification: repository refreshed", "repository", ref.Repository, "tags", len(imgs))

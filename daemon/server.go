@@ -9,6 +9,8 @@ import (
 	"net"
 	"time"
 
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -53,19 +55,49 @@ func (s *Server) FollowLeader(self string, l Leadership, peer *tls.Config) {
 
 var _ fluxdv1.FluxServiceServer = (*Server)(nil)
 
+// ServerOption configures a Server.
+type ServerOption func(*serverOptions)
+
+type serverOptions struct {
+	metrics prometheus.Registerer
+}
+
+// WithMetrics counts every call by method and gRPC code, and times it
+// (grpc_server_handled_total, grpc_server_handling_seconds and the rest of
+// go-grpc-middleware's Prometheus provider), refused calls included: the
+// metrics see a call before it is authenticated.
+func WithMetrics(reg prometheus.Registerer) ServerOption {
+	return func(o *serverOptions) { o.metrics = reg }
+}
+
 // NewServer returns a Server for d that authenticates with a. It also
 // serves server reflection, which needs a token like every call, and the
 // gRPC health service, which needs none (Kubernetes' gRPC probes send
 // none) and reports Daemon.Ready.
-func NewServer(d *Daemon, a Authenticator, log *slog.Logger) *Server {
+func NewServer(d *Daemon, a Authenticator, log *slog.Logger, opts ...ServerOption) *Server {
+	var o serverOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	s := &Server{d: d, auth: a, log: log.With("component", "grpc")}
-	s.grpc = grpc.NewServer(
-		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
-		grpc.ChainStreamInterceptor(s.streamInterceptor),
-	)
+	unary := []grpc.UnaryServerInterceptor{s.unaryInterceptor}
+	stream := []grpc.StreamServerInterceptor{s.streamInterceptor}
+	var metrics *grpcprom.ServerMetrics
+	if o.metrics != nil {
+		metrics = grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+			grpcprom.WithHistogramBuckets([]float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30})))
+		o.metrics.MustRegister(metrics)
+		unary = append([]grpc.UnaryServerInterceptor{metrics.UnaryServerInterceptor()}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{metrics.StreamServerInterceptor()}, stream...)
+	}
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
 	fluxdv1.RegisterFluxServiceServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, &healthServer{s: s, every: 5 * time.Second})
 	reflection.Register(s.grpc)
+	if metrics != nil {
+		// Every method and code is exported from the start, at zero.
+		metrics.InitializeMetrics(s.grpc)
+	}
 	return s
 }
 
@@ -130,14 +162,11 @@ func (s *Server) Identity(ctx context.Context, _ *fluxdv1.IdentityRequest) (*flu
 
 // ListServices lists the workloads in the cluster and in git.
 func (s *Server) ListServices(ctx context.Context, req *fluxdv1.ListServicesRequest) (*fluxdv1.ListServicesResponse, error) {
-	svcs, err := s.d.Services(ctx, identity(ctx), req.GetNamespace())
+	svcs, err := s.d.serviceProtos(ctx, req.GetNamespace())
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	resp := &fluxdv1.ListServicesResponse{}
-	for _, svc := range svcs {
-		resp.Services = append(resp.Services, serviceToProto(svc))
-	}
+	resp := &fluxdv1.ListServicesResponse{Services: svcs}
 	if st, ok := s.d.gitStatus(); ok {
 		resp.Git = gitStatusToProto(st)
 	}
@@ -146,7 +175,8 @@ func (s *Server) ListServices(ctx context.Context, req *fluxdv1.ListServicesRequ
 
 // ListImages lists each container's available images.
 func (s *Server) ListImages(ctx context.Context, req *fluxdv1.ListImagesRequest) (*fluxdv1.ListImagesResponse, error) {
-	svc, cis, err := s.d.ListImages(ctx, identity(ctx), req.GetService())
+	page := Page{Offset: max(int(req.GetOffset()), 0), Limit: max(int(req.GetLimit()), 0)}
+	svc, cis, err := s.d.ListImagesPage(ctx, identity(ctx), req.GetService(), page)
 	if err != nil {
 		return nil, toStatus(err)
 	}

@@ -102,7 +102,7 @@ func newFixture(t *testing.T, cluster Cluster) *fixture {
 // newFixtureWith serves a Daemon of deps over bufconn, with tokens of
 // every role for two instances. cfg's Listen, TokensFile and Version are
 // set here.
-func newFixtureWith(t *testing.T, cfg Config, deps Deps) *fixture {
+func newFixtureWith(t testing.TB, cfg Config, deps Deps) *fixture {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tokens")
 	f := &fixture{tokens: map[auth.Role]string{}, other: map[auth.Role]string{}}

@@ -107,7 +107,7 @@ func TestRenderEdges(t *testing.T) {
 			args = strings.Join(o.Spec.Template.Spec.Containers[0].Args, " ")
 		}
 	}
-	for _, want := range []string{"--git-ssh-key-file=/etc/fluxd/ssh/identity", "--git-ssh-known-hosts-file=/etc/fluxd/known_hosts/known_hosts", "--git-branch=$$(GIT_URL)"} {
+	for _, want := range []string{"--git-ssh-key-secret=fluxd-ssh", "--git-ssh-known-hosts-file=/etc/fluxd/known_hosts/known_hosts", "--git-branch=$$(GIT_URL)"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args lack %q: %s", want, args)
 		}

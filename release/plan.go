@@ -36,6 +36,10 @@ type Spec struct {
 	RollbackOnFailure bool
 	// Automated marks the automator's releases, recorded as such.
 	Automated bool `json:",omitempty"`
+	// NotifiedAt, on an automated release, is when the image notification
+	// that led to it arrived (zero: none did), for the
+	// notification-to-commit latency metric.
+	NotifiedAt time.Time `json:",omitzero"`
 	// Force releases services named explicitly although they are locked,
 	// and pins manifests whose images have no tag.
 	Force bool

@@ -58,6 +58,7 @@ type Queue struct {
 	subs    map[string]map[chan JobUpdate]struct{}
 	wake    chan struct{}
 	onEnd   func(history.Job)
+	metrics *Metrics // nil: none
 
 	onUpdate func(JobUpdate)
 	onLog    func(history.JobLogLine)
@@ -246,12 +247,14 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 	if e.spec.Automated {
 		typ = history.AutomatedRelease
 	}
+	timer := q.startTimer(e, typ)
 	o := ExecOptions{
 		Checksum:          e.checksum,
 		RolloutTimeout:    timeout,
 		RollbackOnFailure: q.rollback || e.spec.RollbackOnFailure,
 		JobID:             e.job.ID,
 		Report: func(p Progress) {
+			timer.stage(p.Stage)
 			q.mu.Lock()
 			lines := e.log.progressLines(p)
 			changed := e.job.Stage != p.Stage || (p.Commit != "" && e.job.Commit != p.Commit) || p.Plan != nil
@@ -312,6 +315,7 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 	}
 	q.running = nil
 	q.mu.Unlock()
+	timer.end(e.job.State)
 	q.save(context.WithoutCancel(ctx), e)
 	q.log.Info("job ended", "job", e.job.ID, "state", string(e.job.State), "commit", e.job.Commit, "error", e.job.Error)
 	q.writeLog(ctx, e, endLine(e.job))

@@ -52,6 +52,8 @@ type imageJSON struct {
 	Filtered bool `json:"filtered,omitempty"`
 	// Undated is true for an image without a creation time.
 	Undated bool `json:"undated,omitempty"`
+	// Reading is true while its digest and creation time are being read.
+	Reading bool `json:"reading,omitempty"`
 }
 
 type containerImagesJSON struct {
@@ -62,13 +64,15 @@ type containerImagesJSON struct {
 	Total     int    `json:"total"`
 	// Refreshing: the images are the cached ones, a refresh is running;
 	// RefreshError: the last refresh failed, the images are cached ones.
-	Refreshing   bool        `json:"refreshing,omitempty"`
-	RefreshError string      `json:"refreshError,omitempty"`
-	RefreshedAt  *time.Time  `json:"refreshedAt,omitempty"`
-	Filter       string      `json:"filter,omitempty"`
-	Best         string      `json:"best,omitempty"`
-	Warnings     []string    `json:"warnings,omitempty"`
-	Images       []imageJSON `json:"images"`
+	Refreshing   bool       `json:"refreshing,omitempty"`
+	RefreshError string     `json:"refreshError,omitempty"`
+	RefreshedAt  *time.Time `json:"refreshedAt,omitempty"`
+	// TimesRead counts the images (of Total) whose creation time is read.
+	TimesRead int         `json:"timesRead"`
+	Filter    string      `json:"filter,omitempty"`
+	Best      string      `json:"best,omitempty"`
+	Warnings  []string    `json:"warnings,omitempty"`
+	Images    []imageJSON `json:"images"`
 }
 
 func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, service string, offset, limit int, output string) error {
@@ -81,7 +85,7 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 		for _, ci := range s.GetContainers() {
 			row := containerImagesJSON{Service: s.GetService(), Container: ci.GetContainer(), Current: ci.GetCurrent(), Error: ci.GetError(),
 				Filter: ci.GetFilter(), Best: ci.GetBest(), Warnings: ci.GetWarnings(), Images: []imageJSON{},
-				Total: int(ci.GetTotal()), Refreshing: ci.GetRefreshing(), RefreshError: ci.GetRefreshError()}
+				Total: int(ci.GetTotal()), Refreshing: ci.GetRefreshing(), RefreshError: ci.GetRefreshError(), TimesRead: int(ci.GetTimesRead())}
 			if ci.GetRefreshedAt() != nil {
 				t := ci.GetRefreshedAt().AsTime()
 				row.RefreshedAt = &t
@@ -105,7 +109,8 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 			}
 			policied := ci.GetFilter() != ""
 			for i, img := range ci.GetAvailable() {
-				ij := imageJSON{Tag: img.GetTag(), Ref: img.GetRef(), Digest: img.GetDigest(), Running: i == running, Undated: img.GetCreatedAt() == nil}
+				ij := imageJSON{Tag: img.GetTag(), Ref: img.GetRef(), Digest: img.GetDigest(), Running: i == running,
+					Undated: img.GetCreatedAt() == nil && !img.GetReading(), Reading: img.GetReading()}
 				switch {
 				case !policied:
 					ij.Newer = running >= 0 && i < running
@@ -148,6 +153,8 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 			since = ", as of " + r.RefreshedAt.UTC().Format("2006-01-02 15:04:05")
 		}
 		switch {
+		case r.Refreshing && r.TimesRead < r.Total:
+			fmt.Fprintf(tw, "\t\t   (fetching creation times %d of %d)\t\n", r.TimesRead, r.Total)
 		case r.Refreshing:
 			fmt.Fprintf(tw, "\t\t   (a refresh of this repository is still running; showing the %d cached images%s)\t\n", r.Total, since)
 		case r.RefreshError != "":
@@ -170,6 +177,9 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 				mark = "*"
 			}
 			created := "no creation time"
+			if img.Reading {
+				created = "(fetching)"
+			}
 			if img.CreatedAt != nil {
 				created = img.CreatedAt.UTC().Format("2006-01-02 15:04:05")
 			}

@@ -8,11 +8,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,13 +24,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/fluxd/fluxd/automator"
 	"github.com/fluxd/fluxd/daemon"
 	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/history"
-	"github.com/fluxd/fluxd/history/sqlite"
+	historystore "github.com/fluxd/fluxd/history/store"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/version"
 	"github.com/fluxd/fluxd/platform/kube"
@@ -37,16 +42,19 @@ import (
 // flags are the daemon's command-line flags; run turns them into the
 // components' Configs.
 type flags struct {
-	listen        string
-	tokensFile    string
-	shutdownGrace time.Duration
-	logLevel      string
-	logFormat     string
-	kubeconfig    string
-	kubeContext   string
-	namespaces    []string
-	stateDir      string
-	historyDB     string
+	listen                    string
+	tokensFile                string
+	shutdownGrace             time.Duration
+	logLevel                  string
+	logFormat                 string
+	kubeconfig                string
+	kubeContext               string
+	namespaces                []string
+	stateDir                  string
+	historyDB                 string
+	historyDBPasswordFile     string
+	historyDBMaxConns         int
+	historyDBStatementTimeout time.Duration
 
 	gitURL, gitBranch       string
 	gitPaths                []string
@@ -55,6 +63,9 @@ type flags struct {
 	gitTimeout              time.Duration
 	gitSSHKeyFile           string
 	gitSSHKnownHostsFile    string
+	gitSSHKeySecret         string
+	gitCloneRetryMax        time.Duration
+	healthListen            string
 	webhookRequireTimestamp bool
 	dockerConfig            string
 	registryConcurrency     int
@@ -74,6 +85,7 @@ type flags struct {
 	automationMaxBackoff    time.Duration
 
 	recheckMin, recheckMax time.Duration
+	listMin, listMax       time.Duration
 	registryCredentials    string
 	registryPageSize       int
 	registrySecrets        []string
@@ -110,9 +122,15 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.kubeContext, "context", "", "kubeconfig context (default: its current context)")
 	fs.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces to watch, comma-separated (default: all)")
 	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/fluxd", "directory for the git working clone and, by default, the history database")
-	fs.StringVar(&f.historyDB, "history-db", "", "SQLite history database file (default: STATE_DIR/history.db)")
+	fs.StringVar(&f.historyDB, "history-db", "", "where history, jobs and the registry cache are kept: a SQLite file (a path or sqlite:///path; for one replica) or postgres://USER@HOST:PORT/DB?sslmode=... (PostgreSQL, for several replicas or records off the node; the password is never logged) (default: STATE_DIR/history.db)")
+	fs.StringVar(&f.historyDBPasswordFile, "history-db-password-file", "", "file holding the PostgreSQL password (default: $PGPASSWORD, else ~/.pgpass)")
+	fs.IntVar(&f.historyDBMaxConns, "history-db-max-conns", 10, "PostgreSQL connections fluxd may open")
+	fs.DurationVar(&f.historyDBStatementTimeout, "history-db-statement-timeout", 30*time.Second, "PostgreSQL ends a statement that runs longer (0: never)")
 	fs.StringVar(&f.gitURL, "git-url", "", "git remote of the manifests: file://, http(s):// (credentials in the URL are never logged), ssh://[git@]host[:port]/path or git@host:path")
 	fs.StringVar(&f.gitSSHKeyFile, "git-ssh-key-file", "", "private key (ed25519 recommended, no passphrase) for an SSH --git-url (default: one fluxd generates and keeps in STATE_DIR/ssh/identity; 'fluxctl identity' prints its public key)")
+	fs.StringVar(&f.gitSSHKeySecret, "git-ssh-key-secret", "", "keep the SSH key in this Kubernetes Secret, NAME in $POD_NAMESPACE or NAMESPACE/NAME, under the key \"identity\": read from it, or generated and written into it when it holds none (the Secret must exist; the install ships it empty). Replaces --git-ssh-key-file")
+	fs.DurationVar(&f.gitCloneRetryMax, "git-clone-retry-max", time.Minute, "while the first clone fails (remote unreachable, deploy key not added yet), fluxd serves and retries it, waiting 1s, then twice as long each time up to this")
+	fs.StringVar(&f.healthListen, "health-listen", "", "address of a plaintext HTTP listener for probes, e.g. 0.0.0.0:3032: /healthz and /readyz (503 with the reason), no token, no API (default: off; the gRPC health service on --listen answers too)")
 	fs.StringVar(&f.gitSSHKnownHostsFile, "git-ssh-known-hosts-file", "", "known_hosts file listing the SSH git host's keys (required with an SSH --git-url; a host whose key it does not list is refused)")
 	fs.StringVar(&f.gitBranch, "git-branch", "main", "branch to read and push")
 	fs.StringSliceVar(&f.gitPaths, "git-path", nil, "sub-paths of the repository holding manifests, relative (repeatable; default: the root)")
@@ -142,16 +160,18 @@ func newRootCommand() *cobra.Command {
 	fs.StringSliceVar(&f.registrySecrets, "registry-secret", nil, "NAMESPACE/NAME of a dockerconfigjson Secret with registry credentials for every workload (repeatable); re-read every minute and after a 401")
 	fs.DurationVar(&f.recheckMin, "registry-recheck-min", time.Minute, "shortest wait between manifest HEADs of a mutable tag (latest, a branch), used after it moved; the wait doubles while it does not move")
 	fs.DurationVar(&f.recheckMax, "registry-recheck-max", time.Hour, "longest wait between manifest HEADs of a mutable tag; a push notification checks at once")
+	fs.DurationVar(&f.listMin, "registry-list-min", time.Minute, "how long a repository's tag list is reused after it changed (0: list on every use); the time doubles while it does not change, up to --registry-list-max; a push notification lists at once")
+	fs.DurationVar(&f.listMax, "registry-list-max", 5*time.Minute, "longest time a repository's tag list is reused without listing it again")
 	fs.Float32Var(&f.kubeQPS, "kube-api-qps", 50, "requests per second to the Kubernetes API server (client-go rate limit)")
 	fs.IntVar(&f.kubeBurst, "kube-api-burst", 100, "requests to the Kubernetes API server that may go at once above --kube-api-qps")
-	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a coordination.k8s.io Lease runs the automator and release jobs; the others serve reads and forward the rest to it. The replicas must share --history-db (SQLite: the same file on one host; PostgreSQL is not built yet)")
+	fs.BoolVar(&f.leaderElect, "leader-elect", false, "run as one of several replicas: only the holder of a coordination.k8s.io Lease runs the automator and release jobs; the others serve reads and forward the rest to it. The replicas must share --history-db: a PostgreSQL database (each replica with its own --state-dir), or a SQLite file only when every replica runs on the same host")
 	fs.StringVar(&f.leaderNamespace, "leader-elect-namespace", envOr("POD_NAMESPACE", "default"), "namespace of the leader Lease")
 	fs.StringVar(&f.leaderName, "leader-elect-lease-name", "fluxd", "name of the leader Lease")
 	fs.StringVar(&f.advertiseAddress, "advertise-address", "", "host:port other replicas reach this one's API at (default: --listen when it names a host, else $POD_IP with --listen's port)")
 	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a leader's lease lasts without renewal: the longest take-over time")
 	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it steps down (and exits)")
 	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to take or renew the lease")
-	cmd.AddCommand(newTokenCommand(), newVersionCommand())
+	cmd.AddCommand(newTokenCommand(), newVersionCommand(), newDBCommand())
 	return cmd
 }
 
@@ -214,23 +234,39 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		User: f.gitUser, Email: f.gitEmail, Dir: filepath.Join(f.stateDir, "repo"), Timeout: f.gitTimeout,
 		SSHKeyFile: f.gitSSHKeyFile, KnownHostsFile: f.gitSSHKnownHostsFile,
 	}
-	if gcfg.SSHKeyFile == "" {
+	if f.gitSSHKeySecret != "" && f.gitSSHKeyFile != "" {
+		return errors.New("invalid configuration: --git-ssh-key-secret and --git-ssh-key-file both name the SSH key; give one")
+	}
+	if gcfg.SSHKeyFile == "" && f.gitSSHKeySecret == "" {
 		gcfg.SSHKeyFile, gcfg.GenerateSSHKey = filepath.Join(f.stateDir, "ssh", "identity"), true
 	}
-	if err := errors.Join(cfg.Validate(), gcfg.Validate()); err != nil {
+	if f.gitSSHKeySecret != "" {
+		// A placeholder for Validate: the key is read from the Secret
+		// once the cluster is reachable, below.
+		gcfg.SSHKeySource = "the Secret " + f.gitSSHKeySecret
+		gcfg.SSHKey = []byte("-")
+	}
+	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax)); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", indent(err))
 	}
+	// Ends the clone's retries on any return below.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
 		return fmt.Errorf("creating --state-dir: %w", err)
 	}
 	if f.historyDB == "" {
 		f.historyDB = filepath.Join(f.stateDir, "history.db")
 	}
-	store, err := sqlite.Open(ctx, f.historyDB)
+	// A PostgreSQL server that is down is waited for in the background
+	// (fluxd reports not ready meanwhile); a SQLite file opens now.
+	store, err := historystore.Start(ctx, historystore.Config{URL: f.historyDB, PasswordFile: f.historyDBPasswordFile,
+		MaxConns: f.historyDBMaxConns, StatementTimeout: f.historyDBStatementTimeout}, log)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
+	log.Info("history database", "component", "history", "db", historystore.Redact(f.historyDB))
 	tokens, err := auth.Open(cfg.TokensFile)
 	if err != nil {
 		return err
@@ -261,7 +297,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	log.Info("watching the cluster", "component", "platform", "host", rc.Host, "namespaces", namespacesOrAll(f.namespaces))
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	keychains, err := registryKeychains(ctx, cluster, f.registrySecrets, f.registryCredentials)
 	if err != nil {
 		return err
@@ -273,25 +309,63 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		Cache:      store,
 		Rate:       oci.RateConfig{Rate: f.registryRate, Burst: f.registryBurst},
 		RecheckMin: f.recheckMin, RecheckMax: f.recheckMax,
+		ListMin: f.listMin, ListMax: f.listMax,
 		PageSize: pageSize(f.registryPageSize),
 	})
 	if err != nil {
 		return err
 	}
 
-	if gogit.IsSSH(gcfg.URL) {
-		// Logged before the clone, which fails until the key is added.
-		key, err := gogit.ReadDeployKey(gcfg)
+	if f.gitSSHKeySecret != "" && gogit.IsSSH(gcfg.URL) {
+		ns, name := secretName(f.gitSSHKeySecret, envOr("POD_NAMESPACE", "default"))
+		key, created, err := cluster.DeployKey(ctx, ns, name, gogit.GenerateKeyPEM)
 		if err != nil {
-			return fmt.Errorf("the SSH key for --git-url: %w", err)
+			return fmt.Errorf("--git-ssh-key-secret: %w", err)
 		}
-		log.Info("reaching git over SSH with this deploy key", "component", "git", "key", key.PublicKey, "fingerprint", key.Fingerprint, "file", gcfg.SSHKeyFile)
+		gcfg.SSHKey, gcfg.SSHKeySource = key, "the Secret "+ns+"/"+name
+		if created {
+			log.Info("generated an SSH deploy key and stored it in its Secret", "component", "git", "secret", ns+"/"+name)
+		}
 	}
-	repo, err := gogit.Open(ctx, gcfg)
+	repo, err := gogit.New(gcfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("the git remote: %w", err)
 	}
-	log.Info("cloned the manifests", "component", "git", "url", gogit.Redact(gcfg.URL), "branch", gcfg.Branch, "paths", gcfg.Paths)
+	repo.Instrument(reg)
+	if key, ok := repo.DeployKey(); ok {
+		// Logged before the clone, which fails until the key is added.
+		where := gcfg.SSHKeyFile
+		if gcfg.SSHKeySource != "" {
+			where = gcfg.SSHKeySource
+		}
+		log.Info("reaching git over SSH with this deploy key", "component", "git", "key", key.PublicKey, "fingerprint", key.Fingerprint, "kept_in", where)
+	}
+	// The clone is retried until it succeeds, while fluxd serves: a
+	// deploy key can be shown ('fluxctl identity') before it is added.
+	// The API listens once the first attempt is over (or has taken
+	// --git-timeout), so a remote that answers is cloned before the first
+	// call.
+	firstTry := make(chan struct{})
+	var firstOnce sync.Once
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: f.gitCloneRetryMax}
+		err := repo.KeepCloning(ctx, backoff, func(err error, next time.Duration) {
+			firstOnce.Do(func() { close(firstTry) })
+			log.Warn("cannot clone the manifests yet; fluxd serves and tries again", "component", "git", "error", err, "retry_in", next.Round(time.Millisecond))
+		})
+		if err == nil {
+			log.Info("cloned the manifests", "component", "git", "url", gogit.Redact(gcfg.URL), "branch", gcfg.Branch, "paths", gcfg.Paths)
+		}
+		return nil
+	})
+	select {
+	case <-repo.Cloned():
+	case <-firstTry:
+	case <-time.After(max(gcfg.Timeout, time.Second)):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	engine := release.NewEngine(repo, images, cluster, store, log)
 
 	peer, err := f.tls.peer()
@@ -309,6 +383,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 	jobs := release.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
+	jobs.Instrument(release.NewMetrics(reg))
 	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg}, engine, jobs, clock.RealClock{}, log)
 	jobs.OnEnd(func(history.Job) { auto.Poke() })
 	// Ready is what the health service (Kubernetes' readiness probe)
@@ -317,10 +392,19 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	ready := func(ctx context.Context) error { return errors.Join(cluster.Ready(ctx), store.Ping(ctx)) }
 	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo, SSHKey: repo, Ready: ready}, log)
 	registerGitMetrics(reg, repo)
-	srv := daemon.NewServer(d, tokens, log)
+	srv := daemon.NewServer(d, tokens, log, daemon.WithMetrics(reg))
 	// Only the leader runs jobs and automation: first it carries on with
 	// the jobs a previous leader (or run) left live.
 	lead := func(ctx context.Context) {
+		// Nothing to lead before the manifests are cloned.
+		select {
+		case <-repo.Cloned():
+		case <-ctx.Done():
+			return
+		}
+		if err := store.Wait(ctx); err != nil {
+			return
+		}
 		if err := jobs.Recover(ctx); err != nil {
 			log.Error("cannot carry on with the jobs a previous fluxd left; they stay as they are", "error", err)
 		}
@@ -370,7 +454,6 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		}
 		return 0
 	}))
-	g, ctx := errgroup.WithContext(ctx)
 	if f.webListen != "" {
 		// Before the jobs run: it sets the queue's hooks.
 		if err := startWeb(ctx, g, f, srv, d, jobs, tokens, log); err != nil {
@@ -390,7 +473,21 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		g.Go(func() error { lead(ctx); return nil })
 	}
 	g.Go(func() error { return srv.Serve(ctx, lis, cfg.ShutdownGrace*4/5) })
-	g.Go(func() error { pollGit(ctx, engine, f.gitPollInterval, log); return nil })
+	g.Go(func() error {
+		select {
+		case <-repo.Cloned():
+			pollGit(ctx, engine, f.gitPollInterval, log)
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	if f.healthListen != "" {
+		hlis, err := net.Listen("tcp", f.healthListen)
+		if err != nil {
+			return fmt.Errorf("listening for health probes on %s: %w", f.healthListen, err)
+		}
+		g.Go(func() error { return serveHTTP(ctx, hlis, d.HealthHandler(), "health", log) })
+	}
 	if wh != nil {
 		if f.leaderElect {
 			wh.FollowLeader(leadership, peer)
@@ -532,4 +629,37 @@ func registerGitMetrics(reg prometheus.Registerer, repo *gogit.Repo) {
 		}
 		return 1
 	}))
+}
+
+// secretName splits --git-ssh-key-secret's NAMESPACE/NAME, or NAME in
+// namespace.
+func secretName(flag, namespace string) (string, string) {
+	if ns, name, ok := strings.Cut(flag, "/"); ok {
+		return ns, name
+	}
+	return namespace, flag
+}
+
+func validateRetryMax(d time.Duration) error {
+	if d < time.Second {
+		return fmt.Errorf("--git-clone-retry-max %v is under the first wait of 1s", d)
+	}
+	return nil
+}
+
+// buildInfo is fluxd_build_info{version,revision,go_version}, always 1: which
+// build a replica runs, for dashboards and alerts across a rollout.
+func buildInfo() prometheus.Collector {
+	revision := "unknown"
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				revision = s.Value
+			}
+		}
+	}
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: "fluxd_build_info", Help: "fluxd's build: its version, source revision and Go version; always 1.",
+		ConstLabels: prometheus.Labels{"version": version.String(), "revision": revision, "go_version": runtime.Version()}})
+	g.Set(1)
+	return g
 }

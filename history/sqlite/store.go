@@ -40,21 +40,26 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening history database %s: %w (check that its directory exists and is writable)", path, err)
 	}
-	sub, err := fs.Sub(migrations, "migrations")
-	if err != nil {
-		db.Close()
-		return nil, err
-	}
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, sub)
-	if err != nil {
-		db.Close()
-		return nil, fmt.Errorf("preparing history migrations: %w", err)
-	}
-	if _, err := p.Up(ctx); err != nil {
+	if err := Migrate(ctx, db, 0); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("migrating history database %s: %w", path, err)
 	}
 	return &Store{db: db}, nil
+}
+
+// Migrate brings the schema of db up to version (0: the newest), for
+// tests of upgrades from earlier versions.
+func Migrate(ctx context.Context, db *sql.DB, version int64) error {
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, Migrations())
+	if err != nil {
+		return fmt.Errorf("preparing history migrations: %w", err)
+	}
+	if version == 0 {
+		_, err = p.Up(ctx)
+	} else {
+		_, err = p.UpTo(ctx, version)
+	}
+	return err
 }
 
 // Close closes the database.
@@ -168,4 +173,13 @@ func (s *Store) Events(ctx context.Context, instance string, q history.Query) ([
 		out = append(out, ev)
 	}
 	return out, rows.Err()
+}
+
+var _ history.Store = (*Store)(nil)
+
+// Migrations are the schema's goose migrations, for tests that upgrade
+// from an earlier version.
+func Migrations() fs.FS {
+	sub, _ := fs.Sub(migrations, "migrations")
+	return sub
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"sync/atomic"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fluxd/fluxd/platform"
@@ -46,7 +48,14 @@ type Cluster struct {
 	host      string
 	factories []informers.SharedInformerFactory
 	deploys   []cacheLister
+	// gen counts the informers' events: see Generation.
+	gen atomic.Uint64
 }
+
+// Generation changes whenever a workload in the caches was added, changed
+// or deleted: a reader that kept what Workloads said may keep it while
+// Generation stays the same.
+func (c *Cluster) Generation() uint64 { return c.gen.Load() }
 
 // cacheLister is one namespace's (or all namespaces') listers.
 type cacheLister struct {
@@ -138,11 +147,13 @@ func newCluster(client kubernetes.Interface, host string, cfg Config) *Cluster {
 		f := informers.NewSharedInformerFactoryWithOptions(client, cfg.Resync, informers.WithNamespace(ns))
 		apps, batch := f.Apps().V1(), f.Batch().V1()
 		d, s, ds, cj := apps.Deployments(), apps.StatefulSets(), apps.DaemonSets(), batch.CronJobs()
-		// Touch each informer so the factory starts it.
-		d.Informer()
-		s.Informer()
-		ds.Informer()
-		cj.Informer()
+		// Touch each informer so the factory starts it, and count its
+		// events for Generation.
+		bump := func(any) { c.gen.Add(1) }
+		events := cache.ResourceEventHandlerFuncs{AddFunc: bump, UpdateFunc: func(_, o any) { bump(o) }, DeleteFunc: bump}
+		for _, inf := range []cache.SharedIndexInformer{d.Informer(), s.Informer(), ds.Informer(), cj.Informer()} {
+			_, _ = inf.AddEventHandler(events)
+		}
 		c.factories = append(c.factories, f)
 		c.deploys = append(c.deploys, cacheLister{
 			deployments:  func() ([]*appsv1.Deployment, error) { return d.Lister().List(labels.Everything()) },

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -60,6 +61,17 @@ type Config struct {
 	// RecheckMax. Defaults 1m and 1h. A notification (Refresh) checks at
 	// once.
 	RecheckMin, RecheckMax time.Duration
+	// ListMin and ListMax, when ListMin is above zero, let a repository's
+	// tag list be reused instead of read again: by the same adaptive rule
+	// as a mutable tag, for ListMin after it changed, doubling while it
+	// stays the same, up to ListMax (default 5m). A notification
+	// (Refresh) reads it at once. Zero (the default) reads the list on
+	// every call.
+	ListMin, ListMax time.Duration
+	// SaveEvery is how many newly read tags a long scan gathers before it
+	// writes them to the cache, so that a scan of a big repository shows
+	// progress (and survives a restart) before it ends; default 256.
+	SaveEvery int
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// PageSize is the n of tag list requests: 0 keeps 1,000; negative
@@ -98,6 +110,19 @@ type Client struct {
 	inflight singleflight.Group
 	// warned holds the repositories whose invalid tags were warned of.
 	warned sync.Map
+	// lists are the tag lists last read, by repository (see ListMin);
+	// listing makes concurrent reads of one list share one.
+	lists   map[string]*tagList
+	listing singleflight.Group
+}
+
+// tagList is a repository's tag list as last read.
+type tagList struct {
+	tags []string
+	// stable counts the reads in a row that found the same list; next is
+	// when the list is read again.
+	stable int
+	next   time.Time
 }
 
 // New returns a Client.
@@ -113,6 +138,12 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.RecheckMax < cfg.RecheckMin {
 		cfg.RecheckMax = max(time.Hour, cfg.RecheckMin)
+	}
+	if cfg.ListMin > 0 && cfg.ListMax < cfg.ListMin {
+		cfg.ListMax = max(5*time.Minute, cfg.ListMin)
+	}
+	if cfg.SaveEvery <= 0 {
+		cfg.SaveEvery = 256
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -172,7 +203,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, platform: *plat, opts: opts, limiter: limiter, transport: next, chain: keys, created: map[string]registry.ImageMeta{}, status: map[string]*repoStatus{}}
+	c := &Client{cfg: cfg, platform: *plat, opts: opts, limiter: limiter, transport: next, chain: keys, created: map[string]registry.ImageMeta{}, status: map[string]*repoStatus{}, lists: map[string]*tagList{}}
 	c.puller.Store(p)
 	return c, nil
 }
@@ -185,8 +216,57 @@ func (c *Client) Close() {
 }
 
 // Tags lists a repository's tags, following pagination. Tags that break
-// the OCI grammar are dropped (see registry.ValidTag).
+// the OCI grammar are dropped (see registry.ValidTag). With ListMin set, a
+// list read lately is answered without a request.
 func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) {
+	return c.tags(ctx, repository, false)
+}
+
+// tags answers a fresh list from memory, or reads it (at once when
+// force), shared by concurrent callers.
+func (c *Client) tags(ctx context.Context, repository string, force bool) ([]string, error) {
+	if c.cfg.ListMin <= 0 {
+		return c.listTags(ctx, repository)
+	}
+	now := c.cfg.Now()
+	c.mu.Lock()
+	l, ok := c.lists[repository]
+	c.mu.Unlock()
+	if ok && !force && now.Before(l.next) {
+		c.lookupList("hit")
+		return slices.Clone(l.tags), nil
+	}
+	c.lookupList("read")
+	v, err, _ := c.listing.Do(repository, func() (any, error) {
+		tags, err := c.listTags(ctx, repository)
+		if err != nil {
+			return nil, err
+		}
+		slices.Sort(tags)
+		nl := &tagList{tags: tags}
+		if ok && slices.Equal(l.tags, tags) {
+			nl.stable = l.stable + 1
+		}
+		nl.next = c.cfg.Now().Add(backoff(c.cfg.ListMin, c.cfg.ListMax, nl.stable))
+		c.mu.Lock()
+		c.lists[repository] = nl
+		c.mu.Unlock()
+		return tags, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(v.([]string)), nil
+}
+
+func (c *Client) lookupList(result string) {
+	if c.cfg.Metrics != nil {
+		c.cfg.Metrics.lists.WithLabelValues(result).Inc()
+	}
+}
+
+// listTags reads a repository's tag list from its registry.
+func (c *Client) listTags(ctx context.Context, repository string) ([]string, error) {
 	repo, err := name.NewRepository(repository, name.WeakValidation)
 	if err != nil {
 		return nil, fluxerr.New(fluxerr.User, fmt.Errorf("%q is not a valid image repository: %w", repository, err), "")
@@ -324,11 +404,16 @@ func (c *Client) Refresh(ctx context.Context, repository string) ([]registry.Ima
 // recheck is the wait before the next HEAD of a mutable tag whose digest
 // was found the same stable times in a row.
 func (c *Client) recheck(stable int) time.Duration {
-	d := c.cfg.RecheckMin
-	for i := 0; i < stable && d < c.cfg.RecheckMax; i++ {
+	return backoff(c.cfg.RecheckMin, c.cfg.RecheckMax, stable)
+}
+
+// backoff is lo doubled stable times, at most hi.
+func backoff(lo, hi time.Duration, stable int) time.Duration {
+	d := lo
+	for i := 0; i < stable && d < hi; i++ {
 		d *= 2
 	}
-	return min(d, c.cfg.RecheckMax)
+	return min(d, hi)
 }
 
 type repoStatus struct {
@@ -400,7 +485,7 @@ func (c *Client) scan(ctx context.Context, repository string, keep func(tag stri
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ScanTimeout)
 	defer cancel()
 	start := time.Now()
-	all, err := c.Tags(ctx, repository)
+	all, err := c.tags(ctx, repository, force)
 	if err != nil {
 		return nil, err
 	}
@@ -461,7 +546,18 @@ func (c *Client) scan(ctx context.Context, repository string, keep func(tag stri
 					created[img.Digest] = c.created[img.Digest]
 					c.mu.Unlock()
 				}
+				// A long scan writes what it read as it goes, so that
+				// list-images can show it (and a restart keeps it).
+				var batch map[string]registry.TagState
+				var batchImgs map[string]registry.ImageMeta
+				if c.cfg.Cache != nil && len(changed) >= c.cfg.SaveEvery {
+					batch, batchImgs = changed, created
+					changed, created = map[string]registry.TagState{}, map[string]registry.ImageMeta{}
+				}
 				changedMu.Unlock()
+				if batch != nil {
+					_ = c.cfg.Cache.SaveTags(ctx, repository, batch, batchImgs, nil)
+				}
 			}
 			return nil
 		})

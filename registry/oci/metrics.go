@@ -8,6 +8,7 @@ import (
 type Metrics struct {
 	requests *prometheus.CounterVec
 	cache    *prometheus.CounterVec
+	lists    *prometheus.CounterVec
 	scan     *prometheus.HistogramVec
 	tags     *prometheus.GaugeVec
 	rate     *prometheus.GaugeVec
@@ -24,6 +25,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "fluxd_registry_cache_lookups_total",
 			Help: "Tag metadata lookups: hit (no request), checked (a manifest HEAD confirmed it) or miss (fetched).",
 		}, []string{"result"}),
+		lists: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fluxd_registry_tag_list_lookups_total",
+			Help: "Tag list lookups: hit (a fresh list reused, no request) or read (listed from the registry).",
+		}, []string{"result"}),
 		scan: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fluxd_registry_scan_duration_seconds",
 			Help:    "How long a repository scan took.",
@@ -38,6 +43,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "The request rate fluxd allows itself per registry host now (it halves on 429).",
 		}, []string{"host"}),
 	}
-	reg.MustRegister(m.requests, m.cache, m.scan, m.tags, m.rate)
+	reg.MustRegister(m.requests, m.cache, m.lists, m.scan, m.tags, m.rate)
 	return m
 }

@@ -1039,11 +1039,15 @@ func (x *ListImagesRequest) GetOffset() int32 {
 }
 
 type ImageInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Ref           string                 `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	Digest        string                 `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
-	Tag           string                 `protobuf:"bytes,4,opt,name=tag,proto3" json:"tag,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Ref       string                 `protobuf:"bytes,1,opt,name=ref,proto3" json:"ref,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	Digest    string                 `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	Tag       string                 `protobuf:"bytes,4,opt,name=tag,proto3" json:"tag,omitempty"`
+	// reading is true while the image's digest and creation time are still
+	// being read (a big repository's first listing); created_at is then
+	// unset without meaning "no creation time".
+	Reading       bool `protobuf:"varint,5,opt,name=reading,proto3" json:"reading,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1106,6 +1110,13 @@ func (x *ImageInfo) GetTag() string {
 	return ""
 }
 
+func (x *ImageInfo) GetReading() bool {
+	if x != nil {
+		return x.Reading
+	}
+	return false
+}
+
 type ContainerImages struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Container string                 `protobuf:"bytes,1,opt,name=container,proto3" json:"container,omitempty"`
@@ -1128,9 +1139,13 @@ type ContainerImages struct {
 	// refresh of the repository is still running; refresh_error says why
 	// the last refresh failed (the images are then the cached ones);
 	// refreshed_at is when the cached images were last read in full.
-	Refreshing    bool                   `protobuf:"varint,10,opt,name=refreshing,proto3" json:"refreshing,omitempty"`
-	RefreshError  string                 `protobuf:"bytes,11,opt,name=refresh_error,json=refreshError,proto3" json:"refresh_error,omitempty"`
-	RefreshedAt   *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=refreshed_at,json=refreshedAt,proto3" json:"refreshed_at,omitempty"`
+	Refreshing   bool                   `protobuf:"varint,10,opt,name=refreshing,proto3" json:"refreshing,omitempty"`
+	RefreshError string                 `protobuf:"bytes,11,opt,name=refresh_error,json=refreshError,proto3" json:"refresh_error,omitempty"`
+	RefreshedAt  *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=refreshed_at,json=refreshedAt,proto3" json:"refreshed_at,omitempty"`
+	// times_read counts the images (of total) whose creation time has been
+	// read; while it is below total the rest are read in the background
+	// ("fetching creation times N of M") and build-time order is partial.
+	TimesRead     int32 `protobuf:"varint,13,opt,name=times_read,json=timesRead,proto3" json:"times_read,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1247,6 +1262,13 @@ func (x *ContainerImages) GetRefreshedAt() *timestamppb.Timestamp {
 		return x.RefreshedAt
 	}
 	return nil
+}
+
+func (x *ContainerImages) GetTimesRead() int32 {
+	if x != nil {
+		return x.TimesRead
+	}
+	return 0
 }
 
 type ServiceImages struct {
@@ -3551,13 +3573,14 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x11ListImagesRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x16\n" +
-	"\x06offset\x18\x03 \x01(\x05R\x06offset\"\x82\x01\n" +
+	"\x06offset\x18\x03 \x01(\x05R\x06offset\"\x9c\x01\n" +
 	"\tImageInfo\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\tR\x03ref\x129\n" +
 	"\n" +
 	"created_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x10\n" +
-	"\x03tag\x18\x04 \x01(\tR\x03tag\"\x8e\x03\n" +
+	"\x03tag\x18\x04 \x01(\tR\x03tag\x12\x18\n" +
+	"\areading\x18\x05 \x01(\bR\areading\"\xad\x03\n" +
 	"\x0fContainerImages\x12\x1c\n" +
 	"\tcontainer\x18\x01 \x01(\tR\tcontainer\x12\x18\n" +
 	"\acurrent\x18\x02 \x01(\tR\acurrent\x121\n" +
@@ -3573,7 +3596,9 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	" \x01(\bR\n" +
 	"refreshing\x12#\n" +
 	"\rrefresh_error\x18\v \x01(\tR\frefreshError\x12=\n" +
-	"\frefreshed_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vrefreshedAt\"d\n" +
+	"\frefreshed_at\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\vrefreshedAt\x12\x1d\n" +
+	"\n" +
+	"times_read\x18\r \x01(\x05R\ttimesRead\"d\n" +
 	"\rServiceImages\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x129\n" +
 	"\n" +

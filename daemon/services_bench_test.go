@@ -1,0 +1,61 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/platform"
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// genCluster is a cluster that says when its workloads change, as
+// platform/kube's informers do.
+type genCluster struct {
+	stubCluster
+	gen uint64
+}
+
+func (c *genCluster) Generation() uint64 { return c.gen }
+
+// BenchmarkListServices is ListServices over a real gRPC connection
+// (bufconn) with 1,000 workloads: "rebuilt" joins and converts the view on
+// every call (a cluster that cannot say when it changed, as every call
+// did before the view was kept); "kept" reuses the view while nothing
+// changed; "changing" has the cluster change before every call.
+func BenchmarkListServices(b *testing.B) {
+	var ws []platform.Workload
+	for i := range 1000 {
+		ws = append(ws, platform.Workload{ID: platform.ID{Namespace: fmt.Sprintf("ns-%d", i%10), Kind: "deployment", Name: fmt.Sprintf("app-%d", i)},
+			Containers: []platform.Container{{Name: "app", Image: fmt.Sprintf("reg.example/team/app-%d:1.%d.0", i%200, i%7)}, {Name: "sidecar", Image: "reg.example/proxy:2.1"}},
+			Status:     "ready", Replicas: platform.Replicas{Desired: 3, Updated: 3, Ready: 3, Available: 3}})
+	}
+	for _, bc := range []struct {
+		name     string
+		cluster  Cluster
+		changing bool
+	}{
+		{"rebuilt", &stubCluster{workloads: ws}, false},
+		{"kept", &genCluster{stubCluster: stubCluster{workloads: ws}}, false},
+		{"changing", &genCluster{stubCluster: stubCluster{workloads: ws}}, true},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			f := newFixtureWith(b, Config{GitRefresh: time.Minute}, Deps{Cluster: bc.cluster, Releaser: stubReleaser{}, Jobs: stubJobs{}})
+			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+f.tokens[auth.Viewer])
+			b.ReportAllocs()
+			for b.Loop() {
+				if bc.changing {
+					bc.cluster.(*genCluster).gen++
+				}
+				resp, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{})
+				if err != nil || len(resp.Services) != 1000 {
+					b.Fatalf("%d services, %v", len(resp.GetServices()), err)
+				}
+			}
+		})
+	}
+}

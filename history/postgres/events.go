@@ -1,0 +1,138 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fluxd/fluxd/history"
+)
+
+// errAmbiguous marks a failure of COMMIT itself: the event may or may not
+// be stored, so Record does not try again (it could record it twice).
+var errAmbiguous = errors.New("the database went away while committing; the event may or may not be recorded")
+
+// Record stores ev and returns its ID. ev.Instance is required. A failed
+// connection is tried again (see retry) unless it failed during COMMIT.
+func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
+	if ev.Instance == "" {
+		return 0, errors.New("recording an event without an instance")
+	}
+	changes := []byte("[]")
+	if ev.Changes != nil {
+		var err error
+		if changes, err = json.Marshal(ev.Changes); err != nil {
+			return 0, err
+		}
+	}
+	if ev.StartedAt.IsZero() {
+		ev.StartedAt = time.Now()
+	}
+	if ev.EndedAt.IsZero() {
+		ev.EndedAt = ev.StartedAt
+	}
+	var id int64
+	err := s.retry(ctx, func(ctx context.Context) error {
+		tx, err := s.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback(ctx)
+		if err := tx.QueryRow(ctx,
+			`INSERT INTO events (instance, type, "user", message, changes, commit_id, error, started_at, ended_at)
+			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+			ev.Instance, string(ev.Type), ev.User, ev.Message, string(changes), ev.Commit, ev.Error,
+			ev.StartedAt.UnixNano(), ev.EndedAt.UnixNano()).Scan(&id); err != nil {
+			return err
+		}
+		for _, svc := range ev.Services {
+			if _, err := tx.Exec(ctx,
+				`INSERT INTO event_services (event_id, instance, service) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+				id, ev.Instance, svc); err != nil {
+				return err
+			}
+		}
+		if err := tx.Commit(ctx); err != nil {
+			if Transient(err) {
+				return fmt.Errorf("%w: %v", errAmbiguous, err)
+			}
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("recording history: %w", err)
+	}
+	return id, nil
+}
+
+const eventColumns = `e.id, e.instance, e.type, e."user", e.message, e.changes, e.commit_id, e.error, e.started_at, e.ended_at,
+	COALESCE((SELECT string_agg(s.service, E'\n' ORDER BY s.service) FROM event_services s WHERE s.event_id = e.id), '')`
+
+// Events returns the instance's events matching q, newest first.
+func (s *Store) Events(ctx context.Context, instance string, q history.Query) ([]history.Event, error) {
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	args := []any{instance, limit}
+	var filters string
+	if q.Type != "" {
+		args = append(args, string(q.Type))
+		filters += fmt.Sprintf(` AND e.type = $%d`, len(args))
+	}
+	if q.User != "" {
+		args = append(args, q.User)
+		filters += fmt.Sprintf(` AND strpos(lower(e."user"), lower($%d)) > 0`, len(args))
+	}
+	query := `SELECT ` + eventColumns + ` FROM events e WHERE e.instance = $1` + filters + ` ORDER BY e.id DESC LIMIT $2`
+	if q.Service != "" {
+		// From the service's index to its events, newest first.
+		args = append(args, q.Service)
+		query = `SELECT ` + eventColumns + ` FROM event_services f JOIN events e ON e.id = f.event_id
+			WHERE f.instance = $1 AND f.service = $` + fmt.Sprint(len(args)) + filters + ` ORDER BY f.event_id DESC LIMIT $2`
+	}
+	var out []history.Event
+	err := s.retry(ctx, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, query, args...)
+		if err != nil {
+			return err
+		}
+		out, err = scanEvents(rows)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading history: %w", err)
+	}
+	return out, nil
+}
+
+func scanEvents(rows pgx.Rows) ([]history.Event, error) {
+	defer rows.Close()
+	out := []history.Event{}
+	for rows.Next() {
+		var (
+			ev                     history.Event
+			typ, changes, services string
+			started, ended         int64
+		)
+		if err := rows.Scan(&ev.ID, &ev.Instance, &typ, &ev.User, &ev.Message, &changes, &ev.Commit, &ev.Error, &started, &ended, &services); err != nil {
+			return nil, err
+		}
+		ev.Type = history.Type(typ)
+		ev.StartedAt, ev.EndedAt = time.Unix(0, started), time.Unix(0, ended)
+		if services != "" {
+			ev.Services = strings.Split(services, "\n")
+		}
+		if err := json.Unmarshal([]byte(changes), &ev.Changes); err != nil {
+			return nil, fmt.Errorf("event %d: %w", ev.ID, err)
+		}
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,100 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fluxd/fluxd/registry"
+)
+
+// CachedTags returns what is known of a repository's tags: digest, and
+// creation time where known.
+func (s *Store) CachedTags(ctx context.Context, repository string) (map[string]registry.CachedTag, error) {
+	var out map[string]registry.CachedTag
+	err := s.retry(ctx, func(ctx context.Context) error {
+		rows, err := s.pool.Query(ctx, `SELECT t.tag, t.digest, t.stable, t.next_check, i.created_at, i.config_digest, i.platform, i.labels FROM registry_tags t
+		LEFT JOIN registry_images i ON i.digest = t.digest WHERE t.repository = $1`, repository)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		out = map[string]registry.CachedTag{}
+		for rows.Next() {
+			var (
+				tag, digest              string
+				stable                   int32
+				nextCheck                int64
+				created                  *int64
+				config, platform, labels *string
+			)
+			if err := rows.Scan(&tag, &digest, &stable, &nextCheck, &created, &config, &platform, &labels); err != nil {
+				return err
+			}
+			ct := registry.CachedTag{Digest: digest, Stable: int(stable), NextCheck: fromNanos(nextCheck)}
+			if created != nil {
+				ct.CreatedAt, ct.HasCreated = fromNanos(*created), true
+			}
+			if config != nil {
+				ct.ConfigDigest = *config
+			}
+			if platform != nil {
+				ct.Platform = *platform
+			}
+			if labels != nil && *labels != "" {
+				_ = json.Unmarshal([]byte(*labels), &ct.Labels)
+			}
+			out[tag] = ct
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the registry cache: %w", err)
+	}
+	return out, nil
+}
+
+// SaveTags records tags' digests and re-check state and digests' creation
+// times, and forgets removed tags, in one transaction (one round trip: a
+// batch). Every statement is an upsert or a delete, so a lost connection
+// is tried again.
+func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string]registry.TagState, images map[string]registry.ImageMeta, removed []string) error {
+	now := time.Now().UnixNano()
+	b := &pgx.Batch{}
+	for tag, st := range tags {
+		b.Queue(`INSERT INTO registry_tags (repository, tag, digest, checked_at, stable, next_check) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (repository, tag) DO UPDATE SET digest = excluded.digest, checked_at = excluded.checked_at,
+			stable = excluded.stable, next_check = excluded.next_check`, repository, tag, st.Digest, now, st.Stable, nanos(st.NextCheck))
+	}
+	for digest, m := range images {
+		labels := ""
+		if len(m.Labels) > 0 {
+			j, err := json.Marshal(m.Labels)
+			if err != nil {
+				return err
+			}
+			labels = string(j)
+		}
+		b.Queue(`INSERT INTO registry_images (digest, created_at, config_digest, platform, labels) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (digest) DO UPDATE SET created_at = excluded.created_at, config_digest = excluded.config_digest,
+			platform = excluded.platform, labels = excluded.labels`, digest, nanos(m.CreatedAt), m.ConfigDigest, m.Platform, labels)
+	}
+	if len(removed) > 0 {
+		b.Queue(`DELETE FROM registry_tags WHERE repository = $1 AND tag = ANY($2)`, repository, removed)
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			return tx.SendBatch(ctx, b).Close()
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("writing the registry cache: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/pgserver"
+)
+
+// TestServerRestartLosesNothing: jobs saved and events recorded while the
+// server restarts (down for a second) are all kept: the store reconnects
+// and tries the lost operations again.
+func TestServerRestartLosesNothing(t *testing.T) {
+	srv := pgserver.Own(t)
+	ctx := context.Background()
+	url, err := srv.CreateDatabase(ctx, "restart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, Config{URL: url, Password: srv.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	restarted := make(chan error, 1)
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		restarted <- srv.Restart(ctx, time.Second)
+	}()
+	const n = 60
+	for i := range n {
+		id := fmt.Sprintf("j%d", i)
+		if _, err := s.SaveJob(ctx, history.Job{ID: id, Instance: "i", State: history.JobSucceeded, CreatedAt: time.Now()}); err != nil {
+			t.Fatalf("saving %s across the restart: %v", id, err)
+		}
+		if _, err := s.Record(ctx, history.Event{Instance: "i", Type: history.Release, Message: id}); err != nil {
+			t.Fatalf("recording %s across the restart: %v", id, err)
+		}
+		time.Sleep(40 * time.Millisecond)
+	}
+	if err := <-restarted; err != nil {
+		t.Fatal(err)
+	}
+	jobs, err := s.Jobs(ctx, "i", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Events(ctx, "i", history.Query{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != n || len(evs) != n {
+		t.Errorf("after the restart: %d jobs and %d events; want %d of each", len(jobs), len(evs), n)
+	}
+}

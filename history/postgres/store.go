@@ -1,0 +1,225 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/fluxd/fluxd/history"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Migrations are the schema's goose migrations, for tests that upgrade
+// from an earlier version.
+func Migrations() fs.FS {
+	sub, _ := fs.Sub(migrations, "migrations")
+	return sub
+}
+
+// Config says how to reach the server.
+type Config struct {
+	// URL is postgres://user@host:port/db?sslmode=... (or postgresql://,
+	// or a key=value connection string).
+	URL string
+	// Password, when set, overrides the URL's and $PGPASSWORD.
+	Password string
+	// MaxConns bounds the pool; 0 is pgxpool's default (4, or the CPUs).
+	MaxConns int32
+	// StatementTimeout ends any statement running longer (the server's
+	// statement_timeout); 0 is none.
+	StatementTimeout time.Duration
+	// RetryFor is how long an operation whose connection failed (the
+	// server restarting, a failover) is tried again before its error is
+	// returned; 0 is 30 s, negative is no retry.
+	RetryFor time.Duration
+}
+
+// Store is fluxd's store in a PostgreSQL database.
+type Store struct {
+	pool     *pgxpool.Pool
+	retryFor time.Duration
+}
+
+var (
+	_ history.Store    = (*Store)(nil)
+	_ history.Exporter = (*Store)(nil)
+)
+
+// Open connects to the database and migrates its schema to the newest
+// version. Replicas starting together migrate one at a time (goose's
+// session lock, a PostgreSQL advisory lock).
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	where := Redact(cfg.URL)
+	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		// pgx's message quotes the URL with any password replaced.
+		return nil, fmt.Errorf("reading the PostgreSQL URL %s: %w (expected postgres://USER@HOST:PORT/DATABASE?sslmode=disable|require|verify-full)", where, err)
+	}
+	if cfg.Password != "" {
+		pcfg.ConnConfig.Password = cfg.Password
+	}
+	if cfg.MaxConns > 0 {
+		pcfg.MaxConns = cfg.MaxConns
+	}
+	if cfg.StatementTimeout > 0 {
+		pcfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
+	}
+	pcfg.ConnConfig.RuntimeParams["application_name"] = "fluxd"
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", where, err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w (is the server up and reachable? are the user, database and password (--history-db-password-file or PGPASSWORD) right? does sslmode match the server?)", where, err)
+	}
+	if err := migrate(ctx, pool, 0); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("migrating the PostgreSQL database at %s: %w", where, err)
+	}
+	s := &Store{pool: pool, retryFor: cfg.RetryFor}
+	if s.retryFor == 0 {
+		s.retryFor = 30 * time.Second
+	}
+	return s, nil
+}
+
+// migrate brings the schema up to version (0: the newest).
+func migrate(ctx context.Context, pool *pgxpool.Pool, version int64) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	return Migrate(ctx, db, version)
+}
+
+// Migrate brings the schema of db up to version (0: the newest), for
+// tests of upgrades from earlier versions.
+func Migrate(ctx context.Context, db *sql.DB, version int64) error {
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return err
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, Migrations(), goose.WithSessionLocker(locker))
+	if err != nil {
+		return fmt.Errorf("preparing migrations: %w", err)
+	}
+	if version == 0 {
+		_, err = p.Up(ctx)
+	} else {
+		_, err = p.UpTo(ctx, version)
+	}
+	return err
+}
+
+// Close closes the pool.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// Ping checks that the database answers a query, for readiness.
+func (s *Store) Ping(ctx context.Context) error {
+	var one int
+	if err := s.pool.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil {
+		return fmt.Errorf("history database (PostgreSQL): %w", err)
+	}
+	return nil
+}
+
+// retry runs op again while it fails for want of a connection (the
+// server restarting or failing over), backing off up to s.retryFor.
+// Only operations that are safe to run twice go through it: reads and
+// upserts; Record decides for itself (see there).
+func (s *Store) retry(ctx context.Context, op func(context.Context) error) error {
+	err := op(ctx)
+	if err == nil || s.retryFor < 0 || !Transient(err) {
+		return err
+	}
+	deadline := time.Now().Add(s.retryFor)
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 3 * time.Second}
+	werr := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+		err = op(ctx)
+		if err == nil {
+			return true, nil
+		}
+		if !Transient(err) || time.Now().After(deadline) {
+			return false, err
+		}
+		return false, nil
+	})
+	if werr != nil && err == nil {
+		err = werr
+	}
+	return err
+}
+
+// Transient reports whether err says the connection or the server went
+// away (not that the statement was wrong), so the same operation may
+// succeed on a new connection.
+func Transient(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		// 08: connection exceptions; 57P01-57P03: admin shutdown, crash
+		// shutdown, cannot connect now (starting up).
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
+	var netErr net.Error
+	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) {
+		return true
+	}
+	var connErr *pgconn.ConnectError
+	if errors.As(err, &connErr) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "conn closed") || strings.Contains(msg, "unexpected EOF") || strings.Contains(msg, "connection reset") || strings.Contains(msg, "broken pipe")
+}
+
+// Redact returns a connection URL or string with any password replaced,
+// for logs and errors.
+func Redact(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	if i := strings.Index(dsn, "://"); i >= 0 {
+		// A URL that does not parse: keep the scheme and what follows the
+		// last @, whatever the user part held.
+		if at := strings.LastIndex(dsn, "@"); at > i {
+			return dsn[:i+3] + "xxxxx" + dsn[at:]
+		}
+		return dsn
+	}
+	return keywordPassword.ReplaceAllString(dsn, "password=xxxxx")
+}
+
+// keywordPassword is password=VALUE in a key=value connection string,
+// VALUE bare or single-quoted with backslash escapes.
+var keywordPassword = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)

@@ -1,0 +1,100 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/history/storetest"
+	"github.com/fluxd/fluxd/internal/pgserver"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgserver.RunTests(m)) }
+
+// newStore opens a store on a new database of the shared server.
+func newStore(t testing.TB) (*Store, func() *Store) {
+	url, srv := pgserver.Database(t)
+	open := func() *Store {
+		s, err := Open(context.Background(), Config{URL: url, Password: srv.Password})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	return open(), open
+}
+
+// TestContract runs the store contract (history/storetest) on a real
+// PostgreSQL server.
+func TestContract(t *testing.T) {
+	storetest.Run(t, storetest.Factory{New: func(t *testing.T) (storetest.Store, func() storetest.Store) {
+		s, open := newStore(t)
+		return s, func() storetest.Store { return open() }
+	}})
+}
+
+func TestMigrations(t *testing.T) {
+	storetest.RunMigrations(t, storetest.Migrations{
+		Files:   Migrations(),
+		Migrate: Migrate,
+		Dollar:  true,
+		Fresh: func(t *testing.T) (*sql.DB, func() history.Store) {
+			url, srv := pgserver.Database(t)
+			cfg, err := pgx.ParseConfig(url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Password = srv.Password
+			db := stdlib.OpenDB(*cfg)
+			t.Cleanup(func() { db.Close() })
+			return db, func() history.Store {
+				s, err := Open(context.Background(), Config{URL: url, Password: srv.Password})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return s
+			}
+		},
+	})
+}
+
+// TestOpenErrorsHideThePassword: a wrong password or an unreachable server
+// is reported with the URL, never the password.
+func TestOpenErrorsHideThePassword(t *testing.T) {
+	url, _ := pgserver.Database(t)
+	withPassword := strings.Replace(url, "fluxd@", "fluxd:s3cret-pw@", 1)
+	_, err := Open(context.Background(), Config{URL: withPassword})
+	if err == nil {
+		t.Fatal("opened with a wrong password")
+	}
+	if strings.Contains(err.Error(), "s3cret-pw") {
+		t.Errorf("error shows the password: %v", err)
+	}
+	if !strings.Contains(err.Error(), "password") {
+		t.Errorf("error does not point at the password: %v", err)
+	}
+	_, err = Open(context.Background(), Config{URL: "postgres://fluxd:s3cret-pw@127.0.0.1:1/x?sslmode=disable", RetryFor: -1})
+	if err == nil || strings.Contains(err.Error(), "s3cret-pw") {
+		t.Errorf("unreachable server: %v; want an error without the password", err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"postgres://u:pw@h:5432/db?sslmode=disable", "postgres://u:xxxxx@h:5432/db?sslmode=disable"},
+		{"postgresql://u@h/db?password=pw&sslmode=require", "postgresql://u@h/db?password=xxxxx&sslmode=require"},
+		{"host=h user=u password='p w\\'x' dbname=d", "host=h user=u password=xxxxx dbname=d"},
+		{"postgres://u:p%zz@h/db", "postgres://xxxxx@h/db"},
+		{"postgres://u@h/db", "postgres://u@h/db"},
+	} {
+		if got := Redact(tc.in); got != tc.want || strings.Contains(got, "pw") {
+			t.Errorf("Redact(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
+}

@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/registry"
+)
+
+// TestCopySQLiteToPostgres fills a SQLite file as a fluxd would, copies
+// it into an empty PostgreSQL database, and reads everything back there;
+// a second copy is refused.
+func TestCopySQLiteToPostgres(t *testing.T) {
+	ctx := context.Background()
+	src, err := Open(ctx, Config{URL: "sqlite://" + filepath.Join(t.TempDir(), "history.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for i := range 1203 { // more than one export page
+		inst := []string{"team-a", "team-b"}[i%2]
+		if _, err := src.Record(ctx, history.Event{Instance: inst, Type: history.Release, Services: []string{fmt.Sprintf("ns:deployment/s%d", i%7)}, Message: fmt.Sprint(i),
+			Changes: []history.Change{{Service: "ns:deployment/x", Container: "c", From: "a", To: "b"}}, StartedAt: t0.Add(time.Duration(i) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 30 {
+		st := history.JobSucceeded
+		if i == 29 {
+			st = history.JobQueued
+		}
+		if _, err := src.SaveJob(ctx, history.Job{ID: fmt.Sprintf("job%02d", i), Instance: "team-a", State: st, Spec: []byte(`{"x":1}`), Checksum: "c", CreatedAt: t0.Add(time.Duration(i) * time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, text := range []string{"fetching the git remote", "done"} {
+		if err := src.AppendJobLog(ctx, history.JobLogLine{JobID: "job00", Instance: "team-a", Seq: int64(i + 1), Time: t0, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := src.SaveTags(ctx, "reg/app", map[string]registry.TagState{"1.0": {Digest: "sha256:a"}, "latest": {Digest: "sha256:b", Stable: 2, NextCheck: t0}, "bare": {Digest: "sha256:c"}},
+		map[string]registry.ImageMeta{"sha256:a": {CreatedAt: t0, Platform: "linux/amd64", Labels: map[string]string{"k": "v"}}, "sha256:b": {}}, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	url, srv := pgDatabase(t)
+	dst, err := Open(ctx, Config{URL: url, PasswordFile: srv.PasswordFile()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dst.Close()
+	n, err := Copy(ctx, src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (Counts{Events: 1203, Jobs: 30, JobLogLines: 2, Repositories: 1, Tags: 3}); n != want {
+		t.Errorf("copied %+v; want %+v", n, want)
+	}
+	if lines, err := dst.JobLog(ctx, "team-a", "job00", 0); err != nil || len(lines) != 2 || lines[1].Text != "done" {
+		t.Errorf("the copied job's log: %+v, %v", lines, err)
+	}
+	eq := cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })
+	for _, q := range []struct {
+		inst string
+		q    history.Query
+	}{{"team-a", history.Query{Limit: 2000}}, {"team-b", history.Query{Service: "ns:deployment/s3", Limit: 2000}}} {
+		want, err := src.Events(ctx, q.inst, q.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := dst.Events(ctx, q.inst, q.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(want) == 0 {
+			t.Fatal("nothing to compare")
+		}
+		if diff := cmp.Diff(want, got, eq); diff != "" {
+			t.Errorf("%s events %+v after the copy (-sqlite +postgres):\n%s", q.inst, q.q, diff)
+		}
+	}
+	wantJobs, _ := src.Jobs(ctx, "team-a", 100)
+	gotJobs, err := dst.Jobs(ctx, "team-a", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantJobs, gotJobs, eq); diff != "" {
+		t.Errorf("jobs after the copy (-sqlite +postgres):\n%s", diff)
+	}
+	if live, _ := dst.LiveJobs(ctx); len(live) != 1 || live[0].ID != "job29" {
+		t.Errorf("live jobs after the copy = %v; want job29, which a PostgreSQL fluxd then carries on", live)
+	}
+	wantTags, _ := src.CachedTags(ctx, "reg/app")
+	gotTags, err := dst.CachedTags(ctx, "reg/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantTags, gotTags, eq); diff != "" {
+		t.Errorf("registry cache after the copy (-sqlite +postgres):\n%s", diff)
+	}
+
+	if _, err := Copy(ctx, src, dst); !errors.Is(err, ErrTargetNotEmpty) {
+		t.Errorf("second copy into the same database: %v; want ErrTargetNotEmpty", err)
+	}
+	if got, _ := dst.Events(ctx, "team-a", history.Query{Limit: 2000}); len(got) != 602 {
+		t.Errorf("after the refused copy team-a has %d events; want 602 (nothing doubled)", len(got))
+	}
+}

@@ -1,0 +1,528 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/registry"
+)
+
+// Store is what the contract tests need of a store: history.Store and
+// the Exporter 'fluxd db copy' reads with.
+type Store interface {
+	history.Store
+	history.Exporter
+}
+
+// Factory makes stores for the tests.
+type Factory struct {
+	// New returns a new store on an empty database, and a function that
+	// opens that database again (after the test closed the first).
+	// Stores are closed by the test.
+	New func(t *testing.T) (Store, func() Store)
+}
+
+// Run runs the contract against the stores f makes.
+func Run(t *testing.T, f Factory) {
+	tests := []struct {
+		name string
+		test func(t *testing.T, f Factory)
+	}{
+		{"EventsKeyedByInstance", testEventsKeyedByInstance},
+		{"EventsNewestFirstWithLimit", testEventsNewestFirstWithLimit},
+		{"EventWithoutInstanceRefused", testEventWithoutInstance},
+		{"EventsConcurrentRecords", testConcurrentRecords},
+		{"JobsSaveAndRead", testJobsSaveAndRead},
+		{"JobsKeyedByInstance", testJobsKeyedByInstance},
+		{"LiveJobsOldestFirst", testLiveJobs},
+		{"RegistryCache", testRegistryCache},
+		{"EventsFilteredByTypeAndUser", testEventsFilteredByTypeAndUser},
+		{"JobLogKeptAndKeyedByInstance", testJobLog},
+		{"Export", testExport},
+		{"Ping", testPing},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.test(t, f) })
+	}
+}
+
+var equalTimes = cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })
+
+func open(t *testing.T, f Factory) (Store, func() Store) {
+	t.Helper()
+	s, reopen := f.New(t)
+	t.Cleanup(func() { s.Close() })
+	return s, func() Store {
+		s.Close()
+		s = reopen()
+		return s
+	}
+}
+
+func record(t *testing.T, s history.Store, ev history.Event) int64 {
+	t.Helper()
+	id, err := s.Record(context.Background(), ev)
+	if err != nil {
+		t.Fatalf("Record: %v", err)
+	}
+	return id
+}
+
+func testEventsKeyedByInstance(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, reopen := open(t, f)
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 123456789, time.UTC)
+	rel := history.Event{
+		Instance: "team-a", Type: history.Release, Services: []string{"default:deployment/a", "default:deployment/b"},
+		User: "alice", Message: "ship it", Commit: "abc123", Error: "",
+		Changes:   []history.Change{{Service: "default:deployment/a", Container: "app", From: "r/a:1", To: "r/a:2"}},
+		StartedAt: t0, EndedAt: t0.Add(time.Second),
+	}
+	rel.ID = record(t, s, rel)
+	record(t, s, history.Event{Instance: "team-b", Type: history.Automate, Services: []string{"default:deployment/a"}, StartedAt: t0})
+	record(t, s, history.Event{Instance: "team-a", Type: history.Automate, Services: []string{"default:deployment/b"}, StartedAt: t0.Add(time.Minute)})
+	// Reopened: the records are in the database, and migrating again is
+	// a no-op.
+	s = reopen()
+	t.Cleanup(func() { s.Close() })
+
+	got, err := s.Events(ctx, "team-a", history.Query{Service: "default:deployment/a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]history.Event{rel}, got, equalTimes); diff != "" {
+		t.Errorf("team-a events for a (-want +got):\n%s", diff)
+	}
+	all, err := s.Events(ctx, "team-a", history.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 2 || all[0].Type != history.Automate || all[1].Type != history.Release {
+		t.Errorf("team-a events = %+v; want automate then release, newest first", all)
+	}
+	if len(all) == 2 && (all[0].Changes == nil || len(all[0].Changes) != 0) {
+		t.Errorf("an event recorded without changes reads back as %#v; want an empty, non-nil list", all[0].Changes)
+	}
+	other, err := s.Events(ctx, "team-b", history.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(other) != 1 || other[0].Type != history.Automate || other[0].Instance != "team-b" {
+		t.Errorf("team-b sees %+v; want only its own automate event", other)
+	}
+	none, err := s.Events(ctx, "team-c", history.Query{})
+	if err != nil || none == nil || len(none) != 0 {
+		t.Errorf("team-c events = %v, %v; want an empty, non-nil list", none, err)
+	}
+	noSvc, err := s.Events(ctx, "team-b", history.Query{Service: "default:deployment/b"})
+	if err != nil || len(noSvc) != 0 {
+		t.Errorf("team-b events of b = %v, %v; want none (b's event is team-a's)", noSvc, err)
+	}
+}
+
+func testEventsNewestFirstWithLimit(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, _ := open(t, f)
+	var ids []int64
+	for i := range 105 {
+		svc := "default:deployment/odd"
+		if i%2 == 0 {
+			svc = "default:deployment/even"
+		}
+		ids = append(ids, record(t, s, history.Event{Instance: "i", Type: history.Release, Services: []string{svc, "default:deployment/all"}, Message: fmt.Sprint(i)}))
+	}
+	for i := 1; i < len(ids); i++ {
+		if ids[i] <= ids[i-1] {
+			t.Fatalf("event IDs do not grow: %d after %d", ids[i], ids[i-1])
+		}
+	}
+	all, err := s.Events(ctx, "i", history.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 100 || all[0].Message != "104" || all[99].Message != "5" {
+		t.Fatalf("default query: %d events, first %q; want 100, newest (104) first", len(all), first(all))
+	}
+	even, err := s.Events(ctx, "i", history.Query{Service: "default:deployment/even", Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msgs []string
+	for _, ev := range even {
+		msgs = append(msgs, ev.Message)
+		if diff := cmp.Diff([]string{"default:deployment/all", "default:deployment/even"}, sorted(ev.Services)); diff != "" {
+			t.Errorf("event %s services (-want +got):\n%s", ev.Message, diff)
+		}
+	}
+	if diff := cmp.Diff([]string{"104", "102", "100"}, msgs); diff != "" {
+		t.Errorf("newest 3 events of even (-want +got):\n%s", diff)
+	}
+}
+
+func first(evs []history.Event) string {
+	if len(evs) == 0 {
+		return ""
+	}
+	return evs[0].Message
+}
+
+func sorted(s []string) []string {
+	out := append([]string(nil), s...)
+	sort.Strings(out)
+	return out
+}
+
+func testEventWithoutInstance(t *testing.T, f Factory) {
+	s, _ := open(t, f)
+	if _, err := s.Record(context.Background(), history.Event{Type: history.Release}); err == nil {
+		t.Error("an event without an instance was recorded")
+	}
+	if _, err := s.SaveJob(context.Background(), history.Job{ID: "x"}); err == nil {
+		t.Error("a job without an instance was saved")
+	}
+}
+
+// testConcurrentRecords: replicas and goroutines record at once; every
+// event is kept, with its own ID.
+func testConcurrentRecords(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, _ := open(t, f)
+	const writers, each = 4, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*each)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if _, err := s.Record(ctx, history.Event{Instance: "i", Type: history.Lock, Services: []string{fmt.Sprintf("ns:deployment/w%d", w)}, Message: fmt.Sprint(i)}); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("concurrent Record: %v", err)
+	}
+	all, err := s.Events(ctx, "i", history.Query{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]bool{}
+	for _, ev := range all {
+		seen[ev.ID] = true
+	}
+	if len(all) != writers*each || len(seen) != writers*each {
+		t.Errorf("%d events with %d distinct IDs; want %d", len(all), len(seen), writers*each)
+	}
+}
+
+func testJobsSaveAndRead(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, reopen := open(t, f)
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 42, time.UTC)
+	j := history.Job{ID: "j1", Instance: "a", State: history.JobQueued, Stage: "queued", Spec: []byte(`{"services":["x"]}`), Checksum: "sum", CreatedAt: t0}
+	seq, err := s.SaveJob(ctx, j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j2 := history.Job{ID: "j2", Instance: "a", State: history.JobQueued, Stage: "queued", CreatedAt: t0.Add(time.Second)}
+	seq2, err := s.SaveJob(ctx, j2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq2 <= seq {
+		t.Errorf("second job's seq %d is not after the first's %d", seq2, seq)
+	}
+	// An update keeps the seq, the spec, the creation time and the
+	// checksum, whatever the update carries.
+	j.State, j.Stage, j.Plan, j.Commit, j.Error = history.JobFailed, "failed", []byte(`{"items":[]}`), "c0ffee", "it broke"
+	j.StartedAt, j.FinishedAt = t0.Add(time.Minute), t0.Add(2*time.Minute)
+	upd := j
+	upd.Spec, upd.Checksum, upd.CreatedAt = nil, "", t0.Add(time.Hour)
+	if again, err := s.SaveJob(ctx, upd); err != nil || again != seq {
+		t.Fatalf("updating job: seq %d, %v; want %d", again, err, seq)
+	}
+	s = reopen()
+	t.Cleanup(func() { s.Close() })
+	got, err := s.Job(ctx, "a", "j1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j.Seq = seq
+	if diff := cmp.Diff(j, got, equalTimes); diff != "" {
+		t.Errorf("job after update (-want +got):\n%s", diff)
+	}
+	got2, err := s.Job(ctx, "a", "j2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got2.Spec) != "{}" || string(got2.Plan) != "{}" || !got2.StartedAt.IsZero() || !got2.FinishedAt.IsZero() {
+		t.Errorf("job saved without spec, plan or times reads back as spec %q plan %q started %v finished %v; want {} {} and zero times", got2.Spec, got2.Plan, got2.StartedAt, got2.FinishedAt)
+	}
+	if _, err := s.Job(ctx, "a", "nope"); !errors.Is(err, history.ErrNotFound) {
+		t.Errorf("missing job: %v; want history.ErrNotFound", err)
+	}
+}
+
+func testJobsKeyedByInstance(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, _ := open(t, f)
+	for i := range 5 {
+		inst := "a"
+		if i%2 == 1 {
+			inst = "b"
+		}
+		if _, err := s.SaveJob(ctx, history.Job{ID: fmt.Sprintf("j%d", i), Instance: inst, State: history.JobSucceeded, CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Job(ctx, "b", "j0"); !errors.Is(err, history.ErrNotFound) {
+		t.Errorf("instance b reading a's job: %v; want history.ErrNotFound", err)
+	}
+	jobs, err := s.Jobs(ctx, "a", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"j4", "j2"}, ids(jobs)); diff != "" {
+		t.Errorf("a's newest 2 jobs (-want +got):\n%s", diff)
+	}
+	jobs, err = s.Jobs(ctx, "b", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"j3", "j1"}, ids(jobs)); diff != "" {
+		t.Errorf("b's jobs (-want +got):\n%s", diff)
+	}
+	none, err := s.Jobs(ctx, "c", 0)
+	if err != nil || none == nil || len(none) != 0 {
+		t.Errorf("c's jobs = %v, %v; want an empty, non-nil list", none, err)
+	}
+}
+
+func ids(jobs []history.Job) []string {
+	var out []string
+	for _, j := range jobs {
+		out = append(out, j.ID)
+	}
+	return out
+}
+
+func testLiveJobs(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, _ := open(t, f)
+	states := []history.JobState{history.JobQueued, history.JobSucceeded, history.JobRunning, history.JobFailed, history.JobQueued, history.JobCancelled}
+	for i, st := range states {
+		if _, err := s.SaveJob(ctx, history.Job{ID: fmt.Sprintf("j%d", i), Instance: fmt.Sprintf("inst%d", i%2), State: st, CreatedAt: time.Now()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// j0 finishes; j4 keeps its place although saved again.
+	if _, err := s.SaveJob(ctx, history.Job{ID: "j0", Instance: "inst0", State: history.JobSucceeded}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveJob(ctx, history.Job{ID: "j4", Instance: "inst0", State: history.JobRunning}); err != nil {
+		t.Fatal(err)
+	}
+	live, err := s.LiveJobs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"j2", "j4"}, ids(live)); diff != "" {
+		t.Errorf("live jobs of every instance, oldest first (-want +got):\n%s", diff)
+	}
+}
+
+func testRegistryCache(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, reopen := open(t, f)
+	created := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
+	next := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	err := s.SaveTags(ctx, "reg.example/app",
+		map[string]registry.TagState{
+			"1.0.0":  {Digest: "sha256:aaa"},
+			"latest": {Digest: "sha256:bbb", Stable: 3, NextCheck: next},
+			"old":    {Digest: "sha256:ccc"},
+			"nometa": {Digest: "sha256:ddd"},
+		},
+		map[string]registry.ImageMeta{
+			"sha256:aaa": {CreatedAt: created, ConfigDigest: "sha256:cfg", Platform: "linux/amd64", Labels: map[string]string{"org.opencontainers.image.source": "https://git.example/app"}},
+			"sha256:bbb": {},
+		}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveTags(ctx, "reg.example/app", map[string]registry.TagState{"latest": {Digest: "sha256:aaa", Stable: 0}}, nil, []string{"old", "never-there"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveTags(ctx, "reg.example/other", map[string]registry.TagState{"1.0.0": {Digest: "sha256:eee"}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen()
+	t.Cleanup(func() { s.Close() })
+	got, err := s.CachedTags(ctx, "reg.example/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aaa := registry.CachedTag{Digest: "sha256:aaa", CreatedAt: created, HasCreated: true, ConfigDigest: "sha256:cfg", Platform: "linux/amd64",
+		Labels: map[string]string{"org.opencontainers.image.source": "https://git.example/app"}}
+	want := map[string]registry.CachedTag{
+		"1.0.0":  aaa,
+		"latest": aaa,
+		"nometa": {Digest: "sha256:ddd"},
+	}
+	if diff := cmp.Diff(want, got, equalTimes, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("cached tags (-want +got):\n%s", diff)
+	}
+	// An image saved without metadata: known, with a zero creation time.
+	if err := s.SaveTags(ctx, "reg.example/b", map[string]registry.TagState{"x": {Digest: "sha256:bbb", Stable: 2, NextCheck: next}}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.CachedTags(ctx, "reg.example/b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]registry.CachedTag{"x": {Digest: "sha256:bbb", HasCreated: true, Stable: 2, NextCheck: next}}, b, equalTimes, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("tag of an image without metadata (-want +got):\n%s", diff)
+	}
+	none, err := s.CachedTags(ctx, "reg.example/unknown")
+	if err != nil || len(none) != 0 {
+		t.Errorf("unknown repository: %v, %v; want nothing", none, err)
+	}
+}
+
+func testExport(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, _ := open(t, f)
+	record(t, s, history.Event{Instance: "a", Type: history.Release, Services: []string{"x"}, Message: "1"})
+	record(t, s, history.Event{Instance: "b", Type: history.Lock, Services: []string{"y", "z"}, Message: "2"})
+	record(t, s, history.Event{Instance: "a", Type: history.Unlock, Message: "3"})
+	var msgs []string
+	if err := s.EachEvent(ctx, func(ev history.Event) error { msgs = append(msgs, ev.Instance+ev.Message); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"a1", "b2", "a3"}, msgs); diff != "" {
+		t.Errorf("every event, oldest first (-want +got):\n%s", diff)
+	}
+	for _, id := range []string{"j1", "j2"} {
+		if _, err := s.SaveJob(ctx, history.Job{ID: id, Instance: id, State: history.JobSucceeded}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var jobs []string
+	if err := s.EachJob(ctx, func(j history.Job) error { jobs = append(jobs, j.ID); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"j1", "j2"}, jobs); diff != "" {
+		t.Errorf("every job, oldest first (-want +got):\n%s", diff)
+	}
+	for _, r := range []string{"r/b", "r/a"} {
+		if err := s.SaveTags(ctx, r, map[string]registry.TagState{"t": {Digest: "d"}}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repos, err := s.CachedRepositories(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"r/a", "r/b"}, repos); diff != "" {
+		t.Errorf("cached repositories (-want +got):\n%s", diff)
+	}
+}
+
+func testPing(t *testing.T, f Factory) {
+	s, _ := open(t, f)
+	if err := s.Ping(context.Background()); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+}
+
+// History filters by type and by user (a part of the name, any case),
+// together with the service filter.
+func testEventsFilteredByTypeAndUser(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, _ := open(t, f)
+	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	for _, ev := range []history.Event{
+		{Type: history.Release, User: "Alice", Services: []string{"ns:deployment/a"}},
+		{Type: history.Failed, User: "alice", Services: []string{"ns:deployment/a"}},
+		{Type: history.Failed, User: "bob", Services: []string{"ns:deployment/b"}},
+		{Type: history.Lock, User: "automator", Services: []string{"ns:deployment/a"}},
+	} {
+		ev.Instance, ev.StartedAt = "i", t0
+		record(t, s, ev)
+	}
+	for _, tc := range []struct {
+		q    history.Query
+		want []string
+	}{
+		{history.Query{Type: history.Failed}, []string{"bob", "alice"}},
+		{history.Query{User: "ALI"}, []string{"alice", "Alice"}},
+		{history.Query{Type: history.Failed, User: "ali", Service: "ns:deployment/a"}, []string{"alice"}},
+		{history.Query{Type: history.Rollback}, nil},
+	} {
+		evs, err := s.Events(ctx, "i", tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ev := range evs {
+			got = append(got, ev.User)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%+v (-want +got):\n%s", tc.q, diff)
+		}
+	}
+}
+
+// A job's log is kept across a reopen, read from a sequence number on,
+// and only by the job's own instance; a line stored again is ignored.
+func testJobLog(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, reopen := open(t, f)
+	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	lines := []history.JobLogLine{
+		{JobID: "j1", Instance: "team-a", Seq: 1, Time: t0, Stage: "cloning", Text: "fetching the git remote"},
+		{JobID: "j1", Instance: "team-a", Seq: 2, Time: t0.Add(time.Second), Stage: "pushing", Text: "pushing commit abc"},
+		{JobID: "j1", Instance: "team-a", Seq: 3, Time: t0.Add(2 * time.Second), Stage: "failed", Text: "the rollout of x failed"},
+	}
+	for _, l := range lines {
+		if err := s.AppendJobLog(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AppendJobLog(ctx, history.JobLogLine{JobID: "j1", Instance: "team-a", Seq: 2, Time: t0, Text: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendJobLog(ctx, history.JobLogLine{JobID: "j1", Instance: "team-a", Text: "no seq"}); err == nil {
+		t.Error("a line without a sequence number was stored")
+	}
+	s = reopen()
+	got, err := s.JobLog(ctx, "team-a", "j1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(lines, got, equalTimes); diff != "" {
+		t.Errorf("log (-want +got):\n%s", diff)
+	}
+	if got, err = s.JobLog(ctx, "team-a", "j1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(lines[2:], got, equalTimes); diff != "" {
+		t.Errorf("log after 2 (-want +got):\n%s", diff)
+	}
+	if other, err := s.JobLog(ctx, "team-b", "j1", 0); err != nil || len(other) != 0 {
+		t.Errorf("team-b reads team-a's job log: %v, %v", other, err)
+	}
+}
