@@ -83,7 +83,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`#services tr[data-service="default:deployment/webapp"]`)),
 		waitText(`#conn`, "live"),
 		shot("services"))
-	row := value(t, ctx, chromedp.Text(chromedp.CSS(`#services tr[data-service="default:deployment/webapp"]`)))
+	services := value(t, ctx, chromedp.Text(chromedp.CSS(`#services tr[data-service="default:deployment/webapp"]`)))
 	if !value(t, ctx, chromedp.Evaluate[bool](`document.activeElement === document.querySelector('main')`)) {
 		t.Error("after signing in, focus is not on the page's main content")
 	}
@@ -95,8 +95,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 			document.querySelector('main') ? 'main' : ''
 		]`))
 	for _, want := range []string{img + "1.0.0", "newest allowed"} {
-		if !strings.Contains(row, want) {
-			t.Errorf("the services row of webapp does not say %q:\n%s", want, row)
+		if !strings.Contains(services, want) {
+			t.Errorf("the services row of webapp does not say %q:\n%s", want, services)
 		}
 	}
 	if strings.Join(roles, ",") != "Main,caption,release-label,live-region,main" {
@@ -145,6 +145,44 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Error("the page was reloaded while it followed the failing job")
 	}
 
+	// A deployer acts from the page: a release of an image picked on the
+	// service's page, its plan shown and confirmed (executed with the
+	// plan's checksum), followed to its end; a lock with its reason and
+	// an unlock; a job cancelled while it rolls out (rolled back).
+	row := `#services tr[data-service="default:deployment/webapp"]`
+	browse(t, ctx, "release from the page",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/service/default%3Adeployment%2Fwebapp'`, chromedp.EvalIgnoreExceptions),
+		chromedp.WaitVisible(chromedp.CSS(`button[aria-label="Release `+img+`1.1.0"]`)),
+		chromedp.Click(chromedp.CSS(`button[aria-label="Release `+img+`1.1.0"]`)),
+		chromedp.WaitVisible(chromedp.ID("confirm-release")),
+		waitText(`#plan-dialog`, img+"1.2.0-broken → "+img+"1.1.0"),
+		shot("plan"),
+		chromedp.Click(chromedp.ID("confirm-release")),
+		chromedp.WaitVisible(chromedp.ID("job-log")),
+		waitText(`#job-state`, "succeeded"),
+		waitText(`#job-log`, "queued by Web Tester"))
+	browse(t, ctx, "lock and unlock from the page",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/services'`, chromedp.EvalIgnoreExceptions),
+		chromedp.Click(chromedp.CSS(`button[aria-label="Lock default:deployment/webapp"]`)),
+		chromedp.WaitVisible(chromedp.ID("ask-input")),
+		chromedp.SendKeys(chromedp.ID("ask-input"), "release freeze"),
+		chromedp.KeyEvent(kb.Enter),
+		waitText(row, "locked by Web Tester"),
+		waitText(row, "release freeze"),
+		shot("locked"),
+		chromedp.Click(chromedp.CSS(`button[aria-label="Unlock default:deployment/webapp"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`button[aria-label="Lock default:deployment/webapp"]`)))
+	if out, stderr, code := fluxctl(t, deployer, "history", "webapp"); code != 0 || !strings.Contains(out, "release freeze") {
+		t.Errorf("history after the page's lock: exit %d\n%s%s", code, out, stderr)
+	}
+	id = releaseNoWait(t, deployer, "-s", "webapp", "-i", img+"1.2.0-broken", "--rollout-timeout", "2m", "--user", "Web-E2E")
+	browse(t, ctx, "cancel from the page",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/job/`+id+`'`, chromedp.EvalIgnoreExceptions),
+		waitText(`#job-stage`, "rolling out"),
+		chromedp.Click(chromedp.ID("cancel-job")),
+		waitText(`#job-state`, "cancelled"),
+		waitText(`#job-log`, "rolling back commit"))
+
 	// The service's page and the history, for the screenshots and the
 	// history filter.
 	browse(t, ctx, "service and history",
@@ -171,7 +209,6 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if out, stderr, code := fluxctl(t, deployer, "policy", "webapp", "--automate", "--tag-all", "semver:>=1.0.0"); code != 0 {
 		t.Fatalf("automate: exit %d\n%s%s", code, out, stderr)
 	}
-	row = `#services tr[data-service="default:deployment/webapp"]`
 	browse(t, ctx, "awaiting an image",
 		chromedp.Evaluate[chromedp.Void](`location.hash = '#/services'`, chromedp.EvalIgnoreExceptions),
 		waitText(row, "awaiting an image"),
