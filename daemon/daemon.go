@@ -109,7 +109,7 @@ type Daemon struct {
 	refreshes singleflight.Group // registry refreshes by repository
 
 	onNotify func(repository string, tags int)
-	view viewCache // the joined list of services, while nothing changed
+	view     viewCache // the joined list of services, while nothing changed
 }
 
 // generational is a source that says when what it reports may have

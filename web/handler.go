@@ -75,6 +75,10 @@ type Handler struct {
 	now      func() time.Time
 }
 
+// writeTimeout bounds the writing of an answer other than the event
+// stream.
+const writeTimeout = 30 * time.Second
+
 // sessionCookie names the session cookie; csrfHeader carries the
 // session's CSRF token on every call made with the cookie.
 const (
@@ -147,6 +151,12 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	if strings.HasPrefix(r.URL.Path, "/api/") {
 		hd.Set("Cache-Control", "no-store")
+	}
+	if r.URL.Path != "/api/events" {
+		// The event stream sets a deadline per write; every other
+		// answer must be written within this (the server has no
+		// WriteTimeout, for the stream's sake).
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 	}
 	h.mux.ServeHTTP(w, r)
 }
