@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -53,6 +54,34 @@ func TestStatusPageInBrowser(t *testing.T) {
 	defer cancel()
 	ctx, cancel = context.WithTimeout(ctx, 4*time.Minute)
 	defer cancel()
+	// The page's console: an uncaught exception or a Content-Security-
+	// Policy refusal fails the test.
+	// The browser and its tab start first, so that the console is read
+	// from the page's first message on.
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	var consoleMu sync.Mutex
+	var consoleProblems []string
+	go func() {
+		for m, err := range chromedp.Console(ctx) {
+			if err != nil {
+				return
+			}
+			if m.IsException() || strings.Contains(m.Text, "Content Security Policy") || strings.Contains(m.Text, "Refused to") {
+				consoleMu.Lock()
+				consoleProblems = append(consoleProblems, m.String())
+				consoleMu.Unlock()
+			}
+		}
+	}()
+	defer func() {
+		consoleMu.Lock()
+		defer consoleMu.Unlock()
+		for _, p := range consoleProblems {
+			t.Errorf("the page's console: %s", p)
+		}
+	}()
 	shots := screenshotDir(t)
 	shot := func(name string) chromedp.Action[chromedp.Void] {
 		return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
