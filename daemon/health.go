@@ -120,7 +120,8 @@ func (h *healthServer) Watch(req *healthpb.HealthCheckRequest, stream grpc.Serve
 // listener needs TLS or a client certificate the kubelet has not got.
 // /healthz answers 200 while the process serves; /readyz answers 200
 // when Ready passes, else 503 with the reason (a redacted git URL, a
-// public key: nothing secret), so that 'kubectl describe pod' shows why.
+// public key: nothing secret), for a person who curls it; fluxd's log says
+// it too.
 func (d *Daemon) HealthHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"golang.org/x/crypto/ssh"
 
@@ -317,6 +318,29 @@ func TestDeployManifests(t *testing.T) {
 			t.Errorf("list-services while the remote does not answer: exit %d, want it to say git cannot be read yet and why:\n%s", code, stderr)
 		}
 
+		// A Secret other than the one granted is refused with the Role to
+		// check, and a missing one names the command to create it.
+		cluster, err := kube.New(&rest.Config{Host: stack.APIServer, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}}, kube.Config{Namespaces: []string{deployWatched}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = cluster.DeployKey(ctx, deployNamespace, "fluxd-tokens", gogit.GenerateKeyPEM)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "Role fluxd-deploy-key") {
+			t.Errorf("DeployKey of a Secret not granted: %v; want Forbidden, naming the Role to check", err)
+		}
+		adminRC, err := clientcmd.BuildConfigFromFlags("", stack.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		adminCluster, err := kube.New(adminRC, kube.Config{Namespaces: []string{deployWatched}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = adminCluster.DeployKey(ctx, deployNamespace, "no-such-key", gogit.GenerateKeyPEM)
+		if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "kubectl -n "+deployNamespace+" create secret generic no-such-key") {
+			t.Errorf("DeployKey of a missing Secret: %v; want it to say how to create it", err)
+		}
+
 		// Racing replicas, as the ServiceAccount: empty the Secret, then
 		// let several fill it at once.
 		s, err := admin.CoreV1().Secrets(deployNamespace).Get(ctx, deployKeySecret, metav1.GetOptions{})
@@ -325,10 +349,6 @@ func TestDeployManifests(t *testing.T) {
 		}
 		s.Data = nil
 		if _, err := admin.CoreV1().Secrets(deployNamespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		cluster, err := kube.New(&rest.Config{Host: stack.APIServer, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}}, kube.Config{Namespaces: []string{deployWatched}})
-		if err != nil {
 			t.Fatal(err)
 		}
 		const replicas = 6

@@ -623,6 +623,12 @@ func registerGitMetrics(reg prometheus.Registerer, repo *gogit.Repo) {
 		}
 		return 0
 	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_git_cloned", Help: "1 once the manifests' first clone has succeeded; 0 while fluxd retries it (a deploy key not added yet, the remote unreachable)."}, func() float64 {
+		if repo.Status().NotCloned {
+			return 0
+		}
+		return 1
+	}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_git_up", Help: "1 when the last git network operation succeeded, 0 when it failed."}, func() float64 {
 		if repo.Status().Error != "" {
 			return 0
