@@ -118,6 +118,7 @@ type Automator struct {
 	services map[platform.ID]*service
 	kick     chan struct{}
 	wake     atomic.Bool // a kick asked to end the waits
+	onChange func()
 }
 
 // New returns an Automator.
@@ -237,12 +238,25 @@ func (a *Automator) States() map[platform.ID]State {
 	return out
 }
 
+// OnChange sets a function called after every pass, when the services'
+// states may have changed (the web page's live view). It must not block.
+// Set it before Run.
+func (a *Automator) OnChange(f func()) { a.onChange = f }
+
+// changed marks a pass done: Generation moves, and OnChange is told.
+func (a *Automator) changed() {
+	a.gen.Add(1)
+	if a.onChange != nil {
+		a.onChange()
+	}
+}
+
 // Step reads which services are automated, settles releases whose jobs
 // ended, checks every service that is due (one plan per instance), queues
 // one release job per instance for all the services that need one, and
 // returns how long until the next is due.
 func (a *Automator) Step(ctx context.Context) time.Duration {
-	defer a.gen.Add(1)
+	defer a.changed()
 	defer a.observe()
 	_, m, err := a.plans.Manifests(ctx)
 	if err != nil {

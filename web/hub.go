@@ -19,7 +19,7 @@ type Event struct {
 	// Instance is the instance the event belongs to; "" is for every
 	// signed-in caller (a registry push notification).
 	Instance string
-	// Type is the SSE event name: "job", "log" or "notify".
+	// Type is the SSE event name: "job", "log", "notify" or "automation".
 	Type string
 	Data []byte
 }

@@ -8,8 +8,10 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/types/known/emptypb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/fluxd/fluxd/automator"
 	"github.com/fluxd/fluxd/daemon"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
@@ -20,10 +22,13 @@ import (
 
 // startWeb serves the status page on --web-listen, its live events fed by
 // the job queue and the daemon's notifications.
-func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Server, d *daemon.Daemon, jobs *release.Queue, tokens *auth.Store, log *slog.Logger) error {
+func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Server, d *daemon.Daemon, jobs *release.Queue, auto *automator.Automator, tokens *auth.Store, log *slog.Logger) error {
 	hub := web.NewHub(0)
 	jobs.OnUpdate(func(u release.JobUpdate) { hub.Publish(u.Job.Instance, "job", daemon.WatchJobResponse(u)) })
 	jobs.OnLog(func(l history.JobLogLine) { hub.Publish(l.Instance, "log", daemon.JobLogLine(l)) })
+	// A pass of the automator may change any service's state: the event
+	// carries nothing, the page reads its services again.
+	auto.OnChange(func() { hub.Publish("", "automation", &emptypb.Empty{}) })
 	d.OnNotify(func(repo string, tags int) {
 		hub.Publish("", "notify", &fluxdv1.ImageNotification{Repository: repo, Tags: int32(tags), At: timestamppb.New(time.Now())})
 	})

@@ -148,6 +148,19 @@ function connect() {
   es.addEventListener('job', (ev) => onJob(JSON.parse(ev.data)));
   es.addEventListener('log', (ev) => onLog(JSON.parse(ev.data)));
   es.addEventListener('notify', (ev) => onNotify(JSON.parse(ev.data)));
+  es.addEventListener('automation', onAutomation);
+}
+
+// onAutomation reads the services again after an automator pass, at most
+// once a second however many passes come.
+let automationTimer = null;
+function onAutomation() {
+  if (automationTimer) return;
+  automationTimer = setTimeout(() => {
+    automationTimer = null;
+    const v = S.view;
+    if (v && (v.name === 'services' || v.name === 'service')) v.refresh();
+  }, 1000);
 }
 
 function onJob(u) {
@@ -230,7 +243,7 @@ function servicesView() {
     } catch (e) {
       body.replaceChildren(errorBox(e));
     }
-  }, 5000);
+  }, 15000);
 }
 
 function renderNotifications() {
