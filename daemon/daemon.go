@@ -112,7 +112,8 @@ type Daemon struct {
 
 	refreshes singleflight.Group // registry refreshes by repository
 
-	view viewCache // the joined list of services, while nothing changed
+	onNotify func(repository string, tags int)
+	view     viewCache // the joined list of services, while nothing changed
 }
 
 // generational is a source that says when what it reports may have
@@ -139,6 +140,11 @@ type viewKey struct {
 	manifests          *gitrepo.Manifests
 	sync               *syncer.Report // the last sync, whose states the view shows
 }
+
+// OnNotify sets a function told of every image notification fluxd acted
+// on (webhook or NotifyImage): the web page shows them as they come. It
+// must not block. Set it before serving.
+func (d *Daemon) OnNotify(f func(repository string, tags int)) { d.onNotify = f }
 
 // New returns a Daemon. cfg must have passed Validate.
 func New(cfg Config, deps Deps, log *slog.Logger) *Daemon {
@@ -173,6 +179,8 @@ type Service struct {
 	SyncState, SyncDetail string
 	// def is the service's definition in git, nil when it has none.
 	def *gitrepo.Definition
+	// GitImages maps each container to the image git names for it.
+	GitImages map[string]string
 
 	annotations map[string]string
 }
@@ -319,6 +327,10 @@ func (d *Daemon) buildServices(ctx context.Context, m *gitrepo.Manifests) ([]Ser
 		s.Automated = def.Annotations[release.AnnotationAutomated] == "true"
 		s.Locked = def.Annotations[release.AnnotationLocked] == "true"
 		s.LockMsg = release.LockReason(def.Annotations)
+		s.GitImages = map[string]string{}
+		for _, c := range def.Containers {
+			s.GitImages[c.Name] = c.Image
+		}
 		s.annotations = def.Annotations
 		s.Filters, s.TagOrder, s.Warnings = policyOf(def)
 		s.Prerelease = def.Annotations[release.AnnotationTagPrerelease] == "true"

@@ -42,6 +42,7 @@ var leaderOnly = map[string]bool{
 	fluxdv1.FluxService_WatchJob_FullMethodName:    true,
 	fluxdv1.FluxService_CancelJob_FullMethodName:   true,
 	fluxdv1.FluxService_ListJobs_FullMethodName:    true,
+	fluxdv1.FluxService_GetJobLog_FullMethodName:   true,
 	fluxdv1.FluxService_Automate_FullMethodName:    true,
 	fluxdv1.FluxService_Deautomate_FullMethodName:  true,
 	fluxdv1.FluxService_Lock_FullMethodName:        true,

@@ -72,6 +72,7 @@ type flags struct {
 	registryPlatform        string
 	metricsListen           string
 	webhookListen           string
+	webListen               string
 	webhookSecretFile       string
 	registryRate            float64
 	registryBurst           int
@@ -145,6 +146,7 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.registryPlatform, "registry-platform", "linux/amd64", "platform to pick from multi-platform images")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address for Prometheus metrics at /metrics, e.g. 127.0.0.1:9797 (default: off); unauthenticated, so keep it on a private address")
 	fs.StringVar(&f.webhookListen, "webhook-listen", "", "address for registry push webhooks at POST /v1/notify (default: off)")
+	fs.StringVar(&f.webListen, "web-listen", "", "address for the status page, e.g. 127.0.0.1:3031 (default: off); sign in with an API token")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the webhooks' shared secret (required with --webhook-listen)")
 	fs.Float64Var(&f.registryRate, "registry-rate", 100, "registry requests per second per host; a 429 halves it for that host, successes restore it")
 	fs.IntVar(&f.registryBurst, "registry-burst", 20, "registry requests that may go at once above --registry-rate")
@@ -468,6 +470,12 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		}
 		return 0
 	}))
+	if f.webListen != "" {
+		// Before the jobs run: it sets the queue's hooks.
+		if err := startWeb(ctx, g, f, srv, d, jobs, auto, tokens, log); err != nil {
+			return err
+		}
+	}
 	if f.leaderElect {
 		ecfg := kube.ElectionConfig{Namespace: f.leaderNamespace, Name: f.leaderName, Address: self,
 			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}

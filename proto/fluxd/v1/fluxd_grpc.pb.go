@@ -28,6 +28,7 @@ const (
 	FluxService_WatchJob_FullMethodName     = "/fluxd.v1.FluxService/WatchJob"
 	FluxService_CancelJob_FullMethodName    = "/fluxd.v1.FluxService/CancelJob"
 	FluxService_ListJobs_FullMethodName     = "/fluxd.v1.FluxService/ListJobs"
+	FluxService_GetJobLog_FullMethodName    = "/fluxd.v1.FluxService/GetJobLog"
 	FluxService_Automate_FullMethodName     = "/fluxd.v1.FluxService/Automate"
 	FluxService_Deautomate_FullMethodName   = "/fluxd.v1.FluxService/Deautomate"
 	FluxService_Lock_FullMethodName         = "/fluxd.v1.FluxService/Lock"
@@ -65,6 +66,9 @@ type FluxServiceClient interface {
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
 	// ListJobs lists recent jobs, newest first.
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
+	// GetJobLog returns a job's log lines (fetching, editing, commit, push,
+	// apply, each workload's rollout, rollback), kept after it ends.
+	GetJobLog(ctx context.Context, in *GetJobLogRequest, opts ...grpc.CallOption) (*GetJobLogResponse, error)
 	// Automate turns on automated releases for a service.
 	Automate(ctx context.Context, in *AutomateRequest, opts ...grpc.CallOption) (*AutomateResponse, error)
 	// Deautomate turns off automated releases for a service.
@@ -191,6 +195,16 @@ func (c *fluxServiceClient) ListJobs(ctx context.Context, in *ListJobsRequest, o
 	return out, nil
 }
 
+func (c *fluxServiceClient) GetJobLog(ctx context.Context, in *GetJobLogRequest, opts ...grpc.CallOption) (*GetJobLogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetJobLogResponse)
+	err := c.cc.Invoke(ctx, FluxService_GetJobLog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *fluxServiceClient) Automate(ctx context.Context, in *AutomateRequest, opts ...grpc.CallOption) (*AutomateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AutomateResponse)
@@ -298,6 +312,9 @@ type FluxServiceServer interface {
 	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
 	// ListJobs lists recent jobs, newest first.
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
+	// GetJobLog returns a job's log lines (fetching, editing, commit, push,
+	// apply, each workload's rollout, rollback), kept after it ends.
+	GetJobLog(context.Context, *GetJobLogRequest) (*GetJobLogResponse, error)
 	// Automate turns on automated releases for a service.
 	Automate(context.Context, *AutomateRequest) (*AutomateResponse, error)
 	// Deautomate turns off automated releases for a service.
@@ -351,6 +368,9 @@ func (UnimplementedFluxServiceServer) CancelJob(context.Context, *CancelJobReque
 }
 func (UnimplementedFluxServiceServer) ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListJobs not implemented")
+}
+func (UnimplementedFluxServiceServer) GetJobLog(context.Context, *GetJobLogRequest) (*GetJobLogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetJobLog not implemented")
 }
 func (UnimplementedFluxServiceServer) Automate(context.Context, *AutomateRequest) (*AutomateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Automate not implemented")
@@ -552,6 +572,24 @@ func _FluxService_ListJobs_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FluxService_GetJobLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetJobLogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).GetJobLog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_GetJobLog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).GetJobLog(ctx, req.(*GetJobLogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _FluxService_Automate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AutomateRequest)
 	if err := dec(in); err != nil {
@@ -734,6 +772,10 @@ var FluxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListJobs",
 			Handler:    _FluxService_ListJobs_Handler,
+		},
+		{
+			MethodName: "GetJobLog",
+			Handler:    _FluxService_GetJobLog_Handler,
 		},
 		{
 			MethodName: "Automate",
