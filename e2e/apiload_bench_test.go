@@ -1,0 +1,190 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// BenchmarkAPILoad is ListServices under load, on the local stack: 1,000
+// workloads (Deployments of 0 replicas in namespace bench-api, each also
+// in git), and ghz, a gRPC load tool, with 50 concurrent clients making
+// -api.calls calls against a fluxd built from this tree, and, when
+// FLUXD_BASE names another fluxd binary (the commit before), against that
+// one too, side by side. It prints requests per second and latency
+// percentiles. GHZ names the ghz binary.
+//
+//	make bench-api                      (BENCH_API_BASE=main by default)
+func BenchmarkAPILoad(b *testing.B) {
+	if testing.Short() {
+		b.Skip("needs the local stack")
+	}
+	ghz := os.Getenv("GHZ")
+	if ghz == "" {
+		b.Skip("GHZ is not set: run make bench-api, which installs ghz")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	apiLoadOnce(b, ctx)
+	fluxds := []struct{ name, path string }{{"this tree", filepath.Join(binDir, "fluxd")}}
+	if base := os.Getenv("FLUXD_BASE"); base != "" {
+		fluxds = append([]struct{ name, path string }{{"base (" + os.Getenv("FLUXD_BASE_REV") + ")", base}}, fluxds...)
+	}
+	for b.Loop() {
+		for i, fd := range fluxds {
+			f, err := stack.StartNamedFluxd(ctx, fmt.Sprintf("fluxd-apiload-%d", i), fd.path, instance, nil,
+				"--git-path=bench-api", "--automation-long-wait=10m", "--automation-short-wait=10m", "--git-poll-interval=10m")
+			if err != nil {
+				b.Fatalf("starting %s: %v (log: %s)", fd.name, err, stack.Log(fmt.Sprintf("fluxd-apiload-%d", i)))
+			}
+			// Warm up: the caches filled and the first read of git done.
+			c := fluxdv1.NewFluxServiceClient(dial(b, f.Addr))
+			cctx := withToken(ctx, f.Tokens["viewer"])
+			for range 3 {
+				resp, err := c.ListServices(cctx, &fluxdv1.ListServicesRequest{Namespace: "bench-api"})
+				if err != nil || len(resp.GetServices()) != 1000 {
+					b.Fatalf("%s lists %d bench-api services: %v", fd.name, len(resp.GetServices()), err)
+				}
+			}
+			r := runGhz(b, ghz, f.Addr, f.Tokens["viewer"])
+			rss := rssMB(f.PID)
+			fmt.Printf("ListServices, 1,000 workloads, 50 clients, %d calls: %-22s %6.0f req/s  p50 %6.1f ms  p90 %6.1f ms  p99 %6.1f ms  errors %d  RSS after %.0f MB\n",
+				r.Count, fd.name, r.Rps, r.percentile(50), r.percentile(90), r.percentile(99), len(r.ErrorDist), rss)
+			short := strings.Fields(fd.name)[0]
+			b.ReportMetric(r.Rps, "req/s-"+short)
+			b.ReportMetric(r.percentile(99), "p99-ms-"+short)
+			b.ReportMetric(rss, "rss-MB-"+short)
+			// This fluxd was started here: stop it by its own PID.
+			_ = syscall.Kill(f.PID, syscall.SIGTERM)
+			for i := 0; i < 100 && syscall.Kill(f.PID, 0) == nil; i++ {
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
+}
+
+var apiCalls = 4000
+
+// apiLoadOnce puts the 1,000 workloads in the cluster and in git, once.
+func apiLoadOnce(b *testing.B, ctx context.Context) {
+	b.Helper()
+	kc := kubeClient(b)
+	if _, err := kc.CoreV1().Namespaces().Get(ctx, "bench-api", metav1.GetOptions{}); err == nil {
+		return
+	}
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "bench-api"}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	var manifests strings.Builder
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i := range 1000 {
+		name := fmt.Sprintf("svc-%04d", i)
+		image := fmt.Sprintf("%s/helloworld:1.%d", stack.Registry, i%3)
+		fmt.Fprintf(&manifests, `---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+  namespace: bench-api
+  annotations:
+    fluxd.io/tag-all: "semver:^1"
+spec:
+  replicas: 0
+  selector:
+    matchLabels: {app: %[1]s}
+  template:
+    metadata:
+      labels: {app: %[1]s}
+    spec:
+      containers:
+        - name: app
+          image: %[2]s
+`, name, image)
+		labels := map[string]string{"app": name}
+		d := &appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "bench-api"},
+			Spec: appsv1.DeploymentSpec{Replicas: ptr(int32(0)), Selector: &metav1.LabelSelector{MatchLabels: labels},
+				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: image}}}}},
+		}
+		g.Go(func() error {
+			_, err := kc.AppsV1().Deployments("bench-api").Create(gctx, d, metav1.CreateOptions{})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		b.Fatal(err)
+	}
+	pushManifest(b, "Add 1,000 workloads for the API load benchmark", map[string]string{"bench-api/workloads.yaml": manifests.String()})
+}
+
+// rssMB is a process's resident set size, from /proc.
+func rssMB(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(v), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return -1
+}
+
+// ghzReport is what ghz's JSON output says of a run.
+type ghzReport struct {
+	Count     int64   `json:"count"`
+	Rps       float64 `json:"rps"`
+	Latencies []struct {
+		Percentage int     `json:"percentage"`
+		Latency    float64 `json:"latency"` // nanoseconds
+	} `json:"latencyDistribution"`
+	ErrorDist map[string]int `json:"errorDistribution"`
+}
+
+func (r ghzReport) percentile(p int) float64 {
+	for _, l := range r.Latencies {
+		if l.Percentage == p {
+			return l.Latency / 1e6
+		}
+	}
+	return -1
+}
+
+func runGhz(b *testing.B, ghz, addr, token string) ghzReport {
+	b.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(ghz, "--insecure", "--import-paths", filepath.Join(root, "proto"), "--proto", filepath.Join(root, "proto/fluxd/v1/fluxd.proto"),
+		"--call", "fluxd.v1.FluxService/ListServices", "--metadata", `{"authorization":"Bearer `+token+`"}`,
+		"-c", "50", "-n", fmt.Sprint(apiCalls), "--format", "json", addr)
+	out, err := cmd.Output()
+	if err != nil {
+		b.Fatalf("ghz: %v\n%s", err, out)
+	}
+	var r ghzReport
+	if err := json.Unmarshal(out, &r); err != nil {
+		b.Fatalf("reading ghz's report: %v\n%.500s", err, out)
+	}
+	return r
+}
