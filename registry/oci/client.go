@@ -395,9 +395,27 @@ func (c *Client) ImagesMatching(ctx context.Context, repository string, keep fun
 }
 
 // Refresh is Images for a repository that was just pushed to (a
-// notification): every known mutable tag is checked now, whatever its
-// re-check interval.
+// notification): the tag list is read now, and every known mutable tag is
+// checked now, whatever its re-check interval. A repository the cache
+// knows nothing of (one only ever ordered by version, or never listed)
+// is only listed: its images are returned without digests or times, and
+// whoever needs their metadata reads it then (a plan under build-time
+// order reads the tags its filter passes).
 func (c *Client) Refresh(ctx context.Context, repository string) ([]registry.Image, error) {
+	if c.cfg.Cache != nil {
+		cached, err := c.cfg.Cache.CachedTags(ctx, repository)
+		if err == nil && len(cached) == 0 {
+			tags, err := c.tags(ctx, repository, true)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]registry.Image, len(tags))
+			for i, t := range tags {
+				out[i] = registry.Image{Repository: repository, Tag: t}
+			}
+			return out, nil
+		}
+	}
 	return c.scan(ctx, repository, nil, true)
 }
 
