@@ -12,21 +12,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fluxd/fluxd/history/sqlite"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+	"github.com/fluxd/fluxd/registry"
 )
 
 // BenchmarkAPILoad is ListServices under load, on the local stack: 1,000
 // workloads (Deployments of 0 replicas in namespace bench-api, each also
-// in git), and ghz, a gRPC load tool, with 50 concurrent clients making
+// in git) running 100 repositories of 1,000 tags that fluxd's cache knows
+// (read by a list-images of each before the load), and ghz, a gRPC load tool, with 50 concurrent clients making
 // -api.calls calls against a fluxd built from this tree, and, when
 // FLUXD_BASE names another fluxd binary (the commit before), against that
-// one too, side by side. It prints requests per second and latency
-// percentiles. GHZ names the ghz binary.
+// one too, side by side. It prints requests per second, latency
+// percentiles, fluxd's CPU per call and its resident memory after the
+// run. GHZ names the ghz binary.
 //
 //	make bench-api                      (BENCH_API_BASE=main by default)
 func BenchmarkAPILoad(b *testing.B) {
@@ -46,8 +53,12 @@ func BenchmarkAPILoad(b *testing.B) {
 	}
 	for b.Loop() {
 		for i, fd := range fluxds {
+			db := filepath.Join(b.TempDir(), "history.db")
+			if err := seedRegistryCache(ctx, db); err != nil {
+				b.Fatal(err)
+			}
 			f, err := stack.StartNamedFluxd(ctx, fmt.Sprintf("fluxd-apiload-%d", i), fd.path, instance, nil,
-				"--git-path=bench-api", "--automation-long-wait=10m", "--automation-short-wait=10m", "--git-poll-interval=10m")
+				"--git-path=bench-api", "--history-db="+db, "--automation-long-wait=10m", "--automation-short-wait=10m", "--git-poll-interval=10m")
 			if err != nil {
 				b.Fatalf("starting %s: %v (log: %s)", fd.name, err, stack.Log(fmt.Sprintf("fluxd-apiload-%d", i)))
 			}
@@ -61,6 +72,17 @@ func BenchmarkAPILoad(b *testing.B) {
 				}
 			}
 			cpu0 := cpuSeconds(f.PID)
+			// list-images of one service per repository: fluxd reads the
+			// 100,000 cached tags (and lists each repository).
+			for r := range apiRepos {
+				resp, err := c.ListImages(cctx, &fluxdv1.ListImagesRequest{Service: fmt.Sprintf("bench-api/svc-%04d", r), Limit: 3})
+				if err != nil {
+					b.Fatalf("list-images: %v", err)
+				}
+				if ci := resp.GetServices()[0].GetContainers()[0]; ci.GetTotal() != apiTagsPerRepo || (ci.GetTimesRead() != 0 && ci.GetTimesRead() != apiTagsPerRepo) {
+					b.Fatalf("list-images of svc-%04d: %d tags, %d read, %s", r, ci.GetTotal(), ci.GetTimesRead(), ci.GetError())
+				}
+			}
 			r := runGhz(b, ghz, f.Addr, f.Tokens["viewer"])
 			// fluxd's own CPU per call: what the load costs fluxd, whatever
 			// ghz (on the same cores) and other processes take.
@@ -84,6 +106,68 @@ func BenchmarkAPILoad(b *testing.B) {
 
 var apiCalls = 4000
 
+// The registry side: the workloads run apiRepos repositories of
+// apiTagsPerRepo tags each, 100,000 tags that fluxd's cache knows.
+const apiRepos, apiTagsPerRepo = 100, 1000
+
+// apiTag is the i-th tag of a bench-api repository: 1.0.0 to 1.9.99.
+func apiTag(i int) string { return fmt.Sprintf("1.%d.%d", i/100, i%100) }
+
+// pushAPIRepos pushes one image under every tag of every repository (a
+// manifest PUT per tag: the layers are shared).
+func pushAPIRepos(ctx context.Context) error {
+	img, err := random.Image(256, 1)
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for r := range apiRepos {
+		g.Go(func() error {
+			repo, err := name.NewRepository(fmt.Sprintf("%s/bench-api/app-%d", stack.Registry, r), name.Insecure)
+			if err != nil {
+				return err
+			}
+			if err := remote.Write(repo.Tag(apiTag(0)), img, remote.WithContext(gctx)); err != nil {
+				return err
+			}
+			for i := 1; i < apiTagsPerRepo; i++ {
+				if err := remote.Tag(repo.Tag(apiTag(i)), img, remote.WithContext(gctx)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// seedRegistryCache writes a history database whose registry cache holds
+// every bench-api tag (100,000), as a fluxd that has scanned them has:
+// a digest, a creation time, a config digest and a platform each. The
+// digests are made up (one per tag); fluxd trusts the cache for version
+// tags, so it sends no request for them.
+func seedRegistryCache(ctx context.Context, path string) error {
+	store, err := sqlite.Open(ctx, path)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for r := range apiRepos {
+		tags, images := map[string]registry.TagState{}, map[string]registry.ImageMeta{}
+		for i := range apiTagsPerRepo {
+			d := fmt.Sprintf("sha256:%064x", r*apiTagsPerRepo+i)
+			tags[apiTag(i)] = registry.TagState{Digest: d}
+			images[d] = registry.ImageMeta{CreatedAt: t0.Add(time.Duration(i) * time.Minute), ConfigDigest: fmt.Sprintf("sha256:%064x", 1<<40+r*apiTagsPerRepo+i), Platform: "linux/amd64"}
+		}
+		if err := store.SaveTags(ctx, fmt.Sprintf("%s/bench-api/app-%d", stack.Registry, r), tags, images, nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // apiLoadOnce puts the 1,000 workloads in the cluster and in git, once.
 func apiLoadOnce(b *testing.B, ctx context.Context) {
 	b.Helper()
@@ -99,7 +183,7 @@ func apiLoadOnce(b *testing.B, ctx context.Context) {
 	g.SetLimit(8)
 	for i := range 1000 {
 		name := fmt.Sprintf("svc-%04d", i)
-		image := fmt.Sprintf("%s/helloworld:1.%d", stack.Registry, i%3)
+		image := fmt.Sprintf("%s/bench-api/app-%d:1.0.0", stack.Registry, i%apiRepos)
 		fmt.Fprintf(&manifests, `---
 apiVersion: apps/v1
 kind: Deployment
@@ -136,6 +220,11 @@ spec:
 		b.Fatal(err)
 	}
 	pushManifest(b, "Add 1,000 workloads for the API load benchmark", map[string]string{"bench-api/workloads.yaml": manifests.String()})
+	start := time.Now()
+	if err := pushAPIRepos(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("pushed %d repositories x %d tags in %v", apiRepos, apiTagsPerRepo, time.Since(start).Round(time.Second))
 }
 
 // cpuSeconds is the user and system CPU time a process has used, from
