@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fluxd/fluxd/history/sqlite"
+	"github.com/fluxd/fluxd/internal/localstack"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/registry"
 )
@@ -57,8 +61,12 @@ func BenchmarkAPILoad(b *testing.B) {
 			if err := seedRegistryCache(ctx, db); err != nil {
 				b.Fatal(err)
 			}
+			metrics, err := localstack.FreeAddr()
+			if err != nil {
+				b.Fatal(err)
+			}
 			f, err := stack.StartNamedFluxd(ctx, fmt.Sprintf("fluxd-apiload-%d", i), fd.path, instance, nil,
-				"--git-path=bench-api", "--history-db="+db, "--automation-long-wait=10m", "--automation-short-wait=10m", "--git-poll-interval=10m")
+				"--git-path=bench-api", "--history-db="+db, "--metrics-listen="+metrics, "--automation-long-wait=10m", "--automation-short-wait=10m", "--git-poll-interval=10m")
 			if err != nil {
 				b.Fatalf("starting %s: %v (log: %s)", fd.name, err, stack.Log(fmt.Sprintf("fluxd-apiload-%d", i)))
 			}
@@ -88,8 +96,10 @@ func BenchmarkAPILoad(b *testing.B) {
 			// ghz (on the same cores) and other processes take.
 			cpuPerCall := (cpuSeconds(f.PID) - cpu0) / float64(max(r.Count, 1)) * 1000
 			rss := rssMB(f.PID)
-			fmt.Printf("ListServices, 1,000 workloads, 50 clients, %d calls: %-22s %6.0f req/s  p50 %6.1f ms  p90 %6.1f ms  p99 %6.1f ms  errors %d  fluxd CPU %.2f ms/call  RSS after %.0f MB\n",
-				r.Count, fd.name, r.Rps, r.percentile(50), r.percentile(90), r.percentile(99), len(r.ErrorDist), cpuPerCall, rss)
+			heap := metricMB(b, metrics, "go_memstats_heap_inuse_bytes")
+			fmt.Printf("ListServices, 1,000 workloads, 50 clients, %d calls: %-22s %6.0f req/s  p50 %6.1f ms  p90 %6.1f ms  p99 %6.1f ms  errors %d  fluxd CPU %.2f ms/call  after: RSS %.0f MB, Go heap in use %.0f MB\n",
+				r.Count, fd.name, r.Rps, r.percentile(50), r.percentile(90), r.percentile(99), len(r.ErrorDist), cpuPerCall, rss, heap)
+			b.ReportMetric(heap, "heap-MB-"+strings.Fields(fd.name)[0])
 			b.ReportMetric(cpuPerCall, "fluxd-cpu-ms/call-"+strings.Fields(fd.name)[0])
 			short := strings.Fields(fd.name)[0]
 			b.ReportMetric(r.Rps, "req/s-"+short)
@@ -243,6 +253,23 @@ func cpuSeconds(pid int) float64 {
 	fmt.Sscanf(fields[11], "%f", &utime)
 	fmt.Sscanf(fields[12], "%f", &stime)
 	return (utime + stime) / 100
+}
+
+// metricMB reads a metric in bytes from fluxd's metrics page, in MB.
+func metricMB(b *testing.B, addr, name string) float64 {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f / (1 << 20)
+		}
+	}
+	return -1
 }
 
 // rssMB is a process's resident set size, from /proc.
