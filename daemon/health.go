@@ -2,7 +2,10 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"sync"
 	"time"
 
@@ -19,7 +22,13 @@ import (
 // (the cluster caches, the database) fails.
 func (d *Daemon) Ready(ctx context.Context) error {
 	if d.deps.Git != nil {
-		if st := d.deps.Git.Status(); st.Error != "" {
+		st := d.deps.Git.Status()
+		switch {
+		case st.NotCloned && st.Error != "":
+			return fmt.Errorf("git: not cloned yet, retrying: %s", st.Error)
+		case st.NotCloned:
+			return errors.New("git: cloning")
+		case st.Error != "":
 			return fmt.Errorf("git: %s", st.Error)
 		}
 	}
@@ -104,4 +113,31 @@ func (h *healthServer) Watch(req *healthpb.HealthCheckRequest, stream grpc.Serve
 		case <-t.C:
 		}
 	}
+}
+
+// HealthHandler serves /healthz and /readyz over plain HTTP, without a
+// token and without the API, for the kubelet's probes where the API
+// listener needs TLS or a client certificate the kubelet has not got.
+// /healthz answers 200 while the process serves; /readyz answers 200
+// when Ready passes, else 503 with the reason (a redacted git URL, a
+// public key: nothing secret), for a person who curls it; fluxd's log says
+// it too.
+func (d *Daemon) HealthHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := d.Ready(ctx); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			_, _ = io.WriteString(w, "not ready: "+err.Error()+"\n")
+			return
+		}
+		_, _ = io.WriteString(w, "ok\n")
+	})
+	return mux
 }

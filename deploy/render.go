@@ -14,11 +14,11 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-//go:embed namespace.yaml rbac.yaml deployment.yaml service.yaml pdb.yaml networkpolicy.yaml
+//go:embed namespace.yaml rbac.yaml deploykey.yaml deployment.yaml service.yaml pdb.yaml networkpolicy.yaml
 var files embed.FS
 
 // order is the kustomization's.
-var order = []string{"namespace.yaml", "rbac.yaml", "deployment.yaml", "service.yaml", "pdb.yaml", "networkpolicy.yaml"}
+var order = []string{"namespace.yaml", "rbac.yaml", "deploykey.yaml", "deployment.yaml", "service.yaml", "pdb.yaml", "networkpolicy.yaml"}
 
 // The base's own names, replaced when rendering.
 const (
@@ -192,10 +192,11 @@ func customise(obj *yaml.Node, o Options, watched bool) {
 			add("--git-path=" + p)
 		}
 		if sshURL(o.GitURL) {
-			// The deploy key and known_hosts the base mounts (Secret
-			// fluxd-ssh, ConfigMap fluxd-known-hosts): one key for every
-			// replica, and no accept-any host key.
-			add("--git-ssh-key-file=/etc/fluxd/ssh/identity")
+			// The deploy key Secret the install ships empty (fluxd
+			// generates the key into it: one for every replica, printed
+			// by 'fluxctl identity') and the known_hosts the base mounts
+			// (ConfigMap fluxd-known-hosts): no accept-any host key.
+			add("--git-ssh-key-secret=fluxd-ssh")
 			add("--git-ssh-known-hosts-file=/etc/fluxd/known_hosts/known_hosts")
 		}
 		args.Content = kept

@@ -2,6 +2,8 @@ package deploy
 
 import (
 	"bytes"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -107,7 +109,7 @@ func TestRenderEdges(t *testing.T) {
 			args = strings.Join(o.Spec.Template.Spec.Containers[0].Args, " ")
 		}
 	}
-	for _, want := range []string{"--git-ssh-key-file=/etc/fluxd/ssh/identity", "--git-ssh-known-hosts-file=/etc/fluxd/known_hosts/known_hosts", "--git-branch=$$(GIT_URL)"} {
+	for _, want := range []string{"--git-ssh-key-secret=fluxd-ssh", "--git-ssh-known-hosts-file=/etc/fluxd/known_hosts/known_hosts", "--git-branch=$$(GIT_URL)"} {
 		if !strings.Contains(args, want) {
 			t.Errorf("args lack %q: %s", want, args)
 		}
@@ -130,5 +132,57 @@ func TestRenderEdges(t *testing.T) {
 	}
 	if inFluxd != 1 {
 		t.Errorf("the watched namespace fluxd has %d fluxd-workloads RoleBindings; want 1", inFluxd)
+	}
+}
+
+// The probes ask the plaintext health listener, which the container's
+// args turn on at the port the probes name: TLS on the API leaves them
+// working.
+func TestProbesUseTheHealthListener(t *testing.T) {
+	b, err := Render(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type probe struct {
+		HTTPGet *struct{ Path, Port string } `yaml:"httpGet"`
+	}
+	var dep struct {
+		Kind string
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Args  []string
+						Ports []struct {
+							Name          string
+							ContainerPort int `yaml:"containerPort"`
+						}
+						ReadinessProbe probe `yaml:"readinessProbe"`
+						LivenessProbe  probe `yaml:"livenessProbe"`
+					}
+				}
+			}
+		}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	for dep.Kind != "Deployment" {
+		if err := dec.Decode(&dep); err != nil {
+			t.Fatalf("no Deployment: %v", err)
+		}
+	}
+	c := dep.Spec.Template.Spec.Containers[0]
+	port := 0
+	for _, p := range c.Ports {
+		if p.Name == "health" {
+			port = p.ContainerPort
+		}
+	}
+	if port == 0 || !slices.Contains(c.Args, "--health-listen=0.0.0.0:"+strconv.Itoa(port)) {
+		t.Errorf("the health port %d and --health-listen do not agree: %v", port, c.Args)
+	}
+	for name, p := range map[string]probe{"/readyz": c.ReadinessProbe, "/healthz": c.LivenessProbe} {
+		if p.HTTPGet == nil || p.HTTPGet.Path != name || p.HTTPGet.Port != "health" {
+			t.Errorf("the probe of %s: %+v, want an httpGet of %s on the port health", name, p.HTTPGet, name)
+		}
 	}
 }

@@ -28,8 +28,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
+	"golang.org/x/crypto/ssh"
+
+	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/internal/localstack"
+	"github.com/fluxd/fluxd/platform/kube"
 )
 
 // The names deploy/ uses.
@@ -40,7 +45,58 @@ const (
 	deployWatched     = "default"
 	deployPullSecret  = "regcred" // named in the Role fluxd-pull-secrets
 	deployOtherSecret = "not-granted"
+	deployKeySecret   = "fluxd-ssh" // shipped empty, filled by fluxd
 )
+
+// secretKey is the private key the deploy key Secret holds.
+func secretKey(t *testing.T, admin kubernetes.Interface) []byte {
+	t.Helper()
+	s, err := admin.CoreV1().Secrets(deployNamespace).Get(context.Background(), deployKeySecret, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := s.Data[kube.DeployKeyField]
+	if len(k) == 0 {
+		t.Fatalf("the Secret %s/%s holds no key: %v", deployNamespace, deployKeySecret, s.Data)
+	}
+	return k
+}
+
+// secretPublicKey is the public half of the Secret's key, as 'fluxctl
+// identity' prints it.
+func secretPublicKey(t *testing.T, admin kubernetes.Interface) string {
+	t.Helper()
+	signer, err := ssh.ParsePrivateKey(secretKey(t, admin))
+	if err != nil {
+		t.Fatalf("the key in the Secret: %v", err)
+	}
+	return strings.TrimSpace(string(ssh.MarshalAuthorizedKey(signer.PublicKey()))) + " fluxd"
+}
+
+// closedAddr is a loopback address nothing listens at.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	return freeAddr(t)
+}
+
+// knownHostsFile is a known_hosts file of one made-up host.
+func knownHostsFile(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "known_hosts")
+	pemKey, err := gogit.GenerateKeyPEM()
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey(pemKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := "nothing.invalid " + string(ssh.MarshalAuthorizedKey(signer.PublicKey()))
+	if err := os.WriteFile(p, []byte(line), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
 
 func TestDeployManifests(t *testing.T) {
 	if testing.Short() {
@@ -87,7 +143,7 @@ func TestDeployManifests(t *testing.T) {
 	// 2. The RBAC for real, and a token of the ServiceAccount.
 	applyObjects(t, kubectl, env, objs, func(o unstructured.Unstructured) bool {
 		switch o.GetKind() {
-		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Secret":
 			return true
 		}
 		return false
@@ -229,6 +285,109 @@ func TestDeployManifests(t *testing.T) {
 		waitRolledOut(t, admin, map[string][]string{name: {"app=" + img + "1.2.0"}})
 	})
 
+	// The deploy key Secret the install ships empty: a fluxd given
+	// --git-ssh-key-secret fills it, a second one reads the same key, and
+	// both serve 'fluxctl identity' before their git remote answers (here
+	// nothing listens at its address). Replicas racing to fill it end
+	// with one key.
+	t.Run("deploy key Secret", func(t *testing.T) {
+		keyArgs := []string{"--kubeconfig=" + kubeconfig, "--namespaces=" + deployWatched,
+			"--git-url=ssh://git@" + closedAddr(t) + "/manifests.git", "--git-ssh-known-hosts-file=" + knownHostsFile(t),
+			"--git-ssh-key-secret=" + deployNamespace + "/" + deployKeySecret}
+		identity := func(f *localstack.Fluxd) string {
+			out, stderr, code := fluxctl(t, []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}, "identity")
+			if code != 0 {
+				t.Fatalf("fluxctl identity: exit %d\n%s%s", code, out, stderr)
+			}
+			return strings.TrimSpace(out)
+		}
+		a := startFaultFluxd(t, "fluxd-key-a", gitDir, nil, keyArgs...)
+		stored := secretPublicKey(t, admin)
+		if got := identity(a); got != stored || !strings.HasPrefix(got, "ssh-ed25519 ") {
+			t.Errorf("the first fluxd's identity %q, the Secret's key %q: want the same ed25519 key", got, stored)
+		}
+		b := startFaultFluxd(t, "fluxd-key-b", gitDir, nil, keyArgs...)
+		if got := identity(b); got != stored {
+			t.Errorf("the second fluxd's identity %q, want the key already in the Secret %q", got, stored)
+		}
+		if secretPublicKey(t, admin) != stored {
+			t.Error("the second fluxd replaced the key in the Secret")
+		}
+		_, stderr, code := fluxctl(t, []string{"FLUX_URL=" + b.Addr, "FLUX_TOKEN=" + b.Tokens["viewer"]}, "list-services")
+		if code == 0 || !strings.Contains(stderr, "fluxd cannot read git yet") || !strings.Contains(stderr, "connection refused") {
+			t.Errorf("list-services while the remote does not answer: exit %d, want it to say git cannot be read yet and why:\n%s", code, stderr)
+		}
+
+		// A Secret other than the one granted is refused with the Role to
+		// check, and a missing one names the command to create it.
+		cluster, err := kube.New(&rest.Config{Host: stack.APIServer, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{CAFile: caFile}}, kube.Config{Namespaces: []string{deployWatched}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = cluster.DeployKey(ctx, deployNamespace, "fluxd-tokens", gogit.GenerateKeyPEM)
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "Role fluxd-deploy-key") {
+			t.Errorf("DeployKey of a Secret not granted: %v; want Forbidden, naming the Role to check", err)
+		}
+		adminRC, err := clientcmd.BuildConfigFromFlags("", stack.Kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		adminCluster, err := kube.New(adminRC, kube.Config{Namespaces: []string{deployWatched}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _, err = adminCluster.DeployKey(ctx, deployNamespace, "no-such-key", gogit.GenerateKeyPEM)
+		if err == nil || !strings.Contains(err.Error(), "does not exist") || !strings.Contains(err.Error(), "kubectl -n "+deployNamespace+" create secret generic no-such-key") {
+			t.Errorf("DeployKey of a missing Secret: %v; want it to say how to create it", err)
+		}
+
+		// Racing replicas, as the ServiceAccount: empty the Secret, then
+		// let several fill it at once.
+		s, err := admin.CoreV1().Secrets(deployNamespace).Get(ctx, deployKeySecret, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Data = nil
+		if _, err := admin.CoreV1().Secrets(deployNamespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		const replicas = 6
+		type result struct {
+			key     string
+			created bool
+			err     error
+		}
+		results := make(chan result, replicas)
+		start := make(chan struct{})
+		for range replicas {
+			go func() {
+				<-start
+				k, created, err := cluster.DeployKey(ctx, deployNamespace, deployKeySecret, gogit.GenerateKeyPEM)
+				results <- result{string(k), created, err}
+			}()
+		}
+		close(start)
+		keys, creators := map[string]bool{}, 0
+		for range replicas {
+			r := <-results
+			if r.err != nil {
+				t.Fatalf("DeployKey as the ServiceAccount: %v", r.err)
+			}
+			keys[r.key] = true
+			if r.created {
+				creators++
+			}
+		}
+		if len(keys) != 1 || creators != 1 {
+			t.Errorf("%d replicas racing: %d keys, %d stored one; want one key, stored once", replicas, len(keys), creators)
+		}
+		for k := range keys {
+			if k != string(secretKey(t, admin)) {
+				t.Error("the key the replicas use is not the Secret's")
+			}
+		}
+	})
+
 	// 3. What the ServiceAccount may not do (and the rest of what it may).
 	t.Run("forbidden", func(t *testing.T) {
 		// What the flows above did not need but fluxd does: Diagnose lists a
@@ -257,6 +416,27 @@ func TestDeployManifests(t *testing.T) {
 			}},
 			{"get a Secret in its own namespace", func() error {
 				_, err := sa.CoreV1().Secrets(deployNamespace).Get(ctx, "fluxd-tokens", metav1.GetOptions{})
+				return err
+			}},
+			{"list Secrets in its own namespace", func() error {
+				_, err := sa.CoreV1().Secrets(deployNamespace).List(ctx, metav1.ListOptions{})
+				return err
+			}},
+			{"create a Secret in its own namespace", func() error {
+				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "fluxd-extra", Namespace: deployNamespace}}
+				_, err := sa.CoreV1().Secrets(deployNamespace).Create(ctx, s, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				return err
+			}},
+			{"update a Secret in its own namespace other than the deploy key", func() error {
+				s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "fluxd-tokens", Namespace: deployNamespace}}
+				_, err := sa.CoreV1().Secrets(deployNamespace).Update(ctx, s, metav1.UpdateOptions{DryRun: []string{metav1.DryRunAll}})
+				return err
+			}},
+			{"delete the deploy key Secret", func() error {
+				return sa.CoreV1().Secrets(deployNamespace).Delete(ctx, deployKeySecret, metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+			}},
+			{"get a Secret named like the deploy key in a watched namespace", func() error {
+				_, err := sa.CoreV1().Secrets(deployWatched).Get(ctx, deployKeySecret, metav1.GetOptions{})
 				return err
 			}},
 			{"delete a watched Deployment", func() error {

@@ -44,11 +44,15 @@ import (
 	"github.com/fluxd/fluxd/internal/localstack"
 )
 
-// guideSetup are the guide's lines the test does itself, and why.
-var guideSetup = map[string]string{
-	"make up":      "the test starts a stack of its own as 'make up' does",
-	". .stack/env": "the test's shell has the variables .stack/env sets",
-	"make down":    "the test stops its stack when it ends",
+// guideSubstitute is a guide's line the test does not run as written:
+// why, and what it runs instead (nothing when empty).
+type guideSubstitute struct{ why, instead string }
+
+// guideSetup are the workflow guide's lines the test does itself, and why.
+var guideSetup = map[string]guideSubstitute{
+	"make up":      {why: "the test starts a stack of its own as 'make up' does"},
+	". .stack/env": {why: "the test's shell has the variables .stack/env sets"},
+	"make down":    {why: "the test stops its stack when it ends"},
 }
 
 // guideStep is one command line of the guide.
@@ -61,8 +65,10 @@ type guideStep struct {
 
 var guideMarker = regexp.MustCompile(`\s#\s*(expect|fails):\s*(.*?)\s*$`)
 
-// guideSteps reads the ```sh blocks of a Markdown file, in order.
-func guideSteps(path string) (steps []guideStep, setup map[string]bool, err error) {
+// guideSteps reads the ```sh blocks of a Markdown file, in order; with a
+// marker, only the blocks whose first line it is. A line of subs is not
+// run: its substitute is, if it has one.
+func guideSteps(path, marker string, subs map[string]guideSubstitute) (steps []guideStep, setup map[string]bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, nil, err
@@ -71,6 +77,8 @@ func guideSteps(path string) (steps []guideStep, setup map[string]bool, err erro
 	setup = map[string]bool{}
 	var (
 		inBlock bool
+		first   bool       // the block's first line is next
+		skip    bool       // the block lacks the marker
 		pending *guideStep // a command continued with a backslash
 	)
 	sc := bufio.NewScanner(f)
@@ -79,7 +87,7 @@ func guideSteps(path string) (steps []guideStep, setup map[string]bool, err erro
 		trimmed := strings.TrimSpace(text)
 		switch {
 		case !inBlock && trimmed == "```sh":
-			inBlock = true
+			inBlock, first, skip = true, true, false
 			continue
 		case inBlock && trimmed == "```":
 			if pending != nil {
@@ -88,6 +96,13 @@ func guideSteps(path string) (steps []guideStep, setup map[string]bool, err erro
 			inBlock = false
 			continue
 		case !inBlock:
+			continue
+		}
+		if first {
+			first = false
+			skip = marker != "" && trimmed != marker
+		}
+		if skip {
 			continue
 		}
 		if pending != nil {
@@ -107,8 +122,11 @@ func guideSteps(path string) (steps []guideStep, setup map[string]bool, err erro
 			s.fails, s.expect = m[1] == "fails", m[2]
 		}
 		cmd := strings.TrimSpace(strings.SplitN(s.command, " #", 2)[0])
-		if _, ok := guideSetup[cmd]; ok {
+		if sub, ok := subs[cmd]; ok {
 			setup[cmd] = true
+			if sub.instead != "" {
+				steps = append(steps, guideStep{line: s.line, command: sub.instead})
+			}
 			continue
 		}
 		steps = append(steps, s)
@@ -127,13 +145,13 @@ func TestWorkflowGuide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	steps, setup, err := guideSteps(filepath.Join(root, "docs", "workflow.md"))
+	steps, setup, err := guideSteps(filepath.Join(root, "docs", "workflow.md"), "", guideSetup)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line, why := range guideSetup {
+	for line, sub := range guideSetup {
 		if !setup[line] && line != "make down" {
-			t.Errorf("the guide lacks %q (%s)", line, why)
+			t.Errorf("the guide lacks %q (%s)", line, sub.why)
 		}
 	}
 	if len(steps) < 20 {
@@ -141,22 +159,72 @@ func TestWorkflowGuide(t *testing.T) {
 	}
 
 	env := startDemo(t)
-	sh := newGuideShell(t, env)
+	runGuide(t, "workflow.md", steps, newGuideShell(t, env))
+}
+
+// installSetup are the install guide's lines the test does not run as
+// written.
+var installSetup = map[string]guideSubstitute{
+	"ssh-keyscan git.example.com > known_hosts": {
+		why:     "git.example.com does not exist: the test writes a known_hosts line of a made-up host key",
+		instead: `ssh-keygen -q -t ed25519 -N '' -f hostkey && echo "git.example.com $(cut -d' ' -f1,2 hostkey.pub)" > known_hosts`,
+	},
+}
+
+// installMarker begins the install guide's blocks that run.
+const installMarker = "# tested: TestInstallGuide"
+
+// docs/install.md's blocks marked installMarker run, in order, against a
+// stack of their own (a real API server with RBAC and Pod Security
+// admission; kwok nodes, which run no containers, so nothing that needs
+// fluxd in a pod is among them). The objects they create stay with that
+// stack, which stops when the test ends.
+func TestInstallGuide(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the local stack")
+	}
+	root, err := localstack.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, setup, err := guideSteps(filepath.Join(root, "docs", "install.md"), installMarker, installSetup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line, sub := range installSetup {
+		if !setup[line] {
+			t.Errorf("the guide lacks %q (%s)", line, sub.why)
+		}
+	}
+	if len(steps) < 15 {
+		t.Fatalf("the guide has %d commands in its tested blocks; the parser or the guide is wrong", len(steps))
+	}
+	st := startGuideStack(t)
+	env := []string{
+		"KUBECONFIG=" + st.Kubeconfig,
+		"PATH=" + binDir + ":" + stackBinDir(t) + ":" + os.Getenv("PATH"),
+	}
+	runGuide(t, "install.md", steps, newGuideShell(t, env))
+}
+
+// runGuide runs a guide's steps in sh, each as the guide says it ends.
+func runGuide(t *testing.T, name string, steps []guideStep, sh *guideShell) {
+	t.Helper()
 	for i, s := range steps {
 		start := time.Now()
 		out, code, err := sh.run(i, s.command, 3*time.Minute)
 		took := time.Since(start).Round(10 * time.Millisecond)
 		if err != nil {
-			t.Fatalf("workflow.md:%d: %s\n%v\noutput so far:\n%s", s.line, s.command, err, out)
+			t.Fatalf("%s:%d: %s\n%v\noutput so far:\n%s", name, s.line, s.command, err, out)
 		}
-		t.Logf("workflow.md:%d ($ %s) exit %d in %v\n%s", s.line, s.command, code, took, indent(out))
+		t.Logf("%s:%d ($ %s) exit %d in %v\n%s", name, s.line, s.command, code, took, indent(out))
 		switch {
 		case s.fails && code == 0:
-			t.Fatalf("workflow.md:%d: %q exited 0; the guide says it fails", s.line, s.command)
+			t.Fatalf("%s:%d: %q exited 0; the guide says it fails", name, s.line, s.command)
 		case !s.fails && code != 0:
-			t.Fatalf("workflow.md:%d: %q exited %d:\n%s", s.line, s.command, code, out)
+			t.Fatalf("%s:%d: %q exited %d:\n%s", name, s.line, s.command, code, out)
 		case s.expect != "" && !strings.Contains(out, s.expect):
-			t.Fatalf("workflow.md:%d: the output of %q lacks %q:\n%s", s.line, s.command, s.expect, out)
+			t.Fatalf("%s:%d: the output of %q lacks %q:\n%s", name, s.line, s.command, s.expect, out)
 		}
 	}
 }
@@ -169,11 +237,37 @@ func startDemo(t *testing.T) []string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	start := time.Now()
+	st := startGuideStack(t)
+	f, err := st.StartFluxd(ctx, filepath.Join(binDir, "fluxd"), "demo", "--log-format=text")
+	if err != nil {
+		t.Fatalf("starting the guide's fluxd: %v (log: %s)", err, st.Log("fluxd"))
+	}
+	t.Logf("the guide's stack and fluxd up in %v (%s)", time.Since(start).Round(time.Millisecond), st.Dir)
+	return []string{
+		"FLUX_URL=" + f.Addr,
+		"FLUX_TOKEN=" + f.Tokens["admin"],
+		"FLUX_VIEWER_TOKEN=" + f.Tokens["viewer"],
+		"FLUX_DEPLOYER_TOKEN=" + f.Tokens["deployer"],
+		"KUBECONFIG=" + st.Kubeconfig,
+		"REGISTRY=" + st.Registry,
+		"GIT_URL=" + st.GitURL,
+		"GIT_BRANCH=" + st.GitBranch,
+		"GIT_PATH=" + st.GitPath,
+		"PATH=" + binDir + ":" + stackBinDir(t) + ":" + os.Getenv("PATH"),
+	}
+}
+
+// startGuideStack starts a stack of its own for a guide, as 'make up'
+// does, stopped when the test ends.
+func startGuideStack(t *testing.T) *localstack.Stack {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	dir, err := os.MkdirTemp("", "fluxd-guide-stack-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	st, err := localstack.Start(ctx, localstack.Options{Dir: dir, BinDir: stackBinDir(t)})
 	if err != nil {
 		t.Fatalf("starting the guide's stack: %v (logs in %s)", err, dir)
@@ -189,23 +283,7 @@ func startDemo(t *testing.T) []string {
 		}
 		_ = os.RemoveAll(dir)
 	})
-	f, err := st.StartFluxd(ctx, filepath.Join(binDir, "fluxd"), "demo", "--log-format=text")
-	if err != nil {
-		t.Fatalf("starting the guide's fluxd: %v (log: %s)", err, st.Log("fluxd"))
-	}
-	t.Logf("the guide's stack and fluxd up in %v (%s)", time.Since(start).Round(time.Millisecond), dir)
-	return []string{
-		"FLUX_URL=" + f.Addr,
-		"FLUX_TOKEN=" + f.Tokens["admin"],
-		"FLUX_VIEWER_TOKEN=" + f.Tokens["viewer"],
-		"FLUX_DEPLOYER_TOKEN=" + f.Tokens["deployer"],
-		"KUBECONFIG=" + st.Kubeconfig,
-		"REGISTRY=" + st.Registry,
-		"GIT_URL=" + st.GitURL,
-		"GIT_BRANCH=" + st.GitBranch,
-		"GIT_PATH=" + st.GitPath,
-		"PATH=" + binDir + ":" + stackBinDir(t) + ":" + os.Getenv("PATH"),
-	}
+	return st
 }
 
 // guideShell is one bash process that runs the guide's lines one at a
@@ -305,7 +383,7 @@ func indent(s string) string {
 func TestGuideStepsParsesBlocks(t *testing.T) {
 	guide := "# Title\n\n```sh\nmake up\n. .stack/env\n```\n\nText `not run`.\n\n```yaml\nkey: value\n```\n\n" +
 		"```sh\n# a comment\nfluxctl version   # expect: instance: demo\n\nfluxctl release --service a \\\n  -y   # fails: locked\nx=$(echo 1) # just a comment\n```\n"
-	steps, setup, err := guideSteps(writeTemp(t, guide))
+	steps, setup, err := guideSteps(writeTemp(t, guide), "", guideSetup)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +398,18 @@ func TestGuideStepsParsesBlocks(t *testing.T) {
 	if !setup["make up"] || !setup[". .stack/env"] || len(setup) != 2 {
 		t.Errorf("setup lines: %v", setup)
 	}
-	if _, _, err := guideSteps(writeTemp(t, "```sh\nfluxctl version\n")); err == nil {
+	// With a marker, only the blocks it begins run; a substitute runs in
+	// place of its line.
+	marked := "```sh\n# tested\nkubectl apply -f x.yaml\nssh-keyscan h > k\n```\n\n```sh\nkubectl port-forward deploy/fluxd 3030 &\n```\n"
+	steps, setup, err = guideSteps(writeTemp(t, marked), "# tested", map[string]guideSubstitute{"ssh-keyscan h > k": {why: "no host h", instead: "touch k"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []guideStep{{line: 3, command: "kubectl apply -f x.yaml"}, {line: 4, command: "touch k"}}
+	if fmt.Sprint(steps) != fmt.Sprint(want) || !setup["ssh-keyscan h > k"] {
+		t.Errorf("marked steps:\n got %+v\nwant %+v (setup %v)", steps, want, setup)
+	}
+	if _, _, err := guideSteps(writeTemp(t, "```sh\nfluxctl version\n"), "", guideSetup); err == nil {
 		t.Error("an unclosed block is not reported")
 	}
 }

@@ -16,6 +16,9 @@ type RemoteStatus struct {
 	// WaitingSince when it began; empty when none is.
 	Waiting      string
 	WaitingSince time.Time
+	// NotCloned is true until the first clone succeeds: fluxd serves,
+	// but cannot read git (Error says why).
+	NotCloned bool
 }
 
 // Stalled reports whether an operation has been waiting on the remote

@@ -125,6 +125,14 @@ func explain(err error, g *globals) string {
 	if t, err := parseTarget(g.url); err == nil {
 		addr = t.addr
 	}
+	// fluxd's humane errors carry their help text in an ErrorInfo detail;
+	// one of them may be Unavailable (git cannot be read yet), which is
+	// not fluxd being unreachable.
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetMetadata()["help"] != "" {
+			return st.Message() + "\n\n" + info.GetMetadata()["help"]
+		}
+	}
 	switch st.Code() {
 	case codes.Unavailable:
 		detail := st.Message()
@@ -148,12 +156,6 @@ Try:
 (detail: %s)`, addr, st.Message())
 	case codes.DeadlineExceeded:
 		return fmt.Sprintf("fluxd at %s did not answer within --timeout %v.\n\nTry a longer --timeout, or look at the daemon's log for what it is waiting on.", addr, g.timeout)
-	}
-	// fluxd's humane errors carry their help text in an ErrorInfo detail.
-	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetMetadata()["help"] != "" {
-			return st.Message() + "\n\n" + info.GetMetadata()["help"]
-		}
 	}
 	return st.Message()
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +24,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/clock"
 
 	"github.com/fluxd/fluxd/automator"
@@ -60,6 +63,9 @@ type flags struct {
 	gitTimeout              time.Duration
 	gitSSHKeyFile           string
 	gitSSHKnownHostsFile    string
+	gitSSHKeySecret         string
+	gitCloneRetryMax        time.Duration
+	healthListen            string
 	webhookRequireTimestamp bool
 	dockerConfig            string
 	registryConcurrency     int
@@ -121,6 +127,9 @@ func newRootCommand() *cobra.Command {
 	fs.DurationVar(&f.historyDBStatementTimeout, "history-db-statement-timeout", 30*time.Second, "PostgreSQL ends a statement that runs longer (0: never)")
 	fs.StringVar(&f.gitURL, "git-url", "", "git remote of the manifests: file://, http(s):// (credentials in the URL are never logged), ssh://[git@]host[:port]/path or git@host:path")
 	fs.StringVar(&f.gitSSHKeyFile, "git-ssh-key-file", "", "private key (ed25519 recommended, no passphrase) for an SSH --git-url (default: one fluxd generates and keeps in STATE_DIR/ssh/identity; 'fluxctl identity' prints its public key)")
+	fs.StringVar(&f.gitSSHKeySecret, "git-ssh-key-secret", "", "keep the SSH key in this Kubernetes Secret, NAME in $POD_NAMESPACE or NAMESPACE/NAME, under the key \"identity\": read from it, or generated and written into it when it holds none (the Secret must exist; the install ships it empty). Replaces --git-ssh-key-file")
+	fs.DurationVar(&f.gitCloneRetryMax, "git-clone-retry-max", time.Minute, "while the first clone fails (remote unreachable, deploy key not added yet), fluxd serves and retries it, waiting 1s, then twice as long each time up to this")
+	fs.StringVar(&f.healthListen, "health-listen", "", "address of a plaintext HTTP listener for probes, e.g. 0.0.0.0:3032: /healthz and /readyz (503 with the reason), no token, no API (default: off; the gRPC health service on --listen answers too)")
 	fs.StringVar(&f.gitSSHKnownHostsFile, "git-ssh-known-hosts-file", "", "known_hosts file listing the SSH git host's keys (required with an SSH --git-url; a host whose key it does not list is refused)")
 	fs.StringVar(&f.gitBranch, "git-branch", "main", "branch to read and push")
 	fs.StringSliceVar(&f.gitPaths, "git-path", nil, "sub-paths of the repository holding manifests, relative (repeatable; default: the root)")
@@ -223,12 +232,24 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		User: f.gitUser, Email: f.gitEmail, Dir: filepath.Join(f.stateDir, "repo"), Timeout: f.gitTimeout,
 		SSHKeyFile: f.gitSSHKeyFile, KnownHostsFile: f.gitSSHKnownHostsFile,
 	}
-	if gcfg.SSHKeyFile == "" {
+	if f.gitSSHKeySecret != "" && f.gitSSHKeyFile != "" {
+		return errors.New("invalid configuration: --git-ssh-key-secret and --git-ssh-key-file both name the SSH key; give one")
+	}
+	if gcfg.SSHKeyFile == "" && f.gitSSHKeySecret == "" {
 		gcfg.SSHKeyFile, gcfg.GenerateSSHKey = filepath.Join(f.stateDir, "ssh", "identity"), true
 	}
-	if err := errors.Join(cfg.Validate(), gcfg.Validate()); err != nil {
+	if f.gitSSHKeySecret != "" {
+		// A placeholder for Validate: the key is read from the Secret
+		// once the cluster is reachable, below.
+		gcfg.SSHKeySource = "the Secret " + f.gitSSHKeySecret
+		gcfg.SSHKey = []byte("-")
+	}
+	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax)); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", indent(err))
 	}
+	// Ends the clone's retries on any return below.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
 		return fmt.Errorf("creating --state-dir: %w", err)
 	}
@@ -293,20 +314,56 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 
-	if gogit.IsSSH(gcfg.URL) {
-		// Logged before the clone, which fails until the key is added.
-		key, err := gogit.ReadDeployKey(gcfg)
+	if f.gitSSHKeySecret != "" && gogit.IsSSH(gcfg.URL) {
+		ns, name := secretName(f.gitSSHKeySecret, envOr("POD_NAMESPACE", "default"))
+		key, created, err := cluster.DeployKey(ctx, ns, name, gogit.GenerateKeyPEM)
 		if err != nil {
-			return fmt.Errorf("the SSH key for --git-url: %w", err)
+			return fmt.Errorf("--git-ssh-key-secret: %w", err)
 		}
-		log.Info("reaching git over SSH with this deploy key", "component", "git", "key", key.PublicKey, "fingerprint", key.Fingerprint, "file", gcfg.SSHKeyFile)
+		gcfg.SSHKey, gcfg.SSHKeySource = key, "the Secret "+ns+"/"+name
+		if created {
+			log.Info("generated an SSH deploy key and stored it in its Secret", "component", "git", "secret", ns+"/"+name)
+		}
 	}
-	repo, err := gogit.Open(ctx, gcfg)
+	repo, err := gogit.New(gcfg)
 	if err != nil {
-		return err
+		return fmt.Errorf("the git remote: %w", err)
 	}
-	log.Info("cloned the manifests", "component", "git", "url", gogit.Redact(gcfg.URL), "branch", gcfg.Branch, "paths", gcfg.Paths)
 	repo.Instrument(reg)
+	if key, ok := repo.DeployKey(); ok {
+		// Logged before the clone, which fails until the key is added.
+		where := gcfg.SSHKeyFile
+		if gcfg.SSHKeySource != "" {
+			where = gcfg.SSHKeySource
+		}
+		log.Info("reaching git over SSH with this deploy key", "component", "git", "key", key.PublicKey, "fingerprint", key.Fingerprint, "kept_in", where)
+	}
+	// The clone is retried until it succeeds, while fluxd serves: a
+	// deploy key can be shown ('fluxctl identity') before it is added.
+	// The API listens once the first attempt is over (or has taken
+	// --git-timeout), so a remote that answers is cloned before the first
+	// call.
+	firstTry := make(chan struct{})
+	var firstOnce sync.Once
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		backoff := wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: f.gitCloneRetryMax}
+		err := repo.KeepCloning(ctx, backoff, func(err error, next time.Duration) {
+			firstOnce.Do(func() { close(firstTry) })
+			log.Warn("cannot clone the manifests yet; fluxd serves and tries again", "component", "git", "error", err, "retry_in", next.Round(time.Millisecond))
+		})
+		if err == nil {
+			log.Info("cloned the manifests", "component", "git", "url", gogit.Redact(gcfg.URL), "branch", gcfg.Branch, "paths", gcfg.Paths)
+		}
+		return nil
+	})
+	select {
+	case <-repo.Cloned():
+	case <-firstTry:
+	case <-time.After(max(gcfg.Timeout, time.Second)):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	engine := release.NewEngine(repo, images, cluster, store, log)
 
 	peer, err := f.tls.peer()
@@ -337,6 +394,12 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	// Only the leader runs jobs and automation: first it carries on with
 	// the jobs a previous leader (or run) left live.
 	lead := func(ctx context.Context) {
+		// Nothing to lead before the manifests are cloned.
+		select {
+		case <-repo.Cloned():
+		case <-ctx.Done():
+			return
+		}
 		if err := store.Wait(ctx); err != nil {
 			return
 		}
@@ -389,7 +452,6 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		}
 		return 0
 	}))
-	g, ctx := errgroup.WithContext(ctx)
 	if f.leaderElect {
 		ecfg := kube.ElectionConfig{Namespace: f.leaderNamespace, Name: f.leaderName, Address: self,
 			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}
@@ -403,7 +465,21 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		g.Go(func() error { lead(ctx); return nil })
 	}
 	g.Go(func() error { return srv.Serve(ctx, lis, cfg.ShutdownGrace*4/5) })
-	g.Go(func() error { pollGit(ctx, engine, f.gitPollInterval, log); return nil })
+	g.Go(func() error {
+		select {
+		case <-repo.Cloned():
+			pollGit(ctx, engine, f.gitPollInterval, log)
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	if f.healthListen != "" {
+		hlis, err := net.Listen("tcp", f.healthListen)
+		if err != nil {
+			return fmt.Errorf("listening for health probes on %s: %w", f.healthListen, err)
+		}
+		g.Go(func() error { return serveHTTP(ctx, hlis, d.HealthHandler(), "health", log) })
+	}
 	if wh != nil {
 		if f.leaderElect {
 			wh.FollowLeader(leadership, peer)
@@ -539,12 +615,34 @@ func registerGitMetrics(reg prometheus.Registerer, repo *gogit.Repo) {
 		}
 		return 0
 	}))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_git_cloned", Help: "1 once the manifests' first clone has succeeded; 0 while fluxd retries it (a deploy key not added yet, the remote unreachable)."}, func() float64 {
+		if repo.Status().NotCloned {
+			return 0
+		}
+		return 1
+	}))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_git_up", Help: "1 when the last git network operation succeeded, 0 when it failed."}, func() float64 {
 		if repo.Status().Error != "" {
 			return 0
 		}
 		return 1
 	}))
+}
+
+// secretName splits --git-ssh-key-secret's NAMESPACE/NAME, or NAME in
+// namespace.
+func secretName(flag, namespace string) (string, string) {
+	if ns, name, ok := strings.Cut(flag, "/"); ok {
+		return ns, name
+	}
+	return namespace, flag
+}
+
+func validateRetryMax(d time.Duration) error {
+	if d < time.Second {
+		return fmt.Errorf("--git-clone-retry-max %v is under the first wait of 1s", d)
+	}
+	return nil
 }
 
 // buildInfo is fluxd_build_info{version,revision,go_version}, always 1: which

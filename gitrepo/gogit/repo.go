@@ -21,6 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/internal/fluxerr"
@@ -52,6 +53,11 @@ type Config struct {
 	// its public half at SSHKeyFile.pub) when there is none there; it is
 	// kept and used from then on.
 	GenerateSSHKey bool
+	// SSHKey, when set, is the private key itself (OpenSSH PEM), used
+	// instead of SSHKeyFile; SSHKeySource says where it came from, for
+	// messages (e.g. "the Secret fluxd/fluxd-ssh").
+	SSHKey       []byte
+	SSHKeySource string
 	// KnownHostsFile lists the host keys an SSH remote may present, in
 	// OpenSSH's known_hosts form. Required for an SSH remote: a host
 	// whose key it does not list is refused, never accepted.
@@ -94,7 +100,7 @@ func (c Config) Validate() error {
 		} else if _, err := os.Stat(c.KnownHostsFile); err != nil {
 			errs = append(errs, fmt.Errorf("--git-ssh-known-hosts-file: %w", err))
 		}
-		if c.SSHKeyFile == "" {
+		if c.SSHKeyFile == "" && len(c.SSHKey) == 0 {
 			errs = append(errs, errors.New("an SSH --git-url needs a key: --git-ssh-key-file, or a generated one in --state-dir"))
 		}
 	}
@@ -110,11 +116,18 @@ type Repo struct {
 	// deployKey is the public half of the SSH key, nil for other remotes.
 	deployKey *gitrepo.DeployKey
 
-	lock *semaphore.Weighted
-	repo *git.Repository
+	// cloneURL is the URL without its credentials, which are in auth.
+	cloneURL string
 
-	mu     sync.Mutex // guards status
-	status gitrepo.RemoteStatus
+	lock *semaphore.Weighted
+	repo *git.Repository // nil until Clone succeeds; guarded by lock
+
+	cloned chan struct{} // closed when Clone succeeds
+	poke   chan struct{} // makes KeepCloning try at once; buffered, one
+
+	mu       sync.Mutex // guards status and cloneErr
+	status   gitrepo.RemoteStatus
+	cloneErr error // the last Clone's error
 
 	// ops times network operations by kind and result; nil: not timed.
 	ops *prometheus.HistogramVec
@@ -314,18 +327,34 @@ func secrets(raw string) []string {
 	return out
 }
 
-// Open clones the remote into cfg.Dir, replacing whatever is there.
+// Open clones the remote into cfg.Dir, replacing whatever is there: New,
+// then one Clone.
 func Open(ctx context.Context, cfg Config) (*Repo, error) {
+	r, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Clone(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// New prepares the working clone of cfg's remote without reaching it: the
+// SSH key is read (or generated) here, so that its public half can be
+// shown while the remote still refuses it. Clone or KeepCloning make the
+// clone; until then every operation fails saying why git cannot be read.
+func New(cfg Config) (*Repo, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Repo{cfg: cfg, lock: semaphore.NewWeighted(1)}
-	cloneURL := cfg.URL
+	r := &Repo{cfg: cfg, lock: semaphore.NewWeighted(1), cloned: make(chan struct{}), poke: make(chan struct{}, 1), cloneURL: cfg.URL}
+	r.status.NotCloned = true
 	if u, err := url.Parse(cfg.URL); err == nil && u.User != nil && (u.Scheme == "http" || u.Scheme == "https") {
 		pw, _ := u.User.Password()
 		r.auth = &http.BasicAuth{Username: u.User.Username(), Password: pw}
 		u.User = nil
-		cloneURL = u.String()
+		r.cloneURL = u.String()
 	}
 	if IsSSH(cfg.URL) {
 		auth, key, err := newSSHAuth(cfg)
@@ -334,30 +363,117 @@ func Open(ctx context.Context, cfg Config) (*Repo, error) {
 		}
 		r.auth, r.deployKey = auth, &key
 	}
-	if err := os.RemoveAll(cfg.Dir); err != nil {
-		return nil, err
+	return r, nil
+}
+
+// Clone clones the remote into cfg.Dir, replacing whatever is there. Once
+// it has succeeded it does nothing. A clone whose --git-path is missing
+// counts as failed: the path may be pushed later.
+func (r *Repo) Clone(ctx context.Context) error {
+	if err := r.acquire(ctx); err != nil {
+		return err
+	}
+	defer r.release()
+	if r.repo != nil {
+		return nil
+	}
+	err := r.clone(ctx)
+	r.mu.Lock()
+	r.cloneErr = err
+	if fe := (*fluxerr.Error)(nil); errors.As(err, &fe) {
+		// The explained error, which names the key to add, rather than
+		// the transport's.
+		r.status.Error = fe.Err.Error()
+	}
+	r.mu.Unlock()
+	return err
+}
+
+func (r *Repo) clone(ctx context.Context) error {
+	if err := os.RemoveAll(r.cfg.Dir); err != nil {
+		return err
 	}
 	var repo *git.Repository
 	err := r.network(ctx, "cloning", 4, func(ctx context.Context) (err error) {
-		repo, err = git.PlainCloneContext(ctx, cfg.Dir, false, &git.CloneOptions{
-			URL:           cloneURL,
+		repo, err = git.PlainCloneContext(ctx, r.cfg.Dir, false, &git.CloneOptions{
+			URL:           r.cloneURL,
 			Auth:          r.auth,
-			ReferenceName: plumbing.NewBranchReferenceName(cfg.Branch),
+			ReferenceName: plumbing.NewBranchReferenceName(r.cfg.Branch),
 			SingleBranch:  true,
 		})
 		return err
 	})
 	if err != nil {
-		return nil, r.remoteError("cloning", err)
+		return r.remoteError("cloning", err)
+	}
+	if _, err := gitrepo.ResolvePaths(r.cfg.Dir, r.cfg.Paths); err != nil {
+		return fluxerr.New(fluxerr.User, err, "Push the path to the branch, or correct --git-path.")
 	}
 	r.repo = repo
+	r.mu.Lock()
 	if head, err := repo.Head(); err == nil {
 		r.status.Revision = head.Hash().String()
 	}
-	if _, err := gitrepo.ResolvePaths(cfg.Dir, cfg.Paths); err != nil {
-		return nil, fluxerr.New(fluxerr.User, err, "")
+	r.status.NotCloned = false
+	r.mu.Unlock()
+	close(r.cloned)
+	return nil
+}
+
+// Cloned is closed once the clone is made.
+func (r *Repo) Cloned() <-chan struct{} { return r.cloned }
+
+// KeepCloning calls Clone until it succeeds or ctx ends, waiting between
+// attempts as b says (with b.Steps large and b.Cap set, the wait grows to
+// the cap and stays there); a call that needed the clone makes it try at
+// once. failed is told each failure and the wait before the next try.
+func (r *Repo) KeepCloning(ctx context.Context, b wait.Backoff, failed func(err error, next time.Duration)) error {
+	delay := b.DelayFunc()
+	for {
+		err := r.Clone(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		next := delay()
+		if failed != nil {
+			failed(err, next)
+		}
+		t := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		case <-r.poke:
+			t.Stop()
+		}
 	}
-	return r, nil
+}
+
+// notCloned is the error of an operation that needs the clone before it
+// is made: why it is not (the last attempt's error and its help), and
+// that fluxd keeps trying. It makes KeepCloning try again at once.
+func (r *Repo) notCloned() error {
+	select {
+	case r.poke <- struct{}{}:
+	default:
+	}
+	r.mu.Lock()
+	last := r.cloneErr
+	r.mu.Unlock()
+	const retrying = "fluxd keeps trying to clone by itself (and tries again at once after a call like this one); it needs no restart."
+	if last == nil {
+		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("fluxd cannot read git yet: it is still cloning %s (branch %s)", Redact(r.cfg.URL), r.cfg.Branch),
+			"The first clone has not finished. Try again in a moment; "+retrying)
+	}
+	var fe *fluxerr.Error
+	if errors.As(last, &fe) {
+		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("fluxd cannot read git yet: %w", fe.Err), strings.TrimSpace(fe.Help+"\n"+retrying))
+	}
+	return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("fluxd cannot read git yet: %w", last), retrying)
 }
 
 // remoteError explains a failure to reach or write to the remote.
@@ -404,6 +520,9 @@ func (r *Repo) Sync(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer r.release()
+	if r.repo == nil {
+		return "", r.notCloned()
+	}
 	return r.sync(ctx)
 }
 
@@ -449,6 +568,9 @@ func (r *Repo) Head() (string, error) {
 		return "", err
 	}
 	defer r.release()
+	if r.repo == nil {
+		return "", r.notCloned()
+	}
 	h, err := r.repo.Head()
 	if err != nil {
 		return "", err
@@ -466,6 +588,9 @@ func (r *Repo) Commit(ctx context.Context, base string, files map[string][]byte,
 		return "", err
 	}
 	defer r.release()
+	if r.repo == nil {
+		return "", r.notCloned()
+	}
 	head, err := r.sync(ctx)
 	if err != nil {
 		return "", err
@@ -552,6 +677,9 @@ func (r *Repo) Push(ctx context.Context, commit string) error {
 		return err
 	}
 	defer r.release()
+	if r.repo == nil {
+		return r.notCloned()
+	}
 	h := plumbing.NewHash(commit)
 	err := r.network(ctx, "pushing", 1, func(ctx context.Context) error {
 		return r.repo.PushContext(ctx, &git.PushOptions{
@@ -586,6 +714,9 @@ func (r *Repo) FindCommit(ctx context.Context, line string, depth int) (string, 
 		return "", err
 	}
 	defer r.release()
+	if r.repo == nil {
+		return "", r.notCloned()
+	}
 	ref, err := r.repo.Reference(plumbing.NewRemoteReferenceName("origin", r.cfg.Branch), true)
 	if err != nil {
 		return "", r.remoteError("reading", err)

@@ -86,18 +86,12 @@ func LoadKey(path string, generate bool) (ssh.Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the SSH key: %w", err)
 	}
-	signer, err := ssh.ParsePrivateKey(b)
-	var pass *ssh.PassphraseMissingError
-	if errors.As(err, &pass) {
-		return nil, fmt.Errorf("the SSH key %s has a passphrase; fluxd needs one without (keep it in a file only fluxd may read)", path)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("parsing the SSH key %s: %w", path, err)
-	}
-	return signer, nil
+	return ParseKey(b, path)
 }
 
-func generateKey(path string) (ssh.Signer, error) {
+// GenerateKeyPEM makes a new ed25519 private key, in OpenSSH's PEM form,
+// for a deploy key kept elsewhere than a file (a Kubernetes Secret).
+func GenerateKeyPEM() ([]byte, error) {
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
@@ -106,7 +100,29 @@ func generateKey(path string) (ssh.Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	signer, err := ssh.NewSignerFromKey(priv)
+	return pem.EncodeToMemory(block), nil
+}
+
+// ParseKey parses a private key in OpenSSH or PEM form, without a
+// passphrase; from says where it came from, for errors.
+func ParseKey(b []byte, from string) (ssh.Signer, error) {
+	signer, err := ssh.ParsePrivateKey(b)
+	var pass *ssh.PassphraseMissingError
+	if errors.As(err, &pass) {
+		return nil, fmt.Errorf("the SSH key %s has a passphrase; fluxd needs one without (keep it where only fluxd may read it)", from)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("parsing the SSH key %s: %w", from, err)
+	}
+	return signer, nil
+}
+
+func generateKey(path string) (ssh.Signer, error) {
+	b, err := GenerateKeyPEM()
+	if err != nil {
+		return nil, err
+	}
+	signer, err := ssh.ParsePrivateKey(b)
 	if err != nil {
 		return nil, err
 	}
@@ -116,7 +132,7 @@ func generateKey(path string) (ssh.Signer, error) {
 	// Written beside and renamed, so a crash never leaves half a key
 	// that the next start would refuse.
 	tmp := path + ".new"
-	if err := writeSynced(tmp, pem.EncodeToMemory(block), 0o600); err != nil {
+	if err := writeSynced(tmp, b, 0o600); err != nil {
 		return nil, fmt.Errorf("writing the SSH key: %w", err)
 	}
 	if err := os.WriteFile(path+".pub", []byte(authorizedKey(signer.PublicKey())+"\n"), 0o644); err != nil {
@@ -171,11 +187,19 @@ func deployKeyOf(signer ssh.Signer) gitrepo.DeployKey {
 // SSH remote is reached with and returns its public half: what to add as
 // a deploy key before fluxd can clone.
 func ReadDeployKey(cfg Config) (gitrepo.DeployKey, error) {
-	signer, err := LoadKey(cfg.SSHKeyFile, cfg.GenerateSSHKey)
+	signer, err := cfg.signer()
 	if err != nil {
 		return gitrepo.DeployKey{}, err
 	}
 	return deployKeyOf(signer), nil
+}
+
+// signer is the key of cfg: SSHKey when set, else the file.
+func (c Config) signer() (ssh.Signer, error) {
+	if len(c.SSHKey) > 0 {
+		return ParseKey(c.SSHKey, "from "+c.SSHKeySource)
+	}
+	return LoadKey(c.SSHKeyFile, c.GenerateSSHKey)
 }
 
 // sshAuth is go-git's public key authentication with a strict host key
@@ -200,7 +224,7 @@ func newSSHAuth(cfg Config) (*sshAuth, gitrepo.DeployKey, error) {
 	if err != nil {
 		return nil, gitrepo.DeployKey{}, err
 	}
-	signer, err := LoadKey(cfg.SSHKeyFile, cfg.GenerateSSHKey)
+	signer, err := cfg.signer()
 	if err != nil {
 		return nil, gitrepo.DeployKey{}, err
 	}
@@ -259,7 +283,9 @@ func (r *Repo) sshError(err error) (msg error, help string) {
 			host = ep.Host
 		}
 		help := "Add the public key above to the repository as a deploy key (GitHub: Settings → Deploy keys, with \"Allow write access\"; GitLab: Settings → Repository → Deploy keys, with write access), or to the authorized_keys of the remote's git user. 'fluxctl identity' prints it while fluxd runs"
-		if r.cfg.GenerateSSHKey {
+		if r.cfg.SSHKeySource != "" && len(r.cfg.SSHKey) > 0 {
+			help += fmt.Sprintf("; it is kept in %s", r.cfg.SSHKeySource)
+		} else if r.cfg.GenerateSSHKey {
 			help += fmt.Sprintf("; fluxd generated it and keeps it in %s (public half: %s.pub)", r.cfg.SSHKeyFile, r.cfg.SSHKeyFile)
 		}
 		return &KeyRefusedError{Host: host, Key: *r.deployKey, Err: err}, help + "."

@@ -43,7 +43,7 @@ func TestStalledRemote(t *testing.T) {
 	var stalled atomic.Bool
 	srv := stallingHTTP(t, filepath.Dir(bare), &stalled)
 	ctx := context.Background()
-	r, err := Open(ctx, Config{URL: srv.URL + "/remote.git", Branch: "prod", User: "fluxd", Email: "f@f", Dir: filepath.Join(t.TempDir(), "clone"), Timeout: 500 * time.Millisecond})
+	r, err := Open(ctx, Config{URL: srv.URL + "/remote.git", Branch: "prod", User: "fluxd", Email: "f@f", Dir: filepath.Join(t.TempDir(), "clone"), Timeout: 3 * time.Second}) // generous: git http-backend forks per request, slow on a loaded machine
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,73 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/fluxd/fluxd/gitrepo"
+)
+
+// notClonedGit is a remote whose first clone has not succeeded.
+type notClonedGit struct{ err string }
+
+func (g notClonedGit) Status() gitrepo.RemoteStatus {
+	return gitrepo.RemoteStatus{NotCloned: true, Error: g.err}
+}
+
+// The health listener answers without a token, over real HTTP: /healthz
+// 200 while fluxd serves, /readyz 503 with the reason while git is not
+// cloned (still cloning, or refused) and 200 once ready; the API is not
+// there, and only GET is.
+func TestHealthHandler(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		git        GitRemote
+		wantStatus int
+		wantBody   string
+	}{
+		{"cloning", notClonedGit{}, http.StatusServiceUnavailable, "not ready: git: cloning"},
+		{"refused", notClonedGit{err: "cloning ssh://git@h/r: h refused fluxd's key SHA256:x; add this public key"}, http.StatusServiceUnavailable, "not cloned yet, retrying: cloning ssh://git@h/r: h refused fluxd's key"},
+		{"cloned", &stubGit{}, http.StatusOK, "ok"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := New(Config{}, Deps{Git: tc.git, Ready: func(context.Context) error { return nil }}, slog.New(slog.DiscardHandler))
+			srv := httptest.NewServer(d.HealthHandler())
+			defer srv.Close()
+			status, body := get(t, srv.URL+"/readyz")
+			if status != tc.wantStatus || !strings.Contains(body, tc.wantBody) {
+				t.Errorf("/readyz: %d %q, want %d with %q", status, body, tc.wantStatus, tc.wantBody)
+			}
+			if status, body := get(t, srv.URL+"/healthz"); status != http.StatusOK || body != "ok\n" {
+				t.Errorf("/healthz: %d %q, want 200 ok", status, body)
+			}
+			if status, _ := get(t, srv.URL+"/fluxd.v1.FluxService/ListServices"); status != http.StatusNotFound {
+				t.Errorf("the API path on the health listener: %d, want 404", status)
+			}
+			resp, err := http.Post(srv.URL+"/readyz", "text/plain", nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusMethodNotAllowed {
+				t.Errorf("POST /readyz: %d, want 405", resp.StatusCode)
+			}
+		})
+	}
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
