@@ -86,10 +86,12 @@ bench:
 	go test -run '^$$' -bench . -benchmem -count 6 $$(go list ./... | grep -v /e2e) | tee .bin/bench.txt
 	.bin/tools/benchstat .bin/bench.txt
 
-## bench-registry: the registry scan benchmark, both set-ups (see README, Performance)
+## bench-registry: the registry scan benchmark, both set-ups, a day beside a
+## Flux v1 model, and the first list-images of a big repository (see README, Performance)
 bench-registry:
 	go test -run '^$$' -bench 'BenchmarkScan|BenchmarkCacheMemory' -benchtime 1x ./registry/oci/
 	go test -run '^$$' -bench 'BenchmarkScan' -benchtime 1x ./registry/oci/ -args -scan.repos 100 -scan.tags 1000
+	go test -run '^$$' -bench 'BenchmarkScanDay' -benchtime 1x ./registry/oci/
 	go test -run '^$$' -bench 'BenchmarkListImagesCold' -benchtime 1x ./daemon/
 
 ## bench-api: ListServices under load (ghz, 50 clients) with 1,000 workloads on
