@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build static image deps stack up restart-fluxd down test test-unit generate check-generate vet bench bench-registry bench-api bench-automation fuzz fuzz-ci clean
+.PHONY: all build static image deps stack up restart-fluxd down test test-postgres test-unit generate check-generate vet bench bench-registry bench-api bench-automation fuzz fuzz-ci clean
 
 all: build
 
@@ -47,8 +47,9 @@ stack: deps
 	@stack/build.sh >/dev/null
 
 ## up: build, start the local stack and fluxd, print what to type next
+## (DB=postgres: fluxd's records in a PostgreSQL server the stack starts)
 up: deps build
-	@bin=$$(stack/build.sh) && go run ./hack/stack up "$$bin" bin/fluxd
+	@bin=$$(stack/build.sh) && DB=$(DB) go run ./hack/stack up "$$bin" bin/fluxd
 
 ## restart-fluxd: stop the demo's fluxd with SIGTERM and start it again on its state
 restart-fluxd:
@@ -61,6 +62,10 @@ down:
 ## test: every test, the end-to-end ones on a stack of their own
 test: deps
 	@bin=$$(stack/build.sh) && FLUXD_STACK_BIN="$$bin" go test -count=1 ./...
+
+## test-postgres: the end-to-end tests again, every fluxd on PostgreSQL
+test-postgres: deps
+	@bin=$$(stack/build.sh) && FLUXD_STACK_BIN="$$bin" FLUXD_STACK_DB=postgres go test -count=1 ./e2e/
 
 ## test-unit: only the tests that need no stack
 test-unit:

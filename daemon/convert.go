@@ -41,6 +41,8 @@ func serviceToProto(s Service) *fluxdv1.Service {
 		TagOrder:      s.TagOrder,
 		TagPrerelease: s.Prerelease,
 		Warnings:      s.Warnings,
+		SyncState:     s.SyncState,
+		SyncDetail:    s.SyncDetail,
 	}
 	if a := s.Automation; a != nil {
 		out.Automation = &fluxdv1.Automation{State: string(a.State), JobId: a.JobID, LastError: a.LastError, Failures: int32(a.Failures), Decision: a.Decision}
@@ -49,7 +51,7 @@ func serviceToProto(s Service) *fluxdv1.Service {
 		}
 	}
 	for _, c := range s.Containers {
-		out.Containers = append(out.Containers, &fluxdv1.Container{Name: c.Name, Image: c.Image, Init: c.Init})
+		out.Containers = append(out.Containers, &fluxdv1.Container{Name: c.Name, Image: c.Image, Init: c.Init, Goal: s.Goals[c.Name]})
 	}
 	return out
 }

@@ -17,6 +17,7 @@ import (
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/registry"
 	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/syncer"
 )
 
 // Cluster is what the daemon needs from the cluster.
@@ -74,6 +75,9 @@ type Deps struct {
 	Git GitRemote
 	// SSHKey, if set, is the SSH key fluxd reaches its git remote with.
 	SSHKey SSHKey
+	// Sync, if set, is the continuous sync: list-services shows each
+	// service's state against git, and the Sync call runs it.
+	Sync Syncing
 	// Ready, if set, says why fluxd cannot serve just now (the cluster's
 	// caches not synced, the database not answering), or nil. The health
 	// service reports it, without a token.
@@ -136,6 +140,7 @@ type viewCache struct {
 type viewKey struct {
 	cluster, automator uint64
 	manifests          *gitrepo.Manifests
+	sync               *syncer.Report // the last sync, whose states the view shows
 }
 
 // New returns a Daemon. cfg must have passed Validate.
@@ -163,6 +168,14 @@ type Service struct {
 	Automation *automator.Status
 	// Warnings are policy problems to fix.
 	Warnings []string
+	// Goals maps containers to the image git defines, for those whose
+	// running image differs from it.
+	Goals map[string]string
+	// SyncState is "synced", "drifted" or "failed" when fluxd syncs and
+	// the service is in git; SyncDetail says how it drifted or failed.
+	SyncState, SyncDetail string
+	// def is the service's definition in git, nil when it has none.
+	def *gitrepo.Definition
 
 	annotations map[string]string
 }
@@ -216,6 +229,9 @@ func (d *Daemon) servicesBuilt(ctx context.Context) ([]Service, uint64, error) {
 	// The generations are read before the sources: a change while the
 	// view is built makes the next call build it again.
 	key := viewKey{cluster: cg.Generation(), automator: ag.Generation()}
+	if d.deps.Sync != nil {
+		key.sync = d.deps.Sync.Last()
+	}
 	m, err := d.readManifests(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -302,6 +318,7 @@ func (d *Daemon) buildServices(ctx context.Context, m *gitrepo.Manifests) ([]Ser
 			order = append(order, id)
 		}
 		s.InGit = true
+		s.def = def
 		s.Automated = def.Annotations[release.AnnotationAutomated] == "true"
 		s.Locked = def.Annotations[release.AnnotationLocked] == "true"
 		s.LockMsg = release.LockReason(def.Annotations)
@@ -318,6 +335,7 @@ func (d *Daemon) buildServices(ctx context.Context, m *gitrepo.Manifests) ([]Ser
 			}
 		}
 	}
+	d.syncStates(byID)
 	out := make([]Service, 0, len(order))
 	for _, id := range order {
 		out = append(out, *byID[id])

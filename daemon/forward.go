@@ -48,6 +48,7 @@ var leaderOnly = map[string]bool{
 	fluxdv1.FluxService_Unlock_FullMethodName:      true,
 	fluxdv1.FluxService_SetPolicy_FullMethodName:   true,
 	fluxdv1.FluxService_NotifyImage_FullMethodName: true,
+	fluxdv1.FluxService_Sync_FullMethodName:        true, // the leader syncs
 }
 
 // leaderFirst are reads a follower asks the leader for, because only the

@@ -333,7 +333,7 @@ func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, 
 	if err != nil {
 		return nil, fmt.Errorf("reading history: %w", err)
 	}
-	return evs, nil
+	return d.withSyncEvents(ctx, evs, q)
 }
 
 // PolicyUpdate is a change of a service's policies; nil fields are left

@@ -23,7 +23,15 @@ const (
 	Failed           Type = "failed"
 	Cancelled        Type = "cancelled"
 	Rollback         Type = "rollback"
+	// Sync is a sync of git to the cluster that changed something or
+	// failed: kept under SyncInstance, which every instance reads.
+	Sync Type = "sync"
 )
+
+// SyncInstance keys the sync's events. The sync is the cluster's, not one
+// instance's: every instance's history shows them. No token can name it
+// (instance IDs start with a letter or digit).
+const SyncInstance = "_sync"
 
 // Change is one container's image change.
 type Change struct {

@@ -97,6 +97,8 @@ type flags struct {
 	advertiseAddress            string
 	leaseDuration, renewDeadline,
 	retryPeriod time.Duration
+
+	sync syncFlags
 }
 
 func newRootCommand() *cobra.Command {
@@ -169,6 +171,7 @@ func newRootCommand() *cobra.Command {
 	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a leader's lease lasts without renewal: the longest take-over time")
 	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it steps down (and exits)")
 	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to take or renew the lease")
+	f.sync.register(fs)
 	cmd.AddCommand(newTokenCommand(), newVersionCommand(), newDBCommand())
 	return cmd
 }
@@ -365,6 +368,10 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return ctx.Err()
 	}
 	engine := release.NewEngine(repo, images, cluster, store, log)
+	syncs, err := newSyncer(f.sync, rc, engine, store, reg, log)
+	if err != nil {
+		return err
+	}
 
 	peer, err := f.tls.peer()
 	if err != nil {
@@ -388,7 +395,11 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	// reports, besides the git remote's state: the cluster caches and the
 	// database.
 	ready := func(ctx context.Context) error { return errors.Join(cluster.Ready(ctx), store.Ping(ctx)) }
-	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo, SSHKey: repo, Ready: ready}, log)
+	deps := daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo, SSHKey: repo, Ready: ready}
+	if syncs != nil {
+		deps.Sync = syncs
+	}
+	d := daemon.New(cfg, deps, log)
 	registerGitMetrics(reg, repo)
 	srv := daemon.NewServer(d, tokens, log, daemon.WithMetrics(reg))
 	// Only the leader runs jobs and automation: first it carries on with
@@ -408,6 +419,11 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		}
 		done := make(chan struct{})
 		go func() { jobs.Run(ctx); close(done) }()
+		if syncs != nil {
+			syncDone := make(chan struct{})
+			go func() { syncs.Run(ctx); close(syncDone) }()
+			defer func() { <-syncDone }()
+		}
 		auto.Run(ctx)
 		<-done
 	}

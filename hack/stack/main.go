@@ -2,7 +2,7 @@
 // down again ('make down'). It keeps everything under .stack/ in the
 // module root: state, logs, PID files and the env file to source.
 //
-//	go run ./hack/stack up   BIN_DIR FLUXD_BINARY
+//	go run ./hack/stack up   BIN_DIR FLUXD_BINARY   (DB=postgres: fluxd on a PostgreSQL server the stack starts)
 //	go run ./hack/stack restart-fluxd
 //	go run ./hack/stack down
 package main
@@ -97,12 +97,32 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 	if err != nil {
 		return err
 	}
+	// DB=postgres: fluxd keeps its records in a PostgreSQL server of the
+	// stack's, not in a SQLite file in its state directory.
+	var dbFlags, dbEnv []string
+	switch db := os.Getenv("DB"); db {
+	case "", "sqlite":
+	case "postgres", "postgresql":
+		t := time.Now()
+		srv, url, err := st.StartPostgres(ctx)
+		if err != nil {
+			return fmt.Errorf("starting PostgreSQL: %w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
+		}
+		fmt.Printf("stack: %-34s ready in %v\n", "PostgreSQL", time.Since(t).Round(10*time.Millisecond))
+		dbFlags = []string{"--history-db=" + url, "--history-db-password-file=" + srv.PasswordFile()}
+		dbEnv = []string{"export FLUXD_HISTORY_DB=" + url, "export FLUXD_HISTORY_DB_PASSWORD_FILE=" + srv.PasswordFile()}
+	default:
+		return fmt.Errorf("DB=%s: use DB=sqlite (the default) or DB=postgres", db)
+	}
 	secretFile := filepath.Join(dir, "webhook-secret")
 	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
 		return err
 	}
-	f, err := st.StartFluxd(ctx, fluxdBin, instance, "--log-format=text", "--metrics-listen="+metrics,
-		"--webhook-listen="+webhook, "--webhook-secret-file="+secretFile)
+	f, err := st.StartFluxd(ctx, fluxdBin, instance, append([]string{"--log-format=text", "--metrics-listen=" + metrics,
+		"--webhook-listen=" + webhook, "--webhook-secret-file=" + secretFile,
+		// The demo keeps the cluster equal to git (docs/sync.md): its
+		// fluxd has the stack's admin credentials, which the sync needs.
+		"--sync-interval=1m"}, dbFlags...)...)
 	if err != nil {
 		return fmt.Errorf("%w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
 	}
@@ -126,6 +146,7 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		"export GIT_PATH=" + st.GitPath,
 		"export PATH=" + filepath.Join(root, "bin") + ":" + binDir + ":$PATH",
 	}
+	env = append(env, dbEnv...)
 	if err := os.WriteFile(filepath.Join(dir, "env"), []byte(strings.Join(env, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}

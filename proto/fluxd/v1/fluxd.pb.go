@@ -392,7 +392,10 @@ type Container struct {
 	// image is the full image reference the container runs.
 	Image string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
 	// init is true for an init container.
-	Init          bool `protobuf:"varint,3,opt,name=init,proto3" json:"init,omitempty"`
+	Init bool `protobuf:"varint,3,opt,name=init,proto3" json:"init,omitempty"`
+	// goal is the image git defines for the container, set only when it
+	// differs from the image running (drift, or a rollout under way).
+	Goal          string `protobuf:"bytes,4,opt,name=goal,proto3" json:"goal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -448,6 +451,13 @@ func (x *Container) GetInit() bool {
 	return false
 }
 
+func (x *Container) GetGoal() string {
+	if x != nil {
+		return x.Goal
+	}
+	return ""
+}
+
 // Service is one workload, identified as namespace:kind/name.
 type Service struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -473,7 +483,14 @@ type Service struct {
 	TagPrerelease bool `protobuf:"varint,13,opt,name=tag_prerelease,json=tagPrerelease,proto3" json:"tag_prerelease,omitempty"`
 	// warnings are policy problems to fix: an invalid filter in git, a
 	// filter matching no tag, images with no creation time.
-	Warnings      []string `protobuf:"bytes,12,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,12,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// sync_state is how the service stands against git when fluxd syncs
+	// (--sync-interval): "synced", "drifted" (the cluster differs from git;
+	// sync_detail says how) or "failed" (the last sync could not apply it;
+	// sync_detail has the error with its file and line). Empty when fluxd
+	// does not sync, or the service is not in git.
+	SyncState     string `protobuf:"bytes,14,opt,name=sync_state,json=syncState,proto3" json:"sync_state,omitempty"`
+	SyncDetail    string `protobuf:"bytes,15,opt,name=sync_detail,json=syncDetail,proto3" json:"sync_detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -597,6 +614,20 @@ func (x *Service) GetWarnings() []string {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *Service) GetSyncState() string {
+	if x != nil {
+		return x.SyncState
+	}
+	return ""
+}
+
+func (x *Service) GetSyncDetail() string {
+	if x != nil {
+		return x.SyncDetail
+	}
+	return ""
 }
 
 // Automation is one automated service's state.
@@ -3202,6 +3233,223 @@ func (x *NotifyImageResponse) GetTags() int32 {
 	return 0
 }
 
+type SyncRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dry_run changes nothing: the response says what a sync would do.
+	DryRun        bool `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRequest) Reset() {
+	*x = SyncRequest{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRequest) ProtoMessage() {}
+
+func (x *SyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
+func (*SyncRequest) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *SyncRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// SyncObject is what a sync did, or would do, to one object.
+type SyncObject struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// object is "Kind/namespace/name", or "Kind/name" when cluster-scoped.
+	Object string `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// source is the object's file:line in git; empty for a pruned object.
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// action is "created", "configured", "unchanged", "deleted", "skipped"
+	// or "failed".
+	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	// error says why it failed.
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// diff lists, on a dry run, the fields that would change
+	// ("replace /spec/replicas: 3").
+	Diff          []string `protobuf:"bytes,5,rep,name=diff,proto3" json:"diff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncObject) Reset() {
+	*x = SyncObject{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncObject) ProtoMessage() {}
+
+func (x *SyncObject) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncObject.ProtoReflect.Descriptor instead.
+func (*SyncObject) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *SyncObject) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *SyncObject) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *SyncObject) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *SyncObject) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *SyncObject) GetDiff() []string {
+	if x != nil {
+		return x.Diff
+	}
+	return nil
+}
+
+type SyncResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revision is the git commit synced.
+	Revision string        `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	DryRun   bool          `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	Objects  []*SyncObject `protobuf:"bytes,3,rep,name=objects,proto3" json:"objects,omitempty"`
+	// problems are files that could not be read, as "file:line: why".
+	Problems []string `protobuf:"bytes,4,rep,name=problems,proto3" json:"problems,omitempty"`
+	// error is a failure of the sync as a whole (the inventory unreadable).
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// duration_ms is how long the sync took.
+	DurationMs    int64 `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncResponse) Reset() {
+	*x = SyncResponse{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncResponse) ProtoMessage() {}
+
+func (x *SyncResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
+func (*SyncResponse) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *SyncResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *SyncResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *SyncResponse) GetObjects() []*SyncObject {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *SyncResponse) GetProblems() []string {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+func (x *SyncResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *SyncResponse) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
 var File_fluxd_v1_fluxd_proto protoreflect.FileDescriptor
 
 const file_fluxd_v1_fluxd_proto_rawDesc = "" +
@@ -3217,11 +3465,12 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x0fVersionResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\"\n" +
-	"\x04role\x18\x03 \x01(\x0e2\x0e.fluxd.v1.RoleR\x04role\"I\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x0e.fluxd.v1.RoleR\x04role\"]\n" +
 	"\tContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x12\n" +
-	"\x04init\x18\x03 \x01(\bR\x04init\"\xa4\x04\n" +
+	"\x04init\x18\x03 \x01(\bR\x04init\x12\x12\n" +
+	"\x04goal\x18\x04 \x01(\tR\x04goal\"\xe4\x04\n" +
 	"\aService\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
 	"\n" +
@@ -3241,7 +3490,11 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"tagFilters\x12\x1b\n" +
 	"\ttag_order\x18\v \x01(\tR\btagOrder\x12%\n" +
 	"\x0etag_prerelease\x18\r \x01(\bR\rtagPrerelease\x12\x1a\n" +
-	"\bwarnings\x18\f \x03(\tR\bwarnings\x1a=\n" +
+	"\bwarnings\x18\f \x03(\tR\bwarnings\x12\x1d\n" +
+	"\n" +
+	"sync_state\x18\x0e \x01(\tR\tsyncState\x12\x1f\n" +
+	"\vsync_detail\x18\x0f \x01(\tR\n" +
+	"syncDetail\x1a=\n" +
 	"\x0fTagFiltersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc0\x01\n" +
@@ -3442,7 +3695,24 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\n" +
 	"repository\x18\x01 \x01(\tR\n" +
 	"repository\x12\x12\n" +
-	"\x04tags\x18\x02 \x01(\x05R\x04tags*P\n" +
+	"\x04tags\x18\x02 \x01(\x05R\x04tags\"&\n" +
+	"\vSyncRequest\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"~\n" +
+	"\n" +
+	"SyncObject\x12\x16\n" +
+	"\x06object\x18\x01 \x01(\tR\x06object\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x12\n" +
+	"\x04diff\x18\x05 \x03(\tR\x04diff\"\xc6\x01\n" +
+	"\fSyncResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\tR\brevision\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12.\n" +
+	"\aobjects\x18\x03 \x03(\v2\x14.fluxd.v1.SyncObjectR\aobjects\x12\x1a\n" +
+	"\bproblems\x18\x04 \x03(\tR\bproblems\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1f\n" +
+	"\vduration_ms\x18\x06 \x01(\x03R\n" +
+	"durationMs*P\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_VIEWER\x10\x01\x12\x11\n" +
@@ -3459,7 +3729,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n" +
 	"\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10JOB_STATE_FAILED\x10\x04\x12\x17\n" +
-	"\x13JOB_STATE_CANCELLED\x10\x052\xc5\b\n" +
+	"\x13JOB_STATE_CANCELLED\x10\x052\xfc\b\n" +
 	"\vFluxService\x12>\n" +
 	"\aVersion\x12\x18.fluxd.v1.VersionRequest\x1a\x19.fluxd.v1.VersionResponse\x12A\n" +
 	"\bIdentity\x12\x19.fluxd.v1.IdentityRequest\x1a\x1a.fluxd.v1.IdentityResponse\x12M\n" +
@@ -3478,7 +3748,8 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x06Unlock\x12\x17.fluxd.v1.UnlockRequest\x1a\x18.fluxd.v1.UnlockResponse\x12D\n" +
 	"\tSetPolicy\x12\x1a.fluxd.v1.SetPolicyRequest\x1a\x1b.fluxd.v1.SetPolicyResponse\x12>\n" +
 	"\aHistory\x12\x18.fluxd.v1.HistoryRequest\x1a\x19.fluxd.v1.HistoryResponse\x12J\n" +
-	"\vNotifyImage\x12\x1c.fluxd.v1.NotifyImageRequest\x1a\x1d.fluxd.v1.NotifyImageResponseB/Z-github.com/fluxd/fluxd/proto/fluxd/v1;fluxdv1b\x06proto3"
+	"\vNotifyImage\x12\x1c.fluxd.v1.NotifyImageRequest\x1a\x1d.fluxd.v1.NotifyImageResponse\x125\n" +
+	"\x04Sync\x12\x15.fluxd.v1.SyncRequest\x1a\x16.fluxd.v1.SyncResponseB/Z-github.com/fluxd/fluxd/proto/fluxd/v1;fluxdv1b\x06proto3"
 
 var (
 	file_fluxd_v1_fluxd_proto_rawDescOnce sync.Once
@@ -3493,7 +3764,7 @@ func file_fluxd_v1_fluxd_proto_rawDescGZIP() []byte {
 }
 
 var file_fluxd_v1_fluxd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(Role)(0),                     // 0: fluxd.v1.Role
 	(ReleaseKind)(0),              // 1: fluxd.v1.ReleaseKind
@@ -3546,24 +3817,27 @@ var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(*HistoryResponse)(nil),       // 48: fluxd.v1.HistoryResponse
 	(*NotifyImageRequest)(nil),    // 49: fluxd.v1.NotifyImageRequest
 	(*NotifyImageResponse)(nil),   // 50: fluxd.v1.NotifyImageResponse
-	nil,                           // 51: fluxd.v1.Service.TagFiltersEntry
-	nil,                           // 52: fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
+	(*SyncRequest)(nil),           // 51: fluxd.v1.SyncRequest
+	(*SyncObject)(nil),            // 52: fluxd.v1.SyncObject
+	(*SyncResponse)(nil),          // 53: fluxd.v1.SyncResponse
+	nil,                           // 54: fluxd.v1.Service.TagFiltersEntry
+	nil,                           // 55: fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	(*timestamppb.Timestamp)(nil), // 56: google.protobuf.Timestamp
 }
 var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	0,  // 0: fluxd.v1.VersionResponse.role:type_name -> fluxd.v1.Role
 	7,  // 1: fluxd.v1.Service.containers:type_name -> fluxd.v1.Container
 	10, // 2: fluxd.v1.Service.replicas:type_name -> fluxd.v1.ReplicaCounts
 	9,  // 3: fluxd.v1.Service.automation:type_name -> fluxd.v1.Automation
-	51, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
-	53, // 5: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
+	54, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
+	56, // 5: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
 	8,  // 6: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
 	13, // 7: fluxd.v1.ListServicesResponse.git:type_name -> fluxd.v1.GitRemoteStatus
-	53, // 8: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
-	53, // 9: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
-	53, // 10: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
+	56, // 8: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
+	56, // 9: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
+	56, // 10: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
 	15, // 11: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
-	53, // 12: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
+	56, // 12: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
 	16, // 13: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
 	17, // 14: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
 	19, // 15: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
@@ -3572,8 +3846,8 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	22, // 18: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
 	23, // 19: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
 	2,  // 20: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
-	53, // 21: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	53, // 22: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	56, // 21: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	56, // 22: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
 	23, // 23: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
 	25, // 24: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
 	10, // 25: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
@@ -3581,48 +3855,51 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	29, // 27: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
 	25, // 28: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
 	25, // 29: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
-	52, // 30: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	53, // 31: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
-	53, // 32: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
+	55, // 30: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	56, // 31: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
+	56, // 32: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
 	45, // 33: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
 	46, // 34: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
-	3,  // 35: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	4,  // 36: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
-	11, // 37: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	14, // 38: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	20, // 39: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	26, // 40: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	28, // 41: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	31, // 42: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	33, // 43: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	35, // 44: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	37, // 45: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	39, // 46: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	41, // 47: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	43, // 48: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	47, // 49: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	49, // 50: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	6,  // 51: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	5,  // 52: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
-	12, // 53: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	18, // 54: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	24, // 55: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	27, // 56: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	30, // 57: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	32, // 58: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	34, // 59: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	36, // 60: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	38, // 61: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	40, // 62: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	42, // 63: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	44, // 64: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	48, // 65: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	50, // 66: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	51, // [51:67] is the sub-list for method output_type
-	35, // [35:51] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	52, // 35: fluxd.v1.SyncResponse.objects:type_name -> fluxd.v1.SyncObject
+	3,  // 36: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
+	4,  // 37: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
+	11, // 38: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	14, // 39: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	20, // 40: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	26, // 41: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	28, // 42: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	31, // 43: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	33, // 44: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	35, // 45: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	37, // 46: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	39, // 47: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	41, // 48: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	43, // 49: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	47, // 50: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	49, // 51: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	51, // 52: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
+	6,  // 53: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	5,  // 54: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
+	12, // 55: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	18, // 56: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	24, // 57: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	27, // 58: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	30, // 59: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	32, // 60: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	34, // 61: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	36, // 62: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	38, // 63: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	40, // 64: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	42, // 65: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	44, // 66: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	48, // 67: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	50, // 68: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	53, // 69: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
+	53, // [53:70] is the sub-list for method output_type
+	36, // [36:53] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_fluxd_v1_fluxd_proto_init() }
@@ -3637,7 +3914,7 @@ func file_fluxd_v1_fluxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluxd_v1_fluxd_proto_rawDesc), len(file_fluxd_v1_fluxd_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   50,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,6 +35,7 @@ const (
 	FluxService_SetPolicy_FullMethodName    = "/fluxd.v1.FluxService/SetPolicy"
 	FluxService_History_FullMethodName      = "/fluxd.v1.FluxService/History"
 	FluxService_NotifyImage_FullMethodName  = "/fluxd.v1.FluxService/NotifyImage"
+	FluxService_Sync_FullMethodName         = "/fluxd.v1.FluxService/Sync"
 )
 
 // FluxServiceClient is the client API for FluxService service.
@@ -78,6 +79,9 @@ type FluxServiceClient interface {
 	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
 	// NotifyImage tells fluxd that an image was pushed, so it rescans now.
 	NotifyImage(ctx context.Context, in *NotifyImageRequest, opts ...grpc.CallOption) (*NotifyImageResponse, error)
+	// Sync fetches git and applies every object under the manifest paths
+	// now, or, with dry_run, says what that would change, object by object.
+	Sync(ctx context.Context, in *SyncRequest, opts ...grpc.CallOption) (*SyncResponse, error)
 }
 
 type fluxServiceClient struct {
@@ -257,6 +261,16 @@ func (c *fluxServiceClient) NotifyImage(ctx context.Context, in *NotifyImageRequ
 	return out, nil
 }
 
+func (c *fluxServiceClient) Sync(ctx context.Context, in *SyncRequest, opts ...grpc.CallOption) (*SyncResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SyncResponse)
+	err := c.cc.Invoke(ctx, FluxService_Sync_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FluxServiceServer is the server API for FluxService service.
 // All implementations must embed UnimplementedFluxServiceServer
 // for forward compatibility.
@@ -298,6 +312,9 @@ type FluxServiceServer interface {
 	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
 	// NotifyImage tells fluxd that an image was pushed, so it rescans now.
 	NotifyImage(context.Context, *NotifyImageRequest) (*NotifyImageResponse, error)
+	// Sync fetches git and applies every object under the manifest paths
+	// now, or, with dry_run, says what that would change, object by object.
+	Sync(context.Context, *SyncRequest) (*SyncResponse, error)
 	mustEmbedUnimplementedFluxServiceServer()
 }
 
@@ -355,6 +372,9 @@ func (UnimplementedFluxServiceServer) History(context.Context, *HistoryRequest) 
 }
 func (UnimplementedFluxServiceServer) NotifyImage(context.Context, *NotifyImageRequest) (*NotifyImageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NotifyImage not implemented")
+}
+func (UnimplementedFluxServiceServer) Sync(context.Context, *SyncRequest) (*SyncResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
 }
 func (UnimplementedFluxServiceServer) mustEmbedUnimplementedFluxServiceServer() {}
 func (UnimplementedFluxServiceServer) testEmbeddedByValue()                     {}
@@ -658,6 +678,24 @@ func _FluxService_NotifyImage_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FluxService_Sync_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SyncRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).Sync(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_Sync_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).Sync(ctx, req.(*SyncRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FluxService_ServiceDesc is the grpc.ServiceDesc for FluxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -724,6 +762,10 @@ var FluxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NotifyImage",
 			Handler:    _FluxService_NotifyImage_Handler,
+		},
+		{
+			MethodName: "Sync",
+			Handler:    _FluxService_Sync_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
