@@ -132,6 +132,9 @@ type viewCache struct {
 	// as the API sends them, by namespace asked for ("" for all).
 	built, protosOf uint64
 	protos          map[string][]*fluxdv1.Service
+	// encoded are protos encoded as a ListServicesResponse (see
+	// viewCodec), by namespace; reset with protos.
+	encoded map[string][]byte
 }
 
 // viewKey is the generations a view was built from.
@@ -286,7 +289,7 @@ func (d *Daemon) serviceProtos(ctx context.Context, namespace string) ([]*fluxdv
 		d.view.mu.Lock()
 		if d.view.built == built {
 			if d.view.protosOf != built {
-				d.view.protos, d.view.protosOf = map[string][]*fluxdv1.Service{}, built
+				d.view.protos, d.view.protosOf, d.view.encoded = map[string][]*fluxdv1.Service{}, built, nil
 			}
 			d.view.protos[namespace] = out
 		}

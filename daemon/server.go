@@ -90,7 +90,8 @@ func NewServer(d *Daemon, a Authenticator, log *slog.Logger, opts ...ServerOptio
 		unary = append([]grpc.UnaryServerInterceptor{metrics.UnaryServerInterceptor()}, unary...)
 		stream = append([]grpc.StreamServerInterceptor{metrics.StreamServerInterceptor()}, stream...)
 	}
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...),
+		grpc.ForceServerCodecV2(newViewCodec(d)))
 	fluxdv1.RegisterFluxServiceServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, &healthServer{s: s, every: 5 * time.Second})
 	reflection.Register(s.grpc)

@@ -691,6 +691,14 @@ func (c *imageCache) tagList(ctx context.Context, repo string) ([]string, error)
 	return tags, err
 }
 
+// Newest returns the best image of repository that the filter f passes
+// and how many it passes, as a plan finds it for a container under that
+// policy: from the tag list alone for orders by version, name or number,
+// with metadata only for the passing tags under build time.
+func Newest(ctx context.Context, images Images, repository string, f registry.Filter) (registry.Image, int, error) {
+	return newImageCache(images).newest(ctx, repository, f)
+}
+
 // newest returns the best image a filter passes and how many it passes.
 // Under orders other than build time the image carries its tag only.
 func (c *imageCache) newest(ctx context.Context, repo string, f registry.Filter) (registry.Image, int, error) {
