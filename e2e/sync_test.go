@@ -455,7 +455,9 @@ func TestSyncKustomizeOverlay(t *testing.T) {
 		"synckust/prod/kustomization.yaml": overlay,
 	})
 	f := startFaultFluxd(t, "sync-k", "synckust/prod", nil, "--sync-interval=1h", "--git-poll-interval=1h", "--sync-inventory=default/fluxd-sync-kust")
-	t.Cleanup(func() { _ = kc.CoreV1().ConfigMaps("default").Delete(context.Background(), "fluxd-sync-kust", metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = kc.CoreV1().ConfigMaps("default").Delete(context.Background(), "fluxd-sync-kust", metav1.DeleteOptions{})
+	})
 	env := []string{"FLUX_URL=grpc://" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"]}
 	image := func(want string) func() error {
 		return func() error {

@@ -311,7 +311,9 @@ func imageEntry(top *yaml.Node, repo string) *yaml.Node {
 
 // scalarNode is a string scalar: tagged !!str, so that the encoder
 // quotes a tag such as 1.10 that would otherwise read as a number.
-func scalarNode(v string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v} }
+func scalarNode(v string) *yaml.Node {
+	return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: v}
+}
 
 func setEntry(m *yaml.Node, k, v string) {
 	if _, val := entry(m, k); val != nil {
