@@ -56,33 +56,34 @@ type flags struct {
 	historyDBMaxConns         int
 	historyDBStatementTimeout time.Duration
 
-	gitURL, gitBranch       string
-	gitPaths                []string
-	gitUser, gitEmail       string
-	gitPollInterval         time.Duration
-	gitTimeout              time.Duration
-	gitSSHKeyFile           string
-	gitSSHKnownHostsFile    string
-	gitSSHKeySecret         string
-	gitCloneRetryMax        time.Duration
-	healthListen            string
-	webhookRequireTimestamp bool
-	dockerConfig            string
-	registryConcurrency     int
-	registryPlatform        string
-	metricsListen           string
-	webhookListen           string
-	webListen               string
-	webhookSecretFile       string
-	registryRate            float64
-	registryBurst           int
-	rolloutTimeout          time.Duration
-	maxRolloutTimeout       time.Duration
-	tls                     tlsFlags
-	rollbackOnFailure       bool
-	automationShort         time.Duration
-	automationLong          time.Duration
-	automationMaxBackoff    time.Duration
+	gitURL, gitBranch         string
+	gitPaths                  []string
+	gitUser, gitEmail         string
+	gitPollInterval           time.Duration
+	gitTimeout                time.Duration
+	gitSSHKeyFile             string
+	gitSSHKnownHostsFile      string
+	gitSSHKeySecret           string
+	gitCloneRetryMax          time.Duration
+	healthListen              string
+	webhookRequireTimestamp   bool
+	dockerConfig              string
+	registryConcurrency       int
+	registryPlatform          string
+	metricsListen             string
+	webhookListen             string
+	webListen                 string
+	webAllowWithoutClientCert bool
+	webhookSecretFile         string
+	registryRate              float64
+	registryBurst             int
+	rolloutTimeout            time.Duration
+	maxRolloutTimeout         time.Duration
+	tls                       tlsFlags
+	rollbackOnFailure         bool
+	automationShort           time.Duration
+	automationLong            time.Duration
+	automationMaxBackoff      time.Duration
 
 	recheckMin, recheckMax time.Duration
 	listMin, listMax       time.Duration
@@ -146,7 +147,8 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.registryPlatform, "registry-platform", "linux/amd64", "platform to pick from multi-platform images")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address for Prometheus metrics at /metrics, e.g. 127.0.0.1:9797 (default: off); unauthenticated, so keep it on a private address")
 	fs.StringVar(&f.webhookListen, "webhook-listen", "", "address for registry push webhooks at POST /v1/notify (default: off)")
-	fs.StringVar(&f.webListen, "web-listen", "", "address for the status page, e.g. 127.0.0.1:3031 (default: off); sign in with an API token")
+	fs.StringVar(&f.webListen, "web-listen", "", "address for the status page, e.g. 127.0.0.1:3031 (default: off); sign in with an API token. With --tls-client-ca-file it requires client certificates as the API does")
+	fs.BoolVar(&f.webAllowWithoutClientCert, "web-allow-without-client-cert", false, "with --tls-client-ca-file: serve the status page without asking for a client certificate (the API still requires one; a token is still needed)")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the webhooks' shared secret (required with --webhook-listen)")
 	fs.Float64Var(&f.registryRate, "registry-rate", 100, "registry requests per second per host; a 429 halves it for that host, successes restore it")
 	fs.IntVar(&f.registryBurst, "registry-burst", 20, "registry requests that may go at once above --registry-rate")

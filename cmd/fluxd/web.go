@@ -44,9 +44,23 @@ func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Serve
 	if err != nil {
 		return fmt.Errorf("listening for the status page on %s: %w (choose another --web-listen address)", f.webListen, err)
 	}
-	if lis, err = f.tls.secure(lis, "the status page", false, log, "http/1.1"); err != nil {
+	if lis, err = webListener(f, lis, log); err != nil {
 		return err
 	}
 	g.Go(func() error { defer conn.Close(); return web.Serve(ctx, lis, h, log) })
 	return nil
+}
+
+// webListener wraps the status page's listener in TLS. With
+// --tls-client-ca-file the page asks for client certificates as the API
+// does: otherwise the page would be a way round the API's mutual TLS (its
+// JSON API reaches the same methods). --web-allow-without-client-cert
+// serves it without, for a page that browsers without a client
+// certificate must reach (a token is still needed).
+func webListener(f flags, lis net.Listener, log *slog.Logger) (net.Listener, error) {
+	clientCerts := f.tls.clientCAFile != "" && !f.webAllowWithoutClientCert
+	if f.tls.clientCAFile != "" && f.webAllowWithoutClientCert {
+		log.Warn("the status page does not ask for client certificates although the API does (--web-allow-without-client-cert): anyone with a token reaches the API's methods through it", "component", "web")
+	}
+	return f.tls.secure(lis, "the status page", clientCerts, log, "http/1.1")
 }

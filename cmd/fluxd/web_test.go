@@ -1,0 +1,115 @@
+package main
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// writeTestCert writes a certificate for 127.0.0.1 signed by caCert (self
+// signed CA when nil) and its key.
+func writeTestCert(t *testing.T, dir, name string, isCA bool, caCert *x509.Certificate, caKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
+	if isCA {
+		tmpl.IsCA, tmpl.BasicConstraintsValid, tmpl.KeyUsage = true, true, x509.KeyUsageCertSign
+	} else {
+		tmpl.KeyUsage, tmpl.IPAddresses = x509.KeyUsageDigitalSignature, []net.IP{net.ParseIP("127.0.0.1")}
+		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	}
+	parent, signer := tmpl, key
+	if caCert != nil {
+		parent, signer = caCert, caKey
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kb, _ := x509.MarshalECPrivateKey(key)
+	if err := os.WriteFile(filepath.Join(dir, name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := x509.ParseCertificate(der)
+	return c, key
+}
+
+// With --tls-client-ca-file the status page requires a client
+// certificate as the API does; --web-allow-without-client-cert opts out.
+func TestWebListenerRequiresClientCertsWithTheAPI(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ca, caKey := writeTestCert(t, dir, "ca", true, nil, nil)
+	writeTestCert(t, dir, "server", false, ca, caKey)
+	writeTestCert(t, dir, "client", false, ca, caKey)
+	p := func(n string) string { return filepath.Join(dir, n) }
+	roots := x509.NewCertPool()
+	roots.AddCert(ca)
+	client, err := tls.LoadX509KeyPair(p("client.crt"), p("client.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// handshake serves one connection on a listener made for f and says
+	// whether a client with (or without) a certificate got through.
+	handshake := func(f flags, withCert bool) error {
+		raw, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer raw.Close()
+		lis, err := webListener(f, raw, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.(*tls.Conn).Handshake()
+			_, _ = c.Write([]byte("ok"))
+			c.Close()
+		}()
+		cfg := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1"}
+		if withCert {
+			cfg.Certificates = []tls.Certificate{client}
+		}
+		c, err := tls.Dial("tcp", raw.Addr().String(), cfg)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		// TLS 1.3: the server's refusal of the client's (missing)
+		// certificate shows at the first read.
+		_, err = io.ReadAll(c)
+		return err
+	}
+	var f flags
+	f.tls = tlsFlags{certFile: p("server.crt"), keyFile: p("server.key"), clientCAFile: p("ca.crt")}
+	if err := handshake(f, false); err == nil {
+		t.Error("the status page took a client without a certificate while --tls-client-ca-file is set")
+	}
+	if err := handshake(f, true); err != nil {
+		t.Errorf("the status page refused a client with a certificate signed by the CA: %v", err)
+	}
+	f.webAllowWithoutClientCert = true
+	if err := handshake(f, false); err != nil {
+		t.Errorf("with --web-allow-without-client-cert the page refused a client without a certificate: %v", err)
+	}
+}
