@@ -10,6 +10,8 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
 // Event is one live event for the page.
@@ -30,23 +32,72 @@ type Event struct {
 // epoch, random per process, tells a page that reconnects to a restarted
 // fluxd that its Last-Event-ID means nothing here.
 type Hub struct {
-	epoch string
-	size  int
+	epoch    string
+	size     int
+	maxBytes int
 
 	mu     sync.Mutex
 	events []Event
+	bytes  int // of the kept events' data
 	next   uint64
 	wake   chan struct{}
+	// progress is the last rollout progress sent per running job, so
+	// that a job event carries only the workloads whose progress changed.
+	progress map[string]map[string]string
 }
 
-// NewHub returns a Hub that keeps the last size events (default 4096).
+// DefaultHubBytes bounds the data of the events a Hub keeps.
+const DefaultHubBytes = 8 << 20
+
+// NewHub returns a Hub that keeps the last size events (default 4096),
+// and no more than DefaultHubBytes of their data.
 func NewHub(size int) *Hub {
 	if size <= 0 {
 		size = 4096
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return &Hub{epoch: hex.EncodeToString(b[:]), size: size, next: 1, wake: make(chan struct{})}
+	return &Hub{epoch: hex.EncodeToString(b[:]), size: size, maxBytes: DefaultHubBytes, next: 1, wake: make(chan struct{}),
+		progress: map[string]map[string]string{}}
+}
+
+// WithMaxBytes bounds the kept events' data to n bytes instead.
+func (h *Hub) WithMaxBytes(n int) *Hub {
+	h.maxBytes = n
+	return h
+}
+
+// PublishJob publishes a job update as a "job" event that is small
+// whatever the job's size: the job without its plan (the page reads it
+// once, with GetJob) and only the workloads whose progress changed since
+// the job's previous event.
+func (h *Hub) PublishJob(instance string, u *fluxdv1.WatchJobResponse) {
+	if u.GetJob() == nil {
+		return
+	}
+	job := proto.Clone(u.Job).(*fluxdv1.Job)
+	job.Plan = nil
+	ev := &fluxdv1.WatchJobResponse{Job: job}
+	h.mu.Lock()
+	last := h.progress[job.Id]
+	if last == nil {
+		last = map[string]string{}
+		h.progress[job.Id] = last
+	}
+	for _, w := range u.Workloads {
+		k := w.GetReplicas().String()
+		if old, ok := last[w.Service]; ok && old == k {
+			continue
+		}
+		last[w.Service] = k
+		ev.Workloads = append(ev.Workloads, w)
+	}
+	switch job.State {
+	case fluxdv1.JobState_JOB_STATE_SUCCEEDED, fluxdv1.JobState_JOB_STATE_FAILED, fluxdv1.JobState_JOB_STATE_CANCELLED:
+		delete(h.progress, job.Id)
+	}
+	h.mu.Unlock()
+	h.Publish(instance, "job", ev)
 }
 
 // marshal is the JSON the JSON API answers with, so that an event and a
@@ -61,10 +112,19 @@ func (h *Hub) Publish(instance, typ string, m proto.Message) {
 	}
 	h.mu.Lock()
 	h.events = append(h.events, Event{ID: h.next, Instance: instance, Type: typ, Data: data})
+	h.bytes += len(data)
 	h.next++
-	if len(h.events) >= 2*h.size {
-		h.events = append([]Event(nil), h.events[len(h.events)-h.size:]...)
+	// Drop the oldest events beyond size or maxBytes (the newest one is
+	// always kept). Dropped entries are cleared, so their data is freed
+	// even while the backing array lives on; append copies only the kept
+	// ones when it grows the array.
+	drop := 0
+	for len(h.events)-drop > 1 && (len(h.events)-drop > h.size || h.bytes > h.maxBytes) {
+		h.bytes -= len(h.events[drop].Data)
+		h.events[drop] = Event{}
+		drop++
 	}
+	h.events = h.events[drop:]
 	close(h.wake)
 	h.wake = make(chan struct{})
 	h.mu.Unlock()

@@ -24,7 +24,7 @@ import (
 // the job queue and the daemon's notifications.
 func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Server, d *daemon.Daemon, jobs *release.Queue, auto *automator.Automator, tokens *auth.Store, log *slog.Logger) error {
 	hub := web.NewHub(0)
-	jobs.OnUpdate(func(u release.JobUpdate) { hub.Publish(u.Job.Instance, "job", daemon.WatchJobResponse(u)) })
+	jobs.OnUpdate(func(u release.JobUpdate) { hub.PublishJob(u.Job.Instance, daemon.WatchJobResponse(u)) })
 	jobs.OnLog(func(l history.JobLogLine) { hub.Publish(l.Instance, "log", daemon.JobLogLine(l)) })
 	// A pass of the automator may change any service's state: the event
 	// carries nothing, the page reads its services again.

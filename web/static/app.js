@@ -163,14 +163,25 @@ function onAutomation() {
   }, 1000);
 }
 
-function onJob(u) {
-  const prev = S.jobs.get(u.job.id);
-  S.jobs.set(u.job.id, u);
+// onJob merges a job event: it carries the job without its plan (the job
+// page reads it once with GetJob) and only the workloads whose progress
+// changed, so S.jobs keeps no plan. A finished job is dropped from it.
+let jobsTimer = null;
+function onJob(ev) {
+  const id = ev.job.id;
+  const prev = S.jobs.get(id);
+  const workloads = new Map(prev ? prev.workloads.map((w) => [w.service, w]) : []);
+  for (const w of ev.workloads || []) workloads.set(w.service, w);
+  const u = {job: ev.job, workloads: Array.from(workloads.values())};
+  if (final(ev.job.state)) S.jobs.delete(id); else S.jobs.set(id, u);
   const v = S.view;
   if (!v) return;
-  if (prev && prev.job.state !== u.job.state) announce('Job ' + u.job.id + ' ' + stateWord(u.job.state));
-  if (v.name === 'job' && v.arg === u.job.id) renderJobHead(u);
-  if (v.name === 'jobs') v.refresh();
+  if (prev && prev.job.state !== u.job.state) announce('Job ' + id + ' ' + stateWord(u.job.state));
+  if (v.name === 'job' && v.arg === id) renderJobHead(u);
+  if (v.name === 'jobs' && !jobsTimer) {
+    // Read the jobs again at most once a second, however many events.
+    jobsTimer = setTimeout(() => { jobsTimer = null; if (S.view && S.view.name === 'jobs') S.view.refresh(); }, 1000);
+  }
   if ((v.name === 'services' || v.name === 'service') && final(u.job.state)) v.refresh();
 }
 
@@ -474,7 +485,7 @@ function jobsView() {
         el('thead', {}, el('tr', {}, ['Job', 'State', 'Stage', 'Services', 'Created', 'Error'].map((h) => el('th', {scope: 'col'}, h)))),
         el('tbody', {}, (r.jobs || []).map((j) => {
           const live = S.jobs.get(j.id);
-          if (live && !final(j.state)) j = live.job;
+          if (live && !final(j.state)) j = Object.assign({}, j, live.job, {plan: j.plan});
           return el('tr', {'data-job': j.id},
             el('td', {}, el('a', {href: '#/job/' + j.id}, j.id)),
             el('td', {}, el('span', {class: 'badge ' + stateClass(j.state)}, stateWord(j.state)), j.queuePosition ? ' #' + j.queuePosition : ''),
@@ -499,6 +510,8 @@ function jobView(id) {
   setView('job', id, async () => {
     try {
       const [g, l] = await Promise.all([api('GetJob', {id}), api('GetJobLog', {id})]);
+      // The plan is read here once; events carry the job without it.
+      if (S.view && S.view.name === 'job' && S.view.arg === id) S.view.plan = g.job.plan;
       const known = S.jobs.get(id);
       renderJobHead(known && !final(g.job.state) ? known : {job: g.job, workloads: []});
       const lines = l.lines || [];
@@ -519,6 +532,7 @@ function renderJobHead(u) {
   const head = document.getElementById('job-head');
   if (!head) return;
   const j = u.job;
+  const plan = j.plan || (S.view && S.view.name === 'job' && S.view.arg === j.id ? S.view.plan : null);
   const canCancel = S.session.canAct && !final(j.state);
   head.replaceChildren(
     el('p', {}, el('span', {class: 'badge ' + stateClass(j.state), id: 'job-state'}, stateWord(j.state)), ' stage ', el('strong', {id: 'job-stage'}, j.stage),
@@ -536,7 +550,7 @@ function renderJobHead(u) {
           el('td', {}, el('span', {class: 'progress', role: 'progressbar', 'aria-label': 'Ready replicas of ' + w.service, 'aria-valuemin': '0', 'aria-valuemax': String(r.desired || 0), 'aria-valuenow': String(r.ready || 0)}, el('span', {style: null, 'data-pct': pct})), ' ', (r.ready || 0) + '/' + (r.desired || 0)),
           el('td', {}, String(r.available || 0)));
       }))) : '',
-    j.plan ? el('details', {}, el('summary', {}, 'Plan'), planTable(j.plan)) : '',
+    plan ? el('details', {}, el('summary', {}, 'Plan'), planTable(plan)) : '',
     canCancel ? el('p', {}, el('button', {type: 'button', class: 'danger', id: 'cancel-job', onclick: () => cancelJob(j.id)}, 'Cancel job')) : '');
   // Widths from data attributes: the CSP allows no inline style attribute.
   for (const bar of head.querySelectorAll('[data-pct]')) bar.style.width = bar.dataset.pct + '%';

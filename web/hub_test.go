@@ -1,0 +1,77 @@
+package web
+
+import (
+	"google.golang.org/protobuf/encoding/protojson"
+	"strings"
+	"testing"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// bigJob is a job update as a release of n services makes it: the plan
+// has one item per service, and so does the rollout progress.
+func bigJob(n int, ready int32) *fluxdv1.WatchJobResponse {
+	u := &fluxdv1.WatchJobResponse{Job: &fluxdv1.Job{Id: "job-1", State: fluxdv1.JobState_JOB_STATE_RUNNING, Stage: "rolling out", Plan: &fluxdv1.Plan{}}}
+	for i := 0; i < n; i++ {
+		svc := "team:deployment/service-" + strings.Repeat("x", 20) + string(rune('a'+i%26)) + "-" + strings.Repeat("y", i%7)
+		u.Job.Plan.Items = append(u.Job.Plan.Items, &fluxdv1.PlanItem{Service: svc, Action: "update", Reason: strings.Repeat("because ", 30)})
+		r := int32(0)
+		if i == 0 {
+			r = ready
+		}
+		u.Workloads = append(u.Workloads, &fluxdv1.WorkloadProgress{Service: svc + string(rune(i)), Replicas: &fluxdv1.ReplicaCounts{Desired: 3, Ready: r}})
+	}
+	return u
+}
+
+// A job event carries neither the plan nor the progress that did not
+// change, and the ring's memory stays bounded by bytes however large the
+// events are.
+func TestHubMemoryStaysBoundedWithLargeEvents(t *testing.T) {
+	t.Parallel()
+	h := NewHub(8192).WithMaxBytes(1 << 20)
+	h.PublishJob("a", bigJob(1000, 0))
+	evs, _, _ := h.since(0)
+	var first fluxdv1.WatchJobResponse
+	if err := unmarshalEvent(evs[0].Data, &first); err != nil {
+		t.Fatal(err)
+	}
+	if first.Job.Plan != nil {
+		t.Error("a job event carries the job's plan; the page reads it once with GetJob")
+	}
+	if len(first.Workloads) != 1000 {
+		t.Errorf("the first event of a job has %d workloads; want all 1000", len(first.Workloads))
+	}
+	h.PublishJob("a", bigJob(1000, 2))
+	evs, _, _ = h.since(1)
+	var second fluxdv1.WatchJobResponse
+	if err := unmarshalEvent(evs[0].Data, &second); err != nil {
+		t.Fatal(err)
+	}
+	if len(second.Workloads) != 1 || second.Workloads[0].Replicas.Ready != 2 {
+		t.Errorf("the next event has workloads %v; want only the one whose progress changed", second.Workloads)
+	}
+	// Large events of any other kind: the ring keeps no more than its
+	// bytes, whatever its count.
+	huge := &fluxdv1.Job{Id: "j", Error: strings.Repeat("e", 300<<10)}
+	for i := 0; i < 200; i++ {
+		h.Publish("a", "job", huge)
+	}
+	if h.bytes > 1<<20 {
+		t.Errorf("the hub keeps %d bytes of events; want at most %d", h.bytes, 1<<20)
+	}
+	kept := 0
+	for _, e := range h.events {
+		kept += len(e.Data)
+	}
+	if kept != h.bytes || len(h.events) > 4 {
+		t.Errorf("the hub keeps %d events, %d bytes (counted %d); want at most 4 of 300 KB", len(h.events), kept, h.bytes)
+	}
+	if _, ok, _ := h.since(1); ok {
+		t.Error("since(an event dropped for its bytes) is ok; want a reset")
+	}
+}
+
+func unmarshalEvent(b []byte, m *fluxdv1.WatchJobResponse) error {
+	return protojson.Unmarshal(b, m)
+}
