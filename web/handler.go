@@ -255,6 +255,17 @@ func sameOrigin(r *http.Request) error {
 	return nil
 }
 
+// pageMethods are the methods the page calls: a session (cookie) caller
+// may call only these, so that a page's session, were it ever abused, does
+// no more than the page itself; a bearer-token caller may call whatever
+// its role allows.
+var pageMethods = map[string]bool{
+	"ListServices": true, "ListImages": true, "Release": true, "GetJob": true, "CancelJob": true,
+	"ListJobs": true, "GetJobLog": true, "Lock": true, "Unlock": true, "History": true,
+}
+
+const pageMethodList = "ListServices, ListImages, Release, GetJob, CancelJob, ListJobs, GetJobLog, Lock, Unlock, History"
+
 // call serves the JSON API: the request goes, with the caller's token,
 // to the gRPC server's interceptors and methods.
 func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
@@ -265,6 +276,15 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := h.checkCSRF(r, c); err != nil {
 		writeError(w, http.StatusForbidden, err.Error())
+		return
+	}
+	method := strings.TrimPrefix(r.URL.Path, "/api/fluxd.v1.FluxService/")
+	if method == "WatchJob" {
+		writeError(w, http.StatusNotImplemented, "WatchJob streams, and the JSON API does not serve streams: follow jobs with GET /api/events (Server-Sent Events), or call WatchJob over gRPC ('fluxctl release --watch')")
+		return
+	}
+	if c.session != nil && !pageMethods[method] {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("%s cannot be called with the page's session cookie: a session may call only what the page uses (%s). Tools call it with 'Authorization: Bearer TOKEN', or over gRPC with fluxctl", method, pageMethodList))
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)

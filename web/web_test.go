@@ -199,6 +199,17 @@ func TestSessionCookieAndCSRF(t *testing.T) {
 	if r := post("/api/fluxd.v1.FluxService/Lock", `{}`, cookie); r.StatusCode != http.StatusForbidden {
 		t.Errorf("a cookie call without the CSRF token: %s, want 403", r.Status)
 	}
+	// A session calls only what the page uses; WatchJob streams and is
+	// refused to everyone, with what to use instead.
+	withCSRF := map[string]string{"Cookie": cookie["Cookie"], csrfHeader: si.CSRF}
+	for _, m := range []string{"SetPolicy", "Automate", "NotifyImage", "Sync", "Deautomate"} {
+		if r := post("/api/fluxd.v1.FluxService/"+m, `{}`, withCSRF); r.StatusCode != http.StatusForbidden {
+			t.Errorf("a cookie call of %s: %s, want 403", m, r.Status)
+		}
+	}
+	if r := post("/api/fluxd.v1.FluxService/WatchJob", `{}`, map[string]string{"Authorization": "Bearer fxd_deployer"}); r.StatusCode != http.StatusNotImplemented {
+		t.Errorf("WatchJob over the JSON API: %s, want 501", r.Status)
+	}
 	withBadOrigin := map[string]string{"Cookie": cookie["Cookie"], csrfHeader: si.CSRF, "Origin": "https://evil.example"}
 	if r := post("/api/fluxd.v1.FluxService/Lock", `{}`, withBadOrigin); r.StatusCode != http.StatusForbidden {
 		t.Errorf("a cookie call from another origin: %s, want 403", r.Status)
