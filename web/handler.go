@@ -1,12 +1,14 @@
 package web
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -71,6 +73,7 @@ type Handler struct {
 	api      http.Handler
 	mux      *http.ServeMux
 	signIns  *rate.Limiter
+	overview overview
 	log      *slog.Logger
 	now      func() time.Time
 }
@@ -288,7 +291,35 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 1<<20)
+	if method == "Release" {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			writeError(w, http.StatusRequestEntityTooLarge, "the request is too large: at most 1 MiB")
+			return
+		}
+		if isOverview(body) {
+			// The services page's plan: shared, see overview. The
+			// computation outlives a caller that goes away.
+			ctx := context.WithoutCancel(r.Context())
+			h.overview.serve(w, c.id.Instance+"\x00"+c.id.Role.String(), h.now(), func(w http.ResponseWriter) {
+				h.forward(w, r.WithContext(ctx), c, body)
+			})
+			return
+		}
+		h.forward(w, r, c, body)
+		return
+	}
+	h.forward(w, r, c, nil)
+}
+
+// forward passes the call to the gRPC server through the gateway, with
+// the caller's token (and body, when it was read already).
+func (h *Handler) forward(w http.ResponseWriter, r *http.Request, c caller, body []byte) {
 	r2 := r.Clone(r.Context())
+	if body != nil {
+		r2.Body = io.NopCloser(bytes.NewReader(body))
+		r2.ContentLength = int64(len(body))
+	}
 	r2.Header = http.Header{"Content-Type": {"application/json"}, "Authorization": {"Bearer " + c.token}}
 	r2.URL.Path = strings.TrimPrefix(r.URL.Path, "/api")
 	r2.URL.RawPath = ""

@@ -151,8 +151,8 @@ function connect() {
   es.addEventListener('automation', onAutomation);
 }
 
-// onAutomation reads the services again after an automator pass, at most
-// once a second however many passes come.
+// onAutomation reads the services again after an automator pass or a
+// notification, at most once a second however many come.
 let automationTimer = null;
 function onAutomation() {
   if (automationTimer) return;
@@ -200,7 +200,7 @@ function onNotify(n) {
   S.notifications.length = Math.min(S.notifications.length, 20);
   announce('Image pushed: ' + n.repository);
   const v = S.view;
-  if (v && v.name === 'services') { renderNotifications(); v.refresh(); }
+  if (v && v.name === 'services') { renderNotifications(); onAutomation(); }
 }
 
 // ---- routing ----
@@ -226,11 +226,23 @@ function route() {
 
 function refreshView() { if (S.view) S.view.refresh(); }
 
+// setView shows a view and refreshes it every so often: never while a
+// refresh of it still runs, so a slow fluxd is not asked again and again
+// (one asked for meanwhile runs once after it), nor while the tab is
+// hidden; it refreshes when the tab shows again.
 function setView(name, arg, refresh, every) {
-  S.view = {name, arg, refresh};
-  refresh();
-  if (every) S.timer = setInterval(refresh, every);
+  let running = false, again = false;
+  const guarded = async () => {
+    if (running) { again = true; return; } // once more when it ends
+    running = true;
+    try { await refresh(); } finally { running = false; }
+    if (again && S.view && S.view.refresh === guarded) { again = false; guarded(); }
+  };
+  S.view = {name, arg, refresh: guarded};
+  guarded();
+  if (every) S.timer = setInterval(() => { if (!document.hidden) guarded(); }, every);
 }
+document.addEventListener('visibilitychange', () => { if (!document.hidden) refreshView(); });
 
 function errorBox(e) { return el('p', {class: 'error', role: 'alert'}, e.message || String(e)); }
 

@@ -1,0 +1,78 @@
+package web
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// overviewTTL is how long the plan of "every service to its newest
+// allowed image" is shared before it is computed again.
+const overviewTTL = 10 * time.Second
+
+// overview shares the services page's plan ("every service to the newest
+// image its policy allows"): computing it fetches git and holds the
+// release engine's lock, so every open page polling it would make fluxd
+// fetch again and again. At most one computation runs per instance and
+// role at a time (singleflight), and its answer serves every caller for
+// overviewTTL.
+type overview struct {
+	group singleflight.Group
+
+	mu    sync.Mutex
+	cache map[string]overviewAnswer
+}
+
+type overviewAnswer struct {
+	at   time.Time
+	code int
+	body []byte
+}
+
+// isOverview says whether body asks for the services page's plan: every
+// service, each to its newest allowed image, a plan only.
+func isOverview(body []byte) bool {
+	var req fluxdv1.ReleaseRequest
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, &req); err != nil {
+		return false
+	}
+	s := req.GetSpec()
+	return req.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_PLAN && s.GetAll() && s.GetAllLatest() &&
+		len(s.GetServices()) == 0 && len(s.GetExclude()) == 0 && len(s.GetFiles()) == 0 && s.GetImage() == "" && !s.GetForce()
+}
+
+// serve answers r from the shared plan of key, computing it with compute
+// (which writes the answer) when it is older than overviewTTL.
+func (o *overview) serve(w http.ResponseWriter, key string, now time.Time, compute func(http.ResponseWriter)) {
+	o.mu.Lock()
+	a, ok := o.cache[key]
+	o.mu.Unlock()
+	if !ok || now.Sub(a.at) >= overviewTTL {
+		v, _, _ := o.group.Do(key, func() (any, error) {
+			rec := httptest.NewRecorder()
+			compute(rec)
+			a := overviewAnswer{at: time.Now(), code: rec.Code, body: rec.Body.Bytes()}
+			if rec.Code == http.StatusOK {
+				o.mu.Lock()
+				if o.cache == nil {
+					o.cache = map[string]overviewAnswer{}
+				}
+				o.cache[key] = a
+				o.mu.Unlock()
+			}
+			return a, nil
+		})
+		a = v.(overviewAnswer)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(a.code)
+	_, _ = io.Copy(w, bytes.NewReader(a.body))
+}

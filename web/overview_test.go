@@ -1,0 +1,110 @@
+package web
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/test/bufconn"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// countingFlux stands for fluxd's gRPC server in these narrow tests: it
+// counts the plans asked for, each of which would fetch git on fluxd.
+// (The JSON API against the real daemon is tested in e2e.)
+type countingFlux struct {
+	fluxdv1.UnimplementedFluxServiceServer
+	plans atomic.Int32
+}
+
+func (f *countingFlux) Release(ctx context.Context, req *fluxdv1.ReleaseRequest) (*fluxdv1.ReleaseResponse, error) {
+	f.plans.Add(1)
+	time.Sleep(100 * time.Millisecond) // a fetch takes a while
+	return &fluxdv1.ReleaseResponse{Plan: &fluxdv1.Plan{Checksum: "sum"}}, nil
+}
+
+func newServerWith(t *testing.T, impl fluxdv1.FluxServiceServer) *httptest.Server {
+	t.Helper()
+	lis := bufconn.Listen(1 << 20)
+	gs := grpc.NewServer()
+	fluxdv1.RegisterFluxServiceServer(gs, impl)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient("passthrough:///bufnet", grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	h, err := New(context.Background(), Config{Auth: testTokens, Conn: conn, Hub: NewHub(16)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// However many pages refresh the services at once, fluxd computes the
+// newest-allowed plan (a git fetch) once, and shares it for a while.
+func TestConcurrentPageRefreshesShareOnePlan(t *testing.T) {
+	t.Parallel()
+	flux := &countingFlux{}
+	srv := newServerWith(t, flux)
+	post := func(body string) (int, string) {
+		req, _ := http.NewRequest("POST", srv.URL+"/api/fluxd.v1.FluxService/Release", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer fxd_viewer")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Error(err)
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	overviewBody := func(user string) string {
+		return `{"spec":{"all":true,"allLatest":true,"user":"` + user + `"},"kind":"RELEASE_KIND_PLAN"}`
+	}
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, body := post(overviewBody("page")); code != http.StatusOK || !strings.Contains(body, `"sum"`) {
+				t.Errorf("a page's refresh: %d %s", code, body)
+			}
+		}()
+	}
+	wg.Wait()
+	if code, _ := post(overviewBody("another")); code != http.StatusOK {
+		t.Errorf("a later refresh: %d", code)
+	}
+	if n := flux.plans.Load(); n != 1 {
+		t.Errorf("21 page refreshes made fluxd plan (fetch git) %d times; want 1", n)
+	}
+	// Any other plan is the caller's own, computed each time.
+	post(`{"spec":{"services":["default:deployment/web"],"allLatest":true},"kind":"RELEASE_KIND_PLAN"}`)
+	if n := flux.plans.Load(); n != 2 {
+		t.Errorf("a plan of one service was shared (%d plans); want it computed", n)
+	}
+	// Another instance gets its own.
+	req, _ := http.NewRequest("POST", srv.URL+"/api/fluxd.v1.FluxService/Release", strings.NewReader(overviewBody("b")))
+	req.Header.Set("Authorization", "Bearer fxd_other")
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+	}
+	if n := flux.plans.Load(); n != 3 {
+		t.Errorf("another instance's overview was served from the first one's (%d plans)", n)
+	}
+}
