@@ -11,9 +11,12 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"mime"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -72,7 +75,7 @@ type Handler struct {
 	sessions *sessions
 	api      http.Handler
 	mux      *http.ServeMux
-	signIns  *rate.Limiter
+	signIns  *failures
 	overview overview
 	log      *slog.Logger
 	now      func() time.Time
@@ -122,7 +125,7 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{cfg: cfg, sessions: newSessions(cfg.SessionTTL, cfg.MaxSessions), api: gw,
-		signIns: rate.NewLimiter(5, 20), log: cfg.Log.With("component", "web"), now: time.Now}
+		signIns: newFailures(), log: cfg.Log.With("component", "web"), now: time.Now}
 	assets, err := fs.Sub(static, "static")
 	if err != nil {
 		return nil, err
@@ -347,8 +350,15 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, err.Error())
 		return
 	}
-	if !h.signIns.Allow() {
-		writeError(w, http.StatusTooManyRequests, "too many sign-ins just now: wait a few seconds and try again")
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		writeError(w, http.StatusUnsupportedMediaType, "send the sign-in form as JSON, with 'Content-Type: application/json': {\"token\": \"fxd_…\", \"name\": \"you\"}")
+		return
+	}
+	// Only failed sign-ins count, per client address: a caller guessing
+	// tokens is slowed down without locking out everyone else.
+	failures := h.signIns.limiter(clientIP(r))
+	if failures.Tokens() < 1 {
+		writeError(w, http.StatusTooManyRequests, "too many failed sign-ins from your address just now: wait a minute and try again")
 		return
 	}
 	var req signInRequest
@@ -367,9 +377,17 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := h.cfg.Auth.Authenticate(req.Token)
 	if err != nil {
+		if errors.Is(err, auth.ErrUnknownToken) {
+			failures.Allow()
+		}
 		h.log.Info("sign-in refused", "remote", r.RemoteAddr, "error", err)
 		writeError(w, authStatus(err), tokenError(err).Error())
 		return
+	}
+	// The session this browser presents, if any, ends: a new sign-in
+	// replaces it rather than leaving it live.
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		h.sessions.end(ck.Value)
 	}
 	key, se := h.sessions.create(req.Token, id, req.Name, h.now())
 	if se == nil {
@@ -425,4 +443,41 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 // writeError answers as the JSON API does: {"code", "message"}.
 func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]any{"code": code, "message": msg})
+}
+
+// failures limits failed sign-ins per client address: 10 at once, then
+// one every 6 s. The map is bounded: beyond maxFailureAddrs addresses it
+// starts afresh (a flood of addresses then gets fresh allowances, as it
+// would by spreading over addresses anyway).
+type failures struct {
+	mu sync.Mutex
+	m  map[string]*rate.Limiter
+}
+
+const maxFailureAddrs = 10000
+
+func newFailures() *failures { return &failures{m: map[string]*rate.Limiter{}} }
+
+func (f *failures) limiter(addr string) *rate.Limiter {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l := f.m[addr]
+	if l == nil {
+		if len(f.m) >= maxFailureAddrs {
+			f.m = map[string]*rate.Limiter{}
+		}
+		l = rate.NewLimiter(rate.Every(6*time.Second), 10)
+		f.m[addr] = l
+	}
+	return l
+}
+
+// clientIP is the address the request comes from (the connection's: no
+// forwarding header is trusted).
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }

@@ -3,6 +3,7 @@ package web
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/base64"
 	"sync"
 	"time"
@@ -17,6 +18,7 @@ import (
 // removed from the tokens file stops working at once).
 type session struct {
 	token   string
+	created time.Time
 	id      auth.Identity
 	name    string
 	csrf    string
@@ -28,22 +30,42 @@ type session struct {
 type sessions struct {
 	ttl time.Duration
 	max int
+	// perToken bounds the sessions of one token: a new sign-in beyond it
+	// ends the token's oldest session, so one token cannot fill the
+	// table and lock everyone else out.
+	perToken int
 
 	mu sync.Mutex
 	m  map[[sha256.Size]byte]*session
 }
 
 func newSessions(ttl time.Duration, max int) *sessions {
-	return &sessions{ttl: ttl, max: max, m: map[[sha256.Size]byte]*session{}}
+	return &sessions{ttl: ttl, max: max, perToken: maxSessionsPerToken, m: map[[sha256.Size]byte]*session{}}
 }
 
 // create starts a session and returns its key, for the cookie. It
 // returns "" when there are too many sessions.
 func (s *sessions) create(token string, id auth.Identity, name string, now time.Time) (string, *session) {
 	key, csrf := randomString(), randomString()
-	se := &session{token: token, id: id, name: name, csrf: csrf, expires: now.Add(s.ttl)}
+	se := &session{token: token, id: id, name: name, csrf: csrf, created: now, expires: now.Add(s.ttl)}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The token's sessions: beyond perToken, the oldest ends. (A scan:
+	// sign-ins are rate-limited and the table is bounded.)
+	var oldest [sha256.Size]byte
+	n := 0
+	for k, v := range s.m {
+		if subtle.ConstantTimeCompare([]byte(v.token), []byte(token)) != 1 {
+			continue
+		}
+		if n == 0 || v.created.Before(s.m[oldest].created) {
+			oldest = k
+		}
+		n++
+	}
+	if n >= s.perToken {
+		delete(s.m, oldest)
+	}
 	if len(s.m) >= s.max {
 		for k, v := range s.m {
 			if now.After(v.expires) {
@@ -83,6 +105,9 @@ func (s *sessions) end(key string) {
 	defer s.mu.Unlock()
 	delete(s.m, sha256.Sum256([]byte(key)))
 }
+
+// maxSessionsPerToken bounds one token's sessions.
+const maxSessionsPerToken = 32
 
 func randomString() string {
 	var b [32]byte

@@ -153,6 +153,7 @@ func TestSessionCookieAndCSRF(t *testing.T) {
 	srv, _ := newTestServer(t)
 	post := func(path, body string, hdr map[string]string) *http.Response {
 		req, _ := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		for k, v := range hdr {
 			req.Header.Set(k, v)
 		}
@@ -171,6 +172,7 @@ func TestSessionCookieAndCSRF(t *testing.T) {
 	}
 	req, _ := http.NewRequest("POST", srv.URL+"/api/session", strings.NewReader(`{"token":"fxd_deployer","name":"Ann"}`))
 	req.Header.Set("Origin", srv.URL)
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -239,5 +241,78 @@ func TestPageIsEmbedded(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Errorf("GET %s: %s", p, resp.Status)
 		}
+	}
+}
+
+// signIn signs in with token from the test's address, presenting cookie
+// (when not ""), and returns the status and the new session's key.
+func signIn(t *testing.T, srv *httptest.Server, token, contentType, cookie string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", srv.URL+"/api/session", strings.NewReader(`{"token":"`+token+`"}`))
+	req.Header.Set("Content-Type", contentType)
+	if cookie != "" {
+		req.Header.Set("Cookie", sessionCookie+"="+cookie)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	for _, c := range resp.Cookies() {
+		if c.Name == sessionCookie {
+			return resp.StatusCode, c.Value
+		}
+	}
+	return resp.StatusCode, ""
+}
+
+// Failed sign-ins are limited per address and successful ones are not;
+// a token's sessions are capped (the oldest ends); a new sign-in ends the
+// session the browser presents; the form must be JSON.
+func TestSignInLimitsFailuresAndSessions(t *testing.T) {
+	t.Parallel()
+	srv, _ := newTestServer(t)
+	if code, _ := signIn(t, srv, "fxd_viewer", "text/plain", ""); code != http.StatusUnsupportedMediaType {
+		t.Errorf("a sign-in as text/plain: %d, want 415", code)
+	}
+	// Successful sign-ins beyond the old shared burst (20) all work.
+	var keys []string
+	for i := 0; i < 40; i++ {
+		code, key := signIn(t, srv, "fxd_viewer", "application/json", "")
+		if code != http.StatusOK {
+			t.Fatalf("successful sign-in %d: %d", i, code)
+		}
+		keys = append(keys, key)
+	}
+	h := srv.Config.Handler.(*Handler)
+	n := 0
+	for _, se := range h.sessions.m {
+		if se.token == "fxd_viewer" {
+			n++
+		}
+	}
+	if n != maxSessionsPerToken {
+		t.Errorf("the token has %d sessions after 40 sign-ins; want the cap, %d", n, maxSessionsPerToken)
+	}
+	if h.sessions.get(keys[0], time.Now()) != nil || h.sessions.get(keys[39], time.Now()) == nil {
+		t.Error("beyond the cap, the token's oldest session should end and the newest live")
+	}
+	// A new sign-in ends the session presented.
+	_, renewed := signIn(t, srv, "fxd_deployer", "application/json", keys[39])
+	if h.sessions.get(keys[39], time.Now()) != nil || renewed == "" {
+		t.Error("the session presented at a new sign-in is still live")
+	}
+	// Failures: after the burst, refused even with a good token.
+	for i := 0; i < 10; i++ {
+		if code, _ := signIn(t, srv, "fxd_wrong", "application/json", ""); code != http.StatusUnauthorized {
+			t.Fatalf("failed sign-in %d: %d, want 401", i, code)
+		}
+	}
+	if code, _ := signIn(t, srv, "fxd_viewer", "application/json", ""); code != http.StatusTooManyRequests {
+		t.Errorf("a sign-in after 10 failures from one address: %d, want 429", code)
+	}
+	// Another address is not locked out.
+	if l := h.signIns.limiter("192.0.2.1"); l.Tokens() < 1 {
+		t.Error("another address shares the failures' limit")
 	}
 }
