@@ -16,6 +16,7 @@ import (
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+	"github.com/fluxd/fluxd/registry"
 	"github.com/fluxd/fluxd/release"
 	"github.com/fluxd/fluxd/web"
 )
@@ -29,8 +30,19 @@ func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Serve
 	// A pass of the automator may change any service's state: the event
 	// carries nothing, the page reads its services again.
 	auto.OnChange(func() { hub.Publish("", "automation", &emptypb.Empty{}) })
+	// A notification goes to every instance only when a service uses its
+	// repository (every instance sees every service, so it tells them
+	// nothing new); a repository no service uses is nobody's business,
+	// and its name is not passed on.
 	d.OnNotify(func(repo string, tags int) {
-		hub.Publish("", "notify", &fluxdv1.ImageNotification{Repository: repo, Tags: int32(tags), At: timestamppb.New(time.Now())})
+		at := time.Now()
+		go func() {
+			svcs, err := d.Services(ctx, auth.Identity{}, "")
+			if err != nil || !usesRepository(svcs, repo) {
+				return
+			}
+			hub.Publish("", "notify", &fluxdv1.ImageNotification{Repository: repo, Tags: int32(tags), At: timestamppb.New(at)})
+		}()
 	})
 	conn, err := srv.InProcess()
 	if err != nil {
@@ -63,4 +75,17 @@ func webListener(f flags, lis net.Listener, log *slog.Logger) (net.Listener, err
 		log.Warn("the status page does not ask for client certificates although the API does (--web-allow-without-client-cert): anyone with a token reaches the API's methods through it", "component", "web")
 	}
 	return f.tls.secure(lis, "the status page", clientCerts, log, "http/1.1")
+}
+
+// usesRepository says whether a container of svcs, in the cluster or in
+// git, runs an image of repo.
+func usesRepository(svcs []daemon.Service, repo string) bool {
+	for _, s := range svcs {
+		for _, c := range s.Containers {
+			if ref, err := registry.ParseRef(c.Image); err == nil && ref.Repository == repo {
+				return true
+			}
+		}
+	}
+	return false
 }

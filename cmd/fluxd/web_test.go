@@ -16,6 +16,9 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/fluxd/fluxd/daemon"
+	"github.com/fluxd/fluxd/platform"
 )
 
 // writeTestCert writes a certificate for 127.0.0.1 signed by caCert (self
@@ -111,5 +114,20 @@ func TestWebListenerRequiresClientCertsWithTheAPI(t *testing.T) {
 	f.webAllowWithoutClientCert = true
 	if err := handshake(f, false); err != nil {
 		t.Errorf("with --web-allow-without-client-cert the page refused a client without a certificate: %v", err)
+	}
+}
+
+// A notification's repository goes to the pages only when a service uses
+// it; the comparison is by repository, whatever the tag or digest.
+func TestNotifyOnlyForRepositoriesInUse(t *testing.T) {
+	t.Parallel()
+	svcs := []daemon.Service{{Containers: []platform.Container{{Name: "app", Image: "registry.example/team/app:1.2.0"}}}}
+	if !usesRepository(svcs, "registry.example/team/app") {
+		t.Error("a repository a service runs is not found")
+	}
+	for _, repo := range []string{"registry.example/team/secret", "registry.example/team", "team/app"} {
+		if usesRepository(svcs, repo) {
+			t.Errorf("%s is taken for a repository in use", repo)
+		}
 	}
 }
