@@ -47,6 +47,10 @@ type Config struct {
 	Conn *grpc.ClientConn
 	// Hub has the live events.
 	Hub *Hub
+	// Live says whether the hub hears of jobs and automator passes: on a
+	// follower replica (false) they run elsewhere, and the page polls.
+	// nil: always.
+	Live func() bool
 	// SessionTTL bounds a session (default 12h).
 	SessionTTL time.Duration
 	// MaxSessions bounds the sessions kept (default 10000).
@@ -343,6 +347,10 @@ type sessionInfo struct {
 	Name     string `json:"name"`
 	CSRF     string `json:"csrf,omitempty"`
 	CanAct   bool   `json:"canAct"`
+	// LiveEvents is false on a follower replica: jobs and automation run
+	// on the leader, the event stream does not tell of them, the page
+	// polls.
+	LiveEvents bool `json:"liveEvents"`
 }
 
 func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
@@ -397,7 +405,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: key, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
 		Secure: r.TLS != nil, MaxAge: int(h.cfg.SessionTTL.Seconds())})
 	h.log.Info("signed in", "instance", id.Instance, "role", id.Role.String(), "name", req.Name)
-	writeJSON(w, http.StatusOK, info(caller{token: req.Token, id: id, session: se}))
+	writeJSON(w, http.StatusOK, h.info(caller{token: req.Token, id: id, session: se}))
 }
 
 func (h *Handler) whoAmI(w http.ResponseWriter, r *http.Request) {
@@ -406,7 +414,7 @@ func (h *Handler) whoAmI(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, err.Error())
 		return
 	}
-	writeJSON(w, http.StatusOK, info(c))
+	writeJSON(w, http.StatusOK, h.info(c))
 }
 
 func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
@@ -426,8 +434,8 @@ func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-func info(c caller) sessionInfo {
-	si := sessionInfo{Instance: c.id.Instance, Role: c.id.Role.String(), CanAct: c.id.Allows(auth.Deployer)}
+func (h *Handler) info(c caller) sessionInfo {
+	si := sessionInfo{Instance: c.id.Instance, Role: c.id.Role.String(), CanAct: c.id.Allows(auth.Deployer), LiveEvents: h.cfg.Live == nil || h.cfg.Live()}
 	if c.session != nil {
 		si.Name, si.CSRF = c.session.name, c.session.csrf
 	}

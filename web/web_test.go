@@ -316,3 +316,32 @@ func TestSignInLimitsFailuresAndSessions(t *testing.T) {
 		t.Error("another address shares the failures' limit")
 	}
 }
+
+// On a follower replica the page is told that live events do not tell of
+// jobs, so that it polls.
+func TestSessionSaysWhetherEventsAreLive(t *testing.T) {
+	t.Parallel()
+	srv, _ := newTestServer(t)
+	h := srv.Config.Handler.(*Handler)
+	leads := false
+	h.cfg.Live = func() bool { return leads }
+	who := func() sessionInfo {
+		req, _ := http.NewRequest("GET", srv.URL+"/api/session", nil)
+		req.Header.Set("Authorization", "Bearer fxd_viewer")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var si sessionInfo
+		_ = json.NewDecoder(resp.Body).Decode(&si)
+		return si
+	}
+	if who().LiveEvents {
+		t.Error("a follower says its events are live")
+	}
+	leads = true
+	if !who().LiveEvents {
+		t.Error("the leader says its events are not live")
+	}
+}

@@ -22,8 +22,10 @@ import (
 )
 
 // startWeb serves the status page on --web-listen, its live events fed by
-// the job queue and the daemon's notifications.
-func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Server, d *daemon.Daemon, jobs *release.Queue, auto *automator.Automator, tokens *auth.Store, log *slog.Logger) error {
+// the job queue and the daemon's notifications. leads says whether this
+// replica runs the jobs and the automator: a follower's hub hears of
+// neither, so its pages poll.
+func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Server, d *daemon.Daemon, jobs *release.Queue, auto *automator.Automator, tokens *auth.Store, leads func() bool, log *slog.Logger) error {
 	hub := web.NewHub(0)
 	jobs.OnUpdate(func(u release.JobUpdate) { hub.PublishJob(u.Job.Instance, daemon.WatchJobResponse(u)) })
 	jobs.OnLog(func(l history.JobLogLine) { hub.Publish(l.Instance, "log", daemon.JobLogLine(l)) })
@@ -48,7 +50,7 @@ func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Serve
 	if err != nil {
 		return err
 	}
-	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, Log: log})
+	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, Live: leads, Log: log})
 	if err != nil {
 		return err
 	}

@@ -140,9 +140,10 @@ function connect() {
   const conn = document.getElementById('conn');
   const es = new EventSource('/api/events');
   S.es = es;
-  es.onopen = () => { conn.textContent = 'live'; };
+  const live = () => (S.session && S.session.liveEvents === false ? 'polling: a follower replica' : 'live');
+  es.onopen = () => { conn.textContent = live(); };
   es.onerror = () => { conn.textContent = 'reconnecting…'; };
-  es.addEventListener('hello', () => { conn.textContent = 'live'; });
+  es.addEventListener('hello', () => { conn.textContent = live(); });
   es.addEventListener('reset', () => { S.logs.clear(); refreshView(); });
   es.addEventListener('signedout', () => { es.close(); showSignIn('Your session ended: sign in again.'); });
   es.addEventListener('job', (ev) => onJob(JSON.parse(ev.data)));
@@ -230,6 +231,7 @@ function refreshView() { if (S.view) S.view.refresh(); }
 // refresh of it still runs, so a slow fluxd is not asked again and again
 // (one asked for meanwhile runs once after it), nor while the tab is
 // hidden; it refreshes when the tab shows again.
+const followerPoll = 5000;
 function setView(name, arg, refresh, every) {
   let running = false, again = false;
   const guarded = async () => {
@@ -240,6 +242,9 @@ function setView(name, arg, refresh, every) {
   };
   S.view = {name, arg, refresh: guarded};
   guarded();
+  // A follower replica's events do not tell of jobs or automation (they
+  // run on the leader): every view polls, every few seconds.
+  if (S.session && S.session.liveEvents === false) every = Math.min(every || followerPoll, followerPoll);
   if (every) S.timer = setInterval(() => { if (!document.hidden) guarded(); }, every);
 }
 document.addEventListener('visibilitychange', () => { if (!document.hidden) refreshView(); });
