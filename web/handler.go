@@ -51,6 +51,11 @@ type Config struct {
 	// follower replica (false) they run elsewhere, and the page polls.
 	// nil: always.
 	Live func() bool
+	// SecureCookie says the page is reached over HTTPS although fluxd
+	// serves plain HTTP (a TLS-terminating proxy in front): the cookie is
+	// then Secure and __Host- prefixed, and HSTS is sent, as under
+	// --tls-cert-file. (No forwarded header is trusted for this.)
+	SecureCookie bool
 	// SessionTTL bounds a session (default 12h).
 	SessionTTL time.Duration
 	// MaxSessions bounds the sessions kept (default 10000).
@@ -93,6 +98,11 @@ const writeTimeout = 30 * time.Second
 // session's CSRF token on every call made with the cookie.
 const (
 	sessionCookie = "fluxd_session"
+	// secureCookie names it when the page is served over HTTPS: the
+	// __Host- prefix makes browsers take it only when Secure, for this
+	// host alone and the whole path, so a sibling subdomain or a plain
+	// HTTP page cannot plant or override it.
+	secureCookie = "__Host-fluxd_session"
 	csrfHeader    = "X-CSRF-Token"
 )
 
@@ -162,6 +172,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/api/") {
 		hd.Set("Cache-Control", "no-store")
 	}
+	if h.secure(r) {
+		hd.Set("Strict-Transport-Security", "max-age=31536000")
+	}
 	if r.URL.Path != "/api/events" {
 		// The event stream sets a deadline per write; every other
 		// answer must be written within this (the server has no
@@ -169,6 +182,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// secure says whether the page is reached over HTTPS.
+func (h *Handler) secure(r *http.Request) bool { return r.TLS != nil || h.cfg.SecureCookie }
+
+func (h *Handler) cookieName(r *http.Request) string {
+	if h.secure(r) {
+		return secureCookie
+	}
+	return sessionCookie
 }
 
 // caller is who makes a request: by a bearer token, or by a session.
@@ -197,7 +220,7 @@ func (h *Handler) authenticate(r *http.Request) (caller, int, error) {
 		}
 		return caller{token: token, id: id}, 0, nil
 	}
-	c, err := r.Cookie(sessionCookie)
+	c, err := r.Cookie(h.cookieName(r))
 	if err != nil {
 		return caller{}, http.StatusUnauthorized, errNoCaller
 	}
@@ -394,7 +417,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	// The session this browser presents, if any, ends: a new sign-in
 	// replaces it rather than leaving it live.
-	if ck, err := r.Cookie(sessionCookie); err == nil {
+	if ck, err := r.Cookie(h.cookieName(r)); err == nil {
 		h.sessions.end(ck.Value)
 	}
 	key, se := h.sessions.create(req.Token, id, req.Name, h.now())
@@ -402,8 +425,8 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "fluxd holds too many sessions just now: try again later, or use an Authorization header")
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: key, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
-		Secure: r.TLS != nil, MaxAge: int(h.cfg.SessionTTL.Seconds())})
+	http.SetCookie(w, &http.Cookie{Name: h.cookieName(r), Value: key, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
+		Secure: h.secure(r), MaxAge: int(h.cfg.SessionTTL.Seconds())})
 	h.log.Info("signed in", "instance", id.Instance, "role", id.Role.String(), "name", req.Name)
 	writeJSON(w, http.StatusOK, h.info(caller{token: req.Token, id: id, session: se}))
 }
@@ -427,10 +450,10 @@ func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, err.Error())
 		return
 	}
-	if ck, err := r.Cookie(sessionCookie); err == nil {
+	if ck, err := r.Cookie(h.cookieName(r)); err == nil {
 		h.sessions.end(ck.Value)
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil, MaxAge: -1})
+	http.SetCookie(w, &http.Cookie{Name: h.cookieName(r), Value: "", Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: h.secure(r), MaxAge: -1})
 	w.WriteHeader(http.StatusNoContent)
 }
 

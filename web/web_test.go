@@ -345,3 +345,38 @@ func TestSessionSaysWhetherEventsAreLive(t *testing.T) {
 		t.Error("the leader says its events are not live")
 	}
 }
+
+// Behind a TLS-terminating proxy (SecureCookie), the session cookie is
+// Secure and __Host- prefixed, and HSTS is sent; without, neither.
+func TestSecureCookieBehindAProxy(t *testing.T) {
+	t.Parallel()
+	srv, _ := newTestServer(t)
+	h := srv.Config.Handler.(*Handler)
+	signInCookie := func() (*http.Cookie, *http.Response) {
+		req, _ := http.NewRequest("POST", srv.URL+"/api/session", strings.NewReader(`{"token":"fxd_viewer"}`))
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		for _, c := range resp.Cookies() {
+			return c, resp
+		}
+		return nil, resp
+	}
+	ck, resp := signInCookie()
+	if ck == nil || ck.Name != sessionCookie || ck.Secure || resp.Header.Get("Strict-Transport-Security") != "" {
+		t.Errorf("over plain HTTP: cookie %+v, HSTS %q", ck, resp.Header.Get("Strict-Transport-Security"))
+	}
+	h.cfg.SecureCookie = true
+	ck, resp = signInCookie()
+	if ck == nil || ck.Name != "__Host-fluxd_session" || !ck.Secure || ck.Path != "/" || ck.Domain != "" || resp.Header.Get("Strict-Transport-Security") == "" {
+		t.Fatalf("behind a TLS proxy: cookie %+v, HSTS %q", ck, resp.Header.Get("Strict-Transport-Security"))
+	}
+	who, _ := http.NewRequest("GET", srv.URL+"/api/session", nil)
+	who.Header.Set("Cookie", ck.Name+"="+ck.Value)
+	if r, err := http.DefaultClient.Do(who); err != nil || r.StatusCode != http.StatusOK {
+		t.Errorf("the __Host- cookie does not sign in: %v %v", r, err)
+	}
+}

@@ -74,6 +74,7 @@ type flags struct {
 	webhookListen             string
 	webListen                 string
 	webAllowWithoutClientCert bool
+	webSecureCookie           bool
 	webhookSecretFile         string
 	registryRate              float64
 	registryBurst             int
@@ -148,6 +149,7 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address for Prometheus metrics at /metrics, e.g. 127.0.0.1:9797 (default: off); unauthenticated, so keep it on a private address")
 	fs.StringVar(&f.webhookListen, "webhook-listen", "", "address for registry push webhooks at POST /v1/notify (default: off)")
 	fs.StringVar(&f.webListen, "web-listen", "", "address for the status page, e.g. 127.0.0.1:3031 (default: off); sign in with an API token. With --tls-client-ca-file it requires client certificates as the API does")
+	fs.BoolVar(&f.webSecureCookie, "web-secure-cookie", false, "the status page is reached over HTTPS through a TLS-terminating proxy: make its session cookie Secure (named __Host-fluxd_session) and send HSTS, as under --tls-cert-file")
 	fs.BoolVar(&f.webAllowWithoutClientCert, "web-allow-without-client-cert", false, "with --tls-client-ca-file: serve the status page without asking for a client certificate (the API still requires one; a token is still needed)")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the webhooks' shared secret (required with --webhook-listen)")
 	fs.Float64Var(&f.registryRate, "registry-rate", 100, "registry requests per second per host; a 429 halves it for that host, successes restore it")

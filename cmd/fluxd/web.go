@@ -50,7 +50,7 @@ func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Serve
 	if err != nil {
 		return err
 	}
-	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, Live: leads, Log: log})
+	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, Live: leads, SecureCookie: f.webSecureCookie, Log: log})
 	if err != nil {
 		return err
 	}
