@@ -56,9 +56,14 @@ type JobOutput interface {
 	// already stored is left as it is.
 	AppendJobLog(ctx context.Context, l JobLogLine) error
 	// JobLog returns the lines of one of the instance's jobs after seq
-	// after, in order.
+	// after, in order, at most MaxJobLogLines of them: read on with the
+	// last one's Seq as after.
 	JobLog(ctx context.Context, instance, id string, after int64) ([]JobLogLine, error)
 }
+
+// MaxJobLogLines bounds the lines JobLog returns at once, so that a
+// job's huge log is read in pages, not held whole in memory.
+const MaxJobLogLines = 5000
 
 // RegistryCache keeps what is known of registries' tags and images. It is
 // shared by every instance: registry facts, not anything an instance did.

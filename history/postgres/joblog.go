@@ -31,7 +31,7 @@ func (s *Store) AppendJobLog(ctx context.Context, l history.JobLogLine) error {
 func (s *Store) JobLog(ctx context.Context, instance, id string, after int64) ([]history.JobLogLine, error) {
 	var out []history.JobLogLine
 	err := s.retry(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT seq, at, stage, text FROM job_log WHERE job_id = $1 AND instance = $2 AND seq > $3 ORDER BY seq`, id, instance, after)
+		rows, err := s.pool.Query(ctx, `SELECT seq, at, stage, text FROM job_log WHERE job_id = $1 AND instance = $2 AND seq > $3 ORDER BY seq LIMIT $4`, id, instance, after, history.MaxJobLogLines)
 		if err != nil {
 			return err
 		}

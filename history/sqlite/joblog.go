@@ -25,7 +25,7 @@ func (s *Store) AppendJobLog(ctx context.Context, l history.JobLogLine) error {
 // JobLog returns the lines of one of the instance's jobs after seq after,
 // in order.
 func (s *Store) JobLog(ctx context.Context, instance, id string, after int64) ([]history.JobLogLine, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, stage, text FROM job_log WHERE job_id = ? AND instance = ? AND seq > ? ORDER BY seq`, id, instance, after)
+	rows, err := s.db.QueryContext(ctx, `SELECT seq, at, stage, text FROM job_log WHERE job_id = ? AND instance = ? AND seq > ? ORDER BY seq LIMIT ?`, id, instance, after, history.MaxJobLogLines)
 	if err != nil {
 		return nil, fmt.Errorf("reading the log of job %s: %w", id, err)
 	}

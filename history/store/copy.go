@@ -43,17 +43,23 @@ func Copy(ctx context.Context, from, to Store) (Counts, error) {
 				return err
 			}
 			n.Jobs++
-			lines, err := from.JobLog(ctx, j.Instance, j.ID, 0)
-			if err != nil {
-				return err
-			}
-			for _, l := range lines {
-				if err := to.AppendJobLog(ctx, l); err != nil {
+			// JobLog answers in pages of MaxJobLogLines.
+			for after := int64(0); ; {
+				lines, err := from.JobLog(ctx, j.Instance, j.ID, after)
+				if err != nil {
 					return err
 				}
-				n.JobLogLines++
+				for _, l := range lines {
+					if err := to.AppendJobLog(ctx, l); err != nil {
+						return err
+					}
+					n.JobLogLines++
+					after = l.Seq
+				}
+				if len(lines) < history.MaxJobLogLines {
+					return nil
+				}
 			}
-			return nil
 		})
 	}
 	if err == nil {

@@ -525,4 +525,18 @@ func testJobLog(t *testing.T, f Factory) {
 	if other, err := s.JobLog(ctx, "team-b", "j1", 0); err != nil || len(other) != 0 {
 		t.Errorf("team-b reads team-a's job log: %v, %v", other, err)
 	}
+	// A long log is read in pages of MaxJobLogLines.
+	n := history.MaxJobLogLines + 10
+	for i := 1; i <= n; i++ {
+		if err := s.AppendJobLog(ctx, history.JobLogLine{JobID: "big", Instance: "team-a", Seq: int64(i), Time: t0, Stage: "rolling out", Text: "line"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := s.JobLog(ctx, "team-a", "big", 0)
+	if err != nil || len(page) != history.MaxJobLogLines || page[len(page)-1].Seq != int64(history.MaxJobLogLines) {
+		t.Fatalf("the first page of a long log: %d lines, %v; want %d", len(page), err, history.MaxJobLogLines)
+	}
+	if rest, err := s.JobLog(ctx, "team-a", "big", page[len(page)-1].Seq); err != nil || len(rest) != 10 {
+		t.Errorf("the rest of a long log: %d lines, %v; want 10", len(rest), err)
+	}
 }

@@ -526,7 +526,7 @@ function jobView(id) {
   if (!S.logs.has(id)) S.logs.set(id, []);
   setView('job', id, async () => {
     try {
-      const [g, l] = await Promise.all([api('GetJob', {id}), api('GetJobLog', {id})]);
+      const [g, l] = await Promise.all([api('GetJob', {id}), readLog(id)]);
       // The plan is read here once; events carry the job without it.
       if (S.view && S.view.name === 'job' && S.view.arg === id) S.view.plan = g.job.plan;
       const known = S.jobs.get(id);
@@ -543,6 +543,21 @@ function jobView(id) {
       document.getElementById('job-head').replaceChildren(errorBox(e));
     }
   }, 0);
+}
+
+// readLog reads a job's log, which fluxd answers in pages (5,000 lines
+// each): at most 20 pages, the log's first 100,000 lines.
+async function readLog(id) {
+  const lines = [];
+  for (let page = 0, after = 0; page < 20; page++) {
+    const r = await api('GetJobLog', {id, after: String(after)});
+    const got = r.lines || [];
+    if (!got.length) break;
+    lines.push(...got);
+    after = Number(got[got.length - 1].seq);
+    if (got.length < 5000) break;
+  }
+  return {lines};
 }
 
 function renderJobHead(u) {
