@@ -24,6 +24,9 @@ func (d *Daemon) Ready(ctx context.Context) error {
 	if d.deps.Git != nil {
 		st := d.deps.Git.Status()
 		switch {
+		case st.StalledPastTimeout(time.Now(), stallGrace):
+			return fmt.Errorf("git: %s has waited on the remote for %v, longer than its timeout of %v: the connection is stuck and every git operation waits behind it",
+				st.Waiting, time.Since(st.WaitingSince).Round(time.Second), st.WaitingFor)
 		case st.NotCloned && st.Error != "":
 			return fmt.Errorf("git: not cloned yet, retrying: %s", st.Error)
 		case st.NotCloned:
@@ -37,6 +40,11 @@ func (d *Daemon) Ready(ctx context.Context) error {
 	}
 	return nil
 }
+
+// stallGrace is how long past its own timeout a git operation may still
+// be running before readiness fails: the timeout ends it, closing its
+// connection, so one still running after this is stuck.
+const stallGrace = 10 * time.Second
 
 // healthServer is grpc.health.v1.Health over Daemon.Ready, for
 // Kubernetes' gRPC readiness probes, which send no token: it is the one

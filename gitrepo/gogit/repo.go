@@ -163,7 +163,11 @@ func (r *Repo) release() { r.lock.Release(1) }
 
 // network runs a network operation under the configured timeout, keeping
 // the remote's status current.
-func (r *Repo) network(ctx context.Context, doing string, scale int, op func(ctx context.Context) error) error {
+//
+// op is given the proxy option to pass to go-git: for an SSH remote it
+// binds the connection to ctx (see boundConnection), since go-git bounds
+// only the SSH remote's TCP dial; for others it is empty.
+func (r *Repo) network(ctx context.Context, doing string, scale int, op func(ctx context.Context, px transport.ProxyOptions) error) error {
 	timeout := r.cfg.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -172,9 +176,15 @@ func (r *Repo) network(ctx context.Context, doing string, scale int, op func(ctx
 	defer cancel()
 	r.mu.Lock()
 	start := time.Now()
-	r.status.Waiting, r.status.WaitingSince = doing, start
+	r.status.Waiting, r.status.WaitingSince, r.status.WaitingFor = doing, start, timeout*time.Duration(scale)
 	r.mu.Unlock()
-	err := op(ctx)
+	var px transport.ProxyOptions
+	if r.deployKey != nil {
+		var done func()
+		px, done = boundConnection(ctx)
+		defer done()
+	}
+	err := op(ctx, px)
 	if errors.Is(err, git.NoErrAlreadyUpToDate) {
 		err = nil
 	}
@@ -394,10 +404,11 @@ func (r *Repo) clone(ctx context.Context) error {
 		return err
 	}
 	var repo *git.Repository
-	err := r.network(ctx, "cloning", 4, func(ctx context.Context) (err error) {
+	err := r.network(ctx, "cloning", 4, func(ctx context.Context, px transport.ProxyOptions) (err error) {
 		repo, err = git.PlainCloneContext(ctx, r.cfg.Dir, false, &git.CloneOptions{
 			URL:           r.cloneURL,
 			Auth:          r.auth,
+			ProxyOptions:  px,
 			ReferenceName: plumbing.NewBranchReferenceName(r.cfg.Branch),
 			SingleBranch:  true,
 		})
@@ -528,11 +539,12 @@ func (r *Repo) Sync(ctx context.Context) (string, error) {
 
 func (r *Repo) sync(ctx context.Context) (string, error) {
 	remoteRef := plumbing.NewRemoteReferenceName("origin", r.cfg.Branch)
-	err := r.network(ctx, "fetching", 1, func(ctx context.Context) error {
+	err := r.network(ctx, "fetching", 1, func(ctx context.Context, px transport.ProxyOptions) error {
 		return r.repo.FetchContext(ctx, &git.FetchOptions{
-			Auth:     r.auth,
-			RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", r.cfg.Branch, remoteRef))},
-			Force:    true,
+			Auth:         r.auth,
+			ProxyOptions: px,
+			RefSpecs:     []config.RefSpec{config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", r.cfg.Branch, remoteRef))},
+			Force:        true,
 		})
 	})
 	if err != nil {
@@ -681,10 +693,11 @@ func (r *Repo) Push(ctx context.Context, commit string) error {
 		return r.notCloned()
 	}
 	h := plumbing.NewHash(commit)
-	err := r.network(ctx, "pushing", 1, func(ctx context.Context) error {
+	err := r.network(ctx, "pushing", 1, func(ctx context.Context, px transport.ProxyOptions) error {
 		return r.repo.PushContext(ctx, &git.PushOptions{
-			Auth:     r.auth,
-			RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", h, r.cfg.Branch))},
+			Auth:         r.auth,
+			ProxyOptions: px,
+			RefSpecs:     []config.RefSpec{config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", h, r.cfg.Branch))},
 		})
 	})
 	if err != nil {
