@@ -459,7 +459,17 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 			return err
 		}
 		srv.FollowLeader(self, leadership, peer)
-		g.Go(func() error { return cluster.Elect(ctx, ecfg, leadership, lead, log) })
+		g.Go(func() error {
+			// Campaign only once cloned: a replica that cannot reach git
+			// would hold the Lease and lead nothing (lead waits for the
+			// clone), while a replica that can clone waited behind it.
+			select {
+			case <-repo.Cloned():
+			case <-ctx.Done():
+				return nil
+			}
+			return cluster.Elect(ctx, ecfg, leadership, lead, log)
+		})
 	} else {
 		leadership.SetLeader()
 		g.Go(func() error { lead(ctx); return nil })
