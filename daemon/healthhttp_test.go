@@ -41,6 +41,8 @@ func TestHealthHandler(t *testing.T) {
 		{"refused", notClonedGit{err: "cloning ssh://git@h/r: h refused fluxd's key SHA256:x; add this public key"}, http.StatusServiceUnavailable, "not cloned yet, retrying: cloning ssh://git@h/r: h refused fluxd's key"},
 		{"cloned", &stubGit{}, http.StatusOK, "ok"},
 		{"stuck past its timeout", statusGit{Waiting: "fetching", WaitingSince: time.Now().Add(-2 * time.Minute), WaitingFor: 30 * time.Second}, http.StatusServiceUnavailable, "fetching has waited on the remote for 2m0s, longer than its timeout of 30s"},
+		{"one failed fetch", statusGit{Error: "fetching https://h/r: 503", ErrorSince: time.Now().Add(-time.Minute)}, http.StatusOK, "ok"},
+		{"failing past the outage bound", statusGit{Error: "fetching https://h/r: 503", ErrorSince: time.Now().Add(-GitOutageNotReady - time.Minute)}, http.StatusServiceUnavailable, "not ready: git: failing for 6m0s: fetching https://h/r: 503"},
 		{"fetching within its timeout", statusGit{Waiting: "fetching", WaitingSince: time.Now().Add(-20 * time.Second), WaitingFor: 30 * time.Second}, http.StatusOK, "ok"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

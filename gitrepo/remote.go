@@ -12,6 +12,9 @@ type RemoteStatus struct {
 	LastSync time.Time
 	// Error is the last network operation's error, "" after a success.
 	Error string
+	// ErrorSince is when the operations began failing: the first failure
+	// since the last success.
+	ErrorSince time.Time
 	// Waiting is the operation in flight ("fetching", "pushing") and
 	// WaitingSince when it began; empty when none is.
 	Waiting      string

@@ -203,6 +203,9 @@ func (r *Repo) network(ctx context.Context, doing string, scale int, op func(ctx
 	if err == nil {
 		r.status.LastSync, r.status.Error = time.Now(), ""
 	} else {
+		if r.status.Error == "" {
+			r.status.ErrorSince = time.Now()
+		}
 		r.status.Error = fmt.Sprintf("%s %s: %v", doing, Redact(r.cfg.URL), err)
 	}
 	r.mu.Unlock()
