@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fluxd/fluxd/internal/giturl"
 )
 
 //go:embed namespace.yaml rbac.yaml deploykey.yaml deployment.yaml service.yaml pdb.yaml networkpolicy.yaml
@@ -191,7 +193,7 @@ func customise(obj *yaml.Node, o Options, watched bool) {
 		for _, p := range o.GitPaths {
 			add("--git-path=" + p)
 		}
-		if sshURL(o.GitURL) {
+		if giturl.IsSSH(o.GitURL) {
 			// The deploy key Secret the install ships empty (fluxd
 			// generates the key into it: one for every replica, printed
 			// by 'fluxctl identity') and the known_hosts the base mounts
@@ -240,19 +242,6 @@ func clone(n *yaml.Node) *yaml.Node {
 		c.Content[i] = clone(k)
 	}
 	return &c
-}
-
-// sshURL reports whether a git URL is reached over SSH: ssh://, or the
-// scp-like user@host:path.
-func sshURL(u string) bool {
-	if strings.HasPrefix(u, "ssh://") {
-		return true
-	}
-	if strings.Contains(u, "://") {
-		return false
-	}
-	at, colon := strings.Index(u, "@"), strings.Index(u, ":")
-	return at > 0 && colon > at
 }
 
 func dns1123(s string) bool {

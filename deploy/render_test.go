@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fluxd/fluxd/internal/giturl"
 )
 
 type object struct {
@@ -183,6 +185,24 @@ func TestProbesUseTheHealthListener(t *testing.T) {
 	for name, p := range map[string]probe{"/readyz": c.ReadinessProbe, "/healthz": c.LivenessProbe} {
 		if p.HTTPGet == nil || p.HTTPGet.Path != name || p.HTTPGet.Port != "health" {
 			t.Errorf("the probe of %s: %+v, want an httpGet of %s on the port health", name, p.HTTPGet, name)
+		}
+	}
+}
+
+// 'fluxctl install' gives the SSH flags to exactly the URLs fluxd reaches
+// over SSH (the table go-git's parser is checked against in gitrepo/gogit).
+func TestRenderSSHFlagsFollowFluxdsURLRules(t *testing.T) {
+	t.Parallel()
+	for url, ssh := range giturl.Cases {
+		if url == "" {
+			continue
+		}
+		out, err := Render(Options{GitURL: url})
+		if err != nil {
+			t.Fatalf("Render(%q): %v", url, err)
+		}
+		if got := strings.Contains(string(out), "- --git-ssh-key-secret=fluxd-ssh"); got != ssh {
+			t.Errorf("Render(%q) gives the SSH flags: %v; fluxd reads it as SSH: %v", url, got, ssh)
 		}
 	}
 }

@@ -24,6 +24,7 @@ import (
 	skeema "github.com/skeema/knownhosts"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/internal/giturl"
 )
 
 // keyComment ends the public key fluxd generates, so that a deploy key
@@ -32,10 +33,10 @@ const keyComment = "fluxd"
 
 // IsSSH reports whether url is an SSH remote: ssh://[user@]host[:port]/path
 // or the scp-like user@host:path.
-func IsSSH(url string) bool {
-	ep, err := transport.NewEndpoint(url)
-	return err == nil && ep.Protocol == "ssh"
-}
+//
+// It is giturl.IsSSH, which 'fluxctl install' uses too, so that both agree
+// (TestIsSSHAgreesWithGoGit checks it against go-git's own parser).
+func IsSSH(url string) bool { return giturl.IsSSH(url) }
 
 // UnknownHostError is an SSH host whose key is not in the known hosts
 // file: fluxd does not connect to it.
