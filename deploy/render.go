@@ -49,6 +49,13 @@ type Options struct {
 	// NoNamespace leaves the Namespace object out, for installing into a
 	// namespace that exists (whose Pod Security labels are then its own).
 	NoNamespace bool
+	// Replicas above 1 render the HA variant (deploy/ha): that many
+	// replicas with --leader-elect, a rolling update, and the PostgreSQL
+	// database of the Secret HistoryDBSecret (keys "url", a postgres://
+	// URL without password, and "password"), which they must share.
+	// Default 1: SQLite in the pod, the Recreate strategy.
+	Replicas        int
+	HistoryDBSecret string
 }
 
 // Validate reports every problem at once.
@@ -64,6 +71,15 @@ func (o Options) Validate() error {
 		if !dns1123(ns) { // an empty one would land in kubectl's current namespace
 			errs = append(errs, fmt.Errorf("%q is not a namespace name (lower-case letters, digits and '-', at most 63)", ns))
 		}
+	}
+	if o.Replicas < 0 {
+		errs = append(errs, errors.New("--replicas must be at least 1"))
+	}
+	if o.Replicas > 1 && o.HistoryDBSecret == "" {
+		errs = append(errs, errors.New("--replicas above 1 needs --history-db-secret NAME: the replicas must share a PostgreSQL database (a Secret with keys \"url\", postgres://USER@HOST:PORT/DB?sslmode=..., and \"password\") for a new leader to carry on with the old one's jobs; each replica's own SQLite would lose them"))
+	}
+	if o.HistoryDBSecret != "" && !dns1123(o.HistoryDBSecret) && !dnsSubdomain(o.HistoryDBSecret) {
+		errs = append(errs, fmt.Errorf("--history-db-secret %q is not a Secret name", o.HistoryDBSecret))
 	}
 	return errors.Join(errs...)
 }
@@ -201,7 +217,42 @@ func customise(obj *yaml.Node, o Options, watched bool) {
 			add("--git-ssh-key-secret=fluxd-ssh")
 			add("--git-ssh-known-hosts-file=/etc/fluxd/known_hosts/known_hosts")
 		}
+		if o.Replicas > 1 || o.HistoryDBSecret != "" {
+			// As deploy/ha's patch: the database from the Secret. $(...)
+			// is the kubelet's expansion, not doubled.
+			for _, a := range []string{"--history-db=$(HISTORY_DB)", "--history-db-password-file=/etc/fluxd/history-db/password"} {
+				kept = append(kept, &yaml.Node{Kind: yaml.ScalarNode, Value: a})
+			}
+			appendYAML(lookup(c, "env"), fmt.Sprintf("{name: HISTORY_DB, valueFrom: {secretKeyRef: {name: %s, key: url}}}", o.HistoryDBSecret))
+			appendYAML(lookup(c, "volumeMounts"), "{name: history-db, mountPath: /etc/fluxd/history-db, readOnly: true}")
+			appendYAML(lookup(obj, "spec", "template", "spec", "volumes"), fmt.Sprintf("{name: history-db, secret: {secretName: %s, defaultMode: 0440, items: [{key: password, path: password}]}}", o.HistoryDBSecret))
+		}
+		if o.Replicas > 1 {
+			kept = append(kept, &yaml.Node{Kind: yaml.ScalarNode, Value: "--leader-elect"})
+			if r := lookup(obj, "spec", "replicas"); r != nil {
+				r.Value, r.Tag, r.Style = fmt.Sprint(o.Replicas), "!!int", 0
+			}
+			if st := lookup(obj, "spec", "strategy"); st != nil {
+				*st = *parseYAML("{type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}")
+			}
+		}
 		args.Content = kept
+	}
+}
+
+// parseYAML parses a snippet of this file's own (it cannot fail on them).
+func parseYAML(s string) *yaml.Node {
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(s), &n); err != nil || len(n.Content) == 0 {
+		panic(fmt.Sprintf("deploy: a snippet does not parse: %q: %v", s, err))
+	}
+	return n.Content[0]
+}
+
+// appendYAML appends a snippet to a sequence.
+func appendYAML(seq *yaml.Node, s string) {
+	if seq != nil && seq.Kind == yaml.SequenceNode {
+		seq.Content = append(seq.Content, parseYAML(s))
 	}
 }
 
@@ -242,6 +293,19 @@ func clone(n *yaml.Node) *yaml.Node {
 		c.Content[i] = clone(k)
 	}
 	return &c
+}
+
+// dnsSubdomain is a Secret's name: DNS labels joined by dots.
+func dnsSubdomain(s string) bool {
+	if len(s) > 253 {
+		return false
+	}
+	for _, l := range strings.Split(s, ".") {
+		if !dns1123(l) {
+			return false
+		}
+	}
+	return true
 }
 
 func dns1123(s string) bool {

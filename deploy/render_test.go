@@ -206,3 +206,35 @@ func TestRenderSSHFlagsFollowFluxdsURLRules(t *testing.T) {
 		}
 	}
 }
+
+// --replicas 2 renders deploy/ha's changes: leader election, a rolling
+// update, the shared PostgreSQL database from the named Secret; more than
+// one replica without a database is refused.
+func TestRenderHA(t *testing.T) {
+	t.Parallel()
+	out, err := Render(Options{Replicas: 2, HistoryDBSecret: "fluxd-pg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"replicas: 2", "type: RollingUpdate", "- --leader-elect", "- --history-db=$(HISTORY_DB)",
+		"- --history-db-password-file=/etc/fluxd/history-db/password", "secretName: fluxd-pg", "name: fluxd-pg"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the HA render lacks %q", want)
+		}
+	}
+	base, err := Render(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"replicas: 1", "type: Recreate"} {
+		if !strings.Contains(string(base), want) {
+			t.Errorf("the base render lacks %q", want)
+		}
+	}
+	if strings.Contains(string(base), "- --leader-elect") {
+		t.Error("the one-replica base runs --leader-elect")
+	}
+	if _, err := Render(Options{Replicas: 2}); err == nil || !strings.Contains(err.Error(), "--history-db-secret") {
+		t.Errorf("two replicas without a database: %v; want a refusal naming --history-db-secret", err)
+	}
+}

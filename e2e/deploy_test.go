@@ -140,6 +140,25 @@ func TestDeployManifests(t *testing.T) {
 		t.Errorf("kubectl apply --dry-run=server -k deploy warns about Pod Security:\n%s", stderr)
 	}
 	t.Logf("kubectl apply --dry-run=server -k deploy:\n%s", out)
+	// The HA component, used as its comment says: from a kustomization
+	// beside the checkout.
+	haDir, err := os.MkdirTemp(root, ".e2e-ha-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(haDir) })
+	if err := os.WriteFile(filepath.Join(haDir, "kustomization.yaml"), []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../deploy]\ncomponents: [../deploy/ha]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code = run(t, env, kubectl, "apply", "--dry-run=server", "-o", "yaml", "-k", haDir)
+	if code != 0 {
+		t.Fatalf("kubectl apply --dry-run=server -k (deploy with deploy/ha): exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{"replicas: 2", "- --leader-elect", "- --history-db=$(HISTORY_DB)", "secretName: fluxd-history-db"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("deploy/ha as the server would store it lacks %q", want)
+		}
+	}
 	// 2. The RBAC for real, and a token of the ServiceAccount.
 	applyObjects(t, kubectl, env, objs, func(o unstructured.Unstructured) bool {
 		switch o.GetKind() {
