@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/fluxd/fluxd/internal/localstack"
+	"github.com/fluxd/fluxd/internal/pgserver"
 )
 
 var (
@@ -54,6 +55,7 @@ func TestMain(m *testing.M) {
 	}
 	binDir = dir
 	code := localstack.RunTests(m, &stack)
+	pgserver.StopShared()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -20,23 +20,22 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/fluxd/fluxd/internal/localstack"
+	"github.com/fluxd/fluxd/internal/pgserver"
 	"github.com/fluxd/fluxd/internal/tlsfiles"
 )
 
-const haLease = "fluxd-e2e-ha"
-
-// haManifest is the HA pair's one service: two replicas that roll out one
-// at a time and count as available only after 3 s, so that a rollout
-// lasts long enough to kill the leader in the middle of it.
-func haManifest(image string) string {
+// haManifest is the HA pair's one service, name: two replicas that roll
+// out one at a time and count as available only after 3 s, so that a
+// rollout lasts long enough to kill the leader in the middle of it.
+func haManifest(name, image string) string {
 	return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
 metadata:
-  name: haapp
+  name: %[1]s
   namespace: default
   annotations:
     fluxd.io/automated: "true"
-    fluxd.io/automated-by: %q
+    fluxd.io/automated-by: %[2]q
     fluxd.io/tag-all: "semver:^1"
 spec:
   replicas: 2
@@ -45,21 +44,21 @@ spec:
     type: RollingUpdate
     rollingUpdate: {maxSurge: 1, maxUnavailable: 0}
   selector:
-    matchLabels: {app: haapp}
+    matchLabels: {app: %[1]s}
   template:
     metadata:
-      labels: {app: haapp}
+      labels: {app: %[1]s}
     spec:
       containers:
         - name: app
-          image: %s
-`, instance, image)
+          image: %[3]s
+`, name, instance, image)
 }
 
 type jobJSON struct{ ID, State, Stage, Commit, Error string }
 
 // TestLeaderFailover runs two fluxd replicas with leader election on one
-// history database, against their own manifests directory (ha/) with
+// SQLite history file, against their own manifests directory (ha/) with
 // long automation waits. A notification sent to the follower is forwarded
 // to the leader, whose automator releases at once. Then the leader is
 // killed with SIGKILL in the middle of an automated rollout: the follower
@@ -67,17 +66,37 @@ type jobJSON struct{ ID, State, Stage, Commit, Error string }
 // commit, the cluster the new image, and the history one release.
 func TestLeaderFailover(t *testing.T) {
 	sharedFluxd(t)
+	db := filepath.Join(t.TempDir(), "ha-history.db")
+	testLeaderFailover(t, "haapp", "ha", "--history-db="+db)
+}
+
+// TestLeaderFailoverPostgres is TestLeaderFailover with replicas that
+// share nothing but a PostgreSQL database: each has its own state
+// directory (clone, SSH key), and the jobs and history they hand over
+// live in the server the test starts.
+func TestLeaderFailoverPostgres(t *testing.T) {
+	sharedFluxd(t)
+	url, srv := pgserver.Database(t)
+	localstack.NoteSecret("the PostgreSQL password", srv.Password)
+	testLeaderFailover(t, "hapg", "hapg", "--history-db="+url, "--history-db-password-file="+srv.PasswordFile())
+}
+
+// testLeaderFailover is the failover story for service name, its
+// manifests in dir, the replicas given dbFlags.
+func testLeaderFailover(t *testing.T, name, dir string, dbFlags ...string) {
+	haLease := "fluxd-e2e-" + name
+	replicaA, replicaB := "fluxd-"+name+"-a", "fluxd-"+name+"-b"
 	ctx := testContext(t)
 	kc := kubeClient(t)
-	app := stack.Registry + "/haapp:"
+	app := stack.Registry + "/" + name + ":"
 	t0 := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
-	if err := stack.PushImage(ctx, "haapp", "1.0.0", t0); err != nil {
+	if err := stack.PushImage(ctx, name, "1.0.0", t0); err != nil {
 		t.Fatal(err)
 	}
 	// The service runs 1.0.0 in the cluster and in git.
-	labels := map[string]string{"app": "haapp"}
+	labels := map[string]string{"app": name}
 	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "haapp", Namespace: "default"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
 		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr(int32(2)), MinReadySeconds: 3,
 			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RollingUpdateDeploymentStrategyType, RollingUpdate: &appsv1.RollingUpdateDeployment{
@@ -91,15 +110,14 @@ func TestLeaderFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = kc.AppsV1().Deployments("default").Delete(ctx, "haapp", metav1.DeleteOptions{})
+		_ = kc.AppsV1().Deployments("default").Delete(ctx, name, metav1.DeleteOptions{})
 		_ = kc.CoordinationV1().Leases("default").Delete(ctx, haLease, metav1.DeleteOptions{})
 	})
-	pushManifest(t, "Add the HA service", map[string]string{"ha/haapp.yaml": haManifest(app + "1.0.0")})
-	waitRolledOut(t, kc, map[string][]string{"haapp": {"app=" + app + "1.0.0"}})
+	pushManifest(t, "Add the HA service", map[string]string{dir + "/" + name + ".yaml": haManifest(name, app+"1.0.0")})
+	waitRolledOut(t, kc, map[string][]string{name: {"app=" + app + "1.0.0"}})
 
 	// Two replicas: one database, their own clones, one tokens file.
 	bin := filepath.Join(binDir, "fluxd")
-	db := filepath.Join(t.TempDir(), "ha-history.db")
 	// The replicas speak mutual TLS: one certificate for both (it names
 	// 127.0.0.1 for fluxctl and fluxd-replica for each other), signed by
 	// the replica CA, which followers require of the leader.
@@ -108,7 +126,7 @@ func TestLeaderFailover(t *testing.T) {
 	writeCert(t, pki, "replica", false, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, caCert, caKey)
 	caFile := filepath.Join(pki, "replica-ca.crt")
 	common := []string{"--tls-cert-file=" + filepath.Join(pki, "replica.crt"), "--tls-key-file=" + filepath.Join(pki, "replica.key"), "--replica-ca-file=" + caFile,
-		"--git-path=ha", "--history-db=" + db, "--leader-elect", "--leader-elect-lease-name=" + haLease,
+		"--git-path=" + dir, "--leader-elect", "--leader-elect-lease-name=" + haLease,
 		"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
 		"--automation-long-wait=10m", "--automation-short-wait=10m", "--git-poll-interval=10m", "--rollout-timeout=90s"}
 	secretFile := filepath.Join(t.TempDir(), "webhook-secret")
@@ -118,11 +136,11 @@ func TestLeaderFailover(t *testing.T) {
 	aHook, _ := localstack.FreeAddr()
 	bHook, _ := localstack.FreeAddr()
 	hooks := func(addr string) []string {
-		return append(append([]string(nil), common...), "--webhook-listen="+addr, "--webhook-secret-file="+secretFile)
+		return append(append(append([]string(nil), common...), dbFlags...), "--webhook-listen="+addr, "--webhook-secret-file="+secretFile)
 	}
-	a, err := stack.StartNamedFluxd(ctx, "fluxd-ha-a", bin, instance, nil, hooks(aHook)...)
+	a, err := stack.StartNamedFluxd(ctx, replicaA, bin, instance, nil, hooks(aHook)...)
 	if err != nil {
-		t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-ha-a"))
+		t.Fatalf("%v (log: %s)", err, stack.Log(replicaA))
 	}
 	t.Cleanup(func() { _ = syscall.Kill(a.PID, syscall.SIGKILL) })
 	holder := func() string {
@@ -140,9 +158,9 @@ func TestLeaderFailover(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	b, err := stack.StartNamedFluxd(ctx, "fluxd-ha-b", bin, instance, a.Tokens, append(hooks(bHook), "--tokens-file="+a.TokensFile)...)
+	b, err := stack.StartNamedFluxd(ctx, replicaB, bin, instance, a.Tokens, append(hooks(bHook), "--tokens-file="+a.TokensFile)...)
 	if err != nil {
-		t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-ha-b"))
+		t.Fatalf("%v (log: %s)", err, stack.Log(replicaB))
 	}
 	t.Cleanup(func() { _ = syscall.Kill(b.PID, syscall.SIGTERM) })
 	onB := []string{"FLUX_URL=https://" + b.Addr, "FLUX_CA_FILE=" + caFile, "FLUX_TOKEN=" + a.Tokens["deployer"], "USER=frank"}
@@ -157,7 +175,7 @@ func TestLeaderFailover(t *testing.T) {
 
 	// A push and a notification to the follower: the leader's automator
 	// commits at once, although its waits are ten minutes.
-	if err := stack.PushImage(ctx, "haapp", "1.1.0", t0.Add(time.Hour)); err != nil {
+	if err := stack.PushImage(ctx, name, "1.1.0", t0.Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
@@ -175,10 +193,10 @@ func TestLeaderFailover(t *testing.T) {
 		commitAfter = time.Since(start)
 		return nil
 	}); err != nil {
-		t.Fatalf("%v; leader log: %s", err, stack.Log("fluxd-ha-a"))
+		t.Fatalf("%v; leader log: %s", err, stack.Log(replicaA))
 	}
 	t.Logf("notification to pushed commit: %v (automation waits are 10m)", commitAfter.Round(time.Millisecond))
-	waitRolledOut(t, kc, map[string][]string{"haapp": {"app=" + app + "1.1.0"}})
+	waitRolledOut(t, kc, map[string][]string{name: {"app=" + app + "1.1.0"}})
 	if err := poll(ctx, 30*time.Second, func() error {
 		for _, j := range jobs() {
 			if j.State != "succeeded" {
@@ -200,18 +218,18 @@ func TestLeaderFailover(t *testing.T) {
 		t.Fatalf("list-services on the follower: %v\n%s", err, out)
 	}
 	for _, s := range services {
-		if s.ID == "default:deployment/haapp" && (s.Automation == nil || s.Automation.State == "") {
+		if s.ID == "default:deployment/"+name && (s.Automation == nil || s.Automation.State == "") {
 			t.Errorf("the follower's list-services lacks the leader's automation state: %s", out)
 		}
 	}
 
 	// The next push: kill the leader while the release rolls out.
-	if err := stack.PushImage(ctx, "haapp", "1.2.0", t0.Add(2*time.Hour)); err != nil {
+	if err := stack.PushImage(ctx, name, "1.2.0", t0.Add(2*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	// This time a registry webhook, sent to the follower, which passes it
 	// on to the leader.
-	body := `{"events":[{"action":"push","target":{"repository":"haapp","tag":"1.2.0"},"request":{"host":"` + stack.Registry + `"}}]}`
+	body := `{"events":[{"action":"push","target":{"repository":"` + name + `","tag":"1.2.0"},"request":{"host":"` + stack.Registry + `"}}]}`
 	pool, err := tlsfiles.Pool(caFile)
 	if err != nil {
 		t.Fatal(err)
@@ -223,7 +241,7 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	reply, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(reply), "/haapp") {
+	if resp.StatusCode != http.StatusAccepted || !strings.Contains(string(reply), "/"+name) {
 		t.Fatalf("webhook to the follower: %s\n%s", resp.Status, reply)
 	}
 	var victim jobJSON
@@ -262,16 +280,16 @@ func TestLeaderFailover(t *testing.T) {
 		}
 		return fmt.Errorf("job %s is gone", victim.ID)
 	}); err != nil {
-		t.Fatalf("the taken-over job did not finish: %v\nlog of b: %s", err, stack.Log("fluxd-ha-b"))
+		t.Fatalf("the taken-over job did not finish: %v\nlog of b: %s", err, stack.Log(replicaB))
 	}
-	waitRolledOut(t, kc, map[string][]string{"haapp": {"app=" + app + "1.2.0"}})
+	waitRolledOut(t, kc, map[string][]string{name: {"app=" + app + "1.2.0"}})
 
 	// One commit per release, whoever finished it.
 	clone := filepath.Join(t.TempDir(), "clone")
 	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
 	for _, tag := range []string{"1.1.0", "1.2.0"} {
-		if n := gitCLI(t, clone, "rev-list", "--count", "--grep=^Release .*haapp:"+tag, "HEAD"); n != "1" {
-			t.Errorf("%s commits release haapp:%s; want exactly 1", n, tag)
+		if n := gitCLI(t, clone, "rev-list", "--count", "--grep=^Release .*"+name+":"+tag, "HEAD"); n != "1" {
+			t.Errorf("%s commits release %s:%s; want exactly 1", n, name, tag)
 		}
 	}
 	if n := gitCLI(t, clone, "rev-list", "--count", "--grep=Fluxd-Job: "+victim.ID, "HEAD"); n != "1" {
@@ -279,7 +297,7 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	// The history, read from the follower turned leader: one automated
 	// release per image, nothing failed.
-	out, _, _ = fluxctl(t, onB, "history", "haapp", "-o", "json")
+	out, _, _ = fluxctl(t, onB, "history", name, "-o", "json")
 	var events []struct {
 		Type    string
 		Changes []struct{ To string }
@@ -301,7 +319,7 @@ func TestLeaderFailover(t *testing.T) {
 	if released[app+"1.1.0"] != 1 || released[app+"1.2.0"] != 1 {
 		t.Errorf("history's automated releases: %v; want one each of 1.1.0 and 1.2.0\n%s", released, out)
 	}
-	if log, _ := os.ReadFile(stack.Log("fluxd-ha-b")); !strings.Contains(string(log), "taking it over") {
+	if log, _ := os.ReadFile(stack.Log(replicaB)); !strings.Contains(string(log), "taking it over") {
 		t.Errorf("replica b's log does not say it took the job over")
 	}
 
@@ -309,9 +327,9 @@ func TestLeaderFailover(t *testing.T) {
 	// stop, then gives the lease up itself: a replica started again takes
 	// it without waiting for it to expire.
 	aHook2, _ := localstack.FreeAddr()
-	a2, err := stack.StartNamedFluxd(ctx, "fluxd-ha-a", bin, instance, a.Tokens, append(hooks(aHook2), "--tokens-file="+a.TokensFile)...)
+	a2, err := stack.StartNamedFluxd(ctx, replicaA, bin, instance, a.Tokens, append(hooks(aHook2), "--tokens-file="+a.TokensFile)...)
 	if err != nil {
-		t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-ha-a"))
+		t.Fatalf("%v (log: %s)", err, stack.Log(replicaA))
 	}
 	t.Cleanup(func() { _ = syscall.Kill(a2.PID, syscall.SIGKILL) })
 	if err := syscall.Kill(b.PID, syscall.SIGTERM); err != nil {
@@ -325,7 +343,7 @@ func TestLeaderFailover(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if log, _ := os.ReadFile(stack.Log("fluxd-ha-b")); !strings.Contains(string(log), "gave the lease up after the jobs stopped") {
+	if log, _ := os.ReadFile(stack.Log(replicaB)); !strings.Contains(string(log), "gave the lease up after the jobs stopped") {
 		t.Errorf("replica b, stopped with SIGTERM while leading, did not give the lease up itself")
 	}
 }

@@ -13,7 +13,7 @@ func TestFluxctlImportsNoBackends(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)
 	}
-	forbidden := []string{"k8s.io/client-go", "k8s.io/api/", "github.com/go-git/", "github.com/mattn/go-sqlite3", "github.com/fluxd/fluxd/platform", "github.com/fluxd/fluxd/daemon"}
+	forbidden := []string{"k8s.io/client-go", "k8s.io/api/", "github.com/go-git/", "github.com/mattn/go-sqlite3", "github.com/jackc/pgx", "github.com/fluxd/fluxd/history/", "github.com/fluxd/fluxd/platform", "github.com/fluxd/fluxd/daemon"}
 	for _, pkg := range strings.Fields(string(out)) {
 		for _, f := range forbidden {
 			if strings.HasPrefix(pkg, f) {

@@ -2,7 +2,7 @@
 // down again ('make down'). It keeps everything under .stack/ in the
 // module root: state, logs, PID files and the env file to source.
 //
-//	go run ./hack/stack up   BIN_DIR FLUXD_BINARY
+//	go run ./hack/stack up   BIN_DIR FLUXD_BINARY   (DB=postgres: fluxd on a PostgreSQL server the stack starts)
 //	go run ./hack/stack restart-fluxd
 //	go run ./hack/stack down
 package main
@@ -93,16 +93,40 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 	if err != nil {
 		return err
 	}
+	web, err := localstack.FreeAddr()
+	if err != nil {
+		return err
+	}
 	secret, err := randomSecret()
 	if err != nil {
 		return err
+	}
+	// DB=postgres: fluxd keeps its records in a PostgreSQL server of the
+	// stack's, not in a SQLite file in its state directory.
+	var dbFlags, dbEnv []string
+	switch db := os.Getenv("DB"); db {
+	case "", "sqlite":
+	case "postgres", "postgresql":
+		t := time.Now()
+		srv, url, err := st.StartPostgres(ctx)
+		if err != nil {
+			return fmt.Errorf("starting PostgreSQL: %w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
+		}
+		fmt.Printf("stack: %-34s ready in %v\n", "PostgreSQL", time.Since(t).Round(10*time.Millisecond))
+		dbFlags = []string{"--history-db=" + url, "--history-db-password-file=" + srv.PasswordFile()}
+		dbEnv = []string{"export FLUXD_HISTORY_DB=" + url, "export FLUXD_HISTORY_DB_PASSWORD_FILE=" + srv.PasswordFile()}
+	default:
+		return fmt.Errorf("DB=%s: use DB=sqlite (the default) or DB=postgres", db)
 	}
 	secretFile := filepath.Join(dir, "webhook-secret")
 	if err := os.WriteFile(secretFile, []byte(secret+"\n"), 0o600); err != nil {
 		return err
 	}
-	f, err := st.StartFluxd(ctx, fluxdBin, instance, "--log-format=text", "--metrics-listen="+metrics,
-		"--webhook-listen="+webhook, "--webhook-secret-file="+secretFile)
+	f, err := st.StartFluxd(ctx, fluxdBin, instance, append([]string{"--log-format=text", "--metrics-listen=" + metrics,
+		"--webhook-listen=" + webhook, "--webhook-secret-file=" + secretFile, "--web-listen=" + web,
+		// The demo keeps the cluster equal to git (docs/sync.md): its
+		// fluxd has the stack's admin credentials, which the sync needs.
+		"--sync-interval=1m"}, dbFlags...)...)
 	if err != nil {
 		return fmt.Errorf("%w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
 	}
@@ -119,6 +143,7 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		"export FLUX_METRICS_URL=http://" + metrics + "/metrics",
 		"export FLUX_WEBHOOK_URL=http://" + webhook + "/v1/notify",
 		"export FLUX_WEBHOOK_SECRET=" + secret,
+		"export FLUX_WEB_URL=http://" + web + "/",
 		"export KUBECONFIG=" + st.Kubeconfig,
 		"export REGISTRY=" + st.Registry,
 		"export GIT_URL=" + st.GitURL,
@@ -126,10 +151,12 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		"export GIT_PATH=" + st.GitPath,
 		"export PATH=" + filepath.Join(root, "bin") + ":" + binDir + ":$PATH",
 	}
+	env = append(env, dbEnv...)
 	if err := os.WriteFile(filepath.Join(dir, "env"), []byte(strings.Join(env, "\n")+"\n"), 0o600); err != nil {
 		return err
 	}
 	fmt.Printf("stack: everything up in %v\n\n", time.Since(start).Round(100*time.Millisecond))
+	fmt.Printf("The status page: http://%s/ (FLUX_WEB_URL; sign in with $FLUX_TOKEN, or $FLUX_VIEWER_TOKEN to only look)\n\n", web)
 	printNext(dir)
 	return nil
 }
@@ -153,8 +180,9 @@ func randomSecret() (string, error) {
 
 func printNext(dir string) {
 	fmt.Printf(`Next, in this shell:
-  . .stack/env                      # sets FLUX_URL, FLUX_TOKEN, KUBECONFIG, REGISTRY, GIT_URL, PATH
+  . .stack/env                      # sets FLUX_URL, FLUX_TOKEN, FLUX_WEB_URL, KUBECONFIG, REGISTRY, GIT_URL, PATH
   fluxctl version                   # client and server versions
+  echo $FLUX_WEB_URL                # the status page: open it, sign in with $FLUX_TOKEN
   fluxctl list-services             # the example workloads, from the cluster and git
   fluxctl list-images helloworld    # tags in the registry, newest first
   fluxctl release --all --update-all-images --dry-run

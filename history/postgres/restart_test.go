@@ -11,8 +11,9 @@ import (
 )
 
 // TestServerRestartLosesNothing: jobs saved and events recorded while the
-// server restarts (down for a second) are all kept: the store reconnects
-// and tries the lost operations again.
+// server restarts (down for 7 s) are all kept: the store reconnects
+// and tries the lost operations again, with backoff, for longer than
+// client-go's capped Backoff would have (it stops at its cap).
 func TestServerRestartLosesNothing(t *testing.T) {
 	srv := pgserver.Own(t)
 	ctx := context.Background()
@@ -28,7 +29,7 @@ func TestServerRestartLosesNothing(t *testing.T) {
 	restarted := make(chan error, 1)
 	go func() {
 		time.Sleep(200 * time.Millisecond)
-		restarted <- srv.Restart(ctx, time.Second)
+		restarted <- srv.Restart(ctx, 7*time.Second)
 	}()
 	const n = 60
 	for i := range n {

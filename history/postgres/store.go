@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net"
 	"net/url"
 	"regexp"
@@ -153,21 +154,27 @@ func (s *Store) retry(ctx context.Context, op func(context.Context) error) error
 		return err
 	}
 	deadline := time.Now().Add(s.retryFor)
-	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 1 << 30, Cap: 3 * time.Second}
-	werr := wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
-		err = op(ctx)
-		if err == nil {
-			return true, nil
+	// client-go's Backoff ends its steps once it reaches its Cap, so the
+	// cap is kept here instead: every wait is at most 3 s until the
+	// deadline.
+	backoff := wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32}
+	for {
+		d := backoff.Step()
+		if backoff.Duration > 3*time.Second {
+			backoff.Duration = 3 * time.Second
 		}
-		if !Transient(err) || time.Now().After(deadline) {
-			return false, err
+		if time.Now().Add(d).After(deadline) {
+			return err
 		}
-		return false, nil
-	})
-	if werr != nil && err == nil {
-		err = werr
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(d):
+		}
+		if err = op(ctx); err == nil || !Transient(err) {
+			return err
+		}
 	}
-	return err
 }
 
 // Transient reports whether err says the connection or the server went

@@ -2,76 +2,49 @@ package sqlite
 
 import (
 	"context"
-	"fmt"
+	"database/sql"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/history/storetest"
 )
 
-// The benchmarks below compare builds of the cgo driver (dynamic against
-// static linking, see README "Container image"): run them with
+// The benchmarks are the store contract's (history/storetest), the same
+// on PostgreSQL. They also compare builds of the cgo driver (dynamic
+// against static linking, see README "Container image"):
 //
 //	go test -run '^$' -bench . ./history/sqlite/
 //	go test -run '^$' -bench . -tags 'netgo osusergo sqlite_omit_load_extension' \
 //	    -ldflags '-linkmode external -extldflags -static' ./history/sqlite/
-
-func benchEvent(i int) history.Event {
-	return history.Event{
-		Instance: "bench", Type: history.Release,
-		Services: []string{fmt.Sprintf("default:deployment/app-%d", i%50), "default:deployment/shared"},
-		User:     "alice", Message: "release", Commit: "0123456789abcdef0123456789abcdef01234567",
-		Changes: []history.Change{{
-			Service: fmt.Sprintf("default:deployment/app-%d", i%50), Container: "app",
-			From: "registry.example/app:1.0.0", To: "registry.example/app:1.0.1",
-		}},
-		StartedAt: time.Unix(1_700_000_000, 0).Add(time.Duration(i) * time.Second),
-	}
-}
-
-func openBench(b *testing.B) *Store {
-	b.Helper()
-	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "history.db"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { s.Close() })
-	return s
-}
-
-// BenchmarkRecord is one event with two services, one transaction each, on a
-// WAL database with synchronous=NORMAL (fluxd's settings).
-func BenchmarkRecord(b *testing.B) {
-	ctx := context.Background()
-	s := openBench(b)
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if _, err := s.Record(ctx, benchEvent(i)); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
-}
-
-// BenchmarkEvents reads the newest 100 events of one service out of 10,000.
-func BenchmarkEvents(b *testing.B) {
-	ctx := context.Background()
-	s := openBench(b)
-	for i := range 10_000 {
-		if _, err := s.Record(ctx, benchEvent(i)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		evs, err := s.Events(ctx, "bench", history.Query{Service: "default:deployment/shared"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		if len(evs) != 100 {
-			b.Fatalf("got %d events, want 100", len(evs))
-		}
-	}
+func BenchmarkStore(b *testing.B) {
+	paths := map[history.Store]string{}
+	storetest.RunBenchmarks(b, storetest.BenchFactory{
+		New: func(b *testing.B) history.Store {
+			path := filepath.Join(b.TempDir(), "history.db")
+			s, err := Open(context.Background(), path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			paths[s] = path
+			return s
+		},
+		SeedEvents: func(b *testing.B, s history.Store, n int) {
+			db, err := sql.Open("sqlite3", "file:"+paths[s]+"?_busy_timeout=5000")
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			if _, err := db.Exec(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i+1 FROM n WHERE i < ?)
+				INSERT INTO events (instance, type, user, message, changes, commit_id, error, started_at, ended_at)
+				SELECT 'bench', 'release', 'alice', 'release ' || i, '[{"service":"default:deployment/app","container":"app","from":"r/app:1","to":"r/app:2"}]', 'c0ffee', '', i, i FROM n`, n); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := db.Exec(`INSERT INTO event_services (event_id, instance, service)
+				SELECT id, 'bench', 'default:deployment/app-' || (id % 1000) FROM events
+				UNION ALL SELECT id, 'bench', 'default:deployment/shared' FROM events`); err != nil {
+				b.Fatal(err)
+			}
+		},
+	})
 }

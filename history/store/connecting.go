@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -54,8 +55,20 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Connecting, erro
 		close(c.done)
 		return c, nil
 	}
+	// One attempt first, so that a server that is up is connected before
+	// fluxd serves; the rest in the background.
+	octx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	s, err := Open(octx, cfg)
+	cancel()
+	if err == nil {
+		c.s, c.cancel = s, func() {}
+		close(c.ready)
+		close(c.done)
+		return c, nil
+	}
+	log.Warn("cannot reach the history database; trying again in the background (fluxd reports not ready meanwhile)", "component", "history", "db", Redact(cfg.URL), "error", err)
+	c.lastErr = err
 	ctx, c.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	c.lastErr = errors.New("connecting")
 	go c.connect(ctx, cfg, log)
 	return c, nil
 }
@@ -63,8 +76,20 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Connecting, erro
 func (c *Connecting) connect(ctx context.Context, cfg Config, log *slog.Logger) {
 	defer close(c.done)
 	where := Redact(cfg.URL)
-	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: 1 << 30, Cap: 30 * time.Second}
-	_ = wait.ExponentialBackoffWithContext(ctx, backoff, func(ctx context.Context) (bool, error) {
+	// client-go's Backoff ends its steps once it reaches its Cap, so the
+	// cap is kept here instead: tries go on, 30 s apart at most, until
+	// Close.
+	backoff := wait.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.2, Steps: math.MaxInt32}
+	for {
+		d := backoff.Step()
+		if backoff.Duration > 30*time.Second {
+			backoff.Duration = 30 * time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(d):
+		}
 		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		s, err := Open(octx, cfg)
 		cancel()
@@ -73,17 +98,17 @@ func (c *Connecting) connect(ctx context.Context, cfg Config, log *slog.Logger) 
 			c.lastErr = err
 			c.mu.Unlock()
 			if ctx.Err() == nil {
-				log.Warn("cannot reach the history database; trying again (fluxd reports not ready meanwhile)", "component", "history", "db", where, "error", err)
+				log.Warn("cannot reach the history database; trying again (fluxd reports not ready meanwhile)", "component", "history", "db", where, "error", err, "next-try-within", backoff.Duration)
 			}
-			return false, nil
+			continue
 		}
 		c.mu.Lock()
 		c.s, c.lastErr = s, nil
 		c.mu.Unlock()
 		close(c.ready)
 		log.Info("connected to the history database", "component", "history", "db", where)
-		return true, nil
-	})
+		return
+	}
 }
 
 // Wait returns once the database is connected, or ctx ends.
@@ -172,6 +197,22 @@ func (c *Connecting) LiveJobs(ctx context.Context) ([]history.Job, error) {
 		return nil, err
 	}
 	return s.LiveJobs(ctx)
+}
+
+func (c *Connecting) AppendJobLog(ctx context.Context, l history.JobLogLine) error {
+	s, err := c.store()
+	if err != nil {
+		return err
+	}
+	return s.AppendJobLog(ctx, l)
+}
+
+func (c *Connecting) JobLog(ctx context.Context, instance, id string, after int64) ([]history.JobLogLine, error) {
+	s, err := c.store()
+	if err != nil {
+		return nil, err
+	}
+	return s.JobLog(ctx, instance, id, after)
 }
 
 func (c *Connecting) CachedTags(ctx context.Context, repository string) (map[string]registry.CachedTag, error) {

@@ -76,7 +76,11 @@ func (s *Stack) StartNamedFluxd(ctx context.Context, name, path, instance string
 	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--git-path") }) {
 		args = append(args, "--git-path="+s.GitPath)
 	}
-	args = append(args, extra...)
+	db, err := s.dbFlags(ctx, name, extra)
+	if err != nil {
+		return nil, err
+	}
+	args = append(append(args, db...), extra...)
 	p, err := s.spawn(name, path, args...)
 	if err != nil {
 		return nil, err

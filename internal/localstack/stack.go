@@ -14,7 +14,10 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"time"
+
+	"github.com/fluxd/fluxd/internal/pgserver"
 )
 
 // Options configure a stack.
@@ -30,6 +33,11 @@ type Options struct {
 	Detach bool
 	// Log receives one line per step; nil discards.
 	Log io.Writer
+	// DB "postgres" puts every fluxd the stack starts (without a
+	// --history-db of its own) on a PostgreSQL server the stack starts
+	// on first use, a database per fluxd name; "" or "sqlite" leaves
+	// each on a SQLite file in its state directory.
+	DB string
 }
 
 // Stack is a running local stack.
@@ -57,6 +65,10 @@ type Stack struct {
 	etcdURL    string
 	procs      []*process
 	http       *http.Client
+
+	pgMu  sync.Mutex
+	pg    *pgserver.Server
+	pgDBs map[string]string // database URL by fluxd name
 }
 
 // Start brings up every component under opts.Dir and seeds the registry,
@@ -64,6 +76,11 @@ type Stack struct {
 func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 	if opts.Dir == "" || opts.BinDir == "" {
 		return nil, errors.New("localstack: Dir and BinDir are required")
+	}
+	switch opts.DB {
+	case "", "sqlite", "postgres":
+	default:
+		return nil, fmt.Errorf("localstack: database %q: use sqlite (the default) or postgres", opts.DB)
 	}
 	if opts.Nodes == 0 {
 		opts.Nodes = 2
@@ -117,6 +134,7 @@ func (s *Stack) Stop() {
 		_ = os.Remove(filepath.Join(s.Dir, "pids", p.name+".pid"))
 	}
 	s.procs = nil
+	s.stopPostgres()
 }
 
 // Log returns the path of a component's log.

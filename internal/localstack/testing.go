@@ -69,13 +69,17 @@ func RunTests(m *testing.M, st **Stack) int {
 		return 1
 	}
 	start := time.Now()
-	s, err := Start(ctx, Options{Dir: dir, BinDir: bin, Log: os.Stderr})
+	// FLUXD_STACK_DB=postgres runs every fluxd of the tests on PostgreSQL.
+	s, err := Start(ctx, Options{Dir: dir, BinDir: bin, Log: os.Stderr, DB: os.Getenv("FLUXD_STACK_DB")})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "localstack:", err)
 		fmt.Fprintln(os.Stderr, "localstack: logs kept in", dir)
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "localstack: stack up in %v (%s)\n", time.Since(start).Round(time.Millisecond), dir)
+	if s.opts.DB == "postgres" {
+		fmt.Fprintln(os.Stderr, "localstack: every fluxd keeps its records in PostgreSQL (FLUXD_STACK_DB=postgres)")
+	}
 	*st = s
 	code := m.Run()
 	s.Stop()

@@ -99,6 +99,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 		s.uid, _ = strconv.Atoi(u.Uid)
 		s.gid, _ = strconv.Atoi(u.Gid)
 		s.cred = &syscall.Credential{Uid: uint32(s.uid), Gid: uint32(s.gid)}
+		if err := searchable(s.Dir); err != nil {
+			return nil, err
+		}
 		if err := os.Chown(s.Dir, s.uid, s.gid); err != nil {
 			return nil, err
 		}
@@ -299,6 +302,27 @@ func (s *Server) writeFile(name, content string) error {
 		return os.Chown(p, s.uid, s.gid)
 	}
 	return nil
+}
+
+// searchable checks that another user (postgres) may reach dir: every
+// directory above it must let others search it.
+func searchable(dir string) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return err
+	}
+	for d := filepath.Dir(abs); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			return fmt.Errorf("PostgreSQL runs as the postgres user, which cannot reach %s: %s is mode %o (others may not search it); put the server's directory where others may search every parent, or chmod o+x %s", abs, d, fi.Mode().Perm(), d)
+		}
+		if d == "/" {
+			return nil
+		}
+	}
 }
 
 func binDir(dir string) (string, error) {

@@ -3,6 +3,7 @@ package pgserver
 import (
 	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,5 +61,21 @@ func TestWrongPasswordRefused(t *testing.T) {
 	if c, err := pgx.ConnectConfig(context.Background(), cfg); err == nil {
 		c.Close(context.Background())
 		t.Fatal("connected with a wrong password: the server does not check passwords over TCP")
+	}
+}
+
+// TestPrivateParentRefused: as root, a directory the postgres user cannot
+// reach is refused with a message that says why, before initdb fails.
+func TestPrivateParentRefused(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("only root switches to the postgres user")
+	}
+	parent := t.TempDir() // mode 0700
+	if err := os.Chmod(parent, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(context.Background(), Options{Dir: parent + "/pg"})
+	if err == nil || !strings.Contains(err.Error(), "cannot reach") {
+		t.Fatalf("Start under a private directory: %v; want a refusal saying the postgres user cannot reach it", err)
 	}
 }

@@ -22,10 +22,16 @@ var (
 // call it from TestMain.
 func RunTests(m *testing.M) int {
 	code := m.Run()
+	StopShared()
+	return code
+}
+
+// StopShared stops the shared server, if a test started it: for a
+// TestMain that cannot use RunTests.
+func StopShared() {
 	if shared != nil {
 		_ = shared.Stop()
 	}
-	return code
 }
 
 // Database returns the URL (without password) of a new, empty database
