@@ -168,6 +168,19 @@ func customise(obj *yaml.Node, o Options, watched bool) {
 	if !watched && get(obj, "metadata", "namespace") == baseNamespace {
 		set(obj, o.Namespace, "metadata", "namespace")
 	}
+	// Objects in a watched namespace are named after fluxd's namespace,
+	// so that two installs watching one namespace keep their own.
+	if watched {
+		suffix := "-" + baseNamespace
+		if n := get(obj, "metadata", "name"); strings.HasSuffix(n, suffix) {
+			set(obj, strings.TrimSuffix(n, suffix)+"-"+o.Namespace, "metadata", "name")
+		}
+		if get(obj, "roleRef", "kind") == "Role" {
+			if n := get(obj, "roleRef", "name"); strings.HasSuffix(n, suffix) {
+				set(obj, strings.TrimSuffix(n, suffix)+"-"+o.Namespace, "roleRef", "name")
+			}
+		}
+	}
 	if subjects := lookup(obj, "subjects"); subjects != nil {
 		for _, s := range subjects.Content {
 			if get(s, "namespace") == baseNamespace {
@@ -216,6 +229,18 @@ func customise(obj *yaml.Node, o Options, watched bool) {
 			// (ConfigMap fluxd-known-hosts): no accept-any host key.
 			add("--git-ssh-key-secret=fluxd-ssh")
 			add("--git-ssh-known-hosts-file=/etc/fluxd/known_hosts/known_hosts")
+			// Required then: without it the pod waits, with the kubelet's
+			// event naming the missing ConfigMap, rather than fluxd
+			// failing on a missing file and restarting.
+			if vols := lookup(obj, "spec", "template", "spec", "volumes"); vols != nil {
+				for _, v := range vols.Content {
+					if get(v, "name") == "known-hosts" {
+						if opt := lookup(v, "configMap", "optional"); opt != nil {
+							opt.Value, opt.Tag, opt.Style = "false", "!!bool", 0
+						}
+					}
+				}
+			}
 		}
 		if o.Replicas > 1 || o.HistoryDBSecret != "" {
 			// As deploy/ha's patch: the database from the Secret. $(...)

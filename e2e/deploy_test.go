@@ -43,7 +43,7 @@ const (
 	deployAccount     = "fluxd"
 	deployLease       = "fluxd"
 	deployWatched     = "default"
-	deployPullSecret  = "regcred" // named in the Role fluxd-pull-secrets
+	deployPullSecret  = "regcred" // named in the Role fluxd-pull-secrets-fluxd
 	deployOtherSecret = "not-granted"
 	deployKeySecret   = "fluxd-ssh" // shipped empty, filled by fluxd
 )

@@ -62,7 +62,7 @@ func TestFluxctlInstallIsAccepted(t *testing.T) {
 	if strings.Contains(e, "PodSecurity") {
 		t.Errorf("the install warns about Pod Security:\n%s", e)
 	}
-	for _, want := range []string{"deployment.apps/fluxd created (server dry run)", "rolebinding.rbac.authorization.k8s.io/fluxd-workloads created (server dry run)", "secret/fluxd-git created (server dry run)"} {
+	for _, want := range []string{"deployment.apps/fluxd created (server dry run)", "rolebinding.rbac.authorization.k8s.io/fluxd-workloads-" + ns + " created (server dry run)", "secret/fluxd-git created (server dry run)"} {
 		if !strings.Contains(o, want) {
 			t.Errorf("the dry run lacks %q:\n%s", want, o)
 		}
