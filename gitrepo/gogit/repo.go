@@ -21,6 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fluxd/fluxd/gitrepo"
@@ -63,6 +64,11 @@ type Config struct {
 	// whose key it does not list is refused, never accepted.
 	KnownHostsFile string
 }
+
+// PokeInterval is the least time between two clone attempts that calls
+// needing git start ahead of KeepCloning's backoff: callers cannot make
+// fluxd clone back to back.
+const PokeInterval = 5 * time.Second
 
 // DefaultTimeout bounds a git network operation when Config.Timeout is 0.
 const DefaultTimeout = 30 * time.Second
@@ -124,6 +130,9 @@ type Repo struct {
 
 	cloned chan struct{} // closed when Clone succeeds
 	poke   chan struct{} // makes KeepCloning try at once; buffered, one
+	// pokes bounds how often calls may make KeepCloning try at once (any
+	// token holder's call can): at most once per PokeInterval.
+	pokes *rate.Limiter
 
 	mu       sync.Mutex // guards status and cloneErr
 	status   gitrepo.RemoteStatus
@@ -361,7 +370,8 @@ func New(cfg Config) (*Repo, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Repo{cfg: cfg, lock: semaphore.NewWeighted(1), cloned: make(chan struct{}), poke: make(chan struct{}, 1), cloneURL: cfg.URL}
+	r := &Repo{cfg: cfg, lock: semaphore.NewWeighted(1), cloned: make(chan struct{}), poke: make(chan struct{}, 1), cloneURL: cfg.URL,
+		pokes: rate.NewLimiter(rate.Every(PokeInterval), 1)}
 	r.status.NotCloned = true
 	if u, err := url.Parse(cfg.URL); err == nil && u.User != nil && (u.Scheme == "http" || u.Scheme == "https") {
 		pw, _ := u.User.Password()
@@ -471,9 +481,11 @@ func (r *Repo) KeepCloning(ctx context.Context, b wait.Backoff, failed func(err 
 // is made: why it is not (the last attempt's error and its help), and
 // that fluxd keeps trying. It makes KeepCloning try again at once.
 func (r *Repo) notCloned() error {
-	select {
-	case r.poke <- struct{}{}:
-	default:
+	if r.pokes.Allow() {
+		select {
+		case r.poke <- struct{}{}:
+		default:
+		}
 	}
 	r.mu.Lock()
 	last := r.cloneErr
