@@ -64,8 +64,10 @@ func (c *Cluster) DeployKey(ctx context.Context, namespace, name string, generat
 			// effort: the key is usable either way.
 			s = s.DeepCopy()
 			metav1.SetMetaDataAnnotation(&s.ObjectMeta, AnnotationDeployKeyHeld, time.Now().UTC().Format(time.RFC3339))
-			_, err := secrets.Update(ctx, s, metav1.UpdateOptions{FieldManager: "fluxd"})
-			return err
+			if _, err := secrets.Update(ctx, s, metav1.UpdateOptions{FieldManager: "fluxd"}); apierrors.IsConflict(err) {
+				return err // read again
+			}
+			return nil
 		}
 		if len(s.Data) > 0 {
 			var fields []string
