@@ -103,7 +103,7 @@ const (
 	// host alone and the whole path, so a sibling subdomain or a plain
 	// HTTP page cannot plant or override it.
 	secureCookie = "__Host-fluxd_session"
-	csrfHeader    = "X-CSRF-Token"
+	csrfHeader   = "X-CSRF-Token"
 )
 
 // contentSecurityPolicy lets the page load only its own scripts, styles

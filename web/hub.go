@@ -43,7 +43,7 @@ type Hub struct {
 	wake   chan struct{}
 	// progress is the last rollout progress sent per running job, so
 	// that a job event carries only the workloads whose progress changed.
-	progress map[string]map[string]string
+	progress map[string]map[string][4]int32
 }
 
 // DefaultHubBytes bounds the data of the events a Hub keeps.
@@ -58,7 +58,7 @@ func NewHub(size int) *Hub {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	return &Hub{epoch: hex.EncodeToString(b[:]), size: size, maxBytes: DefaultHubBytes, next: 1, wake: make(chan struct{}),
-		progress: map[string]map[string]string{}}
+		progress: map[string]map[string][4]int32{}}
 }
 
 // WithMaxBytes bounds the kept events' data to n bytes instead.
@@ -75,17 +75,20 @@ func (h *Hub) PublishJob(instance string, u *fluxdv1.WatchJobResponse) {
 	if u.GetJob() == nil {
 		return
 	}
-	job := proto.Clone(u.Job).(*fluxdv1.Job)
-	job.Plan = nil
+	// Every field but the plan (a clone would copy the plan first).
+	j := u.Job
+	job := &fluxdv1.Job{Id: j.Id, State: j.State, Stage: j.Stage, Error: j.Error, CreatedAt: j.CreatedAt, FinishedAt: j.FinishedAt,
+		QueuePosition: j.QueuePosition, Commit: j.Commit}
 	ev := &fluxdv1.WatchJobResponse{Job: job}
 	h.mu.Lock()
 	last := h.progress[job.Id]
 	if last == nil {
-		last = map[string]string{}
+		last = map[string][4]int32{}
 		h.progress[job.Id] = last
 	}
 	for _, w := range u.Workloads {
-		k := w.GetReplicas().String()
+		r := w.GetReplicas()
+		k := [4]int32{r.GetDesired(), r.GetUpdated(), r.GetReady(), r.GetAvailable()}
 		if old, ok := last[w.Service]; ok && old == k {
 			continue
 		}

@@ -33,3 +33,22 @@ func BenchmarkHubSince(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkHubPublishJobOf1000Services measures a job update of a release
+// of 1,000 services as the page gets it: no plan, only the workload whose
+// progress changed. event-bytes is one event's size; kept-bytes what the
+// ring holds at the end.
+func BenchmarkHubPublishJobOf1000Services(b *testing.B) {
+	h := NewHub(0)
+	u := bigJob(1000, 0)
+	h.PublishJob("a", u)
+	b.ReportAllocs()
+	i := int32(0)
+	for b.Loop() {
+		i++
+		u.Workloads[0].Replicas.Ready = 1 + i%3
+		h.PublishJob("a", u)
+	}
+	b.ReportMetric(float64(len(h.events[len(h.events)-1].Data)), "event-bytes")
+	b.ReportMetric(float64(h.bytes), "kept-bytes")
+}

@@ -2,6 +2,8 @@ package web
 
 import (
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"strings"
 	"testing"
 
@@ -74,4 +76,26 @@ func TestHubMemoryStaysBoundedWithLargeEvents(t *testing.T) {
 
 func unmarshalEvent(b []byte, m *fluxdv1.WatchJobResponse) error {
 	return protojson.Unmarshal(b, m)
+}
+
+// The job in an event is the job but its plan: no field is lost.
+func TestHubJobEventKeepsEveryFieldButThePlan(t *testing.T) {
+	t.Parallel()
+	j := &fluxdv1.Job{Id: "j", State: fluxdv1.JobState_JOB_STATE_FAILED, Stage: "failed", Error: "e", CreatedAt: timestamppb.Now(),
+		FinishedAt: timestamppb.Now(), QueuePosition: 2, Plan: &fluxdv1.Plan{Checksum: "c"}, Commit: "abc"}
+	if n := j.ProtoReflect().Descriptor().Fields().Len(); n != 9 {
+		t.Fatalf("Job has %d fields now; PublishJob copies 8 (all but the plan): copy the new ones too, then fix this count", n)
+	}
+	h := NewHub(4)
+	h.PublishJob("a", &fluxdv1.WatchJobResponse{Job: j})
+	evs, _, _ := h.since(0)
+	var got fluxdv1.WatchJobResponse
+	if err := unmarshalEvent(evs[0].Data, &got); err != nil {
+		t.Fatal(err)
+	}
+	want := proto.Clone(j).(*fluxdv1.Job)
+	want.Plan = nil
+	if !proto.Equal(got.Job, want) {
+		t.Errorf("event job %v; want %v", got.Job, want)
+	}
 }
