@@ -147,7 +147,8 @@ func (s *Store) Ping(ctx context.Context) error {
 // retry runs op again while it fails for want of a connection (the
 // server restarting or failing over), backing off up to s.retryFor.
 // Only operations that are safe to run twice go through it: reads and
-// upserts; Record decides for itself (see there).
+// upserts, and Record (idempotent by its key); an error wrapping
+// errAmbiguous is never tried again (Transient says no).
 func (s *Store) retry(ctx context.Context, op func(context.Context) error) error {
 	err := op(ctx)
 	if err == nil || s.retryFor < 0 || !Transient(err) {
@@ -181,7 +182,9 @@ func (s *Store) retry(ctx context.Context, op func(context.Context) error) error
 // away (not that the statement was wrong), so the same operation may
 // succeed on a new connection.
 func Transient(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	// errAmbiguous first: its text quotes the connection error, which the
+	// message checks below would take for a transient one.
+	if err == nil || errors.Is(err, errAmbiguous) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	var pgErr *pgconn.PgError

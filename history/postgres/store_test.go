@@ -98,3 +98,41 @@ func TestRedact(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordOnceWhenCommitsAnswerIsLost: the connection drops right after
+// COMMIT is sent (the server commits; the client never hears it). Record
+// tries again on a new connection and the event is stored once, not twice.
+func TestRecordOnceWhenCommitsAnswerIsLost(t *testing.T) {
+	u, srv := pgserver.Database(t)
+	ctx := context.Background()
+	p := newProxy(t, srv.Port)
+	s, err := Open(ctx, Config{URL: p.url(t, u), Password: srv.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cut := make(chan struct{})
+	p.set(func(chunk []byte) bool {
+		if isCommit(chunk) {
+			close(cut)
+			return true
+		}
+		return false
+	})
+	id, err := s.Record(ctx, history.Event{Instance: "i", Type: history.Release, Message: "once", Services: []string{"svc"}})
+	select {
+	case <-cut:
+	default:
+		t.Fatal("the proxy never saw COMMIT: the test did not test anything")
+	}
+	if err != nil {
+		t.Fatalf("Record across a lost COMMIT answer: %v", err)
+	}
+	evs, err := s.Events(ctx, "i", history.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].ID != id || len(evs[0].Services) != 1 {
+		t.Errorf("one Record call (id %d) stored %d events: %+v; want exactly one, with its service", id, len(evs), evs)
+	}
+}
