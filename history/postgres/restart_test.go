@@ -8,9 +8,11 @@ import (
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/pgserver"
+	"github.com/fluxd/fluxd/registry"
 )
 
-// TestServerRestartLosesNothing: jobs saved and events recorded while the
+// TestServerRestartLosesNothing: jobs saved, events recorded and tags
+// cached while the
 // server restarts (down for 7 s) are all kept: the store reconnects
 // and tries the lost operations again, with backoff, for longer than
 // client-go's capped Backoff would have (it stops at its cap).
@@ -40,6 +42,10 @@ func TestServerRestartLosesNothing(t *testing.T) {
 		if _, err := s.Record(ctx, history.Event{Instance: "i", Type: history.Release, Message: id}); err != nil {
 			t.Fatalf("recording %s across the restart: %v", id, err)
 		}
+		tag := map[string]registry.TagState{id: {Digest: "sha256:" + id}}
+		if err := s.SaveTags(ctx, "r/a", tag, map[string]registry.ImageMeta{"sha256:" + id: {Platform: "linux/amd64"}}, nil); err != nil {
+			t.Fatalf("saving tag %s across the restart: %v", id, err)
+		}
 		time.Sleep(40 * time.Millisecond)
 	}
 	if err := <-restarted; err != nil {
@@ -53,7 +59,11 @@ func TestServerRestartLosesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(jobs) != n || len(evs) != n {
-		t.Errorf("after the restart: %d jobs and %d events; want %d of each", len(jobs), len(evs), n)
+	tags, err := s.CachedTags(ctx, "r/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != n || len(evs) != n || len(tags) != n {
+		t.Errorf("after the restart: %d jobs, %d events and %d cached tags; want %d of each", len(jobs), len(evs), len(tags), n)
 	}
 }

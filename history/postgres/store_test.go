@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/history/storetest"
 	"github.com/fluxd/fluxd/internal/pgserver"
+	"github.com/fluxd/fluxd/registry"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgserver.RunTests(m)) }
@@ -134,5 +136,44 @@ func TestRecordOnceWhenCommitsAnswerIsLost(t *testing.T) {
 	}
 	if len(evs) != 1 || evs[0].ID != id || len(evs[0].Services) != 1 {
 		t.Errorf("one Record call (id %d) stored %d events: %+v; want exactly one, with its service", id, len(evs), evs)
+	}
+}
+
+// TestSaveTagsRetriedOnANewConnection: the connection drops just as
+// SaveTags's batch is sent (after pgx prepared its statements on it); the
+// retry on a new connection stores the tags.
+func TestSaveTagsRetriedOnANewConnection(t *testing.T) {
+	u, srv := pgserver.Database(t)
+	ctx := context.Background()
+	p := newProxy(t, srv.Port)
+	s, err := Open(ctx, Config{URL: p.url(t, u), Password: srv.Password, MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cut := make(chan struct{})
+	p.set(func(chunk []byte) bool {
+		// 'B': a Bind naming a statement prepared on this connection.
+		if chunk[0] == 'B' && bytes.Contains(chunk, []byte("stmtcache_")) {
+			close(cut)
+			return true
+		}
+		return false
+	})
+	err = s.SaveTags(ctx, "r/a", map[string]registry.TagState{"1": {Digest: "sha256:1"}, "2": {Digest: "sha256:2"}}, nil, nil)
+	select {
+	case <-cut:
+	default:
+		t.Fatal("the proxy never saw the batch: the test did not test anything")
+	}
+	if err != nil {
+		t.Fatalf("SaveTags retried on a new connection: %v", err)
+	}
+	tags, err := s.CachedTags(ctx, "r/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tags) != 2 {
+		t.Errorf("cached tags after the retry: %v; want 1 and 2", tags)
 	}
 }
