@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -76,17 +78,26 @@ func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string
 	if len(tags)+len(images)+len(removed) == 0 {
 		return nil
 	}
+	// Rows are written in one order (tags, then digests, sorted; removed
+	// sorted), so that two replicas saving the same repository lock its
+	// rows in the same order and one waits for the other instead of both
+	// deadlocking (map order differs from call to call).
+	tagNames := slices.Sorted(maps.Keys(tags))
+	digests := slices.Sorted(maps.Keys(images))
+	removed = slices.Sorted(slices.Values(removed))
 	// The batch is built for each attempt: a batch holds the names of the
 	// statements pgx prepared on the connection it was first sent on, and
 	// a new connection after a failure knows none of them.
 	err := s.retry(ctx, func(ctx context.Context) error {
 		b := &pgx.Batch{}
-		for tag, st := range tags {
+		for _, tag := range tagNames {
+			st := tags[tag]
 			b.Queue(`INSERT INTO registry_tags (repository, tag, digest, checked_at, stable, next_check) VALUES ($1, $2, $3, $4, $5, $6)
 		ON CONFLICT (repository, tag) DO UPDATE SET digest = excluded.digest, checked_at = excluded.checked_at,
 			stable = excluded.stable, next_check = excluded.next_check`, repository, tag, st.Digest, now, st.Stable, nanos(st.NextCheck))
 		}
-		for digest, m := range images {
+		for _, digest := range digests {
+			m := images[digest]
 			b.Queue(`INSERT INTO registry_images (digest, created_at, config_digest, platform, labels) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (digest) DO UPDATE SET created_at = excluded.created_at, config_digest = excluded.config_digest,
 			platform = excluded.platform, labels = excluded.labels`, digest, nanos(m.CreatedAt), m.ConfigDigest, m.Platform, labels[digest])

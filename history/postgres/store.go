@@ -190,8 +190,14 @@ func Transient(err error) bool {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// 08: connection exceptions; 57P01-57P03: admin shutdown, crash
-		// shutdown, cannot connect now (starting up).
-		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+		// shutdown, cannot connect now (starting up); 40001, 40P01: a
+		// serialization failure or a deadlock, whose transaction was
+		// rolled back whole and may succeed when run again.
+		switch pgErr.Code {
+		case "57P01", "57P02", "57P03", "40001", "40P01":
+			return true
+		}
+		return strings.HasPrefix(pgErr.Code, "08")
 	}
 	var netErr net.Error
 	if errors.As(err, &netErr) || pgconn.SafeToRetry(err) {

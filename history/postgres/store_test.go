@@ -5,7 +5,9 @@ import (
 	"context"
 	"database/sql"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -175,5 +177,43 @@ func TestSaveTagsRetriedOnANewConnection(t *testing.T) {
 	}
 	if len(tags) != 2 {
 		t.Errorf("cached tags after the retry: %v; want 1 and 2", tags)
+	}
+}
+
+// TestConcurrentSaveTags: replicas (here goroutines) saving the same
+// repository's tags at once all succeed: rows are locked in one order, so
+// the transactions wait for each other rather than deadlock.
+func TestConcurrentSaveTags(t *testing.T) {
+	s, _ := newStore(t)
+	defer s.Close()
+	ctx := context.Background()
+	tags := map[string]registry.TagState{}
+	images := map[string]registry.ImageMeta{}
+	for i := range 300 {
+		tags[strconv.Itoa(i)] = registry.TagState{Digest: "sha256:" + strconv.Itoa(i)}
+		images["sha256:"+strconv.Itoa(i)] = registry.ImageMeta{Platform: "linux/amd64"}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 60)
+	for range 4 {
+		wg.Go(func() {
+			for range 15 {
+				if err := s.SaveTags(ctx, "r/a", tags, images, nil); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if n == 0 {
+			t.Errorf("concurrent SaveTags: %v", err)
+		}
+		n++
+	}
+	if n > 0 {
+		t.Errorf("%d of 60 concurrent SaveTags failed", n)
 	}
 }
