@@ -31,6 +31,7 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 	if ev.Instance == "" {
 		return 0, errors.New("recording an event without an instance")
 	}
+	ev = ev.Clean()
 	changes := []byte("[]")
 	if ev.Changes != nil {
 		var err error

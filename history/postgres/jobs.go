@@ -19,6 +19,7 @@ func (s *Store) SaveJob(ctx context.Context, j history.Job) (int64, error) {
 	if j.Instance == "" || j.ID == "" {
 		return 0, errors.New("saving a job without an ID or instance")
 	}
+	j = j.Clean()
 	var seq int64
 	err := s.retry(ctx, func(ctx context.Context) error {
 		return s.pool.QueryRow(ctx, `

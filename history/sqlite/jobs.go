@@ -17,6 +17,7 @@ func (s *Store) SaveJob(ctx context.Context, j history.Job) (int64, error) {
 	if j.Instance == "" || j.ID == "" {
 		return 0, errors.New("saving a job without an ID or instance")
 	}
+	j = j.Clean()
 	_, err := s.db.ExecContext(ctx, `
 		INSERT INTO jobs (id, instance, state, stage, spec, plan, commit_id, error, created_at, started_at, finished_at, checksum)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

@@ -41,6 +41,7 @@ func Run(t *testing.T, f Factory) {
 		{"EventsNewestFirstWithLimit", testEventsNewestFirstWithLimit},
 		{"EventWithoutInstanceRefused", testEventWithoutInstance},
 		{"EventsConcurrentRecords", testConcurrentRecords},
+		{"TextWithNULAndInvalidUTF8", testBadText},
 		{"JobsSaveAndRead", testJobsSaveAndRead},
 		{"JobsKeyedByInstance", testJobsKeyedByInstance},
 		{"LiveJobsOldestFirst", testLiveJobs},
@@ -186,6 +187,42 @@ func testEventWithoutInstance(t *testing.T, f Factory) {
 	}
 	if _, err := s.SaveJob(context.Background(), history.Job{ID: "x"}); err == nil {
 		t.Error("a job without an instance was saved")
+	}
+}
+
+// testBadText: an event and a job whose text holds a NUL byte or invalid
+// UTF-8 (a message pasted from a terminal, an error quoting a binary) are
+// stored, not refused (PostgreSQL refuses such text), and read back the
+// same on every store: cleaned, each bad byte a U+FFFD.
+func testBadText(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, _ := open(t, f)
+	ev := history.Event{Instance: "i", Type: history.Release, User: "bad\xffuser", Message: "hi\x00there",
+		Error: "exit\x00\xfe", Services: []string{"ns:deployment/a\x00"},
+		Changes: []history.Change{{Service: "ns:deployment/a", Container: "c\xff", From: "x:1", To: "x:2"}}}
+	if _, err := s.Record(ctx, ev); err != nil {
+		t.Fatalf("recording an event with a NUL byte and invalid UTF-8: %v", err)
+	}
+	evs, err := s.Events(ctx, "i", history.Query{})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("events: %v, %v", evs, err)
+	}
+	want := history.Event{ID: evs[0].ID, Instance: "i", Type: history.Release, User: "bad\uFFFDuser", Message: "hi\uFFFDthere",
+		Error: "exit\uFFFD\uFFFD", Services: []string{"ns:deployment/a\uFFFD"},
+		Changes:   []history.Change{{Service: "ns:deployment/a", Container: "c\uFFFD", From: "x:1", To: "x:2"}},
+		StartedAt: evs[0].StartedAt, EndedAt: evs[0].EndedAt}
+	if diff := cmp.Diff(want, evs[0], equalTimes); diff != "" {
+		t.Errorf("event read back (-want +got):\n%s", diff)
+	}
+	if _, err := s.SaveJob(ctx, history.Job{ID: "j", Instance: "i", State: history.JobFailed, Error: "git: \x00\xff", CreatedAt: time.Now()}); err != nil {
+		t.Fatalf("saving a job whose error holds a NUL byte and invalid UTF-8: %v", err)
+	}
+	j, err := s.Job(ctx, "i", "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Error != "git: \uFFFD\uFFFD" {
+		t.Errorf("job error read back: %q; want %q", j.Error, "git: \uFFFD\uFFFD")
 	}
 }
 
