@@ -218,9 +218,17 @@ func Redact(dsn string) string {
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		}
+		// password, sslpassword (the client key's), and any other
+		// *password a later libpq adds.
 		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", "xxxxx")
+		changed := false
+		for k := range q {
+			if strings.HasSuffix(strings.ToLower(k), "password") {
+				q.Set(k, "xxxxx")
+				changed = true
+			}
+		}
+		if changed {
 			u.RawQuery = q.Encode()
 		}
 		return u.String()
@@ -233,9 +241,10 @@ func Redact(dsn string) string {
 		}
 		return dsn
 	}
-	return keywordPassword.ReplaceAllString(dsn, "password=xxxxx")
+	return keywordPassword.ReplaceAllString(dsn, "${1}=xxxxx")
 }
 
-// keywordPassword is password=VALUE in a key=value connection string,
-// VALUE bare or single-quoted with backslash escapes.
-var keywordPassword = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
+// keywordPassword is KEYpassword=VALUE (password, sslpassword) in a
+// key=value connection string, VALUE bare or single-quoted with backslash
+// escapes.
+var keywordPassword = regexp.MustCompile(`(?i)\b(\w*password)\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)

@@ -96,6 +96,10 @@ func TestRedact(t *testing.T) {
 		{"host=h user=u password='p w\\'x' dbname=d", "host=h user=u password=xxxxx dbname=d"},
 		{"postgres://u:p%zz@h/db", "postgres://xxxxx@h/db"},
 		{"postgres://u@h/db", "postgres://u@h/db"},
+		{"postgres://h/db?sslkey=/k&sslpassword=pw", "postgres://h/db?sslkey=%2Fk&sslpassword=xxxxx"},
+		{"postgres://u:pw@h/db?password=pw&sslpassword=pw", "postgres://u:xxxxx@h/db?password=xxxxx&sslpassword=xxxxx"},
+		{"host=h sslpassword=pw user=u", "host=h sslpassword=xxxxx user=u"},
+		{"host=h SSLPassword = 'p w' password=pw", "host=h SSLPassword=xxxxx password=xxxxx"},
 	} {
 		if got := Redact(tc.in); got != tc.want || strings.Contains(got, "pw") {
 			t.Errorf("Redact(%q) = %q; want %q", tc.in, got, tc.want)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -124,6 +125,9 @@ func TestStartWaitsForADatabaseThatIsDown(t *testing.T) {
 	defer c.Close()
 	if err := c.Ping(ctx); !errors.Is(err, ErrNotConnected) {
 		t.Errorf("Ping with the database down = %v; want ErrNotConnected", err)
+	} else if why := err.Error(); strings.Contains(why, strconv.Itoa(srv.Port)) || strings.Contains(why, "user=") || strings.Contains(why, "late") {
+		// /readyz shows it to anyone: no host, user or database name.
+		t.Errorf("Ping's error names the server, user or database: %q", why)
 	}
 	if _, err := c.SaveJob(ctx, history.Job{ID: "j", Instance: "i", State: history.JobQueued}); !errors.Is(err, ErrNotConnected) {
 		t.Errorf("SaveJob with the database down = %v; want ErrNotConnected", err)
