@@ -44,6 +44,7 @@ func Run(t *testing.T, f Factory) {
 		{"TextWithNULAndInvalidUTF8", testBadText},
 		{"JobsSaveAndRead", testJobsSaveAndRead},
 		{"JobsKeyedByInstance", testJobsKeyedByInstance},
+		{"FinishedJobStaysFinished", testFinishedJobFenced},
 		{"LiveJobsOldestFirst", testLiveJobs},
 		{"RegistryCache", testRegistryCache},
 		{"Export", testExport},
@@ -260,6 +261,40 @@ func testConcurrentRecords(t *testing.T, f Factory) {
 	}
 	if len(all) != writers*each || len(seen) != writers*each {
 		t.Errorf("%d events with %d distinct IDs; want %d", len(all), len(seen), writers*each)
+	}
+}
+
+// testFinishedJobFenced: a late write of a running state (a deposed
+// leader's) over a finished job is refused with history.ErrJobFinished and
+// leaves the job finished; saving the same final state again (a retry) is
+// fine.
+func testFinishedJobFenced(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, _ := open(t, f)
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	done := history.Job{ID: "j", Instance: "a", State: history.JobSucceeded, Stage: "done", Commit: "abc", CreatedAt: t0, FinishedAt: t0.Add(time.Minute)}
+	if _, err := s.SaveJob(ctx, history.Job{ID: "j", Instance: "a", State: history.JobRunning, Stage: "pushing", CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveJob(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	late := history.Job{ID: "j", Instance: "a", State: history.JobRunning, Stage: "applying", CreatedAt: t0}
+	if _, err := s.SaveJob(ctx, late); !errors.Is(err, history.ErrJobFinished) {
+		t.Errorf("saving running over a succeeded job: %v; want history.ErrJobFinished", err)
+	}
+	if _, err := s.SaveJob(ctx, history.Job{ID: "j", Instance: "a", State: history.JobFailed, CreatedAt: t0}); !errors.Is(err, history.ErrJobFinished) {
+		t.Errorf("saving failed over a succeeded job: %v; want history.ErrJobFinished", err)
+	}
+	got, err := s.Job(ctx, "a", "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != history.JobSucceeded || got.Stage != "done" || got.Commit != "abc" {
+		t.Errorf("after late writes the job is %s/%s, commit %q; want succeeded/done, abc", got.State, got.Stage, got.Commit)
+	}
+	if _, err := s.SaveJob(ctx, done); err != nil {
+		t.Errorf("saving the same final state again: %v", err)
 	}
 }
 
