@@ -119,7 +119,10 @@ func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string
 		// measured on 100,000 cached tags, a nested loop of index
 		// lookups took 1.8 s in the server, the hash join 0.9 s.
 		// The statistics are refreshed at once instead (best effort).
-		_, _ = s.pool.Exec(ctx, `ANALYZE registry_tags, registry_images`)
+		_ = s.attempt(ctx, func(ctx context.Context) error {
+			_, err := s.pool.Exec(ctx, `ANALYZE registry_tags, registry_images`)
+			return err
+		})
 	}
 	return nil
 }

@@ -47,6 +47,11 @@ type Config struct {
 	// StatementTimeout ends any statement running longer (the server's
 	// statement_timeout); 0 is none.
 	StatementTimeout time.Duration
+	// OpTimeout bounds each attempt of an operation on the client's side,
+	// so that a server that went silent (a partition, a host gone without
+	// a reset) fails the attempt instead of hanging it; 0 is
+	// StatementTimeout plus 10 s, or 2 minutes without a StatementTimeout.
+	OpTimeout time.Duration
 	// RetryFor is how long an operation whose connection failed (the
 	// server restarting, a failover) is tried again before its error is
 	// returned; 0 is 30 s, negative is no retry.
@@ -55,8 +60,9 @@ type Config struct {
 
 // Store is fluxd's store in a PostgreSQL database.
 type Store struct {
-	pool     *pgxpool.Pool
-	retryFor time.Duration
+	pool      *pgxpool.Pool
+	retryFor  time.Duration
+	opTimeout time.Duration
 }
 
 var (
@@ -84,6 +90,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pcfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
 	}
 	pcfg.ConnConfig.RuntimeParams["application_name"] = "fluxd"
+	// A server that vanishes without a reset (a partition, a node lost)
+	// is noticed by TCP keepalive on an idle connection within about
+	// 15 s + 3 x 5 s, rather than the kernel's two hours; a busy one by
+	// the per-attempt timeout (OpTimeout).
+	dialer := &net.Dialer{Timeout: 10 * time.Second, KeepAliveConfig: net.KeepAliveConfig{Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3}}
+	pcfg.ConnConfig.DialFunc = dialer.DialContext
+	if pcfg.ConnConfig.ConnectTimeout == 0 {
+		pcfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w", where, err)
@@ -96,9 +111,15 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("migrating the PostgreSQL database at %s: %w", where, err)
 	}
-	s := &Store{pool: pool, retryFor: cfg.RetryFor}
+	s := &Store{pool: pool, retryFor: cfg.RetryFor, opTimeout: cfg.OpTimeout}
 	if s.retryFor == 0 {
 		s.retryFor = 30 * time.Second
+	}
+	if s.opTimeout == 0 {
+		s.opTimeout = 2 * time.Minute
+		if cfg.StatementTimeout > 0 {
+			s.opTimeout = cfg.StatementTimeout + 10*time.Second
+		}
 	}
 	return s, nil
 }
@@ -150,7 +171,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // upserts, and Record (idempotent by its key); an error wrapping
 // errAmbiguous is never tried again (Transient says no).
 func (s *Store) retry(ctx context.Context, op func(context.Context) error) error {
-	err := op(ctx)
+	err := s.attempt(ctx, op)
 	if err == nil || s.retryFor < 0 || !Transient(err) {
 		return err
 	}
@@ -172,11 +193,28 @@ func (s *Store) retry(ctx context.Context, op func(context.Context) error) error
 			return err
 		case <-time.After(d):
 		}
-		if err = op(ctx); err == nil || !Transient(err) {
+		if err = s.attempt(ctx, op); err == nil || !Transient(err) {
 			return err
 		}
 	}
 }
+
+// attempt runs op once, for at most s.opTimeout. An attempt that ran out
+// of its own time (not the caller's) is reported as errSilent, which is
+// transient: the server went silent, and a new connection may find it (or
+// its replacement after a failover).
+func (s *Store) attempt(ctx context.Context, op func(context.Context) error) error {
+	actx, cancel := context.WithTimeout(ctx, s.opTimeout)
+	defer cancel()
+	err := op(actx)
+	if err != nil && ctx.Err() == nil && actx.Err() != nil {
+		return fmt.Errorf("%w (%v): %v", errSilent, s.opTimeout, err)
+	}
+	return err
+}
+
+// errSilent says an attempt got no answer within the store's OpTimeout.
+var errSilent = errors.New("the database did not answer in time")
 
 // Transient reports whether err says the connection or the server went
 // away (not that the statement was wrong), so the same operation may
@@ -184,7 +222,13 @@ func (s *Store) retry(ctx context.Context, op func(context.Context) error) error
 func Transient(err error) bool {
 	// errAmbiguous first: its text quotes the connection error, which the
 	// message checks below would take for a transient one.
-	if err == nil || errors.Is(err, errAmbiguous) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+	if err == nil || errors.Is(err, errAmbiguous) {
+		return false
+	}
+	if errors.Is(err, errSilent) {
+		return true
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
 	var pgErr *pgconn.PgError

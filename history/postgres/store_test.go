@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -219,5 +220,57 @@ func TestConcurrentSaveTags(t *testing.T) {
 	}
 	if n > 0 {
 		t.Errorf("%d of 60 concurrent SaveTags failed", n)
+	}
+}
+
+// TestSilentServerFailsRatherThanHangs: the server stops answering without
+// closing the connection (a partition: the proxy swallows everything).
+// Record, a read and SaveJob each return an error (Record's saying the
+// database did not answer in time) instead of waiting for ever.
+func TestSilentServerFailsRatherThanHangs(t *testing.T) {
+	u, srv := pgserver.Database(t)
+	ctx := context.Background()
+	p := newProxy(t, srv.Port)
+	s, err := Open(ctx, Config{URL: p.url(t, u), Password: srv.Password, StatementTimeout: 200 * time.Millisecond, RetryFor: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p.setHold(true)
+	defer p.setHold(false)
+	// The first runs on the pool's open connection, which goes quiet; the
+	// others on new connections, which the server never answers
+	// (connect_timeout's error, or the attempt's).
+	ops := []struct {
+		name string
+		op   func() error
+	}{
+		{"Record", func() error {
+			_, err := s.Record(ctx, history.Event{Instance: "i", Type: history.Release})
+			return err
+		}},
+		{"Events", func() error {
+			_, err := s.Events(ctx, "i", history.Query{})
+			return err
+		}},
+		{"SaveJob", func() error {
+			_, err := s.SaveJob(ctx, history.Job{ID: "j", Instance: "i", State: history.JobQueued})
+			return err
+		}},
+	}
+	for i, o := range ops {
+		name, op := o.name, o.op
+		done := make(chan error, 1)
+		go func() { done <- op() }()
+		select {
+		case err := <-done:
+			if err == nil || i == 0 && !strings.Contains(err.Error(), "did not answer in time") {
+				t.Errorf("%s with a silent server: %v; want an error saying it did not answer in time", name, err)
+			}
+		case <-time.After(5 * time.Minute):
+			// Not a speed check: without a client-side timeout the call
+			// never returns at all.
+			t.Fatalf("%s with a silent server still hangs after 5 minutes", name)
+		}
 	}
 }
