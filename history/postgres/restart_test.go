@@ -3,6 +3,8 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -65,5 +67,40 @@ func TestServerRestartLosesNothing(t *testing.T) {
 	}
 	if len(jobs) != n || len(evs) != n || len(tags) != n {
 		t.Errorf("after the restart: %d jobs, %d events and %d cached tags; want %d of each", len(jobs), len(evs), len(tags), n)
+	}
+}
+
+// TestRotatedPasswordFile: the password is changed on the server and in
+// --history-db-password-file (a rotated Secret); once the pool's
+// connections are gone, new ones use the new password and writes work,
+// without reopening the store.
+func TestRotatedPasswordFile(t *testing.T) {
+	srv := pgserver.Own(t)
+	ctx := context.Background()
+	url, err := srv.CreateDatabase(ctx, "rotate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(file, []byte(srv.Password+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(ctx, Config{URL: url, PasswordFile: file, RetryFor: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.pool.Exec(ctx, `ALTER ROLE `+srv.User+` PASSWORD 'rotated-pw-2'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, []byte("rotated-pw-2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s.pool.Reset() // every connection is new from here on
+	if _, err := s.Record(ctx, history.Event{Instance: "i", Type: history.Release, Message: "after the rotation"}); err != nil {
+		t.Fatalf("recording after the password was rotated: %v", err)
+	}
+	if _, err := s.SaveJob(ctx, history.Job{ID: "j", Instance: "i", State: history.JobQueued}); err != nil {
+		t.Fatalf("saving a job after the password was rotated: %v", err)
 	}
 }

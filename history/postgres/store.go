@@ -10,11 +10,13 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -42,6 +44,10 @@ type Config struct {
 	URL string
 	// Password, when set, overrides the URL's and $PGPASSWORD.
 	Password string
+	// PasswordFile, when set, holds the password (trailing whitespace
+	// dropped) and overrides Password: it is read again for every new
+	// connection, so that a rotated Secret is used without a restart.
+	PasswordFile string
 	// MaxConns bounds the pool; 0 is pgxpool's default (4, or the CPUs).
 	MaxConns int32
 	// StatementTimeout ends any statement running longer (the server's
@@ -83,6 +89,22 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Password != "" {
 		pcfg.ConnConfig.Password = cfg.Password
 	}
+	if cfg.PasswordFile != "" {
+		// Read now, so that a missing or empty file is reported at once,
+		// and again before each connection (a mounted Secret is
+		// replaced in place when it is rotated).
+		if pcfg.ConnConfig.Password, err = ReadPasswordFile(cfg.PasswordFile); err != nil {
+			return nil, err
+		}
+		pcfg.BeforeConnect = func(_ context.Context, cc *pgx.ConnConfig) error {
+			pw, err := ReadPasswordFile(cfg.PasswordFile)
+			if err != nil {
+				return err
+			}
+			cc.Password = pw
+			return nil
+		}
+	}
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = cfg.MaxConns
 	}
@@ -122,6 +144,20 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		}
 	}
 	return s, nil
+}
+
+// ReadPasswordFile returns the password a file holds, without trailing
+// whitespace (a Secret's file often ends in a newline).
+func ReadPasswordFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("reading --history-db-password-file: %w", err)
+	}
+	pw := strings.TrimSpace(string(b))
+	if pw == "" {
+		return "", fmt.Errorf("--history-db-password-file %s is empty", path)
+	}
+	return pw, nil
 }
 
 // migrate brings the schema up to version (0: the newest).

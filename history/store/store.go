@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -33,7 +32,8 @@ type Config struct {
 	// URL is a file path, sqlite:///path, or postgres://... .
 	URL string
 	// PasswordFile holds PostgreSQL's password (trailing whitespace is
-	// dropped); without it pgx reads $PGPASSWORD (or ~/.pgpass).
+	// dropped), read for every new connection (a rotated Secret works
+	// without a restart); without it pgx reads $PGPASSWORD (or ~/.pgpass).
 	PasswordFile string
 	// MaxConns bounds PostgreSQL's connection pool; 0 is pgx's default.
 	MaxConns int
@@ -100,15 +100,5 @@ func Open(ctx context.Context, cfg Config) (Store, error) {
 	if kind == SQLite {
 		return sqlite.Open(ctx, target)
 	}
-	pcfg := postgres.Config{URL: target, MaxConns: int32(cfg.MaxConns), StatementTimeout: cfg.StatementTimeout}
-	if cfg.PasswordFile != "" {
-		b, err := os.ReadFile(cfg.PasswordFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading --history-db-password-file: %w", err)
-		}
-		if pcfg.Password = strings.TrimSpace(string(b)); pcfg.Password == "" {
-			return nil, fmt.Errorf("--history-db-password-file %s is empty", cfg.PasswordFile)
-		}
-	}
-	return postgres.Open(ctx, pcfg)
+	return postgres.Open(ctx, postgres.Config{URL: target, PasswordFile: cfg.PasswordFile, MaxConns: int32(cfg.MaxConns), StatementTimeout: cfg.StatementTimeout})
 }
