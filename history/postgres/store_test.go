@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/pressly/goose/v3"
+
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/history/storetest"
 	"github.com/fluxd/fluxd/internal/pgserver"
@@ -48,6 +50,7 @@ func TestMigrations(t *testing.T) {
 	storetest.RunMigrations(t, storetest.Migrations{
 		Files:   Migrations(),
 		Migrate: Migrate,
+		Dialect: goose.DialectPostgres,
 		Dollar:  true,
 		Fresh: func(t *testing.T) (*sql.DB, func() history.Store) {
 			url, srv := pgserver.Database(t)

@@ -48,9 +48,13 @@ func Open(ctx context.Context, path string) (*Store, error) {
 }
 
 // Migrate brings the schema of db up to version (0: the newest), for
-// tests of upgrades from earlier versions.
+// tests of upgrades from earlier versions. fluxd's goose table is its own
+// (VersionTable).
 func Migrate(ctx context.Context, db *sql.DB, version int64) error {
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, Migrations())
+	if err := adoptLegacyTable(ctx, db); err != nil {
+		return fmt.Errorf("adopting an earlier fluxd's migration table: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, Migrations(), goose.WithTableName(VersionTable))
 	if err != nil {
 		return fmt.Errorf("preparing history migrations: %w", err)
 	}
@@ -60,6 +64,45 @@ func Migrate(ctx context.Context, db *sql.DB, version int64) error {
 		_, err = p.UpTo(ctx, version)
 	}
 	return err
+}
+
+// VersionTable is goose's table of applied migrations, named for fluxd.
+const VersionTable = "fluxd_goose_db_version"
+
+// adoptLegacyTable copies the applied versions of a file migrated by an
+// earlier fluxd, into goose's default table goose_db_version, to
+// VersionTable, once (in one transaction, which SQLite serialises):
+// without it every migration would run again (and fail). It is done only
+// when fluxd's own tables are there; the old table stays. The table is
+// created as goose creates it (its dialect's DDL, v3.30).
+func adoptLegacyTable(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'goose_db_version') +
+		(SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'events') -
+		(SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '`+VersionTable+`')`).Scan(&n); err != nil {
+		return err
+	}
+	if n != 2 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE `+VersionTable+` (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		version_id INTEGER NOT NULL,
+		is_applied INTEGER NOT NULL,
+		tstamp TIMESTAMP DEFAULT (datetime('now')))`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO `+VersionTable+` (version_id, is_applied, tstamp)
+		SELECT version_id, is_applied, tstamp FROM goose_db_version ORDER BY id`); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Close closes the database.
