@@ -58,6 +58,10 @@ type Config struct {
 	// a reset) fails the attempt instead of hanging it; 0 is
 	// StatementTimeout plus 10 s, or 2 minutes without a StatementTimeout.
 	OpTimeout time.Duration
+	// NoMigrate opens the database as it is, without migrating it, and
+	// refuses one whose schema is not this fluxd's newest ('fluxd db
+	// copy's source, which must not change).
+	NoMigrate bool
 	// RetryFor is how long an operation whose connection failed (the
 	// server restarting, a failover) is tried again before its error is
 	// returned; 0 is 30 s, negative is no retry.
@@ -129,7 +133,17 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connecting to PostgreSQL at %s: %w (is the server up and reachable? are the user, database and password (--history-db-password-file or PGPASSWORD) right? does sslmode match the server?)", where, err)
 	}
-	if err := migrate(ctx, pool, 0); err != nil {
+	if cfg.NoMigrate {
+		have, err := schemaVersion(ctx, pool)
+		if err == nil {
+			files, _ := fs.Glob(Migrations(), "*.sql")
+			err = history.CheckSchema("the PostgreSQL database at "+where, have, int64(len(files)))
+		}
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+	} else if err := migrate(ctx, pool, 0); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("migrating the PostgreSQL database at %s: %w", where, err)
 	}
@@ -158,6 +172,29 @@ func ReadPasswordFile(path string) (string, error) {
 		return "", fmt.Errorf("--history-db-password-file %s is empty", path)
 	}
 	return pw, nil
+}
+
+// schemaVersion is the newest migration applied (0: none), from fluxd's
+// goose table, else an earlier fluxd's goose_db_version.
+func schemaVersion(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
+	for _, table := range []string{VersionTable, "goose_db_version"} {
+		var exists bool
+		if err := pool.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, table).Scan(&exists); err != nil {
+			return 0, fmt.Errorf("reading the schema version: %w", err)
+		}
+		if !exists {
+			continue
+		}
+		var v *int64
+		if err := pool.QueryRow(ctx, `SELECT max(version_id) FROM `+table+` WHERE is_applied`).Scan(&v); err != nil {
+			return 0, fmt.Errorf("reading the schema version: %w", err)
+		}
+		if v == nil {
+			return 0, nil
+		}
+		return *v, nil
+	}
+	return 0, nil
 }
 
 // migrate brings the schema up to version (0: the newest).

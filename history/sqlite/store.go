@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 	"time"
 
@@ -45,6 +46,52 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		return nil, fmt.Errorf("migrating history database %s: %w", path, err)
 	}
 	return &Store{db: db}, nil
+}
+
+// OpenExisting opens the database at path read-only, without migrating
+// it, and checks that its schema is this fluxd's newest (the source of a
+// copy must not be changed).
+func OpenExisting(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("history database path is empty")
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("opening history database %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000&_foreign_keys=on")
+	if err != nil {
+		return nil, fmt.Errorf("opening history database %s: %w", path, err)
+	}
+	have, err := schemaVersion(ctx, db)
+	if err == nil {
+		files, _ := fs.Glob(Migrations(), "*.sql")
+		err = history.CheckSchema("the SQLite database "+path, have, int64(len(files)))
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Store{db: db}, nil
+}
+
+// schemaVersion is the newest migration applied to db (0: none), from
+// fluxd's goose table, else an earlier fluxd's goose_db_version.
+func schemaVersion(ctx context.Context, db *sql.DB) (int64, error) {
+	for _, table := range []string{VersionTable, "goose_db_version"} {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&n); err != nil {
+			return 0, fmt.Errorf("reading the schema version: %w", err)
+		}
+		if n == 0 {
+			continue
+		}
+		var v sql.NullInt64
+		if err := db.QueryRowContext(ctx, `SELECT max(version_id) FROM `+table+` WHERE is_applied`).Scan(&v); err != nil {
+			return 0, fmt.Errorf("reading the schema version: %w", err)
+		}
+		return v.Int64, nil
+	}
+	return 0, nil
 }
 
 // Migrate brings the schema of db up to version (0: the newest), for

@@ -40,6 +40,10 @@ type Config struct {
 	// StatementTimeout ends a PostgreSQL statement that runs longer; 0 is
 	// none.
 	StatementTimeout time.Duration
+	// NoMigrate opens the database as it is (a SQLite file read-only),
+	// refusing one whose schema is not this fluxd's newest: the source of
+	// 'fluxd db copy'.
+	NoMigrate bool
 }
 
 // Validate reports every problem with the configuration at once.
@@ -97,8 +101,11 @@ func Open(ctx context.Context, cfg Config) (Store, error) {
 		return nil, err
 	}
 	kind, target, _ := Parse(cfg.URL)
+	if kind == SQLite && cfg.NoMigrate {
+		return sqlite.OpenExisting(ctx, target)
+	}
 	if kind == SQLite {
 		return sqlite.Open(ctx, target)
 	}
-	return postgres.Open(ctx, postgres.Config{URL: target, PasswordFile: cfg.PasswordFile, MaxConns: int32(cfg.MaxConns), StatementTimeout: cfg.StatementTimeout})
+	return postgres.Open(ctx, postgres.Config{URL: target, PasswordFile: cfg.PasswordFile, MaxConns: int32(cfg.MaxConns), StatementTimeout: cfg.StatementTimeout, NoMigrate: cfg.NoMigrate})
 }
