@@ -113,7 +113,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pcfg.MaxConns = cfg.MaxConns
 	}
 	if cfg.StatementTimeout > 0 {
-		pcfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(cfg.StatementTimeout.Milliseconds(), 10)
+		// Whole milliseconds, rounded up: the server reads 0 as "no
+		// timeout", which a timeout under 1 ms must not become.
+		ms := (cfg.StatementTimeout + time.Millisecond - 1) / time.Millisecond
+		pcfg.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(int64(ms), 10)
 	}
 	pcfg.ConnConfig.RuntimeParams["application_name"] = "fluxd"
 	// A server that vanishes without a reset (a partition, a node lost)
@@ -143,7 +146,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			pool.Close()
 			return nil, err
 		}
-	} else if err := migrate(ctx, pool, 0); err != nil {
+	} else if err := migrate(ctx, pcfg, 0); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("migrating the PostgreSQL database at %s: %w", where, err)
 	}
@@ -198,7 +201,19 @@ func schemaVersion(ctx context.Context, pool *pgxpool.Pool) (int64, error) {
 }
 
 // migrate brings the schema up to version (0: the newest).
-func migrate(ctx context.Context, pool *pgxpool.Pool, version int64) error {
+// It uses connections of its own without the statement timeout: a
+// migration (an index on a large table) may rightly run longer than any
+// query of fluxd's, and a replica waiting for another's migration lock
+// must not give up after a statement timeout.
+func migrate(ctx context.Context, pcfg *pgxpool.Config, version int64) error {
+	mcfg := pcfg.Copy()
+	delete(mcfg.ConnConfig.RuntimeParams, "statement_timeout")
+	mcfg.MinConns = 0
+	pool, err := pgxpool.NewWithConfig(ctx, mcfg)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	return Migrate(ctx, db, version)

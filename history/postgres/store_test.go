@@ -277,3 +277,30 @@ func TestSilentServerFailsRatherThanHangs(t *testing.T) {
 		}
 	}
 }
+
+// TestStatementTimeoutReachesTheServer: the server's statement_timeout is
+// the configured one in whole milliseconds, rounded up (under 1 ms is 1 ms,
+// not 0, which would be no timeout).
+func TestStatementTimeoutReachesTheServer(t *testing.T) {
+	u, srv := pgserver.Database(t)
+	for _, tc := range []struct {
+		in   time.Duration
+		want string
+	}{
+		{500 * time.Microsecond, "1ms"},
+		{1500 * time.Microsecond, "2ms"},
+		{1500 * time.Millisecond, "1500ms"},
+		{0, "0"},
+	} {
+		s, err := Open(context.Background(), Config{URL: u, Password: srv.Password, StatementTimeout: tc.in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = s.pool.QueryRow(context.Background(), `SHOW statement_timeout`).Scan(&got)
+		s.Close()
+		if err != nil || got != tc.want {
+			t.Errorf("StatementTimeout %v: SHOW statement_timeout = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}

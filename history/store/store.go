@@ -46,6 +46,10 @@ type Config struct {
 	NoMigrate bool
 }
 
+// MaxConnsLimit is the most --history-db-max-conns allows: PostgreSQL's
+// default max_connections is 100, shared by every replica.
+const MaxConnsLimit = 1000
+
 // Validate reports every problem with the configuration at once.
 func (c Config) Validate() error {
 	var errs []error
@@ -56,8 +60,8 @@ func (c Config) Validate() error {
 	if kind == SQLite && c.PasswordFile != "" {
 		errs = append(errs, errors.New("--history-db-password-file is for a PostgreSQL --history-db; a SQLite file has no password"))
 	}
-	if c.MaxConns < 0 {
-		errs = append(errs, fmt.Errorf("--history-db-max-conns %d: use 0 (the default) or more", c.MaxConns))
+	if c.MaxConns < 0 || c.MaxConns > MaxConnsLimit {
+		errs = append(errs, fmt.Errorf("--history-db-max-conns %d: use 0 (pgx's default: 4, or the number of CPUs) up to %d (every replica opens this many; the server's max_connections bounds them all)", c.MaxConns, MaxConnsLimit))
 	}
 	if c.StatementTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--history-db-statement-timeout %s: use 0 (none) or more", c.StatementTimeout))

@@ -59,6 +59,12 @@ func TestValidateReportsEverything(t *testing.T) {
 			t.Errorf("Validate() = %v; want it to say %q", err, want)
 		}
 	}
+	if err := (Config{URL: "postgres://u@h/db", MaxConns: MaxConnsLimit + 1}).Validate(); err == nil || !strings.Contains(err.Error(), "--history-db-max-conns") {
+		t.Errorf("Validate() with MaxConns %d = %v; want it refused", MaxConnsLimit+1, err)
+	}
+	if err := (Config{URL: "postgres://u@h/db", MaxConns: MaxConnsLimit}).Validate(); err != nil {
+		t.Errorf("Validate() with MaxConns %d = %v; want it accepted", MaxConnsLimit, err)
+	}
 }
 
 func TestOpenSQLiteURL(t *testing.T) {
