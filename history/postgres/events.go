@@ -84,7 +84,7 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 }
 
 const eventColumns = `e.id, e.instance, e.type, e."user", e.message, e.changes, e.commit_id, e.error, e.started_at, e.ended_at,
-	COALESCE((SELECT string_agg(s.service, E'\n' ORDER BY s.service) FROM event_services s WHERE s.event_id = e.id), '')`
+	COALESCE((SELECT string_agg(s.service, E'\n' ORDER BY s.service COLLATE "C") FROM event_services s WHERE s.event_id = e.id), '')`
 
 // Events returns the instance's events matching q, newest first.
 func (s *Store) Events(ctx context.Context, instance string, q history.Query) ([]history.Event, error) {

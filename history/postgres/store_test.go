@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
 
@@ -302,5 +303,55 @@ func TestStatementTimeoutReachesTheServer(t *testing.T) {
 		if err != nil || got != tc.want {
 			t.Errorf("StatementTimeout %v: SHOW statement_timeout = %q, %v; want %q", tc.in, got, err, tc.want)
 		}
+	}
+}
+
+// TestByteOrderUnderALanguageCollation: on a database whose default
+// collation is a language's (ICU "en-US", where "_a" < "b" < "B"), an
+// event's services and the cached repositories still come back in byte
+// order, as SQLite returns them.
+func TestByteOrderUnderALanguageCollation(t *testing.T) {
+	_, srv := pgserver.Database(t)
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(srv.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Password = srv.Password
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	name := "collated_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C'`); err != nil {
+		t.Skipf("this server cannot make an ICU database: %v", err)
+	}
+	s, err := Open(ctx, Config{URL: srv.URL(name), Password: srv.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Record(ctx, history.Event{Instance: "i", Type: history.Release, Services: []string{"ns:deployment/b", "ns:deployment/B", "ns:deployment/_a"}}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Events(ctx, "i", history.Query{})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("events: %v, %v", evs, err)
+	}
+	if diff := cmp.Diff([]string{"ns:deployment/B", "ns:deployment/_a", "ns:deployment/b"}, evs[0].Services); diff != "" {
+		t.Errorf("services (-want +got):\n%s", diff)
+	}
+	for _, repo := range []string{"b/x", "B/x", "_/x"} {
+		if err := s.SaveTags(ctx, repo, map[string]registry.TagState{"1": {Digest: "sha256:1"}}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repos, err := s.CachedRepositories(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"B/x", "_/x", "b/x"}, repos); diff != "" {
+		t.Errorf("cached repositories (-want +got):\n%s", diff)
 	}
 }
