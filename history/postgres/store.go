@@ -374,9 +374,11 @@ func Transient(err error) bool {
 		// 08: connection exceptions; 57P01-57P03: admin shutdown, crash
 		// shutdown, cannot connect now (starting up); 40001, 40P01: a
 		// serialization failure or a deadlock, whose transaction was
-		// rolled back whole and may succeed when run again.
+		// rolled back whole and may succeed when run again; 53300: too
+		// many connections (another replica's pool is full), which frees
+		// up.
 		switch pgErr.Code {
-		case "57P01", "57P02", "57P03", "40001", "40P01":
+		case "57P01", "57P02", "57P03", "40001", "40P01", "53300":
 			return true
 		}
 		return strings.HasPrefix(pgErr.Code, "08")

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/pressly/goose/v3"
@@ -353,5 +356,27 @@ func TestByteOrderUnderALanguageCollation(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"B/x", "_/x", "b/x"}, repos); diff != "" {
 		t.Errorf("cached repositories (-want +got):\n%s", diff)
+	}
+}
+
+// TestTransient: which failures are tried again.
+func TestTransient(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "57P01"}, true}, // admin shutdown
+		{&pgconn.PgError{Code: "08006"}, true}, // connection failure
+		{&pgconn.PgError{Code: "40P01"}, true}, // deadlock
+		{&pgconn.PgError{Code: "40001"}, true}, // serialization failure
+		{&pgconn.PgError{Code: "53300"}, true}, // too many connections
+		{&pgconn.PgError{Code: "23505"}, false},
+		{errors.New("conn closed"), true},
+		{fmt.Errorf("%w: %v", errAmbiguous, errors.New("conn closed")), false},
+		{context.Canceled, false},
+	} {
+		if got := Transient(tc.err); got != tc.want {
+			t.Errorf("Transient(%v) = %v; want %v", tc.err, got, tc.want)
+		}
 	}
 }
