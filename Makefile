@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build static image deps stack up restart-fluxd down test test-postgres test-unit generate check-generate vet bench bench-registry bench-automation fuzz fuzz-ci clean
+.PHONY: all build static image deps stack up restart-fluxd down test test-postgres test-unit generate check-generate vet bench bench-registry bench-api bench-automation fuzz fuzz-ci clean
 
 all: build
 
@@ -91,11 +91,27 @@ bench:
 	go test -run '^$$' -bench . -benchmem -count 6 $$(go list ./... | grep -v /e2e) | tee .bin/bench.txt
 	.bin/tools/benchstat .bin/bench.txt
 
-## bench-registry: the registry scan benchmark, both set-ups (see README, Performance)
+## bench-registry: the registry scan benchmark, both set-ups, a day beside a
+## Flux v1 model, and the first list-images of a big repository (see README, Performance)
 bench-registry:
 	go test -run '^$$' -bench 'BenchmarkScan|BenchmarkCacheMemory' -benchtime 1x ./registry/oci/
 	go test -run '^$$' -bench 'BenchmarkScan' -benchtime 1x ./registry/oci/ -args -scan.repos 100 -scan.tags 1000
+	go test -run '^$$' -bench 'BenchmarkScanDay' -benchtime 1x ./registry/oci/
 	go test -run '^$$' -bench 'BenchmarkListImagesCold' -benchtime 1x ./daemon/
+
+## bench-api: ListServices under load (ghz, 50 clients) with 1,000 workloads on
+## the local stack, this tree's fluxd beside BENCH_API_BASE's (default main)
+BENCH_API_BASE ?= main
+GHZ_VERSION := v0.121.0
+bench-api: stack
+	@mkdir -p .bin/tools
+	@[ -x .bin/tools/ghz ] || GOBIN=$(CURDIR)/.bin/tools go install github.com/bojand/ghz/cmd/ghz@$(GHZ_VERSION)
+	@rm -rf .bin/base-src && git worktree add -q --detach .bin/base-src $(BENCH_API_BASE) && \
+		(cd .bin/base-src && go build -o $(CURDIR)/.bin/fluxd-base ./cmd/fluxd); status=$$?; \
+		git worktree remove --force .bin/base-src; exit $$status
+	FLUXD_STACK_BIN=$$(stack/build.sh) GHZ=$(CURDIR)/.bin/tools/ghz FLUXD_BASE=$(CURDIR)/.bin/fluxd-base \
+		FLUXD_BASE_REV=$$(git rev-parse --short $(BENCH_API_BASE)) \
+		go test -run '^$$' -bench BenchmarkAPILoad -benchtime 1x -timeout 30m ./e2e/
 
 ## bench-automation: push → commit → rollout latency of automation on the local stack, 20 pushes
 bench-automation: stack

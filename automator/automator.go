@@ -83,6 +83,8 @@ type Status struct {
 	Failures  int
 	// Decision is the last decision, e.g. "release app=r/app:1.3".
 	Decision string
+	// LastCheck is when the service's images were last looked at.
+	LastCheck time.Time
 	// Warnings are policy problems found by the last check.
 	Warnings []string
 }
@@ -116,6 +118,7 @@ type Automator struct {
 	services map[platform.ID]*service
 	kick     chan struct{}
 	wake     atomic.Bool // a kick asked to end the waits
+	onChange func()
 }
 
 // New returns an Automator.
@@ -235,12 +238,25 @@ func (a *Automator) States() map[platform.ID]State {
 	return out
 }
 
+// OnChange sets a function called after every pass, when the services'
+// states may have changed (the web page's live view). It must not block.
+// Set it before Run.
+func (a *Automator) OnChange(f func()) { a.onChange = f }
+
+// changed marks a pass done: Generation moves, and OnChange is told.
+func (a *Automator) changed() {
+	a.gen.Add(1)
+	if a.onChange != nil {
+		a.onChange()
+	}
+}
+
 // Step reads which services are automated, settles releases whose jobs
 // ended, checks every service that is due (one plan per instance), queues
 // one release job per instance for all the services that need one, and
 // returns how long until the next is due.
 func (a *Automator) Step(ctx context.Context) time.Duration {
-	defer a.gen.Add(1)
+	defer a.changed()
 	defer a.observe()
 	_, m, err := a.plans.Manifests(ctx)
 	if err != nil {
@@ -367,6 +383,12 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 	plan, err := a.plans.Plan(ctx, release.Spec{Services: ids, AllLatest: true, User: User})
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	now := a.clock.Now()
+	for _, id := range ids {
+		if s := a.services[id]; s != nil {
+			s.LastCheck = now
+		}
+	}
 	if err != nil {
 		for _, id := range ids {
 			if s := a.services[id]; s != nil {

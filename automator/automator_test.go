@@ -248,3 +248,18 @@ func TestKickDuringAReleaseChecksAgainWhenItEnds(t *testing.T) {
 	}
 	_ = clk
 }
+
+// Each pass tells OnChange, after the states it changed are readable,
+// with when the service was last looked at.
+func TestOnChangeAfterEveryPass(t *testing.T) {
+	f, jobs := newFake("a"), &fakeJobs{}
+	a, clk := newAutomator(t, f, jobs, nil)
+	var seen []Status
+	a.OnChange(func() { seen = append(seen, a.Statuses()[svc("a")]) })
+	a.Step(context.Background())
+	clk.Step(time.Minute)
+	a.Step(context.Background())
+	if len(seen) != 2 || seen[0].State != UpToDate || !seen[0].LastCheck.Equal(clk.Now().Add(-time.Minute)) || !seen[1].LastCheck.Equal(clk.Now()) {
+		t.Errorf("OnChange saw %+v", seen)
+	}
+}

@@ -41,15 +41,26 @@ func serviceToProto(s Service) *fluxdv1.Service {
 		TagOrder:      s.TagOrder,
 		TagPrerelease: s.Prerelease,
 		Warnings:      s.Warnings,
+		SyncState:     s.SyncState,
+		SyncDetail:    s.SyncDetail,
 	}
 	if a := s.Automation; a != nil {
 		out.Automation = &fluxdv1.Automation{State: string(a.State), JobId: a.JobID, LastError: a.LastError, Failures: int32(a.Failures), Decision: a.Decision}
 		if !a.Next.IsZero() {
 			out.Automation.Next = timestamppb.New(a.Next)
 		}
+		if !a.LastCheck.IsZero() {
+			out.Automation.LastCheck = timestamppb.New(a.LastCheck)
+		}
 	}
 	for _, c := range s.Containers {
-		out.Containers = append(out.Containers, &fluxdv1.Container{Name: c.Name, Image: c.Image, Init: c.Init})
+		out.Containers = append(out.Containers, &fluxdv1.Container{Name: c.Name, Image: c.Image, Init: c.Init, Goal: s.Goals[c.Name], GitImage: s.GitImages[c.Name]})
+	}
+	if s.Locked {
+		out.LockedBy = s.annotations[release.AnnotationLockedBy]
+		if t, err := time.Parse(time.RFC3339, s.annotations[release.AnnotationLockedAt]); err == nil {
+			out.LockedAt = timestamppb.New(t)
+		}
 	}
 	return out
 }
@@ -164,4 +175,19 @@ func gitStatusToProto(st gitrepo.RemoteStatus) *fluxdv1.GitRemoteStatus {
 		out.WaitingSince = timestamppb.New(st.WaitingSince)
 	}
 	return out
+}
+
+// WatchJobResponse is a job update as WatchJob streams it; the web page's
+// live events carry the same.
+func WatchJobResponse(u release.JobUpdate) *fluxdv1.WatchJobResponse {
+	resp := &fluxdv1.WatchJobResponse{Job: jobToProto(u)}
+	for _, w := range u.Workloads {
+		resp.Workloads = append(resp.Workloads, &fluxdv1.WorkloadProgress{Service: w.Service.String(), Replicas: replicasToProto(w.Replicas)})
+	}
+	return resp
+}
+
+// JobLogLine is a job log line as GetJobLog returns it.
+func JobLogLine(l history.JobLogLine) *fluxdv1.JobLogLine {
+	return &fluxdv1.JobLogLine{JobId: l.JobID, Seq: l.Seq, Time: timestamppb.New(l.Time), Stage: l.Stage, Text: l.Text}
 }

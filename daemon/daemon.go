@@ -17,6 +17,7 @@ import (
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/registry"
 	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/syncer"
 )
 
 // Cluster is what the daemon needs from the cluster.
@@ -74,6 +75,9 @@ type Deps struct {
 	Git GitRemote
 	// SSHKey, if set, is the SSH key fluxd reaches its git remote with.
 	SSHKey SSHKey
+	// Sync, if set, is the continuous sync: list-services shows each
+	// service's state against git, and the Sync call runs it.
+	Sync Syncing
 	// Ready, if set, says why fluxd cannot serve just now (the cluster's
 	// caches not synced, the database not answering), or nil. The health
 	// service reports it, without a token.
@@ -108,7 +112,8 @@ type Daemon struct {
 
 	refreshes singleflight.Group // registry refreshes by repository
 
-	view viewCache // the joined list of services, while nothing changed
+	onNotify func(repository string, tags int)
+	view     viewCache // the joined list of services, while nothing changed
 }
 
 // generational is a source that says when what it reports may have
@@ -127,13 +132,22 @@ type viewCache struct {
 	// as the API sends them, by namespace asked for ("" for all).
 	built, protosOf uint64
 	protos          map[string][]*fluxdv1.Service
+	// encoded are protos encoded as a ListServicesResponse (see
+	// viewCodec), by namespace; reset with protos.
+	encoded map[string][]byte
 }
 
 // viewKey is the generations a view was built from.
 type viewKey struct {
 	cluster, automator uint64
 	manifests          *gitrepo.Manifests
+	sync               *syncer.Report // the last sync, whose states the view shows
 }
+
+// OnNotify sets a function told of every image notification fluxd acted
+// on (webhook or NotifyImage): the web page shows them as they come. It
+// must not block. Set it before serving.
+func (d *Daemon) OnNotify(f func(repository string, tags int)) { d.onNotify = f }
 
 // New returns a Daemon. cfg must have passed Validate.
 func New(cfg Config, deps Deps, log *slog.Logger) *Daemon {
@@ -160,6 +174,16 @@ type Service struct {
 	Automation *automator.Status
 	// Warnings are policy problems to fix.
 	Warnings []string
+	// Goals maps containers to the image git defines, for those whose
+	// running image differs from it.
+	Goals map[string]string
+	// SyncState is "synced", "drifted" or "failed" when fluxd syncs and
+	// the service is in git; SyncDetail says how it drifted or failed.
+	SyncState, SyncDetail string
+	// def is the service's definition in git, nil when it has none.
+	def *gitrepo.Definition
+	// GitImages maps each container to the image git names for it.
+	GitImages map[string]string
 
 	annotations map[string]string
 }
@@ -213,6 +237,9 @@ func (d *Daemon) servicesBuilt(ctx context.Context) ([]Service, uint64, error) {
 	// The generations are read before the sources: a change while the
 	// view is built makes the next call build it again.
 	key := viewKey{cluster: cg.Generation(), automator: ag.Generation()}
+	if d.deps.Sync != nil {
+		key.sync = d.deps.Sync.Last()
+	}
 	m, err := d.readManifests(ctx)
 	if err != nil {
 		return nil, 0, err
@@ -262,7 +289,7 @@ func (d *Daemon) serviceProtos(ctx context.Context, namespace string) ([]*fluxdv
 		d.view.mu.Lock()
 		if d.view.built == built {
 			if d.view.protosOf != built {
-				d.view.protos, d.view.protosOf = map[string][]*fluxdv1.Service{}, built
+				d.view.protos, d.view.protosOf, d.view.encoded = map[string][]*fluxdv1.Service{}, built, nil
 			}
 			d.view.protos[namespace] = out
 		}
@@ -299,9 +326,14 @@ func (d *Daemon) buildServices(ctx context.Context, m *gitrepo.Manifests) ([]Ser
 			order = append(order, id)
 		}
 		s.InGit = true
+		s.def = def
 		s.Automated = def.Annotations[release.AnnotationAutomated] == "true"
 		s.Locked = def.Annotations[release.AnnotationLocked] == "true"
 		s.LockMsg = release.LockReason(def.Annotations)
+		s.GitImages = map[string]string{}
+		for _, c := range def.Containers {
+			s.GitImages[c.Name] = c.Image
+		}
 		s.annotations = def.Annotations
 		s.Filters, s.TagOrder, s.Warnings = policyOf(def)
 		s.Prerelease = def.Annotations[release.AnnotationTagPrerelease] == "true"
@@ -315,6 +347,7 @@ func (d *Daemon) buildServices(ctx context.Context, m *gitrepo.Manifests) ([]Ser
 			}
 		}
 	}
+	d.syncStates(byID)
 	out := make([]Service, 0, len(order))
 	for _, id := range order {
 		out = append(out, *byID[id])

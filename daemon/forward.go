@@ -42,12 +42,14 @@ var leaderOnly = map[string]bool{
 	fluxdv1.FluxService_WatchJob_FullMethodName:    true,
 	fluxdv1.FluxService_CancelJob_FullMethodName:   true,
 	fluxdv1.FluxService_ListJobs_FullMethodName:    true,
+	fluxdv1.FluxService_GetJobLog_FullMethodName:   true,
 	fluxdv1.FluxService_Automate_FullMethodName:    true,
 	fluxdv1.FluxService_Deautomate_FullMethodName:  true,
 	fluxdv1.FluxService_Lock_FullMethodName:        true,
 	fluxdv1.FluxService_Unlock_FullMethodName:      true,
 	fluxdv1.FluxService_SetPolicy_FullMethodName:   true,
 	fluxdv1.FluxService_NotifyImage_FullMethodName: true,
+	fluxdv1.FluxService_Sync_FullMethodName:        true, // the leader syncs
 }
 
 // leaderFirst are reads a follower asks the leader for, because only the

@@ -42,6 +42,7 @@ var readOnly = map[string]bool{
 	fluxdv1.FluxService_GetJob_FullMethodName:       true,
 	fluxdv1.FluxService_WatchJob_FullMethodName:     true,
 	fluxdv1.FluxService_ListJobs_FullMethodName:     true,
+	fluxdv1.FluxService_GetJobLog_FullMethodName:    true,
 	fluxdv1.FluxService_History_FullMethodName:      true,
 	// Server reflection describes the API; it reads nothing of fluxd's.
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      true,

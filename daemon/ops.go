@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -321,10 +322,29 @@ func (d *Daemon) checkRolloutTimeout(t time.Duration) error {
 	return nil
 }
 
+// HistoryFilter narrows a History query.
+type HistoryFilter func(*history.Query)
+
+// HistoryType keeps the events of one type.
+func HistoryType(t string) HistoryFilter {
+	return func(q *history.Query) { q.Type = history.Type(t) }
+}
+
+// HistoryUser keeps the events of users whose name contains user.
+func HistoryUser(user string) HistoryFilter {
+	return func(q *history.Query) { q.User = user }
+}
+
 // History returns the caller's instance's events, newest first. A service
 // that does not exist is NotFound; one with no events has an empty list.
-func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, limit int) ([]history.Event, error) {
+func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, limit int, filters ...HistoryFilter) ([]history.Event, error) {
 	q := history.Query{Limit: limit}
+	for _, f := range filters {
+		f(&q)
+	}
+	if q.Type != "" && !slices.Contains(history.Types, q.Type) {
+		return nil, fluxerr.New(fluxerr.User, fmt.Errorf("there is no event type %q", q.Type), fmt.Sprintf("The types are: %v.", history.Types))
+	}
 	if service != "" {
 		svc, err := d.resolve(ctx, service)
 		if err != nil {
@@ -336,7 +356,7 @@ func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, 
 	if err != nil {
 		return nil, fmt.Errorf("reading history: %w", err)
 	}
-	return evs, nil
+	return d.withSyncEvents(ctx, evs, q)
 }
 
 // PolicyUpdate is a change of a service's policies; nil fields are left
@@ -528,5 +548,8 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 		d.deps.Automator.Kick()
 	}
 	d.log.Info("image notification: repository refreshed", "repository", ref.Repository, "tags", len(imgs))
+	if d.onNotify != nil {
+		d.onNotify(ref.Repository, len(imgs))
+	}
 	return ref.Repository, len(imgs), nil
 }

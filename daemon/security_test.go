@@ -34,7 +34,7 @@ import (
 // not a plan.)
 var readOnlyRPCs = map[protoreflect.Name]bool{
 	"Version": true, "Identity": true, "ListServices": true, "ListImages": true, "GetJob": true,
-	"WatchJob": true, "ListJobs": true, "History": true,
+	"WatchJob": true, "ListJobs": true, "History": true, "GetJobLog": true,
 }
 
 // fluxService is the service as its generated file describes it.

@@ -14,10 +14,13 @@ import (
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
@@ -87,7 +90,8 @@ func NewServer(d *Daemon, a Authenticator, log *slog.Logger, opts ...ServerOptio
 		unary = append([]grpc.UnaryServerInterceptor{metrics.UnaryServerInterceptor()}, unary...)
 		stream = append([]grpc.StreamServerInterceptor{metrics.StreamServerInterceptor()}, stream...)
 	}
-	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...))
+	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...),
+		grpc.ForceServerCodecV2(newViewCodec(d)))
 	fluxdv1.RegisterFluxServiceServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, &healthServer{s: s, every: 5 * time.Second})
 	reflection.Register(s.grpc)
@@ -96,6 +100,22 @@ func NewServer(d *Daemon, a Authenticator, log *slog.Logger, opts ...ServerOptio
 		metrics.InitializeMetrics(s.grpc)
 	}
 	return s
+}
+
+// InProcess returns a client connection to this server over an
+// in-memory listener: its calls pass the same interceptors (token, role,
+// forwarding to the leader) as calls from the network. The web page's
+// JSON API calls through it. It is served until Serve stops.
+func (s *Server) InProcess() (*grpc.ClientConn, error) {
+	lis := bufconn.Listen(1 << 20)
+	go func() {
+		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.log.Error("serving in-process calls stopped", "error", err)
+		}
+	}()
+	return grpc.NewClient("passthrough:///in-process",
+		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
+		grpc.WithTransportCredentials(insecure.NewCredentials()))
 }
 
 // Serve serves on lis until ctx is cancelled, then stops gracefully,
@@ -182,7 +202,7 @@ func (s *Server) Release(ctx context.Context, req *fluxdv1.ReleaseRequest) (*flu
 
 // History lists the caller's instance's events.
 func (s *Server) History(ctx context.Context, req *fluxdv1.HistoryRequest) (*fluxdv1.HistoryResponse, error) {
-	evs, err := s.d.History(ctx, identity(ctx), req.GetService(), int(req.GetLimit()))
+	evs, err := s.d.History(ctx, identity(ctx), req.GetService(), int(req.GetLimit()), HistoryType(req.GetType()), HistoryUser(req.GetUser()))
 	if err != nil {
 		return nil, toStatus(err)
 	}
@@ -239,6 +259,25 @@ func (s *Server) ListJobs(ctx context.Context, req *fluxdv1.ListJobsRequest) (*f
 	return resp, nil
 }
 
+// GetJobLog returns a job's log lines after a sequence number.
+func (s *Server) GetJobLog(ctx context.Context, req *fluxdv1.GetJobLogRequest) (*fluxdv1.GetJobLogResponse, error) {
+	logs, ok := s.d.deps.Jobs.(interface {
+		JobLog(ctx context.Context, instance, id string, after int64) ([]history.JobLogLine, error)
+	})
+	if !ok {
+		return nil, status.Error(codes.Unimplemented, "job logs are not implemented by this fluxd's job queue")
+	}
+	lines, err := logs.JobLog(ctx, identity(ctx).Instance, req.GetId(), req.GetAfter())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &fluxdv1.GetJobLogResponse{}
+	for _, l := range lines {
+		resp.Lines = append(resp.Lines, JobLogLine(l))
+	}
+	return resp, nil
+}
+
 // CancelJob cancels a queued job, or a running one that has not pushed.
 func (s *Server) CancelJob(ctx context.Context, req *fluxdv1.CancelJobRequest) (*fluxdv1.CancelJobResponse, error) {
 	u, err := s.d.deps.Jobs.Cancel(ctx, identity(ctx).Instance, req.GetId())
@@ -256,11 +295,7 @@ func (s *Server) WatchJob(req *fluxdv1.WatchJobRequest, stream grpc.ServerStream
 		return toStatus(err)
 	}
 	for u := range ch {
-		resp := &fluxdv1.WatchJobResponse{Job: jobToProto(u)}
-		for _, w := range u.Workloads {
-			resp.Workloads = append(resp.Workloads, &fluxdv1.WorkloadProgress{Service: w.Service.String(), Replicas: replicasToProto(w.Replicas)})
-		}
-		if err := stream.Send(resp); err != nil {
+		if err := stream.Send(WatchJobResponse(u)); err != nil {
 			return err
 		}
 	}

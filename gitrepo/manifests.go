@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -38,6 +39,12 @@ type Definition struct {
 	// Digest identifies what the definition says (its YAML tree; comments
 	// and layout aside): see digest.
 	Digest string
+	// Built is set for a workload a kustomization builds: File is then
+	// the kustomization file, and a release edits its images: entries.
+	Built bool
+	// Replicas is spec.replicas when git sets it, for drift: nil when it
+	// leaves it out (an autoscaler's to set).
+	Replicas *int32
 }
 
 // Problem is a file that could not be read as manifests; it is skipped.
@@ -109,6 +116,18 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 	m := &Manifests{Workloads: map[platform.ID]*Definition{}}
 	dups := map[platform.ID]bool{}
 	seen := map[string]bool{}
+	add := func(def *Definition) {
+		if prev, ok := m.Workloads[def.ID]; ok || dups[def.ID] {
+			if ok {
+				m.Problems = append(m.Problems, &DuplicateError{ID: def.ID, First: where(prev), Second: where(def)})
+				delete(m.Workloads, def.ID)
+				dups[def.ID] = true
+			}
+			return
+		}
+		m.Workloads[def.ID] = def
+	}
+	var kust *kustomizer
 	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -118,7 +137,29 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 				if d.Name() == ".git" {
 					return filepath.SkipDir
 				}
-				return nil
+				if KustomizationFile(path) == "" || seen[path] {
+					return nil
+				}
+				// A kustomization is one unit, as 'kubectl apply -k'
+				// sees it: its workloads are what it builds.
+				seen[path] = true
+				rel, err := filepath.Rel(root, path)
+				if err != nil {
+					return err
+				}
+				if kust == nil {
+					if kust, err = newKustomizer(root); err != nil {
+						return err
+					}
+				}
+				defs, err := kust.workloads(rel)
+				if err != nil {
+					m.Problems = append(m.Problems, err)
+				}
+				for _, def := range defs {
+					add(def)
+				}
+				return filepath.SkipDir
 			}
 			ext := filepath.Ext(path)
 			if ext != ".yaml" && ext != ".yml" || seen[path] {
@@ -140,15 +181,7 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 				return nil
 			}
 			for _, def := range defs {
-				if prev, ok := m.Workloads[def.ID]; ok || dups[def.ID] {
-					if ok {
-						m.Problems = append(m.Problems, &DuplicateError{ID: def.ID, First: fmt.Sprintf("%s:%d", prev.File, prev.Line), Second: fmt.Sprintf("%s:%d", def.File, def.Line)})
-						delete(m.Workloads, def.ID)
-						dups[def.ID] = true
-					}
-					continue
-				}
-				m.Workloads[def.ID] = def
+				add(def)
 			}
 			return nil
 		})
@@ -157,6 +190,14 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 		}
 	}
 	return m, nil
+}
+
+// where is a definition's file:line, or its kustomization file.
+func where(d *Definition) string {
+	if d.Line > 0 {
+		return fmt.Sprintf("%s:%d", d.File, d.Line)
+	}
+	return d.File
 }
 
 // linkIn returns the first component of rel (relative to root) that is a
@@ -241,6 +282,12 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 		def := &Definition{ID: w.id, File: file, Line: w.obj.Line, Annotations: map[string]string{}, Digest: digest(h, w.obj)}
 		for _, c := range containerNodes(w.obj, w.id.Kind) {
 			def.Containers = append(def.Containers, Container{Name: c.name, Image: c.image.Value, Init: c.init})
+		}
+		if r := lookup(w.obj, "spec", "replicas"); r != nil && r.Kind == yaml.ScalarNode {
+			if n, err := strconv.ParseInt(r.Value, 10, 32); err == nil {
+				n := int32(n)
+				def.Replicas = &n
+			}
 		}
 		if ann := lookup(w.obj, "metadata", "annotations"); ann != nil && ann.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(ann.Content); i += 2 {

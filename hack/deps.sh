@@ -5,8 +5,9 @@
 # the stack's registry that requires authentication) and apache2-utils
 # (htpasswd, for that registry's bcrypt password file) and openssh-server
 # (sshd with git-shell, the SSH git remote of the deploy-key tests; it
-# brings ssh-keygen and ssh-keyscan) and postgresql (the server binaries
-# the PostgreSQL store's tests and 'make up DB=postgres' start).
+# brings ssh-keygen and ssh-keyscan), postgresql (the server binaries
+# the PostgreSQL store's tests and 'make up DB=postgres' start) and
+# chromium (headless, the browser the status page's end-to-end tests drive).
 set -euo pipefail
 missing=()
 command -v git >/dev/null || missing+=(git)
@@ -14,6 +15,7 @@ command -v gcc >/dev/null || missing+=(gcc)
 command -v docker-registry >/dev/null || missing+=(docker-registry)
 command -v htpasswd >/dev/null || missing+=(apache2-utils)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v chromium >/dev/null || missing+=(chromium)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "deps: installing ${missing[*]}" >&2

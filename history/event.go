@@ -23,7 +23,18 @@ const (
 	Failed           Type = "failed"
 	Cancelled        Type = "cancelled"
 	Rollback         Type = "rollback"
+	// Sync is a sync of git to the cluster that changed something or
+	// failed: kept under SyncInstance, which every instance reads.
+	Sync Type = "sync"
 )
+
+// SyncInstance keys the sync's events. The sync is the cluster's, not one
+// instance's: every instance's history shows them. No token can name it
+// (instance IDs start with a letter or digit).
+const SyncInstance = "_sync"
+
+// Types lists every event type.
+var Types = []Type{Release, AutomatedRelease, Rollback, Failed, Cancelled, Automate, Deautomate, Lock, Unlock, Policy, Sync}
 
 // Change is one container's image change.
 type Change struct {
@@ -57,6 +68,11 @@ type Event struct {
 type Query struct {
 	// Service limits the events to one service ID; empty means all.
 	Service string
+	// Type limits the events to one type; empty means all.
+	Type Type
+	// User limits the events to those of users whose name contains it
+	// (case-insensitive); empty means all.
+	User string
 	// Limit bounds the number of events; zero means 100.
 	Limit int
 }

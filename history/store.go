@@ -18,6 +18,7 @@ import (
 type Store interface {
 	EventLog
 	JobLog
+	JobOutput
 	RegistryCache
 	// Ping checks that the database answers, for readiness.
 	Ping(ctx context.Context) error
@@ -47,6 +48,16 @@ type JobLog interface {
 	// LiveJobs returns every queued or running job of every instance,
 	// oldest first.
 	LiveJobs(ctx context.Context) ([]Job, error)
+}
+
+// JobOutput keeps each job's log lines, for as long as the job is kept.
+type JobOutput interface {
+	// AppendJobLog stores one line; a line of the same job and Seq
+	// already stored is left as it is.
+	AppendJobLog(ctx context.Context, l JobLogLine) error
+	// JobLog returns the lines of one of the instance's jobs after seq
+	// after, in order.
+	JobLog(ctx context.Context, instance, id string, after int64) ([]JobLogLine, error)
 }
 
 // RegistryCache keeps what is known of registries' tags and images. It is

@@ -77,6 +77,65 @@ type Engine struct {
 	git    *semaphore.Weighted
 	deploy sync.Mutex // one deployment at a time, its rollout included
 	memory planMemory
+
+	// onRevision, if set, is told each revision a fetch finds that
+	// differs from the one before (the sync is kicked by it, so any
+	// fetch serves it); lastRev is the one before. Both under the git
+	// lock.
+	onRevision func(rev string)
+	lastRev    string
+}
+
+// OnRevision sets f to be called, under the git lock, with each new
+// revision a fetch finds. f must not block. Call before using e.
+func (e *Engine) OnRevision(f func(rev string)) { e.onRevision = f }
+
+// fetch syncs the clone to the remote, under the git lock, and tells
+// onRevision of a new revision.
+func (e *Engine) fetch(ctx context.Context) (string, error) {
+	rev, err := e.repo.Sync(ctx)
+	if err == nil && rev != e.lastRev {
+		e.lastRev = rev
+		if e.onRevision != nil {
+			e.onRevision(rev)
+		}
+	}
+	return rev, err
+}
+
+// Read runs fn on the clone under the git lock, after fetching the remote
+// when fetch is set: the sync reads git through it, so that it shares the
+// engine's fetches and never reads a tree a release is rewriting. A quiet
+// read (a dry run's) does not tell onRevision of what it fetched: the
+// next fetch does, so the commit is synced then and not because of the
+// dry run.
+func (e *Engine) Read(ctx context.Context, fetch, quiet bool, fn func(rev, root string, paths []string) error) error {
+	if err := e.lockGit(ctx); err != nil {
+		return err
+	}
+	defer e.unlockGit()
+	if quiet {
+		rev, err := e.repo.Sync(ctx)
+		if err != nil {
+			return err
+		}
+		return fn(rev, e.repo.Dir(), e.repo.Paths())
+	}
+	rev := e.lastRev
+	if h, ok := e.repo.(interface{ Head() (string, error) }); ok && !fetch && rev != "" {
+		// A release's commit that did not reach the remote may be
+		// checked out: only the remote's revision is read.
+		if head, err := h.Head(); err != nil || head != rev {
+			fetch = true
+		}
+	}
+	if fetch || rev == "" {
+		var err error
+		if rev, err = e.fetch(ctx); err != nil {
+			return err
+		}
+	}
+	return fn(rev, e.repo.Dir(), e.repo.Paths())
 }
 
 // NewEngine returns an Engine.
@@ -160,7 +219,7 @@ func (e *Engine) Sync(ctx context.Context) (string, error) {
 		return "", err
 	}
 	defer e.unlockGit()
-	return e.repo.Sync(ctx)
+	return e.fetch(ctx)
 }
 
 // Manifests syncs the clone and returns its workload definitions.
@@ -173,7 +232,7 @@ func (e *Engine) Manifests(ctx context.Context) (string, *gitrepo.Manifests, err
 }
 
 func (e *Engine) manifests(ctx context.Context) (string, *gitrepo.Manifests, error) {
-	rev, err := e.repo.Sync(ctx)
+	rev, err := e.fetch(ctx)
 	if err != nil {
 		return "", nil, err
 	}
@@ -490,7 +549,19 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 		for _, u := range it.Updates {
 			images[u.Container] = u.Target
 		}
-		out, err := gitrepo.SetImages(content, it.Service, images)
+		var out []byte
+		var err error
+		if def.Built {
+			// Released through the kustomization's images: entries, not
+			// in the base it builds from (which other overlays share).
+			current := map[string]string{}
+			for _, c := range def.Containers {
+				current[c.Name] = c.Image
+			}
+			out, err = gitrepo.SetKustomizeImages(e.repo.Dir(), it.File, content, it.Service, current, images)
+		} else {
+			out, err = gitrepo.SetImages(content, it.Service, images)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("editing %s in %s: %w", it.Service, it.File, err)
 		}
@@ -620,6 +691,14 @@ func (c *imageCache) tagList(ctx context.Context, repo string) ([]string, error)
 	return tags, err
 }
 
+// Newest returns the best image of repository that the filter f passes
+// and how many it passes, as a plan finds it for a container under that
+// policy: from the tag list alone for orders by version, name or number,
+// with metadata only for the passing tags under build time.
+func Newest(ctx context.Context, images Images, repository string, f registry.Filter) (registry.Image, int, error) {
+	return newImageCache(images).newest(ctx, repository, f)
+}
+
 // newest returns the best image a filter passes and how many it passes.
 // Under orders other than build time the image carries its tag only.
 func (c *imageCache) newest(ctx context.Context, repo string, f registry.Filter) (registry.Image, int, error) {
@@ -678,4 +757,14 @@ func firstLine(err error) string {
 		return s[:i]
 	}
 	return s
+}
+
+// workloadDoc is the YAML of workload id to apply, from the file that
+// defines it: its document in content, or, for a kustomization file, what
+// the kustomization builds from the clone (which holds content then).
+func (e *Engine) workloadDoc(file string, content []byte, id platform.ID) ([]byte, error) {
+	if gitrepo.IsKustomization(file) {
+		return gitrepo.BuiltWorkload(e.repo.Dir(), file, id)
+	}
+	return gitrepo.WorkloadDocument(content, id)
 }

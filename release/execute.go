@@ -249,7 +249,7 @@ func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]
 		if err != nil {
 			return nil, err
 		}
-		doc, err := gitrepo.WorkloadDocument(content, it.Service)
+		doc, err := e.workloadDoc(def.File, content, it.Service)
 		if err != nil {
 			return nil, err
 		}
@@ -267,7 +267,7 @@ func (e *Engine) FindJobCommit(ctx context.Context, id string) (string, error) {
 		return "", err
 	}
 	defer e.unlockGit()
-	if _, err := e.repo.Sync(ctx); err != nil {
+	if _, err := e.fetch(ctx); err != nil {
 		return "", err
 	}
 	// A job's commit is among the last few unless much was pushed since:
@@ -364,7 +364,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		if it.Action != Update {
 			continue
 		}
-		doc, err := gitrepo.WorkloadDocument(files[it.File], it.Service)
+		doc, err := e.workloadDoc(it.File, files[it.File], it.Service)
 		var gen int64
 		if err == nil {
 			// Once pushed, the apply finishes even if the job is
@@ -401,7 +401,7 @@ func (e *Engine) pushLanded(ctx context.Context, commit, jobID string) (string, 
 			}
 		}
 		var err error
-		if head, err = e.repo.Sync(lctx); err != nil {
+		if head, err = e.fetch(lctx); err != nil {
 			return "", false, err
 		}
 		if head == commit {
@@ -580,7 +580,7 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 	}
 	gens := map[platform.ID]int64{}
 	for _, it := range back.Items {
-		doc, err := gitrepo.WorkloadDocument(files[it.File], it.Service)
+		doc, err := e.workloadDoc(it.File, files[it.File], it.Service)
 		if err != nil {
 			return revert, nil, err
 		}

@@ -58,6 +58,10 @@ func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange
 	if same {
 		return "", nil
 	}
+	if def.Built {
+		return "", fluxerr.New(fluxerr.User, fmt.Errorf("%s is built by the kustomization %s, where fluxd cannot write its annotations", ch.Service, def.File),
+			"fluxd keeps policies as annotations on the workload; in a kustomize layout add them yourself, in the base or in a patch of that kustomization (commonAnnotations applies to every object). Nothing was changed.")
+	}
 	content, err := gitrepo.ReadFile(e.repo.Dir(), def.File)
 	if err != nil {
 		return "", err

@@ -59,6 +59,9 @@ type Queue struct {
 	wake    chan struct{}
 	onEnd   func(history.Job)
 	metrics *Metrics // nil: none
+
+	onUpdate func(JobUpdate)
+	onLog    func(history.JobLogLine)
 }
 
 // OnEnd sets a function called after every job ends (the automator's
@@ -74,6 +77,8 @@ type entry struct {
 	workloads []WorkloadProgress
 	// resume is set for a job another fluxd pushed and did not finish.
 	resume *resumePoint
+	// log is what the job's log has told so far.
+	log jobLog
 }
 
 type resumePoint struct {
@@ -113,6 +118,12 @@ func (q *Queue) Recover(ctx context.Context) error {
 			return fmt.Errorf("job %s: reading its spec: %w", j.ID, err)
 		}
 		e := &entry{job: j, spec: spec, checksum: j.Checksum}
+		if ls, ok := q.store.(JobLogStore); ok {
+			// Carry on numbering the log the previous fluxd wrote.
+			if lines, err := ls.JobLog(ctx, j.Instance, j.ID, 0); err == nil && len(lines) > 0 {
+				e.log.seq = lines[len(lines)-1].Seq
+			}
+		}
 		if j.State != history.JobRunning {
 			rest = append(rest, e)
 			q.log.Info("job queued again", "job", j.ID)
@@ -180,6 +191,8 @@ func (q *Queue) Enqueue(ctx context.Context, instance string, spec Spec, checksu
 	u := q.updateLocked(e)
 	q.mu.Unlock()
 	q.log.Info("job queued", "job", j.ID, "instance", instance, "position", u.Position)
+	q.writeLog(ctx, e, fmt.Sprintf("queued by %s at position %d", orSomeone(spec.User), u.Position))
+	q.publishUpdate(u)
 	q.poke()
 	return u, nil
 }
@@ -243,6 +256,7 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 		Report: func(p Progress) {
 			timer.stage(p.Stage)
 			q.mu.Lock()
+			lines := e.log.progressLines(p)
 			changed := e.job.Stage != p.Stage || (p.Commit != "" && e.job.Commit != p.Commit) || p.Plan != nil
 			e.job.Stage = p.Stage
 			if p.Commit != "" {
@@ -260,11 +274,15 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 			if changed {
 				q.save(context.WithoutCancel(ctx), e)
 			}
+			q.writeLog(ctx, e, lines...)
 			q.publish(e)
 		},
 	}
 	var res *Result
 	var err error
+	if e.resume != nil {
+		q.writeLog(ctx, e, fmt.Sprintf("taken over by this fluxd after commit %.12s was pushed", e.resume.commit))
+	}
 	if r := e.resume; r != nil {
 		o.RollingBack, o.Started = r.rollingBack, e.job.StartedAt
 		res, err = q.exec.Resume(ctx, e.job.Instance, e.spec, r.plan, r.commit, typ, o)
@@ -278,6 +296,7 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 		q.running = nil
 		q.mu.Unlock()
 		q.log.Info("fluxd is stopping: job left live for the next fluxd", "job", e.job.ID, "stage", e.job.Stage, "commit", e.job.Commit)
+		q.writeLog(ctx, e, "fluxd is stopping: the job is left for the next fluxd to carry on")
 		q.closeSubs(e.job.ID)
 		return
 	}
@@ -299,6 +318,7 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 	timer.end(e.job.State)
 	q.save(context.WithoutCancel(ctx), e)
 	q.log.Info("job ended", "job", e.job.ID, "state", string(e.job.State), "commit", e.job.Commit, "error", e.job.Error)
+	q.writeLog(ctx, e, endLine(e.job))
 	q.publish(e)
 	q.closeSubs(e.job.ID)
 	if q.onEnd != nil {
@@ -383,6 +403,7 @@ func (q *Queue) Cancel(ctx context.Context, instance, id string) (JobUpdate, err
 			q.mu.Unlock()
 			q.save(ctx, e)
 			q.record(ctx, e.job, history.Cancelled)
+			q.writeLog(ctx, e, e.job.Error)
 			q.publish(e)
 			q.closeSubs(id)
 			q.publishAll()
@@ -466,7 +487,6 @@ func (q *Queue) updateLocked(e *entry) JobUpdate {
 // for a watcher too slow to take it rather than blocking the job.
 func (q *Queue) publish(e *entry) {
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	u := q.updateLocked(e)
 	for ch := range q.subs[e.job.ID] {
 		select {
@@ -474,6 +494,21 @@ func (q *Queue) publish(e *entry) {
 		default:
 		}
 	}
+	q.mu.Unlock()
+	q.publishUpdate(u)
+}
+
+func (q *Queue) publishUpdate(u JobUpdate) {
+	if q.onUpdate != nil {
+		q.onUpdate(u)
+	}
+}
+
+func orSomeone(user string) string {
+	if user == "" {
+		return "someone"
+	}
+	return user
 }
 
 // publishAll tells every queued job's watchers their new positions.

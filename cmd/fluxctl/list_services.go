@@ -55,6 +55,8 @@ type serviceJSON struct {
 	TagOrder   string            `json:"tagOrder,omitempty"`
 	Automation *automationJSON   `json:"automation,omitempty"`
 	Warnings   []string          `json:"warnings,omitempty"`
+	SyncState  string            `json:"syncState,omitempty"`
+	SyncDetail string            `json:"syncDetail,omitempty"`
 }
 
 type automationJSON struct {
@@ -70,6 +72,8 @@ type containerJSON struct {
 	Name  string `json:"name"`
 	Image string `json:"image"`
 	Init  bool   `json:"init,omitempty"`
+	// Goal is the image git defines, when another runs.
+	Goal string `json:"goal,omitempty"`
 }
 
 type replicasJSON struct {
@@ -89,11 +93,12 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 		for _, s := range resp.GetServices() {
 			sj := serviceJSON{ID: s.GetId(), Status: s.GetStatus(), InGit: s.GetInGit(), Automated: s.GetAutomated(), Locked: s.GetLocked(), LockMsg: s.GetLockMessage(), Containers: []containerJSON{}}
 			for _, c := range s.GetContainers() {
-				sj.Containers = append(sj.Containers, containerJSON{Name: c.GetName(), Image: c.GetImage(), Init: c.GetInit()})
+				sj.Containers = append(sj.Containers, containerJSON{Name: c.GetName(), Image: c.GetImage(), Init: c.GetInit(), Goal: c.GetGoal()})
 			}
 			r := s.GetReplicas()
 			sj.Replicas = replicasJSON{Desired: r.GetDesired(), Updated: r.GetUpdated(), Ready: r.GetReady(), Available: r.GetAvailable()}
 			sj.TagFilters, sj.TagOrder, sj.Warnings = s.GetTagFilters(), s.GetTagOrder(), s.GetWarnings()
+			sj.SyncState, sj.SyncDetail = s.GetSyncState(), s.GetSyncDetail()
 			if a := s.GetAutomation(); a != nil {
 				aj := &automationJSON{State: a.GetState(), JobID: a.GetJobId(), LastError: a.GetLastError(), Failures: a.GetFailures(), Decision: a.GetDecision()}
 				if a.GetNext() != nil {
@@ -108,28 +113,59 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
+	// The SYNC and GOAL columns show only when fluxd syncs or an image
+	// differs from git's, so the common table stays narrow.
+	syncCol, goalCol := false, false
+	for _, s := range resp.GetServices() {
+		syncCol = syncCol || s.GetSyncState() != ""
+		for _, c := range s.GetContainers() {
+			goalCol = goalCol || c.GetGoal() != ""
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tSTATUS\tREADY\tPOLICY\tAUTOMATION\tCONTAINER\tIMAGE")
-	var warnings []string
+	header := "SERVICE\tSTATUS\tREADY\tPOLICY\tAUTOMATION\tCONTAINER\tIMAGE"
+	if syncCol {
+		header = "SERVICE\tSTATUS\tSYNC\tREADY\tPOLICY\tAUTOMATION\tCONTAINER\tIMAGE"
+	}
+	if goalCol {
+		header += "\tGOAL"
+	}
+	fmt.Fprintln(tw, header)
+	var warnings, syncNotes []string
 	for _, s := range resp.GetServices() {
 		r := s.GetReplicas()
+		status := s.GetStatus()
+		if syncCol {
+			status += "\t" + orDash(s.GetSyncState())
+		}
+		if d := s.GetSyncDetail(); d != "" {
+			syncNotes = append(syncNotes, s.GetId()+": "+s.GetSyncState()+": "+d)
+		}
 		ready := fmt.Sprintf("%d/%d", r.GetReady(), r.GetDesired())
 		if !s.GetInGit() {
 			ready += " (not in git)"
 		}
 		ready += "\t" + policy(s) + "\t" + automation(s.GetAutomation(), time.Now())
 		if len(s.GetContainers()) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t\t\n", s.GetId(), s.GetStatus(), ready)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t\t\n", s.GetId(), status, ready)
 		}
 		for i, c := range s.GetContainers() {
 			name := c.GetName()
 			if c.GetInit() {
 				name += " (init)"
 			}
+			image := c.GetImage()
+			if goalCol {
+				image += "\t" + orDash(c.GetGoal())
+			}
 			if i == 0 {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.GetId(), s.GetStatus(), ready, name, c.GetImage())
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", s.GetId(), status, ready, name, image)
 			} else {
-				fmt.Fprintf(tw, "\t\t\t\t\t%s\t%s\n", name, c.GetImage())
+				pad := "\t\t\t\t\t"
+				if syncCol {
+					pad += "\t"
+				}
+				fmt.Fprintf(tw, "%s%s\t%s\n", pad, name, image)
 			}
 		}
 		for _, w := range s.GetWarnings() {
@@ -138,6 +174,12 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if len(syncNotes) > 0 {
+		fmt.Fprintf(w, "\nAgainst git:\n")
+		for _, x := range syncNotes {
+			fmt.Fprintf(w, "  %s\n", x)
+		}
 	}
 	if len(warnings) > 0 {
 		fmt.Fprintf(w, "\nWarnings (policies to fix):\n")
@@ -232,4 +274,11 @@ func automation(a *fluxdv1.Automation, now time.Time) string {
 		return "waiting" + in()
 	}
 	return a.GetState()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

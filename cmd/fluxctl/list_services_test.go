@@ -76,3 +76,34 @@ func TestListServicesOutput(t *testing.T) {
 		})
 	}
 }
+
+// TestListServicesSyncOutput: with sync states and an image that differs
+// from git's, the table grows SYNC and GOAL columns and a note per
+// service against git; JSON carries syncState, syncDetail and goal.
+func TestListServicesSyncOutput(t *testing.T) {
+	c := stubClient{services: []*fluxdv1.Service{
+		{
+			Id: "shop:deployment/web", Status: "ready", InGit: true, SyncState: "drifted", SyncDetail: "container app runs reg/web:1.2.0, git says reg/web:1.0.0; 7 replicas, git says 4",
+			Containers: []*fluxdv1.Container{{Name: "app", Image: "reg/web:1.2.0", Goal: "reg/web:1.0.0"}, {Name: "side", Image: "reg/side:1"}},
+			Replicas:   &fluxdv1.ReplicaCounts{Desired: 7, Updated: 7, Ready: 7, Available: 7},
+		},
+		{
+			Id: "shop:deployment/bad", Status: "not in cluster", InGit: true, SyncState: "failed", SyncDetail: "shop/bad.yaml:9: refused",
+			Containers: []*fluxdv1.Container{{Name: "app", Image: "reg/web:1.0.0"}},
+		},
+		{
+			Id: "shop:deployment/db", Status: "ready", InGit: true, SyncState: "synced",
+			Containers: []*fluxdv1.Container{{Name: "db", Image: "reg/db:15"}},
+			Replicas:   &fluxdv1.ReplicaCounts{Desired: 1, Updated: 1, Ready: 1, Available: 1},
+		},
+	}}
+	for _, o := range []string{"table", "json"} {
+		t.Run(o, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := runListServices(context.Background(), &buf, c, "", o); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "list-services-sync."+o, buf.Bytes())
+		})
+	}
+}

@@ -49,6 +49,7 @@ func newRootCommand() (*cobra.Command, *globals) {
 		newVersionCommand(g),
 		newIdentityCommand(g),
 		newListServicesCommand(g),
+		newSyncCommand(g),
 		newListImagesCommand(g),
 		newReleaseCommand(g),
 		newPolicyCommand(g),

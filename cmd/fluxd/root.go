@@ -72,6 +72,7 @@ type flags struct {
 	registryPlatform        string
 	metricsListen           string
 	webhookListen           string
+	webListen               string
 	webhookSecretFile       string
 	registryRate            float64
 	registryBurst           int
@@ -97,6 +98,8 @@ type flags struct {
 	advertiseAddress            string
 	leaseDuration, renewDeadline,
 	retryPeriod time.Duration
+
+	sync syncFlags
 }
 
 func newRootCommand() *cobra.Command {
@@ -143,6 +146,7 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.registryPlatform, "registry-platform", "linux/amd64", "platform to pick from multi-platform images")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address for Prometheus metrics at /metrics, e.g. 127.0.0.1:9797 (default: off); unauthenticated, so keep it on a private address")
 	fs.StringVar(&f.webhookListen, "webhook-listen", "", "address for registry push webhooks at POST /v1/notify (default: off)")
+	fs.StringVar(&f.webListen, "web-listen", "", "address for the status page, e.g. 127.0.0.1:3031 (default: off); sign in with an API token")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the webhooks' shared secret (required with --webhook-listen)")
 	fs.Float64Var(&f.registryRate, "registry-rate", 100, "registry requests per second per host; a 429 halves it for that host, successes restore it")
 	fs.IntVar(&f.registryBurst, "registry-burst", 20, "registry requests that may go at once above --registry-rate")
@@ -169,6 +173,7 @@ func newRootCommand() *cobra.Command {
 	fs.DurationVar(&f.leaseDuration, "leader-elect-lease-duration", 15*time.Second, "how long a leader's lease lasts without renewal: the longest take-over time")
 	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it steps down (and exits)")
 	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to take or renew the lease")
+	f.sync.register(fs)
 	cmd.AddCommand(newTokenCommand(), newVersionCommand(), newDBCommand())
 	return cmd
 }
@@ -365,6 +370,10 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return ctx.Err()
 	}
 	engine := release.NewEngine(repo, images, cluster, store, log)
+	syncs, err := newSyncer(f.sync, rc, engine, store, reg, log)
+	if err != nil {
+		return err
+	}
 
 	peer, err := f.tls.peer()
 	if err != nil {
@@ -388,7 +397,11 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	// reports, besides the git remote's state: the cluster caches and the
 	// database.
 	ready := func(ctx context.Context) error { return errors.Join(cluster.Ready(ctx), store.Ping(ctx)) }
-	d := daemon.New(cfg, daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo, SSHKey: repo, Ready: ready}, log)
+	deps := daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo, SSHKey: repo, Ready: ready}
+	if syncs != nil {
+		deps.Sync = syncs
+	}
+	d := daemon.New(cfg, deps, log)
 	registerGitMetrics(reg, repo)
 	srv := daemon.NewServer(d, tokens, log, daemon.WithMetrics(reg))
 	// Only the leader runs jobs and automation: first it carries on with
@@ -408,6 +421,11 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		}
 		done := make(chan struct{})
 		go func() { jobs.Run(ctx); close(done) }()
+		if syncs != nil {
+			syncDone := make(chan struct{})
+			go func() { syncs.Run(ctx); close(syncDone) }()
+			defer func() { <-syncDone }()
+		}
 		auto.Run(ctx)
 		<-done
 	}
@@ -452,6 +470,12 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		}
 		return 0
 	}))
+	if f.webListen != "" {
+		// Before the jobs run: it sets the queue's hooks.
+		if err := startWeb(ctx, g, f, srv, d, jobs, auto, tokens, log); err != nil {
+			return err
+		}
+	}
 	if f.leaderElect {
 		ecfg := kube.ElectionConfig{Namespace: f.leaderNamespace, Name: f.leaderName, Address: self,
 			LeaseDuration: f.leaseDuration, RenewDeadline: f.renewDeadline, RetryPeriod: f.retryPeriod}

@@ -93,6 +93,10 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 	if err != nil {
 		return err
 	}
+	web, err := localstack.FreeAddr()
+	if err != nil {
+		return err
+	}
 	secret, err := randomSecret()
 	if err != nil {
 		return err
@@ -119,7 +123,10 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		return err
 	}
 	f, err := st.StartFluxd(ctx, fluxdBin, instance, append([]string{"--log-format=text", "--metrics-listen=" + metrics,
-		"--webhook-listen=" + webhook, "--webhook-secret-file=" + secretFile}, dbFlags...)...)
+		"--webhook-listen=" + webhook, "--webhook-secret-file=" + secretFile, "--web-listen=" + web,
+		// The demo keeps the cluster equal to git (docs/sync.md): its
+		// fluxd has the stack's admin credentials, which the sync needs.
+		"--sync-interval=1m"}, dbFlags...)...)
 	if err != nil {
 		return fmt.Errorf("%w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
 	}
@@ -136,6 +143,7 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		"export FLUX_METRICS_URL=http://" + metrics + "/metrics",
 		"export FLUX_WEBHOOK_URL=http://" + webhook + "/v1/notify",
 		"export FLUX_WEBHOOK_SECRET=" + secret,
+		"export FLUX_WEB_URL=http://" + web + "/",
 		"export KUBECONFIG=" + st.Kubeconfig,
 		"export REGISTRY=" + st.Registry,
 		"export GIT_URL=" + st.GitURL,
@@ -148,6 +156,7 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		return err
 	}
 	fmt.Printf("stack: everything up in %v\n\n", time.Since(start).Round(100*time.Millisecond))
+	fmt.Printf("The status page: http://%s/ (FLUX_WEB_URL; sign in with $FLUX_TOKEN, or $FLUX_VIEWER_TOKEN to only look)\n\n", web)
 	printNext(dir)
 	return nil
 }
@@ -171,8 +180,9 @@ func randomSecret() (string, error) {
 
 func printNext(dir string) {
 	fmt.Printf(`Next, in this shell:
-  . .stack/env                      # sets FLUX_URL, FLUX_TOKEN, KUBECONFIG, REGISTRY, GIT_URL, PATH
+  . .stack/env                      # sets FLUX_URL, FLUX_TOKEN, FLUX_WEB_URL, KUBECONFIG, REGISTRY, GIT_URL, PATH
   fluxctl version                   # client and server versions
+  echo $FLUX_WEB_URL                # the status page: open it, sign in with $FLUX_TOKEN
   fluxctl list-services             # the example workloads, from the cluster and git
   fluxctl list-images helloworld    # tags in the registry, newest first
   fluxctl release --all --update-all-images --dry-run

@@ -92,13 +92,22 @@ func (s *Store) Events(ctx context.Context, instance string, q history.Query) ([
 	if limit <= 0 {
 		limit = 100
 	}
-	query := `SELECT ` + eventColumns + ` FROM events e WHERE e.instance = $1 ORDER BY e.id DESC LIMIT $2`
 	args := []any{instance, limit}
+	var filters string
+	if q.Type != "" {
+		args = append(args, string(q.Type))
+		filters += fmt.Sprintf(` AND e.type = $%d`, len(args))
+	}
+	if q.User != "" {
+		args = append(args, q.User)
+		filters += fmt.Sprintf(` AND strpos(lower(e."user"), lower($%d)) > 0`, len(args))
+	}
+	query := `SELECT ` + eventColumns + ` FROM events e WHERE e.instance = $1` + filters + ` ORDER BY e.id DESC LIMIT $2`
 	if q.Service != "" {
 		// From the service's index to its events, newest first.
-		query = `SELECT ` + eventColumns + ` FROM event_services f JOIN events e ON e.id = f.event_id
-			WHERE f.instance = $1 AND f.service = $3 ORDER BY f.event_id DESC LIMIT $2`
 		args = append(args, q.Service)
+		query = `SELECT ` + eventColumns + ` FROM event_services f JOIN events e ON e.id = f.event_id
+			WHERE f.instance = $1 AND f.service = $` + fmt.Sprint(len(args)) + filters + ` ORDER BY f.event_id DESC LIMIT $2`
 	}
 	var out []history.Event
 	err := s.retry(ctx, func(ctx context.Context) error {

@@ -223,16 +223,24 @@ func (s *Store) Events(ctx context.Context, instance string, q history.Query) ([
 	                 COALESCE((SELECT group_concat(service, char(10)) FROM event_services s WHERE s.event_id = e.id), '')
 	          FROM events e WHERE e.instance = ?`
 	args := []any{instance}
+	order := ` ORDER BY e.id DESC LIMIT ?`
 	if q.Service != "" {
 		// From the service's index (instance, service, event_id DESC) to
 		// its events: no scan of the instance's other events, no sort.
 		query = strings.Replace(query, `FROM events e WHERE e.instance = ?`,
 			`FROM event_services f JOIN events e ON e.id = f.event_id WHERE f.instance = ? AND f.service = ?`, 1)
 		args = append(args, q.Service)
-		query += ` ORDER BY f.event_id DESC LIMIT ?`
-	} else {
-		query += ` ORDER BY e.id DESC LIMIT ?`
+		order = ` ORDER BY f.event_id DESC LIMIT ?`
 	}
+	if q.Type != "" {
+		query += ` AND e.type = ?`
+		args = append(args, string(q.Type))
+	}
+	if q.User != "" {
+		query += ` AND instr(lower(e.user), lower(?)) > 0`
+		args = append(args, q.User)
+	}
+	query += order
 	args = append(args, limit)
 	rows, err := s.db.QueryContext(ctx, query, args...)
 	if err != nil {

@@ -227,6 +227,22 @@ func (c *Connecting) LiveJobs(ctx context.Context) ([]history.Job, error) {
 	return s.LiveJobs(ctx)
 }
 
+func (c *Connecting) AppendJobLog(ctx context.Context, l history.JobLogLine) error {
+	s, err := c.store()
+	if err != nil {
+		return err
+	}
+	return s.AppendJobLog(ctx, l)
+}
+
+func (c *Connecting) JobLog(ctx context.Context, instance, id string, after int64) ([]history.JobLogLine, error) {
+	s, err := c.store()
+	if err != nil {
+		return nil, err
+	}
+	return s.JobLog(ctx, instance, id, after)
+}
+
 func (c *Connecting) CachedTags(ctx context.Context, repository string) (map[string]registry.CachedTag, error) {
 	s, err := c.store()
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 // Counts are what Copy copied.
 type Counts struct {
-	Events, Jobs, Repositories, Tags int
+	Events, Jobs, JobLogLines, Repositories, Tags int
 }
 
 // ErrTargetNotEmpty says Copy's target already holds records.
@@ -19,7 +19,7 @@ var ErrTargetNotEmpty = errors.New("the target database is not empty")
 
 var errStop = errors.New("stop")
 
-// Copy copies every event, job and cached registry tag from one store to
+// Copy copies every event, job (with its log) and cached registry tag from one store to
 // another, oldest first, so that order (event IDs, job sequence) is kept;
 // IDs themselves are the target's. The target must be empty: copying
 // into records of their own would mix two histories and double whatever
@@ -43,6 +43,16 @@ func Copy(ctx context.Context, from, to Store) (Counts, error) {
 				return err
 			}
 			n.Jobs++
+			lines, err := from.JobLog(ctx, j.Instance, j.ID, 0)
+			if err != nil {
+				return err
+			}
+			for _, l := range lines {
+				if err := to.AppendJobLog(ctx, l); err != nil {
+					return err
+				}
+				n.JobLogLines++
+			}
 			return nil
 		})
 	}

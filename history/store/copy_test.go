@@ -41,6 +41,11 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	for i, text := range []string{"fetching the git remote", "done"} {
+		if err := src.AppendJobLog(ctx, history.JobLogLine{JobID: "job00", Instance: "team-a", Seq: int64(i + 1), Time: t0, Text: text}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if err := src.SaveTags(ctx, "reg/app", map[string]registry.TagState{"1.0": {Digest: "sha256:a"}, "latest": {Digest: "sha256:b", Stable: 2, NextCheck: t0}, "bare": {Digest: "sha256:c"}},
 		map[string]registry.ImageMeta{"sha256:a": {CreatedAt: t0, Platform: "linux/amd64", Labels: map[string]string{"k": "v"}}, "sha256:b": {}}, nil); err != nil {
 		t.Fatal(err)
@@ -56,8 +61,11 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Counts{Events: 1203, Jobs: 30, Repositories: 1, Tags: 3}); n != want {
+	if want := (Counts{Events: 1203, Jobs: 30, JobLogLines: 2, Repositories: 1, Tags: 3}); n != want {
 		t.Errorf("copied %+v; want %+v", n, want)
+	}
+	if lines, err := dst.JobLog(ctx, "team-a", "job00", 0); err != nil || len(lines) != 2 || lines[1].Text != "done" {
+		t.Errorf("the copied job's log: %+v, %v", lines, err)
 	}
 	eq := cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })
 	for _, q := range []struct {

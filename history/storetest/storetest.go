@@ -47,6 +47,8 @@ func Run(t *testing.T, f Factory) {
 		{"FinishedJobStaysFinished", testFinishedJobFenced},
 		{"LiveJobsOldestFirst", testLiveJobs},
 		{"RegistryCache", testRegistryCache},
+		{"EventsFilteredByTypeAndUser", testEventsFilteredByTypeAndUser},
+		{"JobLogKeptAndKeyedByInstance", testJobLog},
 		{"Export", testExport},
 		{"Ping", testPing},
 	}
@@ -515,5 +517,84 @@ func testPing(t *testing.T, f Factory) {
 	s, _ := open(t, f)
 	if err := s.Ping(context.Background()); err != nil {
 		t.Errorf("Ping: %v", err)
+	}
+}
+
+// History filters by type and by user (a part of the name, any case),
+// together with the service filter.
+func testEventsFilteredByTypeAndUser(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, _ := open(t, f)
+	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	for _, ev := range []history.Event{
+		{Type: history.Release, User: "Alice", Services: []string{"ns:deployment/a"}},
+		{Type: history.Failed, User: "alice", Services: []string{"ns:deployment/a"}},
+		{Type: history.Failed, User: "bob", Services: []string{"ns:deployment/b"}},
+		{Type: history.Lock, User: "automator", Services: []string{"ns:deployment/a"}},
+	} {
+		ev.Instance, ev.StartedAt = "i", t0
+		record(t, s, ev)
+	}
+	for _, tc := range []struct {
+		q    history.Query
+		want []string
+	}{
+		{history.Query{Type: history.Failed}, []string{"bob", "alice"}},
+		{history.Query{User: "ALI"}, []string{"alice", "Alice"}},
+		{history.Query{Type: history.Failed, User: "ali", Service: "ns:deployment/a"}, []string{"alice"}},
+		{history.Query{Type: history.Rollback}, nil},
+	} {
+		evs, err := s.Events(ctx, "i", tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ev := range evs {
+			got = append(got, ev.User)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%+v (-want +got):\n%s", tc.q, diff)
+		}
+	}
+}
+
+// A job's log is kept across a reopen, read from a sequence number on,
+// and only by the job's own instance; a line stored again is ignored.
+func testJobLog(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, reopen := open(t, f)
+	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	lines := []history.JobLogLine{
+		{JobID: "j1", Instance: "team-a", Seq: 1, Time: t0, Stage: "cloning", Text: "fetching the git remote"},
+		{JobID: "j1", Instance: "team-a", Seq: 2, Time: t0.Add(time.Second), Stage: "pushing", Text: "pushing commit abc"},
+		{JobID: "j1", Instance: "team-a", Seq: 3, Time: t0.Add(2 * time.Second), Stage: "failed", Text: "the rollout of x failed"},
+	}
+	for _, l := range lines {
+		if err := s.AppendJobLog(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.AppendJobLog(ctx, history.JobLogLine{JobID: "j1", Instance: "team-a", Seq: 2, Time: t0, Text: "other"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendJobLog(ctx, history.JobLogLine{JobID: "j1", Instance: "team-a", Text: "no seq"}); err == nil {
+		t.Error("a line without a sequence number was stored")
+	}
+	s = reopen()
+	got, err := s.JobLog(ctx, "team-a", "j1", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(lines, got, equalTimes); diff != "" {
+		t.Errorf("log (-want +got):\n%s", diff)
+	}
+	if got, err = s.JobLog(ctx, "team-a", "j1", 2); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(lines[2:], got, equalTimes); diff != "" {
+		t.Errorf("log after 2 (-want +got):\n%s", diff)
+	}
+	if other, err := s.JobLog(ctx, "team-b", "j1", 0); err != nil || len(other) != 0 {
+		t.Errorf("team-b reads team-a's job log: %v, %v", other, err)
 	}
 }

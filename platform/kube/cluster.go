@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/informers"
@@ -144,7 +145,7 @@ func newCluster(client kubernetes.Interface, host string, cfg Config) *Cluster {
 		namespaces = []string{corev1.NamespaceAll}
 	}
 	for _, ns := range namespaces {
-		f := informers.NewSharedInformerFactoryWithOptions(client, cfg.Resync, informers.WithNamespace(ns))
+		f := informers.NewSharedInformerFactoryWithOptions(client, cfg.Resync, informers.WithNamespace(ns), informers.WithTransform(stripManagedFields))
 		apps, batch := f.Apps().V1(), f.Batch().V1()
 		d, s, ds, cj := apps.Deployments(), apps.StatefulSets(), apps.DaemonSets(), batch.CronJobs()
 		// Touch each informer so the factory starts it, and count its
@@ -163,6 +164,17 @@ func newCluster(client kubernetes.Interface, host string, cfg Config) *Cluster {
 		})
 	}
 	return c
+}
+
+// stripManagedFields drops a cached object's managedFields, which fluxd
+// never reads from the cache (it applies server-side with its own field
+// manager): they are often the biggest part of a workload's metadata, and
+// the caches hold every workload fluxd watches.
+func stripManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
 }
 
 // Start starts the informers; they run until ctx is cancelled.

@@ -102,8 +102,16 @@ type Client struct {
 	// each repository's credentials, for explain.
 	chain *chain
 
-	mu      sync.Mutex
-	created map[string]registry.ImageMeta // by manifest digest
+	mu sync.Mutex
+	// created is what is known of images by manifest digest, kept for
+	// the client's life only without a Cache: with one, each scan knows
+	// its repository's images from the cache, so that 100,000 cached tags
+	// are not held in memory as well.
+	created *metaSet
+	// fetched are the images whose config this client read lately, for
+	// another repository holding the same image (a mirror, a promotion):
+	// its config is not read again.
+	fetched *recentMetas
 	status  map[string]*repoStatus
 	// inflight makes concurrent lookups of one digest (two tags of one
 	// image) share a single config fetch.
@@ -203,7 +211,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, platform: *plat, opts: opts, limiter: limiter, transport: next, chain: keys, created: map[string]registry.ImageMeta{}, status: map[string]*repoStatus{}, lists: map[string]*tagList{}}
+	c := &Client{cfg: cfg, platform: *plat, opts: opts, limiter: limiter, transport: next, chain: keys, created: newMetaSet(), fetched: newRecentMetas(4096), status: map[string]*repoStatus{}, lists: map[string]*tagList{}}
 	c.puller.Store(p)
 	return c, nil
 }
@@ -395,9 +403,27 @@ func (c *Client) ImagesMatching(ctx context.Context, repository string, keep fun
 }
 
 // Refresh is Images for a repository that was just pushed to (a
-// notification): every known mutable tag is checked now, whatever its
-// re-check interval.
+// notification): the tag list is read now, and every known mutable tag is
+// checked now, whatever its re-check interval. A repository the cache
+// knows nothing of (one only ever ordered by version, or never listed)
+// is only listed: its images are returned without digests or times, and
+// whoever needs their metadata reads it then (a plan under build-time
+// order reads the tags its filter passes).
 func (c *Client) Refresh(ctx context.Context, repository string) ([]registry.Image, error) {
+	if c.cfg.Cache != nil {
+		cached, err := c.cfg.Cache.CachedTags(ctx, repository)
+		if err == nil && len(cached) == 0 {
+			tags, err := c.tags(ctx, repository, true)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]registry.Image, len(tags))
+			for i, t := range tags {
+				out[i] = registry.Image{Repository: repository, Tag: t}
+			}
+			return out, nil
+		}
+	}
 	return c.scan(ctx, repository, nil, true)
 }
 
@@ -511,13 +537,15 @@ func (c *Client) scan(ctx context.Context, repository string, keep func(tag stri
 			cached = map[string]registry.CachedTag{}
 		}
 	}
-	c.mu.Lock()
-	for _, ct := range cached {
-		if ct.HasCreated {
-			c.created[ct.Digest] = registry.ImageMeta{CreatedAt: ct.CreatedAt, ConfigDigest: ct.ConfigDigest, Platform: ct.Platform, Labels: ct.Labels}
+	metas := c.created
+	if c.cfg.Cache != nil {
+		metas = newMetaSet()
+		for _, ct := range cached {
+			if ct.HasCreated {
+				metas.put(ct.Digest, registry.ImageMeta{CreatedAt: ct.CreatedAt, ConfigDigest: ct.ConfigDigest, Platform: ct.Platform, Labels: ct.Labels})
+			}
 		}
 	}
-	c.mu.Unlock()
 
 	images := make([]registry.Image, len(tags))
 	errs := make([]error, len(tags))
@@ -531,7 +559,7 @@ func (c *Client) scan(ctx context.Context, repository string, keep func(tag stri
 	for i, tag := range tags {
 		g.Go(func() error {
 			ct, known := cached[tag]
-			img, st, err := c.image(gctx, repo.Tag(tag), ct, known, force)
+			img, st, err := c.image(gctx, repo.Tag(tag), ct, known, force, metas)
 			if err != nil {
 				errs[i] = err
 				return nil
@@ -542,9 +570,7 @@ func (c *Client) scan(ctx context.Context, repository string, keep func(tag stri
 				changedMu.Lock()
 				changed[tag] = *st
 				if st.Stable == 0 {
-					c.mu.Lock()
-					created[img.Digest] = c.created[img.Digest]
-					c.mu.Unlock()
+					created[img.Digest], _ = metas.get(img.Digest)
 				}
 				// A long scan writes what it read as it goes, so that
 				// list-images can show it (and a restart keeps it).
@@ -600,7 +626,7 @@ func (c *Client) scan(ctx context.Context, repository string, keep func(tag stri
 // allows: a known immutable tag, or a known mutable one whose re-check is
 // not due, costs nothing; a due mutable tag costs a HEAD. st, when not
 // nil, is the tag's new state for the cache (Stable 0: new or moved).
-func (c *Client) image(ctx context.Context, tag name.Tag, ct registry.CachedTag, known, force bool) (img registry.Image, st *registry.TagState, err error) {
+func (c *Client) image(ctx context.Context, tag name.Tag, ct registry.CachedTag, known, force bool, metas *metaSet) (img registry.Image, st *registry.TagState, err error) {
 	img = registry.Image{Tag: tag.TagStr()}
 	now := c.cfg.Now()
 	if known && ct.HasCreated {
@@ -627,26 +653,82 @@ func (c *Client) image(ctx context.Context, tag name.Tag, ct registry.CachedTag,
 	}
 	img.Digest = desc.Digest.String()
 	meta, err, _ := c.inflight.Do(img.Digest, func() (any, error) {
-		c.mu.Lock()
-		m, known := c.created[img.Digest]
-		c.mu.Unlock()
-		if known {
+		if m, known := metas.get(img.Digest); known {
+			return m, nil
+		}
+		if m, known := c.fetched.get(img.Digest); known {
 			return m, nil
 		}
 		m, err := c.meta(desc)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", tag, err)
 		}
-		c.mu.Lock()
-		c.created[img.Digest] = m
-		c.mu.Unlock()
+		c.fetched.put(img.Digest, m)
 		return m, nil
 	})
 	if err != nil {
 		return img, nil, err
 	}
+	// A scan of another repository may have read it (two repositories of
+	// one image): this scan's set learns it too.
+	metas.put(img.Digest, meta.(registry.ImageMeta))
 	img.CreatedAt = meta.(registry.ImageMeta).CreatedAt
 	return img, &registry.TagState{Digest: img.Digest, NextCheck: now.Add(c.recheck(0))}, nil
+}
+
+// metaSet is what is known of images, by manifest digest; safe for
+// concurrent use.
+type metaSet struct {
+	mu sync.Mutex
+	m  map[string]registry.ImageMeta
+}
+
+func newMetaSet() *metaSet { return &metaSet{m: map[string]registry.ImageMeta{}} }
+
+func (s *metaSet) get(digest string) (registry.ImageMeta, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.m[digest]
+	return m, ok
+}
+
+func (s *metaSet) put(digest string, m registry.ImageMeta) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.m[digest] = m
+}
+
+// recentMetas keeps the images put lately, at most about 2×size: when
+// the current generation is full it becomes the previous one, and the
+// previous is dropped. Hand-rolled rather than an LRU library: it needs
+// no order per entry, only a bound, and two maps give that.
+type recentMetas struct {
+	mu        sync.Mutex
+	size      int
+	cur, prev map[string]registry.ImageMeta
+}
+
+func newRecentMetas(size int) *recentMetas {
+	return &recentMetas{size: size, cur: map[string]registry.ImageMeta{}}
+}
+
+func (r *recentMetas) get(digest string) (registry.ImageMeta, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if m, ok := r.cur[digest]; ok {
+		return m, true
+	}
+	m, ok := r.prev[digest]
+	return m, ok
+}
+
+func (r *recentMetas) put(digest string, m registry.ImageMeta) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.cur) >= r.size {
+		r.prev, r.cur = r.cur, map[string]registry.ImageMeta{}
+	}
+	r.cur[digest] = m
 }
 
 // meta reads an image's config (for an index, the configured platform's

@@ -24,6 +24,7 @@ import (
 
 	"github.com/fluxd/fluxd/history/sqlite"
 	"github.com/fluxd/fluxd/registry"
+	"github.com/fluxd/fluxd/release"
 )
 
 // The scan benchmark: a real registry (go-containerregistry's Distribution
@@ -143,16 +144,23 @@ func newCachedClient(b *testing.B) *Client {
 	return c
 }
 
-func scanAll(b *testing.B, c *Client, f *scanFixture, tagsOnly bool) {
+// Policies as containers carry them: a semver range (ordered by version)
+// and a glob ordered by build time.
+var (
+	semverPolicy, _ = registry.ParseFilter("semver:>=0.0.0", "")
+	timePolicy, _   = registry.ParseFilter("glob:*", registry.ByTime)
+)
+
+// scanAll finds the newest image of every repository under a policy, by
+// the path a plan (and the automator) takes: release.Newest.
+func scanAll(b *testing.B, c *Client, f *scanFixture, bySemver bool) {
+	policy := timePolicy
+	if bySemver {
+		policy = semverPolicy
+	}
 	for _, repo := range f.repos {
-		var err error
-		if tagsOnly {
-			_, err = c.Tags(context.Background(), repo)
-		} else {
-			_, err = c.Images(context.Background(), repo)
-		}
-		if err != nil {
-			b.Fatal(err)
+		if _, n, err := release.Newest(context.Background(), c, repo, policy); err != nil || n == 0 {
+			b.Fatalf("%s: %d images, %v", repo, n, err)
 		}
 	}
 }
@@ -166,15 +174,27 @@ func BenchmarkScan(b *testing.B) {
 	}
 	defer func() {
 		base := requests["fluxv1-baseline"]
-		fmt.Printf("\nregistry requests per refresh of %d repositories x %d tags (Flux v1 baseline: %d)\n", *scanRepos, *scanTags, base)
+		fmt.Printf("\nregistry requests of %d repositories x %d tags, fluxd beside a model of Flux v1\n", *scanRepos, *scanTags)
+		// Flux v1 fetched every tag cold, whatever the policy; warm, it
+		// listed and fetched only new tags and tags whose refresh deadline
+		// (1 h after the cold scan, doubling) had passed: within that
+		// hour, exactly what fluxd sends. BenchmarkScanDay runs the day.
+		v1 := map[string]int64{
+			"a-cold-semver":    base,
+			"b-cold-buildtime": base,
+			"c-warm-rescan":    requests["c-warm-rescan"],
+			"d-warm-10-new":    requests["d-warm-10-new"],
+		}
 		for _, name := range []string{"a-cold-semver", "b-cold-buildtime", "c-warm-rescan", "d-warm-10-new"} {
 			if n := requests[name]; n > 0 {
-				fmt.Printf("  %-18s fluxd %8d   Flux v1 %8d   %8.1fx fewer\n", name, n, base, float64(base)/float64(n))
+				fmt.Printf("  %-18s fluxd %8d   Flux v1 %8d   %8.1fx fewer\n", name, n, v1[name], float64(v1[name])/float64(n))
 			}
 		}
+		fmt.Println("  (c, d: Flux v1 as within the hour after its cold scan; later its refresh deadlines fall due, see BenchmarkScanDay)")
 	}()
 
-	// (a) A semver policy orders by tag alone: the list pages only.
+	// (a) A semver policy orders by tag alone: the list pages only, by
+	// the policy-aware path plans take.
 	b.Run("a-cold-semver", func(b *testing.B) {
 		c, _ := New(Config{Rate: unthrottled})
 		p.reset()
@@ -227,8 +247,9 @@ func BenchmarkScan(b *testing.B) {
 		total("d-warm-10-new")
 		report(b, p, 1)
 	})
-	// The Flux v1 baseline: a manifest GET and a config GET per tag, every
-	// time (one reused transport, so no ping per tag: kinder than v1 was).
+	// The Flux v1 baseline, cold: a manifest GET and a config GET per tag
+	// (one reused transport, so no ping per tag: kinder than v1 was). Its
+	// steady state, with per-tag refresh deadlines, is BenchmarkScanDay.
 	b.Run("fluxv1-baseline", func(b *testing.B) {
 		puller, err := remote.NewPuller()
 		if err != nil {

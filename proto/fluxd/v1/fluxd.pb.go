@@ -392,7 +392,13 @@ type Container struct {
 	// image is the full image reference the container runs.
 	Image string `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
 	// init is true for an init container.
-	Init          bool `protobuf:"varint,3,opt,name=init,proto3" json:"init,omitempty"`
+	Init bool `protobuf:"varint,3,opt,name=init,proto3" json:"init,omitempty"`
+	// goal is the image git defines for the container, set only when it
+	// differs from the image running (drift, or a rollout under way).
+	Goal string `protobuf:"bytes,4,opt,name=goal,proto3" json:"goal,omitempty"`
+	// git_image is the image the container's manifest in git names (empty
+	// when the service is not in git).
+	GitImage      string `protobuf:"bytes,5,opt,name=git_image,json=gitImage,proto3" json:"git_image,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -448,6 +454,20 @@ func (x *Container) GetInit() bool {
 	return false
 }
 
+func (x *Container) GetGoal() string {
+	if x != nil {
+		return x.Goal
+	}
+	return ""
+}
+
+func (x *Container) GetGitImage() string {
+	if x != nil {
+		return x.GitImage
+	}
+	return ""
+}
+
 // Service is one workload, identified as namespace:kind/name.
 type Service struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -471,9 +491,19 @@ type Service struct {
 	TagOrder   string            `protobuf:"bytes,11,opt,name=tag_order,json=tagOrder,proto3" json:"tag_order,omitempty"`
 	// tag_prerelease: semver filters pass pre-releases.
 	TagPrerelease bool `protobuf:"varint,13,opt,name=tag_prerelease,json=tagPrerelease,proto3" json:"tag_prerelease,omitempty"`
+	// locked_by and locked_at say who locked the service, and when.
+	LockedBy string                 `protobuf:"bytes,16,opt,name=locked_by,json=lockedBy,proto3" json:"locked_by,omitempty"`
+	LockedAt *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=locked_at,json=lockedAt,proto3" json:"locked_at,omitempty"`
 	// warnings are policy problems to fix: an invalid filter in git, a
 	// filter matching no tag, images with no creation time.
-	Warnings      []string `protobuf:"bytes,12,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,12,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// sync_state is how the service stands against git when fluxd syncs
+	// (--sync-interval): "synced", "drifted" (the cluster differs from git;
+	// sync_detail says how) or "failed" (the last sync could not apply it;
+	// sync_detail has the error with its file and line). Empty when fluxd
+	// does not sync, or the service is not in git.
+	SyncState     string `protobuf:"bytes,14,opt,name=sync_state,json=syncState,proto3" json:"sync_state,omitempty"`
+	SyncDetail    string `protobuf:"bytes,15,opt,name=sync_detail,json=syncDetail,proto3" json:"sync_detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -592,11 +622,39 @@ func (x *Service) GetTagPrerelease() bool {
 	return false
 }
 
+func (x *Service) GetLockedBy() string {
+	if x != nil {
+		return x.LockedBy
+	}
+	return ""
+}
+
+func (x *Service) GetLockedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LockedAt
+	}
+	return nil
+}
+
 func (x *Service) GetWarnings() []string {
 	if x != nil {
 		return x.Warnings
 	}
 	return nil
+}
+
+func (x *Service) GetSyncState() string {
+	if x != nil {
+		return x.SyncState
+	}
+	return ""
+}
+
+func (x *Service) GetSyncDetail() string {
+	if x != nil {
+		return x.SyncDetail
+	}
+	return ""
 }
 
 // Automation is one automated service's state.
@@ -612,7 +670,9 @@ type Automation struct {
 	LastError string `protobuf:"bytes,4,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	Failures  int32  `protobuf:"varint,5,opt,name=failures,proto3" json:"failures,omitempty"`
 	// decision is the last decision: "release X", "nothing newer", ...
-	Decision      string `protobuf:"bytes,6,opt,name=decision,proto3" json:"decision,omitempty"`
+	Decision string `protobuf:"bytes,6,opt,name=decision,proto3" json:"decision,omitempty"`
+	// last_check is when the service's images were last looked at.
+	LastCheck     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_check,json=lastCheck,proto3" json:"last_check,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -687,6 +747,13 @@ func (x *Automation) GetDecision() string {
 		return x.Decision
 	}
 	return ""
+}
+
+func (x *Automation) GetLastCheck() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastCheck
+	}
+	return nil
 }
 
 type ReplicaCounts struct {
@@ -2297,6 +2364,182 @@ func (x *ListJobsResponse) GetJobs() []*Job {
 	return nil
 }
 
+type GetJobLogRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// after skips the lines up to this sequence number, to read only new ones.
+	After         int64 `protobuf:"varint,2,opt,name=after,proto3" json:"after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJobLogRequest) Reset() {
+	*x = GetJobLogRequest{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJobLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJobLogRequest) ProtoMessage() {}
+
+func (x *GetJobLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJobLogRequest.ProtoReflect.Descriptor instead.
+func (*GetJobLogRequest) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetJobLogRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *GetJobLogRequest) GetAfter() int64 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+// JobLogLine is one line of a job's log.
+type JobLogLine struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// seq numbers the job's lines from 1.
+	Seq  int64                  `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Time *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=time,proto3" json:"time,omitempty"`
+	// stage is the job's stage when the line was written.
+	Stage         string `protobuf:"bytes,4,opt,name=stage,proto3" json:"stage,omitempty"`
+	Text          string `protobuf:"bytes,5,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobLogLine) Reset() {
+	*x = JobLogLine{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobLogLine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobLogLine) ProtoMessage() {}
+
+func (x *JobLogLine) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobLogLine.ProtoReflect.Descriptor instead.
+func (*JobLogLine) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *JobLogLine) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobLogLine) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *JobLogLine) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *JobLogLine) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *JobLogLine) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type GetJobLogResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lines         []*JobLogLine          `protobuf:"bytes,1,rep,name=lines,proto3" json:"lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetJobLogResponse) Reset() {
+	*x = GetJobLogResponse{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetJobLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetJobLogResponse) ProtoMessage() {}
+
+func (x *GetJobLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetJobLogResponse.ProtoReflect.Descriptor instead.
+func (*GetJobLogResponse) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetJobLogResponse) GetLines() []*JobLogLine {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
 type AutomateRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
@@ -2308,7 +2551,7 @@ type AutomateRequest struct {
 
 func (x *AutomateRequest) Reset() {
 	*x = AutomateRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2563,7 @@ func (x *AutomateRequest) String() string {
 func (*AutomateRequest) ProtoMessage() {}
 
 func (x *AutomateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2576,7 @@ func (x *AutomateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutomateRequest.ProtoReflect.Descriptor instead.
 func (*AutomateRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{32}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *AutomateRequest) GetService() string {
@@ -2358,7 +2601,7 @@ type AutomateResponse struct {
 
 func (x *AutomateResponse) Reset() {
 	*x = AutomateResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2613,7 @@ func (x *AutomateResponse) String() string {
 func (*AutomateResponse) ProtoMessage() {}
 
 func (x *AutomateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2626,7 @@ func (x *AutomateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutomateResponse.ProtoReflect.Descriptor instead.
 func (*AutomateResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{33}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{36}
 }
 
 type DeautomateRequest struct {
@@ -2396,7 +2639,7 @@ type DeautomateRequest struct {
 
 func (x *DeautomateRequest) Reset() {
 	*x = DeautomateRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2408,7 +2651,7 @@ func (x *DeautomateRequest) String() string {
 func (*DeautomateRequest) ProtoMessage() {}
 
 func (x *DeautomateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2421,7 +2664,7 @@ func (x *DeautomateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeautomateRequest.ProtoReflect.Descriptor instead.
 func (*DeautomateRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{34}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DeautomateRequest) GetService() string {
@@ -2446,7 +2689,7 @@ type DeautomateResponse struct {
 
 func (x *DeautomateResponse) Reset() {
 	*x = DeautomateResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2701,7 @@ func (x *DeautomateResponse) String() string {
 func (*DeautomateResponse) ProtoMessage() {}
 
 func (x *DeautomateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2714,7 @@ func (x *DeautomateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeautomateResponse.ProtoReflect.Descriptor instead.
 func (*DeautomateResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{35}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{38}
 }
 
 type LockRequest struct {
@@ -2485,7 +2728,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2497,7 +2740,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2510,7 +2753,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{36}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LockRequest) GetService() string {
@@ -2542,7 +2785,7 @@ type LockResponse struct {
 
 func (x *LockResponse) Reset() {
 	*x = LockResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2797,7 @@ func (x *LockResponse) String() string {
 func (*LockResponse) ProtoMessage() {}
 
 func (x *LockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2810,7 @@ func (x *LockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResponse.ProtoReflect.Descriptor instead.
 func (*LockResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{37}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{40}
 }
 
 type UnlockRequest struct {
@@ -2580,7 +2823,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2592,7 +2835,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2605,7 +2848,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{38}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *UnlockRequest) GetService() string {
@@ -2630,7 +2873,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2885,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2898,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{39}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{42}
 }
 
 // SetPolicyRequest changes a service's policies in one commit; unset
@@ -2686,7 +2929,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +2941,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +2954,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{40}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SetPolicyRequest) GetService() string {
@@ -2787,7 +3030,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +3042,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +3055,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{41}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetPolicyResponse) GetCommit() string {
@@ -2834,7 +3077,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2846,7 +3089,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2859,7 +3102,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{42}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Change) GetService() string {
@@ -2908,7 +3151,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +3163,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3176,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{43}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Event) GetId() int64 {
@@ -3009,15 +3252,21 @@ func (x *Event) GetError() string {
 type HistoryRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// service limits the events to one service; empty means all.
-	Service       string `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
-	Limit         int32  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	Service string `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Limit   int32  `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// type limits the events to one type ("release", "automated-release",
+	// "rollback", "failed", "cancelled", "automate", "deautomate", "lock",
+	// "unlock", "policy"); empty means all.
+	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
+	// user limits the events to users whose name contains it.
+	User          string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3029,7 +3278,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3042,7 +3291,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{44}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *HistoryRequest) GetService() string {
@@ -3059,6 +3308,20 @@ func (x *HistoryRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *HistoryRequest) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *HistoryRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
 type HistoryResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Events        []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
@@ -3068,7 +3331,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3080,7 +3343,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3093,7 +3356,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{45}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HistoryResponse) GetEvents() []*Event {
@@ -3113,7 +3376,7 @@ type NotifyImageRequest struct {
 
 func (x *NotifyImageRequest) Reset() {
 	*x = NotifyImageRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[46]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3125,7 +3388,7 @@ func (x *NotifyImageRequest) String() string {
 func (*NotifyImageRequest) ProtoMessage() {}
 
 func (x *NotifyImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[46]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3138,7 +3401,7 @@ func (x *NotifyImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyImageRequest.ProtoReflect.Descriptor instead.
 func (*NotifyImageRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{46}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NotifyImageRequest) GetImage() string {
@@ -3146,6 +3409,69 @@ func (x *NotifyImageRequest) GetImage() string {
 		return x.Image
 	}
 	return ""
+}
+
+// ImageNotification is a push notification fluxd acted on, as the web
+// page's live events tell it.
+type ImageNotification struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Repository string                 `protobuf:"bytes,1,opt,name=repository,proto3" json:"repository,omitempty"`
+	// tags is how many tags the repository has now.
+	Tags          int32                  `protobuf:"varint,2,opt,name=tags,proto3" json:"tags,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ImageNotification) Reset() {
+	*x = ImageNotification{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ImageNotification) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ImageNotification) ProtoMessage() {}
+
+func (x *ImageNotification) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ImageNotification.ProtoReflect.Descriptor instead.
+func (*ImageNotification) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *ImageNotification) GetRepository() string {
+	if x != nil {
+		return x.Repository
+	}
+	return ""
+}
+
+func (x *ImageNotification) GetTags() int32 {
+	if x != nil {
+		return x.Tags
+	}
+	return 0
+}
+
+func (x *ImageNotification) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
 }
 
 type NotifyImageResponse struct {
@@ -3160,7 +3486,7 @@ type NotifyImageResponse struct {
 
 func (x *NotifyImageResponse) Reset() {
 	*x = NotifyImageResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[47]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3172,7 +3498,7 @@ func (x *NotifyImageResponse) String() string {
 func (*NotifyImageResponse) ProtoMessage() {}
 
 func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[47]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3185,7 +3511,7 @@ func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyImageResponse.ProtoReflect.Descriptor instead.
 func (*NotifyImageResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{47}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *NotifyImageResponse) GetRepository() string {
@@ -3198,6 +3524,223 @@ func (x *NotifyImageResponse) GetRepository() string {
 func (x *NotifyImageResponse) GetTags() int32 {
 	if x != nil {
 		return x.Tags
+	}
+	return 0
+}
+
+type SyncRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// dry_run changes nothing: the response says what a sync would do.
+	DryRun        bool `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncRequest) Reset() {
+	*x = SyncRequest{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncRequest) ProtoMessage() {}
+
+func (x *SyncRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
+func (*SyncRequest) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *SyncRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// SyncObject is what a sync did, or would do, to one object.
+type SyncObject struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// object is "Kind/namespace/name", or "Kind/name" when cluster-scoped.
+	Object string `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// source is the object's file:line in git; empty for a pruned object.
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// action is "created", "configured", "unchanged", "deleted", "skipped"
+	// or "failed".
+	Action string `protobuf:"bytes,3,opt,name=action,proto3" json:"action,omitempty"`
+	// error says why it failed.
+	Error string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	// diff lists, on a dry run, the fields that would change
+	// ("replace /spec/replicas: 3").
+	Diff          []string `protobuf:"bytes,5,rep,name=diff,proto3" json:"diff,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncObject) Reset() {
+	*x = SyncObject{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncObject) ProtoMessage() {}
+
+func (x *SyncObject) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncObject.ProtoReflect.Descriptor instead.
+func (*SyncObject) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *SyncObject) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *SyncObject) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *SyncObject) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *SyncObject) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *SyncObject) GetDiff() []string {
+	if x != nil {
+		return x.Diff
+	}
+	return nil
+}
+
+type SyncResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revision is the git commit synced.
+	Revision string        `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	DryRun   bool          `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	Objects  []*SyncObject `protobuf:"bytes,3,rep,name=objects,proto3" json:"objects,omitempty"`
+	// problems are files that could not be read, as "file:line: why".
+	Problems []string `protobuf:"bytes,4,rep,name=problems,proto3" json:"problems,omitempty"`
+	// error is a failure of the sync as a whole (the inventory unreadable).
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// duration_ms is how long the sync took.
+	DurationMs    int64 `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SyncResponse) Reset() {
+	*x = SyncResponse{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SyncResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SyncResponse) ProtoMessage() {}
+
+func (x *SyncResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
+func (*SyncResponse) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *SyncResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *SyncResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *SyncResponse) GetObjects() []*SyncObject {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *SyncResponse) GetProblems() []string {
+	if x != nil {
+		return x.Problems
+	}
+	return nil
+}
+
+func (x *SyncResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *SyncResponse) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
 	}
 	return 0
 }
@@ -3217,11 +3760,13 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x0fVersionResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x12\x1a\n" +
 	"\binstance\x18\x02 \x01(\tR\binstance\x12\"\n" +
-	"\x04role\x18\x03 \x01(\x0e2\x0e.fluxd.v1.RoleR\x04role\"I\n" +
+	"\x04role\x18\x03 \x01(\x0e2\x0e.fluxd.v1.RoleR\x04role\"z\n" +
 	"\tContainer\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05image\x18\x02 \x01(\tR\x05image\x12\x12\n" +
-	"\x04init\x18\x03 \x01(\bR\x04init\"\xa4\x04\n" +
+	"\x04init\x18\x03 \x01(\bR\x04init\x12\x12\n" +
+	"\x04goal\x18\x04 \x01(\tR\x04goal\x12\x1b\n" +
+	"\tgit_image\x18\x05 \x01(\tR\bgitImage\"\xba\x05\n" +
 	"\aService\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x123\n" +
 	"\n" +
@@ -3240,11 +3785,17 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	" \x03(\v2!.fluxd.v1.Service.TagFiltersEntryR\n" +
 	"tagFilters\x12\x1b\n" +
 	"\ttag_order\x18\v \x01(\tR\btagOrder\x12%\n" +
-	"\x0etag_prerelease\x18\r \x01(\bR\rtagPrerelease\x12\x1a\n" +
-	"\bwarnings\x18\f \x03(\tR\bwarnings\x1a=\n" +
+	"\x0etag_prerelease\x18\r \x01(\bR\rtagPrerelease\x12\x1b\n" +
+	"\tlocked_by\x18\x10 \x01(\tR\blockedBy\x127\n" +
+	"\tlocked_at\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\blockedAt\x12\x1a\n" +
+	"\bwarnings\x18\f \x03(\tR\bwarnings\x12\x1d\n" +
+	"\n" +
+	"sync_state\x18\x0e \x01(\tR\tsyncState\x12\x1f\n" +
+	"\vsync_detail\x18\x0f \x01(\tR\n" +
+	"syncDetail\x1a=\n" +
 	"\x0fTagFiltersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xc0\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfb\x01\n" +
 	"\n" +
 	"Automation\x12\x14\n" +
 	"\x05state\x18\x01 \x01(\tR\x05state\x12.\n" +
@@ -3253,7 +3804,9 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\n" +
 	"last_error\x18\x04 \x01(\tR\tlastError\x12\x1a\n" +
 	"\bfailures\x18\x05 \x01(\x05R\bfailures\x12\x1a\n" +
-	"\bdecision\x18\x06 \x01(\tR\bdecision\"w\n" +
+	"\bdecision\x18\x06 \x01(\tR\bdecision\x129\n" +
+	"\n" +
+	"last_check\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tlastCheck\"w\n" +
 	"\rReplicaCounts\x12\x18\n" +
 	"\adesired\x18\x01 \x01(\x05R\adesired\x12\x18\n" +
 	"\aupdated\x18\x02 \x01(\x05R\aupdated\x12\x14\n" +
@@ -3371,7 +3924,19 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x0fListJobsRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\x05R\x05limit\"5\n" +
 	"\x10ListJobsResponse\x12!\n" +
-	"\x04jobs\x18\x01 \x03(\v2\r.fluxd.v1.JobR\x04jobs\"?\n" +
+	"\x04jobs\x18\x01 \x03(\v2\r.fluxd.v1.JobR\x04jobs\"8\n" +
+	"\x10GetJobLogRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
+	"\x05after\x18\x02 \x01(\x03R\x05after\"\x8f\x01\n" +
+	"\n" +
+	"JobLogLine\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x03R\x03seq\x12.\n" +
+	"\x04time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
+	"\x05stage\x18\x04 \x01(\tR\x05stage\x12\x12\n" +
+	"\x04text\x18\x05 \x01(\tR\x04text\"?\n" +
+	"\x11GetJobLogResponse\x12*\n" +
+	"\x05lines\x18\x01 \x03(\v2\x14.fluxd.v1.JobLogLineR\x05lines\"?\n" +
 	"\x0fAutomateRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
 	"\x04user\x18\x02 \x01(\tR\x04user\"\x12\n" +
@@ -3430,19 +3995,44 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\achanges\x18\b \x03(\v2\x10.fluxd.v1.ChangeR\achanges\x12\x16\n" +
 	"\x06commit\x18\t \x01(\tR\x06commit\x12\x14\n" +
 	"\x05error\x18\n" +
-	" \x01(\tR\x05error\"@\n" +
+	" \x01(\tR\x05error\"h\n" +
 	"\x0eHistoryRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\":\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
+	"\x04type\x18\x03 \x01(\tR\x04type\x12\x12\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\":\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x06events\x18\x01 \x03(\v2\x0f.fluxd.v1.EventR\x06events\"*\n" +
 	"\x12NotifyImageRequest\x12\x14\n" +
-	"\x05image\x18\x01 \x01(\tR\x05image\"I\n" +
+	"\x05image\x18\x01 \x01(\tR\x05image\"s\n" +
+	"\x11ImageNotification\x12\x1e\n" +
+	"\n" +
+	"repository\x18\x01 \x01(\tR\n" +
+	"repository\x12\x12\n" +
+	"\x04tags\x18\x02 \x01(\x05R\x04tags\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"I\n" +
 	"\x13NotifyImageResponse\x12\x1e\n" +
 	"\n" +
 	"repository\x18\x01 \x01(\tR\n" +
 	"repository\x12\x12\n" +
-	"\x04tags\x18\x02 \x01(\x05R\x04tags*P\n" +
+	"\x04tags\x18\x02 \x01(\x05R\x04tags\"&\n" +
+	"\vSyncRequest\x12\x17\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"~\n" +
+	"\n" +
+	"SyncObject\x12\x16\n" +
+	"\x06object\x18\x01 \x01(\tR\x06object\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x16\n" +
+	"\x06action\x18\x03 \x01(\tR\x06action\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x12\n" +
+	"\x04diff\x18\x05 \x03(\tR\x04diff\"\xc6\x01\n" +
+	"\fSyncResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\tR\brevision\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12.\n" +
+	"\aobjects\x18\x03 \x03(\v2\x14.fluxd.v1.SyncObjectR\aobjects\x12\x1a\n" +
+	"\bproblems\x18\x04 \x03(\tR\bproblems\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1f\n" +
+	"\vduration_ms\x18\x06 \x01(\x03R\n" +
+	"durationMs*P\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_VIEWER\x10\x01\x12\x11\n" +
@@ -3459,7 +4049,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n" +
 	"\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10JOB_STATE_FAILED\x10\x04\x12\x17\n" +
-	"\x13JOB_STATE_CANCELLED\x10\x052\xc5\b\n" +
+	"\x13JOB_STATE_CANCELLED\x10\x052\xc2\t\n" +
 	"\vFluxService\x12>\n" +
 	"\aVersion\x12\x18.fluxd.v1.VersionRequest\x1a\x19.fluxd.v1.VersionResponse\x12A\n" +
 	"\bIdentity\x12\x19.fluxd.v1.IdentityRequest\x1a\x1a.fluxd.v1.IdentityResponse\x12M\n" +
@@ -3470,7 +4060,8 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x06GetJob\x12\x17.fluxd.v1.GetJobRequest\x1a\x18.fluxd.v1.GetJobResponse\x12C\n" +
 	"\bWatchJob\x12\x19.fluxd.v1.WatchJobRequest\x1a\x1a.fluxd.v1.WatchJobResponse0\x01\x12D\n" +
 	"\tCancelJob\x12\x1a.fluxd.v1.CancelJobRequest\x1a\x1b.fluxd.v1.CancelJobResponse\x12A\n" +
-	"\bListJobs\x12\x19.fluxd.v1.ListJobsRequest\x1a\x1a.fluxd.v1.ListJobsResponse\x12A\n" +
+	"\bListJobs\x12\x19.fluxd.v1.ListJobsRequest\x1a\x1a.fluxd.v1.ListJobsResponse\x12D\n" +
+	"\tGetJobLog\x12\x1a.fluxd.v1.GetJobLogRequest\x1a\x1b.fluxd.v1.GetJobLogResponse\x12A\n" +
 	"\bAutomate\x12\x19.fluxd.v1.AutomateRequest\x1a\x1a.fluxd.v1.AutomateResponse\x12G\n" +
 	"\n" +
 	"Deautomate\x12\x1b.fluxd.v1.DeautomateRequest\x1a\x1c.fluxd.v1.DeautomateResponse\x125\n" +
@@ -3478,7 +4069,8 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x06Unlock\x12\x17.fluxd.v1.UnlockRequest\x1a\x18.fluxd.v1.UnlockResponse\x12D\n" +
 	"\tSetPolicy\x12\x1a.fluxd.v1.SetPolicyRequest\x1a\x1b.fluxd.v1.SetPolicyResponse\x12>\n" +
 	"\aHistory\x12\x18.fluxd.v1.HistoryRequest\x1a\x19.fluxd.v1.HistoryResponse\x12J\n" +
-	"\vNotifyImage\x12\x1c.fluxd.v1.NotifyImageRequest\x1a\x1d.fluxd.v1.NotifyImageResponseB/Z-github.com/fluxd/fluxd/proto/fluxd/v1;fluxdv1b\x06proto3"
+	"\vNotifyImage\x12\x1c.fluxd.v1.NotifyImageRequest\x1a\x1d.fluxd.v1.NotifyImageResponse\x125\n" +
+	"\x04Sync\x12\x15.fluxd.v1.SyncRequest\x1a\x16.fluxd.v1.SyncResponseB/Z-github.com/fluxd/fluxd/proto/fluxd/v1;fluxdv1b\x06proto3"
 
 var (
 	file_fluxd_v1_fluxd_proto_rawDescOnce sync.Once
@@ -3493,7 +4085,7 @@ func file_fluxd_v1_fluxd_proto_rawDescGZIP() []byte {
 }
 
 var file_fluxd_v1_fluxd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(Role)(0),                     // 0: fluxd.v1.Role
 	(ReleaseKind)(0),              // 1: fluxd.v1.ReleaseKind
@@ -3530,99 +4122,116 @@ var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(*CancelJobResponse)(nil),     // 32: fluxd.v1.CancelJobResponse
 	(*ListJobsRequest)(nil),       // 33: fluxd.v1.ListJobsRequest
 	(*ListJobsResponse)(nil),      // 34: fluxd.v1.ListJobsResponse
-	(*AutomateRequest)(nil),       // 35: fluxd.v1.AutomateRequest
-	(*AutomateResponse)(nil),      // 36: fluxd.v1.AutomateResponse
-	(*DeautomateRequest)(nil),     // 37: fluxd.v1.DeautomateRequest
-	(*DeautomateResponse)(nil),    // 38: fluxd.v1.DeautomateResponse
-	(*LockRequest)(nil),           // 39: fluxd.v1.LockRequest
-	(*LockResponse)(nil),          // 40: fluxd.v1.LockResponse
-	(*UnlockRequest)(nil),         // 41: fluxd.v1.UnlockRequest
-	(*UnlockResponse)(nil),        // 42: fluxd.v1.UnlockResponse
-	(*SetPolicyRequest)(nil),      // 43: fluxd.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),     // 44: fluxd.v1.SetPolicyResponse
-	(*Change)(nil),                // 45: fluxd.v1.Change
-	(*Event)(nil),                 // 46: fluxd.v1.Event
-	(*HistoryRequest)(nil),        // 47: fluxd.v1.HistoryRequest
-	(*HistoryResponse)(nil),       // 48: fluxd.v1.HistoryResponse
-	(*NotifyImageRequest)(nil),    // 49: fluxd.v1.NotifyImageRequest
-	(*NotifyImageResponse)(nil),   // 50: fluxd.v1.NotifyImageResponse
-	nil,                           // 51: fluxd.v1.Service.TagFiltersEntry
-	nil,                           // 52: fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
+	(*GetJobLogRequest)(nil),      // 35: fluxd.v1.GetJobLogRequest
+	(*JobLogLine)(nil),            // 36: fluxd.v1.JobLogLine
+	(*GetJobLogResponse)(nil),     // 37: fluxd.v1.GetJobLogResponse
+	(*AutomateRequest)(nil),       // 38: fluxd.v1.AutomateRequest
+	(*AutomateResponse)(nil),      // 39: fluxd.v1.AutomateResponse
+	(*DeautomateRequest)(nil),     // 40: fluxd.v1.DeautomateRequest
+	(*DeautomateResponse)(nil),    // 41: fluxd.v1.DeautomateResponse
+	(*LockRequest)(nil),           // 42: fluxd.v1.LockRequest
+	(*LockResponse)(nil),          // 43: fluxd.v1.LockResponse
+	(*UnlockRequest)(nil),         // 44: fluxd.v1.UnlockRequest
+	(*UnlockResponse)(nil),        // 45: fluxd.v1.UnlockResponse
+	(*SetPolicyRequest)(nil),      // 46: fluxd.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),     // 47: fluxd.v1.SetPolicyResponse
+	(*Change)(nil),                // 48: fluxd.v1.Change
+	(*Event)(nil),                 // 49: fluxd.v1.Event
+	(*HistoryRequest)(nil),        // 50: fluxd.v1.HistoryRequest
+	(*HistoryResponse)(nil),       // 51: fluxd.v1.HistoryResponse
+	(*NotifyImageRequest)(nil),    // 52: fluxd.v1.NotifyImageRequest
+	(*ImageNotification)(nil),     // 53: fluxd.v1.ImageNotification
+	(*NotifyImageResponse)(nil),   // 54: fluxd.v1.NotifyImageResponse
+	(*SyncRequest)(nil),           // 55: fluxd.v1.SyncRequest
+	(*SyncObject)(nil),            // 56: fluxd.v1.SyncObject
+	(*SyncResponse)(nil),          // 57: fluxd.v1.SyncResponse
+	nil,                           // 58: fluxd.v1.Service.TagFiltersEntry
+	nil,                           // 59: fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	(*timestamppb.Timestamp)(nil), // 60: google.protobuf.Timestamp
 }
 var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	0,  // 0: fluxd.v1.VersionResponse.role:type_name -> fluxd.v1.Role
 	7,  // 1: fluxd.v1.Service.containers:type_name -> fluxd.v1.Container
 	10, // 2: fluxd.v1.Service.replicas:type_name -> fluxd.v1.ReplicaCounts
 	9,  // 3: fluxd.v1.Service.automation:type_name -> fluxd.v1.Automation
-	51, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
-	53, // 5: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
-	8,  // 6: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
-	13, // 7: fluxd.v1.ListServicesResponse.git:type_name -> fluxd.v1.GitRemoteStatus
-	53, // 8: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
-	53, // 9: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
-	53, // 10: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
-	15, // 11: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
-	53, // 12: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
-	16, // 13: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
-	17, // 14: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
-	19, // 15: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
-	1,  // 16: fluxd.v1.ReleaseRequest.kind:type_name -> fluxd.v1.ReleaseKind
-	21, // 17: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
-	22, // 18: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
-	23, // 19: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
-	2,  // 20: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
-	53, // 21: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	53, // 22: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	23, // 23: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
-	25, // 24: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
-	10, // 25: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
-	25, // 26: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
-	29, // 27: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
-	25, // 28: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
-	25, // 29: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
-	52, // 30: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	53, // 31: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
-	53, // 32: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
-	45, // 33: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
-	46, // 34: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
-	3,  // 35: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	4,  // 36: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
-	11, // 37: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	14, // 38: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	20, // 39: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	26, // 40: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	28, // 41: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	31, // 42: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	33, // 43: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	35, // 44: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	37, // 45: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	39, // 46: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	41, // 47: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	43, // 48: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	47, // 49: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	49, // 50: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	6,  // 51: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	5,  // 52: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
-	12, // 53: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	18, // 54: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	24, // 55: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	27, // 56: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	30, // 57: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	32, // 58: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	34, // 59: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	36, // 60: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	38, // 61: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	40, // 62: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	42, // 63: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	44, // 64: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	48, // 65: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	50, // 66: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	51, // [51:67] is the sub-list for method output_type
-	35, // [35:51] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	58, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
+	60, // 5: fluxd.v1.Service.locked_at:type_name -> google.protobuf.Timestamp
+	60, // 6: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
+	60, // 7: fluxd.v1.Automation.last_check:type_name -> google.protobuf.Timestamp
+	8,  // 8: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
+	13, // 9: fluxd.v1.ListServicesResponse.git:type_name -> fluxd.v1.GitRemoteStatus
+	60, // 10: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
+	60, // 11: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
+	60, // 12: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
+	15, // 13: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
+	60, // 14: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
+	16, // 15: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
+	17, // 16: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
+	19, // 17: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
+	1,  // 18: fluxd.v1.ReleaseRequest.kind:type_name -> fluxd.v1.ReleaseKind
+	21, // 19: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
+	22, // 20: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
+	23, // 21: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
+	2,  // 22: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
+	60, // 23: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	60, // 24: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	23, // 25: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
+	25, // 26: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
+	10, // 27: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
+	25, // 28: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
+	29, // 29: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
+	25, // 30: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
+	25, // 31: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
+	60, // 32: fluxd.v1.JobLogLine.time:type_name -> google.protobuf.Timestamp
+	36, // 33: fluxd.v1.GetJobLogResponse.lines:type_name -> fluxd.v1.JobLogLine
+	59, // 34: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	60, // 35: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
+	60, // 36: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
+	48, // 37: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
+	49, // 38: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
+	60, // 39: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
+	56, // 40: fluxd.v1.SyncResponse.objects:type_name -> fluxd.v1.SyncObject
+	3,  // 41: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
+	4,  // 42: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
+	11, // 43: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	14, // 44: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	20, // 45: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	26, // 46: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	28, // 47: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	31, // 48: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	33, // 49: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	35, // 50: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
+	38, // 51: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	40, // 52: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	42, // 53: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	44, // 54: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	46, // 55: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	50, // 56: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	52, // 57: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	55, // 58: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
+	6,  // 59: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	5,  // 60: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
+	12, // 61: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	18, // 62: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	24, // 63: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	27, // 64: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	30, // 65: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	32, // 66: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	34, // 67: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	37, // 68: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
+	39, // 69: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	41, // 70: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	43, // 71: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	45, // 72: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	47, // 73: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	51, // 74: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	54, // 75: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	57, // 76: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
+	59, // [59:77] is the sub-list for method output_type
+	41, // [41:59] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_fluxd_v1_fluxd_proto_init() }
@@ -3630,14 +4239,14 @@ func file_fluxd_v1_fluxd_proto_init() {
 	if File_fluxd_v1_fluxd_proto != nil {
 		return
 	}
-	file_fluxd_v1_fluxd_proto_msgTypes[40].OneofWrappers = []any{}
+	file_fluxd_v1_fluxd_proto_msgTypes[43].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluxd_v1_fluxd_proto_rawDesc), len(file_fluxd_v1_fluxd_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   50,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -28,6 +28,7 @@ const (
 	FluxService_WatchJob_FullMethodName     = "/fluxd.v1.FluxService/WatchJob"
 	FluxService_CancelJob_FullMethodName    = "/fluxd.v1.FluxService/CancelJob"
 	FluxService_ListJobs_FullMethodName     = "/fluxd.v1.FluxService/ListJobs"
+	FluxService_GetJobLog_FullMethodName    = "/fluxd.v1.FluxService/GetJobLog"
 	FluxService_Automate_FullMethodName     = "/fluxd.v1.FluxService/Automate"
 	FluxService_Deautomate_FullMethodName   = "/fluxd.v1.FluxService/Deautomate"
 	FluxService_Lock_FullMethodName         = "/fluxd.v1.FluxService/Lock"
@@ -35,6 +36,7 @@ const (
 	FluxService_SetPolicy_FullMethodName    = "/fluxd.v1.FluxService/SetPolicy"
 	FluxService_History_FullMethodName      = "/fluxd.v1.FluxService/History"
 	FluxService_NotifyImage_FullMethodName  = "/fluxd.v1.FluxService/NotifyImage"
+	FluxService_Sync_FullMethodName         = "/fluxd.v1.FluxService/Sync"
 )
 
 // FluxServiceClient is the client API for FluxService service.
@@ -64,6 +66,9 @@ type FluxServiceClient interface {
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
 	// ListJobs lists recent jobs, newest first.
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
+	// GetJobLog returns a job's log lines (fetching, editing, commit, push,
+	// apply, each workload's rollout, rollback), kept after it ends.
+	GetJobLog(ctx context.Context, in *GetJobLogRequest, opts ...grpc.CallOption) (*GetJobLogResponse, error)
 	// Automate turns on automated releases for a service.
 	Automate(ctx context.Context, in *AutomateRequest, opts ...grpc.CallOption) (*AutomateResponse, error)
 	// Deautomate turns off automated releases for a service.
@@ -78,6 +83,9 @@ type FluxServiceClient interface {
 	History(ctx context.Context, in *HistoryRequest, opts ...grpc.CallOption) (*HistoryResponse, error)
 	// NotifyImage tells fluxd that an image was pushed, so it rescans now.
 	NotifyImage(ctx context.Context, in *NotifyImageRequest, opts ...grpc.CallOption) (*NotifyImageResponse, error)
+	// Sync fetches git and applies every object under the manifest paths
+	// now, or, with dry_run, says what that would change, object by object.
+	Sync(ctx context.Context, in *SyncRequest, opts ...grpc.CallOption) (*SyncResponse, error)
 }
 
 type fluxServiceClient struct {
@@ -187,6 +195,16 @@ func (c *fluxServiceClient) ListJobs(ctx context.Context, in *ListJobsRequest, o
 	return out, nil
 }
 
+func (c *fluxServiceClient) GetJobLog(ctx context.Context, in *GetJobLogRequest, opts ...grpc.CallOption) (*GetJobLogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetJobLogResponse)
+	err := c.cc.Invoke(ctx, FluxService_GetJobLog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *fluxServiceClient) Automate(ctx context.Context, in *AutomateRequest, opts ...grpc.CallOption) (*AutomateResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(AutomateResponse)
@@ -257,6 +275,16 @@ func (c *fluxServiceClient) NotifyImage(ctx context.Context, in *NotifyImageRequ
 	return out, nil
 }
 
+func (c *fluxServiceClient) Sync(ctx context.Context, in *SyncRequest, opts ...grpc.CallOption) (*SyncResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SyncResponse)
+	err := c.cc.Invoke(ctx, FluxService_Sync_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FluxServiceServer is the server API for FluxService service.
 // All implementations must embed UnimplementedFluxServiceServer
 // for forward compatibility.
@@ -284,6 +312,9 @@ type FluxServiceServer interface {
 	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
 	// ListJobs lists recent jobs, newest first.
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
+	// GetJobLog returns a job's log lines (fetching, editing, commit, push,
+	// apply, each workload's rollout, rollback), kept after it ends.
+	GetJobLog(context.Context, *GetJobLogRequest) (*GetJobLogResponse, error)
 	// Automate turns on automated releases for a service.
 	Automate(context.Context, *AutomateRequest) (*AutomateResponse, error)
 	// Deautomate turns off automated releases for a service.
@@ -298,6 +329,9 @@ type FluxServiceServer interface {
 	History(context.Context, *HistoryRequest) (*HistoryResponse, error)
 	// NotifyImage tells fluxd that an image was pushed, so it rescans now.
 	NotifyImage(context.Context, *NotifyImageRequest) (*NotifyImageResponse, error)
+	// Sync fetches git and applies every object under the manifest paths
+	// now, or, with dry_run, says what that would change, object by object.
+	Sync(context.Context, *SyncRequest) (*SyncResponse, error)
 	mustEmbedUnimplementedFluxServiceServer()
 }
 
@@ -335,6 +369,9 @@ func (UnimplementedFluxServiceServer) CancelJob(context.Context, *CancelJobReque
 func (UnimplementedFluxServiceServer) ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListJobs not implemented")
 }
+func (UnimplementedFluxServiceServer) GetJobLog(context.Context, *GetJobLogRequest) (*GetJobLogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetJobLog not implemented")
+}
 func (UnimplementedFluxServiceServer) Automate(context.Context, *AutomateRequest) (*AutomateResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Automate not implemented")
 }
@@ -355,6 +392,9 @@ func (UnimplementedFluxServiceServer) History(context.Context, *HistoryRequest) 
 }
 func (UnimplementedFluxServiceServer) NotifyImage(context.Context, *NotifyImageRequest) (*NotifyImageResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method NotifyImage not implemented")
+}
+func (UnimplementedFluxServiceServer) Sync(context.Context, *SyncRequest) (*SyncResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
 }
 func (UnimplementedFluxServiceServer) mustEmbedUnimplementedFluxServiceServer() {}
 func (UnimplementedFluxServiceServer) testEmbeddedByValue()                     {}
@@ -532,6 +572,24 @@ func _FluxService_ListJobs_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FluxService_GetJobLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetJobLogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).GetJobLog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_GetJobLog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).GetJobLog(ctx, req.(*GetJobLogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _FluxService_Automate_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(AutomateRequest)
 	if err := dec(in); err != nil {
@@ -658,6 +716,24 @@ func _FluxService_NotifyImage_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FluxService_Sync_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SyncRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).Sync(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_Sync_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).Sync(ctx, req.(*SyncRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FluxService_ServiceDesc is the grpc.ServiceDesc for FluxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -698,6 +774,10 @@ var FluxService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _FluxService_ListJobs_Handler,
 		},
 		{
+			MethodName: "GetJobLog",
+			Handler:    _FluxService_GetJobLog_Handler,
+		},
+		{
 			MethodName: "Automate",
 			Handler:    _FluxService_Automate_Handler,
 		},
@@ -724,6 +804,10 @@ var FluxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "NotifyImage",
 			Handler:    _FluxService_NotifyImage_Handler,
+		},
+		{
+			MethodName: "Sync",
+			Handler:    _FluxService_Sync_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// imagesClient answers ListImages from memory.
+type imagesClient struct {
+	fluxdv1.FluxServiceClient
+	resp *fluxdv1.ListImagesResponse
+}
+
+func (c imagesClient) ListImages(context.Context, *fluxdv1.ListImagesRequest, ...grpc.CallOption) (*fluxdv1.ListImagesResponse, error) {
+	return c.resp, nil
+}
+
+// A big repository's first listing under build-time order: the images
+// read so far, the ones being read, and how far the reading is.
+func TestListImagesWhileCreationTimesAreFetched(t *testing.T) {
+	at := func(h int) *timestamppb.Timestamp {
+		return timestamppb.New(time.Date(2026, 3, 1, h, 0, 0, 0, time.UTC))
+	}
+	c := imagesClient{resp: &fluxdv1.ListImagesResponse{Services: []*fluxdv1.ServiceImages{{
+		Service: "default:deployment/app",
+		Containers: []*fluxdv1.ContainerImages{{
+			Container: "app", Current: "reg/app:main-aaa", Filter: "glob:main-*", Total: 10000, TimesRead: 2, Refreshing: true,
+			Warnings: []string{"9998 of the images passing glob:main-* are still being read; the order by build time, and the newest, are known once they are"},
+			Passing:  []string{"main-bbb", "main-aaa", "main-zzz"},
+			Available: []*fluxdv1.ImageInfo{
+				{Ref: "reg/app:main-bbb", Tag: "main-bbb", Digest: "sha256:b", CreatedAt: at(2)},
+				{Ref: "reg/app:main-aaa", Tag: "main-aaa", Digest: "sha256:a", CreatedAt: at(1)},
+				{Ref: "reg/app:main-zzz", Tag: "main-zzz", Reading: true},
+			},
+		}},
+	}}}}
+	for _, o := range []string{"table", "json"} {
+		t.Run(o, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := runListImages(context.Background(), &buf, c, "app", 0, 3, o); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "list-images-fetching."+o, buf.Bytes())
+		})
+	}
+}

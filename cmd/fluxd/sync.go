@@ -1,0 +1,93 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+
+	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/platform/kube/sync"
+	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/syncer"
+)
+
+// syncFlags are the continuous sync's flags.
+type syncFlags struct {
+	interval  time.Duration
+	prune     bool
+	inventory string
+	timeout   time.Duration
+}
+
+func (f *syncFlags) register(fs *pflag.FlagSet) {
+	fs.DurationVar(&f.interval, "sync-interval", 0, "apply every object under --git-path (every kind) with server-side apply on each new commit and at this interval, correcting drift, e.g. 5m (default: off, fluxd applies only what it releases); fluxd then needs RBAC to apply them")
+	fs.BoolVar(&f.prune, "sync-prune", false, "with --sync-interval: delete objects fluxd applied that have left git (never others; an object annotated fluxd.io/prune: disabled is kept)")
+	fs.StringVar(&f.inventory, "sync-inventory", envOr("POD_NAMESPACE", "default")+"/fluxd-sync-inventory", "NAMESPACE/NAME of the ConfigMap where the sync lists what it applied, for --sync-prune")
+	fs.DurationVar(&f.timeout, "sync-timeout", 5*time.Minute, "how long one sync may take")
+}
+
+// newSyncer builds the sync from its flags, or returns nil when it is off.
+// The sync reads git through the release engine (one clone, one fetch for
+// both) and is kicked by every fetch that finds a new commit.
+func newSyncer(f syncFlags, rc *rest.Config, engine *release.Engine, rec syncer.Recorder, reg prometheus.Registerer, log *slog.Logger) (*syncer.Syncer, error) {
+	if f.interval == 0 {
+		if f.prune {
+			return nil, errors.New("--sync-prune needs --sync-interval: fluxd prunes only when it syncs")
+		}
+		return nil, nil
+	}
+	ns, name, ok := strings.Cut(f.inventory, "/")
+	cfg := syncer.Config{Interval: f.interval, Prune: f.prune, Timeout: f.timeout}
+	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name}
+	var errs []error
+	if !ok || ns == "" || name == "" {
+		errs = append(errs, fmt.Errorf("--sync-inventory %q is not NAMESPACE/NAME", f.inventory))
+	}
+	if err := errors.Join(append(errs, cfg.Validate())...); err != nil {
+		return nil, err
+	}
+	applier, err := kubesync.New(rc, kcfg, log)
+	if err != nil {
+		return nil, err
+	}
+	s := syncer.New(cfg, engine, applier, rec, log)
+	engine.OnRevision(s.Kick)
+	registerSyncMetrics(reg, s)
+	return s, nil
+}
+
+// registerSyncMetrics exports the last sync: when it ended, how long it
+// took, whether it failed and how many objects it failed on.
+func registerSyncMetrics(reg prometheus.Registerer, s *syncer.Syncer) {
+	last := func(f func(*syncer.Report) float64) func() float64 {
+		return func() float64 {
+			if r := s.Last(); r != nil {
+				return f(r)
+			}
+			return 0
+		}
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_last_timestamp_seconds", Help: "When the last sync of git to the cluster ended (Unix time); 0 before the first."},
+			last(func(r *syncer.Report) float64 { return float64(r.Started.Add(r.Duration).UnixNano()) / 1e9 })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_duration_seconds", Help: "How long the last sync took."},
+			last(func(r *syncer.Report) float64 { return r.Duration.Seconds() })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_failed", Help: "1 when the last sync failed, on any object or file."},
+			last(func(r *syncer.Report) float64 {
+				if r.Failed() {
+					return 1
+				}
+				return 0
+			})),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_objects", Help: "Objects the last sync applied or found unchanged."},
+			last(func(r *syncer.Report) float64 { return float64(len(r.Results) - r.Count(platform.ActionFailed)) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_failed_objects", Help: "Objects the last sync could not apply, and files it could not read."},
+			last(func(r *syncer.Report) float64 { return float64(r.Count(platform.ActionFailed) + len(r.Problems)) })),
+	)
+}

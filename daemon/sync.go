@@ -1,0 +1,141 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/fluxerr"
+	"github.com/fluxd/fluxd/platform"
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+	"github.com/fluxd/fluxd/syncer"
+)
+
+// Syncing is the continuous sync as the daemon sees it.
+type Syncing interface {
+	// Sync syncs now (fetching git first when fetch is set), or says
+	// what a sync would do.
+	Sync(ctx context.Context, fetch, dryRun bool) (*syncer.Report, error)
+	// Last is the last sync's report, nil before the first.
+	Last() *syncer.Report
+}
+
+// The sync states of a service.
+const (
+	SyncSynced  = "synced"
+	SyncDrifted = "drifted"
+	SyncFailed  = "failed"
+	SyncPending = "pending"
+)
+
+// syncStates sets each service's goal images (the image git defines,
+// where another runs) and, when fluxd syncs, its state against git.
+func (d *Daemon) syncStates(byID map[platform.ID]*Service) {
+	var last *syncer.Report
+	if d.deps.Sync != nil {
+		last = d.deps.Sync.Last()
+	}
+	failed := map[platform.ID]string{}
+	if last != nil {
+		for _, r := range last.Results {
+			if id, ok := r.Ref.Workload(); ok && r.Action == platform.ActionFailed {
+				failed[id] = strings.TrimPrefix(r.Where+": ", ": ") + r.Error
+			}
+		}
+	}
+	for _, s := range byID {
+		if s.def == nil {
+			continue
+		}
+		var drift []string
+		if s.InCluster {
+			for _, c := range s.Containers {
+				for _, g := range s.def.Containers {
+					if g.Name == c.Name && g.Image != c.Image {
+						if s.Goals == nil {
+							s.Goals = map[string]string{}
+						}
+						s.Goals[c.Name] = g.Image
+						drift = append(drift, fmt.Sprintf("container %s runs %s, git says %s", c.Name, c.Image, g.Image))
+					}
+				}
+			}
+			if r := s.def.Replicas; r != nil && (s.ID.Kind == "deployment" || s.ID.Kind == "statefulset") && *r != s.Replicas.Desired {
+				drift = append(drift, fmt.Sprintf("%d replicas, git says %d", s.Replicas.Desired, *r))
+			}
+		} else {
+			drift = append(drift, "not in the cluster")
+		}
+		switch {
+		case d.deps.Sync == nil:
+		case failed[s.ID] != "":
+			s.SyncState, s.SyncDetail = SyncFailed, failed[s.ID]
+		case len(drift) > 0:
+			s.SyncState, s.SyncDetail = SyncDrifted, strings.Join(drift, "; ")
+		case last == nil:
+			s.SyncState, s.SyncDetail = SyncPending, "no sync has run yet"
+		default:
+			s.SyncState = SyncSynced
+		}
+	}
+}
+
+// Sync fetches git and applies it to the cluster now, or says what that
+// would change.
+func (d *Daemon) Sync(ctx context.Context, _ auth.Identity, dryRun bool) (*syncer.Report, error) {
+	if d.deps.Sync == nil {
+		return nil, fluxerr.New(fluxerr.Precondition, errors.New("this fluxd does not sync git to the cluster"),
+			"It applies only the workloads it releases. Start it with --sync-interval (e.g. 5m) to apply everything under --git-path, on every commit and on that interval.")
+	}
+	rep, err := d.deps.Sync.Sync(ctx, true, dryRun)
+	if err != nil {
+		return nil, err
+	}
+	if !dryRun {
+		d.invalidate() // list-services reads the new revision
+	}
+	return rep, nil
+}
+
+// Sync runs a sync now, or a dry run of one.
+func (s *Server) Sync(ctx context.Context, req *fluxdv1.SyncRequest) (*fluxdv1.SyncResponse, error) {
+	rep, err := s.d.Sync(ctx, identity(ctx), req.GetDryRun())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	return syncReportToProto(rep), nil
+}
+
+func syncReportToProto(rep *syncer.Report) *fluxdv1.SyncResponse {
+	out := &fluxdv1.SyncResponse{Revision: rep.Revision, DryRun: rep.DryRun, Problems: rep.Problems, Error: rep.Err, DurationMs: rep.Duration.Milliseconds()}
+	for _, r := range rep.Results {
+		out.Objects = append(out.Objects, &fluxdv1.SyncObject{Object: r.Ref.String(), Source: r.Where, Action: r.Action, Error: r.Error, Diff: r.Diff})
+	}
+	return out
+}
+
+// withSyncEvents merges the sync's events (every instance's) into an
+// instance's, newest first, at most limit.
+func (d *Daemon) withSyncEvents(ctx context.Context, evs []history.Event, q history.Query) ([]history.Event, error) {
+	if d.deps.Sync == nil {
+		return evs, nil
+	}
+	syncs, err := d.deps.History.Events(ctx, history.SyncInstance, q)
+	if err != nil {
+		return nil, fmt.Errorf("reading the sync's history: %w", err)
+	}
+	evs = append(evs, syncs...)
+	sort.SliceStable(evs, func(i, j int) bool { return evs[i].ID > evs[j].ID })
+	limit := q.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	if len(evs) > limit {
+		evs = evs[:limit]
+	}
+	return evs, nil
+}

@@ -1,0 +1,183 @@
+package gitrepo
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path/filepath"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/fluxd/fluxd/platform"
+)
+
+// Objects is every Kubernetes object under the manifest paths, for the
+// sync: plain YAML files and kustomize builds alike.
+type Objects struct {
+	Objects []platform.Object
+	// Problems are files, documents or kustomizations that could not be
+	// read, with their file and line; the rest are read all the same.
+	Problems []error
+}
+
+// ReadObjects reads every object under dirs (absolute, inside root): each
+// document of every *.yaml, *.yml and *.json file, the items of a List,
+// and, for a directory holding a kustomization.yaml, what kustomize builds
+// from it (as 'kubectl apply -k' would) instead of its files one by one.
+func ReadObjects(root string, dirs []string) (*Objects, error) {
+	out := &Objects{}
+	seen := map[string]bool{}
+	var kust *kustomizer
+	for _, dir := range dirs {
+		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if seen[path] {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			seen[path] = true
+			rel, err := filepath.Rel(root, path)
+			if err != nil {
+				return err
+			}
+			if d.IsDir() {
+				if d.Name() == ".git" {
+					return filepath.SkipDir
+				}
+				if KustomizationFile(path) == "" {
+					return nil
+				}
+				if kust == nil {
+					if kust, err = newKustomizer(root); err != nil {
+						return err
+					}
+				}
+				objs, err := kust.build(rel)
+				if err != nil {
+					out.Problems = append(out.Problems, err)
+				}
+				out.Objects = append(out.Objects, objs...)
+				return filepath.SkipDir
+			}
+			switch filepath.Ext(path) {
+			case ".yaml", ".yml", ".json":
+			default:
+				return nil
+			}
+			content, err := ReadFile(root, rel)
+			if err != nil {
+				out.Problems = append(out.Problems, err)
+				return nil
+			}
+			objs, problems := ParseObjects(rel, content)
+			out.Objects = append(out.Objects, objs...)
+			out.Problems = append(out.Problems, problems...)
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("reading manifests: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// ParseObjects returns the objects in one file's content, each with its
+// line. A document that is not an object (no apiVersion, kind or name) is
+// a problem; the file's other documents are read all the same, unless the
+// YAML itself is malformed, past which nothing can be read.
+func ParseObjects(file string, content []byte) ([]platform.Object, []error) {
+	var objs []platform.Object
+	var problems []error
+	dec := yaml.NewDecoder(bytes.NewReader(content))
+	for {
+		var d yaml.Node
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
+			return objs, problems
+		}
+		if err != nil {
+			return objs, append(problems, Problem{File: file, Line: errorLine(err), Err: fmt.Errorf("malformed YAML: %w", err)})
+		}
+		if len(d.Content) == 0 || d.Content[0].Kind == yaml.ScalarNode && d.Content[0].Tag == "!!null" {
+			continue // an empty document
+		}
+		root := d.Content[0]
+		if root.Kind != yaml.MappingNode {
+			problems = append(problems, Problem{File: file, Line: root.Line, Err: errors.New("is not a Kubernetes object (a YAML mapping with apiVersion, kind and metadata.name)")})
+			continue
+		}
+		kind := scalar(root, "kind")
+		items := lookup(root, "items")
+		if strings.HasSuffix(kind, "List") && items != nil && items.Kind == yaml.SequenceNode {
+			itemKind := strings.TrimSuffix(kind, "List")
+			for _, it := range items.Content {
+				obj, err := toObject(file, it)
+				if err != nil {
+					problems = append(problems, err)
+					continue
+				}
+				// An item of a typed list may leave its kind and
+				// apiVersion out; kubectl takes them from the list.
+				if obj.Manifest["kind"] == nil && itemKind != "" {
+					obj.Manifest["kind"], obj.Manifest["apiVersion"] = itemKind, scalar(root, "apiVersion")
+				}
+				if err := checkObject(obj); err != nil {
+					problems = append(problems, err)
+					continue
+				}
+				objs = append(objs, obj)
+			}
+			continue
+		}
+		obj, err := toObject(file, root)
+		if err == nil {
+			err = checkObject(obj)
+		}
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		objs = append(objs, obj)
+	}
+}
+
+// toObject decodes one YAML node as Kubernetes decodes a manifest (numbers
+// as int64 or float64, as unstructured objects want them).
+func toObject(file string, n *yaml.Node) (platform.Object, error) {
+	b, err := yaml.Marshal(n)
+	if err != nil {
+		return platform.Object{}, Problem{File: file, Line: n.Line, Err: err}
+	}
+	m := map[string]any{}
+	if err := utilyaml.Unmarshal(b, &m); err != nil {
+		return platform.Object{}, Problem{File: file, Line: n.Line, Err: fmt.Errorf("does not decode as a Kubernetes object: %w", err)}
+	}
+	return platform.Object{File: file, Line: n.Line, Manifest: m}, nil
+}
+
+// checkObject says what an object lacks to be applied.
+func checkObject(o platform.Object) error {
+	ref := o.Ref()
+	var missing []string
+	if ref.APIVersion == "" {
+		missing = append(missing, "apiVersion")
+	}
+	if ref.Kind == "" {
+		missing = append(missing, "kind")
+	}
+	if ref.Name == "" {
+		missing = append(missing, "metadata.name")
+	}
+	if len(missing) > 0 {
+		return Problem{File: o.File, Line: o.Line, Err: fmt.Errorf("is not a Kubernetes object: it has no %s", strings.Join(missing, ", "))}
+	}
+	return nil
+}

@@ -1,0 +1,350 @@
+package kubesync
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
+	"github.com/fluxcd/cli-utils/pkg/object"
+	"github.com/fluxcd/pkg/ssa"
+	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
+	ssautils "github.com/fluxcd/pkg/ssa/utils"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fluxd/fluxd/platform"
+)
+
+// FieldManager is fluxd's server-side apply field manager; a release
+// applies as the same one (platform/kube.FieldManager).
+const FieldManager = "fluxd"
+
+// Config configures an Applier.
+type Config struct {
+	// InventoryNamespace and InventoryName name the ConfigMap that lists
+	// the objects the sync applied: what pruning may delete.
+	InventoryNamespace string
+	InventoryName      string
+	// WaitTimeout bounds the wait for CRDs and Namespaces to be
+	// established before the objects that need them are applied; zero
+	// means one minute.
+	WaitTimeout time.Duration
+	// Concurrency is how many objects are dry-run at once; zero means 8.
+	Concurrency int
+}
+
+// Validate reports every problem of c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.InventoryNamespace == "" || c.InventoryName == "" {
+		errs = append(errs, errors.New("the sync inventory needs a namespace and a name (--sync-inventory NAMESPACE/NAME)"))
+	}
+	if c.WaitTimeout < 0 || c.Concurrency < 0 {
+		errs = append(errs, errors.New("the sync's wait timeout and concurrency cannot be negative"))
+	}
+	return errors.Join(errs...)
+}
+
+// Applier applies sets of objects to one cluster.
+type Applier struct {
+	cfg Config
+	c   client.Client
+	rm  *ssa.ResourceManager
+	log *slog.Logger
+}
+
+// New returns an Applier for the cluster rc reaches.
+func New(rc *rest.Config, cfg Config, log *slog.Logger) (*Applier, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.WaitTimeout == 0 {
+		cfg.WaitTimeout = time.Minute
+	}
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 8
+	}
+	// The client's REST mapper is controller-runtime's dynamic one: it
+	// learns a kind a CRD of this very sync brought.
+	c, err := client.New(rc, client.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("creating the sync's Kubernetes client: %w", err)
+	}
+	poller := polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{})
+	rm := ssa.NewResourceManager(c, poller, ssa.Owner{Field: FieldManager, Group: "fluxd.io"})
+	rm.SetConcurrency(cfg.Concurrency)
+	return &Applier{cfg: cfg, c: c, rm: rm, log: log.With("component", "sync")}, nil
+}
+
+// item is one object on its way to the cluster.
+type item struct {
+	src platform.Object
+	u   *unstructured.Unstructured
+	key string
+	res *platform.ObjectResult
+}
+
+// Apply applies objs (or, with opts.DryRun, says what applying them would
+// do), then prunes what left git when opts.Prune. It returns one result
+// per object, pruned ones included, sorted by object; an object that
+// failed has Action failed and its error. err is for a failure of the
+// sync as a whole (the inventory cannot be read).
+func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platform.SyncOptions) ([]platform.ObjectResult, error) {
+	inv, err := a.readInventory(ctx)
+	if err != nil {
+		return nil, err
+	}
+	items, results := a.prepare(objs)
+	var defs, classes, rest []*item
+	for _, it := range items {
+		switch {
+		case ssautils.IsClusterDefinition(it.u):
+			defs = append(defs, it)
+		case ssautils.IsClassDefinition(it.u):
+			classes = append(classes, it)
+		default:
+			rest = append(rest, it)
+		}
+	}
+	for i, stage := range [][]*item{defs, classes, rest} {
+		if len(stage) == 0 {
+			continue
+		}
+		if i == 2 {
+			for _, it := range stage {
+				a.scopeOne(it) // kinds a CRD of this sync brought are known now
+			}
+		}
+		if opts.DryRun {
+			a.diff(ctx, stage, crdKinds(defs))
+		} else {
+			a.apply(ctx, stage)
+		}
+		if i < 2 && !opts.DryRun {
+			a.wait(stage)
+		}
+	}
+	for _, it := range items {
+		results = append(results, *it.res)
+	}
+	pruned, keep := a.prune(ctx, inv, items, opts)
+	results = append(results, pruned...)
+	if !opts.DryRun {
+		if err := a.writeInventory(ctx, inventoryAfter(inv, items, keep)); err != nil {
+			return results, err
+		}
+	}
+	sort.SliceStable(results, func(i, j int) bool { return results[i].Ref.String() < results[j].Ref.String() })
+	return results, nil
+}
+
+// prepare turns objects into unstructured ones, with the namespace a
+// namespaced object left out set to "default" as kubectl would, and fails
+// the second definition of one object.
+func (a *Applier) prepare(objs []platform.Object) ([]*item, []platform.ObjectResult) {
+	var items []*item
+	var failed []platform.ObjectResult
+	seen := map[string]*item{}
+	for _, o := range objs {
+		u := &unstructured.Unstructured{Object: deepCopy(o.Manifest)}
+		it := &item{src: o, u: u, res: &platform.ObjectResult{Ref: o.Ref(), Where: o.Where()}}
+		a.scopeOne(it)
+		it.key = keyOf(u)
+		if prev, ok := seen[it.key]; ok {
+			it.res.Action, it.res.Error = platform.ActionFailed, fmt.Sprintf("is defined twice, in %s and in %s; remove one of them", prev.src.Where(), o.Where())
+			failed = append(failed, *it.res)
+			continue
+		}
+		seen[it.key] = it
+		items = append(items, it)
+	}
+	return items, failed
+}
+
+// scopeOne sets the default namespace on a namespaced object without one,
+// and clears the namespace of a cluster-scoped one, when the cluster
+// knows the kind (a kind a CRD of this sync brings is looked at again
+// after the CRD is applied).
+func (a *Applier) scopeOne(it *item) {
+	gvk := it.u.GroupVersionKind()
+	m, err := a.c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		if it.u.GetNamespace() == "" {
+			it.u.SetNamespace("default")
+		}
+	} else if it.u.GetNamespace() != "" {
+		it.u.SetNamespace("")
+	}
+	it.res.Ref = refOf(it.u)
+	it.key = keyOf(it.u)
+}
+
+// apply applies one stage: all at once through ssa.ApplyAll, and when
+// that fails (one object refused fails the batch), object by object, so
+// that the others are applied and the refused one is named.
+func (a *Applier) apply(ctx context.Context, stage []*item) {
+	us := make([]*unstructured.Unstructured, len(stage))
+	for i, it := range stage {
+		us[i] = it.u
+	}
+	opts := ssa.DefaultApplyOptions()
+	cs, err := a.rm.ApplyAll(ctx, us, opts)
+	if err == nil {
+		a.record(stage, cs.Entries)
+		return
+	}
+	a.log.Debug("a batch apply failed; applying object by object", "error", err)
+	for _, it := range stage {
+		e, err := a.rm.Apply(ctx, it.u, opts)
+		if err != nil {
+			it.res.Action, it.res.Error = platform.ActionFailed, applyError(err)
+			continue
+		}
+		it.res.Action = action(e.Action)
+	}
+}
+
+// diff says what applying one stage would do, object by object. A custom
+// resource of a kind a CRD of this sync brings cannot be dry-run before
+// the CRD exists: it would be created.
+func (a *Applier) diff(ctx context.Context, stage []*item, newKinds map[schema.GroupKind]bool) {
+	for _, it := range stage {
+		e, live, merged, err := a.rm.Diff(ctx, it.u.DeepCopy(), ssa.DefaultDiffOptions())
+		if err != nil && newKinds[it.u.GroupVersionKind().GroupKind()] && (meta.IsNoMatchError(err) || strings.Contains(err.Error(), "no matches for kind")) {
+			it.res.Action, it.res.Diff = platform.ActionCreated, []string{"(after its CustomResourceDefinition, which this sync creates)"}
+			continue
+		}
+		if err != nil {
+			it.res.Action, it.res.Error = platform.ActionFailed, applyError(err)
+			continue
+		}
+		it.res.Action = action(e.Action)
+		if live != nil && merged != nil {
+			it.res.Diff = fieldDiff(live.Object, merged.Object)
+		}
+	}
+}
+
+// record copies a change set's actions to the stage's results.
+func (a *Applier) record(stage []*item, entries []ssa.ChangeSetEntry) {
+	byKey := map[string]ssa.Action{}
+	for _, e := range entries {
+		byKey[metaKey(e.ObjMetadata)] = e.Action
+	}
+	for _, it := range stage {
+		if act, ok := byKey[it.key]; ok {
+			it.res.Action = action(act)
+		} else {
+			it.res.Action = platform.ActionUnchanged
+		}
+	}
+}
+
+// wait waits for a stage's CRDs to be established and its Namespaces to
+// be active. A timeout fails those objects; the next stage goes on, and
+// whatever needs them fails with its own error.
+func (a *Applier) wait(stage []*item) {
+	var set object.ObjMetadataSet
+	for _, it := range stage {
+		if it.res.Action == platform.ActionCreated || it.res.Action == platform.ActionChanged {
+			set = append(set, object.UnstructuredToObjMetadata(it.u))
+		}
+	}
+	if len(set) == 0 {
+		return
+	}
+	err := a.rm.WaitForSet(set, ssa.WaitOptions{Interval: 500 * time.Millisecond, Timeout: a.cfg.WaitTimeout})
+	if err != nil {
+		a.log.Warn("waiting for definitions to be established failed", "error", err)
+		for _, it := range stage {
+			if strings.Contains(err.Error(), it.u.GetName()) {
+				it.res.Action, it.res.Error = platform.ActionFailed, fmt.Sprintf("applied, but not established within %s: %v", a.cfg.WaitTimeout, err)
+			}
+		}
+	}
+}
+
+func action(a ssa.Action) string {
+	switch a {
+	case ssa.CreatedAction:
+		return platform.ActionCreated
+	case ssa.ConfiguredAction:
+		return platform.ActionChanged
+	case ssa.DeletedAction:
+		return platform.ActionDeleted
+	case ssa.SkippedAction:
+		return platform.ActionSkipped
+	}
+	return platform.ActionUnchanged
+}
+
+// applyError says why the API server refused an object, with a hint for
+// the common causes. The object is named beside the error already, so
+// ssa's own prefix naming it again is left out.
+func applyError(err error) string {
+	var dry *ssaerrors.DryRunErr
+	if errors.As(err, &dry) && dry.Unwrap() != nil && !apierrors.IsNotFound(dry.Unwrap()) {
+		err = dry.Unwrap()
+	}
+	msg := err.Error()
+	switch {
+	case meta.IsNoMatchError(err) || strings.Contains(msg, "no matches for kind"):
+		return msg + " (the cluster does not know this kind: is its CustomResourceDefinition in git, or its API version misspelt?)"
+	case apierrors.IsForbidden(err) && strings.Contains(msg, " cannot "):
+		return msg + " (fluxd's service account may not apply it: grant it in fluxd's RBAC)"
+	case apierrors.IsInvalid(err):
+		return msg + " (the API server refused the object as written: fix it in git)"
+	}
+	return msg
+}
+
+func keyOf(u *unstructured.Unstructured) string {
+	gvk := u.GroupVersionKind()
+	return gvk.Group + "/" + gvk.Kind + "/" + u.GetNamespace() + "/" + u.GetName()
+}
+
+func metaKey(m object.ObjMetadata) string {
+	return m.GroupKind.Group + "/" + m.GroupKind.Kind + "/" + m.Namespace + "/" + m.Name
+}
+
+func refOf(u *unstructured.Unstructured) platform.ObjectRef {
+	return platform.ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+func gvkOf(r platform.ObjectRef) schema.GroupVersionKind {
+	return schema.FromAPIVersionAndKind(r.APIVersion, r.Kind)
+}
+
+// deepCopy copies a decoded manifest, whose values are all JSON's (the
+// YAML decoder makes numbers int64 or float64), so that the apply's
+// defaulting never writes into git's copy.
+func deepCopy(m map[string]any) map[string]any {
+	return runtime.DeepCopyJSON(m)
+}
+
+// crdKinds are the kinds the CRDs among items define.
+func crdKinds(items []*item) map[schema.GroupKind]bool {
+	out := map[schema.GroupKind]bool{}
+	for _, it := range items {
+		if !ssautils.IsCRD(it.u) {
+			continue
+		}
+		group, _, _ := unstructured.NestedString(it.u.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(it.u.Object, "spec", "names", "kind")
+		out[schema.GroupKind{Group: group, Kind: kind}] = true
+	}
+	return out
+}

@@ -1,0 +1,61 @@
+package kubesync
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/fluxd/fluxd/platform"
+)
+
+func TestFieldDiffLeavesServerFieldsOut(t *testing.T) {
+	t.Parallel()
+	live := map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "resourceVersion": "7", "generation": int64(3), "managedFields": []any{"x"}},
+		"spec":     map[string]any{"replicas": int64(7)},
+		"status":   map[string]any{"readyReplicas": int64(7)},
+	}
+	merged := map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "resourceVersion": "8", "generation": int64(4)},
+		"spec":     map[string]any{"replicas": int64(4), "paused": true},
+		"status":   map[string]any{"readyReplicas": int64(1)},
+	}
+	want := []string{"add /spec/paused: true", "replace /spec/replicas: 4"}
+	if diff := cmp.Diff(want, fieldDiff(live, merged)); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+func TestInventoryAfterKeepsWhatExists(t *testing.T) {
+	t.Parallel()
+	ref := func(kind, name string) platform.ObjectRef {
+		return platform.ObjectRef{APIVersion: "v1", Kind: kind, Namespace: "ns", Name: name}
+	}
+	mk := func(r platform.ObjectRef, action string) *item {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(r.APIVersion)
+		u.SetKind(r.Kind)
+		u.SetNamespace(r.Namespace)
+		u.SetName(r.Name)
+		return &item{u: u, key: keyOf(u), res: &platform.ObjectResult{Ref: r, Action: action}}
+	}
+	old := inventory{refKey(ref("ConfigMap", "updated-but-failed")): ref("ConfigMap", "updated-but-failed"), refKey(ref("ConfigMap", "left-git")): ref("ConfigMap", "left-git")}
+	items := []*item{
+		mk(ref("ConfigMap", "created"), platform.ActionCreated),
+		mk(ref("ConfigMap", "never-created"), platform.ActionFailed),
+		mk(ref("ConfigMap", "updated-but-failed"), platform.ActionFailed),
+	}
+	got := inventoryAfter(old, items, []platform.ObjectRef{ref("ConfigMap", "left-git")})
+	var names []string
+	for _, r := range got {
+		names = append(names, r.Name)
+	}
+	want := []string{"created", "left-git", "updated-but-failed"}
+	if diff := cmp.Diff(want, names, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("inventory (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,93 @@
+package kubesync
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fluxd/fluxd/platform"
+)
+
+// The inventory is a ConfigMap holding, under inventoryKey, the JSON list
+// of the objects the sync applied. Pruning deletes only objects listed
+// there: an object fluxd never applied is never its to delete.
+const inventoryKey = "objects.json"
+
+// inventory maps object keys to their refs.
+type inventory map[string]platform.ObjectRef
+
+func (a *Applier) readInventory(ctx context.Context) (inventory, error) {
+	var cm corev1.ConfigMap
+	err := a.c.Get(ctx, client.ObjectKey{Namespace: a.cfg.InventoryNamespace, Name: a.cfg.InventoryName}, &cm)
+	if apierrors.IsNotFound(err) {
+		return inventory{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the sync inventory ConfigMap %s/%s: %w (fluxd needs get, create and update on it)", a.cfg.InventoryNamespace, a.cfg.InventoryName, err)
+	}
+	var refs []platform.ObjectRef
+	if raw := cm.Data[inventoryKey]; raw != "" {
+		if err := json.Unmarshal([]byte(raw), &refs); err != nil {
+			return nil, fmt.Errorf("the sync inventory ConfigMap %s/%s does not parse (%w); fluxd will not prune until it is fixed or deleted (deleting it makes fluxd forget what it applied, so nothing is pruned until it is applied again)", a.cfg.InventoryNamespace, a.cfg.InventoryName, err)
+		}
+	}
+	inv := inventory{}
+	for _, r := range refs {
+		inv[refKey(r)] = r
+	}
+	return inv, nil
+}
+
+// writeInventory stores inv, creating the ConfigMap the first time.
+func (a *Applier) writeInventory(ctx context.Context, inv inventory) error {
+	refs := make([]platform.ObjectRef, 0, len(inv))
+	for _, r := range inv {
+		refs = append(refs, r)
+	}
+	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
+	b, err := json.Marshal(refs)
+	if err != nil {
+		return err
+	}
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: a.cfg.InventoryNamespace, Name: a.cfg.InventoryName, Labels: map[string]string{"app.kubernetes.io/managed-by": "fluxd"}},
+		Data:       map[string]string{inventoryKey: string(b)},
+	}
+	if err := a.c.Patch(ctx, cm, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("writing the sync inventory ConfigMap %s/%s: %w", a.cfg.InventoryNamespace, a.cfg.InventoryName, err)
+	}
+	return nil
+}
+
+// inventoryAfter is the inventory once a sync is done: every object of git
+// that exists in the cluster now, and the old entries that were kept (not
+// pruned, or not yet).
+func inventoryAfter(old inventory, items []*item, keep []platform.ObjectRef) inventory {
+	inv := inventory{}
+	for _, it := range items {
+		switch it.res.Action {
+		case platform.ActionFailed, platform.ActionSkipped:
+			if r, ok := old[it.key]; ok {
+				inv[it.key] = r
+			}
+		default:
+			inv[it.key] = refOf(it.u)
+		}
+	}
+	for _, r := range keep {
+		inv[refKey(r)] = r
+	}
+	return inv
+}
+
+func refKey(r platform.ObjectRef) string {
+	gvk := gvkOf(r)
+	return gvk.Group + "/" + gvk.Kind + "/" + r.Namespace + "/" + r.Name
+}

@@ -1,0 +1,91 @@
+package kubesync
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fluxcd/pkg/ssa"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/fluxd/fluxd/platform"
+)
+
+// prune deletes (or, on a dry run, names) the inventory's objects that are
+// no longer in git, when opts.Prune. It returns their results and the
+// inventory entries to keep: those not deleted.
+func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, opts platform.SyncOptions) ([]platform.ObjectResult, []platform.ObjectRef) {
+	inGit := map[string]bool{}
+	for _, it := range items {
+		inGit[it.key] = true
+	}
+	var stale []platform.ObjectRef
+	for k, r := range inv {
+		if !inGit[k] {
+			stale = append(stale, r)
+		}
+	}
+	if !opts.Prune || opts.NoPrune != "" {
+		return nil, stale // remembered, for a sync that may prune
+	}
+	var results []platform.ObjectResult
+	var keep []platform.ObjectRef
+	for _, r := range stale {
+		res, kept := a.pruneOne(ctx, r, opts.DryRun)
+		if res.Action != "" {
+			results = append(results, res)
+		}
+		if kept {
+			keep = append(keep, r)
+		}
+	}
+	return results, keep
+}
+
+// pruneOne deletes one object that left git, unless it opted out or
+// fluxd no longer manages any of its fields (someone else took it over).
+func (a *Applier) pruneOne(ctx context.Context, r platform.ObjectRef, dryRun bool) (res platform.ObjectResult, keep bool) {
+	res = platform.ObjectResult{Ref: r}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(gvkOf(r))
+	err := a.c.Get(ctx, client.ObjectKey{Namespace: r.Namespace, Name: r.Name}, live)
+	if apierrors.IsNotFound(err) {
+		return platform.ObjectResult{}, false // gone already: forgotten
+	}
+	if err != nil {
+		res.Action, res.Error = platform.ActionFailed, fmt.Sprintf("not pruned: reading it failed: %v", applyError(err))
+		return res, true
+	}
+	if live.GetAnnotations()[platform.AnnotationPrune] == "disabled" {
+		res.Action, res.Error = platform.ActionSkipped, ""
+		return res, true
+	}
+	if !managedBy(live, FieldManager) {
+		// Some other manager owns all of it now: not fluxd's to delete.
+		return platform.ObjectResult{}, false
+	}
+	if dryRun {
+		res.Action = platform.ActionDeleted
+		return res, true
+	}
+	opts := ssa.DefaultDeleteOptions()
+	opts.Exclusions = map[string]string{platform.AnnotationPrune: "disabled"}
+	e, err := a.rm.Delete(ctx, live, opts)
+	if err != nil {
+		res.Action, res.Error = platform.ActionFailed, fmt.Sprintf("pruning failed: %v", applyError(err))
+		return res, true
+	}
+	res.Action = action(e.Action)
+	a.log.Info("pruned an object that left git", "object", r.String())
+	return res, res.Action != platform.ActionDeleted
+}
+
+func managedBy(u *unstructured.Unstructured, manager string) bool {
+	for _, f := range u.GetManagedFields() {
+		if f.Manager == manager {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,105 @@
+package platform
+
+import "fmt"
+
+// Object is one Kubernetes object of any kind, as git defines it, for the
+// sync: its decoded manifest and where it was written, so that a problem
+// with it names the file and line to fix.
+type Object struct {
+	// File is the file's path relative to the repository root; for an
+	// object kustomize built, the directory holding kustomization.yaml.
+	File string
+	// Line is where the object starts in File (0 when unknown, as for
+	// kustomize's output).
+	Line int
+	// Manifest is the object, decoded from YAML or JSON.
+	Manifest map[string]any
+}
+
+// Where is "file:line", or "file" when the line is unknown.
+func (o Object) Where() string {
+	if o.Line > 0 {
+		return fmt.Sprintf("%s:%d", o.File, o.Line)
+	}
+	return o.File
+}
+
+// Ref names the object.
+func (o Object) Ref() ObjectRef {
+	ref := ObjectRef{}
+	ref.APIVersion, _ = o.Manifest["apiVersion"].(string)
+	ref.Kind, _ = o.Manifest["kind"].(string)
+	if md, ok := o.Manifest["metadata"].(map[string]any); ok {
+		ref.Namespace, _ = md["namespace"].(string)
+		ref.Name, _ = md["name"].(string)
+	}
+	return ref
+}
+
+// ObjectRef names a Kubernetes object. Namespace is empty for a
+// cluster-scoped object.
+type ObjectRef struct {
+	APIVersion string
+	Kind       string
+	Namespace  string
+	Name       string
+}
+
+// String is "Kind/namespace/name", or "Kind/name" for a cluster-scoped
+// object, as Flux prints them.
+func (r ObjectRef) String() string {
+	if r.Namespace == "" {
+		return r.Kind + "/" + r.Name
+	}
+	return r.Kind + "/" + r.Namespace + "/" + r.Name
+}
+
+// Workload is the ID of the workload r names, if it names one.
+func (r ObjectRef) Workload() (ID, bool) {
+	id, err := ParseID(r.Namespace + ":" + r.Kind + "/" + r.Name)
+	if err != nil || r.Namespace == "" {
+		return ID{}, false
+	}
+	return id, true
+}
+
+// The actions a sync takes on an object.
+const (
+	ActionCreated   = "created"
+	ActionChanged   = "configured"
+	ActionUnchanged = "unchanged"
+	ActionDeleted   = "deleted"
+	ActionSkipped   = "skipped"
+	ActionFailed    = "failed"
+)
+
+// ObjectResult is what a sync did, or would do, to one object.
+type ObjectResult struct {
+	Ref ObjectRef
+	// Where is the object's file:line in git; empty for an object pruned
+	// from the cluster.
+	Where string
+	// Action is one of the Action constants.
+	Action string
+	// Error says why the object failed; empty unless Action is failed.
+	Error string
+	// Diff lists, for a change, the fields that differ between the
+	// cluster and git (dry runs only).
+	Diff []string
+}
+
+// AnnotationPrune, set to "disabled" on an object in the cluster, keeps
+// the sync from deleting it when it leaves git.
+const AnnotationPrune = "fluxd.io/prune"
+
+// SyncOptions say what a sync may do.
+type SyncOptions struct {
+	// Prune deletes the objects of the inventory that are no longer in
+	// git.
+	Prune bool
+	// DryRun changes nothing: it reports what a sync would do.
+	DryRun bool
+	// NoPrune is why pruning is held back this time, e.g. a file that
+	// could not be read (whose objects would look deleted); "" when not.
+	NoPrune string
+}

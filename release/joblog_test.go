@@ -1,0 +1,87 @@
+package release
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/platform"
+)
+
+// A job's log is written as it runs (told to OnLog and stored), says each
+// step in words, and is read back, all or from a line on, after the job
+// ended; another instance cannot read it.
+func TestJobLogIsWrittenAndKept(t *testing.T) {
+	q, g, _ := newQueue(t)
+	var mu sync.Mutex
+	var told []history.JobLogLine
+	var updates int
+	q.OnLog(func(l history.JobLogLine) { mu.Lock(); told = append(told, l); mu.Unlock() })
+	q.OnUpdate(func(JobUpdate) { mu.Lock(); updates++; mu.Unlock() })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go q.Run(ctx)
+	u, err := q.Enqueue(ctx, "a", Spec{Message: "one", User: "ann"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.started
+	close(g.release)
+	waitState(t, q, "a", u.Job.ID, history.JobSucceeded)
+
+	lines, err := q.JobLog(ctx, "a", u.Job.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var text []string
+	for i, l := range lines {
+		if l.Seq != int64(i+1) {
+			t.Errorf("line %d has seq %d", i, l.Seq)
+		}
+		text = append(text, l.Text)
+	}
+	want := []string{"queued by ann at position 1", "editing the manifests", "done: commit commit-one released"}
+	if strings.Join(text, "\n") != strings.Join(want, "\n") {
+		t.Errorf("log:\n%s\nwant:\n%s", strings.Join(text, "\n"), strings.Join(want, "\n"))
+	}
+	mu.Lock()
+	if len(told) != len(lines) || updates == 0 {
+		t.Errorf("OnLog was told %d lines of %d, OnUpdate %d updates", len(told), len(lines), updates)
+	}
+	mu.Unlock()
+	if rest, err := q.JobLog(ctx, "a", u.Job.ID, 2); err != nil || len(rest) != 1 || rest[0].Seq != 3 {
+		t.Errorf("log after line 2: %v, %v", rest, err)
+	}
+	if _, err := q.JobLog(ctx, "b", u.Job.ID, 0); err == nil {
+		t.Error("another instance read the job's log")
+	}
+}
+
+// A progress report adds to the log only what changed: a new stage, the
+// plan's changes, the pushed commit, a workload's new replica counts.
+func TestProgressLines(t *testing.T) {
+	t.Parallel()
+	var l jobLog
+	id := platform.ID{Namespace: "default", Kind: "deployment", Name: "web"}
+	plan := &Plan{Items: []Item{{Service: id, Action: Update, Updates: []ContainerUpdate{{Container: "app", Current: "r/web:1", Target: "r/web:2"}}}}}
+	steps := []struct {
+		p    Progress
+		want []string
+	}{
+		{Progress{Stage: StageCloning}, []string{"fetching the git remote and planning the release"}},
+		{Progress{Stage: StageCommitting, Plan: plan}, []string{"committing", "default:deployment/web: container app: r/web:1 -> r/web:2"}},
+		{Progress{Stage: StageApplying, Commit: "0123456789abcdef"}, []string{"pushed commit 0123456789ab", "applying to the cluster"}},
+		{Progress{Stage: StageRollingOut, Commit: "0123456789abcdef", Workloads: []WorkloadProgress{{Service: id, Replicas: platform.Replicas{Desired: 2, Updated: 1}}}},
+			[]string{"following the rollout", "default:deployment/web: 1/2 updated, 0 ready, 0 available"}},
+		{Progress{Stage: StageRollingOut, Commit: "0123456789abcdef", Workloads: []WorkloadProgress{{Service: id, Replicas: platform.Replicas{Desired: 2, Updated: 1}}}}, nil},
+		{Progress{Stage: StageRollingOut, Workloads: []WorkloadProgress{{Service: id, Replicas: platform.Replicas{Desired: 2, Updated: 2, Ready: 2, Available: 2}, Done: true}}},
+			[]string{"default:deployment/web: rolled out (2/2 ready)"}},
+	}
+	for i, s := range steps {
+		if got := l.progressLines(s.p); strings.Join(got, "|") != strings.Join(s.want, "|") {
+			t.Errorf("step %d: %q, want %q", i, got, s.want)
+		}
+	}
+}

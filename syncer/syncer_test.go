@@ -1,0 +1,119 @@
+package syncer
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/platform"
+)
+
+// dirClone is a clone that is a plain directory.
+type dirClone struct {
+	root, rev string
+	reads     int
+}
+
+func (c *dirClone) Read(_ context.Context, _, _ bool, fn func(rev, root string, paths []string) error) error {
+	c.reads++
+	return fn(c.rev, c.root, []string{"."})
+}
+
+// scriptedApplier answers each object with the action its name asks for
+// ("created-x", "failed-y"), recording what it was given.
+type scriptedApplier struct {
+	got  []platform.Object
+	opts platform.SyncOptions
+}
+
+func (a *scriptedApplier) Apply(_ context.Context, objs []platform.Object, opts platform.SyncOptions) ([]platform.ObjectResult, error) {
+	a.got, a.opts = objs, opts
+	var out []platform.ObjectResult
+	for _, o := range objs {
+		action, _, _ := strings.Cut(o.Ref().Name, "-")
+		r := platform.ObjectResult{Ref: o.Ref(), Where: o.Where(), Action: action}
+		if action == platform.ActionFailed {
+			r.Error = "refused"
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+type memRecorder struct{ evs []history.Event }
+
+func (m *memRecorder) Record(_ context.Context, ev history.Event) (int64, error) {
+	m.evs = append(m.evs, ev)
+	return int64(len(m.evs)), nil
+}
+
+func TestSyncRecordsChangesAndEachNewFailureOnce(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	write := func(name, content string) {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cm := func(name string) string {
+		return "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: " + name + "\n  namespace: ns\n"
+	}
+	write("a.yaml", cm("created-a")+"---\n"+"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: unchanged-web, namespace: ns}\n")
+	clone := &dirClone{root: root, rev: "0123456789abcdef"}
+	app := &scriptedApplier{}
+	rec := &memRecorder{}
+	s := New(Config{Interval: time.Minute, Prune: true}, clone, app, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx := context.Background()
+
+	rep, err := s.Sync(ctx, false, false)
+	if err != nil || rep.Failed() || len(rec.evs) != 1 {
+		t.Fatalf("first sync: %+v, %v; %d events", rep, err, len(rec.evs))
+	}
+	ev := rec.evs[0]
+	if ev.Type != history.Sync || ev.Instance != history.SyncInstance || ev.Commit != clone.rev || !strings.Contains(ev.Message, "1 created") || !strings.Contains(ev.Message, "created ConfigMap/ns/created-a") {
+		t.Errorf("event = %+v", ev)
+	}
+	if !app.opts.Prune || app.opts.NoPrune != "" {
+		t.Errorf("prune options = %+v, want pruning", app.opts)
+	}
+
+	// Nothing changed: nothing recorded.
+	write("a.yaml", cm("unchanged-a"))
+	if _, err := s.Sync(ctx, false, false); err != nil || len(rec.evs) != 1 {
+		t.Fatalf("an unchanged sync recorded an event: %v %d", err, len(rec.evs))
+	}
+
+	// A failure and an unreadable file: recorded once with file and line,
+	// pruning held back, then not again while it stays the same.
+	write("b.yaml", "\n"+cm("failed-b"))
+	write("c.yaml", "kind: [\n")
+	for i := 0; i < 2; i++ {
+		rep, err = s.Sync(ctx, false, false)
+		if err != nil || !rep.Failed() {
+			t.Fatalf("sync %d: %+v %v", i, rep, err)
+		}
+	}
+	if len(rec.evs) != 2 {
+		t.Fatalf("%d events, want the failure recorded once", len(rec.evs))
+	}
+	if e := rec.evs[1].Error; !strings.Contains(e, "b.yaml:2: ConfigMap/ns/failed-b: refused") || !strings.Contains(e, "c.yaml:") {
+		t.Errorf("the failure event's error = %q", e)
+	}
+	if app.opts.NoPrune == "" {
+		t.Error("pruning was not held back though a file could not be read")
+	}
+	if s.Last() != rep {
+		t.Error("Last is not the last sync")
+	}
+
+	// A dry run records nothing and is not the last sync.
+	if _, err := s.Sync(ctx, false, true); err != nil || len(rec.evs) != 2 || s.Last() != rep || !app.opts.DryRun {
+		t.Errorf("a dry run: %v, %d events", err, len(rec.evs))
+	}
+}

@@ -1,0 +1,598 @@
+// fluxd's status page. No framework and no inline script (the page's
+// Content-Security-Policy forbids both inline code and other origins);
+// every text from the API is set as text, never as HTML.
+'use strict';
+
+const S = {
+  session: null,        // {instance, role, name, csrf, canAct}
+  es: null,             // the EventSource
+  jobs: new Map(),      // job id -> latest WatchJobResponse-like {job, workloads}
+  logs: new Map(),      // job id -> [{seq, time, stage, text}]
+  notifications: [],    // newest first
+  timer: null,          // the current view's refresh timer
+  view: null,           // {name, arg, refresh()}
+};
+
+// el builds an element: el('td', {class: 'x', 'aria-label': 'y'}, child, 'text', ...).
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === undefined || v === null || v === false) continue;
+    if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+    else if (k === 'text') e.textContent = v;
+    else e.setAttribute(k, v === true ? '' : v);
+  }
+  for (const c of children.flat()) {
+    if (c === undefined || c === null || c === false) continue;
+    e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+  }
+  return e;
+}
+
+const main = () => document.getElementById('main');
+function announce(msg) { document.getElementById('announce').textContent = msg; }
+
+async function http(method, path, body) {
+  const headers = {'Content-Type': 'application/json'};
+  if (S.session && S.session.csrf) headers['X-CSRF-Token'] = S.session.csrf;
+  const resp = await fetch(path, {method, headers, body: body === undefined ? undefined : JSON.stringify(body), credentials: 'same-origin'});
+  const text = await resp.text();
+  let data = null;
+  try { data = text ? JSON.parse(text) : null; } catch (_) { data = null; }
+  if (!resp.ok) {
+    const err = new Error((data && data.message) || ('HTTP ' + resp.status));
+    err.status = resp.status;
+    throw err;
+  }
+  return data;
+}
+
+// api calls a FluxService method through the JSON API.
+function api(method, req) {
+  return http('POST', '/api/fluxd.v1.FluxService/' + method, req || {});
+}
+
+function user() { return (S.session && S.session.name) || 'web:' + (S.session ? S.session.instance : ''); }
+
+// ---- time ----
+function ago(ts) {
+  if (!ts) return '';
+  const s = Math.round((Date.now() - Date.parse(ts)) / 1000);
+  if (s < 0) return 'in ' + dur(-s);
+  return dur(s) + ' ago';
+}
+function until(ts) {
+  if (!ts) return '';
+  const s = Math.round((Date.parse(ts) - Date.now()) / 1000);
+  return s <= 0 ? 'now' : 'in ' + dur(s);
+}
+function dur(s) {
+  if (s < 60) return s + ' s';
+  if (s < 3600) return Math.floor(s / 60) + ' min ' + (s % 60) + ' s';
+  return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
+}
+function when(ts) { return ts ? new Date(ts).toLocaleString() : ''; }
+function clock(ts) { return ts ? new Date(ts).toLocaleTimeString() : ''; }
+
+// ---- sign-in ----
+async function boot() {
+  try {
+    S.session = await http('GET', '/api/session');
+  } catch (e) {
+    if (e.status === 401) return showSignIn('');
+    return showSignIn(e.message);
+  }
+  start();
+}
+
+function showSignIn(error) {
+  stopView();
+  document.getElementById('nav').hidden = true;
+  document.getElementById('signout').hidden = true;
+  document.getElementById('who').textContent = '';
+  const err = el('p', {class: 'error', id: 'signin-error', role: 'alert'}, error || '');
+  const form = el('form', {class: 'signin card', 'aria-labelledby': 'signin-title'},
+    el('h1', {id: 'signin-title'}, 'Sign in to fluxd'),
+    el('p', {class: 'muted'}, 'Use an API token ("fluxd token create"). It stays on the server; the browser keeps only a session cookie.'),
+    el('label', {for: 'token'}, 'API token'),
+    el('input', {id: 'token', name: 'token', type: 'password', autocomplete: 'off', required: true, 'aria-describedby': 'signin-error'}),
+    el('label', {for: 'name'}, 'Your name (for commits and history, optional)'),
+    el('input', {id: 'name', name: 'name', type: 'text', autocomplete: 'name'}),
+    el('p', {}, el('button', {type: 'submit', class: 'primary', id: 'signin'}, 'Sign in')),
+    err);
+  form.addEventListener('submit', async (ev) => {
+    ev.preventDefault();
+    err.textContent = '';
+    try {
+      S.session = await http('POST', '/api/session', {token: form.token.value, name: form.name.value});
+      form.token.value = '';
+      start();
+    } catch (e) {
+      err.textContent = e.message;
+    }
+  });
+  main().replaceChildren(form);
+  form.token.focus();
+}
+
+async function signOut() {
+  try { await http('DELETE', '/api/session'); } catch (_) { /* signed out anyway */ }
+  if (S.es) S.es.close();
+  S.es = null; S.session = null;
+  showSignIn('');
+}
+
+function start() {
+  document.getElementById('nav').hidden = false;
+  const so = document.getElementById('signout');
+  so.hidden = false;
+  so.onclick = signOut;
+  const s = S.session;
+  document.getElementById('who').textContent = (s.name ? s.name + ' · ' : '') + s.instance + ' · ' + s.role;
+  connect();
+  if (!location.hash || location.hash === '#') location.hash = '#/services';
+  else route();
+}
+
+// ---- live events ----
+function connect() {
+  if (S.es) S.es.close();
+  const conn = document.getElementById('conn');
+  const es = new EventSource('/api/events');
+  S.es = es;
+  es.onopen = () => { conn.textContent = 'live'; };
+  es.onerror = () => { conn.textContent = 'reconnecting…'; };
+  es.addEventListener('hello', () => { conn.textContent = 'live'; });
+  es.addEventListener('reset', () => { S.logs.clear(); refreshView(); });
+  es.addEventListener('signedout', () => { es.close(); showSignIn('Your session ended: sign in again.'); });
+  es.addEventListener('job', (ev) => onJob(JSON.parse(ev.data)));
+  es.addEventListener('log', (ev) => onLog(JSON.parse(ev.data)));
+  es.addEventListener('notify', (ev) => onNotify(JSON.parse(ev.data)));
+  es.addEventListener('automation', onAutomation);
+}
+
+// onAutomation reads the services again after an automator pass, at most
+// once a second however many passes come.
+let automationTimer = null;
+function onAutomation() {
+  if (automationTimer) return;
+  automationTimer = setTimeout(() => {
+    automationTimer = null;
+    const v = S.view;
+    if (v && (v.name === 'services' || v.name === 'service')) v.refresh();
+  }, 1000);
+}
+
+function onJob(u) {
+  const prev = S.jobs.get(u.job.id);
+  S.jobs.set(u.job.id, u);
+  const v = S.view;
+  if (!v) return;
+  if (prev && prev.job.state !== u.job.state) announce('Job ' + u.job.id + ' ' + stateWord(u.job.state));
+  if (v.name === 'job' && v.arg === u.job.id) renderJobHead(u);
+  if (v.name === 'jobs') v.refresh();
+  if ((v.name === 'services' || v.name === 'service') && final(u.job.state)) v.refresh();
+}
+
+function onLog(l) {
+  const lines = S.logs.get(l.jobId);
+  if (!lines) return; // not shown: read whole when the job is opened
+  const seq = Number(l.seq);
+  if (lines.length && Number(lines[lines.length - 1].seq) >= seq) return;
+  lines.push(l);
+  const v = S.view;
+  if (v && v.name === 'job' && v.arg === l.jobId) appendLog(l);
+}
+
+function onNotify(n) {
+  S.notifications.unshift(n);
+  S.notifications.length = Math.min(S.notifications.length, 20);
+  announce('Image pushed: ' + n.repository);
+  const v = S.view;
+  if (v && v.name === 'services') { renderNotifications(); v.refresh(); }
+}
+
+// ---- routing ----
+function stopView() {
+  if (S.timer) clearInterval(S.timer);
+  S.timer = null;
+  S.view = null;
+}
+
+function route() {
+  if (!S.session) return;
+  stopView();
+  const [, name, ...rest] = (location.hash || '#/services').split('/');
+  const arg = decodeURIComponent(rest.join('/'));
+  for (const a of document.querySelectorAll('[data-nav]')) {
+    const cur = a.dataset.nav === name || (a.dataset.nav === 'services' && name === 'service') || (a.dataset.nav === 'jobs' && name === 'job');
+    if (cur) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
+  }
+  const views = {services: servicesView, service: serviceView, jobs: jobsView, job: jobView, history: historyView};
+  (views[name] || servicesView)(arg);
+  main().focus();
+}
+
+function refreshView() { if (S.view) S.view.refresh(); }
+
+function setView(name, arg, refresh, every) {
+  S.view = {name, arg, refresh};
+  refresh();
+  if (every) S.timer = setInterval(refresh, every);
+}
+
+function errorBox(e) { return el('p', {class: 'error', role: 'alert'}, e.message || String(e)); }
+
+// ---- services ----
+const stateWords = {JOB_STATE_QUEUED: 'queued', JOB_STATE_RUNNING: 'running', JOB_STATE_SUCCEEDED: 'succeeded', JOB_STATE_FAILED: 'failed', JOB_STATE_CANCELLED: 'cancelled'};
+function stateWord(s) { return stateWords[s] || s; }
+function final(s) { return s === 'JOB_STATE_SUCCEEDED' || s === 'JOB_STATE_FAILED' || s === 'JOB_STATE_CANCELLED'; }
+function stateClass(s) { return {JOB_STATE_SUCCEEDED: 'ok', JOB_STATE_FAILED: 'bad', JOB_STATE_CANCELLED: 'warn'}[s] || 'run'; }
+
+function servicesView() {
+  const body = el('div', {id: 'services-body'}, el('p', {class: 'muted'}, 'Loading…'));
+  main().replaceChildren(el('h1', {}, 'Services'), el('div', {id: 'notifications'}), body);
+  renderNotifications();
+  setView('services', '', async () => {
+    try {
+      const [list, plan] = await Promise.all([
+        api('ListServices', {}),
+        api('Release', {spec: {all: true, allLatest: true, user: user()}, kind: 'RELEASE_KIND_PLAN'}).catch((e) => ({error: e.message})),
+      ]);
+      body.replaceChildren(servicesTable(list, plan));
+    } catch (e) {
+      body.replaceChildren(errorBox(e));
+    }
+  }, 15000);
+}
+
+function renderNotifications() {
+  const box = document.getElementById('notifications');
+  if (!box) return;
+  if (!S.notifications.length) { box.replaceChildren(); return; }
+  box.replaceChildren(el('section', {class: 'card', 'aria-labelledby': 'notif-title'},
+    el('h2', {id: 'notif-title'}, 'Image pushes, as they arrive'),
+    el('ul', {class: 'plain', id: 'notification-list'}, S.notifications.map((n) =>
+      el('li', {}, clock(n.at), ' — ', el('code', {}, n.repository), ': ', String(n.tags), ' tags; automated services using it are checked now')))));
+}
+
+function newestByContainer(plan, id) {
+  const out = {};
+  if (!plan || !plan.plan) return out;
+  for (const it of plan.plan.items || []) {
+    if (it.service !== id) continue;
+    for (const u of it.updates || []) out[u.container] = u.target;
+    out._reason = it.action === 'skip' ? it.reason : '';
+  }
+  return out;
+}
+
+function servicesTable(list, plan) {
+  const git = list.git || {};
+  const head = el('p', {class: 'muted'}, 'Git ', el('code', {}, (git.revision || '').slice(0, 12)),
+    git.lastSync ? ', last synced ' + ago(git.lastSync) : '', git.error ? el('span', {class: 'bad'}, ' — git error: ' + git.error) : '',
+    plan.error ? el('span', {class: 'warn'}, ' — newest images unknown: ' + plan.error) : '');
+  const rows = (list.services || []).map((s) => serviceRow(s, newestByContainer(plan, s.id), !plan.error));
+  return el('div', {}, head, el('table', {id: 'services', 'aria-label': 'Services'},
+    el('caption', {}, (list.services || []).length + ' services; each container\'s running image, the image git asks for, and the newest its policy allows'),
+    el('thead', {}, el('tr', {}, ['Service', 'Status', 'Containers', 'Automation', 'Policy', 'Actions'].map((h) => el('th', {scope: 'col'}, h)))),
+    el('tbody', {}, rows)));
+}
+
+function serviceRow(s, newest, planKnown) {
+  const r = s.replicas || {};
+  const containers = el('ul', {class: 'plain'}, (s.containers || []).map((c) => el('li', {},
+    el('strong', {}, c.name), c.init ? ' (init)' : '', el('br'),
+    'running ', el('code', {}, c.image), el('br'),
+    s.inGit ? ['git ', el('code', {}, c.gitImage || '—'), el('br')] : el('span', {class: 'muted'}, 'not in git'),
+    planKnown && s.inGit ? ['newest allowed ', newest[c.name] ? el('code', {class: 'run'}, newest[c.name]) : el('span', {class: 'muted'}, newest._reason ? 'not released: ' + newest._reason : 'up to date')] : '')));
+  const policy = !s.inGit ? el('span', {class: 'muted'}, 'no policy: not in git') : el('div', {},
+    s.automated ? el('span', {class: 'badge run'}, 'automated') : el('span', {class: 'badge muted'}, 'manual'), ' ',
+    s.locked ? el('span', {class: 'badge warn'}, 'locked') : '',
+    s.locked ? el('div', {class: 'warn'}, 'locked', s.lockedBy ? ' by ' + s.lockedBy : '', s.lockedAt ? ' ' + ago(s.lockedAt) : '', s.lockMessage ? ' — ' + s.lockMessage : '') : '',
+    Object.entries(s.tagFilters || {}).map(([k, v]) => el('div', {}, 'filter ', el('code', {}, k + ' = ' + v))),
+    (s.warnings || []).map((w) => el('div', {class: 'warn', role: 'note'}, '⚠ ' + w)));
+  return el('tr', {'data-service': s.id},
+    el('td', {}, el('a', {href: '#/service/' + encodeURIComponent(s.id)}, s.id)),
+    el('td', {}, el('span', {class: 'badge ' + (s.status === 'ready' ? 'ok' : 'run')}, s.status), el('br'),
+      el('span', {class: 'muted'}, (r.ready || 0) + '/' + (r.desired || 0) + ' ready')),
+    el('td', {}, containers),
+    el('td', {}, automationCell(s)),
+    el('td', {}, policy),
+    el('td', {}, serviceActions(s)));
+}
+
+function automationCell(s) {
+  const a = s.automation;
+  if (!s.automated) return el('span', {class: 'muted'}, 'not automated');
+  if (!a) return el('span', {class: 'muted'}, 'automated; this replica does not run the automator');
+  const parts = [];
+  switch (a.state) {
+    case 'releasing':
+      parts.push(el('span', {class: 'badge run'}, 'releasing'), ' job ', el('a', {href: '#/job/' + a.jobId}, a.jobId));
+      break;
+    case 'failing':
+      parts.push(el('span', {class: 'badge bad'}, 'failing'), el('div', {class: 'bad'}, a.lastError),
+        el('div', {}, 'failed ' + a.failures + ' times; next retry ' + until(a.next)));
+      break;
+    case 'refreshing':
+      parts.push(el('span', {class: 'badge run'}, 'looking for images'));
+      break;
+    default:
+      parts.push(el('span', {class: 'badge ok'}, a.state === 'uptodate' ? 'awaiting an image' : a.state));
+      if (a.next) parts.push(el('div', {}, 'next look ' + until(a.next)));
+  }
+  if (a.lastCheck) parts.push(el('div', {class: 'muted'}, 'last looked ' + ago(a.lastCheck) + (a.decision ? ': ' + a.decision : '')));
+  else if (a.decision) parts.push(el('div', {class: 'muted'}, a.decision));
+  return el('div', {}, parts);
+}
+
+function serviceActions(s) {
+  if (!S.session.canAct) return el('span', {class: 'muted'}, 'view only');
+  return el('div', {class: 'actions'},
+    s.inGit ? el('button', {type: 'button', 'aria-label': 'Release the newest images of ' + s.id, onclick: () => startRelease({services: [s.id], allLatest: true})}, 'Release…') : '',
+    s.inGit ? (s.locked
+      ? el('button', {type: 'button', 'aria-label': 'Unlock ' + s.id, onclick: () => setLock(s.id, false)}, 'Unlock')
+      : el('button', {type: 'button', 'aria-label': 'Lock ' + s.id, onclick: () => setLock(s.id, true)}, 'Lock…')) : '');
+}
+
+// ---- actions ----
+async function setLock(id, lock) {
+  try {
+    if (lock) {
+      const msg = await ask('Lock ' + id, 'Why? (shown to everyone who tries to release it)');
+      if (msg === null) return;
+      await api('Lock', {service: id, message: msg, user: user()});
+      announce(id + ' locked');
+    } else {
+      await api('Unlock', {service: id, user: user()});
+      announce(id + ' unlocked');
+    }
+  } catch (e) {
+    await tell('Could not change the lock of ' + id, e.message);
+  }
+  refreshView();
+}
+
+// startRelease shows the plan and executes it only once confirmed, with
+// the plan's checksum: if anything changed meanwhile fluxd refuses, as
+// 'fluxctl release' does.
+async function startRelease(spec) {
+  spec = Object.assign({user: user()}, spec);
+  let resp;
+  try {
+    resp = await api('Release', {spec, kind: 'RELEASE_KIND_PLAN'});
+  } catch (e) {
+    return tell('Could not plan the release', e.message);
+  }
+  const plan = resp.plan || {};
+  const updates = (plan.items || []).filter((it) => it.action === 'update');
+  const d = el('dialog', {'aria-labelledby': 'plan-title', id: 'plan-dialog'},
+    el('h2', {id: 'plan-title'}, 'Release plan'),
+    planTable(plan),
+    el('p', {class: 'muted'}, 'Plan checksum ', el('code', {}, plan.checksum || ''), ' at revision ', el('code', {}, (plan.revision || '').slice(0, 12))),
+    el('form', {method: 'dialog', class: 'actions'},
+      el('button', {value: 'release', class: 'primary', id: 'confirm-release', disabled: updates.length === 0}, updates.length ? 'Confirm: release ' + updates.length + ' service(s)' : 'Nothing to release'),
+      el('button', {value: 'cancel', id: 'cancel-release'}, 'Cancel')));
+  document.body.append(d);
+  d.showModal();
+  const answer = await new Promise((res) => d.addEventListener('close', () => res(d.returnValue), {once: true}));
+  d.remove();
+  if (answer !== 'release') return;
+  try {
+    const r = await api('Release', {spec, kind: 'RELEASE_KIND_EXECUTE', checksum: plan.checksum});
+    location.hash = '#/job/' + r.jobId;
+  } catch (e) {
+    tell('The release was refused', e.message);
+  }
+}
+
+function planTable(plan) {
+  return el('table', {'aria-label': 'Plan'},
+    el('thead', {}, el('tr', {}, ['Service', 'Action', 'Changes or reason'].map((h) => el('th', {scope: 'col'}, h)))),
+    el('tbody', {}, (plan.items || []).map((it) => el('tr', {},
+      el('td', {}, it.service),
+      el('td', {}, el('span', {class: 'badge ' + (it.action === 'update' ? 'run' : 'muted')}, it.action)),
+      el('td', {}, (it.updates || []).map((u) => el('div', {}, el('strong', {}, u.container), ': ', el('code', {}, u.current), ' → ', el('code', {}, u.target))), it.reason || '')))));
+}
+
+function ask(title, label) {
+  const d = el('dialog', {'aria-labelledby': 'ask-title'},
+    el('form', {method: 'dialog'},
+      el('h2', {id: 'ask-title'}, title),
+      el('label', {for: 'ask-input'}, label),
+      el('input', {id: 'ask-input', type: 'text', required: true}),
+      el('p', {class: 'actions'}, el('button', {value: 'ok', class: 'primary'}, 'OK'), el('button', {value: 'cancel', formnovalidate: true}, 'Cancel'))));
+  document.body.append(d);
+  d.showModal();
+  return new Promise((res) => d.addEventListener('close', () => {
+    const v = d.returnValue === 'ok' ? d.querySelector('input').value : null;
+    d.remove();
+    res(v);
+  }, {once: true}));
+}
+
+function tell(title, msg) {
+  const d = el('dialog', {'aria-labelledby': 'tell-title', role: 'alertdialog'},
+    el('h2', {id: 'tell-title'}, title), el('p', {class: 'error'}, msg),
+    el('form', {method: 'dialog'}, el('button', {class: 'primary'}, 'Close')));
+  document.body.append(d);
+  d.showModal();
+  return new Promise((res) => d.addEventListener('close', () => { d.remove(); res(); }, {once: true}));
+}
+
+// ---- one service ----
+function serviceView(id) {
+  const imgs = el('div', {}, el('p', {class: 'muted'}, 'Loading images…'));
+  const hist = el('div', {});
+  const acts = el('div', {class: 'actions'});
+  main().replaceChildren(el('h1', {}, id), acts, el('h2', {}, 'Images'), imgs, el('h2', {}, 'History'), hist);
+  setView('service', id, async () => {
+    try {
+      const [li, h, ls] = await Promise.all([api('ListImages', {service: id, limit: 30}), api('History', {service: id, limit: 50}), api('ListServices', {})]);
+      const s = (ls.services || []).find((x) => x.id === id);
+      if (s) acts.replaceChildren(serviceActions(s), automationCell(s));
+      imgs.replaceChildren(...((li.services || [])[0] || {containers: []}).containers.map(imagesTable));
+      hist.replaceChildren(historyTable(h.events || []));
+    } catch (e) {
+      imgs.replaceChildren(errorBox(e));
+    }
+  }, 10000);
+}
+
+function imagesTable(c) {
+  const passing = new Set(c.passing || []);
+  const rows = (c.available || []).map((im) => {
+    const marks = [];
+    if (im.ref === c.current) marks.push(el('span', {class: 'badge ok'}, 'running'));
+    if (im.tag && im.tag === c.best) marks.push(el('span', {class: 'badge run'}, 'newest allowed'));
+    if (c.filter && c.filter !== '*' && !passing.has(im.tag)) marks.push(el('span', {class: 'badge muted'}, 'filtered out'));
+    const act = S.session.canAct && im.ref !== c.current && (c.filter === '*' || passing.has(im.tag))
+      ? el('button', {type: 'button', 'aria-label': 'Release ' + im.ref, onclick: () => startRelease({services: [S.view.arg], image: im.ref})}, 'Release…') : '';
+    return el('tr', {}, el('td', {}, el('code', {}, im.tag || im.ref)), el('td', {}, when(im.createdAt)), el('td', {}, marks), el('td', {}, act));
+  });
+  return el('section', {class: 'card', 'aria-label': 'Images of container ' + c.container},
+    el('h3', {}, 'Container ', c.container),
+    el('p', {}, 'running ', el('code', {}, c.current), ' · filter ', el('code', {}, c.filter || '*'), ' · ', String(c.total), ' images',
+      c.refreshedAt ? ' · read ' + ago(c.refreshedAt) : '', c.refreshing ? ' · refreshing' : ''),
+    c.error ? el('p', {class: 'error'}, c.error) : '', c.refreshError ? el('p', {class: 'warn'}, c.refreshError) : '',
+    (c.warnings || []).map((w) => el('p', {class: 'warn', role: 'note'}, '⚠ ' + w)),
+    el('table', {'aria-label': 'Images of ' + c.container},
+      el('thead', {}, el('tr', {}, ['Tag', 'Created', '', ''].map((h) => el('th', {scope: 'col'}, h)))),
+      el('tbody', {}, rows)));
+}
+
+// ---- jobs ----
+function jobsView() {
+  const body = el('div', {}, el('p', {class: 'muted'}, 'Loading…'));
+  main().replaceChildren(el('h1', {}, 'Jobs'), body);
+  setView('jobs', '', async () => {
+    try {
+      const r = await api('ListJobs', {limit: 30});
+      body.replaceChildren(el('table', {id: 'jobs', 'aria-label': 'Jobs'},
+        el('caption', {}, 'Release jobs, newest first; they run one at a time'),
+        el('thead', {}, el('tr', {}, ['Job', 'State', 'Stage', 'Services', 'Created', 'Error'].map((h) => el('th', {scope: 'col'}, h)))),
+        el('tbody', {}, (r.jobs || []).map((j) => {
+          const live = S.jobs.get(j.id);
+          if (live && !final(j.state)) j = live.job;
+          return el('tr', {'data-job': j.id},
+            el('td', {}, el('a', {href: '#/job/' + j.id}, j.id)),
+            el('td', {}, el('span', {class: 'badge ' + stateClass(j.state)}, stateWord(j.state)), j.queuePosition ? ' #' + j.queuePosition : ''),
+            el('td', {}, j.stage),
+            el('td', {}, ((j.plan && j.plan.items) || []).filter((it) => it.action === 'update').map((it) => el('div', {}, it.service))),
+            el('td', {}, when(j.createdAt)),
+            el('td', {class: 'bad'}, j.error || ''));
+        }))));
+    } catch (e) {
+      body.replaceChildren(errorBox(e));
+    }
+  }, 0);
+}
+
+function jobView(id) {
+  main().replaceChildren(el('h1', {}, 'Job ', el('code', {}, id)),
+    el('div', {id: 'job-head'}, el('p', {class: 'muted'}, 'Loading…')),
+    el('h2', {id: 'log-title'}, 'Log'),
+    el('pre', {class: 'log', id: 'job-log', role: 'log', 'aria-labelledby': 'log-title', tabindex: '0'}));
+  // Lines that come as events while the log is read are kept here.
+  if (!S.logs.has(id)) S.logs.set(id, []);
+  setView('job', id, async () => {
+    try {
+      const [g, l] = await Promise.all([api('GetJob', {id}), api('GetJobLog', {id})]);
+      const known = S.jobs.get(id);
+      renderJobHead(known && !final(g.job.state) ? known : {job: g.job, workloads: []});
+      const lines = l.lines || [];
+      const have = S.logs.get(id) || [];
+      // Lines that came as events while the log was read are kept.
+      const last = lines.length ? Number(lines[lines.length - 1].seq) : 0;
+      S.logs.set(id, lines.concat(have.filter((x) => Number(x.seq) > last)));
+      const pre = document.getElementById('job-log');
+      pre.replaceChildren();
+      for (const x of S.logs.get(id)) appendLog(x);
+    } catch (e) {
+      document.getElementById('job-head').replaceChildren(errorBox(e));
+    }
+  }, 0);
+}
+
+function renderJobHead(u) {
+  const head = document.getElementById('job-head');
+  if (!head) return;
+  const j = u.job;
+  const canCancel = S.session.canAct && !final(j.state);
+  head.replaceChildren(
+    el('p', {}, el('span', {class: 'badge ' + stateClass(j.state), id: 'job-state'}, stateWord(j.state)), ' stage ', el('strong', {id: 'job-stage'}, j.stage),
+      j.queuePosition ? ' — position ' + j.queuePosition + ' in the queue' : '', j.commit ? [' — commit ', el('code', {}, j.commit.slice(0, 12))] : '',
+      ' — created ', when(j.createdAt), j.finishedAt ? ', ended ' + when(j.finishedAt) : ''),
+    j.error ? el('p', {class: 'error', id: 'job-error', role: 'alert'}, j.error) : '',
+    (u.workloads || []).length ? el('table', {'aria-label': 'Rollout progress'},
+      el('thead', {}, el('tr', {}, ['Workload', 'Updated', 'Ready', 'Available'].map((h) => el('th', {scope: 'col'}, h)))),
+      el('tbody', {}, u.workloads.map((w) => {
+        const r = w.replicas || {};
+        const pct = r.desired ? Math.round(100 * (r.ready || 0) / r.desired) : 0;
+        return el('tr', {},
+          el('td', {}, w.service),
+          el('td', {}, (r.updated || 0) + '/' + (r.desired || 0)),
+          el('td', {}, el('span', {class: 'progress', role: 'progressbar', 'aria-label': 'Ready replicas of ' + w.service, 'aria-valuemin': '0', 'aria-valuemax': String(r.desired || 0), 'aria-valuenow': String(r.ready || 0)}, el('span', {style: null, 'data-pct': pct})), ' ', (r.ready || 0) + '/' + (r.desired || 0)),
+          el('td', {}, String(r.available || 0)));
+      }))) : '',
+    j.plan ? el('details', {}, el('summary', {}, 'Plan'), planTable(j.plan)) : '',
+    canCancel ? el('p', {}, el('button', {type: 'button', class: 'danger', id: 'cancel-job', onclick: () => cancelJob(j.id)}, 'Cancel job')) : '');
+  // Widths from data attributes: the CSP allows no inline style attribute.
+  for (const bar of head.querySelectorAll('[data-pct]')) bar.style.width = bar.dataset.pct + '%';
+}
+
+function appendLog(l) {
+  const pre = document.getElementById('job-log');
+  if (!pre) return;
+  pre.append(el('span', {class: 't'}, clock(l.time) + ' '), el('span', {class: 's'}, '[' + l.stage + '] '), l.text + '\n');
+  pre.scrollTop = pre.scrollHeight;
+}
+
+async function cancelJob(id) {
+  try {
+    await api('CancelJob', {id});
+    announce('Cancel asked for job ' + id);
+  } catch (e) {
+    tell('Could not cancel job ' + id, e.message);
+  }
+}
+
+// ---- history ----
+const eventTypes = ['', 'release', 'automated-release', 'rollback', 'failed', 'cancelled', 'automate', 'deautomate', 'lock', 'unlock', 'policy', 'sync'];
+function historyView() {
+  const q = new URLSearchParams(location.hash.split('?')[1] || '');
+  const svc = el('input', {id: 'f-service', type: 'text', value: q.get('service') || '', placeholder: 'namespace:kind/name'});
+  const typ = el('select', {id: 'f-type'}, eventTypes.map((t) => el('option', {value: t, selected: t === (q.get('type') || '')}, t || 'any')));
+  const usr = el('input', {id: 'f-user', type: 'text', value: q.get('user') || ''});
+  const body = el('div', {});
+  const form = el('form', {class: 'filters', role: 'search', 'aria-label': 'Filter history'},
+    el('label', {}, 'Service', svc), el('label', {}, 'Type', typ), el('label', {}, 'User', usr),
+    el('button', {type: 'submit'}, 'Filter'));
+  form.addEventListener('submit', (ev) => { ev.preventDefault(); S.view.refresh(); });
+  main().replaceChildren(el('h1', {}, 'History'), form, body);
+  setView('history', '', async () => {
+    try {
+      const r = await api('History', {service: svc.value.trim(), type: typ.value, user: usr.value.trim(), limit: 200});
+      body.replaceChildren(historyTable(r.events || []));
+    } catch (e) {
+      body.replaceChildren(errorBox(e));
+    }
+  }, 0);
+}
+
+function historyTable(evs) {
+  return el('table', {id: 'history', 'aria-label': 'History'},
+    el('caption', {}, evs.length + ' events, newest first'),
+    el('thead', {}, el('tr', {}, ['When', 'Type', 'Services', 'User', 'What', 'Commit'].map((h) => el('th', {scope: 'col'}, h)))),
+    el('tbody', {}, evs.map((e) => el('tr', {},
+      el('td', {}, when(e.startedAt)),
+      el('td', {}, el('span', {class: 'badge ' + (e.error ? 'bad' : 'muted')}, e.type)),
+      el('td', {}, (e.services || []).map((s) => el('div', {}, el('a', {href: '#/service/' + encodeURIComponent(s)}, s)))),
+      el('td', {}, e.user || ''),
+      el('td', {}, e.message || '', (e.changes || []).map((c) => el('div', {}, c.container, ': ', el('code', {}, c.from), ' → ', el('code', {}, c.to))), e.error ? el('div', {class: 'bad'}, e.error) : ''),
+      el('td', {}, el('code', {}, (e.commit || '').slice(0, 12)))))));
+}
+
+window.addEventListener('hashchange', route);
+document.addEventListener('DOMContentLoaded', boot);
