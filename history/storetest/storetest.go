@@ -227,6 +227,13 @@ func testBadText(t *testing.T, f Factory) {
 	if j.Error != "git: \uFFFD\uFFFD" {
 		t.Errorf("job error read back: %q; want %q", j.Error, "git: \uFFFD\uFFFD")
 	}
+	if err := s.AppendJobLog(ctx, history.JobLogLine{JobID: "j", Instance: "i", Seq: 1, Time: time.Now(), Stage: "pushing", Text: "remote: \x00\xff"}); err != nil {
+		t.Fatalf("saving a job log line holding a NUL byte and invalid UTF-8: %v", err)
+	}
+	lines, err := s.JobLog(ctx, "i", "j", 0)
+	if err != nil || len(lines) != 1 || lines[0].Text != "remote: \uFFFD\uFFFD" {
+		t.Errorf("job log read back: %+v, %v; want one line %q", lines, err, "remote: \uFFFD\uFFFD")
+	}
 }
 
 // testConcurrentRecords: replicas and goroutines record at once; every
