@@ -88,7 +88,10 @@ func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string
 	// The batch is built for each attempt: a batch holds the names of the
 	// statements pgx prepared on the connection it was first sent on, and
 	// a new connection after a failure knows none of them.
-	err := s.retry(ctx, func(ctx context.Context) error {
+	// A first scan of a large repository is one batch of many thousand
+	// statements: each attempt gets one OpTimeout per 5,000 rows.
+	n := len(tags) + len(images) + 1
+	err := s.retryWithin(ctx, s.opTimeout*time.Duration(1+n/5000), func(ctx context.Context) error {
 		b := &pgx.Batch{}
 		for _, tag := range tagNames {
 			st := tags[tag]
@@ -119,7 +122,7 @@ func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string
 		// measured on 100,000 cached tags, a nested loop of index
 		// lookups took 1.8 s in the server, the hash join 0.9 s.
 		// The statistics are refreshed at once instead (best effort).
-		_ = s.attempt(ctx, func(ctx context.Context) error {
+		_ = s.attempt(ctx, s.opTimeout, func(ctx context.Context) error {
 			_, err := s.pool.Exec(ctx, `ANALYZE registry_tags, registry_images`)
 			return err
 		})

@@ -309,7 +309,13 @@ func (s *Store) Ping(ctx context.Context) error {
 // upserts, and Record (idempotent by its key); an error wrapping
 // errAmbiguous is never tried again (Transient says no).
 func (s *Store) retry(ctx context.Context, op func(context.Context) error) error {
-	err := s.attempt(ctx, op)
+	return s.retryWithin(ctx, s.opTimeout, op)
+}
+
+// retryWithin is retry with each attempt bounded by timeout, for an
+// operation known to be larger than one statement (a batch).
+func (s *Store) retryWithin(ctx context.Context, timeout time.Duration, op func(context.Context) error) error {
+	err := s.attempt(ctx, timeout, op)
 	if err == nil || s.retryFor < 0 || !Transient(err) {
 		return err
 	}
@@ -331,22 +337,22 @@ func (s *Store) retry(ctx context.Context, op func(context.Context) error) error
 			return err
 		case <-time.After(d):
 		}
-		if err = s.attempt(ctx, op); err == nil || !Transient(err) {
+		if err = s.attempt(ctx, timeout, op); err == nil || !Transient(err) {
 			return err
 		}
 	}
 }
 
-// attempt runs op once, for at most s.opTimeout. An attempt that ran out
+// attempt runs op once, for at most timeout. An attempt that ran out
 // of its own time (not the caller's) is reported as errSilent, which is
 // transient: the server went silent, and a new connection may find it (or
 // its replacement after a failover).
-func (s *Store) attempt(ctx context.Context, op func(context.Context) error) error {
-	actx, cancel := context.WithTimeout(ctx, s.opTimeout)
+func (s *Store) attempt(ctx context.Context, timeout time.Duration, op func(context.Context) error) error {
+	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	err := op(actx)
 	if err != nil && ctx.Err() == nil && actx.Err() != nil {
-		return fmt.Errorf("%w (%v): %v", errSilent, s.opTimeout, err)
+		return fmt.Errorf("%w (%v): %v", errSilent, timeout, err)
 	}
 	return err
 }
