@@ -111,6 +111,7 @@ func releaseRequestFromProto(r *fluxdv1.ReleaseRequest) ReleaseRequest {
 		Checksum:          r.GetChecksum(),
 		RollbackOnFailure: r.GetRollbackOnFailure(),
 		RolloutTimeout:    time.Duration(r.GetRolloutTimeoutSeconds()) * time.Second,
+		Cached:            s.GetCached(),
 	}
 }
 

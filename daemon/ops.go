@@ -222,6 +222,9 @@ type ReleaseRequest struct {
 	Checksum          string
 	RollbackOnFailure bool
 	RolloutTimeout    time.Duration
+	// Cached plans against the clone as it is, without a fetch; not for
+	// an execution.
+	Cached bool
 	Force             bool
 	// Files select the services defined in these repository files.
 	Files []string
@@ -238,7 +241,7 @@ type ReleaseResult struct {
 // a plan that no longer matches its checksum fails at once.
 func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseRequest) (*ReleaseResult, error) {
 	spec := release.Spec{All: req.All, Image: req.Image, AllLatest: req.AllLatest, User: req.User, Message: req.Message,
-		RollbackOnFailure: req.RollbackOnFailure, RolloutTimeout: req.RolloutTimeout, Force: req.Force}
+		RollbackOnFailure: req.RollbackOnFailure, RolloutTimeout: req.RolloutTimeout, Force: req.Force, Cached: req.Cached && !req.Execute}
 	if err := (release.Spec{All: true, Image: req.Image, AllLatest: req.AllLatest}).Validate(); err != nil {
 		return nil, err
 	}

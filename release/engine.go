@@ -232,9 +232,18 @@ func (e *Engine) Manifests(ctx context.Context) (string, *gitrepo.Manifests, err
 }
 
 func (e *Engine) manifests(ctx context.Context) (string, *gitrepo.Manifests, error) {
-	rev, err := e.fetch(ctx)
-	if err != nil {
-		return "", nil, err
+	return e.readManifests(ctx, true)
+}
+
+// readManifests reads the workload definitions, after fetching the
+// remote when fetch is set (or nothing was fetched yet).
+func (e *Engine) readManifests(ctx context.Context, fetch bool) (string, *gitrepo.Manifests, error) {
+	rev := e.lastRev
+	if fetch || rev == "" {
+		var err error
+		if rev, err = e.fetch(ctx); err != nil {
+			return "", nil, err
+		}
 	}
 	dirs, err := gitrepo.ResolvePaths(e.repo.Dir(), e.repo.Paths())
 	if err != nil {
@@ -254,7 +263,7 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 	if err := spec.Validate(); err != nil {
 		return nil, nil, err
 	}
-	rev, m, err := e.manifests(ctx)
+	rev, m, err := e.readManifests(ctx, !spec.Cached)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -17,6 +17,10 @@ const (
 
 // Spec says what to release.
 type Spec struct {
+	// Cached plans against the clone as it is, without fetching the
+	// remote first: the status page's overview, asked for often. Never
+	// for an execution.
+	Cached bool
 	// Services to release; with All, every service.
 	Services []platform.ID
 	All      bool

@@ -327,12 +327,12 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusRequestEntityTooLarge, "the request is too large: at most 1 MiB")
 			return
 		}
-		if isOverview(body) {
+		if cached, ok := overviewRequest(body); ok {
 			// The services page's plan: shared, see overview. The
 			// computation outlives a caller that goes away.
 			ctx := context.WithoutCancel(r.Context())
 			h.overview.serve(w, c.id.Instance+"\x00"+c.id.Role.String(), h.now(), func(w http.ResponseWriter) {
-				h.forward(w, r.WithContext(ctx), c, body)
+				h.forward(w, r.WithContext(ctx), c, cached)
 			})
 			return
 		}

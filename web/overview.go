@@ -19,11 +19,11 @@ import (
 const overviewTTL = 10 * time.Second
 
 // overview shares the services page's plan ("every service to the newest
-// image its policy allows"): computing it fetches git and holds the
-// release engine's lock, so every open page polling it would make fluxd
-// fetch again and again. At most one computation runs per instance and
-// role at a time (singleflight), and its answer serves every caller for
-// overviewTTL.
+// image its policy allows"): it is planned against fluxd's clone without
+// a fetch (fluxd polls git anyway), but still holds the release engine's
+// lock and reads every manifest, so at most one computation runs per
+// instance and role at a time (singleflight), and its answer serves every
+// caller for overviewTTL.
 type overview struct {
 	group singleflight.Group
 
@@ -37,16 +37,26 @@ type overviewAnswer struct {
 	body []byte
 }
 
-// isOverview says whether body asks for the services page's plan: every
-// service, each to its newest allowed image, a plan only.
-func isOverview(body []byte) bool {
+// overviewRequest says whether body asks for the services page's plan:
+// every service, each to its newest allowed image, a plan only. If so it
+// returns the request to make instead: the same, planned against fluxd's
+// clone as it is (cached), without a git fetch.
+func overviewRequest(body []byte) ([]byte, bool) {
 	var req fluxdv1.ReleaseRequest
 	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(body, &req); err != nil {
-		return false
+		return nil, false
 	}
 	s := req.GetSpec()
-	return req.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_PLAN && s.GetAll() && s.GetAllLatest() &&
-		len(s.GetServices()) == 0 && len(s.GetExclude()) == 0 && len(s.GetFiles()) == 0 && s.GetImage() == "" && !s.GetForce()
+	if !(req.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_PLAN && s.GetAll() && s.GetAllLatest() &&
+		len(s.GetServices()) == 0 && len(s.GetExclude()) == 0 && len(s.GetFiles()) == 0 && s.GetImage() == "" && !s.GetForce()) {
+		return nil, false
+	}
+	s.Cached = true
+	out, err := protojson.Marshal(&req)
+	if err != nil {
+		return nil, false
+	}
+	return out, true
 }
 
 // serve answers r from the shared plan of key, computing it with compute

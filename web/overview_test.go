@@ -24,10 +24,13 @@ import (
 // (The JSON API against the real daemon is tested in e2e.)
 type countingFlux struct {
 	fluxdv1.UnimplementedFluxServiceServer
-	plans atomic.Int32
+	plans, cached atomic.Int32
 }
 
 func (f *countingFlux) Release(ctx context.Context, req *fluxdv1.ReleaseRequest) (*fluxdv1.ReleaseResponse, error) {
+	if req.GetSpec().GetCached() {
+		f.cached.Add(1)
+	}
 	f.plans.Add(1)
 	time.Sleep(100 * time.Millisecond) // a fetch takes a while
 	return &fluxdv1.ReleaseResponse{Plan: &fluxdv1.Plan{Checksum: "sum"}}, nil
@@ -93,9 +96,12 @@ func TestConcurrentPageRefreshesShareOnePlan(t *testing.T) {
 	if n := flux.plans.Load(); n != 1 {
 		t.Errorf("21 page refreshes made fluxd plan (fetch git) %d times; want 1", n)
 	}
+	if n := flux.cached.Load(); n != 1 {
+		t.Errorf("the overview was planned with a fetch (%d cached plans); want it planned against the clone as it is", n)
+	}
 	// Any other plan is the caller's own, computed each time.
 	post(`{"spec":{"services":["default:deployment/web"],"allLatest":true},"kind":"RELEASE_KIND_PLAN"}`)
-	if n := flux.plans.Load(); n != 2 {
+	if n := flux.plans.Load(); n != 2 || flux.cached.Load() != 1 {
 		t.Errorf("a plan of one service was shared (%d plans); want it computed", n)
 	}
 	// Another instance gets its own.

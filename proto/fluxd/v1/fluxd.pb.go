@@ -1415,7 +1415,11 @@ type ReleaseSpec struct {
 	Force bool `protobuf:"varint,8,opt,name=force,proto3" json:"force,omitempty"`
 	// files selects the services defined in these files, paths relative to
 	// the repository's root.
-	Files         []string `protobuf:"bytes,9,rep,name=files,proto3" json:"files,omitempty"`
+	Files []string `protobuf:"bytes,9,rep,name=files,proto3" json:"files,omitempty"`
+	// cached plans against fluxd's clone as it is, without fetching the git
+	// remote first (the status page's overview of newest allowed images);
+	// ignored for an execution, which always fetches.
+	Cached        bool `protobuf:"varint,10,opt,name=cached,proto3" json:"cached,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1511,6 +1515,13 @@ func (x *ReleaseSpec) GetFiles() []string {
 		return x.Files
 	}
 	return nil
+}
+
+func (x *ReleaseSpec) GetCached() bool {
+	if x != nil {
+		return x.Cached
+	}
+	return false
 }
 
 type ReleaseRequest struct {
@@ -3858,7 +3869,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"containers\x18\x02 \x03(\v2\x19.fluxd.v1.ContainerImagesR\n" +
 	"containers\"I\n" +
 	"\x12ListImagesResponse\x123\n" +
-	"\bservices\x18\x01 \x03(\v2\x17.fluxd.v1.ServiceImagesR\bservices\"\xe4\x01\n" +
+	"\bservices\x18\x01 \x03(\v2\x17.fluxd.v1.ServiceImagesR\bservices\"\xfc\x01\n" +
 	"\vReleaseSpec\x12\x1a\n" +
 	"\bservices\x18\x01 \x03(\tR\bservices\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\x12\x18\n" +
@@ -3869,7 +3880,9 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x04user\x18\x06 \x01(\tR\x04user\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12\x14\n" +
 	"\x05force\x18\b \x01(\bR\x05force\x12\x14\n" +
-	"\x05files\x18\t \x03(\tR\x05files\"\xea\x01\n" +
+	"\x05files\x18\t \x03(\tR\x05files\x12\x16\n" +
+	"\x06cached\x18\n" +
+	" \x01(\bR\x06cached\"\xea\x01\n" +
 	"\x0eReleaseRequest\x12)\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.fluxd.v1.ReleaseSpecR\x04spec\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.fluxd.v1.ReleaseKindR\x04kind\x12\x1a\n" +
