@@ -227,7 +227,7 @@ func restartFluxd(ctx context.Context) error {
 	}
 	for _, m := range missing {
 		if m != "fluxd" {
-			return fmt.Errorf("the stack is not running (%s is down): run make up", strings.Join(missing, ", "))
+			return fmt.Errorf("the stack is not running (down: %s): run make up", strings.Join(missing, ", "))
 		}
 	}
 	start := time.Now()
