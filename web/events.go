@@ -41,10 +41,10 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case last == "":
-		after = hub.last()
+		after = hub.last(c.id.Instance)
 		err = send("retry: 2000\nid: %s\nevent: hello\ndata: {}\n\n", hub.eventID(after))
 	case !ok:
-		after = hub.last()
+		after = hub.last(c.id.Instance)
 		err = send("retry: 2000\nid: %s\nevent: reset\ndata: {}\n\n", hub.eventID(after))
 	default:
 		err = send("retry: 2000\n\n")
@@ -55,9 +55,9 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
 	for {
-		evs, ok, wake := hub.since(after)
+		evs, ok, wake := hub.since(c.id.Instance, after)
 		if !ok {
-			after = hub.last()
+			after = hub.last(c.id.Instance)
 			if send("id: %s\nevent: reset\ndata: {}\n\n", hub.eventID(after)) != nil {
 				return
 			}

@@ -28,22 +28,30 @@ type Event struct {
 
 // Hub keeps the most recent events, so that a page that lost its
 // connection gets what it missed (Last-Event-ID), and wakes the pages'
-// streams when one comes. Events are numbered from 1 per process; the
-// epoch, random per process, tells a page that reconnects to a restarted
-// fluxd that its Last-Event-ID means nothing here.
+// streams when one comes. Each instance has its own ring, numbered from 1
+// per process: an instance's pages neither see how busy another instance
+// is (its event numbers) nor lose what they missed to another's events.
+// An event for everyone ("") goes into every instance's ring. The epoch,
+// random per process, tells a page that reconnects to a restarted fluxd
+// that its Last-Event-ID means nothing here.
 type Hub struct {
 	epoch    string
 	size     int
 	maxBytes int
 
-	mu     sync.Mutex
-	events []Event
-	bytes  int // of the kept events' data
-	next   uint64
-	wake   chan struct{}
+	mu    sync.Mutex
+	rings map[string]*ring
+	wake  chan struct{}
 	// progress is the last rollout progress sent per running job, so
 	// that a job event carries only the workloads whose progress changed.
 	progress map[string]map[string][4]int32
+}
+
+// ring is one instance's recent events.
+type ring struct {
+	events []Event
+	bytes  int // of the kept events' data
+	next   uint64
 }
 
 // DefaultHubBytes bounds the data of the events a Hub keeps.
@@ -57,7 +65,7 @@ func NewHub(size int) *Hub {
 	}
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	return &Hub{epoch: hex.EncodeToString(b[:]), size: size, maxBytes: DefaultHubBytes, next: 1, wake: make(chan struct{}),
+	return &Hub{epoch: hex.EncodeToString(b[:]), size: size, maxBytes: DefaultHubBytes, rings: map[string]*ring{}, wake: make(chan struct{}),
 		progress: map[string]map[string][4]int32{}}
 }
 
@@ -114,47 +122,69 @@ func (h *Hub) Publish(instance, typ string, m proto.Message) {
 		return
 	}
 	h.mu.Lock()
-	h.events = append(h.events, Event{ID: h.next, Instance: instance, Type: typ, Data: data})
-	h.bytes += len(data)
-	h.next++
-	// Drop the oldest events beyond size or maxBytes (the newest one is
-	// always kept). Dropped entries are cleared, so their data is freed
-	// even while the backing array lives on; append copies only the kept
-	// ones when it grows the array.
-	drop := 0
-	for len(h.events)-drop > 1 && (len(h.events)-drop > h.size || h.bytes > h.maxBytes) {
-		h.bytes -= len(h.events[drop].Data)
-		h.events[drop] = Event{}
-		drop++
+	if instance == "" {
+		for _, r := range h.rings {
+			h.add(r, Event{Instance: instance, Type: typ, Data: data})
+		}
+	} else {
+		h.add(h.ring(instance), Event{Instance: instance, Type: typ, Data: data})
 	}
-	h.events = h.events[drop:]
 	close(h.wake)
 	h.wake = make(chan struct{})
 	h.mu.Unlock()
 }
 
-// since returns the events after after, whether they are all still kept
-// (false: some were dropped, the page must reload), and a channel closed
-// when the next event comes.
-func (h *Hub) since(after uint64) ([]Event, bool, <-chan struct{}) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	first := h.next
-	if len(h.events) > 0 {
-		first = h.events[0].ID
+// ring returns instance's ring, made when missing. h.mu is held.
+func (h *Hub) ring(instance string) *ring {
+	r := h.rings[instance]
+	if r == nil {
+		r = &ring{next: 1}
+		h.rings[instance] = r
 	}
-	if after >= h.next || after+1 < first {
-		return nil, false, h.wake
-	}
-	i := len(h.events) - int(h.next-1-after)
-	return append([]Event(nil), h.events[i:]...), true, h.wake
+	return r
 }
 
-// last is the newest event's number (0 when none).
-func (h *Hub) last() uint64 {
+// add appends ev to r and drops the oldest events beyond size or
+// maxBytes (the newest one is always kept). Dropped entries are cleared,
+// so their data is freed even while the backing array lives on; append
+// copies only the kept ones when it grows the array. h.mu is held.
+func (h *Hub) add(r *ring, ev Event) {
+	ev.ID = r.next
+	r.next++
+	r.events = append(r.events, ev)
+	r.bytes += len(ev.Data)
+	drop := 0
+	for len(r.events)-drop > 1 && (len(r.events)-drop > h.size || r.bytes > h.maxBytes) {
+		r.bytes -= len(r.events[drop].Data)
+		r.events[drop] = Event{}
+		drop++
+	}
+	r.events = r.events[drop:]
+}
+
+// since returns instance's events after after, whether they are all
+// still kept (false: some were dropped, the page must reload), and a
+// channel closed when the next event comes.
+func (h *Hub) since(instance string, after uint64) ([]Event, bool, <-chan struct{}) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.next - 1
+	r := h.ring(instance)
+	first := r.next
+	if len(r.events) > 0 {
+		first = r.events[0].ID
+	}
+	if after >= r.next || after+1 < first {
+		return nil, false, h.wake
+	}
+	i := len(r.events) - int(r.next-1-after)
+	return append([]Event(nil), r.events[i:]...), true, h.wake
+}
+
+// last is instance's newest event's number (0 when none).
+func (h *Hub) last(instance string) uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ring(instance).next - 1
 }
 
 // eventID is the SSE id of event n.

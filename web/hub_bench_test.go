@@ -25,10 +25,10 @@ func BenchmarkHubSince(b *testing.B) {
 	for i := 0; i < 5000; i++ {
 		h.Publish("team-a", "log", &fluxdv1.JobLogLine{JobId: "j", Seq: int64(i), Text: "default:deployment/web: 2/3 updated, 1 ready, 1 available"})
 	}
-	after := h.last() - 10
+	after := h.last("team-a") - 10
 	b.ReportAllocs()
 	for b.Loop() {
-		if evs, ok, _ := h.since(after); !ok || len(evs) != 10 {
+		if evs, ok, _ := h.since("team-a", after); !ok || len(evs) != 10 {
 			b.Fatal(len(evs), ok)
 		}
 	}
@@ -49,6 +49,6 @@ func BenchmarkHubPublishJobOf1000Services(b *testing.B) {
 		u.Workloads[0].Replicas.Ready = 1 + i%3
 		h.PublishJob("a", u)
 	}
-	b.ReportMetric(float64(len(h.events[len(h.events)-1].Data)), "event-bytes")
-	b.ReportMetric(float64(h.bytes), "kept-bytes")
+	b.ReportMetric(float64(len(h.rings["a"].events[len(h.rings["a"].events)-1].Data)), "event-bytes")
+	b.ReportMetric(float64(h.rings["a"].bytes), "kept-bytes")
 }

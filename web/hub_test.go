@@ -33,7 +33,7 @@ func TestHubMemoryStaysBoundedWithLargeEvents(t *testing.T) {
 	t.Parallel()
 	h := NewHub(8192).WithMaxBytes(1 << 20)
 	h.PublishJob("a", bigJob(1000, 0))
-	evs, _, _ := h.since(0)
+	evs, _, _ := h.since("a", 0)
 	var first fluxdv1.WatchJobResponse
 	if err := unmarshalEvent(evs[0].Data, &first); err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func TestHubMemoryStaysBoundedWithLargeEvents(t *testing.T) {
 		t.Errorf("the first event of a job has %d workloads; want all 1000", len(first.Workloads))
 	}
 	h.PublishJob("a", bigJob(1000, 2))
-	evs, _, _ = h.since(1)
+	evs, _, _ = h.since("a", 1)
 	var second fluxdv1.WatchJobResponse
 	if err := unmarshalEvent(evs[0].Data, &second); err != nil {
 		t.Fatal(err)
@@ -59,17 +59,17 @@ func TestHubMemoryStaysBoundedWithLargeEvents(t *testing.T) {
 	for i := 0; i < 200; i++ {
 		h.Publish("a", "job", huge)
 	}
-	if h.bytes > 1<<20 {
-		t.Errorf("the hub keeps %d bytes of events; want at most %d", h.bytes, 1<<20)
+	if h.rings["a"].bytes > 1<<20 {
+		t.Errorf("the hub keeps %d bytes of events; want at most %d", h.rings["a"].bytes, 1<<20)
 	}
 	kept := 0
-	for _, e := range h.events {
+	for _, e := range h.rings["a"].events {
 		kept += len(e.Data)
 	}
-	if kept != h.bytes || len(h.events) > 4 {
-		t.Errorf("the hub keeps %d events, %d bytes (counted %d); want at most 4 of 300 KB", len(h.events), kept, h.bytes)
+	if kept != h.rings["a"].bytes || len(h.rings["a"].events) > 4 {
+		t.Errorf("the hub keeps %d events, %d bytes (counted %d); want at most 4 of 300 KB", len(h.rings["a"].events), kept, h.rings["a"].bytes)
 	}
-	if _, ok, _ := h.since(1); ok {
+	if _, ok, _ := h.since("a", 1); ok {
 		t.Error("since(an event dropped for its bytes) is ok; want a reset")
 	}
 }
@@ -88,7 +88,7 @@ func TestHubJobEventKeepsEveryFieldButThePlan(t *testing.T) {
 	}
 	h := NewHub(4)
 	h.PublishJob("a", &fluxdv1.WatchJobResponse{Job: j})
-	evs, _, _ := h.since(0)
+	evs, _, _ := h.since("a", 0)
 	var got fluxdv1.WatchJobResponse
 	if err := unmarshalEvent(evs[0].Data, &got); err != nil {
 		t.Fatal(err)
@@ -97,5 +97,32 @@ func TestHubJobEventKeepsEveryFieldButThePlan(t *testing.T) {
 	want.Plan = nil
 	if !proto.Equal(got.Job, want) {
 		t.Errorf("event job %v; want %v", got.Job, want)
+	}
+}
+
+// Each instance has its own ring and numbers: another instance's events
+// neither show in its numbers nor push out what it missed; an event for
+// everyone reaches every instance.
+func TestHubRingPerInstance(t *testing.T) {
+	t.Parallel()
+	h := NewHub(2)
+	h.last("a")
+	h.last("b")
+	h.Publish("b", "log", &fluxdv1.JobLogLine{JobId: "x"})
+	for i := 0; i < 10; i++ {
+		h.Publish("a", "log", &fluxdv1.JobLogLine{JobId: "y"})
+	}
+	if n := h.last("b"); n != 1 {
+		t.Errorf("instance b's last event is number %d after a's 10; want 1", n)
+	}
+	if evs, ok, _ := h.since("b", 0); !ok || len(evs) != 1 {
+		t.Errorf("instance b's event was pushed out by a's: %v %v", evs, ok)
+	}
+	h.Publish("", "notify", &fluxdv1.ImageNotification{Repository: "r"})
+	for _, inst := range []string{"a", "b"} {
+		evs, _, _ := h.since(inst, h.last(inst)-1)
+		if len(evs) != 1 || evs[0].Type != "notify" {
+			t.Errorf("instance %s did not get the event for everyone: %v", inst, evs)
+		}
 	}
 }

@@ -57,20 +57,20 @@ func TestHubKeepsTheLastEventsInOrder(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		h.Publish("a", "job", &fluxdv1.Job{Id: string(rune('0' + i))})
 	}
-	evs, ok, _ := h.since(2)
+	evs, ok, _ := h.since("a", 2)
 	if !ok || len(evs) != 2 || evs[0].ID != 3 || evs[1].ID != 4 {
 		t.Errorf("since(2) = %v, %v; want events 3 and 4", evs, ok)
 	}
-	if evs, ok, _ := h.since(4); !ok || len(evs) != 0 {
+	if evs, ok, _ := h.since("a", 4); !ok || len(evs) != 0 {
 		t.Errorf("since(last) = %v, %v; want none, ok", evs, ok)
 	}
-	if _, ok, _ := h.since(9); ok {
+	if _, ok, _ := h.since("a", 9); ok {
 		t.Error("since(a number not given yet) is ok")
 	}
 	for i := 0; i < 4; i++ {
 		h.Publish("a", "job", &fluxdv1.Job{})
 	}
-	if _, ok, _ := h.since(1); ok {
+	if _, ok, _ := h.since("a", 1); ok {
 		t.Error("since(an event no longer kept) is ok; want a reset")
 	}
 }
