@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
+	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/platform/kube/sync"
 	"github.com/fluxd/fluxd/release"
@@ -28,23 +29,26 @@ type syncFlags struct {
 func (f *syncFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.interval, "sync-interval", 0, "apply every object under --git-path (every kind) with server-side apply on each new commit and at this interval, correcting drift, e.g. 5m (default: off, fluxd applies only what it releases); fluxd then needs RBAC to apply them")
 	fs.BoolVar(&f.prune, "sync-prune", false, "with --sync-interval: delete objects fluxd applied that have left git (never others; an object annotated fluxd.io/prune: disabled is kept)")
-	fs.StringVar(&f.inventory, "sync-inventory", envOr("POD_NAMESPACE", "default")+"/fluxd-sync-inventory", "NAMESPACE/NAME of the ConfigMap where the sync lists what it applied, for --sync-prune")
+	fs.StringVar(&f.inventory, "sync-inventory", "", "NAMESPACE/NAME of the ConfigMap where the sync lists what it applied, for --sync-prune (default: $POD_NAMESPACE/fluxd-sync-HASH, HASH derived from --git-url, --git-branch and --git-path, so that two fluxd instances never share one); a sync finding an inventory written for another source prunes nothing")
 	fs.DurationVar(&f.timeout, "sync-timeout", 5*time.Minute, "how long one sync may take")
 }
 
 // newSyncer builds the sync from its flags, or returns nil when it is off.
 // The sync reads git through the release engine (one clone, one fetch for
 // both) and is kicked by every fetch that finds a new commit.
-func newSyncer(f syncFlags, rc *rest.Config, engine *release.Engine, rec syncer.Recorder, reg prometheus.Registerer, log *slog.Logger) (*syncer.Syncer, error) {
+func newSyncer(f syncFlags, source string, rc *rest.Config, engine *release.Engine, rec syncer.Recorder, reg prometheus.Registerer, log *slog.Logger) (*syncer.Syncer, error) {
 	if f.interval == 0 {
 		if f.prune {
 			return nil, errors.New("--sync-prune needs --sync-interval: fluxd prunes only when it syncs")
 		}
 		return nil, nil
 	}
+	if f.inventory == "" {
+		f.inventory = defaultInventory(envOr("POD_NAMESPACE", "default"), source)
+	}
 	ns, name, ok := strings.Cut(f.inventory, "/")
 	cfg := syncer.Config{Interval: f.interval, Prune: f.prune, Timeout: f.timeout}
-	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name}
+	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name, Source: source}
 	var errs []error
 	if !ok || ns == "" || name == "" {
 		errs = append(errs, fmt.Errorf("--sync-inventory %q is not NAMESPACE/NAME", f.inventory))
@@ -60,6 +64,18 @@ func newSyncer(f syncFlags, rc *rest.Config, engine *release.Engine, rec syncer.
 	engine.OnRevision(s.Kick)
 	registerSyncMetrics(reg, s)
 	return s, nil
+}
+
+// syncSource names what the sync applies, credentials left out of the
+// URL: the identity its inventory is stamped with.
+func syncSource(url, branch string, paths []string) string {
+	return fmt.Sprintf("%s branch %s paths %s", gogit.Redact(url), branch, strings.Join(paths, ","))
+}
+
+// defaultInventory is the inventory of source in namespace ns: one per
+// source, so two fluxd instances never prune by each other's list.
+func defaultInventory(ns, source string) string {
+	return ns + "/fluxd-sync-" + kubesync.OwnerOf(source)
 }
 
 // registerSyncMetrics exports the last sync: when it ended, how long it

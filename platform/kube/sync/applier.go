@@ -35,6 +35,10 @@ type Config struct {
 	// the objects the sync applied: what pruning may delete.
 	InventoryNamespace string
 	InventoryName      string
+	// Source names what the sync applies (redacted git URL, branch,
+	// paths); the inventory is stamped with it and a sync refuses to
+	// prune by, or rewrite, an inventory stamped with another.
+	Source string
 	// WaitTimeout bounds the wait for CRDs and Namespaces to be
 	// established before the objects that need them are applied; zero
 	// means one minute.
@@ -98,11 +102,14 @@ type item struct {
 // do), then prunes what left git when opts.Prune. It returns one result
 // per object, pruned ones included, sorted by object; an object that
 // failed has Action failed and its error. err is for a failure of the
-// sync as a whole (the inventory cannot be read).
+// sync as a whole: the inventory cannot be read or belongs to another
+// source, in which case the objects are applied all the same but nothing
+// is pruned and the inventory is left as it is.
 func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platform.SyncOptions) ([]platform.ObjectResult, error) {
-	inv, err := a.readInventory(ctx)
-	if err != nil {
-		return nil, err
+	inv, invErr := a.readInventory(ctx)
+	if invErr != nil {
+		inv = inventory{}
+		opts.NoPrune = "the inventory could not be used"
 	}
 	items, results := a.prepare(objs)
 	var defs, classes, rest []*item
@@ -139,12 +146,16 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 	}
 	pruned, keep := a.prune(ctx, inv, items, opts)
 	results = append(results, pruned...)
+	sort.SliceStable(results, func(i, j int) bool { return results[i].Ref.String() < results[j].Ref.String() })
+	if invErr != nil {
+		return results, invErr
+	}
 	if !opts.DryRun {
-		if err := a.writeInventory(ctx, inventoryAfter(inv, items, keep)); err != nil {
+		// Written even when the caller left: what was applied is listed.
+		if err := a.writeInventory(context.WithoutCancel(ctx), inventoryAfter(inv, items, keep)); err != nil {
 			return results, err
 		}
 	}
-	sort.SliceStable(results, func(i, j int) bool { return results[i].Ref.String() < results[j].Ref.String() })
 	return results, nil
 }
 

@@ -1,0 +1,97 @@
+package e2e
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fluxd/fluxd/platform"
+	kubesync "github.com/fluxd/fluxd/platform/kube/sync"
+)
+
+// The applier tests drive platform/kube/sync directly against the
+// stack's API server, in their own namespace and inventories.
+const invNS = "syncinv"
+
+func newApplier(t *testing.T, inventory, source string) *kubesync.Applier {
+	t.Helper()
+	if stack == nil {
+		t.Skip("needs the local stack")
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", stack.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc.QPS, rc.Burst = 500, 1000
+	a, err := kubesync.New(rc, kubesync.Config{InventoryNamespace: invNS, InventoryName: inventory, Source: source}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func invNamespace(t *testing.T) {
+	t.Helper()
+	kc := kubeClient(t)
+	ctx := context.Background()
+	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: invNS}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+func configMapObject(name string, annotations map[string]any) platform.Object {
+	md := map[string]any{"name": name, "namespace": invNS}
+	if annotations != nil {
+		md["annotations"] = annotations
+	}
+	return platform.Object{File: name + ".yaml", Line: 1, Manifest: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": md, "data": map[string]any{"a": "b"},
+	}}
+}
+
+func configMapExists(t *testing.T, name string) bool {
+	t.Helper()
+	_, err := kubeClient(t).CoreV1().ConfigMaps(invNS).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}
+
+// TestSyncInventoryOfAnotherSourceIsNotPruned: two fluxd instances (two
+// sources) given one inventory do not prune each other's objects; the
+// second applies its own and reports the clash.
+func TestSyncInventoryOfAnotherSourceIsNotPruned(t *testing.T) {
+	invNamespace(t)
+	ctx := context.Background()
+	a := newApplier(t, "shared-inv", "file:///a.git branch main paths x")
+	b := newApplier(t, "shared-inv", "file:///b.git branch main paths y")
+	if _, err := a.Apply(ctx, []platform.Object{configMapObject("of-a", nil)}, platform.SyncOptions{Prune: true}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.Apply(ctx, []platform.Object{configMapObject("of-b", nil)}, platform.SyncOptions{Prune: true})
+	if err == nil || !strings.Contains(err.Error(), "another source (file:///a.git branch main paths x)") {
+		t.Errorf("b's sync = %v, want the inventory of another source reported", err)
+	}
+	if len(res) != 1 || res[0].Action != platform.ActionCreated {
+		t.Errorf("b's results = %+v, want of-b created", res)
+	}
+	if !configMapExists(t, "of-a") || !configMapExists(t, "of-b") {
+		t.Errorf("of-a exists: %v, of-b exists: %v; want both", configMapExists(t, "of-a"), configMapExists(t, "of-b"))
+	}
+	// a's own next sync, without of-a, still prunes it: the inventory is a's.
+	if _, err := a.Apply(ctx, []platform.Object{configMapObject("of-a-2", nil)}, platform.SyncOptions{Prune: true}); err != nil {
+		t.Fatal(err)
+	}
+	if configMapExists(t, "of-a") {
+		t.Errorf("of-a survived its own source's prune")
+	}
+}
