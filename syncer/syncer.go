@@ -23,6 +23,10 @@ type Clone interface {
 	// revision it fetched (a dry run's). rev is the clone's revision,
 	// root its directory and paths the manifest sub-paths.
 	Read(ctx context.Context, fetch, quiet bool, fn func(rev, root string, paths []string) error) error
+	// Exclusive runs fn while no release or rollback pushes or applies:
+	// a sync reads and applies git inside it, so it never applies a
+	// revision older than one a release applied meanwhile.
+	Exclusive(ctx context.Context, fn func() error) error
 }
 
 // Applier applies objects to the cluster (see kubesync.Applier).
@@ -173,6 +177,27 @@ func (s *Syncer) Sync(ctx context.Context, fetch, dryRun bool) (*Report, error) 
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	if dryRun {
+		return s.sync(parent, ctx, fetch, dryRun)
+	}
+	var rep *Report
+	var err error
+	xerr := s.clone.Exclusive(ctx, func() error {
+		rep, err = s.sync(parent, ctx, fetch, dryRun)
+		return nil
+	})
+	if xerr != nil {
+		rep = &Report{Started: time.Now(), Err: xerr.Error()}
+		if parent.Err() == nil {
+			s.finish(ctx, rep)
+		}
+		return rep, xerr
+	}
+	return rep, err
+}
+
+// sync is one sync; a real one runs inside the clone's Exclusive.
+func (s *Syncer) sync(parent, ctx context.Context, fetch, dryRun bool) (*Report, error) {
 	rep := &Report{Started: time.Now(), DryRun: dryRun}
 	var objs *gitrepo.Objects
 	err := s.clone.Read(ctx, fetch, dryRun, func(rev, root string, paths []string) error {
