@@ -95,3 +95,51 @@ func TestSyncInventoryOfAnotherSourceIsNotPruned(t *testing.T) {
 		t.Errorf("of-a survived its own source's prune")
 	}
 }
+
+// TestSyncPruneSparesAdoptedObjectsAndNamespaces: an object that existed
+// before git declared it (adopted) survives when it leaves git, unlike
+// one the sync created; a Namespace the sync created survives too, unless
+// annotated fluxd.io/prune: enabled.
+func TestSyncPruneSparesAdoptedObjectsAndNamespaces(t *testing.T) {
+	invNamespace(t)
+	ctx := context.Background()
+	kc := kubeClient(t)
+	if _, err := kc.CoreV1().ConfigMaps(invNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "pre-existing"}, Data: map[string]string{"a": "b"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	ns := func(name string, ann map[string]any) platform.Object {
+		md := map[string]any{"name": name}
+		if ann != nil {
+			md["annotations"] = ann
+		}
+		return platform.Object{File: name + ".yaml", Line: 1, Manifest: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": md}}
+	}
+	t.Cleanup(func() {
+		for _, n := range []string{"syncinv-kept", "syncinv-optin"} {
+			_ = kc.CoreV1().Namespaces().Delete(context.Background(), n, metav1.DeleteOptions{})
+		}
+	})
+	a := newApplier(t, "adopt-inv", "file:///adopt.git branch main paths x")
+	first := []platform.Object{configMapObject("pre-existing", nil), configMapObject("created-by-sync", nil),
+		ns("syncinv-kept", nil), ns("syncinv-optin", map[string]any{"fluxd.io/prune": "enabled"})}
+	if _, err := a.Apply(ctx, first, platform.SyncOptions{Prune: true}); err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Apply(ctx, []platform.Object{configMapObject("stays-in-git", nil)}, platform.SyncOptions{Prune: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !configMapExists(t, "pre-existing") {
+		t.Errorf("the adopted ConfigMap pre-existing was pruned; results %+v", res)
+	}
+	if configMapExists(t, "created-by-sync") {
+		t.Errorf("the ConfigMap the sync created survived its prune; results %+v", res)
+	}
+	got, err := kc.CoreV1().Namespaces().Get(ctx, "syncinv-kept", metav1.GetOptions{})
+	if err != nil || got.DeletionTimestamp != nil {
+		t.Errorf("the Namespace syncinv-kept was pruned without --sync-prune-namespaces (%v); results %+v", err, res)
+	}
+	if got, err := kc.CoreV1().Namespaces().Get(ctx, "syncinv-optin", metav1.GetOptions{}); err == nil && got.DeletionTimestamp == nil {
+		t.Errorf("the Namespace syncinv-optin, annotated fluxd.io/prune: enabled, was not pruned; results %+v", res)
+	}
+}

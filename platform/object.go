@@ -89,7 +89,10 @@ type ObjectResult struct {
 }
 
 // AnnotationPrune, set to "disabled" on an object in the cluster, keeps
-// the sync from deleting it when it leaves git.
+// the sync from deleting it when it leaves git. Set to "enabled" (in git
+// or in the cluster) it opts in to pruning an object fluxd did not create
+// (one that existed before git declared it), or a Namespace or
+// CustomResourceDefinition without --sync-prune-namespaces.
 const AnnotationPrune = "fluxd.io/prune"
 
 // SyncOptions say what a sync may do.

@@ -22,6 +22,7 @@ import (
 type syncFlags struct {
 	interval  time.Duration
 	prune     bool
+	pruneNS   bool
 	inventory string
 	timeout   time.Duration
 }
@@ -29,6 +30,7 @@ type syncFlags struct {
 func (f *syncFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.interval, "sync-interval", 0, "apply every object under --git-path (every kind) with server-side apply on each new commit and at this interval, correcting drift, e.g. 5m (default: off, fluxd applies only what it releases); fluxd then needs RBAC to apply them")
 	fs.BoolVar(&f.prune, "sync-prune", false, "with --sync-interval: delete objects fluxd applied that have left git (never others; an object annotated fluxd.io/prune: disabled is kept)")
+	fs.BoolVar(&f.pruneNS, "sync-prune-namespaces", false, "with --sync-prune: also delete Namespaces and CustomResourceDefinitions that left git, and so everything in them (without it, only one annotated fluxd.io/prune: enabled)")
 	fs.StringVar(&f.inventory, "sync-inventory", "", "NAMESPACE/NAME of the ConfigMap where the sync lists what it applied, for --sync-prune (default: $POD_NAMESPACE/fluxd-sync-HASH, HASH derived from --git-url, --git-branch and --git-path, so that two fluxd instances never share one); a sync finding an inventory written for another source prunes nothing")
 	fs.DurationVar(&f.timeout, "sync-timeout", 5*time.Minute, "how long one sync may take")
 }
@@ -48,7 +50,7 @@ func newSyncer(f syncFlags, source string, rc *rest.Config, engine *release.Engi
 	}
 	ns, name, ok := strings.Cut(f.inventory, "/")
 	cfg := syncer.Config{Interval: f.interval, Prune: f.prune, Timeout: f.timeout}
-	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name, Source: source}
+	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name, Source: source, PruneNamespaces: f.pruneNS}
 	var errs []error
 	if !ok || ns == "" || name == "" {
 		errs = append(errs, fmt.Errorf("--sync-inventory %q is not NAMESPACE/NAME", f.inventory))

@@ -39,6 +39,10 @@ type Config struct {
 	// paths); the inventory is stamped with it and a sync refuses to
 	// prune by, or rewrite, an inventory stamped with another.
 	Source string
+	// PruneNamespaces lets pruning delete Namespaces and
+	// CustomResourceDefinitions (and so everything in them); without it
+	// only one annotated fluxd.io/prune: enabled is.
+	PruneNamespaces bool
 	// WaitTimeout bounds the wait for CRDs and Namespaces to be
 	// established before the objects that need them are applied; zero
 	// means one minute.

@@ -43,18 +43,25 @@ func TestInventoryAfterKeepsWhatExists(t *testing.T) {
 		u.SetName(r.Name)
 		return &item{u: u, key: keyOf(u), res: &platform.ObjectResult{Ref: r, Action: action}}
 	}
-	old := inventory{refKey(ref("ConfigMap", "updated-but-failed")): ref("ConfigMap", "updated-but-failed"), refKey(ref("ConfigMap", "left-git")): ref("ConfigMap", "left-git")}
+	old := inventory{refKey(ref("ConfigMap", "updated-but-failed")): ref("ConfigMap", "updated-but-failed"), refKey(ref("ConfigMap", "left-git")): ref("ConfigMap", "left-git"),
+		refKey(ref("ConfigMap", "listed-changed")): ref("ConfigMap", "listed-changed")}
+	optIn := mk(ref("ConfigMap", "adopted-opted-in"), platform.ActionUnchanged)
+	optIn.u.SetAnnotations(map[string]string{platform.AnnotationPrune: "enabled"})
 	items := []*item{
 		mk(ref("ConfigMap", "created"), platform.ActionCreated),
 		mk(ref("ConfigMap", "never-created"), platform.ActionFailed),
 		mk(ref("ConfigMap", "updated-but-failed"), platform.ActionFailed),
+		mk(ref("ConfigMap", "adopted-changed"), platform.ActionChanged),
+		mk(ref("ConfigMap", "adopted-unchanged"), platform.ActionUnchanged),
+		mk(ref("ConfigMap", "listed-changed"), platform.ActionChanged),
+		optIn,
 	}
 	got := inventoryAfter(old, items, []platform.ObjectRef{ref("ConfigMap", "left-git")})
 	var names []string
 	for _, r := range got {
 		names = append(names, r.Name)
 	}
-	want := []string{"created", "left-git", "updated-but-failed"}
+	want := []string{"adopted-opted-in", "created", "left-git", "listed-changed", "updated-but-failed"}
 	if diff := cmp.Diff(want, names, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("inventory (-want +got):\n%s", diff)
 	}

@@ -101,19 +101,27 @@ func (a *Applier) writeInventory(ctx context.Context, inv inventory) error {
 	return nil
 }
 
-// inventoryAfter is the inventory once a sync is done: every object of git
-// that exists in the cluster now, and the old entries that were kept (not
-// pruned, or not yet).
+// inventoryAfter is the inventory once a sync is done: the objects of git
+// this sync created, those listed already, those of git annotated
+// fluxd.io/prune: enabled, and the old entries that were kept (not
+// pruned, or not yet). An object of git that existed before fluxd applied
+// it (adopted: its first apply changed it or found it unchanged) is not
+// listed, so pruning never deletes what fluxd did not create.
 func inventoryAfter(old inventory, items []*item, keep []platform.ObjectRef) inventory {
 	inv := inventory{}
 	for _, it := range items {
+		r, listed := old[it.key]
 		switch it.res.Action {
 		case platform.ActionFailed, platform.ActionSkipped:
-			if r, ok := old[it.key]; ok {
+			if listed {
 				inv[it.key] = r
 			}
-		default:
+		case platform.ActionCreated:
 			inv[it.key] = refOf(it.u)
+		default:
+			if listed || it.u.GetAnnotations()[platform.AnnotationPrune] == "enabled" {
+				inv[it.key] = refOf(it.u)
+			}
 		}
 	}
 	for _, r := range keep {

@@ -57,8 +57,16 @@ func (a *Applier) pruneOne(ctx context.Context, r platform.ObjectRef, dryRun boo
 		res.Action, res.Error = platform.ActionFailed, fmt.Sprintf("not pruned: reading it failed: %v", applyError(err))
 		return res, true
 	}
-	if live.GetAnnotations()[platform.AnnotationPrune] == "disabled" {
+	ann := live.GetAnnotations()[platform.AnnotationPrune]
+	if ann == "disabled" {
 		res.Action, res.Error = platform.ActionSkipped, ""
+		return res, true
+	}
+	if gk := live.GroupVersionKind().GroupKind(); (gk.Kind == "Namespace" && gk.Group == "" || gk.Kind == "CustomResourceDefinition" && gk.Group == "apiextensions.k8s.io") &&
+		!a.cfg.PruneNamespaces && ann != "enabled" {
+		// Deleting one deletes everything in it (or every resource of
+		// it), git's or not: only on request.
+		res.Action, res.Error = platform.ActionSkipped, "not pruned: a "+gk.Kind+" that left git is deleted only with --sync-prune-namespaces or the annotation fluxd.io/prune: enabled, as deleting it deletes everything in it"
 		return res, true
 	}
 	if !managedBy(live, FieldManager) {
