@@ -81,7 +81,7 @@ type Engine struct {
 	// apply (Exclusive). Without it a sync that read git before a release
 	// pushed could apply the old image after the release applied the new
 	// one. Taken before git, never after it.
-	apply *semaphore.Weighted
+	apply  *semaphore.Weighted
 	memory planMemory
 
 	// onRevision, if set, is told each revision a fetch finds that

@@ -90,10 +90,10 @@ func (a *Applier) writeInventory(ctx context.Context, inv inventory) error {
 		return err
 	}
 	cm := &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Namespace: a.cfg.InventoryNamespace, Name: a.cfg.InventoryName, Labels: map[string]string{"app.kubernetes.io/managed-by": "fluxd"},
 			Annotations: map[string]string{annotationSource: a.cfg.Source, annotationOwner: OwnerOf(a.cfg.Source)}},
-		Data:       map[string]string{inventoryKey: string(b)},
+		Data: map[string]string{inventoryKey: string(b)},
 	}
 	if err := a.c.Patch(ctx, cm, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
 		return fmt.Errorf("writing the sync inventory ConfigMap %s/%s: %w", a.cfg.InventoryNamespace, a.cfg.InventoryName, err)
