@@ -40,10 +40,15 @@ func (d *Daemon) syncStates(byID map[platform.ID]*Service) {
 		last = d.deps.Sync.Last()
 	}
 	failed := map[platform.ID]string{}
+	autoscaled := map[platform.ID]bool{}
 	if last != nil {
 		for _, r := range last.Results {
-			if id, ok := r.Ref.Workload(); ok && r.Action == platform.ActionFailed {
+			id, ok := r.Ref.Workload()
+			if ok && r.Action == platform.ActionFailed {
 				failed[id] = strings.TrimPrefix(r.Where+": ", ": ") + r.Error
+			}
+			if ok && r.Autoscaled {
+				autoscaled[id] = true
 			}
 		}
 	}
@@ -64,7 +69,8 @@ func (d *Daemon) syncStates(byID map[platform.ID]*Service) {
 					}
 				}
 			}
-			if r := s.def.Replicas; r != nil && (s.ID.Kind == "deployment" || s.ID.Kind == "statefulset") && *r != s.Replicas.Desired {
+			// An autoscaler's replicas are not drift: the sync leaves them.
+			if r := s.def.Replicas; r != nil && (s.ID.Kind == "deployment" || s.ID.Kind == "statefulset") && *r != s.Replicas.Desired && !autoscaled[s.ID] {
 				drift = append(drift, fmt.Sprintf("%d replicas, git says %d", s.Replicas.Desired, *r))
 			}
 		} else {

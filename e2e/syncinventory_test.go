@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/fluxd/fluxd/platform"
 	kubesync "github.com/fluxd/fluxd/platform/kube/sync"
@@ -122,10 +123,14 @@ func TestSyncPruneSparesAdoptedObjectsAndNamespaces(t *testing.T) {
 	a := newApplier(t, "adopt-inv", "file:///adopt.git branch main paths x")
 	first := []platform.Object{configMapObject("pre-existing", nil), configMapObject("created-by-sync", nil),
 		ns("syncinv-kept", nil), ns("syncinv-optin", map[string]any{"fluxd.io/prune": "enabled"})}
-	if _, err := a.Apply(ctx, first, platform.SyncOptions{Prune: true}); err != nil {
+	var stay []platform.Object
+	for _, n := range []string{"stays-1", "stays-2", "stays-3", "stays-4"} {
+		stay = append(stay, configMapObject(n, nil)) // so that less than half of the inventory leaves git
+	}
+	if _, err := a.Apply(ctx, append(first, stay...), platform.SyncOptions{Prune: true}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := a.Apply(ctx, []platform.Object{configMapObject("stays-in-git", nil)}, platform.SyncOptions{Prune: true})
+	res, err := a.Apply(ctx, stay, platform.SyncOptions{Prune: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,5 +146,71 @@ func TestSyncPruneSparesAdoptedObjectsAndNamespaces(t *testing.T) {
 	}
 	if got, err := kc.CoreV1().Namespaces().Get(ctx, "syncinv-optin", metav1.GetOptions{}); err == nil && got.DeletionTimestamp == nil {
 		t.Errorf("the Namespace syncinv-optin, annotated fluxd.io/prune: enabled, was not pruned; results %+v", res)
+	}
+}
+
+// TestSyncLeavesReplicasToAnAutoscaler: a Deployment an
+// HorizontalPodAutoscaler targets keeps the replicas it was scaled to
+// (by hand here, as the autoscaler would: the stack has no metrics
+// server) across syncs, and its result says it is autoscaled.
+func TestSyncLeavesReplicasToAnAutoscaler(t *testing.T) {
+	invNamespace(t)
+	ctx := context.Background()
+	kc := kubeClient(t)
+	deploy := platform.Object{File: "web.yaml", Line: 1, Manifest: map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment", "metadata": map[string]any{"name": "scaled", "namespace": invNS},
+		"spec": map[string]any{"replicas": int64(2), "selector": map[string]any{"matchLabels": map[string]any{"app": "scaled"}},
+			"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "scaled"}},
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "app", "image": "registry.invalid/app:1"}}}}},
+	}}
+	hpa := platform.Object{File: "hpa.yaml", Line: 1, Manifest: map[string]any{
+		"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": map[string]any{"name": "scaled", "namespace": invNS},
+		"spec": map[string]any{"scaleTargetRef": map[string]any{"apiVersion": "apps/v1", "kind": "Deployment", "name": "scaled"}, "minReplicas": int64(1), "maxReplicas": int64(10),
+			"metrics": []any{map[string]any{"type": "Resource", "resource": map[string]any{"name": "cpu", "target": map[string]any{"type": "Utilization", "averageUtilization": int64(50)}}}}},
+	}}
+	t.Cleanup(func() {
+		_ = kc.AppsV1().Deployments(invNS).Delete(context.Background(), "scaled", metav1.DeleteOptions{})
+		_ = kc.AutoscalingV2().HorizontalPodAutoscalers(invNS).Delete(context.Background(), "scaled", metav1.DeleteOptions{})
+	})
+	a := newApplier(t, "hpa-inv", "file:///hpa.git branch main paths x")
+	if _, err := a.Apply(ctx, []platform.Object{deploy, hpa}, platform.SyncOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The autoscaler scales it to 5 (through the scale subresource, as
+	// the HPA controller does).
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		sc, err := kc.AppsV1().Deployments(invNS).GetScale(ctx, "scaled", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		sc.Spec.Replicas = 5
+		_, err = kc.AppsV1().Deployments(invNS).UpdateScale(ctx, "scaled", sc, metav1.UpdateOptions{FieldManager: "horizontal-pod-autoscaler"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := a.Apply(ctx, []platform.Object{deploy, hpa}, platform.SyncOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := kc.AppsV1().Deployments(invNS).Get(ctx, "scaled", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := int32(-1); d.Spec.Replicas == nil || *d.Spec.Replicas != 5 {
+		if d.Spec.Replicas != nil {
+			got = *d.Spec.Replicas
+		}
+		t.Errorf("replicas after a sync = %d, want the autoscaler's 5 (results %+v)", got, res)
+	}
+	autoscaled := false
+	for _, r := range res {
+		if r.Ref.Kind == "Deployment" && r.Ref.Name == "scaled" {
+			autoscaled = r.Autoscaled
+		}
+	}
+	if !autoscaled {
+		t.Errorf("the Deployment's result is not marked autoscaled: %+v", res)
 	}
 }

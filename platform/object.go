@@ -81,6 +81,9 @@ type ObjectResult struct {
 	Where string
 	// Action is one of the Action constants.
 	Action string
+	// Autoscaled is set for a workload an HorizontalPodAutoscaler
+	// targets: its replicas are the autoscaler's, not git's.
+	Autoscaled bool
 	// Error says why the object failed; empty unless Action is failed.
 	Error string
 	// Diff lists, for a change, the fields that differ between the

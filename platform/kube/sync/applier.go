@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
@@ -14,6 +15,7 @@ import (
 	"github.com/fluxcd/pkg/ssa"
 	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fluxd/fluxd/platform"
 )
@@ -43,6 +46,9 @@ type Config struct {
 	// CustomResourceDefinitions (and so everything in them); without it
 	// only one annotated fluxd.io/prune: enabled is.
 	PruneNamespaces bool
+	// PruneAll lets a sync prune when git holds nothing or more than
+	// half of the inventory left git at once (held back otherwise).
+	PruneAll bool
 	// WaitTimeout bounds the wait for CRDs and Namespaces to be
 	// established before the objects that need them are applied; zero
 	// means one minute.
@@ -82,6 +88,9 @@ func New(rc *rest.Config, cfg Config, log *slog.Logger) (*Applier, error) {
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 8
 	}
+	// controller-runtime logs through a global logger and prints a
+	// stack trace when none was set: hand it the sync's.
+	setLoggerOnce.Do(func() { ctrllog.SetLogger(logr.FromSlogHandler(log.With("component", "sync").Handler())) })
 	// The client's REST mapper is controller-runtime's dynamic one: it
 	// learns a kind a CRD of this very sync brought.
 	c, err := client.New(rc, client.Options{})
@@ -93,6 +102,8 @@ func New(rc *rest.Config, cfg Config, log *slog.Logger) (*Applier, error) {
 	rm.SetConcurrency(cfg.Concurrency)
 	return &Applier{cfg: cfg, c: c, rm: rm, log: log.With("component", "sync")}, nil
 }
+
+var setLoggerOnce sync.Once
 
 // item is one object on its way to the cluster.
 type item struct {
@@ -116,6 +127,7 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 		opts.NoPrune = "the inventory could not be used"
 	}
 	items, results := a.prepare(objs)
+	a.leaveReplicasToAutoscalers(ctx, items)
 	var defs, classes, rest []*item
 	for _, it := range items {
 		switch {
@@ -148,7 +160,7 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 	for _, it := range items {
 		results = append(results, *it.res)
 	}
-	pruned, keep := a.prune(ctx, inv, items, opts)
+	pruned, keep, held := a.prune(ctx, inv, items, opts)
 	results = append(results, pruned...)
 	sort.SliceStable(results, func(i, j int) bool { return results[i].Ref.String() < results[j].Ref.String() })
 	if invErr != nil {
@@ -160,7 +172,7 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 			return results, err
 		}
 	}
-	return results, nil
+	return results, held
 }
 
 // prepare turns objects into unstructured ones, with the namespace a

@@ -14,8 +14,11 @@ import (
 
 // prune deletes (or, on a dry run, names) the inventory's objects that are
 // no longer in git, when opts.Prune. It returns their results and the
-// inventory entries to keep: those not deleted.
-func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, opts platform.SyncOptions) ([]platform.ObjectResult, []platform.ObjectRef) {
+// inventory entries to keep: those not deleted. held is why it deleted
+// nothing though it could: git holds nothing, or more than half of the
+// inventory (of more than one object) left it at once, as an empty
+// checkout or a mistyped path would look, unless Config.PruneAll.
+func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, opts platform.SyncOptions) (results []platform.ObjectResult, keep []platform.ObjectRef, held error) {
 	inGit := map[string]bool{}
 	for _, it := range items {
 		inGit[it.key] = true
@@ -27,10 +30,11 @@ func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, opts 
 		}
 	}
 	if !opts.Prune || opts.NoPrune != "" {
-		return nil, stale // remembered, for a sync that may prune
+		return nil, stale, nil // remembered, for a sync that may prune
 	}
-	var results []platform.ObjectResult
-	var keep []platform.ObjectRef
+	if !a.cfg.PruneAll && len(stale) > 0 && (len(items) == 0 || len(stale) > 1 && 2*len(stale) > len(inv)) {
+		return nil, stale, fmt.Errorf("pruning held back: git now holds %d objects and %d of the %d objects fluxd created would be deleted; an empty checkout, a wrong --git-path or branch, or a bad merge looks like this. Nothing was deleted; if the objects really left git, start fluxd once with --sync-prune-all", len(items), len(stale), len(inv))
+	}
 	for _, r := range stale {
 		res, kept := a.pruneOne(ctx, r, opts.DryRun)
 		if res.Action != "" {
@@ -40,7 +44,7 @@ func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, opts 
 			keep = append(keep, r)
 		}
 	}
-	return results, keep
+	return results, keep, nil
 }
 
 // pruneOne deletes one object that left git, unless it opted out or
