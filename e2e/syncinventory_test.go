@@ -214,3 +214,58 @@ func TestSyncLeavesReplicasToAnAutoscaler(t *testing.T) {
 		t.Errorf("the Deployment's result is not marked autoscaled: %+v", res)
 	}
 }
+
+// TestSyncRefusesDeniedKindsAndItsInventory: git's ClusterRole (denied by
+// default), its copy of the inventory ConfigMap and an object outside
+// --sync-namespaces fail, are not applied, and the rest is.
+func TestSyncRefusesDeniedKindsAndItsInventory(t *testing.T) {
+	invNamespace(t)
+	ctx := context.Background()
+	kc := kubeClient(t)
+	if stack == nil {
+		t.Skip("needs the local stack")
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", stack.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := kubesync.New(rc, kubesync.Config{InventoryNamespace: invNS, InventoryName: "deny-inv", Source: "file:///deny.git branch main paths x",
+		DenyKinds: kubesync.DefaultDenyKinds, Namespaces: []string{invNS}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := platform.Object{File: "role.yaml", Line: 1, Manifest: map[string]any{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+		"metadata": map[string]any{"name": "syncinv-everything"}, "rules": []any{map[string]any{"apiGroups": []any{"*"}, "resources": []any{"*"}, "verbs": []any{"*"}}}}}
+	outside := configMapObject("outside", nil)
+	outside.Manifest["metadata"].(map[string]any)["namespace"] = "default"
+	t.Cleanup(func() {
+		_ = kc.RbacV1().ClusterRoles().Delete(context.Background(), "syncinv-everything", metav1.DeleteOptions{})
+		_ = kc.CoreV1().ConfigMaps("default").Delete(context.Background(), "outside", metav1.DeleteOptions{})
+	})
+	res, err := a.Apply(ctx, []platform.Object{role, configMapObject("deny-inv", nil), outside, configMapObject("allowed", nil)}, platform.SyncOptions{Prune: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	actions := map[string]string{}
+	for _, r := range res {
+		actions[r.Ref.Kind+"/"+r.Ref.Name] = r.Action
+	}
+	for _, name := range []string{"ClusterRole/syncinv-everything", "ConfigMap/deny-inv", "ConfigMap/outside"} {
+		if actions[name] != platform.ActionFailed {
+			t.Errorf("%s: %q, want failed (results %+v)", name, actions[name], res)
+		}
+	}
+	if _, err := kc.RbacV1().ClusterRoles().Get(ctx, "syncinv-everything", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the ClusterRole git held was applied: %v", err)
+	}
+	if _, err := kc.CoreV1().ConfigMaps("default").Get(ctx, "outside", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the ConfigMap outside --sync-namespaces was applied: %v", err)
+	}
+	if !configMapExists(t, "allowed") {
+		t.Errorf("the allowed ConfigMap was not applied: %+v", res)
+	}
+	cm, err := kc.CoreV1().ConfigMaps(invNS).Get(ctx, "deny-inv", metav1.GetOptions{})
+	if err != nil || cm.Data["a"] == "b" {
+		t.Errorf("the inventory ConfigMap = %v, %v; want fluxd's, not git's copy", cm, err)
+	}
+}

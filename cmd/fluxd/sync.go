@@ -24,6 +24,8 @@ type syncFlags struct {
 	prune     bool
 	pruneNS   bool
 	pruneAll  bool
+	deny      []string
+	nss       []string
 	inventory string
 	timeout   time.Duration
 }
@@ -33,6 +35,8 @@ func (f *syncFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.prune, "sync-prune", false, "with --sync-interval: delete objects fluxd applied that have left git (never others; an object annotated fluxd.io/prune: disabled is kept)")
 	fs.BoolVar(&f.pruneNS, "sync-prune-namespaces", false, "with --sync-prune: also delete Namespaces and CustomResourceDefinitions that left git, and so everything in them (without it, only one annotated fluxd.io/prune: enabled)")
 	fs.BoolVar(&f.pruneAll, "sync-prune-all", false, "with --sync-prune: prune even when git holds nothing or more than half of what fluxd created left git at once (held back and reported otherwise, as an empty checkout or a wrong --git-path looks like that)")
+	fs.StringSliceVar(&f.deny, "sync-deny-kinds", kubesync.DefaultDenyKinds, "kinds (KIND or KIND.GROUP) git may not apply: whoever can push to git gets what fluxd's RBAC allows, so cluster-wide RBAC and admission webhooks/policies are refused by default; --sync-deny-kinds= (empty) allows every kind")
+	fs.StringSliceVar(&f.nss, "sync-namespaces", nil, "the only namespaces git may apply namespaced objects (and Namespaces) to (default: any)")
 	fs.StringVar(&f.inventory, "sync-inventory", "", "NAMESPACE/NAME of the ConfigMap where the sync lists what it applied, for --sync-prune (default: $POD_NAMESPACE/fluxd-sync-HASH, HASH derived from --git-url, --git-branch and --git-path, so that two fluxd instances never share one); a sync finding an inventory written for another source prunes nothing")
 	fs.DurationVar(&f.timeout, "sync-timeout", 5*time.Minute, "how long one sync may take")
 }
@@ -52,7 +56,7 @@ func newSyncer(f syncFlags, source string, rc *rest.Config, engine *release.Engi
 	}
 	ns, name, ok := strings.Cut(f.inventory, "/")
 	cfg := syncer.Config{Interval: f.interval, Prune: f.prune, Timeout: f.timeout}
-	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name, Source: source, PruneNamespaces: f.pruneNS, PruneAll: f.pruneAll}
+	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name, Source: source, PruneNamespaces: f.pruneNS, PruneAll: f.pruneAll, DenyKinds: f.deny, Namespaces: f.nss}
 	var errs []error
 	if !ok || ns == "" || name == "" {
 		errs = append(errs, fmt.Errorf("--sync-inventory %q is not NAMESPACE/NAME", f.inventory))

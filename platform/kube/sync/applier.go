@@ -49,6 +49,13 @@ type Config struct {
 	// PruneAll lets a sync prune when git holds nothing or more than
 	// half of the inventory left git at once (held back otherwise).
 	PruneAll bool
+	// DenyKinds are kinds git may not apply ("Kind" or "Kind.group"),
+	// e.g. ClusterRole.rbac.authorization.k8s.io: a commit holding one
+	// fails that object, and the sync leaves such objects alone.
+	DenyKinds []string
+	// Namespaces, when set, are the only namespaces git may apply
+	// namespaced objects (and Namespace objects) in.
+	Namespaces []string
 	// WaitTimeout bounds the wait for CRDs and Namespaces to be
 	// established before the objects that need them are applied; zero
 	// means one minute.
@@ -126,7 +133,7 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 		inv = inventory{}
 		opts.NoPrune = "the inventory could not be used"
 	}
-	items, results := a.prepare(objs)
+	items, results, refused := a.prepare(objs)
 	a.leaveReplicasToAutoscalers(ctx, items)
 	var defs, classes, rest []*item
 	for _, it := range items {
@@ -144,9 +151,18 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 			continue
 		}
 		if i == 2 {
+			kept := stage[:0]
 			for _, it := range stage {
 				a.scopeOne(it) // kinds a CRD of this sync brought are known now
+				if why := a.refuse(it.u); why != "" {
+					// Its namespace was set only now (default).
+					it.res.Action, it.res.Error = platform.ActionFailed, why
+					refused[it.key] = true
+					continue
+				}
+				kept = append(kept, it)
 			}
+			stage = kept
 		}
 		if opts.DryRun {
 			a.diff(ctx, stage, crdKinds(defs))
@@ -160,7 +176,7 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 	for _, it := range items {
 		results = append(results, *it.res)
 	}
-	pruned, keep, held := a.prune(ctx, inv, items, opts)
+	pruned, keep, held := a.prune(ctx, inv, items, refused, opts)
 	results = append(results, pruned...)
 	sort.SliceStable(results, func(i, j int) bool { return results[i].Ref.String() < results[j].Ref.String() })
 	if invErr != nil {
@@ -178,15 +194,23 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 // prepare turns objects into unstructured ones, with the namespace a
 // namespaced object left out set to "default" as kubectl would, and fails
 // the second definition of one object.
-func (a *Applier) prepare(objs []platform.Object) ([]*item, []platform.ObjectResult) {
+func (a *Applier) prepare(objs []platform.Object) ([]*item, []platform.ObjectResult, map[string]bool) {
 	var items []*item
 	var failed []platform.ObjectResult
+	refused := map[string]bool{}
 	seen := map[string]*item{}
 	for _, o := range objs {
 		u := &unstructured.Unstructured{Object: deepCopy(o.Manifest)}
 		it := &item{src: o, u: u, res: &platform.ObjectResult{Ref: o.Ref(), Where: o.Where()}}
 		a.scopeOne(it)
 		it.key = keyOf(u)
+		if why := a.refuse(u); why != "" {
+			// Not applied, and not pruned either: left alone.
+			it.res.Action, it.res.Error = platform.ActionFailed, why
+			failed = append(failed, *it.res)
+			refused[it.key] = true
+			continue
+		}
 		if prev, ok := seen[it.key]; ok {
 			it.res.Action, it.res.Error = platform.ActionFailed, fmt.Sprintf("is defined twice, in %s and in %s; remove one of them", prev.src.Where(), o.Where())
 			failed = append(failed, *it.res)
@@ -195,7 +219,7 @@ func (a *Applier) prepare(objs []platform.Object) ([]*item, []platform.ObjectRes
 		seen[it.key] = it
 		items = append(items, it)
 	}
-	return items, failed
+	return items, failed, refused
 }
 
 // scopeOne sets the default namespace on a namespaced object without one,

@@ -89,7 +89,7 @@ func TestPruneHeldBackWhenMostLeavesGit(t *testing.T) {
 	stillA := []*item{{u: one, key: keyOf(one), res: &platform.ObjectResult{Ref: ref("a")}}}
 	for name, items := range map[string][]*item{"git empty": nil, "two of three left": stillA} {
 		a := &Applier{cfg: Config{}}
-		res, keep, held := a.prune(context.Background(), inv, items, platform.SyncOptions{Prune: true})
+		res, keep, held := a.prune(context.Background(), inv, items, nil, platform.SyncOptions{Prune: true})
 		if held == nil || !strings.Contains(held.Error(), "--sync-prune-all") || len(res) != 0 {
 			t.Errorf("%s: prune = %v, %v; want it held back, naming --sync-prune-all", name, res, held)
 		}

@@ -18,8 +18,11 @@ import (
 // nothing though it could: git holds nothing, or more than half of the
 // inventory (of more than one object) left it at once, as an empty
 // checkout or a mistyped path would look, unless Config.PruneAll.
-func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, opts platform.SyncOptions) (results []platform.ObjectResult, keep []platform.ObjectRef, held error) {
+func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, refused map[string]bool, opts platform.SyncOptions) (results []platform.ObjectResult, keep []platform.ObjectRef, held error) {
 	inGit := map[string]bool{}
+	for k := range refused {
+		inGit[k] = true // refused, so not fluxd's to delete either
+	}
 	for _, it := range items {
 		inGit[it.key] = true
 	}
