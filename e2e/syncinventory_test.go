@@ -269,3 +269,37 @@ func TestSyncRefusesDeniedKindsAndItsInventory(t *testing.T) {
 		t.Errorf("the inventory ConfigMap = %v, %v; want fluxd's, not git's copy", cm, err)
 	}
 }
+
+// TestSyncInventoryFailuresApplyWithoutPruning: an inventory that does
+// not parse stops pruning, not the apply; an object of a kind the cluster
+// does not know holds pruning back too (its key cannot be told).
+func TestSyncInventoryFailuresApplyWithoutPruning(t *testing.T) {
+	invNamespace(t)
+	ctx := context.Background()
+	kc := kubeClient(t)
+	a := newApplier(t, "unknown-kind-inv", "file:///unknown.git branch main paths x")
+	var keep []platform.Object
+	for _, n := range []string{"uk-1", "uk-2", "uk-3"} {
+		keep = append(keep, configMapObject(n, nil))
+	}
+	if _, err := a.Apply(ctx, append(keep, configMapObject("uk-leaves", nil)), platform.SyncOptions{Prune: true}); err != nil {
+		t.Fatal(err)
+	}
+	unknown := platform.Object{File: "nope.yaml", Line: 1, Manifest: map[string]any{"apiVersion": "example.invalid/v1", "kind": "Nope", "metadata": map[string]any{"name": "n", "namespace": invNS}}}
+	res, _ := a.Apply(ctx, append(keep, unknown), platform.SyncOptions{Prune: true})
+	if !configMapExists(t, "uk-leaves") {
+		t.Errorf("pruned while an object's kind was unknown: %+v", res)
+	}
+
+	if _, err := kc.CoreV1().ConfigMaps(invNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "broken-inv"}, Data: map[string]string{"objects.json": "not json"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	b := newApplier(t, "broken-inv", "file:///broken.git branch main paths x")
+	res, err := b.Apply(ctx, []platform.Object{configMapObject("despite-broken-inv", nil)}, platform.SyncOptions{Prune: true})
+	if err == nil || !strings.Contains(err.Error(), "does not parse") {
+		t.Errorf("sync with a broken inventory = %v, want it reported", err)
+	}
+	if !configMapExists(t, "despite-broken-inv") {
+		t.Errorf("a broken inventory stopped the apply: %+v", res)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
+	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
 	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
@@ -118,6 +119,9 @@ type item struct {
 	u   *unstructured.Unstructured
 	key string
 	res *platform.ObjectResult
+	// unscoped is set while the cluster does not know the kind: whether
+	// it is namespaced (and so its key) cannot be told.
+	unscoped bool
 }
 
 // Apply applies objs (or, with opts.DryRun, says what applying them would
@@ -170,11 +174,18 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 			a.apply(ctx, stage)
 		}
 		if i < 2 && !opts.DryRun {
-			a.wait(stage)
+			a.wait(ctx, stage)
 		}
 	}
 	for _, it := range items {
 		results = append(results, *it.res)
+	}
+	for _, it := range items {
+		if it.unscoped && opts.NoPrune == "" {
+			// Its key may not match its inventory entry, which would then
+			// look like an object that left git.
+			opts.NoPrune = fmt.Sprintf("the cluster does not know the kind of %s, so whether it is namespaced cannot be told", it.res.Ref)
+		}
 	}
 	pruned, keep, held := a.prune(ctx, inv, items, refused, opts)
 	results = append(results, pruned...)
@@ -229,6 +240,7 @@ func (a *Applier) prepare(objs []platform.Object) ([]*item, []platform.ObjectRes
 func (a *Applier) scopeOne(it *item) {
 	gvk := it.u.GroupVersionKind()
 	m, err := a.c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	it.unscoped = err != nil
 	if err != nil {
 		return
 	}
@@ -307,25 +319,48 @@ func (a *Applier) record(stage []*item, entries []ssa.ChangeSetEntry) {
 // wait waits for a stage's CRDs to be established and its Namespaces to
 // be active. A timeout fails those objects; the next stage goes on, and
 // whatever needs them fails with its own error.
-func (a *Applier) wait(stage []*item) {
+func (a *Applier) wait(ctx context.Context, stage []*item) {
 	var set object.ObjMetadataSet
+	var waited []*item
 	for _, it := range stage {
 		if it.res.Action == platform.ActionCreated || it.res.Action == platform.ActionChanged {
 			set = append(set, object.UnstructuredToObjMetadata(it.u))
+			waited = append(waited, it)
 		}
 	}
 	if len(set) == 0 {
 		return
 	}
-	err := a.rm.WaitForSet(set, ssa.WaitOptions{Interval: 500 * time.Millisecond, Timeout: a.cfg.WaitTimeout})
-	if err != nil {
-		a.log.Warn("waiting for definitions to be established failed", "error", err)
-		for _, it := range stage {
-			if strings.Contains(err.Error(), it.u.GetName()) {
-				it.res.Action, it.res.Error = platform.ActionFailed, fmt.Sprintf("applied, but not established within %s: %v", a.cfg.WaitTimeout, err)
-			}
+	err := a.rm.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: 500 * time.Millisecond, Timeout: a.cfg.WaitTimeout})
+	if err == nil {
+		return
+	}
+	a.log.Warn("waiting for definitions to be established failed", "error", err)
+	// Which ones: each object's own status, not its name in the error.
+	for _, it := range waited {
+		why := a.notCurrent(ctx, it.u)
+		if why != "" {
+			it.res.Action, it.res.Error = platform.ActionFailed, fmt.Sprintf("applied, but not established within %s: %s", a.cfg.WaitTimeout, why)
 		}
 	}
+}
+
+// notCurrent says why u is not established in the cluster (kstatus), or
+// "" when it is.
+func (a *Applier) notCurrent(ctx context.Context, u *unstructured.Unstructured) string {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(u.GroupVersionKind())
+	if err := a.c.Get(context.WithoutCancel(ctx), client.ObjectKeyFromObject(u), live); err != nil {
+		return applyError(err)
+	}
+	res, err := kstatus.Compute(live)
+	if err != nil {
+		return err.Error()
+	}
+	if res.Status == kstatus.CurrentStatus {
+		return ""
+	}
+	return fmt.Sprintf("status %s: %s", res.Status, res.Message)
 }
 
 func action(a ssa.Action) string {
