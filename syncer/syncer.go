@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fluxd/fluxd/gitrepo"
@@ -109,8 +110,9 @@ type Syncer struct {
 	recorder Recorder
 	log      *slog.Logger
 
-	kick chan struct{} // "sync soon": a buffer of one, sends never block
-	run  sync.Mutex    // one sync at a time
+	kick    chan struct{} // "sync soon": a buffer of one, sends never block
+	run     sync.Mutex    // one sync at a time
+	running atomic.Bool   // Run is running: this replica leads
 
 	mu           sync.Mutex // guards the fields below
 	kicked       string     // the revision of the last kick
@@ -139,9 +141,15 @@ func (s *Syncer) Kick(rev string) {
 	}
 }
 
+// Running reports whether Run runs: on the leader only, with
+// --leader-elect.
+func (s *Syncer) Running() bool { return s.running.Load() }
+
 // Run syncs at once, then on every kick and every interval, until ctx
 // ends.
 func (s *Syncer) Run(ctx context.Context) {
+	s.running.Store(true)
+	defer s.running.Store(false)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {

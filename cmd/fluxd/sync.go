@@ -87,31 +87,43 @@ func defaultInventory(ns, source string) string {
 }
 
 // registerSyncMetrics exports the last sync: when it ended, how long it
-// took, whether it failed and how many objects it failed on.
+// took, whether it failed and how many objects it failed on. A replica
+// that has not synced (a follower: only the leader syncs; or the leader
+// before its first sync) exports none of them, rather than zeros that
+// would read as a sync that did nothing.
 func registerSyncMetrics(reg prometheus.Registerer, s *syncer.Syncer) {
-	last := func(f func(*syncer.Report) float64) func() float64 {
-		return func() float64 {
-			if r := s.Last(); r != nil {
-				return f(r)
-			}
-			return 0
-		}
+	reg.MustRegister(syncCollector{s})
+}
+
+var (
+	syncLastDesc     = prometheus.NewDesc("fluxd_sync_last_timestamp_seconds", "When the last sync of git to the cluster ended (Unix time); absent on a replica that has not synced (followers).", nil, nil)
+	syncDurationDesc = prometheus.NewDesc("fluxd_sync_duration_seconds", "How long the last sync took.", nil, nil)
+	syncFailedDesc   = prometheus.NewDesc("fluxd_sync_failed", "1 when the last sync failed, on any object or file.", nil, nil)
+	syncObjectsDesc  = prometheus.NewDesc("fluxd_sync_objects", "Objects the last sync applied or found unchanged.", nil, nil)
+	syncFailedObjs   = prometheus.NewDesc("fluxd_sync_failed_objects", "Objects the last sync could not apply, and files it could not read.", nil, nil)
+)
+
+// syncCollector exports the last sync's report, when there is one.
+type syncCollector struct{ s *syncer.Syncer }
+
+func (c syncCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{syncLastDesc, syncDurationDesc, syncFailedDesc, syncObjectsDesc, syncFailedObjs} {
+		ch <- d
 	}
-	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_last_timestamp_seconds", Help: "When the last sync of git to the cluster ended (Unix time); 0 before the first."},
-			last(func(r *syncer.Report) float64 { return float64(r.Started.Add(r.Duration).UnixNano()) / 1e9 })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_duration_seconds", Help: "How long the last sync took."},
-			last(func(r *syncer.Report) float64 { return r.Duration.Seconds() })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_failed", Help: "1 when the last sync failed, on any object or file."},
-			last(func(r *syncer.Report) float64 {
-				if r.Failed() {
-					return 1
-				}
-				return 0
-			})),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_objects", Help: "Objects the last sync applied or found unchanged."},
-			last(func(r *syncer.Report) float64 { return float64(len(r.Results) - r.Count(platform.ActionFailed)) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_failed_objects", Help: "Objects the last sync could not apply, and files it could not read."},
-			last(func(r *syncer.Report) float64 { return float64(r.Count(platform.ActionFailed) + len(r.Problems)) })),
-	)
+}
+
+func (c syncCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.s.Last()
+	if r == nil {
+		return
+	}
+	failed := 0.0
+	if r.Failed() {
+		failed = 1
+	}
+	ch <- prometheus.MustNewConstMetric(syncLastDesc, prometheus.GaugeValue, float64(r.Started.Add(r.Duration).UnixNano())/1e9)
+	ch <- prometheus.MustNewConstMetric(syncDurationDesc, prometheus.GaugeValue, r.Duration.Seconds())
+	ch <- prometheus.MustNewConstMetric(syncFailedDesc, prometheus.GaugeValue, failed)
+	ch <- prometheus.MustNewConstMetric(syncObjectsDesc, prometheus.GaugeValue, float64(len(r.Results)-r.Count(platform.ActionFailed)))
+	ch <- prometheus.MustNewConstMetric(syncFailedObjs, prometheus.GaugeValue, float64(r.Count(platform.ActionFailed)+len(r.Problems)))
 }

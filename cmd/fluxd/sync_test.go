@@ -1,8 +1,16 @@
 package main
 
 import (
+	"io"
+	"log/slog"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fluxd/fluxd/syncer"
 )
 
 // TestDefaultInventoryIsPerSource: two fluxd instances of different
@@ -21,5 +29,17 @@ func TestDefaultInventoryIsPerSource(t *testing.T) {
 	}
 	if src := syncSource("https://user:s3cret@git.example/a.git", "main", nil); strings.Contains(src, "s3cret") {
 		t.Errorf("source %q carries the password", src)
+	}
+}
+
+// TestSyncMetricsAbsentBeforeASync: a replica that has not synced (a
+// follower) exports no fluxd_sync_* series, not zeros.
+func TestSyncMetricsAbsentBeforeASync(t *testing.T) {
+	t.Parallel()
+	s := syncer.New(syncer.Config{Interval: time.Hour}, nil, nil, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	reg := prometheus.NewPedanticRegistry()
+	registerSyncMetrics(reg, s)
+	if n, err := testutil.GatherAndCount(reg); err != nil || n != 0 {
+		t.Errorf("series before any sync = %d (%v), want none", n, err)
 	}
 }
