@@ -17,19 +17,29 @@ import (
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
-// Ready reports why fluxd cannot serve its API just now, or nil: the git
-// remote's last operation failed, or the readiness check given in Deps
-// (the cluster caches, the database) fails.
+// Ready reports why fluxd cannot serve its API just now, or nil: git is
+// not cloned yet, a git operation is stuck past its timeout, the remote
+// has failed every operation for GitOutageNotReady, or the readiness check
+// given in Deps (the cluster caches, the database) fails.
+//
+// Once cloned, a failed fetch alone does not make fluxd unready: every
+// replica shares the remote, so a short outage would take them all out
+// of their Services (and block node drains, the PodDisruptionBudget
+// counting them unhealthy) while they could still serve from their last
+// copy.
 func (d *Daemon) Ready(ctx context.Context) error {
 	if d.deps.Git != nil {
 		st := d.deps.Git.Status()
 		switch {
+		case st.StalledPastTimeout(time.Now(), stallGrace):
+			return fmt.Errorf("git: %s has waited on the remote for %v, longer than its timeout of %v: the connection is stuck and every git operation waits behind it",
+				st.Waiting, time.Since(st.WaitingSince).Round(time.Second), st.WaitingFor)
 		case st.NotCloned && st.Error != "":
 			return fmt.Errorf("git: not cloned yet, retrying: %s", st.Error)
 		case st.NotCloned:
 			return errors.New("git: cloning")
-		case st.Error != "":
-			return fmt.Errorf("git: %s", st.Error)
+		case st.Error != "" && time.Since(st.ErrorSince) > GitOutageNotReady:
+			return fmt.Errorf("git: failing for %v: %s", time.Since(st.ErrorSince).Round(time.Second), st.Error)
 		}
 	}
 	if d.deps.Ready != nil {
@@ -37,6 +47,15 @@ func (d *Daemon) Ready(ctx context.Context) error {
 	}
 	return nil
 }
+
+// GitOutageNotReady is how long the git remote may fail every operation,
+// once cloned, before readiness fails.
+const GitOutageNotReady = 5 * time.Minute
+
+// stallGrace is how long past its own timeout a git operation may still
+// be running before readiness fails: the timeout ends it, closing its
+// connection, so one still running after this is stuck.
+const stallGrace = 10 * time.Second
 
 // healthServer is grpc.health.v1.Health over Daemon.Ready, for
 // Kubernetes' gRPC readiness probes, which send no token: it is the one

@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fluxd/fluxd/gitrepo"
 )
@@ -18,6 +19,11 @@ type notClonedGit struct{ err string }
 func (g notClonedGit) Status() gitrepo.RemoteStatus {
 	return gitrepo.RemoteStatus{NotCloned: true, Error: g.err}
 }
+
+// statusGit is a cloned remote whose status is given.
+type statusGit gitrepo.RemoteStatus
+
+func (g statusGit) Status() gitrepo.RemoteStatus { return gitrepo.RemoteStatus(g) }
 
 // The health listener answers without a token, over real HTTP: /healthz
 // 200 while fluxd serves, /readyz 503 with the reason while git is not
@@ -34,6 +40,10 @@ func TestHealthHandler(t *testing.T) {
 		{"cloning", notClonedGit{}, http.StatusServiceUnavailable, "not ready: git: cloning"},
 		{"refused", notClonedGit{err: "cloning ssh://git@h/r: h refused fluxd's key SHA256:x; add this public key"}, http.StatusServiceUnavailable, "not cloned yet, retrying: cloning ssh://git@h/r: h refused fluxd's key"},
 		{"cloned", &stubGit{}, http.StatusOK, "ok"},
+		{"stuck past its timeout", statusGit{Waiting: "fetching", WaitingSince: time.Now().Add(-2 * time.Minute), WaitingFor: 30 * time.Second}, http.StatusServiceUnavailable, "fetching has waited on the remote for 2m0s, longer than its timeout of 30s"},
+		{"one failed fetch", statusGit{Error: "fetching https://h/r: 503", ErrorSince: time.Now().Add(-time.Minute)}, http.StatusOK, "ok"},
+		{"failing past the outage bound", statusGit{Error: "fetching https://h/r: 503", ErrorSince: time.Now().Add(-GitOutageNotReady - time.Minute)}, http.StatusServiceUnavailable, "not ready: git: failing for 6m0s: fetching https://h/r: 503"},
+		{"fetching within its timeout", statusGit{Waiting: "fetching", WaitingSince: time.Now().Add(-20 * time.Second), WaitingFor: 30 * time.Second}, http.StatusOK, "ok"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := New(Config{}, Deps{Git: tc.git, Ready: func(context.Context) error { return nil }}, slog.New(slog.DiscardHandler))

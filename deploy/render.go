@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fluxd/fluxd/internal/giturl"
 )
 
 //go:embed namespace.yaml rbac.yaml deploykey.yaml deployment.yaml service.yaml pdb.yaml networkpolicy.yaml
@@ -47,6 +49,13 @@ type Options struct {
 	// NoNamespace leaves the Namespace object out, for installing into a
 	// namespace that exists (whose Pod Security labels are then its own).
 	NoNamespace bool
+	// Replicas above 1 render the HA variant (deploy/ha): that many
+	// replicas with --leader-elect, a rolling update, and the PostgreSQL
+	// database of the Secret HistoryDBSecret (keys "url", a postgres://
+	// URL without password, and "password"), which they must share.
+	// Default 1: SQLite in the pod, the Recreate strategy.
+	Replicas        int
+	HistoryDBSecret string
 }
 
 // Validate reports every problem at once.
@@ -62,6 +71,15 @@ func (o Options) Validate() error {
 		if !dns1123(ns) { // an empty one would land in kubectl's current namespace
 			errs = append(errs, fmt.Errorf("%q is not a namespace name (lower-case letters, digits and '-', at most 63)", ns))
 		}
+	}
+	if o.Replicas < 0 {
+		errs = append(errs, errors.New("--replicas must be at least 1"))
+	}
+	if o.Replicas > 1 && o.HistoryDBSecret == "" {
+		errs = append(errs, errors.New("--replicas above 1 needs --history-db-secret NAME: the replicas must share a PostgreSQL database (a Secret with keys \"url\", postgres://USER@HOST:PORT/DB?sslmode=..., and \"password\") for a new leader to carry on with the old one's jobs; each replica's own SQLite would lose them"))
+	}
+	if o.HistoryDBSecret != "" && !dns1123(o.HistoryDBSecret) && !dnsSubdomain(o.HistoryDBSecret) {
+		errs = append(errs, fmt.Errorf("--history-db-secret %q is not a Secret name", o.HistoryDBSecret))
 	}
 	return errors.Join(errs...)
 }
@@ -150,6 +168,19 @@ func customise(obj *yaml.Node, o Options, watched bool) {
 	if !watched && get(obj, "metadata", "namespace") == baseNamespace {
 		set(obj, o.Namespace, "metadata", "namespace")
 	}
+	// Objects in a watched namespace are named after fluxd's namespace,
+	// so that two installs watching one namespace keep their own.
+	if watched {
+		suffix := "-" + baseNamespace
+		if n := get(obj, "metadata", "name"); strings.HasSuffix(n, suffix) {
+			set(obj, strings.TrimSuffix(n, suffix)+"-"+o.Namespace, "metadata", "name")
+		}
+		if get(obj, "roleRef", "kind") == "Role" {
+			if n := get(obj, "roleRef", "name"); strings.HasSuffix(n, suffix) {
+				set(obj, strings.TrimSuffix(n, suffix)+"-"+o.Namespace, "roleRef", "name")
+			}
+		}
+	}
 	if subjects := lookup(obj, "subjects"); subjects != nil {
 		for _, s := range subjects.Content {
 			if get(s, "namespace") == baseNamespace {
@@ -191,15 +222,62 @@ func customise(obj *yaml.Node, o Options, watched bool) {
 		for _, p := range o.GitPaths {
 			add("--git-path=" + p)
 		}
-		if sshURL(o.GitURL) {
+		if giturl.IsSSH(o.GitURL) {
 			// The deploy key Secret the install ships empty (fluxd
 			// generates the key into it: one for every replica, printed
 			// by 'fluxctl identity') and the known_hosts the base mounts
 			// (ConfigMap fluxd-known-hosts): no accept-any host key.
 			add("--git-ssh-key-secret=fluxd-ssh")
 			add("--git-ssh-known-hosts-file=/etc/fluxd/known_hosts/known_hosts")
+			// Required then: without it the pod waits, with the kubelet's
+			// event naming the missing ConfigMap, rather than fluxd
+			// failing on a missing file and restarting.
+			if vols := lookup(obj, "spec", "template", "spec", "volumes"); vols != nil {
+				for _, v := range vols.Content {
+					if get(v, "name") == "known-hosts" {
+						if opt := lookup(v, "configMap", "optional"); opt != nil {
+							opt.Value, opt.Tag, opt.Style = "false", "!!bool", 0
+						}
+					}
+				}
+			}
+		}
+		if o.Replicas > 1 || o.HistoryDBSecret != "" {
+			// As deploy/ha's patch: the database from the Secret. $(...)
+			// is the kubelet's expansion, not doubled.
+			for _, a := range []string{"--history-db=$(HISTORY_DB)", "--history-db-password-file=/etc/fluxd/history-db/password"} {
+				kept = append(kept, &yaml.Node{Kind: yaml.ScalarNode, Value: a})
+			}
+			appendYAML(lookup(c, "env"), fmt.Sprintf("{name: HISTORY_DB, valueFrom: {secretKeyRef: {name: %s, key: url}}}", o.HistoryDBSecret))
+			appendYAML(lookup(c, "volumeMounts"), "{name: history-db, mountPath: /etc/fluxd/history-db, readOnly: true}")
+			appendYAML(lookup(obj, "spec", "template", "spec", "volumes"), fmt.Sprintf("{name: history-db, secret: {secretName: %s, defaultMode: 0440, items: [{key: password, path: password}]}}", o.HistoryDBSecret))
+		}
+		if o.Replicas > 1 {
+			kept = append(kept, &yaml.Node{Kind: yaml.ScalarNode, Value: "--leader-elect"})
+			if r := lookup(obj, "spec", "replicas"); r != nil {
+				r.Value, r.Tag, r.Style = fmt.Sprint(o.Replicas), "!!int", 0
+			}
+			if st := lookup(obj, "spec", "strategy"); st != nil {
+				*st = *parseYAML("{type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}")
+			}
 		}
 		args.Content = kept
+	}
+}
+
+// parseYAML parses a snippet of this file's own (it cannot fail on them).
+func parseYAML(s string) *yaml.Node {
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(s), &n); err != nil || len(n.Content) == 0 {
+		panic(fmt.Sprintf("deploy: a snippet does not parse: %q: %v", s, err))
+	}
+	return n.Content[0]
+}
+
+// appendYAML appends a snippet to a sequence.
+func appendYAML(seq *yaml.Node, s string) {
+	if seq != nil && seq.Kind == yaml.SequenceNode {
+		seq.Content = append(seq.Content, parseYAML(s))
 	}
 }
 
@@ -242,17 +320,17 @@ func clone(n *yaml.Node) *yaml.Node {
 	return &c
 }
 
-// sshURL reports whether a git URL is reached over SSH: ssh://, or the
-// scp-like user@host:path.
-func sshURL(u string) bool {
-	if strings.HasPrefix(u, "ssh://") {
-		return true
-	}
-	if strings.Contains(u, "://") {
+// dnsSubdomain is a Secret's name: DNS labels joined by dots.
+func dnsSubdomain(s string) bool {
+	if len(s) > 253 {
 		return false
 	}
-	at, colon := strings.Index(u, "@"), strings.Index(u, ":")
-	return at > 0 && colon > at
+	for _, l := range strings.Split(s, ".") {
+		if !dns1123(l) {
+			return false
+		}
+	}
+	return true
 }
 
 func dns1123(s string) bool {

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fluxd/fluxd/internal/giturl"
 )
 
 type object struct {
@@ -126,7 +128,7 @@ func TestRenderEdges(t *testing.T) {
 		if o.Kind == "Namespace" {
 			t.Errorf("NoNamespace rendered a Namespace %s", o.Metadata.Name)
 		}
-		if o.Kind == "RoleBinding" && o.Metadata.Name == "fluxd-workloads" && o.Metadata.Namespace == "fluxd" {
+		if o.Kind == "RoleBinding" && o.Metadata.Name == "fluxd-workloads-gitops" && o.Metadata.Namespace == "fluxd" {
 			inFluxd++
 		}
 	}
@@ -183,6 +185,106 @@ func TestProbesUseTheHealthListener(t *testing.T) {
 	for name, p := range map[string]probe{"/readyz": c.ReadinessProbe, "/healthz": c.LivenessProbe} {
 		if p.HTTPGet == nil || p.HTTPGet.Path != name || p.HTTPGet.Port != "health" {
 			t.Errorf("the probe of %s: %+v, want an httpGet of %s on the port health", name, p.HTTPGet, name)
+		}
+	}
+}
+
+// 'fluxctl install' gives the SSH flags to exactly the URLs fluxd reaches
+// over SSH (the table go-git's parser is checked against in gitrepo/gogit).
+func TestRenderSSHFlagsFollowFluxdsURLRules(t *testing.T) {
+	t.Parallel()
+	for url, ssh := range giturl.Cases {
+		if url == "" {
+			continue
+		}
+		out, err := Render(Options{GitURL: url})
+		if err != nil {
+			t.Fatalf("Render(%q): %v", url, err)
+		}
+		if got := strings.Contains(string(out), "- --git-ssh-key-secret=fluxd-ssh"); got != ssh {
+			t.Errorf("Render(%q) gives the SSH flags: %v; fluxd reads it as SSH: %v", url, got, ssh)
+		}
+	}
+}
+
+// --replicas 2 renders deploy/ha's changes: leader election, a rolling
+// update, the shared PostgreSQL database from the named Secret; more than
+// one replica without a database is refused.
+func TestRenderHA(t *testing.T) {
+	t.Parallel()
+	out, err := Render(Options{Replicas: 2, HistoryDBSecret: "fluxd-pg"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"replicas: 2", "type: RollingUpdate", "- --leader-elect", "- --history-db=$(HISTORY_DB)",
+		"- --history-db-password-file=/etc/fluxd/history-db/password", "secretName: fluxd-pg", "name: fluxd-pg"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the HA render lacks %q", want)
+		}
+	}
+	base, err := Render(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"replicas: 1", "type: Recreate"} {
+		if !strings.Contains(string(base), want) {
+			t.Errorf("the base render lacks %q", want)
+		}
+	}
+	if strings.Contains(string(base), "- --leader-elect") {
+		t.Error("the one-replica base runs --leader-elect")
+	}
+	if _, err := Render(Options{Replicas: 2}); err == nil || !strings.Contains(err.Error(), "--history-db-secret") {
+		t.Errorf("two replicas without a database: %v; want a refusal naming --history-db-secret", err)
+	}
+}
+
+// Two installs watching one namespace (fluxd in "team-a" and in
+// "team-b", both watching "apps") put bindings of their own names there,
+// so that applying one does not overwrite the other's subjects.
+func TestRenderTwoInstallsWatchingOneNamespace(t *testing.T) {
+	t.Parallel()
+	names := func(ns string) map[string]string {
+		b, err := Render(Options{Namespace: ns, Watch: []string{"apps"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]string{}
+		for _, o := range decodeAll(t, b) {
+			if o.Metadata.Namespace == "apps" {
+				out[o.Kind+"/"+o.Metadata.Name] = ns
+			}
+		}
+		return out
+	}
+	a, b := names("team-a"), names("team-b")
+	if len(a) == 0 {
+		t.Fatal("no objects in the watched namespace")
+	}
+	for k := range a {
+		if _, clash := b[k]; clash {
+			t.Errorf("both installs write %s in the watched namespace", k)
+		}
+	}
+	if _, ok := a["RoleBinding/fluxd-workloads-team-a"]; !ok {
+		t.Errorf("the workloads RoleBinding is not named after fluxd's namespace: %v", a)
+	}
+}
+
+// With an SSH remote, the known_hosts ConfigMap is required: a missing
+// one keeps the pod waiting with the kubelet's event naming it, instead
+// of fluxd crash-looping on a missing file. Over HTTPS it stays optional.
+func TestRenderSSHRequiresKnownHosts(t *testing.T) {
+	t.Parallel()
+	for url, want := range map[string]string{"git@host:org/r.git": "optional: false", "https://host/r.git": "optional: true"} {
+		b, err := Render(Options{GitURL: url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		i := strings.Index(s, "name: fluxd-known-hosts")
+		if i < 0 || !strings.Contains(s[i:min(len(s), i+80)], want) {
+			t.Errorf("%s: the known-hosts volume is not %q:\n%s", url, want, s[max(0, i-100):min(len(s), i+100)])
 		}
 	}
 }

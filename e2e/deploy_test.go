@@ -43,7 +43,7 @@ const (
 	deployAccount     = "fluxd"
 	deployLease       = "fluxd"
 	deployWatched     = "default"
-	deployPullSecret  = "regcred" // named in the Role fluxd-pull-secrets
+	deployPullSecret  = "regcred" // named in the Role fluxd-pull-secrets-fluxd
 	deployOtherSecret = "not-granted"
 	deployKeySecret   = "fluxd-ssh" // shipped empty, filled by fluxd
 )
@@ -140,6 +140,25 @@ func TestDeployManifests(t *testing.T) {
 		t.Errorf("kubectl apply --dry-run=server -k deploy warns about Pod Security:\n%s", stderr)
 	}
 	t.Logf("kubectl apply --dry-run=server -k deploy:\n%s", out)
+	// The HA component, used as its comment says: from a kustomization
+	// beside the checkout.
+	haDir, err := os.MkdirTemp(root, ".e2e-ha-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(haDir) })
+	if err := os.WriteFile(filepath.Join(haDir, "kustomization.yaml"), []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [../deploy]\ncomponents: [../deploy/ha]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, stderr, code = run(t, env, kubectl, "apply", "--dry-run=server", "-o", "yaml", "-k", haDir)
+	if code != 0 {
+		t.Fatalf("kubectl apply --dry-run=server -k (deploy with deploy/ha): exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{"replicas: 2", "- --leader-elect", "- --history-db=$(HISTORY_DB)", "secretName: fluxd-history-db"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("deploy/ha as the server would store it lacks %q", want)
+		}
+	}
 	// 2. The RBAC for real, and a token of the ServiceAccount.
 	applyObjects(t, kubectl, env, objs, func(o unstructured.Unstructured) bool {
 		switch o.GetKind() {
@@ -348,6 +367,7 @@ func TestDeployManifests(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Data = nil
+		delete(s.Annotations, kube.AnnotationDeployKeyHeld) // a new install
 		if _, err := admin.CoreV1().Secrets(deployNamespace).Update(ctx, s, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -384,6 +404,69 @@ func TestDeployManifests(t *testing.T) {
 		for k := range keys {
 			if k != string(secretKey(t, admin)) {
 				t.Error("the key the replicas use is not the Secret's")
+			}
+		}
+
+		// A key brought with the recipe deploy/deploykey.yaml once gave
+		// (create --dry-run | apply) leaves last-applied data, so that the
+		// next apply of the install empties the Secret. fluxd, which has
+		// read the key and marked the Secret, then refuses to make a new
+		// one silently and says how to restore it.
+		ownKey, err := gogit.GenerateKeyPEM()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyFile := filepath.Join(t.TempDir(), "identity")
+		if err := os.WriteFile(keyFile, ownKey, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		sh := func(script string) string {
+			t.Helper()
+			out, stderr, code := run(t, append(env, "PATH="+stackBinDir(t)+":"+os.Getenv("PATH")), "/bin/sh", "-c", script)
+			if code != 0 {
+				t.Fatalf("%s: exit %d\n%s%s", script, code, out, stderr)
+			}
+			return out
+		}
+		sh("kubectl -n " + deployNamespace + " create secret generic " + deployKeySecret + " --from-file=identity=" + keyFile + " --dry-run=client -o yaml | kubectl apply -f -")
+		if k, _, err := cluster.DeployKey(ctx, deployNamespace, deployKeySecret, gogit.GenerateKeyPEM); err != nil || string(k) != string(ownKey) {
+			t.Fatalf("DeployKey after the key was brought: %v; want the key brought", err)
+		}
+		sh("kubectl apply -f " + filepath.Join(dir, "deploykey.yaml"))
+		_, created, err := cluster.DeployKey(ctx, deployNamespace, deployKeySecret, gogit.GenerateKeyPEM)
+		if err == nil || created || !strings.Contains(err.Error(), "held a key") || !strings.Contains(err.Error(), "patch secret "+deployKeySecret) {
+			t.Fatalf("DeployKey of a Secret whose key an apply removed: created %v, %v; want a refusal saying how to restore it", created, err)
+		}
+		t.Logf("a lost key: %v", err)
+		// Restored with the patch the error and the install guide give, the
+		// key survives the next apply of the install.
+		sh("kubectl -n " + deployNamespace + " patch secret " + deployKeySecret + " --type merge -p \"{\\\"data\\\":{\\\"identity\\\":\\\"$(base64 -w0 " + keyFile + ")\\\"}}\"")
+		sh("kubectl apply -f " + filepath.Join(dir, "deploykey.yaml"))
+		if k, created, err := cluster.DeployKey(ctx, deployNamespace, deployKeySecret, gogit.GenerateKeyPEM); err != nil || created || string(k) != string(ownKey) {
+			t.Fatalf("DeployKey after a patch and an apply of the install: created %v, %v; want the key patched in", created, err)
+		}
+
+		// A kubernetes.io/ssh-auth Secret's ssh-privatekey is read too; a
+		// Secret holding other fields only is refused, naming the field.
+		for _, tc := range []struct {
+			name    string
+			typ     corev1.SecretType
+			data    map[string][]byte
+			wantErr string
+		}{
+			{"ssh-auth", corev1.SecretTypeSSHAuth, map[string][]byte{corev1.SSHAuthPrivateKey: ownKey}, ""},
+			{"other-field", corev1.SecretTypeOpaque, map[string][]byte{"id_ed25519": ownKey}, `holds id_ed25519 but no "identity"`},
+		} {
+			sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "key-" + tc.name, Namespace: deployNamespace}, Type: tc.typ, Data: tc.data}
+			if _, err := admin.CoreV1().Secrets(deployNamespace).Create(ctx, sec, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			k, created, err := adminCluster.DeployKey(ctx, deployNamespace, sec.Name, gogit.GenerateKeyPEM)
+			if tc.wantErr == "" && (err != nil || created || string(k) != string(ownKey)) {
+				t.Errorf("%s: created %v, %v; want the key in it", tc.name, created, err)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Errorf("%s: %v; want an error containing %q", tc.name, err, tc.wantErr)
 			}
 		}
 	})

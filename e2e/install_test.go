@@ -62,9 +62,31 @@ func TestFluxctlInstallIsAccepted(t *testing.T) {
 	if strings.Contains(e, "PodSecurity") {
 		t.Errorf("the install warns about Pod Security:\n%s", e)
 	}
-	for _, want := range []string{"deployment.apps/fluxd created (server dry run)", "rolebinding.rbac.authorization.k8s.io/fluxd-workloads created (server dry run)", "secret/fluxd-git created (server dry run)"} {
+	for _, want := range []string{"deployment.apps/fluxd created (server dry run)", "rolebinding.rbac.authorization.k8s.io/fluxd-workloads-" + ns + " created (server dry run)", "secret/fluxd-git created (server dry run)"} {
 		if !strings.Contains(o, want) {
 			t.Errorf("the dry run lacks %q:\n%s", want, o)
 		}
+	}
+
+	// The HA variant: two replicas with --leader-elect on the PostgreSQL
+	// database of a Secret, accepted as well; what the server would store
+	// has them.
+	ha, stderr, code := fluxctl(t, nil, "install", "--namespace", ns, "--watch-namespace", watched,
+		"--git-url", "https://git.example/org/manifests.git", "--image", stack.Registry+"/fluxd:test",
+		"--replicas", "2", "--history-db-secret", "fluxd-history-db")
+	if code != 0 {
+		t.Fatalf("fluxctl install --replicas 2: exit %d\n%s", code, stderr)
+	}
+	o, e, c = run(t, env, kubectl, "apply", "--dry-run=server", "-o", "yaml", "-f", write("install-ha.yaml", ha))
+	if c != 0 {
+		t.Fatalf("kubectl apply --dry-run=server of fluxctl install --replicas 2: exit %d\n%s%s", c, o, e)
+	}
+	for _, want := range []string{"replicas: 2", "- --leader-elect", "- --history-db=$(HISTORY_DB)", "secretName: fluxd-history-db", "type: RollingUpdate"} {
+		if !strings.Contains(o, want) {
+			t.Errorf("the HA install as the server would store it lacks %q", want)
+		}
+	}
+	if _, stderr, code := fluxctl(t, nil, "install", "--git-url", "https://git.example/r.git", "--replicas", "2"); code == 0 || !strings.Contains(stderr, "--history-db-secret") {
+		t.Errorf("fluxctl install --replicas 2 without a database: exit %d, %s; want a refusal naming --history-db-secret", code, stderr)
 	}
 }

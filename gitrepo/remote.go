@@ -12,13 +12,26 @@ type RemoteStatus struct {
 	LastSync time.Time
 	// Error is the last network operation's error, "" after a success.
 	Error string
+	// ErrorSince is when the operations began failing: the first failure
+	// since the last success.
+	ErrorSince time.Time
 	// Waiting is the operation in flight ("fetching", "pushing") and
 	// WaitingSince when it began; empty when none is.
 	Waiting      string
 	WaitingSince time.Time
+	// WaitingFor is the bound (--git-timeout, scaled) of the operation in
+	// flight: one waiting longer is stalled beyond what fluxd allows.
+	WaitingFor time.Duration
 	// NotCloned is true until the first clone succeeds: fluxd serves,
 	// but cannot read git (Error says why).
 	NotCloned bool
+}
+
+// StalledPastTimeout reports whether the operation in flight has been
+// waiting longer than its own bound plus grace: its connection is stuck
+// beyond what fluxd allows, and everything behind it waits.
+func (s RemoteStatus) StalledPastTimeout(now time.Time, grace time.Duration) bool {
+	return s.Waiting != "" && s.WaitingFor > 0 && now.Sub(s.WaitingSince) > s.WaitingFor+grace
 }
 
 // Stalled reports whether an operation has been waiting on the remote

@@ -39,6 +39,8 @@ waits for it. Create the ConfigMap fluxd-known-hosts (key "known_hosts") too.`,
 	f.StringVar(&o.GitBranch, "git-branch", "", "the branch (default: fluxd's, main)")
 	f.StringSliceVar(&o.GitPaths, "git-path", nil, "sub-paths with manifests (repeatable)")
 	f.StringVar(&o.Image, "image", "fluxd:latest", "fluxd's image (build one with make image)")
+	f.IntVar(&o.Replicas, "replicas", 1, "fluxd's replicas: 1 keeps history in SQLite in the pod (Recreate strategy); more run with --leader-elect and need --history-db-secret")
+	f.StringVar(&o.HistoryDBSecret, "history-db-secret", "", "a Secret in fluxd's namespace holding the PostgreSQL database the replicas share: key \"url\" (postgres://USER@HOST:PORT/DB?sslmode=..., no password) and key \"password\"")
 	f.BoolVar(&o.NoNamespace, "no-namespace", false, "leave the Namespace out, to install into one that exists (its own Pod Security labels then apply)")
 	return cmd
 }

@@ -126,8 +126,8 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/fluxd", "directory for the git working clone and, by default, the history database")
 	fs.StringVar(&f.historyDB, "history-db", "", "where history, jobs and the registry cache are kept: a SQLite file (a path or sqlite:///path; for one replica) or postgres://USER@HOST:PORT/DB?sslmode=... (PostgreSQL, for several replicas or records off the node; the password is never logged) (default: STATE_DIR/history.db)")
 	fs.StringVar(&f.historyDBPasswordFile, "history-db-password-file", "", "file holding the PostgreSQL password (default: $PGPASSWORD, else ~/.pgpass)")
-	fs.IntVar(&f.historyDBMaxConns, "history-db-max-conns", 10, "PostgreSQL connections fluxd may open")
-	fs.DurationVar(&f.historyDBStatementTimeout, "history-db-statement-timeout", 30*time.Second, "PostgreSQL ends a statement that runs longer (0: never)")
+	fs.IntVar(&f.historyDBMaxConns, "history-db-max-conns", 10, "PostgreSQL connections fluxd may open (0 to 1000; every replica opens this many)")
+	fs.DurationVar(&f.historyDBStatementTimeout, "history-db-statement-timeout", 30*time.Second, "PostgreSQL ends a statement that runs longer, in whole milliseconds rounded up (0: never)")
 	fs.StringVar(&f.gitURL, "git-url", "", "git remote of the manifests: file://, http(s):// (credentials in the URL are never logged), ssh://[git@]host[:port]/path or git@host:path")
 	fs.StringVar(&f.gitSSHKeyFile, "git-ssh-key-file", "", "private key (ed25519 recommended, no passphrase) for an SSH --git-url (default: one fluxd generates and keeps in STATE_DIR/ssh/identity; 'fluxctl identity' prints its public key)")
 	fs.StringVar(&f.gitSSHKeySecret, "git-ssh-key-secret", "", "keep the SSH key in this Kubernetes Secret, NAME in $POD_NAMESPACE or NAMESPACE/NAME, under the key \"identity\": read from it, or generated and written into it when it holds none (the Secret must exist; the install ships it empty). Replaces --git-ssh-key-file")
@@ -255,6 +255,24 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	// Ends the clone's retries on any return below.
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
+	// The health listener answers first thing, saying what fluxd is
+	// waiting for until the daemon is built (see startupHealth).
+	health := &startupHealth{}
+	if f.healthListen != "" {
+		hlis, err := net.Listen("tcp", f.healthListen)
+		if err != nil {
+			return fmt.Errorf("listening for health probes on %s: %w", f.healthListen, err)
+		}
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			if err := serveHTTP(ctx, hlis, health, "health", log); err != nil {
+				log.Error("the health listener stopped", "error", err)
+			}
+		}()
+		defer func() { stop(); <-served }()
+	}
+	health.starting("opening the history database")
 	if err := os.MkdirAll(f.stateDir, 0o700); err != nil {
 		return fmt.Errorf("creating --state-dir: %w", err)
 	}
@@ -284,12 +302,14 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	health.starting("reaching the Kubernetes API server " + rc.Host)
 	pingCtx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	err = cluster.Ping(pingCtx)
 	cancel()
 	if err != nil {
 		return err
 	}
+	health.starting("syncing the cluster caches")
 	cluster.Start(ctx)
 	syncCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	err = cluster.WaitForSync(syncCtx)
@@ -321,6 +341,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 
 	if f.gitSSHKeySecret != "" && gogit.IsSSH(gcfg.URL) {
 		ns, name := secretName(f.gitSSHKeySecret, envOr("POD_NAMESPACE", "default"))
+		health.starting("reading the deploy key Secret " + ns + "/" + name)
 		key, created, err := cluster.DeployKey(ctx, ns, name, gogit.GenerateKeyPEM)
 		if err != nil {
 			return fmt.Errorf("--git-ssh-key-secret: %w", err)
@@ -362,6 +383,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		}
 		return nil
 	})
+	health.starting("trying the first clone of " + gogit.Redact(gcfg.URL))
 	select {
 	case <-repo.Cloned():
 	case <-firstTry:
@@ -483,7 +505,17 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 			return err
 		}
 		srv.FollowLeader(self, leadership, peer)
-		g.Go(func() error { return cluster.Elect(ctx, ecfg, leadership, lead, log) })
+		g.Go(func() error {
+			// Campaign only once cloned: a replica that cannot reach git
+			// would hold the Lease and lead nothing (lead waits for the
+			// clone), while a replica that can clone waited behind it.
+			select {
+			case <-repo.Cloned():
+			case <-ctx.Done():
+				return nil
+			}
+			return cluster.Elect(ctx, ecfg, leadership, lead, log)
+		})
 	} else {
 		leadership.SetLeader()
 		g.Go(func() error { lead(ctx); return nil })
@@ -497,13 +529,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		}
 		return nil
 	})
-	if f.healthListen != "" {
-		hlis, err := net.Listen("tcp", f.healthListen)
-		if err != nil {
-			return fmt.Errorf("listening for health probes on %s: %w", f.healthListen, err)
-		}
-		g.Go(func() error { return serveHTTP(ctx, hlis, d.HealthHandler(), "health", log) })
-	}
+	health.serve(d.HealthHandler())
 	if wh != nil {
 		if f.leaderElect {
 			wh.FollowLeader(leadership, peer)

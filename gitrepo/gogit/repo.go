@@ -21,6 +21,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
+	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fluxd/fluxd/gitrepo"
@@ -63,6 +64,11 @@ type Config struct {
 	// whose key it does not list is refused, never accepted.
 	KnownHostsFile string
 }
+
+// PokeInterval is the least time between two clone attempts that calls
+// needing git start ahead of KeepCloning's backoff: callers cannot make
+// fluxd clone back to back.
+const PokeInterval = 5 * time.Second
 
 // DefaultTimeout bounds a git network operation when Config.Timeout is 0.
 const DefaultTimeout = 30 * time.Second
@@ -124,6 +130,9 @@ type Repo struct {
 
 	cloned chan struct{} // closed when Clone succeeds
 	poke   chan struct{} // makes KeepCloning try at once; buffered, one
+	// pokes bounds how often calls may make KeepCloning try at once (any
+	// token holder's call can): at most once per PokeInterval.
+	pokes *rate.Limiter
 
 	mu       sync.Mutex // guards status and cloneErr
 	status   gitrepo.RemoteStatus
@@ -163,7 +172,11 @@ func (r *Repo) release() { r.lock.Release(1) }
 
 // network runs a network operation under the configured timeout, keeping
 // the remote's status current.
-func (r *Repo) network(ctx context.Context, doing string, scale int, op func(ctx context.Context) error) error {
+//
+// op is given the proxy option to pass to go-git: for an SSH remote it
+// binds the connection to ctx (see boundConnection), since go-git bounds
+// only the SSH remote's TCP dial; for others it is empty.
+func (r *Repo) network(ctx context.Context, doing string, scale int, op func(ctx context.Context, px transport.ProxyOptions) error) error {
 	timeout := r.cfg.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
@@ -172,9 +185,15 @@ func (r *Repo) network(ctx context.Context, doing string, scale int, op func(ctx
 	defer cancel()
 	r.mu.Lock()
 	start := time.Now()
-	r.status.Waiting, r.status.WaitingSince = doing, start
+	r.status.Waiting, r.status.WaitingSince, r.status.WaitingFor = doing, start, timeout*time.Duration(scale)
 	r.mu.Unlock()
-	err := op(ctx)
+	var px transport.ProxyOptions
+	if r.deployKey != nil {
+		var done func()
+		px, done = boundConnection(ctx)
+		defer done()
+	}
+	err := op(ctx, px)
 	if errors.Is(err, git.NoErrAlreadyUpToDate) {
 		err = nil
 	}
@@ -193,6 +212,9 @@ func (r *Repo) network(ctx context.Context, doing string, scale int, op func(ctx
 	if err == nil {
 		r.status.LastSync, r.status.Error = time.Now(), ""
 	} else {
+		if r.status.Error == "" {
+			r.status.ErrorSince = time.Now()
+		}
 		r.status.Error = fmt.Sprintf("%s %s: %v", doing, Redact(r.cfg.URL), err)
 	}
 	r.mu.Unlock()
@@ -348,7 +370,8 @@ func New(cfg Config) (*Repo, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Repo{cfg: cfg, lock: semaphore.NewWeighted(1), cloned: make(chan struct{}), poke: make(chan struct{}, 1), cloneURL: cfg.URL}
+	r := &Repo{cfg: cfg, lock: semaphore.NewWeighted(1), cloned: make(chan struct{}), poke: make(chan struct{}, 1), cloneURL: cfg.URL,
+		pokes: rate.NewLimiter(rate.Every(PokeInterval), 1)}
 	r.status.NotCloned = true
 	if u, err := url.Parse(cfg.URL); err == nil && u.User != nil && (u.Scheme == "http" || u.Scheme == "https") {
 		pw, _ := u.User.Password()
@@ -394,10 +417,11 @@ func (r *Repo) clone(ctx context.Context) error {
 		return err
 	}
 	var repo *git.Repository
-	err := r.network(ctx, "cloning", 4, func(ctx context.Context) (err error) {
+	err := r.network(ctx, "cloning", 4, func(ctx context.Context, px transport.ProxyOptions) (err error) {
 		repo, err = git.PlainCloneContext(ctx, r.cfg.Dir, false, &git.CloneOptions{
 			URL:           r.cloneURL,
 			Auth:          r.auth,
+			ProxyOptions:  px,
 			ReferenceName: plumbing.NewBranchReferenceName(r.cfg.Branch),
 			SingleBranch:  true,
 		})
@@ -457,9 +481,11 @@ func (r *Repo) KeepCloning(ctx context.Context, b wait.Backoff, failed func(err 
 // is made: why it is not (the last attempt's error and its help), and
 // that fluxd keeps trying. It makes KeepCloning try again at once.
 func (r *Repo) notCloned() error {
-	select {
-	case r.poke <- struct{}{}:
-	default:
+	if r.pokes.Allow() {
+		select {
+		case r.poke <- struct{}{}:
+		default:
+		}
 	}
 	r.mu.Lock()
 	last := r.cloneErr
@@ -528,11 +554,12 @@ func (r *Repo) Sync(ctx context.Context) (string, error) {
 
 func (r *Repo) sync(ctx context.Context) (string, error) {
 	remoteRef := plumbing.NewRemoteReferenceName("origin", r.cfg.Branch)
-	err := r.network(ctx, "fetching", 1, func(ctx context.Context) error {
+	err := r.network(ctx, "fetching", 1, func(ctx context.Context, px transport.ProxyOptions) error {
 		return r.repo.FetchContext(ctx, &git.FetchOptions{
-			Auth:     r.auth,
-			RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", r.cfg.Branch, remoteRef))},
-			Force:    true,
+			Auth:         r.auth,
+			ProxyOptions: px,
+			RefSpecs:     []config.RefSpec{config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", r.cfg.Branch, remoteRef))},
+			Force:        true,
 		})
 	})
 	if err != nil {
@@ -681,10 +708,11 @@ func (r *Repo) Push(ctx context.Context, commit string) error {
 		return r.notCloned()
 	}
 	h := plumbing.NewHash(commit)
-	err := r.network(ctx, "pushing", 1, func(ctx context.Context) error {
+	err := r.network(ctx, "pushing", 1, func(ctx context.Context, px transport.ProxyOptions) error {
 		return r.repo.PushContext(ctx, &git.PushOptions{
-			Auth:     r.auth,
-			RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", h, r.cfg.Branch))},
+			Auth:         r.auth,
+			ProxyOptions: px,
+			RefSpecs:     []config.RefSpec{config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", h, r.cfg.Branch))},
 		})
 	})
 	if err != nil {

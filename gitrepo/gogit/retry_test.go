@@ -112,3 +112,34 @@ func TestKeepCloningUntilTheKeyIsAuthorized(t *testing.T) {
 		t.Errorf("Clone after a clone: %v, want nothing done", err)
 	}
 }
+
+// Calls that need git make KeepCloning try at once, but not back to back:
+// twenty calls in a row while the remote fails start one early attempt,
+// not twenty clones.
+func TestCallsPokeTheCloneAtMostOncePerInterval(t *testing.T) {
+	t.Parallel()
+	cfg := Config{URL: "file://" + t.TempDir() + "/none.git", Branch: "prod", User: "f", Email: "f@f", Dir: t.TempDir() + "/clone"}
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	attempts := make(chan struct{}, 100)
+	b := wait.Backoff{Duration: time.Hour, Factor: 2, Steps: math.MaxInt32, Cap: time.Hour}
+	go func() {
+		_ = r.KeepCloning(ctx, b, func(error, time.Duration) { attempts <- struct{}{} })
+	}()
+	<-attempts // the first attempt
+	for range 20 {
+		if _, err := r.Sync(ctx); err == nil {
+			t.Fatal("Sync of a remote that does not exist succeeded")
+		}
+		// Time for a poked attempt to run before the next call.
+		time.Sleep(20 * time.Millisecond)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := len(attempts); n > 1 {
+		t.Errorf("20 calls made %d clone attempts after the first; want at most 1 (pokes at most every %v)", n, PokeInterval)
+	}
+}

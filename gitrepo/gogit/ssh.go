@@ -1,6 +1,7 @@
 package gogit
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/pem"
@@ -12,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
@@ -19,7 +21,10 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 
+	skeema "github.com/skeema/knownhosts"
+
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/internal/giturl"
 )
 
 // keyComment ends the public key fluxd generates, so that a deploy key
@@ -28,10 +33,10 @@ const keyComment = "fluxd"
 
 // IsSSH reports whether url is an SSH remote: ssh://[user@]host[:port]/path
 // or the scp-like user@host:path.
-func IsSSH(url string) bool {
-	ep, err := transport.NewEndpoint(url)
-	return err == nil && ep.Protocol == "ssh"
-}
+//
+// It is giturl.IsSSH, which 'fluxctl install' uses too, so that both agree
+// (TestIsSSHAgreesWithGoGit checks it against go-git's own parser).
+func IsSSH(url string) bool { return giturl.IsSSH(url) }
 
 // UnknownHostError is an SSH host whose key is not in the known hosts
 // file: fluxd does not connect to it.
@@ -207,14 +212,85 @@ func (c Config) signer() (ssh.Signer, error) {
 type sshAuth struct {
 	gitssh.PublicKeys
 	timeout time.Duration
+	hosts   *knownHosts
+	// hostPort is the remote's address, for the host key algorithms.
+	hostPort string
 }
 
+// ClientConfig is called by go-git for every connection: the known hosts
+// file is read again then when it changed, so that a key added to it (or
+// to the ConfigMap mounted there, which the kubelet swaps in place) is
+// used without a restart.
 func (a *sshAuth) ClientConfig() (*ssh.ClientConfig, error) {
-	c, err := a.PublicKeys.ClientConfig()
+	db, err := a.hosts.load()
+	if err != nil {
+		return nil, err
+	}
+	check := db.HostKeyCallback()
+	file := a.hosts.path
+	pk := a.PublicKeys
+	pk.HostKeyCallback = func(host string, remote net.Addr, key ssh.PublicKey) error {
+		err := check(host, remote, key)
+		var ke *knownhosts.KeyError
+		if errors.As(err, &ke) {
+			if len(ke.Want) == 0 {
+				return &UnknownHostError{Host: host, Key: key, File: file}
+			}
+			return &HostKeyMismatchError{Host: host, Key: key, File: file, Line: ke.Want[0].Line}
+		}
+		return err
+	}
+	c, err := pk.ClientConfig()
 	if c != nil {
 		c.Timeout = a.timeout
+		// Offer only the key types known for the host, so that a host
+		// with several keys presents one the file lists.
+		c.HostKeyAlgorithms = db.HostKeyAlgorithms(a.hostPort)
 	}
 	return c, err
+}
+
+// knownHosts is the known hosts file, parsed again when its contents
+// change. Its contents are compared rather than its modification time: a
+// ConfigMap mount changes by a symlink swap, and the file is small.
+type knownHosts struct {
+	path string
+
+	mu   sync.Mutex
+	data []byte
+	db   *skeema.HostKeyDB
+}
+
+func (k *knownHosts) load() (*skeema.HostKeyDB, error) {
+	b, err := os.ReadFile(k.path)
+	if err != nil {
+		return nil, fmt.Errorf("reading --git-ssh-known-hosts-file: %w", err)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.db != nil && bytes.Equal(b, k.data) {
+		return k.db, nil
+	}
+	// Parsed from the bytes read, not the path, so that a swap between
+	// reading and parsing cannot mix two versions.
+	tmp, err := os.CreateTemp("", "fluxd-known-hosts-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	_, werr := tmp.Write(b)
+	if cerr := tmp.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return nil, werr
+	}
+	db, err := gitssh.NewKnownHostsDb(tmp.Name())
+	if err != nil {
+		return nil, fmt.Errorf("reading --git-ssh-known-hosts-file %s: %w", k.path, err)
+	}
+	k.data, k.db = b, db
+	return db, nil
 }
 
 // newSSHAuth builds the authentication of an SSH remote: cfg's key, and
@@ -228,42 +304,23 @@ func newSSHAuth(cfg Config) (*sshAuth, gitrepo.DeployKey, error) {
 	if err != nil {
 		return nil, gitrepo.DeployKey{}, err
 	}
-	if _, err := os.Stat(cfg.KnownHostsFile); err != nil {
-		return nil, gitrepo.DeployKey{}, fmt.Errorf("--git-ssh-known-hosts-file: %w", err)
-	}
-	db, err := gitssh.NewKnownHostsDb(cfg.KnownHostsFile)
-	if err != nil {
-		return nil, gitrepo.DeployKey{}, fmt.Errorf("reading --git-ssh-known-hosts-file %s: %w", cfg.KnownHostsFile, err)
+	hosts := &knownHosts{path: cfg.KnownHostsFile}
+	if _, err := hosts.load(); err != nil {
+		return nil, gitrepo.DeployKey{}, err
 	}
 	port := ep.Port
 	if port <= 0 {
 		port = gitssh.DefaultPort
 	}
-	hostPort := net.JoinHostPort(ep.Host, strconv.Itoa(port))
-	check := db.HostKeyCallback()
 	user := ep.User
 	if user == "" {
 		user = "git"
 	}
-	a := &sshAuth{timeout: cfg.Timeout}
+	a := &sshAuth{timeout: cfg.Timeout, hosts: hosts, hostPort: net.JoinHostPort(ep.Host, strconv.Itoa(port))}
 	if a.timeout <= 0 {
 		a.timeout = DefaultTimeout
 	}
 	a.User, a.Signer = user, signer
-	a.HostKeyCallback = func(host string, remote net.Addr, key ssh.PublicKey) error {
-		err := check(host, remote, key)
-		var ke *knownhosts.KeyError
-		if errors.As(err, &ke) {
-			if len(ke.Want) == 0 {
-				return &UnknownHostError{Host: host, Key: key, File: cfg.KnownHostsFile}
-			}
-			return &HostKeyMismatchError{Host: host, Key: key, File: cfg.KnownHostsFile, Line: ke.Want[0].Line}
-		}
-		return err
-	}
-	// Offer only the key types known for the host, so that a host with
-	// several keys presents one the file lists.
-	a.HostKeyAlgorithms = db.HostKeyAlgorithms(hostPort)
 	return a, deployKeyOf(signer), nil
 }
 
@@ -274,7 +331,7 @@ func (r *Repo) sshError(err error) (msg error, help string) {
 	var mismatch *HostKeyMismatchError
 	switch {
 	case errors.As(err, &unknown):
-		return unknown, fmt.Sprintf("fluxd connects only to hosts whose key --git-ssh-known-hosts-file lists. Check the fingerprint above out of band (the git host's documentation or its operator), then add the key:\n  %s >> %s", keyscan(unknown.Host), unknown.File)
+		return unknown, unknownHostHelp(unknown)
 	case errors.As(err, &mismatch):
 		return mismatch, "The host's key changed, or something between fluxd and the host answers in its place. Ask the host's operator whether the key changed before replacing that line."
 	case r.deployKey != nil && strings.Contains(err.Error(), "unable to authenticate"):
@@ -291,6 +348,19 @@ func (r *Repo) sshError(err error) (msg error, help string) {
 		return &KeyRefusedError{Host: host, Key: *r.deployKey, Err: err}, help + "."
 	}
 	return nil, ""
+}
+
+// unknownHostHelp says how to add an unknown host's key: to the file, or,
+// when the file is a ConfigMap's mount (read-only, with the kubelet's
+// ..data link beside it), to the ConfigMap. Either way fluxd reads the
+// file again on its next connection.
+func unknownHostHelp(e *UnknownHostError) string {
+	help := "fluxd connects only to hosts whose key --git-ssh-known-hosts-file lists. Check the fingerprint above out of band (the git host's documentation or its operator), then add the key"
+	dir, base := filepath.Split(e.File)
+	if _, err := os.Lstat(filepath.Join(dir, "..data")); err == nil {
+		return help + fmt.Sprintf(" to the ConfigMap mounted at %s (fluxd-known-hosts in the install; the file is read-only in the pod), under the key %s:\n  kubectl -n NAMESPACE get configmap fluxd-known-hosts -o jsonpath='{.data.%s}' > %s\n  %s >> %s\n  kubectl -n NAMESPACE create configmap fluxd-known-hosts --from-file=%s --dry-run=client -o yaml | kubectl replace -f -\nThe kubelet updates the mounted file within a minute or so; fluxd reads it again on its next attempt, with no restart.", dir, base, base, base, keyscan(e.Host), base, base)
+	}
+	return help + fmt.Sprintf(":\n  %s >> %s\nfluxd reads the file again on its next attempt, with no restart.", keyscan(e.Host), e.File)
 }
 
 // keyscan is the ssh-keyscan command that prints host:port's keys.

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/internal/sshserver"
 )
 
@@ -175,5 +176,72 @@ func TestLoadKeyKeepsTheGeneratedKey(t *testing.T) {
 	}
 	if _, err := LoadKey(filepath.Join(t.TempDir(), "missing"), false); err == nil {
 		t.Error("a missing --git-ssh-key-file was not an error")
+	}
+}
+
+// writeConfigMapMount lays out dir as the kubelet mounts a ConfigMap: the
+// file is a link through ..data to a timestamped directory, and an update
+// swaps ..data in one rename.
+func writeConfigMapMount(t *testing.T, dir, version string, content []byte) {
+	t.Helper()
+	ts := filepath.Join(dir, "..ts_"+version)
+	if err := os.MkdirAll(ts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ts, "known_hosts"), content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmp := filepath.Join(dir, "..data_tmp")
+	if err := os.Symlink("..ts_"+version, tmp); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, "..data")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(filepath.Join(dir, "known_hosts")); err != nil {
+		if err := os.Symlink(filepath.Join("..data", "known_hosts"), filepath.Join(dir, "known_hosts")); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A host key added to the known hosts file while fluxd runs is used on
+// the next attempt, with no restart, when the file is a ConfigMap's mount
+// that the kubelet updates by swapping a link; the refusal before says to
+// update the ConfigMap, not to append to the read-only file.
+func TestSSHKnownHostsReloadedWhenTheConfigMapChanges(t *testing.T) {
+	srv := startSSHD(t)
+	_, bare := newRemote(t)
+	dir := t.TempDir()
+	mount := filepath.Join(dir, "known_hosts_mount")
+	writeConfigMapMount(t, mount, "1", nil)
+	cfg := sshConfig(srv.URL(bare), dir, filepath.Join(mount, "known_hosts"))
+	r, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := r.DeployKey()
+	if err := srv.Authorize(key.PublicKey); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	err = r.Clone(ctx)
+	var unknown *UnknownHostError
+	if !errors.As(err, &unknown) {
+		t.Fatalf("Clone with no host key listed: %v, want an UnknownHostError", err)
+	}
+	var fe *fluxerr.Error
+	if !errors.As(err, &fe) || !strings.Contains(fe.Help, "kubectl -n NAMESPACE create configmap fluxd-known-hosts") || strings.Contains(fe.Help, ">> "+cfg.KnownHostsFile) {
+		t.Errorf("the help for a ConfigMap mount does not say to update the ConfigMap:\n%s", fe.Help)
+	}
+	t.Logf("help: %s", fe.Help)
+
+	hosts, err := os.ReadFile(srv.KnownHostsFile())
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeConfigMapMount(t, mount, "2", hosts)
+	if err := r.Clone(ctx); err != nil {
+		t.Fatalf("Clone after the host key was added to the mounted file: %v", err)
 	}
 }

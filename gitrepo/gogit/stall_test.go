@@ -75,7 +75,7 @@ func TestStalledRemote(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the stalled fetch did not end at the git timeout")
 	}
-	if st := r.Status(); st.Error == "" || st.Waiting != "" {
+	if st := r.Status(); st.Error == "" || st.ErrorSince.IsZero() || st.Waiting != "" {
 		t.Errorf("status after the timeout = %+v; want the error, nothing waiting", st)
 	}
 

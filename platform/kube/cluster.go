@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -51,7 +52,17 @@ type Cluster struct {
 	deploys   []cacheLister
 	// gen counts the informers' events: see Generation.
 	gen atomic.Uint64
+
+	// pingMu guards the API server check's last result, which Ready
+	// reuses for pingTTL: probes of every replica come every few seconds
+	// and need not each cost a request.
+	pingMu  sync.Mutex
+	pingAt  time.Time
+	pingErr error
 }
+
+// pingTTL is how long Ready reuses the API server check's result.
+const pingTTL = 10 * time.Second
 
 // Generation changes whenever a workload in the caches was added, changed
 // or deleted: a reader that kept what Workloads said may keep it while
@@ -197,12 +208,18 @@ func (c *Cluster) WaitForSync(ctx context.Context) error {
 }
 
 // Ping checks that the API server answers.
+// (Discovery's ServerVersion takes no context, so an API server that
+// accepts and never answers would hold it past ctx: the request is made
+// here with ctx.)
 func (c *Cluster) Ping(ctx context.Context) error {
-	_, err := c.client.Discovery().ServerVersion()
-	if err != nil {
+	rc := c.client.Discovery().RESTClient()
+	if rc == nil || reflect.ValueOf(rc).IsNil() {
+		return ctx.Err() // a fake client, in tests
+	}
+	if err := rc.Get().AbsPath("/version").Do(ctx).Error(); err != nil {
 		return unreachable(c.host, err)
 	}
-	return ctx.Err()
+	return nil
 }
 
 // Ready reports whether the informers' caches are synced and the API
@@ -221,10 +238,22 @@ func (c *Cluster) Ready(ctx context.Context) error {
 	if rc == nil || reflect.ValueOf(rc).IsNil() {
 		return nil // a fake client, in tests
 	}
-	if err := rc.Get().AbsPath("/version").Do(ctx).Error(); err != nil {
+	c.pingMu.Lock()
+	defer c.pingMu.Unlock()
+	if !c.pingAt.IsZero() && time.Since(c.pingAt) < pingTTL {
+		return c.pingErr
+	}
+	err := rc.Get().AbsPath("/version").Do(ctx).Error()
+	if err != nil && ctx.Err() != nil {
+		// The caller gave up: not the server's answer, not kept.
 		return unreachable(c.host, err)
 	}
-	return nil
+	c.pingErr = nil
+	if err != nil {
+		c.pingErr = unreachable(c.host, err)
+	}
+	c.pingAt = time.Now()
+	return c.pingErr
 }
 
 func unreachable(host string, err error) error {
