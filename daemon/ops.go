@@ -225,7 +225,7 @@ type ReleaseRequest struct {
 	// Cached plans against the clone as it is, without a fetch; not for
 	// an execution.
 	Cached bool
-	Force             bool
+	Force  bool
 	// Files select the services defined in these repository files.
 	Files []string
 }
