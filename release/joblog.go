@@ -132,6 +132,16 @@ func (q *Queue) writeLog(ctx context.Context, e *entry, lines ...string) {
 		out = append(out, history.JobLogLine{JobID: e.job.ID, Instance: e.job.Instance, Seq: e.log.seq, Time: time.Now(), Stage: e.job.Stage, Text: text})
 	}
 	q.mu.Unlock()
+	// The lines of one report are stored at once when the store can (a
+	// release of many workloads reports many lines together).
+	if b, ok := ls.(interface {
+		AppendJobLogs(context.Context, []history.JobLogLine) error
+	}); ok && len(out) > 1 {
+		if err := b.AppendJobLogs(context.WithoutCancel(ctx), out); err != nil {
+			q.log.Error("saving job log lines failed", "job", out[0].JobID, "error", err)
+		}
+		ls = nil
+	}
 	for _, l := range out {
 		if ls != nil {
 			if err := ls.AppendJobLog(context.WithoutCancel(ctx), l); err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/fluxd/fluxd/history"
 )
 
@@ -54,4 +56,25 @@ func (s *Store) JobLog(ctx context.Context, instance, id string, after int64) ([
 		return nil, fmt.Errorf("reading the log of job %s: %w", id, err)
 	}
 	return out, nil
+}
+
+// AppendJobLogs stores lines in one round trip (a pgx batch, run as one
+// transaction): a report of a release of many workloads writes many lines
+// at once.
+func (s *Store) AppendJobLogs(ctx context.Context, lines []history.JobLogLine) error {
+	b := &pgx.Batch{}
+	for _, l := range lines {
+		if l.JobID == "" || l.Instance == "" || l.Seq <= 0 {
+			return errors.New("saving a job log line without a job, an instance or a sequence number")
+		}
+		b.Queue(`INSERT INTO job_log (job_id, instance, seq, at, stage, text) VALUES ($1, $2, $3, $4, $5, $6)
+			ON CONFLICT (job_id, seq) DO NOTHING`, l.JobID, l.Instance, l.Seq, nanos(l.Time), history.CleanText(l.Stage), history.CleanText(l.Text))
+	}
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return s.pool.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return fmt.Errorf("saving job log lines: %w", err)
+	}
+	return nil
 }

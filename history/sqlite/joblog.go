@@ -44,3 +44,34 @@ func (s *Store) JobLog(ctx context.Context, instance, id string, after int64) ([
 	}
 	return out, rows.Err()
 }
+
+// AppendJobLogs stores lines in one transaction: a report of a release of
+// many workloads writes many lines at once, and one commit each would
+// cost a disk sync each.
+func (s *Store) AppendJobLogs(ctx context.Context, lines []history.JobLogLine) error {
+	for _, l := range lines {
+		if l.JobID == "" || l.Instance == "" || l.Seq <= 0 {
+			return errors.New("saving a job log line without a job, an instance or a sequence number")
+		}
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("saving job log lines: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO job_log (job_id, instance, seq, at, stage, text) VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (job_id, seq) DO NOTHING`)
+	if err != nil {
+		return fmt.Errorf("saving job log lines: %w", err)
+	}
+	defer stmt.Close()
+	for _, l := range lines {
+		if _, err := stmt.ExecContext(ctx, l.JobID, l.Instance, l.Seq, nanos(l.Time), history.CleanText(l.Stage), history.CleanText(l.Text)); err != nil {
+			return fmt.Errorf("saving a log line of job %s: %w", l.JobID, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("saving job log lines: %w", err)
+	}
+	return nil
+}

@@ -235,6 +235,26 @@ func (c *Connecting) AppendJobLog(ctx context.Context, l history.JobLogLine) err
 	return s.AppendJobLog(ctx, l)
 }
 
+// AppendJobLogs stores lines at once when the store can (SQLite and
+// PostgreSQL both can), else one by one.
+func (c *Connecting) AppendJobLogs(ctx context.Context, lines []history.JobLogLine) error {
+	s, err := c.store()
+	if err != nil {
+		return err
+	}
+	if b, ok := s.(interface {
+		AppendJobLogs(context.Context, []history.JobLogLine) error
+	}); ok {
+		return b.AppendJobLogs(ctx, lines)
+	}
+	for _, l := range lines {
+		if err := s.AppendJobLog(ctx, l); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func (c *Connecting) JobLog(ctx context.Context, instance, id string, after int64) ([]history.JobLogLine, error) {
 	s, err := c.store()
 	if err != nil {

@@ -604,11 +604,31 @@ func testJobLog(t *testing.T, f Factory) {
 	if other, err := s.JobLog(ctx, "team-b", "j1", 0); err != nil || len(other) != 0 {
 		t.Errorf("team-b reads team-a's job log: %v, %v", other, err)
 	}
-	// A long log is read in pages of MaxJobLogLines.
+	// A long log, written in batches where the store can (a report of
+	// many workloads), is read in pages of MaxJobLogLines.
 	n := history.MaxJobLogLines + 10
+	var big []history.JobLogLine
 	for i := 1; i <= n; i++ {
-		if err := s.AppendJobLog(ctx, history.JobLogLine{JobID: "big", Instance: "team-a", Seq: int64(i), Time: t0, Stage: "rolling out", Text: "line"}); err != nil {
+		big = append(big, history.JobLogLine{JobID: "big", Instance: "team-a", Seq: int64(i), Time: t0, Stage: "rolling out", Text: "line"})
+	}
+	if b, ok := s.(interface {
+		AppendJobLogs(context.Context, []history.JobLogLine) error
+	}); ok {
+		if err := b.AppendJobLogs(ctx, big[:10]); err != nil {
 			t.Fatal(err)
+		}
+		// Again, with lines already stored: they are left as they are.
+		if err := b.AppendJobLogs(ctx, big); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AppendJobLogs(ctx, []history.JobLogLine{{JobID: "big", Instance: "team-a"}}); err == nil {
+			t.Error("a batch with a line without a sequence number was stored")
+		}
+	} else {
+		for _, l := range big {
+			if err := s.AppendJobLog(ctx, l); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	page, err := s.JobLog(ctx, "team-a", "big", 0)
