@@ -279,7 +279,21 @@ func (d *Daemon) serviceProtos(ctx context.Context, namespace string) ([]*fluxdv
 		return cached, nil
 	}
 	d.view.mu.Unlock()
-	out := make([]*fluxdv1.Service, 0, len(all))
+	n := len(all)
+	if namespace != "" {
+		n = 0
+		for _, svc := range all {
+			if svc.ID.Namespace == namespace {
+				n++
+			}
+		}
+		if n == 0 {
+			// Not kept: anyone may name any namespace, and keeping an
+			// entry for each would grow memory without bound.
+			return []*fluxdv1.Service{}, nil
+		}
+	}
+	out := make([]*fluxdv1.Service, 0, n)
 	for _, svc := range all {
 		if namespace == "" || svc.ID.Namespace == namespace {
 			out = append(out, serviceToProto(svc))
@@ -291,12 +305,20 @@ func (d *Daemon) serviceProtos(ctx context.Context, namespace string) ([]*fluxdv
 			if d.view.protosOf != built {
 				d.view.protos, d.view.protosOf, d.view.encoded = map[string][]*fluxdv1.Service{}, built, nil
 			}
-			d.view.protos[namespace] = out
+			if len(d.view.protos) < maxKeptNamespaces {
+				d.view.protos[namespace] = out
+			}
 		}
 		d.view.mu.Unlock()
 	}
 	return out, nil
 }
+
+// maxKeptNamespaces bounds the per-namespace answers kept with a view;
+// only namespaces that hold services are kept, so this binds only on a
+// cluster with more namespaces than this, whose further namespaces are
+// converted on each call.
+const maxKeptNamespaces = 256
 
 type zeroGen struct{}
 
