@@ -111,6 +111,7 @@ type Daemon struct {
 	gen          uint64        // counts stored copies, so an older read never replaces a newer one
 
 	refreshes singleflight.Group // registry refreshes by repository
+	pageReads singleflight.Group // list-images page reads by repository and tags
 
 	onNotify func(repository string, tags int)
 	view     viewCache // the joined list of services, while nothing changed

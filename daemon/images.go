@@ -3,6 +3,9 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -31,6 +34,11 @@ type pagedImages interface {
 	ImagesMatching(ctx context.Context, repository string, keep func(tag string) bool) ([]registry.Image, error)
 	cachedImages
 }
+
+// maxPageRead is how many images of a page are read before list-images
+// answers; a bigger page is answered with what is known, its other
+// images shown as being read by the background refresh.
+const maxPageRead = 50
 
 // coldTags is how many tags without metadata make a repository "cold":
 // list-images then answers once the page's images are read rather than
@@ -92,11 +100,23 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 		rows := orderRows(ri, f)
 		// The page and the running image are read now, if not known.
 		var missing []string
+		runningUnread := false
 		for i, img := range rows {
 			onPage := i >= page.Offset && (page.Limit <= 0 || i < page.Offset+page.Limit)
 			if (onPage || img.Tag == ref.Tag) && img.Digest == "" {
 				missing = append(missing, img.Tag)
+				runningUnread = runningUnread || img.Tag == ref.Tag
 			}
+		}
+		if len(missing) > maxPageRead {
+			// A big page (limit 0 asks for all) is not read before the
+			// answer: its reads would duplicate the background refresh,
+			// which every caller shares. Only the running image is read.
+			missing = missing[:0]
+			if runningUnread {
+				missing = append(missing, ref.Tag)
+			}
+			ri.cold = true
 		}
 		if len(missing) > 0 {
 			d.readTags(ctx, lister, ref.Repository, ri, missing, deadline)
@@ -198,17 +218,20 @@ func (d *Daemon) readTags(ctx context.Context, lister pagedImages, repo string, 
 	for _, t := range tags {
 		want[t] = true
 	}
-	done := make(chan []registry.Image, 1)
-	go func() {
+	// Callers showing the same page share one read, which goes on after
+	// the deadline (it fills the cache for the next call).
+	key := repo + "\x00" + strings.Join(slices.Sorted(maps.Keys(want)), "\x00")
+	done := d.pageReads.DoChan(key, func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		imgs, _ := lister.ImagesMatching(rctx, repo, func(t string) bool { return want[t] })
-		done <- imgs
-	}()
+		return imgs, nil
+	})
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
-	case imgs := <-done:
+	case r := <-done:
+		imgs, _ := r.Val.([]registry.Image)
 		for _, img := range imgs {
 			ri.known[img.Tag] = img
 		}
