@@ -129,6 +129,8 @@ type viewCache struct {
 	mu       sync.Mutex
 	key      viewKey
 	services []Service
+	// building is the build under way, if any.
+	building *viewBuild
 	// built counts the views built; protos are view protosOf's services
 	// as the API sends them, by namespace asked for ("" for all).
 	built, protosOf uint64
@@ -246,23 +248,64 @@ func (d *Daemon) servicesBuilt(ctx context.Context) ([]Service, uint64, error) {
 		return nil, 0, err
 	}
 	key.manifests = m
-	d.view.mu.Lock()
-	if d.view.services != nil && d.view.key == key {
-		svcs, built := d.view.services, d.view.built
+	for {
+		d.view.mu.Lock()
+		if d.view.services != nil && d.view.key == key {
+			svcs, built := d.view.services, d.view.built
+			d.view.mu.Unlock()
+			return svcs, built, nil
+		}
+		// Callers that find the view stale at once (each change, under
+		// load) share one build of it rather than each joining 1,000
+		// services.
+		if b := d.view.building; b != nil && b.key == key {
+			d.view.mu.Unlock()
+			select {
+			case <-b.done:
+			case <-ctx.Done():
+				return nil, 0, ctx.Err()
+			}
+			// Built, or failed (perhaps only because its caller went
+			// away): look again, and build it if it is still missing.
+			continue
+		}
+		b := &viewBuild{key: key, done: make(chan struct{})}
+		d.view.building = b
 		d.view.mu.Unlock()
+		svcs, err := d.buildServices(ctx, m)
+		d.view.mu.Lock()
+		b.err = err
+		if d.view.building == b {
+			d.view.building = nil
+		}
+		if err != nil {
+			d.view.mu.Unlock()
+			close(b.done)
+			return nil, 0, err
+		}
+		if old := d.view.key; d.view.services != nil && (old.cluster > key.cluster || old.automator > key.automator) {
+			// A caller that read the generations before a change ended
+			// after the view of the change was kept: answer, keep the
+			// newer.
+			d.view.mu.Unlock()
+			close(b.done)
+			return svcs, 0, nil
+		}
+		d.view.built++
+		d.view.key, d.view.services = key, svcs
+		built := d.view.built
+		d.view.mu.Unlock()
+		close(b.done)
 		return svcs, built, nil
 	}
-	d.view.mu.Unlock()
-	svcs, err := d.buildServices(ctx, m)
-	if err != nil {
-		return nil, 0, err
-	}
-	d.view.mu.Lock()
-	d.view.built++
-	d.view.key, d.view.services = key, svcs
-	built := d.view.built
-	d.view.mu.Unlock()
-	return svcs, built, nil
+}
+
+// viewBuild is a build of the view under way, which callers wanting a
+// view of the same key wait for.
+type viewBuild struct {
+	key  viewKey
+	done chan struct{}
+	err  error // set before done is closed
 }
 
 // serviceProtos is Services as the API sends them, kept with the view:
