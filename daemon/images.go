@@ -52,9 +52,15 @@ type repoImages struct {
 	known map[string]registry.Image
 	st    registry.RefreshStatus
 	err   error
-	// cold says the repository has many tags not read yet: it is
-	// refreshed in the background after the page is read.
+	// cold says the repository has many tags not read yet: under
+	// build-time order it is refreshed in the background after the page
+	// is read.
 	cold bool
+	// byTime says a container shows it in build-time order, which needs
+	// every tag read; later are the tags shown but not read before the
+	// answer, read in the background when no full refresh is.
+	byTime bool
+	later  []string
 }
 
 // refresh refreshes a repository in the background, shared by concurrent
@@ -97,6 +103,8 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 			continue
 		}
 		f, ferr := containerFilter(svc.annotations, c.Name, ref)
+		byTime := ferr != nil || f.NeedsMetadata() || f.Order == ""
+		ri.byTime = ri.byTime || byTime
 		rows := orderRows(ri, f)
 		// The page and the running image are read now, if not known.
 		var missing []string
@@ -112,6 +120,9 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 			// A big page (limit 0 asks for all) is not read before the
 			// answer: its reads would duplicate the background refresh,
 			// which every caller shares. Only the running image is read.
+			if !byTime {
+				ri.later = append(ri.later, missing...)
+			}
 			missing = missing[:0]
 			if runningUnread {
 				missing = append(missing, ref.Tag)
@@ -125,8 +136,19 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 		ci.Available = rows
 		ci.Refresh = ri.st
 		ci.Read = len(ri.known)
-		if ci.Read < len(ri.tags) {
+		if byTime && ci.Read < len(ri.tags) {
 			ci.Refresh.Refreshing = true
+		}
+		if !byTime {
+			// Under an order from the tag list only the images shown
+			// are read: the view is being read while one of them is not.
+			for i, img := range rows {
+				onPage := i >= page.Offset && (page.Limit <= 0 || i < page.Offset+page.Limit)
+				if (onPage || img.Tag == ref.Tag) && img.Digest == "" {
+					ci.Refresh.Refreshing = true
+					break
+				}
+			}
 		}
 		if ferr != nil {
 			ci.Filter = "invalid"
@@ -137,8 +159,14 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 		out = append(out, ci)
 	}
 	for repo, ri := range byRepo {
-		if ri.cold {
+		switch {
+		case ri.cold && ri.byTime:
 			d.refresh(ctx, repo)
+		case len(ri.later) > 0:
+			// Under semver, alphabetical or numerical order only the
+			// images shown are read, not every tag's manifest and
+			// config; one such read per repository at a time.
+			d.readLater(ctx, lister, repo, ri.later)
 		}
 	}
 	return out
@@ -238,6 +266,21 @@ func (d *Daemon) readTags(ctx context.Context, lister pagedImages, repo string, 
 	case <-timer.C:
 	case <-ctx.Done():
 	}
+}
+
+// readLater reads tags' images in the background, one read per
+// repository at a time: a caller while one runs adds nothing, and reads
+// what is still missing on a later call.
+func (d *Daemon) readLater(ctx context.Context, lister pagedImages, repo string, tags []string) {
+	want := make(map[string]bool, len(tags))
+	for _, t := range tags {
+		want[t] = true
+	}
+	d.pageReads.DoChan(repo+"\x00later", func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+		defer cancel()
+		return lister.ImagesMatching(rctx, repo, func(t string) bool { return want[t] })
+	})
 }
 
 // containerFilter is the container's policy bound to its running tag.

@@ -39,6 +39,7 @@ func TestUnlimitedColdListImagesReadsEachImageOnce(t *testing.T) {
 	// Wait for the background work: joining an in-flight refresh waits
 	// for it; one that ended answers at once.
 	<-d.refreshes.DoChan(repo, func() (any, error) { return nil, nil })
+	<-d.pageReads.DoChan(repo+"\x00later", func() (any, error) { return nil, nil })
 	_, cis, err := d.ListImagesPage(context.Background(), auth.Identity{}, "app", Page{Limit: 0})
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ func TestUnlimitedColdListImagesReadsEachImageOnce(t *testing.T) {
 		t.Errorf("after the refresh %d of %d images are read", got, n)
 	}
 	<-d.refreshes.DoChan(repo, func() (any, error) { return nil, nil })
+	<-d.pageReads.DoChan(repo+"\x00later", func() (any, error) { return nil, nil })
 	if got := reg.Manifests.Load(); got > n+n/10 {
 		t.Errorf("4 unlimited list-images of %d tags cost %d manifest GETs, want about %d (each image read once)", n, got, n)
 	}
