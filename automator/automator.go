@@ -425,7 +425,7 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 		return
 	}
 	var toRelease []platform.ID
-	var targets []string
+	var decided []release.Item
 	for _, it := range plan.Items {
 		s := a.services[it.Service]
 		if s == nil {
@@ -444,7 +444,7 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 			s.Decision = "release " + strings.Join(us, ", ")
 			a.decided("release")
 			toRelease = append(toRelease, it.Service)
-			targets = append(targets, it.Service.String()+" "+strings.Join(us, ", "))
+			decided = append(decided, it)
 			continue
 		case strings.Contains(it.Reason, release.ReasonRegistry):
 			a.fail(s, fmt.Errorf("%s", it.Reason))
@@ -469,8 +469,11 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 	if len(toRelease) == 0 {
 		return
 	}
+	// The message is the decision, shown with the queued job; the job
+	// plans again when it runs, and its commit and history name what it
+	// did (release.AutomatedMessage of the executed plan).
 	spec := release.Spec{Services: toRelease, AllLatest: true, User: User, Automated: true,
-		Message: "automated release of " + strings.Join(targets, "; "), NotifiedAt: notified}
+		Message: release.AutomatedMessage(decided), NotifiedAt: notified}
 	u, err := a.jobs.Enqueue(ctx, instance, spec, "")
 	for _, id := range toRelease {
 		s := a.services[id]

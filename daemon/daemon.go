@@ -395,7 +395,9 @@ func (d *Daemon) buildServices(ctx context.Context, m *gitrepo.Manifests) ([]Ser
 		s.def = def
 		s.Automated = def.Annotations[release.AnnotationAutomated] == "true"
 		s.Locked = def.Annotations[release.AnnotationLocked] == "true"
-		s.LockMsg = release.LockReason(def.Annotations)
+		if s.Locked {
+			s.LockMsg = release.LockReason(def.Annotations)
+		}
 		s.GitImages = map[string]string{}
 		for _, c := range def.Containers {
 			s.GitImages[c.Name] = c.Image

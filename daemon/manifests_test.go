@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/release"
 )
 
 // stallingReleaser's Manifests hangs while stalled (a git remote that
@@ -72,5 +75,40 @@ func TestResolveInGitReadsGitAgain(t *testing.T) {
 	s, err := d.resolveInGit(ctx, "web")
 	if err != nil || !s.InGit {
 		t.Fatalf("after the push: %+v, %v; want it found in git", s, err)
+	}
+}
+
+// manifestReleaser serves fixed manifests.
+type manifestReleaser struct {
+	stubReleaser
+	m *gitrepo.Manifests
+}
+
+func (r manifestReleaser) Manifests(context.Context) (string, *gitrepo.Manifests, error) {
+	return "rev", r.m, nil
+}
+
+// Only a locked service carries a lock message: an unlocked one has none,
+// so `list-services -o json` and the API do not say "locked" for it.
+func TestLockMessageOnlyWhenLocked(t *testing.T) {
+	free := platform.ID{Namespace: "default", Kind: "deployment", Name: "free"}
+	held := platform.ID{Namespace: "default", Kind: "deployment", Name: "held"}
+	m := &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{
+		free: {ID: free, File: "free.yaml", Annotations: map[string]string{}},
+		held: {ID: held, File: "held.yaml", Annotations: map[string]string{
+			release.AnnotationLocked: "true", release.AnnotationLockedBy: "alex", release.AnnotationLockMessage: "incident 42"}},
+	}}
+	d := New(Config{GitRefresh: time.Minute}, Deps{Cluster: &stubCluster{}, Releaser: manifestReleaser{m: m}, Jobs: stubJobs{}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ss, err := d.Services(context.Background(), auth.Identity{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range ss {
+		got[s.ID.Name] = s.LockMsg
+	}
+	want := map[string]string{"free": "", "held": "locked by alex: incident 42"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("lock messages (-want +got):\n%s", diff)
 	}
 }

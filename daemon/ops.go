@@ -245,6 +245,9 @@ func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseReque
 	if err := checkUser(req.User); err != nil {
 		return nil, err
 	}
+	if err := checkMessage("message", req.Message); err != nil {
+		return nil, err
+	}
 	if err := d.checkRolloutTimeout(req.RolloutTimeout); err != nil {
 		return nil, err
 	}
@@ -391,6 +394,9 @@ func (u PolicyUpdate) historyType() history.Type {
 // after checking every pattern: a bad one changes nothing.
 func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, u PolicyUpdate) (string, error) {
 	if err := checkUser(u.User); err != nil {
+		return "", err
+	}
+	if err := checkMessage("lock message", u.LockMessage); err != nil {
 		return "", err
 	}
 	set, err := release.FilterAnnotations(u.TagAll, u.Tags, u.TagOrder, u.TagPrerelease)

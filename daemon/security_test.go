@@ -386,3 +386,59 @@ func TestRolloutTimeoutIsCapped(t *testing.T) {
 		})
 	}
 }
+
+// setMessages sets every string field named "message" or "lock_message"
+// of a request, at any depth, to v, and reports whether there was one.
+func setMessages(m protoreflect.Message, v string) bool {
+	found := false
+	fields := m.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		switch {
+		case (fd.Name() == "message" || fd.Name() == "lock_message") && fd.Kind() == protoreflect.StringKind && fd.Cardinality() != protoreflect.Repeated:
+			m.Set(fd, protoreflect.ValueOfString(v))
+			found = true
+		case fd.Kind() == protoreflect.MessageKind && fd.Cardinality() != protoreflect.Repeated && !fd.IsMap():
+			if setMessages(m.Mutable(fd).Message(), v) {
+				found = true
+			} else {
+				m.Clear(fd)
+			}
+		}
+	}
+	return found
+}
+
+// A release or lock message goes into commits and the history: every RPC
+// that takes one refuses a NUL or another control character (but a
+// newline or a tab) with InvalidArgument, before anything is done.
+func TestEveryRPCWithAMessageRefusesControlCharacters(t *testing.T) {
+	f := newFixture(t, &stubCluster{})
+	sd := fluxService(t)
+	var withMessage []string
+	for i := 0; i < sd.Methods().Len(); i++ {
+		m := sd.Methods().Get(i)
+		if !setMessages(newRequest(t, m).ProtoReflect(), "x") {
+			continue
+		}
+		withMessage = append(withMessage, string(m.Name()))
+		for _, bad := range []string{"nul\x00", "esc\x1b[31m", "cr\r"} {
+			req := newRequest(t, m)
+			setMessages(req.ProtoReflect(), bad)
+			err := invoke(withToken(f.tokens[auth.Admin]), t, f.conn, m, req)
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "control character") {
+				t.Errorf("%s with message %q: %v; want InvalidArgument about the control character", m.Name(), bad, err)
+			}
+		}
+		req := newRequest(t, m)
+		setMessages(req.ProtoReflect(), "Zoë's fix\n\tline two")
+		if err := invoke(withToken(f.tokens[auth.Admin]), t, f.conn, m, req); strings.Contains(status.Convert(err).Message(), "control character") {
+			t.Errorf("%s refused a plain message: %v", m.Name(), err)
+		}
+	}
+	for _, want := range []string{"Release", "Lock", "SetPolicy"} {
+		if !strings.Contains(" "+strings.Join(withMessage, " ")+" ", " "+want+" ") {
+			t.Errorf("no message field found in %s's request; found in %v", want, withMessage)
+		}
+	}
+}

@@ -2,6 +2,9 @@ package daemon
 
 import (
 	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -22,9 +25,28 @@ func checkUser(user string) error {
 	return nil
 }
 
+// checkMessage refuses a release or lock message that holds a control
+// character other than a newline or a tab, or that is not UTF-8: it goes
+// into a commit message and the history, and a stray byte there (an
+// escape sequence, a NUL) garbles a terminal or is refused by a database.
+func checkMessage(field, msg string) error {
+	if !utf8.ValidString(msg) {
+		return fluxerr.New(fluxerr.User, fmt.Errorf("the %s is not valid UTF-8 text", field),
+			"Give the message as plain UTF-8 text (was it read from a binary file or typed in another encoding?). Nothing was changed.")
+	}
+	for _, r := range msg {
+		if unicode.IsControl(r) && r != '\n' && r != '\t' {
+			return fluxerr.New(fluxerr.User, fmt.Errorf("the %s holds the control character %U", field, r),
+				"A message may hold newlines and tabs but no other control characters (such as a NUL, a carriage return or a terminal escape). Nothing was changed.")
+		}
+	}
+	return nil
+}
+
 // checkUsers applies checkUser to every string field named "user" of a
-// request, at any depth, so that an RPC added later is covered without
-// being listed.
+// request, and checkMessage to every one named "message" or
+// "lock_message", at any depth, so that an RPC added later is covered
+// without being listed.
 func checkUsers(req any) error {
 	m, ok := req.(proto.Message)
 	if !ok || m == nil {
@@ -39,6 +61,8 @@ func walkUsers(m protoreflect.Message) error {
 		switch {
 		case fd.Name() == "user" && fd.Kind() == protoreflect.StringKind && !fd.IsList() && !fd.IsMap():
 			err = checkUser(v.String())
+		case (fd.Name() == "message" || fd.Name() == "lock_message") && fd.Kind() == protoreflect.StringKind && !fd.IsList() && !fd.IsMap():
+			err = checkMessage(strings.ReplaceAll(string(fd.Name()), "_", " "), v.String())
 		case fd.Kind() == protoreflect.MessageKind && fd.IsList():
 			for i := 0; i < v.List().Len() && err == nil; i++ {
 				err = walkUsers(v.List().Get(i).Message())

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -37,7 +38,8 @@ func jobNow(t *testing.T, env []string, id string) (jobJSON, error) {
 }
 
 // pgFluxd starts a server of the test's own (so it can be restarted), a
-// database on it, and a fluxd on that database.
+// database on it, and a fluxd on that database: with the password in a
+// file, or (down: the server is stopped first) inline in the URL.
 func pgFluxd(t *testing.T, name, dir string, down bool, extra ...string) (*localstack.Fluxd, *pgserver.Server, string) {
 	t.Helper()
 	srv := pgserver.Own(t)
@@ -51,8 +53,13 @@ func pgFluxd(t *testing.T, name, dir string, down bool, extra ...string) (*local
 			t.Fatal(err)
 		}
 	}
-	f := startFaultFluxd(t, name, dir, nil, append([]string{"--git-poll-interval=10m",
-		"--history-db=" + url, "--history-db-password-file=" + srv.PasswordFile()}, extra...)...)
+	db := []string{"--history-db=" + url, "--history-db-password-file=" + srv.PasswordFile()}
+	if down {
+		// The password inline in the URL this time, so that the checks
+		// that it is never shown (/readyz, the log) can fail.
+		db = []string{"--history-db=" + strings.Replace(url, srv.User+"@", srv.User+":"+srv.Password+"@", 1)}
+	}
+	f := startFaultFluxd(t, name, dir, nil, append(append([]string{"--git-poll-interval=10m"}, db...), extra...)...)
 	return f, srv, url
 }
 
@@ -134,15 +141,17 @@ func TestPostgresDownAtStart(t *testing.T) {
 	if st := status(); st != healthpb.HealthCheckResponse_NOT_SERVING {
 		t.Errorf("health with the database down: %v; want NOT_SERVING", st)
 	}
-	// The probes' HTTP endpoint says why, without the password.
+	// The probes' HTTP endpoint says which part is not ready, without the
+	// password (inline in the URL here) or the server's address.
 	resp, err := http.Get("http://" + healthAddr + "/readyz")
 	if err != nil {
 		t.Fatal(err)
 	}
 	why, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(why), "history database") || strings.Contains(string(why), srv.Password) {
-		t.Errorf("/readyz with the database down: %s %q; want 503 naming the history database, without its password", resp.Status, why)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(why), "history database: not connected") ||
+		strings.Contains(string(why), srv.Password) || strings.Contains(string(why), strconv.Itoa(srv.Port)) {
+		t.Errorf("/readyz with the database down: %s %q; want 503 saying the history database is not connected, without its password or address", resp.Status, why)
 	}
 	if out, stderr, code := fluxctl(t, env, "history", "pgdownapp"); code == 0 || !strings.Contains(out+stderr, "not connected yet") {
 		t.Errorf("history with the database down: exit %d\n%s%s\nwant a failure saying the database is not connected yet", code, out, stderr)

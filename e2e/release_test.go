@@ -152,11 +152,11 @@ func TestReleaseCore(t *testing.T) {
 			t.Errorf("tags are not newest first:\n%s", out)
 		}
 		out, _, _ = fluxctl(t, viewer, "list-images", "default:deployment/redis", "--limit", "1")
-		if !strings.Contains(out, "(2 more; --offset 1 for the next page, --limit 0 for all)") {
+		if !strings.Contains(out, ": 2 more tags; --offset 1 for the next page, --limit 0 for all") {
 			t.Errorf("--limit 1 does not say how many were left out:\n%s", out)
 		}
 		out, _, _ = fluxctl(t, viewer, "list-images", "default:deployment/redis", "--limit", "1", "--offset", "1")
-		if strings.Contains(out, "7.2.0") || !strings.Contains(out, "(1 more; --offset 2 for the next page") {
+		if strings.Contains(out, "7.2.0") || !strings.Contains(out, ": 1 more tag; --offset 2 for the next page") {
 			t.Errorf("--offset 1 --limit 1 is not the second page:\n%s", out)
 		}
 	})

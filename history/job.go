@@ -1,6 +1,18 @@
 package history
 
-import "time"
+import (
+	"errors"
+	"time"
+)
+
+// ErrJobFinished is returned by SaveJob for a write that would change a
+// finished job (to another state): a deposed leader's late write, which
+// the store refuses so that a finished job stays finished.
+var ErrJobFinished = errors.New("the job has finished already; this late write was not saved")
+
+// FinishedStatesSQL is the SQL list of the Final states, for the stores'
+// fence on SaveJob.
+const FinishedStatesSQL = `('succeeded', 'failed', 'cancelled')`
 
 // JobState is where a job is in its life.
 type JobState string

@@ -51,7 +51,7 @@ type Ref struct {
 // manifest says, and checks it with go-containerregistry's parser.
 func ParseRef(s string) (Ref, error) {
 	if _, err := name.ParseReference(s, name.WeakValidation); err != nil {
-		return Ref{}, fmt.Errorf("%q is not a valid image reference: %w", s, err)
+		return Ref{}, BadRef(s, err)
 	}
 	if i := strings.Index(s, "@"); i >= 0 {
 		// A digest wins over a tag written with it: repo:tag@sha256:...
@@ -71,6 +71,26 @@ func ParseRef(s string) (Ref, error) {
 	}
 	return Ref{Repository: repo, Tag: tag}, nil
 }
+
+// BadRef is the error for ref, which go-containerregistry's parser
+// refused with err: it says what is wrong once, where err repeats the
+// reference ("could not parse reference: REF"), and unwraps to err.
+func BadRef(ref string, err error) error { return badRef{ref, err} }
+
+type badRef struct {
+	ref string
+	err error
+}
+
+func (e badRef) Error() string {
+	cause := strings.TrimSuffix(e.err.Error(), ": "+e.ref)
+	if cause == "could not parse reference" {
+		cause = "write it as [REGISTRY/]REPOSITORY[:TAG], e.g. reg.example:5000/team/app:1.2 (lower-case repository, no spaces)"
+	}
+	return fmt.Sprintf("%q is not a valid image reference: %s", e.ref, cause)
+}
+
+func (e badRef) Unwrap() error { return e.err }
 
 // String returns repository:tag.
 func (r Ref) String() string { return r.Repository + ":" + r.Tag }

@@ -1,9 +1,12 @@
 package registry
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
 )
 
 func TestParseRef(t *testing.T) {
@@ -69,5 +72,28 @@ func TestValidTag(t *testing.T) {
 		if got := ValidTag(tag); got != want {
 			t.Errorf("ValidTag(%q) = %v, want %v", tag, got, want)
 		}
+	}
+}
+
+// A refused reference is named once, and the error still unwraps to
+// go-containerregistry's.
+func TestParseRefErrorSaysItOnce(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"not a ref!!": `"not a ref!!" is not a valid image reference: write it as [REGISTRY/]REPOSITORY[:TAG], e.g. reg.example:5000/team/app:1.2 (lower-case repository, no spaces)`,
+		"reg/app:-x":  `"reg/app:-x" is not a valid image reference: tag "-x" must start with a letter, a digit or _`,
+	} {
+		_, err := ParseRef(in)
+		if err == nil || err.Error() != want {
+			t.Errorf("ParseRef(%q) error:\n got %v\nwant %s", in, err, want)
+		}
+	}
+	_, err := ParseRef("Reg/App:1")
+	if err == nil || strings.Count(err.Error(), "Reg/App") != 1 {
+		t.Errorf("ParseRef(Reg/App:1) error repeats the reference: %v", err)
+	}
+	var bad *name.ErrBadName
+	if !errors.As(err, &bad) {
+		t.Errorf("the error does not unwrap to name.ErrBadName: %T", errors.Unwrap(err))
 	}
 }

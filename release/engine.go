@@ -598,7 +598,7 @@ func (e *Engine) interrupted(instance, commit string, err error) error {
 }
 
 func event(instance string, spec Spec, plan *Plan, typ history.Type, start time.Time) history.Event {
-	ev := history.Event{Instance: instance, Type: typ, User: spec.User, Message: spec.Message, StartedAt: start, EndedAt: time.Now()}
+	ev := history.Event{Instance: instance, Type: typ, User: spec.User, Message: messageOf(spec, plan), StartedAt: start, EndedAt: time.Now()}
 	for _, it := range plan.Items {
 		if it.Action != Update {
 			continue
@@ -635,10 +635,38 @@ func commitMessage(instance string, spec Spec, plan *Plan) string {
 		user = "unknown"
 	}
 	msg := fmt.Sprintf("Release %s to %s by %s\n", strings.Join(targets, ", "), instance, user)
-	if spec.Message != "" {
-		msg += "\n" + spec.Message + "\n"
+	if m := messageOf(spec, plan); m != "" {
+		msg += "\n" + m + "\n"
 	}
 	return msg + body.String()
+}
+
+// messageOf is the message recorded for spec carried out as plan. An
+// automated release's message is written from the plan executed, not
+// from the automator's decision: the job plans again when it runs, and a
+// policy changed in between (a new tag filter) may choose other images.
+func messageOf(spec Spec, plan *Plan) string {
+	if !spec.Automated || plan == nil || plan.Updates() == 0 {
+		return spec.Message
+	}
+	return AutomatedMessage(plan.Items)
+}
+
+// AutomatedMessage is "automated release of <service> <container>=<image>,
+// ...; <service> ...", naming the updates among items.
+func AutomatedMessage(items []Item) string {
+	var targets []string
+	for _, it := range items {
+		if it.Action != Update {
+			continue
+		}
+		var us []string
+		for _, u := range it.Updates {
+			us = append(us, u.Container+"="+u.Target)
+		}
+		targets = append(targets, it.Service.String()+" "+strings.Join(us, ", "))
+	}
+	return "automated release of " + strings.Join(targets, "; ")
 }
 
 // imageCache reads each repository once per plan, and only what the

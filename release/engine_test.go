@@ -311,3 +311,36 @@ func TestRolloutOfADeletedWorkloadFails(t *testing.T) {
 		t.Errorf("commit message lacks the job trailer:\n%s", repo.message)
 	}
 }
+
+// An automated release's commit message and history rows name the images
+// of the plan the job executed, not those the automator decided on: a
+// policy changed in between (here the decision said 1.3, which the
+// registry no longer offers; the job plans 1.2).
+func TestAutomatedMessageFollowsTheExecutedPlan(t *testing.T) {
+	e, repo, _, rec := newTestEngine(t)
+	spec := Spec{Services: []platform.ID{id("web"), id("current")}, AllLatest: true, User: "fluxd", Automated: true,
+		Message: "automated release of default:deployment/web web=reg/web:1.3; default:deployment/current web=reg/web:1.3"}
+	if _, err := e.Execute(context.Background(), "team-a", spec, history.AutomatedRelease, ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	wantMsg := "Release reg/web:1.2 to team-a by fluxd\n\nautomated release of default:deployment/current web=reg/web:1.2; default:deployment/web web=reg/web:1.2\n\ndefault:deployment/current\n  web: reg/web:1.1 -> reg/web:1.2\n\ndefault:deployment/web\n  web: reg/web:1.0 -> reg/web:1.2\n"
+	if diff := cmp.Diff(wantMsg, repo.message); diff != "" {
+		t.Errorf("commit message (-want +got):\n%s", diff)
+	}
+	got := map[string]string{}
+	for _, ev := range rec.events {
+		got[strings.Join(ev.Services, ",")] = ev.Message
+		for _, c := range ev.Changes {
+			if !strings.Contains(ev.Message, c.Container+"="+c.To) {
+				t.Errorf("history message %q does not name the change %s -> %s", ev.Message, c.From, c.To)
+			}
+		}
+	}
+	want := map[string]string{
+		"default:deployment/current": "automated release of default:deployment/current web=reg/web:1.2",
+		"default:deployment/web":     "automated release of default:deployment/web web=reg/web:1.2",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("history messages (-want +got):\n%s", diff)
+	}
+}

@@ -134,7 +134,7 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 	// row of its own, naming the images that triggered its release.
 	evs := []history.Event{ev}
 	if typ == history.AutomatedRelease && len(ev.Services) > 1 {
-		evs = perService(ev)
+		evs = perService(ev, spec, plan)
 	}
 	for _, ev := range evs {
 		if _, err := e.recorder.Record(ctx, ev); err != nil {
@@ -178,11 +178,16 @@ func (e *Engine) failAndRollBack(ctx context.Context, instance string, spec Spec
 
 // perService splits an event into one per service, each with its own
 // changes.
-func perService(ev history.Event) []history.Event {
+func perService(ev history.Event, spec Spec, plan *Plan) []history.Event {
 	var out []history.Event
 	for _, svc := range ev.Services {
 		one := ev
 		one.Services, one.Changes = []string{svc}, nil
+		for _, it := range plan.Items {
+			if it.Service.String() == svc && spec.Automated {
+				one.Message = AutomatedMessage([]Item{it})
+			}
+		}
 		for _, c := range ev.Changes {
 			if c.Service == svc {
 				one.Changes = append(one.Changes, c)

@@ -343,7 +343,11 @@ func (q *Queue) save(ctx context.Context, e *entry) {
 	q.mu.Lock()
 	j := e.job
 	q.mu.Unlock()
-	if _, err := q.store.SaveJob(ctx, j); err != nil {
+	if _, err := q.store.SaveJob(ctx, j); errors.Is(err, history.ErrJobFinished) {
+		// Another leader finished it while this one still ran it (this
+		// replica was deposed): the store kept the finished job.
+		q.log.Warn("job was finished by another fluxd; this replica's late update was not saved", "job", j.ID, "state", j.State)
+	} else if err != nil {
 		q.log.Error("saving job failed", "job", j.ID, "error", err)
 	}
 }

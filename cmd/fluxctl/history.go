@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,28 +15,58 @@ import (
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
+// eventTypes are the event types fluxd records (history.Types, which a
+// test keeps this equal to: importing history would pull the registry
+// client into fluxctl).
+var eventTypes = []string{"release", "automated-release", "rollback", "failed", "cancelled", "automate", "deautomate", "lock", "unlock", "policy", "sync"}
+
 func newHistoryCommand(g *globals) *cobra.Command {
-	var limit int32
+	var q historyQuery
 	cmd := &cobra.Command{
 		Use:   "history [SERVICE]",
 		Short: "Show recorded events, newest first",
-		Args:  cobra.MaximumNArgs(1),
+		Long: `Show recorded events, newest first.
+
+--type keeps one type of event (` + strings.Join(eventTypes, ", ") + `);
+--user keeps the events of users whose name contains it. A multi-line
+message shows its further lines indented under its row.`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(g.output); err != nil {
 				return err
 			}
-			service := ""
+			if err := q.validate(); err != nil {
+				return err
+			}
 			if len(args) == 1 {
-				service = args[0]
+				q.service = args[0]
 			}
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
-				return runHistory(ctx, cmd.OutOrStdout(), c, service, limit, g.output, time.Now())
+				return runHistory(ctx, cmd.OutOrStdout(), c, q, g.output, time.Now())
 			})
 		},
 	}
-	cmd.Flags().Int32Var(&limit, "limit", 50, "at most this many events")
+	cmd.Flags().Int32Var(&q.limit, "limit", 50, "at most this many events")
+	cmd.Flags().StringVar(&q.typ, "type", "", "only events of this type: "+strings.Join(eventTypes, ", "))
+	cmd.Flags().StringVar(&q.user, "user", "", "only events of users whose name contains this")
 	addOutputFlag(cmd, g)
 	return cmd
+}
+
+// historyQuery is what history asks for.
+type historyQuery struct {
+	service, typ, user string
+	limit              int32
+}
+
+func (q historyQuery) validate() error {
+	if q.typ != "" && !slices.Contains(eventTypes, q.typ) {
+		return fmt.Errorf("--type %s: there is no such event type; use one of %s", q.typ, strings.Join(eventTypes, ", "))
+	}
+	if q.limit < 0 {
+		return fmt.Errorf("--limit %d: give a positive number of events (0 means the server's default)", q.limit)
+	}
+	return nil
 }
 
 type eventJSON struct {
@@ -58,8 +89,8 @@ type changeJSON struct {
 	To        string `json:"to"`
 }
 
-func runHistory(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, service string, limit int32, output string, now time.Time) error {
-	resp, err := c.History(ctx, &fluxdv1.HistoryRequest{Service: service, Limit: limit})
+func runHistory(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, q historyQuery, output string, now time.Time) error {
+	resp, err := c.History(ctx, &fluxdv1.HistoryRequest{Service: q.service, Limit: q.limit, Type: q.typ, User: q.user})
 	if err != nil {
 		return err
 	}
@@ -93,7 +124,14 @@ func runHistory(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, s
 		if ev.GetEndedAt() == nil {
 			t = ev.GetStartedAt().AsTime()
 		}
-		fmt.Fprintf(tw, "%s (%s)\t%s\t%s\t%s\n", t.Local().Format("2006-01-02 15:04:05"), ago(now.Sub(t)), ev.GetType(), ev.GetUser(), describe(ev))
+		// A multi-line description (a sync's message lists one line per
+		// object) shows its first line in the row and the others
+		// indented under it, in the description's column.
+		lines := strings.Split(strings.TrimRight(describe(ev), "\n"), "\n")
+		fmt.Fprintf(tw, "%s (%s)\t%s\t%s\t%s\n", t.Local().Format("2006-01-02 15:04:05"), ago(now.Sub(t)), ev.GetType(), ev.GetUser(), lines[0])
+		for _, l := range lines[1:] {
+			fmt.Fprintf(tw, "\t\t\t  %s\n", strings.TrimRight(l, "\r"))
+		}
 	}
 	return tw.Flush()
 }
@@ -113,16 +151,18 @@ func describe(ev *fluxdv1.Event) string {
 	if ev.GetError() != "" {
 		d += ": " + ev.GetError()
 	}
-	if ev.GetMessage() != "" {
-		d += fmt.Sprintf(" %q", ev.GetMessage())
+	if m := ev.GetMessage(); m != "" {
+		d += ` "` + strings.ReplaceAll(m, "\t", " ") + `"`
 	}
 	return d
 }
 
 func ago(d time.Duration) string {
 	switch {
-	case d < time.Minute:
+	case d < time.Second:
 		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
 	case d < time.Hour:
 		return fmt.Sprintf("%dm ago", int(d.Minutes()))
 	case d < 48*time.Hour:

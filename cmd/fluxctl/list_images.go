@@ -133,8 +133,12 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 		enc.SetIndent("", "  ")
 		return enc.Encode(rows)
 	}
+	// Notes on a container (warnings, a refresh under way, paging) go
+	// below the table, so that a long one does not widen the IMAGE column.
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVICE\tCONTAINER\tIMAGE\tCREATED")
+	var notes []string
+	marked := false
 	for _, r := range rows {
 		repo := r.Current
 		if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
@@ -145,8 +149,11 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 			head += "  (filter " + r.Filter + ")"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t\n", r.Service, r.Container, head)
+		note := func(format string, a ...any) {
+			notes = append(notes, r.Service+" "+r.Container+": "+fmt.Sprintf(format, a...))
+		}
 		for _, w := range r.Warnings {
-			fmt.Fprintf(tw, "\t\t   warning: %s\t\n", w)
+			note("warning: %s", w)
 		}
 		since := ""
 		if r.RefreshedAt != nil {
@@ -154,14 +161,15 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 		}
 		switch {
 		case r.Refreshing && r.TimesRead < r.Total:
-			fmt.Fprintf(tw, "\t\t   (fetching creation times %d of %d)\t\n", r.TimesRead, r.Total)
+			note("fetching creation times, %d of %d read", r.TimesRead, r.Total)
 		case r.Refreshing:
-			fmt.Fprintf(tw, "\t\t   (a refresh of this repository is still running; showing the %d cached images%s)\t\n", r.Total, since)
+			note("a refresh of this repository is still running; showing the %d cached images%s", r.Total, since)
 		case r.RefreshError != "":
-			fmt.Fprintf(tw, "\t\t   (the last refresh failed: %s; showing the %d cached images%s)\t\n", r.RefreshError, r.Total, since)
+			note("the last refresh failed: %s; showing the %d cached images%s", r.RefreshError, r.Total, since)
 		}
 		if r.Error != "" {
-			fmt.Fprintf(tw, "\t\t   (cannot list images: %s)\t\n", r.Error)
+			fmt.Fprintf(tw, "\t\t   (cannot list images; see below)\t\n")
+			note("cannot list images: %s", r.Error)
 			continue
 		}
 		shown := r.Images
@@ -176,6 +184,7 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 			case img.Newer:
 				mark = "*"
 			}
+			marked = marked || mark != ""
 			created := "no creation time"
 			if img.Reading {
 				created = "(fetching)"
@@ -189,8 +198,24 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 			fmt.Fprintf(tw, "\t\t%-2s %s\t%s\n", mark, img.Tag, created)
 		}
 		if left := max(r.Total, len(r.Images)) - offset - len(shown); left > 0 {
-			fmt.Fprintf(tw, "\t\t   (%d more; --offset %d for the next page, --limit 0 for all)\t\n", left, offset+len(shown))
+			tags := "tags"
+			if left == 1 {
+				tags = "tag"
+			}
+			note("%d more %s; --offset %d for the next page, --limit 0 for all", left, tags, offset+len(shown))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if marked {
+		fmt.Fprintln(w, "\n-> runs now   * newer under the container's policy")
+	}
+	if len(notes) > 0 {
+		fmt.Fprintln(w)
+		for _, n := range notes {
+			fmt.Fprintln(w, n)
+		}
+	}
+	return nil
 }

@@ -212,13 +212,48 @@ func gitWarning(g *fluxdv1.GitRemoteStatus, now time.Time) string {
 	return ""
 }
 
+// lockNoteMax bounds who and why a service is locked, in the table; -o
+// json has the whole message.
+const lockNoteMax = 32
+
+// lockNote is " (who: why)" for a locked service, shortened to fit the
+// table, or "" when the lock says neither. fluxd's lock message reads
+// "locked by WHO: WHY"; who comes from locked_by.
+func lockNote(s *fluxdv1.Service) string {
+	who := s.GetLockedBy()
+	why := strings.TrimPrefix(s.GetLockMessage(), lockedPrefix)
+	if who != "" {
+		why = strings.TrimPrefix(why, " by "+who)
+	}
+	why = strings.TrimSpace(strings.TrimPrefix(why, ":"))
+	var note string
+	switch {
+	case who != "" && why != "":
+		note = who + ": " + why
+	case who != "":
+		note = who
+	default:
+		note = why
+	}
+	if note == "" {
+		return ""
+	}
+	if r := []rune(note); len(r) > lockNoteMax {
+		note = string(r[:lockNoteMax-1]) + "…"
+	}
+	return " (" + note + ")"
+}
+
+// lockedPrefix begins fluxd's lock messages (release.ReasonLocked).
+const lockedPrefix = "locked"
+
 func policy(s *fluxdv1.Service) string {
 	var p []string
 	if s.GetAutomated() {
 		p = append(p, "automated")
 	}
 	if s.GetLocked() {
-		p = append(p, "locked")
+		p = append(p, "locked"+lockNote(s))
 	}
 	var cs []string
 	for c := range s.GetTagFilters() {

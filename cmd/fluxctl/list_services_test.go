@@ -61,7 +61,7 @@ func TestListServicesOutput(t *testing.T) {
 			Automation: &fluxdv1.Automation{State: "failing", Failures: 3, LastError: "cannot read the registry"},
 		},
 		{
-			Id: "default:deployment/worker", Status: "updating", Locked: true, LockMessage: "incident 42",
+			Id: "default:deployment/worker", Status: "updating", Locked: true, LockMessage: "locked by alex: incident 42: 5xx on checkout, rolling back", LockedBy: "alex",
 			Containers: []*fluxdv1.Container{{Name: "migrate", Image: "reg/worker:1.0.0", Init: true}, {Name: "worker", Image: "reg/worker:1.0.0"}},
 			Replicas:   &fluxdv1.ReplicaCounts{Desired: 3, Updated: 1, Ready: 2, Available: 2},
 		},
@@ -105,5 +105,21 @@ func TestListServicesSyncOutput(t *testing.T) {
 			}
 			golden(t, "list-services-sync."+o, buf.Bytes())
 		})
+	}
+}
+
+func TestLockNote(t *testing.T) {
+	for _, tc := range []struct {
+		msg, by, want string
+	}{
+		{"locked", "", ""},
+		{"locked by alex", "alex", " (alex)"},
+		{"locked by alex: incident 42", "alex", " (alex: incident 42)"},
+		{"locked: incident 42", "", " (incident 42)"},
+		{"locked by alex: a very long reason that goes on and on", "alex", " (alex: a very long reason that g…)"},
+	} {
+		if got := lockNote(&fluxdv1.Service{Locked: true, LockMessage: tc.msg, LockedBy: tc.by}); got != tc.want {
+			t.Errorf("lockNote(%q, by %q) = %q, want %q", tc.msg, tc.by, got, tc.want)
+		}
 	}
 }

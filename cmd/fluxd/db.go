@@ -36,8 +36,10 @@ single replica to the PostgreSQL database several replicas will share:
   fluxd db copy --from sqlite:///var/lib/fluxd/history.db \
       --to postgres://fluxd@db:5432/fluxd?sslmode=require --to-password-file pw
 
-Every event, job and cached registry tag is copied, oldest first. The target
-must be empty (it is migrated first), so nothing is mixed or copied twice.
+Every event, job and cached registry tag is copied, oldest first. The source
+is only read: it must be at this fluxd's schema version (start this fluxd on it
+once to upgrade it). The target must be empty (it is migrated first), so
+nothing is mixed or copied twice.
 Stop fluxd before copying: what it records meanwhile would not be copied.`,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
@@ -58,7 +60,8 @@ func copyDB(ctx context.Context, w io.Writer, f dbCopyFlags) error {
 	if f.from == f.to {
 		return fmt.Errorf("--from and --to are the same database (%s)", historystore.Redact(f.from))
 	}
-	from, err := historystore.Open(ctx, historystore.Config{URL: f.from, PasswordFile: f.fromPasswordFile})
+	// The source is read as it is: copying must not change it.
+	from, err := historystore.Open(ctx, historystore.Config{URL: f.from, PasswordFile: f.fromPasswordFile, NoMigrate: true})
 	if err != nil {
 		return fmt.Errorf("opening --from: %w", err)
 	}

@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/history/sqlite"
 	historystore "github.com/fluxd/fluxd/history/store"
 	"github.com/fluxd/fluxd/internal/pgserver"
 )
@@ -59,3 +61,33 @@ func TestDBCopy(t *testing.T) {
 }
 
 func TestMain(m *testing.M) { os.Exit(pgserver.RunTests(m)) }
+
+// TestDBCopyLeavesAnOldSourceAlone: a source at an earlier schema version
+// is refused with a message saying to upgrade it, and stays at its
+// version (copying does not migrate it).
+func TestDBCopyLeavesAnOldSourceAlone(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	db, err := sql.Open("sqlite3", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := sqlite.Migrate(ctx, db, 3); err != nil {
+		t.Fatal(err)
+	}
+	url, srv := pgserver.Database(t)
+	var out bytes.Buffer
+	cmd := newRootCommand()
+	cmd.SetOut(&out)
+	cmd.SetErr(&out)
+	cmd.SetArgs([]string{"db", "copy", "--from", path, "--to", url, "--to-password-file", srv.PasswordFile()})
+	err = cmd.ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), "schema version 3") || !strings.Contains(err.Error(), "upgrade it") {
+		t.Errorf("copying from a version-3 database: %v; want a refusal saying to upgrade it", err)
+	}
+	var v int64
+	if err := db.QueryRowContext(ctx, `SELECT max(version_id) FROM `+sqlite.VersionTable).Scan(&v); err != nil || v != 3 {
+		t.Errorf("the source is at version %d (%v) after the copy; want it left at 3", v, err)
+	}
+}

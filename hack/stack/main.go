@@ -68,8 +68,16 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		fmt.Println("stack: everything runs but fluxd; starting fluxd again on its state (the demo is kept)")
 		return restartFluxd(ctx)
 	}
-	// A partly running or stale stack: stop what is left and start afresh.
-	fmt.Println("stack: a partial or stale stack is in .stack/; stopping what is left and starting afresh (its demo state is discarded)")
+	// A partly running stack: stop what is left and start afresh. A
+	// brand-new clone or a clean 'make down' leaves nothing running, and
+	// then there is nothing to say.
+	left, err := localstack.Running(dir)
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		fmt.Printf("stack: a partial stack runs from .stack/ (%s); stopping it and starting afresh (its demo state is discarded)\n", strings.Join(left, ", "))
+	}
 	if _, err := localstack.StopDir(dir); err != nil {
 		return err
 	}
@@ -143,7 +151,7 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		"export FLUX_METRICS_URL=http://" + metrics + "/metrics",
 		"export FLUX_WEBHOOK_URL=http://" + webhook + "/v1/notify",
 		"export FLUX_WEBHOOK_SECRET=" + secret,
-		"export FLUX_WEB_URL=http://" + web + "/",
+		"export FLUX_WEB_URL=http://" + web, // no trailing slash: $FLUX_WEB_URL/api/... is a path
 		"export KUBECONFIG=" + st.Kubeconfig,
 		"export REGISTRY=" + st.Registry,
 		"export GIT_URL=" + st.GitURL,
@@ -158,6 +166,9 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 	fmt.Printf("stack: everything up in %v\n\n", time.Since(start).Round(100*time.Millisecond))
 	fmt.Printf("The status page: http://%s/ (FLUX_WEB_URL; sign in with $FLUX_TOKEN, or $FLUX_VIEWER_TOKEN to only look)\n\n", web)
 	printNext(dir)
+	if len(dbEnv) > 0 {
+		fmt.Println(`The history is in PostgreSQL: PGPASSWORD=$(cat $FLUXD_HISTORY_DB_PASSWORD_FILE) psql "$FLUXD_HISTORY_DB"`)
+	}
 	return nil
 }
 
@@ -180,7 +191,7 @@ func randomSecret() (string, error) {
 
 func printNext(dir string) {
 	fmt.Printf(`Next, in this shell:
-  . .stack/env                      # sets FLUX_URL, FLUX_TOKEN, FLUX_WEB_URL, KUBECONFIG, REGISTRY, GIT_URL, PATH
+  . .stack/env                      # sets FLUX_URL, FLUX_TOKEN, FLUX_WEB_URL, KUBECONFIG, REGISTRY, GIT_URL, PATH (README: more)
   fluxctl version                   # client and server versions
   echo $FLUX_WEB_URL                # the status page: open it, sign in with $FLUX_TOKEN
   fluxctl list-services             # the example workloads, from the cluster and git
@@ -188,7 +199,8 @@ func printNext(dir string) {
   fluxctl release --all --update-all-images --dry-run
   fluxctl release --all --update-all-images -m "first release"
   fluxctl history
-  fluxctl automate helloworld       # then push a newer tag: crane copy ... or see README
+  fluxctl automate helloworld       # from now on fluxd releases each newer tag itself; try one:
+  crane copy $REGISTRY/helloworld:1.2.0 $REGISTRY/helloworld:1.3.0 && fluxctl notify $REGISTRY/helloworld:1.3.0
   kubectl get nodes                 # the fake kwok nodes
   kubectl get pods                  # pods rolled out on them
   grpcurl -H "authorization: Bearer $FLUX_TOKEN" -plaintext $FLUX_URL list
@@ -206,6 +218,17 @@ func restartFluxd(ctx context.Context) error {
 	dir, err := stateDir()
 	if err != nil {
 		return err
+	}
+	// Only fluxd is restarted: against a stack that is down it would
+	// start, fail to reach the cluster and leave a stale PID file.
+	missing, err := localstack.NotRunning(dir)
+	if err != nil {
+		return err
+	}
+	for _, m := range missing {
+		if m != "fluxd" {
+			return fmt.Errorf("the stack is not running (down: %s): run make up", strings.Join(missing, ", "))
+		}
 	}
 	start := time.Now()
 	addr, err := localstack.RestartFluxd(ctx, dir)

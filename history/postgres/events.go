@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,16 +15,23 @@ import (
 	"github.com/fluxd/fluxd/history"
 )
 
-// errAmbiguous marks a failure of COMMIT itself: the event may or may not
-// be stored, so Record does not try again (it could record it twice).
-var errAmbiguous = errors.New("the database went away while committing; the event may or may not be recorded")
+// errAmbiguous marks a failure whose outcome is unknown (the connection
+// dropped while COMMIT was on its way): retry never runs such an operation
+// again. Record needs no such care any more (its key makes a second run
+// find the first one's event), but an operation that is not idempotent
+// must wrap its COMMIT's error with it.
+var errAmbiguous = errors.New("the database went away while committing; the change may or may not be stored")
 
 // Record stores ev and returns its ID. ev.Instance is required. A failed
-// connection is tried again (see retry) unless it failed during COMMIT.
+// connection is tried again (see retry), even during COMMIT: each call
+// draws a key of its own (record_key, unique), so a second attempt after a
+// COMMIT that did happen finds that event and returns its ID instead of
+// storing the event twice.
 func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 	if ev.Instance == "" {
 		return 0, errors.New("recording an event without an instance")
 	}
+	ev = ev.Clean()
 	changes := []byte("[]")
 	if ev.Changes != nil {
 		var err error
@@ -36,6 +45,9 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 	if ev.EndedAt.IsZero() {
 		ev.EndedAt = ev.StartedAt
 	}
+	var raw [16]byte
+	_, _ = rand.Read(raw[:])
+	key := hex.EncodeToString(raw[:])
 	var id int64
 	err := s.retry(ctx, func(ctx context.Context) error {
 		tx, err := s.pool.Begin(ctx)
@@ -43,11 +55,17 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 			return err
 		}
 		defer tx.Rollback(ctx)
-		if err := tx.QueryRow(ctx,
-			`INSERT INTO events (instance, type, "user", message, changes, commit_id, error, started_at, ended_at)
-			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id`,
+		err = tx.QueryRow(ctx,
+			`INSERT INTO events (instance, type, "user", message, changes, commit_id, error, started_at, ended_at, record_key)
+			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (record_key) DO NOTHING RETURNING id`,
 			ev.Instance, string(ev.Type), ev.User, ev.Message, string(changes), ev.Commit, ev.Error,
-			ev.StartedAt.UnixNano(), ev.EndedAt.UnixNano()).Scan(&id); err != nil {
+			ev.StartedAt.UnixNano(), ev.EndedAt.UnixNano(), key).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// An earlier attempt committed: its event (and services) are
+			// stored already.
+			return tx.QueryRow(ctx, `SELECT id FROM events WHERE record_key = $1`, key).Scan(&id)
+		}
+		if err != nil {
 			return err
 		}
 		for _, svc := range ev.Services {
@@ -57,13 +75,7 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 				return err
 			}
 		}
-		if err := tx.Commit(ctx); err != nil {
-			if Transient(err) {
-				return fmt.Errorf("%w: %v", errAmbiguous, err)
-			}
-			return err
-		}
-		return nil
+		return tx.Commit(ctx)
 	})
 	if err != nil {
 		return 0, fmt.Errorf("recording history: %w", err)
@@ -72,7 +84,7 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 }
 
 const eventColumns = `e.id, e.instance, e.type, e."user", e.message, e.changes, e.commit_id, e.error, e.started_at, e.ended_at,
-	COALESCE((SELECT string_agg(s.service, E'\n' ORDER BY s.service) FROM event_services s WHERE s.event_id = e.id), '')`
+	COALESCE((SELECT string_agg(s.service, E'\n' ORDER BY s.service COLLATE "C") FROM event_services s WHERE s.event_id = e.id), '')`
 
 // Events returns the instance's events matching q, newest first.
 func (s *Store) Events(ctx context.Context, instance string, q history.Query) ([]history.Event, error) {

@@ -63,7 +63,7 @@ func (s *Store) EachJob(ctx context.Context, fn func(history.Job) error) error {
 func (s *Store) CachedRepositories(ctx context.Context) ([]string, error) {
 	var out []string
 	err := s.retry(ctx, func(ctx context.Context) error {
-		rows, err := s.pool.Query(ctx, `SELECT DISTINCT repository FROM registry_tags ORDER BY repository`)
+		rows, err := s.pool.Query(ctx, `SELECT DISTINCT repository COLLATE "C" FROM registry_tags ORDER BY 1`)
 		if err != nil {
 			return err
 		}

@@ -15,6 +15,8 @@ func (s *Store) AppendJobLog(ctx context.Context, l history.JobLogLine) error {
 	if l.JobID == "" || l.Instance == "" || l.Seq <= 0 {
 		return errors.New("saving a job log line without a job, an instance or a sequence number")
 	}
+	// A line quotes git's or a tool's output, which may hold any byte.
+	l.Stage, l.Text = history.CleanText(l.Stage), history.CleanText(l.Text)
 	err := s.retry(ctx, func(ctx context.Context) error {
 		_, err := s.pool.Exec(ctx, `INSERT INTO job_log (job_id, instance, seq, at, stage, text) VALUES ($1, $2, $3, $4, $5, $6)
 			ON CONFLICT (job_id, seq) DO NOTHING`, l.JobID, l.Instance, l.Seq, nanos(l.Time), l.Stage, l.Text)

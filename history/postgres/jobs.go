@@ -14,11 +14,15 @@ import (
 const jobColumns = `seq, id, instance, state, stage, spec, plan, commit_id, error, created_at, started_at, finished_at, checksum`
 
 // SaveJob inserts or updates a job, keyed by its ID, and returns its Seq.
-// It is an upsert, so a connection lost midway is simply tried again.
+// It is an upsert, so a connection lost midway is simply tried again. A
+// finished job is not changed to another state (history.ErrJobFinished):
+// a deposed leader's late write cannot move it back; saving the same
+// final state again (a retry) is allowed.
 func (s *Store) SaveJob(ctx context.Context, j history.Job) (int64, error) {
 	if j.Instance == "" || j.ID == "" {
 		return 0, errors.New("saving a job without an ID or instance")
 	}
+	j = j.Clean()
 	var seq int64
 	err := s.retry(ctx, func(ctx context.Context) error {
 		return s.pool.QueryRow(ctx, `
@@ -26,10 +30,15 @@ func (s *Store) SaveJob(ctx context.Context, j history.Job) (int64, error) {
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
 		ON CONFLICT (id) DO UPDATE SET state = excluded.state, stage = excluded.stage, plan = excluded.plan,
 			commit_id = excluded.commit_id, error = excluded.error, started_at = excluded.started_at, finished_at = excluded.finished_at
+		WHERE jobs.state NOT IN `+history.FinishedStatesSQL+` OR jobs.state = excluded.state
 		RETURNING seq`,
 			j.ID, j.Instance, string(j.State), j.Stage, string(orEmpty(j.Spec)), string(orEmpty(j.Plan)), j.Commit, j.Error,
 			nanos(j.CreatedAt), nanos(j.StartedAt), nanos(j.FinishedAt), j.Checksum).Scan(&seq)
 	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The fence held: the row is finished in another state.
+		err = history.ErrJobFinished
+	}
 	if err != nil {
 		return 0, fmt.Errorf("saving job %s: %w", j.ID, err)
 	}

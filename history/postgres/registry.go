@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,32 +65,49 @@ func (s *Store) CachedTags(ctx context.Context, repository string) (map[string]r
 // is tried again.
 func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string]registry.TagState, images map[string]registry.ImageMeta, removed []string) error {
 	now := time.Now().UnixNano()
-	b := &pgx.Batch{}
-	for tag, st := range tags {
-		b.Queue(`INSERT INTO registry_tags (repository, tag, digest, checked_at, stable, next_check) VALUES ($1, $2, $3, $4, $5, $6)
-		ON CONFLICT (repository, tag) DO UPDATE SET digest = excluded.digest, checked_at = excluded.checked_at,
-			stable = excluded.stable, next_check = excluded.next_check`, repository, tag, st.Digest, now, st.Stable, nanos(st.NextCheck))
-	}
+	labels := make(map[string]string, len(images))
 	for digest, m := range images {
-		labels := ""
 		if len(m.Labels) > 0 {
 			j, err := json.Marshal(m.Labels)
 			if err != nil {
 				return err
 			}
-			labels = string(j)
+			labels[digest] = string(j)
 		}
-		b.Queue(`INSERT INTO registry_images (digest, created_at, config_digest, platform, labels) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (digest) DO UPDATE SET created_at = excluded.created_at, config_digest = excluded.config_digest,
-			platform = excluded.platform, labels = excluded.labels`, digest, nanos(m.CreatedAt), m.ConfigDigest, m.Platform, labels)
 	}
-	if len(removed) > 0 {
-		b.Queue(`DELETE FROM registry_tags WHERE repository = $1 AND tag = ANY($2)`, repository, removed)
-	}
-	if b.Len() == 0 {
+	if len(tags)+len(images)+len(removed) == 0 {
 		return nil
 	}
-	err := s.retry(ctx, func(ctx context.Context) error {
+	// Rows are written in one order (tags, then digests, sorted; removed
+	// sorted), so that two replicas saving the same repository lock its
+	// rows in the same order and one waits for the other instead of both
+	// deadlocking (map order differs from call to call).
+	tagNames := slices.Sorted(maps.Keys(tags))
+	digests := slices.Sorted(maps.Keys(images))
+	removed = slices.Sorted(slices.Values(removed))
+	// The batch is built for each attempt: a batch holds the names of the
+	// statements pgx prepared on the connection it was first sent on, and
+	// a new connection after a failure knows none of them.
+	// A first scan of a large repository is one batch of many thousand
+	// statements: each attempt gets one OpTimeout per 5,000 rows.
+	n := len(tags) + len(images) + 1
+	err := s.retryWithin(ctx, s.opTimeout*time.Duration(1+n/5000), func(ctx context.Context) error {
+		b := &pgx.Batch{}
+		for _, tag := range tagNames {
+			st := tags[tag]
+			b.Queue(`INSERT INTO registry_tags (repository, tag, digest, checked_at, stable, next_check) VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (repository, tag) DO UPDATE SET digest = excluded.digest, checked_at = excluded.checked_at,
+			stable = excluded.stable, next_check = excluded.next_check`, repository, tag, st.Digest, now, st.Stable, nanos(st.NextCheck))
+		}
+		for _, digest := range digests {
+			m := images[digest]
+			b.Queue(`INSERT INTO registry_images (digest, created_at, config_digest, platform, labels) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (digest) DO UPDATE SET created_at = excluded.created_at, config_digest = excluded.config_digest,
+			platform = excluded.platform, labels = excluded.labels`, digest, nanos(m.CreatedAt), m.ConfigDigest, m.Platform, labels[digest])
+		}
+		if len(removed) > 0 {
+			b.Queue(`DELETE FROM registry_tags WHERE repository = $1 AND tag = ANY($2)`, repository, removed)
+		}
 		return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			return tx.SendBatch(ctx, b).Close()
 		})
@@ -103,7 +122,10 @@ func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string
 		// measured on 100,000 cached tags, a nested loop of index
 		// lookups took 1.8 s in the server, the hash join 0.9 s.
 		// The statistics are refreshed at once instead (best effort).
-		_, _ = s.pool.Exec(ctx, `ANALYZE registry_tags, registry_images`)
+		_ = s.attempt(ctx, s.opTimeout, func(ctx context.Context) error {
+			_, err := s.pool.Exec(ctx, `ANALYZE registry_tags, registry_images`)
+			return err
+		})
 	}
 	return nil
 }

@@ -1,18 +1,29 @@
 package postgres
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"os"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/pressly/goose/v3"
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/history/storetest"
 	"github.com/fluxd/fluxd/internal/pgserver"
+	"github.com/fluxd/fluxd/registry"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgserver.RunTests(m)) }
@@ -43,6 +54,7 @@ func TestMigrations(t *testing.T) {
 	storetest.RunMigrations(t, storetest.Migrations{
 		Files:   Migrations(),
 		Migrate: Migrate,
+		Dialect: goose.DialectPostgres,
 		Dollar:  true,
 		Fresh: func(t *testing.T) (*sql.DB, func() history.Store) {
 			url, srv := pgserver.Database(t)
@@ -92,9 +104,279 @@ func TestRedact(t *testing.T) {
 		{"host=h user=u password='p w\\'x' dbname=d", "host=h user=u password=xxxxx dbname=d"},
 		{"postgres://u:p%zz@h/db", "postgres://xxxxx@h/db"},
 		{"postgres://u@h/db", "postgres://u@h/db"},
+		{"postgres://h/db?sslkey=/k&sslpassword=pw", "postgres://h/db?sslkey=%2Fk&sslpassword=xxxxx"},
+		{"postgres://u:pw@h/db?password=pw&sslpassword=pw", "postgres://u:xxxxx@h/db?password=xxxxx&sslpassword=xxxxx"},
+		{"host=h sslpassword=pw user=u", "host=h sslpassword=xxxxx user=u"},
+		{"host=h SSLPassword = 'p w' password=pw", "host=h SSLPassword=xxxxx password=xxxxx"},
 	} {
 		if got := Redact(tc.in); got != tc.want || strings.Contains(got, "pw") {
 			t.Errorf("Redact(%q) = %q; want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestRecordOnceWhenCommitsAnswerIsLost: the connection drops right after
+// COMMIT is sent (the server commits; the client never hears it). Record
+// tries again on a new connection and the event is stored once, not twice.
+func TestRecordOnceWhenCommitsAnswerIsLost(t *testing.T) {
+	u, srv := pgserver.Database(t)
+	ctx := context.Background()
+	p := newProxy(t, srv.Port)
+	s, err := Open(ctx, Config{URL: p.url(t, u), Password: srv.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cut := make(chan struct{})
+	p.set(func(chunk []byte) bool {
+		if isCommit(chunk) {
+			close(cut)
+			return true
+		}
+		return false
+	})
+	id, err := s.Record(ctx, history.Event{Instance: "i", Type: history.Release, Message: "once", Services: []string{"svc"}})
+	select {
+	case <-cut:
+	default:
+		t.Fatal("the proxy never saw COMMIT: the test did not test anything")
+	}
+	if err != nil {
+		t.Fatalf("Record across a lost COMMIT answer: %v", err)
+	}
+	evs, err := s.Events(ctx, "i", history.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 1 || evs[0].ID != id || len(evs[0].Services) != 1 {
+		t.Errorf("one Record call (id %d) stored %d events: %+v; want exactly one, with its service", id, len(evs), evs)
+	}
+}
+
+// TestSaveTagsRetriedOnANewConnection: the connection drops just as
+// SaveTags's batch is sent (after pgx prepared its statements on it); the
+// retry on a new connection stores the tags.
+func TestSaveTagsRetriedOnANewConnection(t *testing.T) {
+	u, srv := pgserver.Database(t)
+	ctx := context.Background()
+	p := newProxy(t, srv.Port)
+	s, err := Open(ctx, Config{URL: p.url(t, u), Password: srv.Password, MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	cut := make(chan struct{})
+	p.set(func(chunk []byte) bool {
+		// 'B': a Bind naming a statement prepared on this connection.
+		if chunk[0] == 'B' && bytes.Contains(chunk, []byte("stmtcache_")) {
+			close(cut)
+			return true
+		}
+		return false
+	})
+	err = s.SaveTags(ctx, "r/a", map[string]registry.TagState{"1": {Digest: "sha256:1"}, "2": {Digest: "sha256:2"}}, nil, nil)
+	select {
+	case <-cut:
+	default:
+		t.Fatal("the proxy never saw the batch: the test did not test anything")
+	}
+	if err != nil {
+		t.Fatalf("SaveTags retried on a new connection: %v", err)
+	}
+	tags, err := s.CachedTags(ctx, "r/a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tags) != 2 {
+		t.Errorf("cached tags after the retry: %v; want 1 and 2", tags)
+	}
+}
+
+// TestConcurrentSaveTags: replicas (here goroutines) saving the same
+// repository's tags at once all succeed: rows are locked in one order, so
+// the transactions wait for each other rather than deadlock.
+func TestConcurrentSaveTags(t *testing.T) {
+	s, _ := newStore(t)
+	defer s.Close()
+	ctx := context.Background()
+	tags := map[string]registry.TagState{}
+	images := map[string]registry.ImageMeta{}
+	for i := range 300 {
+		tags[strconv.Itoa(i)] = registry.TagState{Digest: "sha256:" + strconv.Itoa(i)}
+		images["sha256:"+strconv.Itoa(i)] = registry.ImageMeta{Platform: "linux/amd64"}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 60)
+	for range 4 {
+		wg.Go(func() {
+			for range 15 {
+				if err := s.SaveTags(ctx, "r/a", tags, images, nil); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	n := 0
+	for err := range errs {
+		if n == 0 {
+			t.Errorf("concurrent SaveTags: %v", err)
+		}
+		n++
+	}
+	if n > 0 {
+		t.Errorf("%d of 60 concurrent SaveTags failed", n)
+	}
+}
+
+// TestSilentServerFailsRatherThanHangs: the server stops answering without
+// closing the connection (a partition: the proxy swallows everything).
+// Record, a read and SaveJob each return an error (Record's saying the
+// database did not answer in time) instead of waiting for ever.
+func TestSilentServerFailsRatherThanHangs(t *testing.T) {
+	u, srv := pgserver.Database(t)
+	ctx := context.Background()
+	p := newProxy(t, srv.Port)
+	s, err := Open(ctx, Config{URL: p.url(t, u), Password: srv.Password, StatementTimeout: 200 * time.Millisecond, RetryFor: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	p.setHold(true)
+	defer p.setHold(false)
+	// The first runs on the pool's open connection, which goes quiet; the
+	// others on new connections, which the server never answers
+	// (connect_timeout's error, or the attempt's).
+	ops := []struct {
+		name string
+		op   func() error
+	}{
+		{"Record", func() error {
+			_, err := s.Record(ctx, history.Event{Instance: "i", Type: history.Release})
+			return err
+		}},
+		{"Events", func() error {
+			_, err := s.Events(ctx, "i", history.Query{})
+			return err
+		}},
+		{"SaveJob", func() error {
+			_, err := s.SaveJob(ctx, history.Job{ID: "j", Instance: "i", State: history.JobQueued})
+			return err
+		}},
+	}
+	for i, o := range ops {
+		name, op := o.name, o.op
+		done := make(chan error, 1)
+		go func() { done <- op() }()
+		select {
+		case err := <-done:
+			if err == nil || i == 0 && !strings.Contains(err.Error(), "did not answer in time") {
+				t.Errorf("%s with a silent server: %v; want an error saying it did not answer in time", name, err)
+			}
+		case <-time.After(5 * time.Minute):
+			// Not a speed check: without a client-side timeout the call
+			// never returns at all.
+			t.Fatalf("%s with a silent server still hangs after 5 minutes", name)
+		}
+	}
+}
+
+// TestStatementTimeoutReachesTheServer: the server's statement_timeout is
+// the configured one in whole milliseconds, rounded up (under 1 ms is 1 ms,
+// not 0, which would be no timeout).
+func TestStatementTimeoutReachesTheServer(t *testing.T) {
+	u, srv := pgserver.Database(t)
+	for _, tc := range []struct {
+		in   time.Duration
+		want string
+	}{
+		{500 * time.Microsecond, "1ms"},
+		{1500 * time.Microsecond, "2ms"},
+		{1500 * time.Millisecond, "1500ms"},
+		{0, "0"},
+	} {
+		s, err := Open(context.Background(), Config{URL: u, Password: srv.Password, StatementTimeout: tc.in})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got string
+		err = s.pool.QueryRow(context.Background(), `SHOW statement_timeout`).Scan(&got)
+		s.Close()
+		if err != nil || got != tc.want {
+			t.Errorf("StatementTimeout %v: SHOW statement_timeout = %q, %v; want %q", tc.in, got, err, tc.want)
+		}
+	}
+}
+
+// TestByteOrderUnderALanguageCollation: on a database whose default
+// collation is a language's (ICU "en-US", where "_a" < "b" < "B"), an
+// event's services and the cached repositories still come back in byte
+// order, as SQLite returns them.
+func TestByteOrderUnderALanguageCollation(t *testing.T) {
+	_, srv := pgserver.Database(t)
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(srv.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Password = srv.Password
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	name := "collated_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C'`); err != nil {
+		t.Skipf("this server cannot make an ICU database: %v", err)
+	}
+	s, err := Open(ctx, Config{URL: srv.URL(name), Password: srv.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Record(ctx, history.Event{Instance: "i", Type: history.Release, Services: []string{"ns:deployment/b", "ns:deployment/B", "ns:deployment/_a"}}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.Events(ctx, "i", history.Query{})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("events: %v, %v", evs, err)
+	}
+	if diff := cmp.Diff([]string{"ns:deployment/B", "ns:deployment/_a", "ns:deployment/b"}, evs[0].Services); diff != "" {
+		t.Errorf("services (-want +got):\n%s", diff)
+	}
+	for _, repo := range []string{"b/x", "B/x", "_/x"} {
+		if err := s.SaveTags(ctx, repo, map[string]registry.TagState{"1": {Digest: "sha256:1"}}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	repos, err := s.CachedRepositories(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"B/x", "_/x", "b/x"}, repos); diff != "" {
+		t.Errorf("cached repositories (-want +got):\n%s", diff)
+	}
+}
+
+// TestTransient: which failures are tried again.
+func TestTransient(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{&pgconn.PgError{Code: "57P01"}, true}, // admin shutdown
+		{&pgconn.PgError{Code: "08006"}, true}, // connection failure
+		{&pgconn.PgError{Code: "40P01"}, true}, // deadlock
+		{&pgconn.PgError{Code: "40001"}, true}, // serialization failure
+		{&pgconn.PgError{Code: "53300"}, true}, // too many connections
+		{&pgconn.PgError{Code: "23505"}, false},
+		{errors.New("conn closed"), true},
+		{fmt.Errorf("%w: %v", errAmbiguous, errors.New("conn closed")), false},
+		{context.Canceled, false},
+	} {
+		if got := Transient(tc.err); got != tc.want {
+			t.Errorf("Transient(%v) = %v; want %v", tc.err, got, tc.want)
 		}
 	}
 }

@@ -14,6 +14,8 @@ func (s *Store) AppendJobLog(ctx context.Context, l history.JobLogLine) error {
 	if l.JobID == "" || l.Instance == "" || l.Seq <= 0 {
 		return errors.New("saving a job log line without a job, an instance or a sequence number")
 	}
+	// A line quotes git's or a tool's output, which may hold any byte.
+	l.Stage, l.Text = history.CleanText(l.Stage), history.CleanText(l.Text)
 	_, err := s.db.ExecContext(ctx, `INSERT INTO job_log (job_id, instance, seq, at, stage, text) VALUES (?, ?, ?, ?, ?, ?)
 		ON CONFLICT (job_id, seq) DO NOTHING`, l.JobID, l.Instance, l.Seq, nanos(l.Time), l.Stage, l.Text)
 	if err != nil {

@@ -13,19 +13,27 @@ import (
 const jobColumns = `seq, id, instance, state, stage, spec, plan, commit_id, error, created_at, started_at, finished_at, checksum`
 
 // SaveJob inserts or updates a job, keyed by its ID, and returns its Seq.
+// A finished job is not changed to another state (history.ErrJobFinished):
+// a deposed leader's late write cannot move it back.
 func (s *Store) SaveJob(ctx context.Context, j history.Job) (int64, error) {
 	if j.Instance == "" || j.ID == "" {
 		return 0, errors.New("saving a job without an ID or instance")
 	}
-	_, err := s.db.ExecContext(ctx, `
+	j = j.Clean()
+	res, err := s.db.ExecContext(ctx, `
 		INSERT INTO jobs (id, instance, state, stage, spec, plan, commit_id, error, created_at, started_at, finished_at, checksum)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET state = excluded.state, stage = excluded.stage, plan = excluded.plan,
-			commit_id = excluded.commit_id, error = excluded.error, started_at = excluded.started_at, finished_at = excluded.finished_at`,
+			commit_id = excluded.commit_id, error = excluded.error, started_at = excluded.started_at, finished_at = excluded.finished_at
+		WHERE jobs.state NOT IN `+history.FinishedStatesSQL+` OR jobs.state = excluded.state`,
 		j.ID, j.Instance, string(j.State), j.Stage, string(orEmpty(j.Spec)), string(orEmpty(j.Plan)), j.Commit, j.Error,
 		nanos(j.CreatedAt), nanos(j.StartedAt), nanos(j.FinishedAt), j.Checksum)
 	if err != nil {
 		return 0, fmt.Errorf("saving job %s: %w", j.ID, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		// The fence held: the row is finished in another state.
+		return 0, fmt.Errorf("saving job %s: %w", j.ID, history.ErrJobFinished)
 	}
 	var seq int64
 	if err := s.db.QueryRowContext(ctx, `SELECT seq FROM jobs WHERE id = ?`, j.ID).Scan(&seq); err != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"strings"
 	"time"
 
@@ -47,10 +48,60 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	return &Store{db: db}, nil
 }
 
+// OpenExisting opens the database at path read-only, without migrating
+// it, and checks that its schema is this fluxd's newest (the source of a
+// copy must not be changed).
+func OpenExisting(ctx context.Context, path string) (*Store, error) {
+	if path == "" {
+		return nil, errors.New("history database path is empty")
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("opening history database %s: %w", path, err)
+	}
+	db, err := sql.Open("sqlite3", "file:"+path+"?mode=ro&_busy_timeout=5000&_foreign_keys=on")
+	if err != nil {
+		return nil, fmt.Errorf("opening history database %s: %w", path, err)
+	}
+	have, err := schemaVersion(ctx, db)
+	if err == nil {
+		files, _ := fs.Glob(Migrations(), "*.sql")
+		err = history.CheckSchema("the SQLite database "+path, have, int64(len(files)))
+	}
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	return &Store{db: db}, nil
+}
+
+// schemaVersion is the newest migration applied to db (0: none), from
+// fluxd's goose table, else an earlier fluxd's goose_db_version.
+func schemaVersion(ctx context.Context, db *sql.DB) (int64, error) {
+	for _, table := range []string{VersionTable, "goose_db_version"} {
+		var n int
+		if err := db.QueryRowContext(ctx, `SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?`, table).Scan(&n); err != nil {
+			return 0, fmt.Errorf("reading the schema version: %w", err)
+		}
+		if n == 0 {
+			continue
+		}
+		var v sql.NullInt64
+		if err := db.QueryRowContext(ctx, `SELECT max(version_id) FROM `+table+` WHERE is_applied`).Scan(&v); err != nil {
+			return 0, fmt.Errorf("reading the schema version: %w", err)
+		}
+		return v.Int64, nil
+	}
+	return 0, nil
+}
+
 // Migrate brings the schema of db up to version (0: the newest), for
-// tests of upgrades from earlier versions.
+// tests of upgrades from earlier versions. fluxd's goose table is its own
+// (VersionTable).
 func Migrate(ctx context.Context, db *sql.DB, version int64) error {
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, Migrations())
+	if err := adoptLegacyTable(ctx, db); err != nil {
+		return fmt.Errorf("adopting an earlier fluxd's migration table: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, Migrations(), goose.WithTableName(VersionTable))
 	if err != nil {
 		return fmt.Errorf("preparing history migrations: %w", err)
 	}
@@ -60,6 +111,45 @@ func Migrate(ctx context.Context, db *sql.DB, version int64) error {
 		_, err = p.UpTo(ctx, version)
 	}
 	return err
+}
+
+// VersionTable is goose's table of applied migrations, named for fluxd.
+const VersionTable = "fluxd_goose_db_version"
+
+// adoptLegacyTable copies the applied versions of a file migrated by an
+// earlier fluxd, into goose's default table goose_db_version, to
+// VersionTable, once (in one transaction, which SQLite serialises):
+// without it every migration would run again (and fail). It is done only
+// when fluxd's own tables are there; the old table stays. The table is
+// created as goose creates it (its dialect's DDL, v3.30).
+func adoptLegacyTable(ctx context.Context, db *sql.DB) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback()
+	var n int
+	if err := tx.QueryRowContext(ctx, `SELECT
+		(SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'goose_db_version') +
+		(SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'events') -
+		(SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = '`+VersionTable+`')`).Scan(&n); err != nil {
+		return err
+	}
+	if n != 2 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE `+VersionTable+` (
+		id INTEGER PRIMARY KEY AUTOINCREMENT,
+		version_id INTEGER NOT NULL,
+		is_applied INTEGER NOT NULL,
+		tstamp TIMESTAMP DEFAULT (datetime('now')))`); err != nil {
+		return err
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO `+VersionTable+` (version_id, is_applied, tstamp)
+		SELECT version_id, is_applied, tstamp FROM goose_db_version ORDER BY id`); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // Close closes the database.
@@ -79,6 +169,7 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 	if ev.Instance == "" {
 		return 0, errors.New("recording an event without an instance")
 	}
+	ev = ev.Clean()
 	changes, err := json.Marshal(ev.Changes)
 	if err != nil {
 		return 0, err

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/pressly/goose/v3"
+
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/history/storetest"
 )
@@ -30,6 +32,7 @@ func TestMigrations(t *testing.T) {
 	storetest.RunMigrations(t, storetest.Migrations{
 		Files:   Migrations(),
 		Migrate: Migrate,
+		Dialect: goose.DialectSQLite3,
 		Fresh: func(t *testing.T) (*sql.DB, func() history.Store) {
 			path := filepath.Join(t.TempDir(), "history.db")
 			db, err := sql.Open("sqlite3", "file:"+path+"?_foreign_keys=on")

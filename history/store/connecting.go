@@ -25,9 +25,13 @@ type Connecting struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
+	log *slog.Logger
+
 	mu      sync.Mutex
 	s       Store
 	lastErr error
+	// pingErr is the last failed Ping's detail, to log changes only.
+	pingErr string
 }
 
 var _ Store = (*Connecting)(nil)
@@ -43,7 +47,7 @@ func Start(ctx context.Context, cfg Config, log *slog.Logger) (*Connecting, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Connecting{ready: make(chan struct{}), done: make(chan struct{})}
+	c := &Connecting{ready: make(chan struct{}), done: make(chan struct{}), log: log}
 	kind, _, _ := Parse(cfg.URL)
 	if kind == SQLite {
 		s, err := Open(ctx, cfg)
@@ -142,14 +146,38 @@ func (c *Connecting) Close() error {
 	return c.s.Close()
 }
 
-// Ping checks the database answers; before it is connected, why not.
+// Ping checks the database answers, for readiness. Its error says only
+// that the database is not connected ("see fluxd's log"): it is shown by
+// /readyz, which anyone who can reach the port may read, and the detail
+// (the server's address, the user, the database, each driver's words) is
+// logged instead, when it changes.
 func (c *Connecting) Ping(ctx context.Context) error {
 	s, err := c.store()
-	if err != nil {
-		return err
+	if err == nil {
+		err = s.Ping(ctx)
 	}
-	return s.Ping(ctx)
+	c.mu.Lock()
+	changed := err != nil && err.Error() != c.pingErr
+	if err != nil {
+		c.pingErr = err.Error()
+	} else {
+		c.pingErr = ""
+	}
+	c.mu.Unlock()
+	if err == nil {
+		return nil
+	}
+	if changed && c.log != nil {
+		c.log.Warn("history database: not ready", "component", "history", "error", err)
+	}
+	return notReady{err}
 }
+
+// notReady is a failed Ping: its text is generic, its detail unwraps.
+type notReady struct{ err error }
+
+func (notReady) Error() string   { return "history database: not connected (see fluxd's log)" }
+func (e notReady) Unwrap() error { return e.err }
 
 func (c *Connecting) Record(ctx context.Context, ev history.Event) (int64, error) {
 	s, err := c.store()

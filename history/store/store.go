@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -33,14 +32,23 @@ type Config struct {
 	// URL is a file path, sqlite:///path, or postgres://... .
 	URL string
 	// PasswordFile holds PostgreSQL's password (trailing whitespace is
-	// dropped); without it pgx reads $PGPASSWORD (or ~/.pgpass).
+	// dropped), read for every new connection (a rotated Secret works
+	// without a restart); without it pgx reads $PGPASSWORD (or ~/.pgpass).
 	PasswordFile string
 	// MaxConns bounds PostgreSQL's connection pool; 0 is pgx's default.
 	MaxConns int
 	// StatementTimeout ends a PostgreSQL statement that runs longer; 0 is
 	// none.
 	StatementTimeout time.Duration
+	// NoMigrate opens the database as it is (a SQLite file read-only),
+	// refusing one whose schema is not this fluxd's newest: the source of
+	// 'fluxd db copy'.
+	NoMigrate bool
 }
+
+// MaxConnsLimit is the most --history-db-max-conns allows: PostgreSQL's
+// default max_connections is 100, shared by every replica.
+const MaxConnsLimit = 1000
 
 // Validate reports every problem with the configuration at once.
 func (c Config) Validate() error {
@@ -52,8 +60,8 @@ func (c Config) Validate() error {
 	if kind == SQLite && c.PasswordFile != "" {
 		errs = append(errs, errors.New("--history-db-password-file is for a PostgreSQL --history-db; a SQLite file has no password"))
 	}
-	if c.MaxConns < 0 {
-		errs = append(errs, fmt.Errorf("--history-db-max-conns %d: use 0 (the default) or more", c.MaxConns))
+	if c.MaxConns < 0 || c.MaxConns > MaxConnsLimit {
+		errs = append(errs, fmt.Errorf("--history-db-max-conns %d: use 0 (pgx's default: 4, or the number of CPUs) up to %d (every replica opens this many; the server's max_connections bounds them all)", c.MaxConns, MaxConnsLimit))
 	}
 	if c.StatementTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--history-db-statement-timeout %s: use 0 (none) or more", c.StatementTimeout))
@@ -97,18 +105,11 @@ func Open(ctx context.Context, cfg Config) (Store, error) {
 		return nil, err
 	}
 	kind, target, _ := Parse(cfg.URL)
+	if kind == SQLite && cfg.NoMigrate {
+		return sqlite.OpenExisting(ctx, target)
+	}
 	if kind == SQLite {
 		return sqlite.Open(ctx, target)
 	}
-	pcfg := postgres.Config{URL: target, MaxConns: int32(cfg.MaxConns), StatementTimeout: cfg.StatementTimeout}
-	if cfg.PasswordFile != "" {
-		b, err := os.ReadFile(cfg.PasswordFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading --history-db-password-file: %w", err)
-		}
-		if pcfg.Password = strings.TrimSpace(string(b)); pcfg.Password == "" {
-			return nil, fmt.Errorf("--history-db-password-file %s is empty", cfg.PasswordFile)
-		}
-	}
-	return postgres.Open(ctx, pcfg)
+	return postgres.Open(ctx, postgres.Config{URL: target, PasswordFile: cfg.PasswordFile, MaxConns: int32(cfg.MaxConns), StatementTimeout: cfg.StatementTimeout, NoMigrate: cfg.NoMigrate})
 }

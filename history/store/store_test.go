@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -57,6 +58,12 @@ func TestValidateReportsEverything(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v; want it to say %q", err, want)
 		}
+	}
+	if err := (Config{URL: "postgres://u@h/db", MaxConns: MaxConnsLimit + 1}).Validate(); err == nil || !strings.Contains(err.Error(), "--history-db-max-conns") {
+		t.Errorf("Validate() with MaxConns %d = %v; want it refused", MaxConnsLimit+1, err)
+	}
+	if err := (Config{URL: "postgres://u@h/db", MaxConns: MaxConnsLimit}).Validate(); err != nil {
+		t.Errorf("Validate() with MaxConns %d = %v; want it accepted", MaxConnsLimit, err)
 	}
 }
 
@@ -124,6 +131,9 @@ func TestStartWaitsForADatabaseThatIsDown(t *testing.T) {
 	defer c.Close()
 	if err := c.Ping(ctx); !errors.Is(err, ErrNotConnected) {
 		t.Errorf("Ping with the database down = %v; want ErrNotConnected", err)
+	} else if why := err.Error(); strings.Contains(why, strconv.Itoa(srv.Port)) || strings.Contains(why, "user=") || strings.Contains(why, "late") {
+		// /readyz shows it to anyone: no host, user or database name.
+		t.Errorf("Ping's error names the server, user or database: %q", why)
 	}
 	if _, err := c.SaveJob(ctx, history.Job{ID: "j", Instance: "i", State: history.JobQueued}); !errors.Is(err, ErrNotConnected) {
 		t.Errorf("SaveJob with the database down = %v; want ErrNotConnected", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/pressly/goose/v3"
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/registry"
@@ -26,6 +27,9 @@ type Migrations struct {
 	Migrate func(ctx context.Context, db *sql.DB, version int64) error
 	// Dollar says parameters are written $1, $2 (PostgreSQL), not ?.
 	Dollar bool
+	// Dialect is goose's name for the database, to migrate as an earlier
+	// fluxd did (goose's default table, goose_db_version).
+	Dialect goose.Dialect
 }
 
 // RunMigrations checks a fresh database and an upgrade from every earlier
@@ -61,6 +65,45 @@ func RunMigrations(t *testing.T, m Migrations) {
 			}
 		})
 	}
+	t.Run("from goose's default table", func(t *testing.T) { runLegacyTable(t, m, latest-1) })
+}
+
+// runLegacyTable: a database an earlier fluxd migrated, with goose's
+// default table goose_db_version, is opened: its applied versions are
+// carried over to fluxd_goose_db_version (no migration runs again), and
+// the store reads the old rows and writes.
+func runLegacyTable(t *testing.T, m Migrations, v int64) {
+	ctx := context.Background()
+	db, open := m.Fresh(t)
+	p, err := goose.NewProvider(m.Dialect, db, m.Files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, v); err != nil {
+		t.Fatalf("migrating to version %d with goose's default table: %v", v, err)
+	}
+	seeded := seed(t, db, v, m.Dollar)
+	s := open()
+	defer s.Close()
+	seeded.check(t, s)
+	if _, err := s.Record(ctx, history.Event{Instance: "i", Type: history.Lock}); err != nil {
+		t.Errorf("recording after the upgrade: %v", err)
+	}
+	var applied int64
+	if err := db.QueryRowContext(ctx, `SELECT max(version_id) FROM fluxd_goose_db_version`).Scan(&applied); err != nil {
+		t.Fatalf("reading fluxd_goose_db_version: %v", err)
+	}
+	if latest := int64(mustCount(t, m.Files)); applied != latest {
+		t.Errorf("fluxd_goose_db_version is at version %d; want %d", applied, latest)
+	}
+}
+
+func mustCount(t *testing.T, files fs.FS) int {
+	names, err := fs.Glob(files, "*.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(names)
 }
 
 // seeded says which tables held rows before the upgrade.

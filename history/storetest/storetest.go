@@ -41,8 +41,10 @@ func Run(t *testing.T, f Factory) {
 		{"EventsNewestFirstWithLimit", testEventsNewestFirstWithLimit},
 		{"EventWithoutInstanceRefused", testEventWithoutInstance},
 		{"EventsConcurrentRecords", testConcurrentRecords},
+		{"TextWithNULAndInvalidUTF8", testBadText},
 		{"JobsSaveAndRead", testJobsSaveAndRead},
 		{"JobsKeyedByInstance", testJobsKeyedByInstance},
+		{"FinishedJobStaysFinished", testFinishedJobFenced},
 		{"LiveJobsOldestFirst", testLiveJobs},
 		{"RegistryCache", testRegistryCache},
 		{"EventsFilteredByTypeAndUser", testEventsFilteredByTypeAndUser},
@@ -191,6 +193,49 @@ func testEventWithoutInstance(t *testing.T, f Factory) {
 	}
 }
 
+// testBadText: an event and a job whose text holds a NUL byte or invalid
+// UTF-8 (a message pasted from a terminal, an error quoting a binary) are
+// stored, not refused (PostgreSQL refuses such text), and read back the
+// same on every store: cleaned, each bad byte a U+FFFD.
+func testBadText(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, _ := open(t, f)
+	ev := history.Event{Instance: "i", Type: history.Release, User: "bad\xffuser", Message: "hi\x00there",
+		Error: "exit\x00\xfe", Services: []string{"ns:deployment/a\x00"},
+		Changes: []history.Change{{Service: "ns:deployment/a", Container: "c\xff", From: "x:1", To: "x:2"}}}
+	if _, err := s.Record(ctx, ev); err != nil {
+		t.Fatalf("recording an event with a NUL byte and invalid UTF-8: %v", err)
+	}
+	evs, err := s.Events(ctx, "i", history.Query{})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("events: %v, %v", evs, err)
+	}
+	want := history.Event{ID: evs[0].ID, Instance: "i", Type: history.Release, User: "bad\uFFFDuser", Message: "hi\uFFFDthere",
+		Error: "exit\uFFFD\uFFFD", Services: []string{"ns:deployment/a\uFFFD"},
+		Changes:   []history.Change{{Service: "ns:deployment/a", Container: "c\uFFFD", From: "x:1", To: "x:2"}},
+		StartedAt: evs[0].StartedAt, EndedAt: evs[0].EndedAt}
+	if diff := cmp.Diff(want, evs[0], equalTimes); diff != "" {
+		t.Errorf("event read back (-want +got):\n%s", diff)
+	}
+	if _, err := s.SaveJob(ctx, history.Job{ID: "j", Instance: "i", State: history.JobFailed, Error: "git: \x00\xff", CreatedAt: time.Now()}); err != nil {
+		t.Fatalf("saving a job whose error holds a NUL byte and invalid UTF-8: %v", err)
+	}
+	j, err := s.Job(ctx, "i", "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.Error != "git: \uFFFD\uFFFD" {
+		t.Errorf("job error read back: %q; want %q", j.Error, "git: \uFFFD\uFFFD")
+	}
+	if err := s.AppendJobLog(ctx, history.JobLogLine{JobID: "j", Instance: "i", Seq: 1, Time: time.Now(), Stage: "pushing", Text: "remote: \x00\xff"}); err != nil {
+		t.Fatalf("saving a job log line holding a NUL byte and invalid UTF-8: %v", err)
+	}
+	lines, err := s.JobLog(ctx, "i", "j", 0)
+	if err != nil || len(lines) != 1 || lines[0].Text != "remote: \uFFFD\uFFFD" {
+		t.Errorf("job log read back: %+v, %v; want one line %q", lines, err, "remote: \uFFFD\uFFFD")
+	}
+}
+
 // testConcurrentRecords: replicas and goroutines record at once; every
 // event is kept, with its own ID.
 func testConcurrentRecords(t *testing.T, f Factory) {
@@ -225,6 +270,40 @@ func testConcurrentRecords(t *testing.T, f Factory) {
 	}
 	if len(all) != writers*each || len(seen) != writers*each {
 		t.Errorf("%d events with %d distinct IDs; want %d", len(all), len(seen), writers*each)
+	}
+}
+
+// testFinishedJobFenced: a late write of a running state (a deposed
+// leader's) over a finished job is refused with history.ErrJobFinished and
+// leaves the job finished; saving the same final state again (a retry) is
+// fine.
+func testFinishedJobFenced(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, _ := open(t, f)
+	t0 := time.Date(2026, 11, 30, 10, 0, 0, 0, time.UTC)
+	done := history.Job{ID: "j", Instance: "a", State: history.JobSucceeded, Stage: "done", Commit: "abc", CreatedAt: t0, FinishedAt: t0.Add(time.Minute)}
+	if _, err := s.SaveJob(ctx, history.Job{ID: "j", Instance: "a", State: history.JobRunning, Stage: "pushing", CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SaveJob(ctx, done); err != nil {
+		t.Fatal(err)
+	}
+	late := history.Job{ID: "j", Instance: "a", State: history.JobRunning, Stage: "applying", CreatedAt: t0}
+	if _, err := s.SaveJob(ctx, late); !errors.Is(err, history.ErrJobFinished) {
+		t.Errorf("saving running over a succeeded job: %v; want history.ErrJobFinished", err)
+	}
+	if _, err := s.SaveJob(ctx, history.Job{ID: "j", Instance: "a", State: history.JobFailed, CreatedAt: t0}); !errors.Is(err, history.ErrJobFinished) {
+		t.Errorf("saving failed over a succeeded job: %v; want history.ErrJobFinished", err)
+	}
+	got, err := s.Job(ctx, "a", "j")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != history.JobSucceeded || got.Stage != "done" || got.Commit != "abc" {
+		t.Errorf("after late writes the job is %s/%s, commit %q; want succeeded/done, abc", got.State, got.Stage, got.Commit)
+	}
+	if _, err := s.SaveJob(ctx, done); err != nil {
+		t.Errorf("saving the same final state again: %v", err)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -156,6 +157,30 @@ func NotRunning(dir string) ([]string, error) {
 		}
 	}
 	return missing, nil
+}
+
+// Running lists the components recorded under dir (by 'make up') whose
+// process still runs, in stop order, then any others by name.
+func Running(dir string) ([]string, error) {
+	pids, err := readPIDs(dir)
+	if err != nil {
+		return nil, err
+	}
+	var up []string
+	for _, name := range stopOrder {
+		if pid, ok := pids[name]; ok && alive(pid) {
+			up = append(up, name)
+		}
+		delete(pids, name)
+	}
+	var rest []string
+	for name, pid := range pids {
+		if alive(pid) {
+			rest = append(rest, name)
+		}
+	}
+	sort.Strings(rest)
+	return append(up, rest...), nil
 }
 
 // StopDir stops every component recorded under dir (by 'make up') and

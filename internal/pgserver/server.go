@@ -223,7 +223,7 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(filepath.Join(s.bin, "postgres"), "-D", filepath.Join(s.Dir, "data"),
-		"-p", strconv.Itoa(s.Port), "-k", s.Dir, "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=60")
+		"-p", strconv.Itoa(s.Port), "-k", s.Dir, "-c", "listen_addresses=127.0.0.1", "-c", "max_connections=200")
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Dir = s.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred, Setpgid: true}

@@ -415,7 +415,7 @@ func unauthorized(err error) bool {
 func (c *Client) Exists(ctx context.Context, ref string) (bool, error) {
 	tag, err := name.NewTag(ref, name.WeakValidation)
 	if err != nil {
-		return false, fluxerr.New(fluxerr.User, fmt.Errorf("%q is not a valid image reference: %w", ref, err), "")
+		return false, fluxerr.New(fluxerr.User, registry.BadRef(ref, err), "")
 	}
 	if _, err := c.puller.Load().Head(ctx, tag); err != nil {
 		var te *transport.Error
