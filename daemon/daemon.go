@@ -250,7 +250,10 @@ func (d *Daemon) servicesBuilt(ctx context.Context) ([]Service, uint64, error) {
 	key.manifests = m
 	for {
 		d.view.mu.Lock()
-		if d.view.services != nil && d.view.key == key {
+		// A view as new as the caller's generations, or newer, answers:
+		// a caller that read them just before a change is as well served
+		// by the view of that change.
+		if d.view.services != nil && d.view.key.covers(key) {
 			svcs, built := d.view.services, d.view.built
 			d.view.mu.Unlock()
 			return svcs, built, nil
@@ -258,15 +261,18 @@ func (d *Daemon) servicesBuilt(ctx context.Context) ([]Service, uint64, error) {
 		// Callers that find the view stale at once (each change, under
 		// load) share one build of it rather than each joining 1,000
 		// services.
-		if b := d.view.building; b != nil && b.key == key {
+		if b := d.view.building; b != nil && b.key.covers(key) {
 			d.view.mu.Unlock()
 			select {
 			case <-b.done:
 			case <-ctx.Done():
 				return nil, 0, ctx.Err()
 			}
-			// Built, or failed (perhaps only because its caller went
-			// away): look again, and build it if it is still missing.
+			if b.err == nil {
+				return b.services, b.built, nil
+			}
+			// Failed (perhaps only because its caller went away): look
+			// again, and build it if it is still missing.
 			continue
 		}
 		b := &viewBuild{key: key, done: make(chan struct{})}
@@ -287,6 +293,7 @@ func (d *Daemon) servicesBuilt(ctx context.Context) ([]Service, uint64, error) {
 			// A caller that read the generations before a change ended
 			// after the view of the change was kept: answer, keep the
 			// newer.
+			b.services = svcs
 			d.view.mu.Unlock()
 			close(b.done)
 			return svcs, 0, nil
@@ -294,6 +301,7 @@ func (d *Daemon) servicesBuilt(ctx context.Context) ([]Service, uint64, error) {
 		d.view.built++
 		d.view.key, d.view.services = key, svcs
 		built := d.view.built
+		b.services, b.built = svcs, built
 		d.view.mu.Unlock()
 		close(b.done)
 		return svcs, built, nil
@@ -305,7 +313,17 @@ func (d *Daemon) servicesBuilt(ctx context.Context) ([]Service, uint64, error) {
 type viewBuild struct {
 	key  viewKey
 	done chan struct{}
-	err  error // set before done is closed
+	// set before done is closed: the view built (built 0: not kept) or
+	// why it could not be.
+	services []Service
+	built    uint64
+	err      error
+}
+
+// covers says a view of key k answers a caller that read the generations
+// of o: the same sources, as new or newer.
+func (k viewKey) covers(o viewKey) bool {
+	return k.manifests == o.manifests && k.sync == o.sync && k.cluster >= o.cluster && k.automator >= o.automator
 }
 
 // serviceProtos is Services as the API sends them, kept with the view:
