@@ -82,6 +82,15 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 		wait = 1500 * time.Millisecond
 	}
 	deadline := time.Now().Add(wait)
+	// Which repositories some container shows in build-time order: only
+	// those are refreshed in full (every tag's manifest and config).
+	byTime := map[string]bool{}
+	for _, c := range svc.Containers {
+		if ref, err := registry.ParseRef(c.Image); err == nil {
+			f, ferr := containerFilter(svc.annotations, c.Name, ref)
+			byTime[ref.Repository] = byTime[ref.Repository] || ferr != nil || f.NeedsMetadata() || f.Order == ""
+		}
+	}
 	byRepo := map[string]*repoImages{}
 	var out []ContainerImages
 	for _, c := range svc.Containers {
@@ -94,7 +103,7 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 		}
 		ri, ok := byRepo[ref.Repository]
 		if !ok {
-			ri = d.repoImages(ctx, lister, ref.Repository)
+			ri = d.repoImages(ctx, lister, ref.Repository, byTime[ref.Repository])
 			byRepo[ref.Repository] = ri
 		}
 		if ri.err != nil {
@@ -175,7 +184,7 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 // repoImages reads a repository's tag list and what the cache knows of
 // it, starts a refresh in the background, and waits for it only while it
 // is quick: a repository with many tags not yet read is answered without.
-func (d *Daemon) repoImages(ctx context.Context, lister pagedImages, repo string) *repoImages {
+func (d *Daemon) repoImages(ctx context.Context, lister pagedImages, repo string, byTime bool) *repoImages {
 	ri := &repoImages{known: map[string]registry.Image{}}
 	ri.tags, ri.err = lister.Tags(ctx, repo)
 	if ri.err != nil {
@@ -202,6 +211,13 @@ func (d *Daemon) repoImages(ctx context.Context, lister pagedImages, repo string
 		if listed[img.Tag] {
 			ri.known[img.Tag] = img
 		}
+	}
+	if !byTime {
+		// Ordered from the tag list: only the images shown are read
+		// (see listPaged), never every tag.
+		ri.cold = len(ri.tags)-len(ri.known) > coldTags
+		ri.st = lister.Status(repo)
+		return ri
 	}
 	if len(ri.tags)-len(ri.known) > coldTags {
 		// Cold: the page is read first, then the rest (see listPaged), so
