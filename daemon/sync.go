@@ -22,6 +22,8 @@ type Syncing interface {
 	Sync(ctx context.Context, fetch, dryRun bool) (*syncer.Report, error)
 	// Last is the last sync's report, nil before the first.
 	Last() *syncer.Report
+	// Running reports whether this replica runs the sync (it leads).
+	Running() bool
 }
 
 // The sync states of a service.
@@ -30,6 +32,9 @@ const (
 	SyncDrifted = "drifted"
 	SyncFailed  = "failed"
 	SyncPending = "pending"
+	// SyncOnLeader is a follower's: the leader syncs, this replica has no
+	// report of its own.
+	SyncOnLeader = "on-leader"
 )
 
 // syncStates sets each service's goal images (the image git defines,
@@ -40,10 +45,15 @@ func (d *Daemon) syncStates(byID map[platform.ID]*Service) {
 		last = d.deps.Sync.Last()
 	}
 	failed := map[platform.ID]string{}
+	autoscaled := map[platform.ID]bool{}
 	if last != nil {
 		for _, r := range last.Results {
-			if id, ok := r.Ref.Workload(); ok && r.Action == platform.ActionFailed {
+			id, ok := r.Ref.Workload()
+			if ok && r.Action == platform.ActionFailed {
 				failed[id] = strings.TrimPrefix(r.Where+": ", ": ") + r.Error
+			}
+			if ok && r.Autoscaled {
+				autoscaled[id] = true
 			}
 		}
 	}
@@ -64,7 +74,8 @@ func (d *Daemon) syncStates(byID map[platform.ID]*Service) {
 					}
 				}
 			}
-			if r := s.def.Replicas; r != nil && (s.ID.Kind == "deployment" || s.ID.Kind == "statefulset") && *r != s.Replicas.Desired {
+			// An autoscaler's replicas are not drift: the sync leaves them.
+			if r := s.def.Replicas; r != nil && (s.ID.Kind == "deployment" || s.ID.Kind == "statefulset") && *r != s.Replicas.Desired && !autoscaled[s.ID] {
 				drift = append(drift, fmt.Sprintf("%d replicas, git says %d", s.Replicas.Desired, *r))
 			}
 		} else {
@@ -76,6 +87,8 @@ func (d *Daemon) syncStates(byID map[platform.ID]*Service) {
 			s.SyncState, s.SyncDetail = SyncFailed, failed[s.ID]
 		case len(drift) > 0:
 			s.SyncState, s.SyncDetail = SyncDrifted, strings.Join(drift, "; ")
+		case last == nil && !d.deps.Sync.Running():
+			s.SyncState, s.SyncDetail = SyncOnLeader, "the sync runs on the leader replica (fluxctl sync reaches it); this replica has not synced"
 		case last == nil:
 			s.SyncState, s.SyncDetail = SyncPending, "no sync has run yet"
 		default:

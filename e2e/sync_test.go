@@ -412,7 +412,9 @@ func TestSyncCorrectsDrift(t *testing.T) {
 			return s.SyncState == "drifted" && len(s.Containers) == 1 && s.Containers[0].Image == img+"1.2.0" && s.Containers[0].Goal == img+"1.0.0"
 		})
 		out, _, _ := fluxctl(t, env, "list-services", "-n", syncNS)
-		if !hasLine(out, "synctest:deployment/web", "drifted", img+"1.2.0", img+"1.0.0") && !strings.Contains(out, "synced") {
+		// The sync may have undone the drift already: then web's own row
+		// says synced, running git's image.
+		if !hasLine(out, "synctest:deployment/web", "drifted", img+"1.2.0", img+"1.0.0") && !hasLine(out, "synctest:deployment/web", "synced", img+"1.0.0") {
 			t.Errorf("the table shows no GOAL beside the running image:\n%s", out)
 		}
 		if err := poll(ctx, 30*time.Second, func() error {

@@ -82,7 +82,7 @@ func (k *kustomizer) build(rel string) ([]platform.Object, error) {
 	dir := "/" + filepath.ToSlash(rel)
 	file := path.Join(filepath.ToSlash(rel), kustomizationIn(k.fs, dir))
 	if err := k.checkLocal(dir, map[string]bool{}); err != nil {
-		return nil, Problem{File: file, Err: err}
+		return nil, err // a Problem naming the file and line
 	}
 	rm, err := k.k.Run(k.fs, dir)
 	if err != nil {
@@ -117,7 +117,7 @@ func (k *kustomizer) buildYAML(rel string) (file string, docs [][]byte, err erro
 	dir := "/" + filepath.ToSlash(rel)
 	file = path.Join(filepath.ToSlash(rel), kustomizationIn(k.fs, dir))
 	if err := k.checkLocal(dir, map[string]bool{}); err != nil {
-		return file, nil, Problem{File: file, Err: err}
+		return file, nil, err // a Problem naming the file and line
 	}
 	rm, err := k.k.Run(k.fs, dir)
 	if err != nil {
@@ -353,40 +353,4 @@ func IsKustomization(file string) bool {
 		}
 	}
 	return false
-}
-
-// checkLocal refuses a kustomization (and the ones it builds on) naming a
-// resource, base or component that is not in the repository: kustomize
-// takes such a name for a remote repository and clones it, and what the
-// repository says is not fluxd's to fetch.
-func (k *kustomizer) checkLocal(dir string, seen map[string]bool) error {
-	if seen[dir] {
-		return nil
-	}
-	seen[dir] = true
-	b, err := k.fs.ReadFile(path.Join(dir, kustomizationIn(k.fs, dir)))
-	if err != nil {
-		return nil // kustomize reports it
-	}
-	var kust struct {
-		Resources  []string `yaml:"resources"`
-		Bases      []string `yaml:"bases"`
-		Components []string `yaml:"components"`
-	}
-	if err := yaml.Unmarshal(b, &kust); err != nil {
-		return nil // kustomize reports it
-	}
-	for _, r := range append(append(kust.Resources, kust.Bases...), kust.Components...) {
-		p := path.Join(dir, r)
-		if strings.Contains(r, "://") || !k.fs.Exists(p) {
-			rel := strings.TrimPrefix(p, "/")
-			return fmt.Errorf("names %q, which is not a file or directory in the repository (%s): fluxd builds kustomizations from the repository alone and fetches no remote base; vendor it into the repository", r, rel)
-		}
-		if k.fs.IsDir(p) {
-			if err := k.checkLocal(p, seen); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

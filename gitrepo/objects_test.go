@@ -102,7 +102,7 @@ func TestReadObjectsBuildsKustomizations(t *testing.T) {
 		t.Errorf("the overlay's image is %v, want reg/web:2.0.0", img)
 	}
 	if len(objs.Problems) != 2 || !strings.Contains(objs.Problems[0].Error(), "deploy/evil/kustomization.yaml") ||
-		!strings.Contains(objs.Problems[1].Error(), "deploy/remote/kustomization.yaml: names \"github.com/example/app//deploy?ref=v1\", which is not a file or directory in the repository") {
+		!strings.Contains(objs.Problems[1].Error(), "deploy/remote/kustomization.yaml:2: resources names \"github.com/example/app//deploy?ref=v1\", which kustomize would fetch over the network") {
 		t.Errorf("problems = %v, want the kustomizations reaching out of the repository and to a remote base", objs.Problems)
 	}
 }

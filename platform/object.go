@@ -81,6 +81,9 @@ type ObjectResult struct {
 	Where string
 	// Action is one of the Action constants.
 	Action string
+	// Autoscaled is set for a workload an HorizontalPodAutoscaler
+	// targets: its replicas are the autoscaler's, not git's.
+	Autoscaled bool
 	// Error says why the object failed; empty unless Action is failed.
 	Error string
 	// Diff lists, for a change, the fields that differ between the
@@ -89,7 +92,10 @@ type ObjectResult struct {
 }
 
 // AnnotationPrune, set to "disabled" on an object in the cluster, keeps
-// the sync from deleting it when it leaves git.
+// the sync from deleting it when it leaves git. Set to "enabled" (in git
+// or in the cluster) it opts in to pruning an object fluxd did not create
+// (one that existed before git declared it), or a Namespace or
+// CustomResourceDefinition without --sync-prune-namespaces.
 const AnnotationPrune = "fluxd.io/prune"
 
 // SyncOptions say what a sync may do.

@@ -76,6 +76,12 @@ type Engine struct {
 	// caller longer than it is willing to wait.
 	git    *semaphore.Weighted
 	deploy sync.Mutex // one deployment at a time, its rollout included
+	// apply is held by whatever writes git's state to the cluster: a
+	// release's (or rollback's) push and apply, and the sync's read and
+	// apply (Exclusive). Without it a sync that read git before a release
+	// pushed could apply the old image after the release applied the new
+	// one. Taken before git, never after it.
+	apply  *semaphore.Weighted
 	memory planMemory
 
 	// onRevision, if set, is told each revision a fetch finds that
@@ -140,7 +146,7 @@ func (e *Engine) Read(ctx context.Context, fetch, quiet bool, fn func(rev, root 
 
 // NewEngine returns an Engine.
 func NewEngine(repo Repo, images Images, cluster Cluster, recorder Recorder, log *slog.Logger) *Engine {
-	return &Engine{git: semaphore.NewWeighted(1), repo: repo, images: images, cluster: cluster, recorder: recorder, log: log.With("component", "release")}
+	return &Engine{git: semaphore.NewWeighted(1), apply: semaphore.NewWeighted(1), repo: repo, images: images, cluster: cluster, recorder: recorder, log: log.With("component", "release")}
 }
 
 // lockGit waits for the git lock until ctx ends.
@@ -153,6 +159,56 @@ func (e *Engine) lockGit(ctx context.Context) error {
 }
 
 func (e *Engine) unlockGit() { e.git.Release(1) }
+
+// Exclusive runs fn while no release or rollback pushes or applies: the
+// sync reads git and applies it inside, so what it applies is never
+// older than what a release applied. Waiting ends with ctx.
+func (e *Engine) Exclusive(ctx context.Context, fn func() error) error {
+	if err := e.lockApply(ctx); err != nil {
+		return err
+	}
+	defer e.apply.Release(1)
+	return fn()
+}
+
+func (e *Engine) lockApply(ctx context.Context) error {
+	if err := e.apply.Acquire(ctx, 1); err != nil {
+		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("waiting for the sync or a release to finish applying: %w", err),
+			"fluxd applies git to the cluster one operation at a time (a release, a rollback or the sync), and the one before is still applying. Try again shortly.")
+	}
+	return nil
+}
+
+// lockDeploy takes the apply lock, then the git lock: a release's push
+// and apply hold both.
+func (e *Engine) lockDeploy(ctx context.Context) error {
+	if err := e.lockApply(ctx); err != nil {
+		return err
+	}
+	if err := e.lockGit(ctx); err != nil {
+		e.apply.Release(1)
+		return err
+	}
+	return nil
+}
+
+func (e *Engine) unlockDeploy() {
+	e.unlockGit()
+	e.apply.Release(1)
+}
+
+// pushed tells onRevision of a commit fluxd itself pushed (under the git
+// lock), so that the sync applies the whole of it after the release's
+// own apply of the workloads it changed.
+func (e *Engine) pushed(rev string) {
+	if rev == "" || rev == e.lastRev {
+		return
+	}
+	e.lastRev = rev
+	if e.onRevision != nil {
+		e.onRevision(rev)
+	}
+}
 
 // Result is an executed release.
 type Result struct {

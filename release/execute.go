@@ -233,10 +233,10 @@ func (e *Engine) Resume(ctx context.Context, instance string, spec Spec, plan *P
 
 // applyFromGit applies the plan's updated workloads as the branch has them.
 func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]int64, error) {
-	if err := e.lockGit(ctx); err != nil {
+	if err := e.lockDeploy(ctx); err != nil {
 		return nil, err
 	}
-	defer e.unlockGit()
+	defer e.unlockDeploy()
 	_, m, err := e.manifests(ctx)
 	if err != nil {
 		return nil, err
@@ -284,13 +284,13 @@ func (e *Engine) FindJobCommit(ctx context.Context, id string) (string, error) {
 // lock. It returns the generations the rollouts must reach; a Result
 // without a commit means there was nothing to change.
 func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o ExecOptions, report func(Progress), start time.Time) (*Result, map[platform.ID]int64, error) {
-	if err := e.lockGit(ctx); err != nil {
+	if err := e.lockDeploy(ctx); err != nil {
 		if stopping(ctx) {
 			return nil, nil, e.interrupted(instance, "", err)
 		}
 		return nil, nil, err
 	}
-	defer e.unlockGit()
+	defer e.unlockDeploy()
 	report(Progress{Stage: StageCloning})
 	plan, m, err := e.plan(ctx, spec)
 	if err != nil {
@@ -363,6 +363,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		plan.Revision, m = rev, m2
 	}
 	e.log.Info("release pushed", "instance", instance, "commit", res.Commit, "updates", plan.Updates(), "user", spec.User)
+	e.pushed(res.Commit)
 	report(Progress{Stage: StageApplying, Commit: res.Commit})
 	gens := map[platform.ID]int64{}
 	for _, it := range plan.Items {
@@ -552,10 +553,10 @@ func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan 
 // pushRevert commits, pushes and applies the revert plan back, holding
 // the git lock.
 func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg string) (string, map[platform.ID]int64, error) {
-	if err := e.lockGit(ctx); err != nil {
+	if err := e.lockDeploy(ctx); err != nil {
 		return "", nil, err
 	}
-	defer e.unlockGit()
+	defer e.unlockDeploy()
 	var files map[string][]byte
 	var revert string
 	for attempt := 1; ; attempt++ {
@@ -577,6 +578,7 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 			err = e.repo.Push(ctx, revert)
 		}
 		if err == nil {
+			e.pushed(revert)
 			break
 		}
 		if !errors.Is(err, gitrepo.ErrMoved) || attempt == pushRetries {

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fluxd/fluxd/gitrepo"
@@ -23,6 +24,10 @@ type Clone interface {
 	// revision it fetched (a dry run's). rev is the clone's revision,
 	// root its directory and paths the manifest sub-paths.
 	Read(ctx context.Context, fetch, quiet bool, fn func(rev, root string, paths []string) error) error
+	// Exclusive runs fn while no release or rollback pushes or applies:
+	// a sync reads and applies git inside it, so it never applies a
+	// revision older than one a release applied meanwhile.
+	Exclusive(ctx context.Context, fn func() error) error
 }
 
 // Applier applies objects to the cluster (see kubesync.Applier).
@@ -105,8 +110,9 @@ type Syncer struct {
 	recorder Recorder
 	log      *slog.Logger
 
-	kick chan struct{} // "sync soon": a buffer of one, sends never block
-	run  sync.Mutex    // one sync at a time
+	kick    chan struct{} // "sync soon": a buffer of one, sends never block
+	run     sync.Mutex    // one sync at a time
+	running atomic.Bool   // Run is running: this replica leads
 
 	mu           sync.Mutex // guards the fields below
 	kicked       string     // the revision of the last kick
@@ -135,9 +141,15 @@ func (s *Syncer) Kick(rev string) {
 	}
 }
 
+// Running reports whether Run runs: on the leader only, with
+// --leader-elect.
+func (s *Syncer) Running() bool { return s.running.Load() }
+
 // Run syncs at once, then on every kick and every interval, until ctx
 // ends.
 func (s *Syncer) Run(ctx context.Context) {
+	s.running.Store(true)
+	defer s.running.Store(false)
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -173,6 +185,27 @@ func (s *Syncer) Sync(ctx context.Context, fetch, dryRun bool) (*Report, error) 
 	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	if dryRun {
+		return s.sync(parent, ctx, fetch, dryRun)
+	}
+	var rep *Report
+	var err error
+	xerr := s.clone.Exclusive(ctx, func() error {
+		rep, err = s.sync(parent, ctx, fetch, dryRun)
+		return nil
+	})
+	if xerr != nil {
+		rep = &Report{Started: time.Now(), Err: xerr.Error()}
+		if parent.Err() == nil {
+			s.finish(ctx, rep)
+		}
+		return rep, xerr
+	}
+	return rep, err
+}
+
+// sync is one sync; a real one runs inside the clone's Exclusive.
+func (s *Syncer) sync(parent, ctx context.Context, fetch, dryRun bool) (*Report, error) {
 	rep := &Report{Started: time.Now(), DryRun: dryRun}
 	var objs *gitrepo.Objects
 	err := s.clone.Read(ctx, fetch, dryRun, func(rev, root string, paths []string) error {

@@ -20,6 +20,8 @@ type dirClone struct {
 	reads     int
 }
 
+func (c *dirClone) Exclusive(_ context.Context, fn func() error) error { return fn() }
+
 func (c *dirClone) Read(_ context.Context, _, _ bool, fn func(rev, root string, paths []string) error) error {
 	c.reads++
 	return fn(c.rev, c.root, []string{"."})

@@ -392,7 +392,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return ctx.Err()
 	}
 	engine := release.NewEngine(repo, images, cluster, store, log)
-	syncs, err := newSyncer(f.sync, rc, engine, store, reg, log)
+	syncs, err := newSyncer(f.sync, syncSource(gcfg.URL, gcfg.Branch, gcfg.Paths), rc, engine, store, reg, log)
 	if err != nil {
 		return err
 	}

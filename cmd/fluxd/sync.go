@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/client-go/rest"
 
+	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/platform/kube/sync"
 	"github.com/fluxd/fluxd/release"
@@ -21,6 +22,10 @@ import (
 type syncFlags struct {
 	interval  time.Duration
 	prune     bool
+	pruneNS   bool
+	pruneAll  bool
+	deny      []string
+	nss       []string
 	inventory string
 	timeout   time.Duration
 }
@@ -28,23 +33,30 @@ type syncFlags struct {
 func (f *syncFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.interval, "sync-interval", 0, "apply every object under --git-path (every kind) with server-side apply on each new commit and at this interval, correcting drift, e.g. 5m (default: off, fluxd applies only what it releases); fluxd then needs RBAC to apply them")
 	fs.BoolVar(&f.prune, "sync-prune", false, "with --sync-interval: delete objects fluxd applied that have left git (never others; an object annotated fluxd.io/prune: disabled is kept)")
-	fs.StringVar(&f.inventory, "sync-inventory", envOr("POD_NAMESPACE", "default")+"/fluxd-sync-inventory", "NAMESPACE/NAME of the ConfigMap where the sync lists what it applied, for --sync-prune")
+	fs.BoolVar(&f.pruneNS, "sync-prune-namespaces", false, "with --sync-prune: also delete Namespaces and CustomResourceDefinitions that left git, and so everything in them (without it, only one annotated fluxd.io/prune: enabled)")
+	fs.BoolVar(&f.pruneAll, "sync-prune-all", false, "with --sync-prune: prune even when git holds nothing or more than half of what fluxd created left git at once (held back and reported otherwise, as an empty checkout or a wrong --git-path looks like that)")
+	fs.StringSliceVar(&f.deny, "sync-deny-kinds", kubesync.DefaultDenyKinds, "kinds (KIND or KIND.GROUP) git may not apply: whoever can push to git gets what fluxd's RBAC allows, so cluster-wide RBAC and admission webhooks/policies are refused by default; --sync-deny-kinds= (empty) allows every kind")
+	fs.StringSliceVar(&f.nss, "sync-namespaces", nil, "the only namespaces git may apply namespaced objects (and Namespaces) to (default: any)")
+	fs.StringVar(&f.inventory, "sync-inventory", "", "NAMESPACE/NAME of the ConfigMap where the sync lists what it applied, for --sync-prune (default: $POD_NAMESPACE/fluxd-sync-HASH, HASH derived from --git-url, --git-branch and --git-path, so that two fluxd instances never share one); a sync finding an inventory written for another source prunes nothing")
 	fs.DurationVar(&f.timeout, "sync-timeout", 5*time.Minute, "how long one sync may take")
 }
 
 // newSyncer builds the sync from its flags, or returns nil when it is off.
 // The sync reads git through the release engine (one clone, one fetch for
 // both) and is kicked by every fetch that finds a new commit.
-func newSyncer(f syncFlags, rc *rest.Config, engine *release.Engine, rec syncer.Recorder, reg prometheus.Registerer, log *slog.Logger) (*syncer.Syncer, error) {
+func newSyncer(f syncFlags, source string, rc *rest.Config, engine *release.Engine, rec syncer.Recorder, reg prometheus.Registerer, log *slog.Logger) (*syncer.Syncer, error) {
 	if f.interval == 0 {
 		if f.prune {
 			return nil, errors.New("--sync-prune needs --sync-interval: fluxd prunes only when it syncs")
 		}
 		return nil, nil
 	}
+	if f.inventory == "" {
+		f.inventory = defaultInventory(envOr("POD_NAMESPACE", "default"), source)
+	}
 	ns, name, ok := strings.Cut(f.inventory, "/")
 	cfg := syncer.Config{Interval: f.interval, Prune: f.prune, Timeout: f.timeout}
-	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name}
+	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name, Source: source, PruneNamespaces: f.pruneNS, PruneAll: f.pruneAll, DenyKinds: f.deny, Namespaces: f.nss}
 	var errs []error
 	if !ok || ns == "" || name == "" {
 		errs = append(errs, fmt.Errorf("--sync-inventory %q is not NAMESPACE/NAME", f.inventory))
@@ -62,32 +74,56 @@ func newSyncer(f syncFlags, rc *rest.Config, engine *release.Engine, rec syncer.
 	return s, nil
 }
 
+// syncSource names what the sync applies, credentials left out of the
+// URL: the identity its inventory is stamped with.
+func syncSource(url, branch string, paths []string) string {
+	return fmt.Sprintf("%s branch %s paths %s", gogit.Redact(url), branch, strings.Join(paths, ","))
+}
+
+// defaultInventory is the inventory of source in namespace ns: one per
+// source, so two fluxd instances never prune by each other's list.
+func defaultInventory(ns, source string) string {
+	return ns + "/fluxd-sync-" + kubesync.OwnerOf(source)
+}
+
 // registerSyncMetrics exports the last sync: when it ended, how long it
-// took, whether it failed and how many objects it failed on.
+// took, whether it failed and how many objects it failed on. A replica
+// that has not synced (a follower: only the leader syncs; or the leader
+// before its first sync) exports none of them, rather than zeros that
+// would read as a sync that did nothing.
 func registerSyncMetrics(reg prometheus.Registerer, s *syncer.Syncer) {
-	last := func(f func(*syncer.Report) float64) func() float64 {
-		return func() float64 {
-			if r := s.Last(); r != nil {
-				return f(r)
-			}
-			return 0
-		}
+	reg.MustRegister(syncCollector{s})
+}
+
+var (
+	syncLastDesc     = prometheus.NewDesc("fluxd_sync_last_timestamp_seconds", "When the last sync of git to the cluster ended (Unix time); absent on a replica that has not synced (followers).", nil, nil)
+	syncDurationDesc = prometheus.NewDesc("fluxd_sync_duration_seconds", "How long the last sync took.", nil, nil)
+	syncFailedDesc   = prometheus.NewDesc("fluxd_sync_failed", "1 when the last sync failed, on any object or file.", nil, nil)
+	syncObjectsDesc  = prometheus.NewDesc("fluxd_sync_objects", "Objects the last sync applied or found unchanged.", nil, nil)
+	syncFailedObjs   = prometheus.NewDesc("fluxd_sync_failed_objects", "Objects the last sync could not apply, and files it could not read.", nil, nil)
+)
+
+// syncCollector exports the last sync's report, when there is one.
+type syncCollector struct{ s *syncer.Syncer }
+
+func (c syncCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{syncLastDesc, syncDurationDesc, syncFailedDesc, syncObjectsDesc, syncFailedObjs} {
+		ch <- d
 	}
-	reg.MustRegister(
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_last_timestamp_seconds", Help: "When the last sync of git to the cluster ended (Unix time); 0 before the first."},
-			last(func(r *syncer.Report) float64 { return float64(r.Started.Add(r.Duration).UnixNano()) / 1e9 })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_duration_seconds", Help: "How long the last sync took."},
-			last(func(r *syncer.Report) float64 { return r.Duration.Seconds() })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_failed", Help: "1 when the last sync failed, on any object or file."},
-			last(func(r *syncer.Report) float64 {
-				if r.Failed() {
-					return 1
-				}
-				return 0
-			})),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_objects", Help: "Objects the last sync applied or found unchanged."},
-			last(func(r *syncer.Report) float64 { return float64(len(r.Results) - r.Count(platform.ActionFailed)) })),
-		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fluxd_sync_failed_objects", Help: "Objects the last sync could not apply, and files it could not read."},
-			last(func(r *syncer.Report) float64 { return float64(r.Count(platform.ActionFailed) + len(r.Problems)) })),
-	)
+}
+
+func (c syncCollector) Collect(ch chan<- prometheus.Metric) {
+	r := c.s.Last()
+	if r == nil {
+		return
+	}
+	failed := 0.0
+	if r.Failed() {
+		failed = 1
+	}
+	ch <- prometheus.MustNewConstMetric(syncLastDesc, prometheus.GaugeValue, float64(r.Started.Add(r.Duration).UnixNano())/1e9)
+	ch <- prometheus.MustNewConstMetric(syncDurationDesc, prometheus.GaugeValue, r.Duration.Seconds())
+	ch <- prometheus.MustNewConstMetric(syncFailedDesc, prometheus.GaugeValue, failed)
+	ch <- prometheus.MustNewConstMetric(syncObjectsDesc, prometheus.GaugeValue, float64(len(r.Results)-r.Count(platform.ActionFailed)))
+	ch <- prometheus.MustNewConstMetric(syncFailedObjs, prometheus.GaugeValue, float64(r.Count(platform.ActionFailed)+len(r.Problems)))
 }

@@ -7,13 +7,16 @@ import (
 	"log/slog"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
+	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"github.com/fluxcd/cli-utils/pkg/object"
 	"github.com/fluxcd/pkg/ssa"
 	ssaerrors "github.com/fluxcd/pkg/ssa/errors"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
+	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -21,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fluxd/fluxd/platform"
 )
@@ -35,6 +39,24 @@ type Config struct {
 	// the objects the sync applied: what pruning may delete.
 	InventoryNamespace string
 	InventoryName      string
+	// Source names what the sync applies (redacted git URL, branch,
+	// paths); the inventory is stamped with it and a sync refuses to
+	// prune by, or rewrite, an inventory stamped with another.
+	Source string
+	// PruneNamespaces lets pruning delete Namespaces and
+	// CustomResourceDefinitions (and so everything in them); without it
+	// only one annotated fluxd.io/prune: enabled is.
+	PruneNamespaces bool
+	// PruneAll lets a sync prune when git holds nothing or more than
+	// half of the inventory left git at once (held back otherwise).
+	PruneAll bool
+	// DenyKinds are kinds git may not apply ("Kind" or "Kind.group"),
+	// e.g. ClusterRole.rbac.authorization.k8s.io: a commit holding one
+	// fails that object, and the sync leaves such objects alone.
+	DenyKinds []string
+	// Namespaces, when set, are the only namespaces git may apply
+	// namespaced objects (and Namespace objects) in.
+	Namespaces []string
 	// WaitTimeout bounds the wait for CRDs and Namespaces to be
 	// established before the objects that need them are applied; zero
 	// means one minute.
@@ -74,6 +96,9 @@ func New(rc *rest.Config, cfg Config, log *slog.Logger) (*Applier, error) {
 	if cfg.Concurrency == 0 {
 		cfg.Concurrency = 8
 	}
+	// controller-runtime logs through a global logger and prints a
+	// stack trace when none was set: hand it the sync's.
+	setLoggerOnce.Do(func() { ctrllog.SetLogger(logr.FromSlogHandler(log.With("component", "sync").Handler())) })
 	// The client's REST mapper is controller-runtime's dynamic one: it
 	// learns a kind a CRD of this very sync brought.
 	c, err := client.New(rc, client.Options{})
@@ -86,25 +111,34 @@ func New(rc *rest.Config, cfg Config, log *slog.Logger) (*Applier, error) {
 	return &Applier{cfg: cfg, c: c, rm: rm, log: log.With("component", "sync")}, nil
 }
 
+var setLoggerOnce sync.Once
+
 // item is one object on its way to the cluster.
 type item struct {
 	src platform.Object
 	u   *unstructured.Unstructured
 	key string
 	res *platform.ObjectResult
+	// unscoped is set while the cluster does not know the kind: whether
+	// it is namespaced (and so its key) cannot be told.
+	unscoped bool
 }
 
 // Apply applies objs (or, with opts.DryRun, says what applying them would
 // do), then prunes what left git when opts.Prune. It returns one result
 // per object, pruned ones included, sorted by object; an object that
 // failed has Action failed and its error. err is for a failure of the
-// sync as a whole (the inventory cannot be read).
+// sync as a whole: the inventory cannot be read or belongs to another
+// source, in which case the objects are applied all the same but nothing
+// is pruned and the inventory is left as it is.
 func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platform.SyncOptions) ([]platform.ObjectResult, error) {
-	inv, err := a.readInventory(ctx)
-	if err != nil {
-		return nil, err
+	inv, invErr := a.readInventory(ctx)
+	if invErr != nil {
+		inv = inventory{}
+		opts.NoPrune = "the inventory could not be used"
 	}
-	items, results := a.prepare(objs)
+	items, results, refused := a.prepare(objs)
+	a.leaveReplicasToAutoscalers(ctx, items)
 	var defs, classes, rest []*item
 	for _, it := range items {
 		switch {
@@ -121,9 +155,18 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 			continue
 		}
 		if i == 2 {
+			kept := stage[:0]
 			for _, it := range stage {
 				a.scopeOne(it) // kinds a CRD of this sync brought are known now
+				if why := a.refuse(it.u); why != "" {
+					// Its namespace was set only now (default).
+					it.res.Action, it.res.Error = platform.ActionFailed, why
+					refused[it.key] = true
+					continue
+				}
+				kept = append(kept, it)
 			}
+			stage = kept
 		}
 		if opts.DryRun {
 			a.diff(ctx, stage, crdKinds(defs))
@@ -131,35 +174,54 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 			a.apply(ctx, stage)
 		}
 		if i < 2 && !opts.DryRun {
-			a.wait(stage)
+			a.wait(ctx, stage)
 		}
 	}
 	for _, it := range items {
 		results = append(results, *it.res)
 	}
-	pruned, keep := a.prune(ctx, inv, items, opts)
+	for _, it := range items {
+		if it.unscoped && opts.NoPrune == "" {
+			// Its key may not match its inventory entry, which would then
+			// look like an object that left git.
+			opts.NoPrune = fmt.Sprintf("the cluster does not know the kind of %s, so whether it is namespaced cannot be told", it.res.Ref)
+		}
+	}
+	pruned, keep, held := a.prune(ctx, inv, items, refused, opts)
 	results = append(results, pruned...)
+	sort.SliceStable(results, func(i, j int) bool { return results[i].Ref.String() < results[j].Ref.String() })
+	if invErr != nil {
+		return results, invErr
+	}
 	if !opts.DryRun {
-		if err := a.writeInventory(ctx, inventoryAfter(inv, items, keep)); err != nil {
+		// Written even when the caller left: what was applied is listed.
+		if err := a.writeInventory(context.WithoutCancel(ctx), inventoryAfter(inv, items, keep)); err != nil {
 			return results, err
 		}
 	}
-	sort.SliceStable(results, func(i, j int) bool { return results[i].Ref.String() < results[j].Ref.String() })
-	return results, nil
+	return results, held
 }
 
 // prepare turns objects into unstructured ones, with the namespace a
 // namespaced object left out set to "default" as kubectl would, and fails
 // the second definition of one object.
-func (a *Applier) prepare(objs []platform.Object) ([]*item, []platform.ObjectResult) {
+func (a *Applier) prepare(objs []platform.Object) ([]*item, []platform.ObjectResult, map[string]bool) {
 	var items []*item
 	var failed []platform.ObjectResult
+	refused := map[string]bool{}
 	seen := map[string]*item{}
 	for _, o := range objs {
 		u := &unstructured.Unstructured{Object: deepCopy(o.Manifest)}
 		it := &item{src: o, u: u, res: &platform.ObjectResult{Ref: o.Ref(), Where: o.Where()}}
 		a.scopeOne(it)
 		it.key = keyOf(u)
+		if why := a.refuse(u); why != "" {
+			// Not applied, and not pruned either: left alone.
+			it.res.Action, it.res.Error = platform.ActionFailed, why
+			failed = append(failed, *it.res)
+			refused[it.key] = true
+			continue
+		}
 		if prev, ok := seen[it.key]; ok {
 			it.res.Action, it.res.Error = platform.ActionFailed, fmt.Sprintf("is defined twice, in %s and in %s; remove one of them", prev.src.Where(), o.Where())
 			failed = append(failed, *it.res)
@@ -168,7 +230,7 @@ func (a *Applier) prepare(objs []platform.Object) ([]*item, []platform.ObjectRes
 		seen[it.key] = it
 		items = append(items, it)
 	}
-	return items, failed
+	return items, failed, refused
 }
 
 // scopeOne sets the default namespace on a namespaced object without one,
@@ -178,6 +240,7 @@ func (a *Applier) prepare(objs []platform.Object) ([]*item, []platform.ObjectRes
 func (a *Applier) scopeOne(it *item) {
 	gvk := it.u.GroupVersionKind()
 	m, err := a.c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	it.unscoped = err != nil
 	if err != nil {
 		return
 	}
@@ -256,25 +319,48 @@ func (a *Applier) record(stage []*item, entries []ssa.ChangeSetEntry) {
 // wait waits for a stage's CRDs to be established and its Namespaces to
 // be active. A timeout fails those objects; the next stage goes on, and
 // whatever needs them fails with its own error.
-func (a *Applier) wait(stage []*item) {
+func (a *Applier) wait(ctx context.Context, stage []*item) {
 	var set object.ObjMetadataSet
+	var waited []*item
 	for _, it := range stage {
 		if it.res.Action == platform.ActionCreated || it.res.Action == platform.ActionChanged {
 			set = append(set, object.UnstructuredToObjMetadata(it.u))
+			waited = append(waited, it)
 		}
 	}
 	if len(set) == 0 {
 		return
 	}
-	err := a.rm.WaitForSet(set, ssa.WaitOptions{Interval: 500 * time.Millisecond, Timeout: a.cfg.WaitTimeout})
-	if err != nil {
-		a.log.Warn("waiting for definitions to be established failed", "error", err)
-		for _, it := range stage {
-			if strings.Contains(err.Error(), it.u.GetName()) {
-				it.res.Action, it.res.Error = platform.ActionFailed, fmt.Sprintf("applied, but not established within %s: %v", a.cfg.WaitTimeout, err)
-			}
+	err := a.rm.WaitForSetWithContext(ctx, set, ssa.WaitOptions{Interval: 500 * time.Millisecond, Timeout: a.cfg.WaitTimeout})
+	if err == nil {
+		return
+	}
+	a.log.Warn("waiting for definitions to be established failed", "error", err)
+	// Which ones: each object's own status, not its name in the error.
+	for _, it := range waited {
+		why := a.notCurrent(ctx, it.u)
+		if why != "" {
+			it.res.Action, it.res.Error = platform.ActionFailed, fmt.Sprintf("applied, but not established within %s: %s", a.cfg.WaitTimeout, why)
 		}
 	}
+}
+
+// notCurrent says why u is not established in the cluster (kstatus), or
+// "" when it is.
+func (a *Applier) notCurrent(ctx context.Context, u *unstructured.Unstructured) string {
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(u.GroupVersionKind())
+	if err := a.c.Get(context.WithoutCancel(ctx), client.ObjectKeyFromObject(u), live); err != nil {
+		return applyError(err)
+	}
+	res, err := kstatus.Compute(live)
+	if err != nil {
+		return err.Error()
+	}
+	if res.Status == kstatus.CurrentStatus {
+		return ""
+	}
+	return fmt.Sprintf("status %s: %s", res.Status, res.Message)
 }
 
 func action(a ssa.Action) string {

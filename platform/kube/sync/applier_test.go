@@ -1,6 +1,8 @@
 package kubesync
 
 import (
+	"context"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -43,19 +45,56 @@ func TestInventoryAfterKeepsWhatExists(t *testing.T) {
 		u.SetName(r.Name)
 		return &item{u: u, key: keyOf(u), res: &platform.ObjectResult{Ref: r, Action: action}}
 	}
-	old := inventory{refKey(ref("ConfigMap", "updated-but-failed")): ref("ConfigMap", "updated-but-failed"), refKey(ref("ConfigMap", "left-git")): ref("ConfigMap", "left-git")}
+	old := inventory{refKey(ref("ConfigMap", "updated-but-failed")): ref("ConfigMap", "updated-but-failed"), refKey(ref("ConfigMap", "left-git")): ref("ConfigMap", "left-git"),
+		refKey(ref("ConfigMap", "listed-changed")): ref("ConfigMap", "listed-changed")}
+	optIn := mk(ref("ConfigMap", "adopted-opted-in"), platform.ActionUnchanged)
+	optIn.u.SetAnnotations(map[string]string{platform.AnnotationPrune: "enabled"})
 	items := []*item{
 		mk(ref("ConfigMap", "created"), platform.ActionCreated),
 		mk(ref("ConfigMap", "never-created"), platform.ActionFailed),
 		mk(ref("ConfigMap", "updated-but-failed"), platform.ActionFailed),
+		mk(ref("ConfigMap", "adopted-changed"), platform.ActionChanged),
+		mk(ref("ConfigMap", "adopted-unchanged"), platform.ActionUnchanged),
+		mk(ref("ConfigMap", "listed-changed"), platform.ActionChanged),
+		optIn,
 	}
 	got := inventoryAfter(old, items, []platform.ObjectRef{ref("ConfigMap", "left-git")})
 	var names []string
 	for _, r := range got {
 		names = append(names, r.Name)
 	}
-	want := []string{"created", "left-git", "updated-but-failed"}
+	want := []string{"adopted-opted-in", "created", "left-git", "listed-changed", "updated-but-failed"}
 	if diff := cmp.Diff(want, names, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("inventory (-want +got):\n%s", diff)
+	}
+}
+
+// TestPruneHeldBackWhenMostLeavesGit: an empty git, or more than half of
+// the inventory leaving at once, deletes nothing unless PruneAll; the
+// entries stay listed. The check comes before any request to the cluster.
+func TestPruneHeldBackWhenMostLeavesGit(t *testing.T) {
+	t.Parallel()
+	ref := func(name string) platform.ObjectRef {
+		return platform.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: name}
+	}
+	inv := inventory{}
+	for _, n := range []string{"a", "b", "c"} {
+		inv[refKey(ref(n))] = ref(n)
+	}
+	one := &unstructured.Unstructured{}
+	one.SetAPIVersion("v1")
+	one.SetKind("ConfigMap")
+	one.SetNamespace("ns")
+	one.SetName("a")
+	stillA := []*item{{u: one, key: keyOf(one), res: &platform.ObjectResult{Ref: ref("a")}}}
+	for name, items := range map[string][]*item{"git empty": nil, "two of three left": stillA} {
+		a := &Applier{cfg: Config{}}
+		res, keep, held := a.prune(context.Background(), inv, items, nil, platform.SyncOptions{Prune: true})
+		if held == nil || !strings.Contains(held.Error(), "--sync-prune-all") || len(res) != 0 {
+			t.Errorf("%s: prune = %v, %v; want it held back, naming --sync-prune-all", name, res, held)
+		}
+		if want := 3 - len(items); len(keep) != want {
+			t.Errorf("%s: kept %d entries, want %d", name, len(keep), want)
+		}
 	}
 }

@@ -14,9 +14,15 @@ import (
 
 // prune deletes (or, on a dry run, names) the inventory's objects that are
 // no longer in git, when opts.Prune. It returns their results and the
-// inventory entries to keep: those not deleted.
-func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, opts platform.SyncOptions) ([]platform.ObjectResult, []platform.ObjectRef) {
+// inventory entries to keep: those not deleted. held is why it deleted
+// nothing though it could: git holds nothing, or more than half of the
+// inventory (of more than one object) left it at once, as an empty
+// checkout or a mistyped path would look, unless Config.PruneAll.
+func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, refused map[string]bool, opts platform.SyncOptions) (results []platform.ObjectResult, keep []platform.ObjectRef, held error) {
 	inGit := map[string]bool{}
+	for k := range refused {
+		inGit[k] = true // refused, so not fluxd's to delete either
+	}
 	for _, it := range items {
 		inGit[it.key] = true
 	}
@@ -27,10 +33,11 @@ func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, opts 
 		}
 	}
 	if !opts.Prune || opts.NoPrune != "" {
-		return nil, stale // remembered, for a sync that may prune
+		return nil, stale, nil // remembered, for a sync that may prune
 	}
-	var results []platform.ObjectResult
-	var keep []platform.ObjectRef
+	if !a.cfg.PruneAll && len(stale) > 0 && (len(items) == 0 || len(stale) > 1 && 2*len(stale) > len(inv)) {
+		return nil, stale, fmt.Errorf("pruning held back: git now holds %d objects and %d of the %d objects fluxd created would be deleted; an empty checkout, a wrong --git-path or branch, or a bad merge looks like this. Nothing was deleted; if the objects really left git, start fluxd once with --sync-prune-all", len(items), len(stale), len(inv))
+	}
 	for _, r := range stale {
 		res, kept := a.pruneOne(ctx, r, opts.DryRun)
 		if res.Action != "" {
@@ -40,7 +47,7 @@ func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, opts 
 			keep = append(keep, r)
 		}
 	}
-	return results, keep
+	return results, keep, nil
 }
 
 // pruneOne deletes one object that left git, unless it opted out or
@@ -57,8 +64,16 @@ func (a *Applier) pruneOne(ctx context.Context, r platform.ObjectRef, dryRun boo
 		res.Action, res.Error = platform.ActionFailed, fmt.Sprintf("not pruned: reading it failed: %v", applyError(err))
 		return res, true
 	}
-	if live.GetAnnotations()[platform.AnnotationPrune] == "disabled" {
+	ann := live.GetAnnotations()[platform.AnnotationPrune]
+	if ann == "disabled" {
 		res.Action, res.Error = platform.ActionSkipped, ""
+		return res, true
+	}
+	if gk := live.GroupVersionKind().GroupKind(); (gk.Kind == "Namespace" && gk.Group == "" || gk.Kind == "CustomResourceDefinition" && gk.Group == "apiextensions.k8s.io") &&
+		!a.cfg.PruneNamespaces && ann != "enabled" {
+		// Deleting one deletes everything in it (or every resource of
+		// it), git's or not: only on request.
+		res.Action, res.Error = platform.ActionSkipped, "not pruned: a "+gk.Kind+" that left git is deleted only with --sync-prune-namespaces or the annotation fluxd.io/prune: enabled, as deleting it deletes everything in it"
 		return res, true
 	}
 	if !managedBy(live, FieldManager) {

@@ -500,8 +500,10 @@ type Service struct {
 	// sync_state is how the service stands against git when fluxd syncs
 	// (--sync-interval): "synced", "drifted" (the cluster differs from git;
 	// sync_detail says how) or "failed" (the last sync could not apply it;
-	// sync_detail has the error with its file and line). Empty when fluxd
-	// does not sync, or the service is not in git.
+	// sync_detail has the error with its file and line), "pending" (the
+	// leader has not synced yet) or "on-leader" (this replica is a follower:
+	// the leader syncs). Empty when fluxd does not sync, or the service is
+	// not in git.
 	SyncState     string `protobuf:"bytes,14,opt,name=sync_state,json=syncState,proto3" json:"sync_state,omitempty"`
 	SyncDetail    string `protobuf:"bytes,15,opt,name=sync_detail,json=syncDetail,proto3" json:"sync_detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
