@@ -100,8 +100,9 @@ bench-registry:
 	go test -run '^$$' -bench 'BenchmarkListImagesCold' -benchtime 1x ./daemon/
 
 ## bench-api: ListServices under load (ghz, 50 clients) with 1,000 workloads on
-## the local stack, this tree's fluxd beside BENCH_API_BASE's (default main)
-BENCH_API_BASE ?= main
+## the local stack, this tree's fluxd beside BENCH_API_BASE's (default 784afeb^,
+## the commit before the kept view: main would compare this tree with itself)
+BENCH_API_BASE ?= 784afeb^
 GHZ_VERSION := v0.121.0
 bench-api: stack
 	@mkdir -p .bin/tools

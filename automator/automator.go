@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -108,8 +110,10 @@ type Automator struct {
 	gauge *prometheus.GaugeVec
 	// decisions counts the decisions by kind; nil without metrics.
 	decisions *prometheus.CounterVec
-	// gen counts the passes, after which Statuses may have changed.
-	gen atomic.Uint64
+	// gen counts the changes of Statuses that a pass published; shown
+	// is what Statuses said at the last one (guarded by mu).
+	gen   atomic.Uint64
+	shown map[platform.ID]Status
 	// notified is when the oldest notification not yet followed by a
 	// release arrived (zero: none), guarded by mu.
 	notified time.Time
@@ -243,12 +247,30 @@ func (a *Automator) States() map[platform.ID]State {
 // Set it before Run.
 func (a *Automator) OnChange(f func()) { a.onChange = f }
 
-// changed marks a pass done: Generation moves, and OnChange is told.
+// changed publishes the services' states: when they differ from those
+// published last, Generation moves and OnChange is told. A pass that
+// changed nothing moves nothing, so that readers keeping what Statuses
+// said (the daemon's view) do not rebuild it for nothing.
 func (a *Automator) changed() {
+	now := a.Statuses()
+	a.mu.Lock()
+	same := a.shown != nil && maps.EqualFunc(now, a.shown, sameStatus)
+	if !same {
+		a.shown = now
+	}
+	a.mu.Unlock()
+	if same {
+		return
+	}
 	a.gen.Add(1)
 	if a.onChange != nil {
 		a.onChange()
 	}
+}
+
+func sameStatus(x, y Status) bool {
+	return x.State == y.State && x.Next.Equal(y.Next) && x.JobID == y.JobID && x.LastError == y.LastError &&
+		x.Failures == y.Failures && x.Decision == y.Decision && x.LastCheck.Equal(y.LastCheck) && slices.Equal(x.Warnings, y.Warnings)
 }
 
 // Step reads which services are automated, settles releases whose jobs
@@ -276,6 +298,11 @@ func (a *Automator) Step(ctx context.Context) time.Duration {
 		}
 	}
 	a.mu.Unlock()
+	if len(due) > 0 {
+		// Show the services being checked as refreshing while the
+		// pass runs, not only its outcome.
+		a.changed()
+	}
 	instances := make([]string, 0, len(due))
 	for inst := range due {
 		instances = append(instances, inst)

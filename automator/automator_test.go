@@ -249,8 +249,11 @@ func TestKickDuringAReleaseChecksAgainWhenItEnds(t *testing.T) {
 	_ = clk
 }
 
-// Each pass tells OnChange, after the states it changed are readable,
-// with when the service was last looked at.
+// Each pass tells OnChange, after the states it changed are readable:
+// when it starts checking services (shown refreshing) and when it ends,
+// with when the service was last looked at. A pass that changes nothing
+// tells nothing and leaves Generation alone, so that the daemon keeps its
+// view.
 func TestOnChangeAfterEveryPass(t *testing.T) {
 	f, jobs := newFake("a"), &fakeJobs{}
 	a, clk := newAutomator(t, f, jobs, nil)
@@ -259,7 +262,13 @@ func TestOnChangeAfterEveryPass(t *testing.T) {
 	a.Step(context.Background())
 	clk.Step(time.Minute)
 	a.Step(context.Background())
-	if len(seen) != 2 || seen[0].State != UpToDate || !seen[0].LastCheck.Equal(clk.Now().Add(-time.Minute)) || !seen[1].LastCheck.Equal(clk.Now()) {
+	if len(seen) != 4 || seen[0].State != Refreshing || seen[1].State != UpToDate || !seen[1].LastCheck.Equal(clk.Now().Add(-time.Minute)) ||
+		seen[2].State != Refreshing || seen[3].State != UpToDate || !seen[3].LastCheck.Equal(clk.Now()) {
 		t.Errorf("OnChange saw %+v", seen)
+	}
+	gen := a.Generation()
+	a.Step(context.Background()) // nothing due
+	if len(seen) != 4 || a.Generation() != gen {
+		t.Errorf("a pass that changed nothing: OnChange told %d more times, Generation %d → %d", len(seen)-4, gen, a.Generation())
 	}
 }

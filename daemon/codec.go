@@ -52,7 +52,7 @@ func (d *Daemon) encodedServices(services []*fluxdv1.Service) []byte {
 	d.view.mu.Lock()
 	defer d.view.mu.Unlock()
 	for ns, kept := range d.view.protos {
-		if len(kept) != len(services) || &kept[0] != &services[0] {
+		if len(kept) == 0 || len(kept) != len(services) || &kept[0] != &services[0] {
 			continue
 		}
 		if b, ok := d.view.encoded[ns]; ok {

@@ -111,6 +111,7 @@ type Daemon struct {
 	gen          uint64        // counts stored copies, so an older read never replaces a newer one
 
 	refreshes singleflight.Group // registry refreshes by repository
+	pageReads singleflight.Group // list-images page reads by repository and tags
 
 	onNotify func(repository string, tags int)
 	view     viewCache // the joined list of services, while nothing changed
@@ -128,6 +129,8 @@ type viewCache struct {
 	mu       sync.Mutex
 	key      viewKey
 	services []Service
+	// building is the build under way, if any.
+	building *viewBuild
 	// built counts the views built; protos are view protosOf's services
 	// as the API sends them, by namespace asked for ("" for all).
 	built, protosOf uint64
@@ -245,23 +248,82 @@ func (d *Daemon) servicesBuilt(ctx context.Context) ([]Service, uint64, error) {
 		return nil, 0, err
 	}
 	key.manifests = m
-	d.view.mu.Lock()
-	if d.view.services != nil && d.view.key == key {
-		svcs, built := d.view.services, d.view.built
+	for {
+		d.view.mu.Lock()
+		// A view as new as the caller's generations, or newer, answers:
+		// a caller that read them just before a change is as well served
+		// by the view of that change.
+		if d.view.services != nil && d.view.key.covers(key) {
+			svcs, built := d.view.services, d.view.built
+			d.view.mu.Unlock()
+			return svcs, built, nil
+		}
+		// Callers that find the view stale at once (each change, under
+		// load) share one build of it rather than each joining 1,000
+		// services.
+		if b := d.view.building; b != nil && b.key.covers(key) {
+			d.view.mu.Unlock()
+			select {
+			case <-b.done:
+			case <-ctx.Done():
+				return nil, 0, ctx.Err()
+			}
+			if b.err == nil {
+				return b.services, b.built, nil
+			}
+			// Failed (perhaps only because its caller went away): look
+			// again, and build it if it is still missing.
+			continue
+		}
+		b := &viewBuild{key: key, done: make(chan struct{})}
+		d.view.building = b
 		d.view.mu.Unlock()
+		svcs, err := d.buildServices(ctx, m)
+		d.view.mu.Lock()
+		b.err = err
+		if d.view.building == b {
+			d.view.building = nil
+		}
+		if err != nil {
+			d.view.mu.Unlock()
+			close(b.done)
+			return nil, 0, err
+		}
+		if old := d.view.key; d.view.services != nil && (old.cluster > key.cluster || old.automator > key.automator) {
+			// A caller that read the generations before a change ended
+			// after the view of the change was kept: answer, keep the
+			// newer.
+			b.services = svcs
+			d.view.mu.Unlock()
+			close(b.done)
+			return svcs, 0, nil
+		}
+		d.view.built++
+		d.view.key, d.view.services = key, svcs
+		built := d.view.built
+		b.services, b.built = svcs, built
+		d.view.mu.Unlock()
+		close(b.done)
 		return svcs, built, nil
 	}
-	d.view.mu.Unlock()
-	svcs, err := d.buildServices(ctx, m)
-	if err != nil {
-		return nil, 0, err
-	}
-	d.view.mu.Lock()
-	d.view.built++
-	d.view.key, d.view.services = key, svcs
-	built := d.view.built
-	d.view.mu.Unlock()
-	return svcs, built, nil
+}
+
+// viewBuild is a build of the view under way, which callers wanting a
+// view of the same key wait for.
+type viewBuild struct {
+	key  viewKey
+	done chan struct{}
+	// set before done is closed: the view built (built 0: not kept) or
+	// why it could not be.
+	services []Service
+	built    uint64
+	err      error
+}
+
+// covers says a view of key k answers a caller that read the generations
+// of o: the same sources, as new or newer.
+func (k viewKey) covers(o viewKey) bool {
+	return k.manifests == o.manifests && k.sync == o.sync && k.cluster >= o.cluster && k.automator >= o.automator
 }
 
 // serviceProtos is Services as the API sends them, kept with the view:
@@ -279,7 +341,21 @@ func (d *Daemon) serviceProtos(ctx context.Context, namespace string) ([]*fluxdv
 		return cached, nil
 	}
 	d.view.mu.Unlock()
-	out := make([]*fluxdv1.Service, 0, len(all))
+	n := len(all)
+	if namespace != "" {
+		n = 0
+		for _, svc := range all {
+			if svc.ID.Namespace == namespace {
+				n++
+			}
+		}
+		if n == 0 {
+			// Not kept: anyone may name any namespace, and keeping an
+			// entry for each would grow memory without bound.
+			return []*fluxdv1.Service{}, nil
+		}
+	}
+	out := make([]*fluxdv1.Service, 0, n)
 	for _, svc := range all {
 		if namespace == "" || svc.ID.Namespace == namespace {
 			out = append(out, serviceToProto(svc))
@@ -291,12 +367,20 @@ func (d *Daemon) serviceProtos(ctx context.Context, namespace string) ([]*fluxdv
 			if d.view.protosOf != built {
 				d.view.protos, d.view.protosOf, d.view.encoded = map[string][]*fluxdv1.Service{}, built, nil
 			}
-			d.view.protos[namespace] = out
+			if len(d.view.protos) < maxKeptNamespaces {
+				d.view.protos[namespace] = out
+			}
 		}
 		d.view.mu.Unlock()
 	}
 	return out, nil
 }
+
+// maxKeptNamespaces bounds the per-namespace answers kept with a view;
+// only namespaces that hold services are kept, so this binds only on a
+// cluster with more namespaces than this, whose further namespaces are
+// converted on each call.
+const maxKeptNamespaces = 256
 
 type zeroGen struct{}
 

@@ -3,6 +3,9 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -32,6 +35,11 @@ type pagedImages interface {
 	cachedImages
 }
 
+// maxPageRead is how many images of a page are read before list-images
+// answers; a bigger page is answered with what is known, its other
+// images shown as being read by the background refresh.
+const maxPageRead = 50
+
 // coldTags is how many tags without metadata make a repository "cold":
 // list-images then answers once the page's images are read rather than
 // wait for the whole refresh, which takes at least 2 requests per tag.
@@ -44,9 +52,15 @@ type repoImages struct {
 	known map[string]registry.Image
 	st    registry.RefreshStatus
 	err   error
-	// cold says the repository has many tags not read yet: it is
-	// refreshed in the background after the page is read.
+	// cold says the repository has many tags not read yet: under
+	// build-time order it is refreshed in the background after the page
+	// is read.
 	cold bool
+	// byTime says a container shows it in build-time order, which needs
+	// every tag read; later are the tags shown but not read before the
+	// answer, read in the background when no full refresh is.
+	byTime bool
+	later  []string
 }
 
 // refresh refreshes a repository in the background, shared by concurrent
@@ -68,6 +82,15 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 		wait = 1500 * time.Millisecond
 	}
 	deadline := time.Now().Add(wait)
+	// Which repositories some container shows in build-time order: only
+	// those are refreshed in full (every tag's manifest and config).
+	byTime := map[string]bool{}
+	for _, c := range svc.Containers {
+		if ref, err := registry.ParseRef(c.Image); err == nil {
+			f, ferr := containerFilter(svc.annotations, c.Name, ref)
+			byTime[ref.Repository] = byTime[ref.Repository] || ferr != nil || f.NeedsMetadata() || f.Order == ""
+		}
+	}
 	byRepo := map[string]*repoImages{}
 	var out []ContainerImages
 	for _, c := range svc.Containers {
@@ -80,7 +103,7 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 		}
 		ri, ok := byRepo[ref.Repository]
 		if !ok {
-			ri = d.repoImages(ctx, lister, ref.Repository)
+			ri = d.repoImages(ctx, lister, ref.Repository, byTime[ref.Repository])
 			byRepo[ref.Repository] = ri
 		}
 		if ri.err != nil {
@@ -89,14 +112,31 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 			continue
 		}
 		f, ferr := containerFilter(svc.annotations, c.Name, ref)
+		byTime := ferr != nil || f.NeedsMetadata() || f.Order == ""
+		ri.byTime = ri.byTime || byTime
 		rows := orderRows(ri, f)
 		// The page and the running image are read now, if not known.
 		var missing []string
+		runningUnread := false
 		for i, img := range rows {
 			onPage := i >= page.Offset && (page.Limit <= 0 || i < page.Offset+page.Limit)
 			if (onPage || img.Tag == ref.Tag) && img.Digest == "" {
 				missing = append(missing, img.Tag)
+				runningUnread = runningUnread || img.Tag == ref.Tag
 			}
+		}
+		if len(missing) > maxPageRead {
+			// A big page (limit 0 asks for all) is not read before the
+			// answer: its reads would duplicate the background refresh,
+			// which every caller shares. Only the running image is read.
+			if !byTime {
+				ri.later = append(ri.later, missing...)
+			}
+			missing = missing[:0]
+			if runningUnread {
+				missing = append(missing, ref.Tag)
+			}
+			ri.cold = true
 		}
 		if len(missing) > 0 {
 			d.readTags(ctx, lister, ref.Repository, ri, missing, deadline)
@@ -105,8 +145,19 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 		ci.Available = rows
 		ci.Refresh = ri.st
 		ci.Read = len(ri.known)
-		if ci.Read < len(ri.tags) {
+		if byTime && ci.Read < len(ri.tags) {
 			ci.Refresh.Refreshing = true
+		}
+		if !byTime {
+			// Under an order from the tag list only the images shown
+			// are read: the view is being read while one of them is not.
+			for i, img := range rows {
+				onPage := i >= page.Offset && (page.Limit <= 0 || i < page.Offset+page.Limit)
+				if (onPage || img.Tag == ref.Tag) && img.Digest == "" {
+					ci.Refresh.Refreshing = true
+					break
+				}
+			}
 		}
 		if ferr != nil {
 			ci.Filter = "invalid"
@@ -117,8 +168,14 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 		out = append(out, ci)
 	}
 	for repo, ri := range byRepo {
-		if ri.cold {
+		switch {
+		case ri.cold && ri.byTime:
 			d.refresh(ctx, repo)
+		case len(ri.later) > 0:
+			// Under semver, alphabetical or numerical order only the
+			// images shown are read, not every tag's manifest and
+			// config; one such read per repository at a time.
+			d.readLater(ctx, lister, repo, ri.later)
 		}
 	}
 	return out
@@ -127,7 +184,7 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 // repoImages reads a repository's tag list and what the cache knows of
 // it, starts a refresh in the background, and waits for it only while it
 // is quick: a repository with many tags not yet read is answered without.
-func (d *Daemon) repoImages(ctx context.Context, lister pagedImages, repo string) *repoImages {
+func (d *Daemon) repoImages(ctx context.Context, lister pagedImages, repo string, byTime bool) *repoImages {
 	ri := &repoImages{known: map[string]registry.Image{}}
 	ri.tags, ri.err = lister.Tags(ctx, repo)
 	if ri.err != nil {
@@ -154,6 +211,13 @@ func (d *Daemon) repoImages(ctx context.Context, lister pagedImages, repo string
 		if listed[img.Tag] {
 			ri.known[img.Tag] = img
 		}
+	}
+	if !byTime {
+		// Ordered from the tag list: only the images shown are read
+		// (see listPaged), never every tag.
+		ri.cold = len(ri.tags)-len(ri.known) > coldTags
+		ri.st = lister.Status(repo)
+		return ri
 	}
 	if len(ri.tags)-len(ri.known) > coldTags {
 		// Cold: the page is read first, then the rest (see listPaged), so
@@ -198,23 +262,41 @@ func (d *Daemon) readTags(ctx context.Context, lister pagedImages, repo string, 
 	for _, t := range tags {
 		want[t] = true
 	}
-	done := make(chan []registry.Image, 1)
-	go func() {
+	// Callers showing the same page share one read, which goes on after
+	// the deadline (it fills the cache for the next call).
+	key := repo + "\x00" + strings.Join(slices.Sorted(maps.Keys(want)), "\x00")
+	done := d.pageReads.DoChan(key, func() (any, error) {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		imgs, _ := lister.ImagesMatching(rctx, repo, func(t string) bool { return want[t] })
-		done <- imgs
-	}()
+		return imgs, nil
+	})
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	select {
-	case imgs := <-done:
+	case r := <-done:
+		imgs, _ := r.Val.([]registry.Image)
 		for _, img := range imgs {
 			ri.known[img.Tag] = img
 		}
 	case <-timer.C:
 	case <-ctx.Done():
 	}
+}
+
+// readLater reads tags' images in the background, one read per
+// repository at a time: a caller while one runs adds nothing, and reads
+// what is still missing on a later call.
+func (d *Daemon) readLater(ctx context.Context, lister pagedImages, repo string, tags []string) {
+	want := make(map[string]bool, len(tags))
+	for _, t := range tags {
+		want[t] = true
+	}
+	d.pageReads.DoChan(repo+"\x00later", func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Minute)
+		defer cancel()
+		return lister.ImagesMatching(rctx, repo, func(t string) bool { return want[t] })
+	})
 }
 
 // containerFilter is the container's policy bound to its running tag.

@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"runtime"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,4 +94,58 @@ func TestListServicesFromTheKeptEncoding(t *testing.T) {
 			t.Errorf("namespace %q: no git state in the answer", ns)
 		}
 	}
+}
+
+// churnCluster is a cluster that changes while it is listed, and counts
+// the views built from it.
+type churnCluster struct {
+	atomicGenCluster
+	reads atomic.Int64
+}
+
+func (c *churnCluster) Workloads(ctx context.Context) ([]platform.Workload, error) {
+	c.reads.Add(1)
+	return c.atomicGenCluster.Workloads(ctx)
+}
+
+// BenchmarkListServicesChurn is ListServices from 50 concurrent clients
+// while the cluster changes every 10 ms (rollouts, the automator's
+// passes): callers that find the view stale share one build of it.
+// views-built/s is how often the view was joined again.
+func BenchmarkListServicesChurn(b *testing.B) {
+	c := &churnCluster{atomicGenCluster: atomicGenCluster{stubCluster: stubCluster{workloads: workloadsIn(1000, 10)}}}
+	f := newFixtureWith(b, Config{GitRefresh: time.Minute}, Deps{Cluster: c, Releaser: stubReleaser{}, Jobs: stubJobs{}})
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+f.tokens[auth.Viewer])
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				c.gen.Add(1)
+			}
+		}
+	}()
+	b.ReportAllocs()
+	b.SetParallelism(max(1, 50/runtime.GOMAXPROCS(0)))
+	start := time.Now()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			resp, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{})
+			if err != nil || len(resp.Services) != 1000 {
+				b.Errorf("%d services, %v", len(resp.GetServices()), err)
+				return
+			}
+		}
+	})
+	elapsed := time.Since(start)
+	close(stop)
+	<-done
+	b.ReportMetric(float64(c.reads.Load())/elapsed.Seconds(), "views-built/s")
+	b.ReportMetric(float64(c.gen.Load())/elapsed.Seconds(), "changes/s")
 }

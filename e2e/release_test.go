@@ -253,9 +253,26 @@ func TestReleaseCore(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, "needs a confirmation") || remoteHead(t) != headBefore {
 			t.Fatalf("release without -y and without a terminal: exit %d\n%s", code, stderr)
 		}
+		counted := []string{"fluxd_jobs_total", "fluxd_job_duration_seconds_count", "fluxd_release_duration_seconds_count", "fluxd_rollout_duration_seconds_count"}
+		countedBefore := map[string]float64{}
+		for _, m := range counted {
+			countedBefore[m] = metricSum(t, metricsAddr, m)
+		}
+		pushes := func() float64 { return metricWith(t, metricsAddr, "fluxd_git_operation_duration_seconds_count", `operation="push"`, `result="ok"`) }
+		pushesBefore := pushes()
 		out, stderr, code := fluxctl(t, deployer, "release", "-y", "--all", "--update-all-images", "-m", "monthly refresh")
 		if code != 0 {
 			t.Fatalf("exit %d: %s\n%s", code, stderr, out)
+		}
+		// The release is counted: a job ended, its release and rollout
+		// timed, its commit pushed (fluxctl returns once the job ended).
+		for _, m := range counted {
+			if got := metricSum(t, metricsAddr, m); got <= countedBefore[m] {
+				t.Errorf("%s is %v after a release, %v before: the release is not counted", m, got, countedBefore[m])
+			}
+		}
+		if got := pushes(); got <= pushesBefore {
+			t.Errorf("git pushes counted %v after a release, %v before", got, pushesBefore)
 		}
 		// fluxctl followed the job: its stages, the replica counts while
 		// rolling out, and the end.

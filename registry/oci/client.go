@@ -122,6 +122,10 @@ type Client struct {
 	// listing makes concurrent reads of one list share one.
 	lists   map[string]*tagList
 	listing singleflight.Group
+	// listSeq numbers list reads in the order they start, so that a read
+	// that began earlier and ends later never replaces a newer list, and
+	// a scan can tell a list read for it from one read before it began.
+	listSeq uint64
 }
 
 // tagList is a repository's tag list as last read.
@@ -131,6 +135,8 @@ type tagList struct {
 	// when the list is read again.
 	stable int
 	next   time.Time
+	// seq is the number of the read that found the list (see listSeq).
+	seq uint64
 }
 
 // New returns a Client.
@@ -233,8 +239,38 @@ func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) 
 // tags answers a fresh list from memory, or reads it (at once when
 // force), shared by concurrent callers.
 func (c *Client) tags(ctx context.Context, repository string, force bool) ([]string, error) {
+	l, err := c.list(ctx, repository, force)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Clone(l.tags), nil
+}
+
+// nextSeq numbers a list read as it starts; lastSeq is the last number
+// given.
+func (c *Client) nextSeq() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.listSeq++
+	return c.listSeq
+}
+
+func (c *Client) lastSeq() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.listSeq
+}
+
+// list is tags' list with the number of the read that found it; the
+// returned list is shared and must not be changed.
+func (c *Client) list(ctx context.Context, repository string, force bool) (*tagList, error) {
 	if c.cfg.ListMin <= 0 {
-		return c.listTags(ctx, repository)
+		seq := c.nextSeq()
+		tags, err := c.listTags(ctx, repository)
+		if err != nil {
+			return nil, err
+		}
+		return &tagList{tags: tags, seq: seq}, nil
 	}
 	now := c.cfg.Now()
 	c.mu.Lock()
@@ -242,29 +278,44 @@ func (c *Client) tags(ctx context.Context, repository string, force bool) ([]str
 	c.mu.Unlock()
 	if ok && !force && now.Before(l.next) {
 		c.lookupList("hit")
-		return slices.Clone(l.tags), nil
+		return l, nil
 	}
 	c.lookupList("read")
-	v, err, _ := c.listing.Do(repository, func() (any, error) {
+	key := repository
+	if force {
+		// A notification's read must start after the push it tells of:
+		// joining a read already in flight (begun before the push) would
+		// answer, and keep as fresh, the list without the pushed tag.
+		// Forget lets this call start its own read; later ordinary
+		// callers join this newer one.
+		c.listing.Forget(key)
+	}
+	v, err, _ := c.listing.Do(key, func() (any, error) {
+		seq := c.nextSeq()
 		tags, err := c.listTags(ctx, repository)
 		if err != nil {
 			return nil, err
 		}
 		slices.Sort(tags)
-		nl := &tagList{tags: tags}
-		if ok && slices.Equal(l.tags, tags) {
-			nl.stable = l.stable + 1
+		nl := &tagList{tags: tags, seq: seq}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		cur, had := c.lists[repository]
+		if had && cur.seq > seq {
+			// A read that began later ended first: its list is newer.
+			return nl, nil
+		}
+		if had && slices.Equal(cur.tags, tags) {
+			nl.stable = cur.stable + 1
 		}
 		nl.next = c.cfg.Now().Add(backoff(c.cfg.ListMin, c.cfg.ListMax, nl.stable))
-		c.mu.Lock()
 		c.lists[repository] = nl
-		c.mu.Unlock()
-		return tags, nil
+		return nl, nil
 	})
 	if err != nil {
 		return nil, err
 	}
-	return slices.Clone(v.([]string)), nil
+	return v.(*tagList), nil
 }
 
 func (c *Client) lookupList(result string) {
@@ -511,10 +562,16 @@ func (c *Client) scan(ctx context.Context, repository string, keep func(tag stri
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ScanTimeout)
 	defer cancel()
 	start := time.Now()
-	all, err := c.tags(ctx, repository, force)
+	before := c.lastSeq()
+	list, err := c.list(ctx, repository, force)
 	if err != nil {
 		return nil, err
 	}
+	all := list.tags
+	// Only a list read from the registry for this scan may remove cached
+	// tags: a list reused from memory (up to ListMax old) lacks tags that
+	// another replica sharing the cache has seen pushed since.
+	readNow := list.seq > before
 	tags := all
 	if keep != nil {
 		tags = make([]string, 0, len(all))
@@ -610,7 +667,7 @@ func (c *Client) scan(ctx context.Context, repository string, keep func(tag stri
 		}
 		var removed []string
 		for t := range cached {
-			if !listed[t] {
+			if readNow && !listed[t] {
 				removed = append(removed, t)
 			}
 		}

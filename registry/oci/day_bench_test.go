@@ -22,14 +22,17 @@ import (
 // included, between a model of Flux v1's registry warmer and fluxd, on a
 // real registry (in process, paging, counting), with a simulated clock:
 //
-//   - the day has a pass every 5 minutes (Flux v1's --registry-poll-interval;
-//     fluxd's automator and list-images calls);
+//   - Flux v1's warmer lists every repository every minute
+//     (askForNewImagesInterval in registry/cache/warming.go: when its
+//     backlog is empty it asks for the images in use again each minute
+//     and warms each repository once more); fluxd has a pass every 5
+//     minutes (its automator and list-images calls);
 //   - each repository gets -day.pushes new tags, spread over the day, each
 //     followed by a notification (v1: the repository is warmed first;
 //     fluxd: Refresh, as NotifyImage and the webhook do).
 //
 // The Flux v1 model (registry/cache/warming.go in fluxcd/flux v1): every
-// pass lists each repository; a tag not in the cache, or whose refresh
+// pass (each minute) lists each repository; a tag not in the cache, or whose refresh
 // deadline has passed, costs a manifest GET and a config GET; a new tag's
 // deadline is 1 h, doubled (up to 7 days) each time a refresh finds the
 // same digest, halved (down to 5 min) when it moved. Notified repositories
@@ -47,7 +50,8 @@ var (
 )
 
 const (
-	dayStep        = 5 * time.Minute
+	dayStep        = 5 * time.Minute // fluxd's passes
+	v1Step         = time.Minute     // Flux v1's askForNewImagesInterval
 	v1FirstRefresh = time.Hour
 	v1MinRefresh   = 5 * time.Minute
 	v1MaxRefresh   = 7 * 24 * time.Hour
@@ -142,8 +146,7 @@ func BenchmarkScanDay(b *testing.B) {
 		}
 		repos = append(repos, repo)
 	}
-	steps := int(24 * time.Hour / dayStep)
-	pushEvery := steps / max(*dayPushes, 1)
+	pushEvery := 24 * time.Hour / time.Duration(max(*dayPushes, 1))
 	type result struct {
 		cold, day                      int64
 		lists, manifests, heads, blobs int64 // of the day
@@ -153,7 +156,7 @@ func BenchmarkScanDay(b *testing.B) {
 	// repository, notify a repository's notification after a push.
 	// next is the next tag to push: each run pushes tags of its own.
 	next := *dayTags
-	simulate := func(b *testing.B, pass func(now time.Time) error, notify func(repo string, now time.Time) error) result {
+	simulate := func(b *testing.B, every time.Duration, pass func(now time.Time) error, notify func(repo string, now time.Time) error) result {
 		reg.Reset()
 		now := t0
 		if err := pass(now); err != nil {
@@ -161,9 +164,12 @@ func BenchmarkScanDay(b *testing.B) {
 		}
 		r := result{cold: reg.Requests()}
 		reg.Reset()
+		nextPush := t0.Add(pushEvery / 2) // -day.pushes pushes, spread over the day
+		steps := int(24 * time.Hour / every)
 		for step := 1; step < steps; step++ {
-			now = t0.Add(time.Duration(step) * dayStep)
-			if *dayPushes > 0 && step%pushEvery == 0 {
+			now = t0.Add(time.Duration(step) * every)
+			if *dayPushes > 0 && !now.Before(nextPush) {
+				nextPush = nextPush.Add(pushEvery)
 				for _, repo := range repos {
 					if err := reg.PushVersions(ctx, repo, next, next+1, t0); err != nil {
 						b.Fatal(err)
@@ -189,7 +195,7 @@ func BenchmarkScanDay(b *testing.B) {
 				b.Fatal(err)
 			}
 			w := &v1Warmer{puller: puller, cache: map[string]map[string]*v1Tag{}}
-			results["Flux v1 model"] = simulate(b, func(now time.Time) error {
+			results["Flux v1 model"] = simulate(b, v1Step, func(now time.Time) error {
 				for _, repo := range repos {
 					if err := w.warm(ctx, repo, now); err != nil {
 						return err
@@ -220,7 +226,7 @@ func BenchmarkScanDay(b *testing.B) {
 				if pc.policy {
 					policy = semverPolicy
 				}
-				results[pc.name] = simulate(b, func(t time.Time) error {
+				results[pc.name] = simulate(b, dayStep, func(t time.Time) error {
 					now = t
 					for _, repo := range repos {
 						if _, _, err := release.Newest(ctx, c, repo, policy); err != nil {
@@ -243,7 +249,7 @@ func BenchmarkScanDay(b *testing.B) {
 			names = append(names, n)
 		}
 		sort.Strings(names)
-		fmt.Printf("\nregistry requests, %d repositories x %d tags, a day of 5-minute passes, %d pushes per repository (each notified)\n", *dayRepos, *dayTags, *dayPushes)
+		fmt.Printf("\nregistry requests, %d repositories x %d tags, a day of passes (Flux v1 every minute, fluxd every 5), %d pushes per repository (each notified)\n", *dayRepos, *dayTags, *dayPushes)
 		for _, n := range names {
 			r := results[n]
 			fmt.Printf("  %-24s cold %8d   rest of the day %8d (%d list pages, %d manifest GETs, %d HEADs, %d blob GETs)\n", n, r.cold, r.day, r.lists, r.manifests, r.heads, r.blobs)
