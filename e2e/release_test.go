@@ -258,7 +258,9 @@ func TestReleaseCore(t *testing.T) {
 		for _, m := range counted {
 			countedBefore[m] = metricSum(t, metricsAddr, m)
 		}
-		pushes := func() float64 { return metricWith(t, metricsAddr, "fluxd_git_operation_duration_seconds_count", `operation="push"`, `result="ok"`) }
+		pushes := func() float64 {
+			return metricWith(t, metricsAddr, "fluxd_git_operation_duration_seconds_count", `operation="push"`, `result="ok"`)
+		}
 		pushesBefore := pushes()
 		out, stderr, code := fluxctl(t, deployer, "release", "-y", "--all", "--update-all-images", "-m", "monthly refresh")
 		if code != 0 {
