@@ -38,7 +38,8 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := startFaultFluxd(t, "fluxd-web", "web-e2e", nil, "--web-listen="+webAddr, "--rollout-timeout=1m")
+	f := startFaultFluxd(t, "fluxd-web", "web-e2e", nil, "--web-listen="+webAddr, "--rollout-timeout=1m",
+		"--sync-interval=1h") // a sync at start: the page shows each service's state against git
 	base := "http://" + webAddr
 	waitHTTP(t, base+"/")
 	deployer := []string{"FLUX_URL=grpc://" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"]}
@@ -111,6 +112,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		chromedp.KeyEvent(kb.Enter),
 		chromedp.WaitVisible(chromedp.CSS(`#services tr[data-service="default:deployment/webapp"]`)),
 		waitText(`#conn`, "live"),
+		waitText(`#services tr[data-service="default:deployment/webapp"]`, "synced"),
 		shot("services"))
 	services := value(t, ctx, chromedp.Text(chromedp.CSS(`#services tr[data-service="default:deployment/webapp"]`)))
 	if !value(t, ctx, chromedp.Evaluate[bool](`document.activeElement === document.querySelector('main')`)) {

@@ -307,12 +307,21 @@ function servicesTable(list, plan) {
     el('tbody', {}, rows)));
 }
 
+// syncCell says how the service stands against git when fluxd syncs
+// (--sync-interval): synced, drifted (and how) or failed (and why).
+function syncCell(s) {
+  if (!s.syncState) return '';
+  const cls = {synced: 'ok', drifted: 'warn', failed: 'bad'}[s.syncState] || 'muted';
+  return el('div', {class: 'sync'}, el('span', {class: 'badge ' + cls, title: 'against git'}, s.syncState === 'on-leader' ? 'sync on leader' : s.syncState),
+    s.syncDetail ? el('div', {class: cls === 'bad' ? 'bad' : 'warn'}, s.syncDetail) : '');
+}
+
 function serviceRow(s, newest, planKnown) {
   const r = s.replicas || {};
   const containers = el('ul', {class: 'plain'}, (s.containers || []).map((c) => el('li', {},
     el('strong', {}, c.name), c.init ? ' (init)' : '', el('br'),
     'running ', el('code', {}, c.image), el('br'),
-    s.inGit ? ['git ', el('code', {}, c.gitImage || '—'), el('br')] : el('span', {class: 'muted'}, 'not in git'),
+    s.inGit ? ['git ', el('code', {}, c.gitImage || '—'), c.goal ? el('span', {class: 'warn'}, ' (not running yet)') : '', el('br')] : el('span', {class: 'muted'}, 'not in git'),
     planKnown && s.inGit ? ['newest allowed ', newest[c.name] ? el('code', {class: 'run'}, newest[c.name]) : el('span', {class: 'muted'}, newest._reason ? 'not released: ' + newest._reason : 'up to date')] : '')));
   const policy = !s.inGit ? el('span', {class: 'muted'}, 'no policy: not in git') : el('div', {},
     s.automated ? el('span', {class: 'badge run'}, 'automated') : el('span', {class: 'badge muted'}, 'manual'), ' ',
@@ -323,7 +332,7 @@ function serviceRow(s, newest, planKnown) {
   return el('tr', {'data-service': s.id},
     el('td', {}, el('a', {href: '#/service/' + encodeURIComponent(s.id)}, s.id)),
     el('td', {}, el('span', {class: 'badge ' + (s.status === 'ready' ? 'ok' : 'run')}, s.status), el('br'),
-      el('span', {class: 'muted'}, (r.ready || 0) + '/' + (r.desired || 0) + ' ready')),
+      el('span', {class: 'muted'}, (r.ready || 0) + '/' + (r.desired || 0) + ' ready'), syncCell(s)),
     el('td', {}, containers),
     el('td', {}, automationCell(s)),
     el('td', {}, policy),
