@@ -175,8 +175,9 @@ func setUsers(m protoreflect.Message, v string) bool {
 }
 
 // A user becomes a commit's author: every RPC that takes one, found in the
-// descriptor, refuses a newline, another control character or an angle
-// bracket in it, with InvalidArgument and a message saying why.
+// descriptor, refuses a newline, another control character or a stray
+// angle bracket in it (git's "Name <email>" form is accepted), with
+// InvalidArgument and a message saying why.
 func TestEveryRPCWithAUserRefusesHeaderInjection(t *testing.T) {
 	f := newFixture(t, &stubCluster{})
 	sd := fluxService(t)
@@ -187,7 +188,7 @@ func TestEveryRPCWithAUserRefusesHeaderInjection(t *testing.T) {
 			continue
 		}
 		withUser = append(withUser, string(m.Name()))
-		for _, bad := range []string{"eve\ncommitter forged <f@f> 0 +0000", "eve\r", "eve <eve@evil>", "eve>", "nul\x00", "esc\x1b[31m"} {
+		for _, bad := range []string{"eve\ncommitter forged <f@f> 0 +0000", "eve\r", "eve <eve@evil> <x@y>", "eve <not an address>", "eve <a@b>\nforged", "eve>", "nul\x00", "esc\x1b[31m"} {
 			req := newRequest(t, m)
 			setUsers(req.ProtoReflect(), bad)
 			err := invoke(withToken(f.tokens[auth.Admin]), t, f.conn, m, req)
@@ -195,10 +196,13 @@ func TestEveryRPCWithAUserRefusesHeaderInjection(t *testing.T) {
 				t.Errorf("%s with user %q: %v; want InvalidArgument about the user", m.Name(), bad, err)
 			}
 		}
-		req := newRequest(t, m)
-		setUsers(req.ProtoReflect(), "Zoë O'Brien")
-		if err := invoke(withToken(f.tokens[auth.Admin]), t, f.conn, m, req); strings.Contains(status.Convert(err).Message(), "cannot be a commit's author") {
-			t.Errorf("%s refused a plain user: %v", m.Name(), err)
+		// A plain name, and git's own author form as Flux v1's fluxctl sent it.
+		for _, good := range []string{"Zoë O'Brien", "Jane Doe <jane@example.com>"} {
+			req := newRequest(t, m)
+			setUsers(req.ProtoReflect(), good)
+			if err := invoke(withToken(f.tokens[auth.Admin]), t, f.conn, m, req); strings.Contains(status.Convert(err).Message(), "cannot be a commit's author") {
+				t.Errorf("%s refused the user %q: %v", m.Name(), good, err)
+			}
 		}
 	}
 	// The suite must see the RPCs it is about.

@@ -309,7 +309,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		report(Progress{Stage: StageDone})
 		return res, nil, nil
 	}
-	author := gitrepo.Signature{Name: spec.User}
+	author := authorOf(spec.User)
 	var files map[string][]byte
 	for attempt := 1; ; attempt++ {
 		report(Progress{Stage: StageEditing})
@@ -574,7 +574,7 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 			revert = ""
 			break
 		}
-		if revert, err = e.repo.Commit(ctx, rev, files, msg, gitrepo.Signature{Name: spec.User}); err == nil {
+		if revert, err = e.repo.Commit(ctx, rev, files, msg, authorOf(spec.User)); err == nil {
 			err = e.repo.Push(ctx, revert)
 		}
 		if err == nil {

@@ -75,7 +75,7 @@ exits non-zero if it failed.`,
 	f.BoolVar(&rf.rollback, "rollback-on-failure", false, "if the rollout fails, revert the release (a new commit, re-applied and followed)")
 	f.DurationVar(&rf.rolloutTimeout, "rollout-timeout", 0, "fail the release if its rollout takes longer (default: fluxd's --rollout-timeout)")
 	f.BoolVar(&rf.spec.Force, "force", false, "release named services even if locked, and pin manifests whose images have no tag")
-	f.StringVar(&rf.spec.User, "user", "", "who is releasing (default: $USER)")
+	f.StringVar(&rf.spec.User, "user", "", "who is releasing: a name, or git's form \"Jane Doe <jane@example.com>\" (default: git config user.name and user.email, else $USER)")
 	f.StringVarP(&rf.spec.Message, "message", "m", "", "why")
 	return cmd
 }

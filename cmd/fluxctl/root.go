@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -107,9 +109,16 @@ func checkOutput(o string) error {
 	return nil
 }
 
-// currentUser names who runs fluxctl, for commits and history: $USER, else
-// the account name.
+// currentUser names who runs fluxctl, for commits and history, as Flux
+// v1's fluxctl did: git's "Name <email>" from git config user.name and
+// user.email where git has them, else $USER, else the account name.
 func currentUser() string {
+	if name := gitConfig("user.name"); name != "" {
+		if email := gitConfig("user.email"); email != "" {
+			return name + " <" + email + ">"
+		}
+		return name
+	}
 	if u := os.Getenv("USER"); u != "" {
 		return u
 	}
@@ -117,4 +126,16 @@ func currentUser() string {
 		return u.Username
 	}
 	return ""
+}
+
+// gitConfig is one value of git's configuration, or "" when git is not
+// installed or the key is not set.
+func gitConfig(key string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "git", "config", "--get", key).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }
