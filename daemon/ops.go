@@ -373,24 +373,21 @@ type PolicyUpdate struct {
 	User              string
 }
 
-// historyType names the change for history: the one kind of change it
-// makes, or a general policy change.
+// historyType names the change for history. Automating and locking (or
+// their undoing) name the change even when tag filters change with them,
+// so `history --type automate` finds an automation that set a filter; the
+// filters are said in the message. A change of both, or of filters alone,
+// is a general policy change.
 func (u PolicyUpdate) historyType() history.Type {
-	n := 0
-	t := history.Policy
-	if u.Automated != nil {
-		n, t = n+1, map[bool]history.Type{true: history.Automate, false: history.Deautomate}[*u.Automated]
-	}
-	if u.Locked != nil {
-		n, t = n+1, map[bool]history.Type{true: history.Lock, false: history.Unlock}[*u.Locked]
-	}
-	if u.TagAll != nil || u.TagOrder != nil || u.TagPrerelease != nil || len(u.Tags) > 0 {
-		n++
-	}
-	if n != 1 {
+	switch {
+	case u.Automated != nil && u.Locked != nil:
 		return history.Policy
+	case u.Automated != nil:
+		return map[bool]history.Type{true: history.Automate, false: history.Deautomate}[*u.Automated]
+	case u.Locked != nil:
+		return map[bool]history.Type{true: history.Lock, false: history.Unlock}[*u.Locked]
 	}
-	return t
+	return history.Policy
 }
 
 // SetPolicy changes a service's policy annotations in git, in one commit,
