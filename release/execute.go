@@ -25,6 +25,7 @@ const (
 	StageRollingBack = "rolling back"
 	StageDone        = "done"
 	StageFailed      = "failed"
+	StageCancelled   = "cancelled"
 )
 
 // goneAfter is how long a followed workload may be absent from the

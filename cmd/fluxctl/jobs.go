@@ -177,7 +177,7 @@ func followJob(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, id
 		fmt.Fprintf(w, "Released: commit %.12s pushed, applied and rolled out.\n", last.GetCommit())
 		return nil
 	case fluxdv1.JobState_JOB_STATE_CANCELLED:
-		return fmt.Errorf("job %s was cancelled: %s", id, last.GetError())
+		return cancelledError(id, last.GetError())
 	case fluxdv1.JobState_JOB_STATE_FAILED:
 		return fmt.Errorf("job %s failed: %s", id, last.GetError())
 	}
@@ -207,3 +207,13 @@ func (v *lineView) update(u *fluxdv1.WatchJobResponse) {
 }
 
 func (v *lineView) close() {}
+
+// cancelledError says a job was cancelled once: the job's own error already
+// starts with "cancelled" ("cancelled while queued", "cancelled: ...").
+func cancelledError(id, why string) error {
+	why = strings.TrimPrefix(why, "cancelled: ")
+	if strings.HasPrefix(why, "cancelled") {
+		return fmt.Errorf("job %s was %s", id, why)
+	}
+	return fmt.Errorf("job %s was cancelled: %s", id, why)
+}
