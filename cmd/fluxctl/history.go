@@ -116,7 +116,7 @@ func runHistory(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, q
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tTYPE\tUSER\tDESCRIPTION")
+	fmt.Fprintln(tw, "ENDED\tTYPE\tUSER\tDESCRIPTION")
 	for _, ev := range resp.GetEvents() {
 		// When it ended: rows are in the order they were recorded, and a
 		// release that failed or was rolled back ends after its rollback.

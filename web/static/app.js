@@ -639,9 +639,11 @@ function historyView() {
 function historyTable(evs) {
   return el('table', {id: 'history', 'aria-label': 'History'},
     el('caption', {}, evs.length + ' events, newest first'),
-    el('thead', {}, el('tr', {}, ['When', 'Type', 'Services', 'User', 'What', 'Commit'].map((h) => el('th', {scope: 'col'}, h)))),
+    el('thead', {}, el('tr', {}, ['Ended', 'Type', 'Services', 'User', 'What', 'Commit'].map((h) => el('th', {scope: 'col'}, h)))),
     el('tbody', {}, evs.map((e) => el('tr', {},
-      el('td', {}, when(e.startedAt)),
+      // When it ended, as fluxctl history shows it: rows are in the order
+      // they were recorded, and a failed release ends after its rollback.
+      el('td', {}, when(e.endedAt || e.startedAt)),
       el('td', {}, el('span', {class: 'badge ' + (e.error ? 'bad' : 'muted')}, e.type)),
       el('td', {}, (e.services || []).map((s) => el('div', {}, el('a', {href: '#/service/' + encodeURIComponent(s)}, s)))),
       el('td', {}, e.user || ''),
