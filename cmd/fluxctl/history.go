@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -94,7 +93,7 @@ func runHistory(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, q
 	if err != nil {
 		return err
 	}
-	if output == "json" {
+	if output != "table" {
 		out := []eventJSON{}
 		for _, ev := range resp.GetEvents() {
 			ej := eventJSON{ID: ev.GetId(), Type: ev.GetType(), Services: ev.GetServices(), User: ev.GetUser(), Message: ev.GetMessage(),
@@ -107,9 +106,7 @@ func runHistory(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, q
 			}
 			out = append(out, ej)
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeData(w, output, out)
 	}
 	if len(resp.GetEvents()) == 0 {
 		_, err := fmt.Fprintln(w, "No events recorded.")

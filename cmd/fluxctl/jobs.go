@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,6 +45,9 @@ func newJobCommand(g *globals) *cobra.Command {
 		Short: "Show one release job; --watch follows it until it ends",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(g.output); err != nil {
+				return err
+			}
 			if watch {
 				// Following a job may take as long as its rollout.
 				g.timeout = 24 * time.Hour
@@ -58,11 +60,15 @@ func newJobCommand(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printJobs(cmd.OutOrStdout(), []*fluxdv1.Job{resp.GetJob()}, "table", time.Now())
+				if g.output != "table" {
+					return writeData(cmd.OutOrStdout(), g.output, toJobJSON(resp.GetJob()))
+				}
+				return printJobs(cmd.OutOrStdout(), []*fluxdv1.Job{resp.GetJob()}, g.output, time.Now())
 			})
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the job until it ends")
+	addOutputFlag(cmd, g)
 	return cmd
 }
 
@@ -106,20 +112,22 @@ type jobJSON struct {
 	FinishedAt *time.Time `json:"finishedAt,omitempty"`
 }
 
+func toJobJSON(j *fluxdv1.Job) jobJSON {
+	jj := jobJSON{ID: j.GetId(), State: stateName(j.GetState()), Stage: j.GetStage(), Position: j.GetQueuePosition(), Commit: j.GetCommit(), Error: j.GetError(), CreatedAt: j.GetCreatedAt().AsTime()}
+	if j.GetFinishedAt() != nil {
+		t := j.GetFinishedAt().AsTime()
+		jj.FinishedAt = &t
+	}
+	return jj
+}
+
 func printJobs(w io.Writer, jobs []*fluxdv1.Job, output string, now time.Time) error {
-	if output == "json" {
+	if output != "table" {
 		out := []jobJSON{}
 		for _, j := range jobs {
-			jj := jobJSON{ID: j.GetId(), State: stateName(j.GetState()), Stage: j.GetStage(), Position: j.GetQueuePosition(), Commit: j.GetCommit(), Error: j.GetError(), CreatedAt: j.GetCreatedAt().AsTime()}
-			if j.GetFinishedAt() != nil {
-				t := j.GetFinishedAt().AsTime()
-				jj.FinishedAt = &t
-			}
-			out = append(out, jj)
+			out = append(out, toJobJSON(j))
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeData(w, output, out)
 	}
 	if len(jobs) == 0 {
 		_, err := fmt.Fprintln(w, "No jobs.")

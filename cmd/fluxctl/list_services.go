@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -88,7 +87,7 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 	if err != nil {
 		return err
 	}
-	if output == "json" {
+	if output != "table" {
 		out := []serviceJSON{}
 		for _, s := range resp.GetServices() {
 			sj := serviceJSON{ID: s.GetId(), Status: s.GetStatus(), InGit: s.GetInGit(), Automated: s.GetAutomated(), Locked: s.GetLocked(), LockMsg: s.GetLockMessage(), Containers: []containerJSON{}}
@@ -109,9 +108,7 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 			}
 			out = append(out, sj)
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeData(w, output, out)
 	}
 	// The SYNC and GOAL columns show only when fluxd syncs or an image
 	// differs from git's, so the common table stays narrow.

@@ -1,12 +1,17 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
+	"slices"
+
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
+	"sigs.k8s.io/yaml"
 	"strings"
 	"time"
 
@@ -99,14 +104,38 @@ func (g *globals) call(ctx context.Context, fn func(context.Context, fluxdv1.Flu
 
 // addOutputFlag adds -o to a listing command.
 func addOutputFlag(cmd *cobra.Command, g *globals) {
-	cmd.Flags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputs, cobra.ShellCompDirectiveNoFileComp))
 }
 
+// outputs are the values of -o.
+var outputs = []string{"table", "json", "yaml"}
+
 func checkOutput(o string) error {
-	if o != "table" && o != "json" {
-		return errors.New("-o " + o + ": use table or json")
+	if !slices.Contains(outputs, o) {
+		return errors.New("-o " + o + ": use table, json or yaml")
 	}
 	return nil
+}
+
+// writeData prints v, a command's JSON form, as -o asked: indented JSON,
+// or the same document as YAML (keys sorted).
+func writeData(w io.Writer, output string, v any) error {
+	if output == "yaml" {
+		j, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		y, err := yaml.JSONToYAML(j)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(y)
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
 }
 
 // currentUser names who runs fluxctl, for commits and history, as Flux
