@@ -71,6 +71,7 @@ func newRootCommand() (*cobra.Command, *globals) {
 		newNotifyCommand(g),
 		newInstallCommand(),
 	)
+	wireCompletions(root, g)
 	return root, g
 }
 
@@ -105,7 +106,7 @@ func (g *globals) call(ctx context.Context, fn func(context.Context, fluxdv1.Flu
 // addOutputFlag adds -o to a listing command.
 func addOutputFlag(cmd *cobra.Command, g *globals) {
 	cmd.Flags().StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
-	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions(outputs, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("output", fixed(outputs))
 }
 
 // outputs are the values of -o.
