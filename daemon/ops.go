@@ -282,6 +282,11 @@ func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseReque
 		}
 		spec.Services = append(spec.Services, ids...)
 	}
+	if isBareTag(req.Image) {
+		if spec.Image, err = d.imageForTag(ctx, spec.Services, req.Image); err != nil {
+			return nil, err
+		}
+	}
 	plan, err := d.deps.Releaser.Plan(ctx, spec)
 	if err != nil {
 		return nil, err

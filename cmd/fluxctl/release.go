@@ -67,7 +67,7 @@ exits non-zero if it failed.`,
 	f.BoolVar(&rf.spec.All, "all", false, "release all services")
 	f.StringSliceVarP(&rf.spec.Files, "file", "f", nil, "release the services defined in this file of the repository (repeatable)")
 	f.StringSliceVar(&rf.spec.Exclude, "exclude", nil, "service to leave out (repeatable)")
-	f.StringVarP(&rf.spec.Image, "update-image", "i", "", "image reference to release")
+	f.StringVarP(&rf.spec.Image, "update-image", "i", "", "image to release: REPOSITORY:TAG, or a tag alone (1.2.0) for the named services' own repository")
 	f.BoolVar(&rf.spec.AllLatest, "update-all-images", false, "release the newest image of every container")
 	f.BoolVar(&rf.dryRun, "dry-run", false, "only show the plan; change nothing")
 	f.BoolVarP(&rf.yes, "yes", "y", false, "release without asking for confirmation")
