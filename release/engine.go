@@ -88,13 +88,21 @@ type Engine struct {
 	// differs from the one before (the sync is kicked by it, so any
 	// fetch serves it); lastRev is the one before. Both under the git
 	// lock.
-	onRevision func(rev string)
+	onRevision []func(rev string)
 	lastRev    string
 }
 
-// OnRevision sets f to be called, under the git lock, with each new
-// revision a fetch finds. f must not block. Call before using e.
-func (e *Engine) OnRevision(f func(rev string)) { e.onRevision = f }
+// OnRevision adds f to be called, under the git lock, with each new
+// revision a fetch finds or a push makes (the sync, and the daemon's
+// listings, follow git by it). f must not block. Call before using e.
+func (e *Engine) OnRevision(f func(rev string)) { e.onRevision = append(e.onRevision, f) }
+
+// tellRevision calls every OnRevision function with rev.
+func (e *Engine) tellRevision(rev string) {
+	for _, f := range e.onRevision {
+		f(rev)
+	}
+}
 
 // fetch syncs the clone to the remote, under the git lock, and tells
 // onRevision of a new revision.
@@ -102,9 +110,7 @@ func (e *Engine) fetch(ctx context.Context) (string, error) {
 	rev, err := e.repo.Sync(ctx)
 	if err == nil && rev != e.lastRev {
 		e.lastRev = rev
-		if e.onRevision != nil {
-			e.onRevision(rev)
-		}
+		e.tellRevision(rev)
 	}
 	return rev, err
 }
@@ -205,9 +211,7 @@ func (e *Engine) pushed(rev string) {
 		return
 	}
 	e.lastRev = rev
-	if e.onRevision != nil {
-		e.onRevision(rev)
-	}
+	e.tellRevision(rev)
 }
 
 // Result is an executed release.

@@ -428,6 +428,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		deps.Sync = syncs
 	}
 	d := daemon.New(cfg, deps, log)
+	engine.OnRevision(d.GitMoved)
 	registerGitMetrics(reg, repo)
 	srv := daemon.NewServer(d, tokens, log, daemon.WithMetrics(reg))
 	// Only the leader runs jobs and automation: first it carries on with

@@ -320,13 +320,15 @@ function serviceRow(s, newest, planKnown) {
   const r = s.replicas || {};
   const containers = el('ul', {class: 'plain'}, (s.containers || []).map((c) => el('li', {},
     el('strong', {}, c.name), c.init ? ' (init)' : '', el('br'),
-    'running ', el('code', {}, c.image), el('br'),
+    s.status === 'not in cluster' ? [el('span', {class: 'muted'}, 'not in the cluster'), el('br')] : ['running ', el('code', {}, c.image), el('br')],
     s.inGit ? ['git ', el('code', {}, c.gitImage || '—'), c.goal ? el('span', {class: 'warn'}, ' (not running yet)') : '', el('br')] : el('span', {class: 'muted'}, 'not in git'),
     planKnown && s.inGit ? ['newest allowed ', newest[c.name] ? el('code', {class: 'run'}, newest[c.name]) : el('span', {class: 'muted'}, newest._reason ? 'not released: ' + newest._reason : 'up to date')] : '')));
   const policy = !s.inGit ? el('span', {class: 'muted'}, 'no policy: not in git') : el('div', {},
     s.automated ? el('span', {class: 'badge run'}, 'automated') : el('span', {class: 'badge muted'}, 'manual'), ' ',
     s.locked ? el('span', {class: 'badge warn'}, 'locked') : '',
-    s.locked ? el('div', {class: 'warn'}, 'locked', s.lockedBy ? ' by ' + s.lockedBy : '', s.lockedAt ? ' ' + ago(s.lockedAt) : '', s.lockMessage ? ' — ' + s.lockMessage : '') : '',
+    // The badge says locked; the line under it says by whom, when and why,
+    // when any of those is known.
+    s.locked && (s.lockedBy || s.lockedAt || s.lockMessage) ? el('div', {class: 'warn'}, 'locked', s.lockedBy ? ' by ' + s.lockedBy : '', s.lockedAt ? ' ' + ago(s.lockedAt) : '', s.lockMessage ? ' — ' + s.lockMessage : '') : '',
     Object.entries(s.tagFilters || {}).map(([k, v]) => el('div', {}, 'filter ', el('code', {}, k + ' = ' + v))),
     (s.warnings || []).map((w) => el('div', {class: 'warn', role: 'note'}, '⚠ ' + w)));
   return el('tr', {'data-service': s.id},
