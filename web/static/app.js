@@ -8,6 +8,7 @@ const S = {
   es: null,             // the EventSource
   jobs: new Map(),      // job id -> latest WatchJobResponse-like {job, workloads}
   logs: new Map(),      // job id -> [{seq, time, stage, text}]
+  plans: new Map(),     // job id -> its plan: the one confirmed here, or read with the job
   notifications: [],    // newest first
   timer: null,          // the current view's refresh timer
   view: null,           // {name, arg, refresh()}
@@ -178,7 +179,11 @@ function onJob(ev) {
   const v = S.view;
   if (!v) return;
   if (prev && prev.job.state !== u.job.state) announce('Job ' + id + ' ' + stateWord(u.job.state));
-  if (v.name === 'job' && v.arg === id) renderJobHead(u);
+  if (v.name === 'job' && v.arg === id) {
+    renderJobHead(u);
+    // A job opened while queued had no plan yet: read it once it has one.
+    if (!S.plans.has(id) && prev && prev.job.stage !== u.job.stage && u.job.stage !== 'queued' && u.job.stage !== 'cloning') v.refresh();
+  }
   if (v.name === 'jobs' && !jobsTimer) {
     // Read the jobs again at most once a second, however many events.
     jobsTimer = setTimeout(() => { jobsTimer = null; if (S.view && S.view.name === 'jobs') S.view.refresh(); }, 1000);
@@ -420,6 +425,9 @@ async function startRelease(spec) {
   if (answer !== 'release') return;
   try {
     const r = await api('Release', {spec, kind: 'RELEASE_KIND_EXECUTE', checksum: plan.checksum});
+    // The job runs the plan confirmed here (fluxd checks its checksum):
+    // its view shows it at once, before the queued job has a plan of its own.
+    S.plans.set(r.jobId, plan);
     location.hash = '#/job/' + r.jobId;
   } catch (e) {
     tell('The release was refused', e.message);
@@ -538,8 +546,8 @@ function jobView(id) {
   setView('job', id, async () => {
     try {
       const [g, l] = await Promise.all([api('GetJob', {id}), readLog(id)]);
-      // The plan is read here once; events carry the job without it.
-      if (S.view && S.view.name === 'job' && S.view.arg === id) S.view.plan = g.job.plan;
+      // The plan is read here; events carry the job without it.
+      if (g.job.plan && (g.job.plan.items || []).length) S.plans.set(id, g.job.plan);
       const known = S.jobs.get(id);
       renderJobHead(known && !final(g.job.state) ? known : {job: g.job, workloads: []});
       const lines = l.lines || [];
@@ -575,7 +583,7 @@ function renderJobHead(u) {
   const head = document.getElementById('job-head');
   if (!head) return;
   const j = u.job;
-  const plan = j.plan || (S.view && S.view.name === 'job' && S.view.arg === j.id ? S.view.plan : null);
+  const plan = j.plan || S.plans.get(j.id);
   const canCancel = S.session.canAct && !final(j.state);
   head.replaceChildren(
     el('p', {}, el('span', {class: 'badge ' + stateClass(j.state), id: 'job-state'}, stateWord(j.state)), ' stage ', el('strong', {id: 'job-stage'}, j.stage),
