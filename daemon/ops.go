@@ -343,6 +343,12 @@ func HistoryUser(user string) HistoryFilter {
 	return func(q *history.Query) { q.User = user }
 }
 
+// HistoryBetween keeps the events that ended in [since, until); a zero
+// time leaves that side open.
+func HistoryBetween(since, until time.Time) HistoryFilter {
+	return func(q *history.Query) { q.Since, q.Until = since, until }
+}
+
 // History returns the caller's instance's events, newest first. A service
 // that does not exist is NotFound; one with no events has an empty list.
 func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, limit int, filters ...HistoryFilter) ([]history.Event, error) {

@@ -202,7 +202,14 @@ func (s *Server) Release(ctx context.Context, req *fluxdv1.ReleaseRequest) (*flu
 
 // History lists the caller's instance's events.
 func (s *Server) History(ctx context.Context, req *fluxdv1.HistoryRequest) (*fluxdv1.HistoryResponse, error) {
-	evs, err := s.d.History(ctx, identity(ctx), req.GetService(), int(req.GetLimit()), HistoryType(req.GetType()), HistoryUser(req.GetUser()))
+	var since, until time.Time
+	if req.GetSince() != nil {
+		since = req.GetSince().AsTime()
+	}
+	if req.GetUntil() != nil {
+		until = req.GetUntil().AsTime()
+	}
+	evs, err := s.d.History(ctx, identity(ctx), req.GetService(), int(req.GetLimit()), HistoryType(req.GetType()), HistoryUser(req.GetUser()), HistoryBetween(since, until))
 	if err != nil {
 		return nil, toStatus(err)
 	}
