@@ -54,3 +54,45 @@ func TestAutomatedReleaseShowsGitAtOnce(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// The daily loop as a user types it: a release by a bare tag, the job's
+// who, what and log, then `fluxctl rollback`, which goes back through git
+// to the image before, with one commit.
+func TestRollbackAndJobView(t *testing.T) {
+	sharedFluxd(t)
+	kc := kubeClient(t)
+	img := faultService(t, "ux-rb", "uxrb", 1, 1, "1.1.0")
+	f := startFaultFluxd(t, "fluxd-uxrb", "ux-rb", nil, "--git-poll-interval=10m")
+	env := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=vera"}
+
+	// A tag alone is the service's own repository.
+	out, stderr, code := fluxctl(t, env, "release", "-s", "deployment/uxrb", "-i", "1.1.0", "-y")
+	if code != 0 {
+		t.Fatalf("release by a bare tag: exit %d\n%s%s", code, out, stderr)
+	}
+	waitRolledOut(t, kc, map[string][]string{"uxrb": {"app=" + img + "1.1.0"}})
+	out, stderr, code = fluxctl(t, env, "jobs", "-o", "json")
+	var jobs []jobJSON
+	if code != 0 || json.Unmarshal([]byte(out), &jobs) != nil || len(jobs) == 0 {
+		t.Fatalf("jobs: exit %d\n%s%s", code, out, stderr)
+	}
+	j := jobs[0]
+	out, _, _ = fluxctl(t, env, "jobs")
+	if !strings.Contains(out, "vera") || !strings.Contains(out, "uxrb app: "+img+"1.0.0 -> 1.1.0") {
+		t.Errorf("jobs does not say who released what:\n%s", out)
+	}
+	out, stderr, code = fluxctl(t, env, "job", j.ID, "--log")
+	if code != 0 || !strings.Contains(out, "User:") || !strings.Contains(out, "vera") || !strings.Contains(out, "Log:") || !strings.Contains(out, "done") {
+		t.Errorf("job --log: exit %d\n%s%s", code, out, stderr)
+	}
+
+	before := remoteHead(t)
+	out, stderr, code = fluxctl(t, env, "rollback", "uxrb", "-y")
+	if code != 0 || !strings.Contains(out, img+"1.1.0") {
+		t.Fatalf("rollback: exit %d\n%s%s", code, out, stderr)
+	}
+	waitRolledOut(t, kc, map[string][]string{"uxrb": {"app=" + img + "1.0.0"}})
+	if got := commitsSince(t, before, "ux-rb"); len(got) != 1 || !strings.Contains(got[0], img+"1.0.0") {
+		t.Errorf("commits after the rollback: %q; want one releasing 1.0.0", got)
+	}
+}

@@ -24,7 +24,7 @@ func wireCompletions(root *cobra.Command, g *globals) {
 	jobs := completeFromFluxd(g, listJobIDs)
 	for _, cmd := range root.Commands() {
 		switch cmd.Name() {
-		case "list-images", "policy", "automate", "deautomate", "lock", "unlock", "history":
+		case "list-images", "policy", "automate", "deautomate", "lock", "unlock", "history", "rollback":
 			cmd.ValidArgsFunction = firstArg(services)
 		case "job", "cancel":
 			cmd.ValidArgsFunction = firstArg(jobs)

@@ -59,6 +59,7 @@ func newRootCommand() (*cobra.Command, *globals) {
 		newSyncCommand(g),
 		newListImagesCommand(g),
 		newReleaseCommand(g),
+		newRollbackCommand(g),
 		newPolicyCommand(g),
 		newAutomateCommand(g),
 		newDeautomateCommand(g),

@@ -1868,6 +1868,10 @@ type Job struct {
 	QueuePosition int32                  `protobuf:"varint,7,opt,name=queue_position,json=queuePosition,proto3" json:"queue_position,omitempty"`
 	Plan          *Plan                  `protobuf:"bytes,8,opt,name=plan,proto3" json:"plan,omitempty"`
 	Commit        string                 `protobuf:"bytes,9,opt,name=commit,proto3" json:"commit,omitempty"`
+	// user is who asked for the release ("automator" for the automator's).
+	User string `protobuf:"bytes,10,opt,name=user,proto3" json:"user,omitempty"`
+	// type is "release" or "automated-release", as history records it.
+	Type          string `protobuf:"bytes,11,opt,name=type,proto3" json:"type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1961,6 +1965,20 @@ func (x *Job) GetPlan() *Plan {
 func (x *Job) GetCommit() string {
 	if x != nil {
 		return x.Commit
+	}
+	return ""
+}
+
+func (x *Job) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *Job) GetType() string {
+	if x != nil {
+		return x.Type
 	}
 	return ""
 }
@@ -3925,7 +3943,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x0fReleaseResponse\x12\"\n" +
 	"\x04plan\x18\x01 \x01(\v2\x0e.fluxd.v1.PlanR\x04plan\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x16\n" +
-	"\x06commit\x18\x03 \x01(\tR\x06commit\"\xc6\x02\n" +
+	"\x06commit\x18\x03 \x01(\tR\x06commit\"\xee\x02\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12(\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x12.fluxd.v1.JobStateR\x05state\x12\x14\n" +
@@ -3937,7 +3955,10 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"finishedAt\x12%\n" +
 	"\x0equeue_position\x18\a \x01(\x05R\rqueuePosition\x12\"\n" +
 	"\x04plan\x18\b \x01(\v2\x0e.fluxd.v1.PlanR\x04plan\x12\x16\n" +
-	"\x06commit\x18\t \x01(\tR\x06commit\"\x1f\n" +
+	"\x06commit\x18\t \x01(\tR\x06commit\x12\x12\n" +
+	"\x04user\x18\n" +
+	" \x01(\tR\x04user\x12\x12\n" +
+	"\x04type\x18\v \x01(\tR\x04type\"\x1f\n" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"1\n" +
 	"\x0eGetJobResponse\x12\x1f\n" +
