@@ -317,6 +317,7 @@ func TestHealthReportsReadiness(t *testing.T) {
 		return nil
 	}
 	f := newFixtureWith(t, Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}, Git: git, Ready: ready})
+	f.daemon.ready.ttl = -1 // every check reads the state anew (it is shared for a second in fluxd)
 	h := healthpb.NewHealthClient(f.conn)
 	check := func() healthpb.HealthCheckResponse_ServingStatus {
 		t.Helper()

@@ -57,6 +57,8 @@ type WebhookHandler struct {
 	now func() time.Time
 	// refresh refreshes the repository of image and wakes the automator.
 	refresh func(ctx context.Context, image string) error
+	// watched refuses a repository no watched service runs (Daemon's).
+	watched func(ctx context.Context, repository string) error
 
 	mu       sync.Mutex
 	pending  map[string]string // repository → the image last notified
@@ -138,6 +140,7 @@ func NewWebhookHandler(d *Daemon, secret []byte, log *slog.Logger) (*WebhookHand
 	h := &WebhookHandler{d: d, secret: secret, log: log.With("component", "webhook"), now: time.Now,
 		pending: map[string]string{}, inFlight: map[string]bool{}, wake: make(chan struct{}, 1),
 		signedReads: make(chan struct{}, maxSignedReads)}
+	h.watched = d.watched
 	h.refresh = func(ctx context.Context, image string) error {
 		_, _, err := d.Notify(ctx, webhookIdentity, image)
 		return err
@@ -252,6 +255,12 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		// One refresh per repository, however many of its tags were pushed.
 		if queued[ref.Repository] {
+			continue
+		}
+		// Only repositories a watched service runs: the payload's host
+		// fields are the sender's to choose.
+		if err := h.watched(r.Context(), ref.Repository); err != nil {
+			out = append(out, result{Image: img, Error: firstLineOf(err)})
 			continue
 		}
 		if len(queued) == maxPayloadRepositories {
@@ -504,6 +513,15 @@ func parseNotification(body []byte) ([]string, string, error) {
 		return []string{p.DockerURL}, "quay", nil
 	}
 	return nil, "", errors.New("the payload is none of Docker Hub, distribution, Harbor or Quay")
+}
+
+// firstLineOf is an error's first line: its message without its help.
+func firstLineOf(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
 }
 
 func withTag(repo, tag string) string {

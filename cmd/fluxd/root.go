@@ -422,7 +422,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	// Ready is what the health service (Kubernetes' readiness probe)
 	// reports, besides the git remote's state: the cluster caches and the
 	// database.
-	ready := func(ctx context.Context) error { return errors.Join(cluster.Ready(ctx), store.Ping(ctx)) }
+	ready := func(ctx context.Context) error {
+		return errors.Join(daemon.NotReady("cluster", cluster.Ready(ctx)), daemon.NotReady("database", store.Ping(ctx)))
+	}
 	deps := daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo, SSHKey: repo, Ready: ready}
 	if syncs != nil {
 		deps.Sync = syncs
@@ -533,7 +535,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		}
 		return nil
 	})
-	health.serve(d.HealthHandler())
+	health.serve(d.HealthHandlerWith(tokens))
 	if wh != nil {
 		if f.leaderElect {
 			wh.FollowLeader(leadership, peer)
