@@ -111,6 +111,12 @@ func (discardRecorder) Record(context.Context, history.Event) (int64, error) { r
 // registry client, served by the fixture.
 func realReleaser(t *testing.T, images ...string) (*fixture, *release.Engine, *Daemon) {
 	t.Helper()
+	return realReleaserWith(t, nil, images...)
+}
+
+// realReleaserWith is realReleaser with deps changed by edit first.
+func realReleaserWith(t *testing.T, edit func(*Deps), images ...string) (*fixture, *release.Engine, *Daemon) {
+	t.Helper()
 	repo := gitWithImages(t, images...)
 	client, err := oci.New(oci.Config{RequestTimeout: time.Minute})
 	if err != nil {
@@ -120,7 +126,11 @@ func realReleaser(t *testing.T, images ...string) (*fixture, *release.Engine, *D
 	log := slog.New(slog.DiscardHandler)
 	cluster := &stubCluster{}
 	engine := release.NewEngine(repo, client, nil, discardRecorder{}, log)
-	f := newFixtureWith(t, Config{}, Deps{Cluster: cluster, Releaser: engine, Images: client, Jobs: stubJobs{}})
+	deps := Deps{Cluster: cluster, Releaser: engine, Images: client, Jobs: stubJobs{}}
+	if edit != nil {
+		edit(&deps)
+	}
+	f := newFixtureWith(t, Config{}, deps)
 	return f, engine, f.daemon
 }
 
