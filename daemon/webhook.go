@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -65,13 +66,20 @@ type WebhookHandler struct {
 	queue    []string          // pending repositories not in flight, in order
 	inFlight map[string]bool
 	wake     chan struct{}
-	// signedReads bounds the signed bodies read at once.
+	// signedReads bounds the signed bodies read at once; readsFrom
+	// counts them by client address (under mu), so that one address
+	// cannot take every slot from genuine senders.
 	signedReads chan struct{}
+	readsFrom   map[string]int
 }
 
 // maxSignedReads is how many signed bodies (read before the signature is
-// checked) may be read at once.
-const maxSignedReads = 8
+// checked) may be read at once; maxSignedReadsPerAddr of them from one
+// client address.
+const (
+	maxSignedReads        = 32
+	maxSignedReadsPerAddr = 2
+)
 
 // signedReadTimeout bounds the read of a signed body.
 const signedReadTimeout = 5 * time.Second
@@ -139,7 +147,7 @@ func NewWebhookHandler(d *Daemon, secret []byte, log *slog.Logger) (*WebhookHand
 	}
 	h := &WebhookHandler{d: d, secret: secret, log: log.With("component", "webhook"), now: time.Now,
 		pending: map[string]string{}, inFlight: map[string]bool{}, wake: make(chan struct{}, 1),
-		signedReads: make(chan struct{}, maxSignedReads)}
+		signedReads: make(chan struct{}, maxSignedReads), readsFrom: map[string]int{}}
 	h.watched = d.watched
 	h.refresh = func(ctx context.Context, image string) error {
 		_, _, err := d.Notify(ctx, webhookIdentity, image)
@@ -194,6 +202,12 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A signed body is read before the sender is known: only a few at
 		// a time, so that anyone can make fluxd hold at most
 		// maxSignedReads MiB.
+		addr := remoteHost(r)
+		if !h.takeAddr(addr) {
+			http.Error(w, "too many signed notifications from your address are being read; send it again shortly", http.StatusTooManyRequests)
+			return
+		}
+		defer h.releaseAddr(addr)
 		select {
 		case h.signedReads <- struct{}{}:
 			defer func() { <-h.signedReads }()
@@ -283,6 +297,35 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]any{"source": source, "results": out})
+}
+
+// takeAddr counts a signed read from addr, unless addr has
+// maxSignedReadsPerAddr under way.
+func (h *WebhookHandler) takeAddr(addr string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.readsFrom[addr] >= maxSignedReadsPerAddr {
+		return false
+	}
+	h.readsFrom[addr]++
+	return true
+}
+
+func (h *WebhookHandler) releaseAddr(addr string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.readsFrom[addr]--; h.readsFrom[addr] <= 0 {
+		delete(h.readsFrom, addr)
+	}
+}
+
+// remoteHost is the connection's client address, without its port.
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // hasSecret reports whether the request carries the shared secret in a
