@@ -75,6 +75,7 @@ type flags struct {
 	webListen                 string
 	webAllowWithoutClientCert bool
 	webSecureCookie           bool
+	webTrustedProxies         []string
 	webhookSecretFile         string
 	registryRate              float64
 	registryBurst             int
@@ -150,6 +151,7 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.webhookListen, "webhook-listen", "", "address for registry push webhooks at POST /v1/notify (default: off)")
 	fs.StringVar(&f.webListen, "web-listen", "", "address for the status page, e.g. 127.0.0.1:3031 (default: off); sign in with an API token. With --tls-client-ca-file it requires client certificates as the API does")
 	fs.BoolVar(&f.webSecureCookie, "web-secure-cookie", false, "the status page is reached over HTTPS through a TLS-terminating proxy: make its session cookie Secure (named __Host-fluxd_session) and send HSTS, as under --tls-cert-file")
+	fs.StringSliceVar(&f.webTrustedProxies, "web-trusted-proxies", nil, "CIDRs (or addresses) of the proxies in front of the status page, e.g. an Ingress controller's pod network: the client's address is read from their X-Forwarded-For (for counting failed sign-ins per client); default none, the connection's address")
 	fs.BoolVar(&f.webAllowWithoutClientCert, "web-allow-without-client-cert", false, "with --tls-client-ca-file: serve the status page without asking for a client certificate (the API still requires one; a token is still needed)")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the webhooks' shared secret (required with --webhook-listen)")
 	fs.Float64Var(&f.registryRate, "registry-rate", 100, "registry requests per second per host; a 429 halves it for that host, successes restore it")
@@ -253,7 +255,8 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		gcfg.SSHKeySource = "the Secret " + f.gitSSHKeySecret
 		gcfg.SSHKey = []byte("-")
 	}
-	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax)); err != nil {
+	proxiesErr := validateWebProxies(f.webTrustedProxies)
+	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax), proxiesErr); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", indent(err))
 	}
 	// Ends the clone's retries on any return below.
