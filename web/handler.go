@@ -65,7 +65,7 @@ type Config struct {
 	// names the client: failed sign-ins are counted by that address.
 	// Empty: the connection's address, and no header, is believed.
 	TrustedProxies []netip.Prefix
-	Log         *slog.Logger
+	Log            *slog.Logger
 }
 
 // Validate reports every problem of the configuration.
