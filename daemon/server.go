@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -11,7 +12,6 @@ import (
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/net/netutil"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -44,6 +44,9 @@ type Server struct {
 	fwd  *forwarder // nil: this replica serves everything itself
 	// maxConns bounds the connections Serve accepts.
 	maxConns int
+	// replicaCAs sign the certificates of replicas whose forwarded
+	// calls are taken (RequireReplicaCerts).
+	replicaCAs *x509.CertPool
 }
 
 // FollowLeader makes the server forward leader-only calls (releases, jobs,
@@ -125,6 +128,7 @@ func NewServer(d *Daemon, a Authenticator, log *slog.Logger, opts ...ServerOptio
 	s.maxConns = o.maxConns
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...),
 		grpc.ForceServerCodecV2(newViewCodec(d)),
+		grpc.Creds(tlsInfo{}),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		grpc.ConnectionTimeout(handshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
@@ -159,7 +163,7 @@ func (s *Server) InProcess() (*grpc.ClientConn, error) {
 // giving in-flight calls up to grace to finish.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, grace time.Duration) error {
 	g, ctx := errgroup.WithContext(ctx)
-	lis = netutil.LimitListener(lis, s.maxConns)
+	lis = newLimitListener(lis, s.maxConns)
 	g.Go(func() error {
 		s.log.Info("serving the fluxd API", "address", lis.Addr().String())
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -66,6 +67,9 @@ type WebhookHandler struct {
 	queue    []string          // pending repositories not in flight, in order
 	inFlight map[string]bool
 	wake     chan struct{}
+	// replicaCAs sign the certificates of followers whose passed-on
+	// notifications are taken (RequireReplicaCerts).
+	replicaCAs *x509.CertPool
 	// signedReads bounds the signed bodies read at once; readsFrom
 	// counts them by client address (under mu), so that one address
 	// cannot take every slot from genuine senders.
@@ -184,6 +188,13 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
 		http.Error(w, "use POST", http.StatusMethodNotAllowed)
+		return
+	}
+	// A notification a follower passed on comes from a replica, with its
+	// certificate: the mark alone is anyone's to write.
+	if r.Header.Get(forwardedWebhook) != "" && !h.forwardedByReplica(r) {
+		h.log.Warn("webhook refused: marked as passed on by a replica, without a replica certificate", "remote", r.RemoteAddr)
+		http.Error(w, errNotAReplica.Error(), http.StatusUnauthorized)
 		return
 	}
 	// Nothing of the body is read before the sender is known, except the

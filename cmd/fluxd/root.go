@@ -514,6 +514,10 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 			return err
 		}
 		srv.FollowLeader(self, leadership, peer)
+		if peer != nil {
+			// A forwarded call is taken only with a replica certificate.
+			srv.RequireReplicaCerts(peer.RootCAs)
+		}
 		g.Go(func() error {
 			// Campaign only once cloned: a replica that cannot reach git
 			// would hold the Lease and lead nothing (lead waits for the
@@ -542,6 +546,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if wh != nil {
 		if f.leaderElect {
 			wh.FollowLeader(leadership, peer)
+			if peer != nil {
+				wh.RequireReplicaCerts(peer.RootCAs)
+			}
 		}
 		g.Go(func() error { wh.Run(ctx); return nil })
 		g.Go(func() error { return serveHTTP(ctx, wlis, wh, "webhooks", log) })
