@@ -57,6 +57,7 @@ type flags struct {
 	historyDBStatementTimeout time.Duration
 
 	gitURL, gitBranch         string
+	gitAllowInsecure          bool
 	gitPaths                  []string
 	gitUser, gitEmail         string
 	gitPollInterval           time.Duration
@@ -132,6 +133,7 @@ func newRootCommand() *cobra.Command {
 	fs.IntVar(&f.historyDBMaxConns, "history-db-max-conns", 10, "PostgreSQL connections fluxd may open (0 to 1000; every replica opens this many)")
 	fs.DurationVar(&f.historyDBStatementTimeout, "history-db-statement-timeout", 30*time.Second, "PostgreSQL ends a statement that runs longer, in whole milliseconds rounded up (0: never)")
 	fs.StringVar(&f.gitURL, "git-url", "", "git remote of the manifests: file://, http(s):// (credentials in the URL are never logged), ssh://[git@]host[:port]/path or git@host:path")
+	fs.BoolVar(&f.gitAllowInsecure, "git-allow-insecure", false, "accept a plaintext --git-url (http://, git://) to a host other than this one: whoever is on the network path could change what fluxd applies (credentials in such a URL are always warned about)")
 	fs.StringVar(&f.gitSSHKeyFile, "git-ssh-key-file", "", "private key (ed25519 recommended, no passphrase) for an SSH --git-url (default: one fluxd generates and keeps in STATE_DIR/ssh/identity; 'fluxctl identity' prints its public key)")
 	fs.StringVar(&f.gitSSHKeySecret, "git-ssh-key-secret", "", "keep the SSH key in this Kubernetes Secret, NAME in $POD_NAMESPACE or NAMESPACE/NAME, under the key \"identity\": read from it, or generated and written into it when it holds none (the Secret must exist; the install ships it empty). Replaces --git-ssh-key-file")
 	fs.DurationVar(&f.gitCloneRetryMax, "git-clone-retry-max", time.Minute, "while the first clone fails (remote unreachable, deploy key not added yet), fluxd serves and retries it, waiting 1s, then twice as long each time up to this")
@@ -241,7 +243,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	gcfg := gogit.Config{
 		URL: f.gitURL, Branch: f.gitBranch, Paths: f.gitPaths,
 		User: f.gitUser, Email: f.gitEmail, Dir: filepath.Join(f.stateDir, "repo"), Timeout: f.gitTimeout,
-		SSHKeyFile: f.gitSSHKeyFile, KnownHostsFile: f.gitSSHKnownHostsFile,
+		SSHKeyFile: f.gitSSHKeyFile, KnownHostsFile: f.gitSSHKnownHostsFile, AllowInsecure: f.gitAllowInsecure,
 	}
 	if f.gitSSHKeySecret != "" && f.gitSSHKeyFile != "" {
 		return errors.New("invalid configuration: --git-ssh-key-secret and --git-ssh-key-file both name the SSH key; give one")
@@ -258,6 +260,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	proxiesErr := validateWebProxies(f.webTrustedProxies)
 	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax), proxiesErr); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", indent(err))
+	}
+	if w := gogit.PlaintextWarning(f.gitURL); w != "" {
+		log.Warn(w, "component", "git")
 	}
 	// Ends the clone's retries on any return below.
 	ctx, stop := context.WithCancel(ctx)
