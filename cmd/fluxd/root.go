@@ -92,6 +92,8 @@ type flags struct {
 	listMin, listMax       time.Duration
 	registryCredentials    string
 	registryPageSize       int
+	registryMaxTagPages    int
+	registryMaxTagBytes    int64
 	registrySecrets        []string
 
 	kubeQPS   float32
@@ -165,6 +167,8 @@ func newRootCommand() *cobra.Command {
 	fs.DurationVar(&f.automationShort, "automation-short-wait", 15*time.Second, "automator: wait after a release before checking the service again")
 	fs.DurationVar(&f.automationLong, "automation-long-wait", time.Minute, "automator: wait after a check that found nothing newer")
 	fs.DurationVar(&f.automationMaxBackoff, "automation-max-backoff", 10*time.Minute, "automator: longest wait before retrying a failing service (the wait doubles per failure from --automation-short-wait)")
+	fs.IntVar(&f.registryMaxTagPages, "registry-max-tag-pages", oci.DefaultMaxTagPages, "most tag-list pages fluxd follows for one repository; a registry that pages on and on fails with an error saying so")
+	fs.Int64Var(&f.registryMaxTagBytes, "registry-max-tag-list-bytes", oci.DefaultMaxTagListBytes, "most bytes fluxd reads of one repository's tag list, across its pages")
 	fs.IntVar(&f.registryPageSize, "registry-page-size", 1000, "tags per tag-list page asked of registries (the n parameter); smaller for registries that reject large pages, 0 to send none")
 	fs.StringVar(&f.registryCredentials, "registry-credentials", "", "YAML file of per-registry credentials: registries: {HOST: {username, password | passwordFile | token}}; re-read every minute and after a 401")
 	fs.StringSliceVar(&f.registrySecrets, "registry-secret", nil, "NAMESPACE/NAME of a dockerconfigjson Secret with registry credentials for every workload (repeatable); re-read every minute and after a 401")
@@ -345,7 +349,8 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		Rate:       oci.RateConfig{Rate: f.registryRate, Burst: f.registryBurst},
 		RecheckMin: f.recheckMin, RecheckMax: f.recheckMax,
 		ListMin: f.listMin, ListMax: f.listMax,
-		PageSize: pageSize(f.registryPageSize),
+		PageSize:    pageSize(f.registryPageSize),
+		MaxTagPages: f.registryMaxTagPages, MaxTagListBytes: f.registryMaxTagBytes,
 	})
 	if err != nil {
 		return err

@@ -370,7 +370,7 @@ func (c *Client) pagedList(ctx context.Context, repo name.Repository) ([]string,
 	var tags []string
 	for pages := 0; l.HasNext(); pages++ {
 		if pages == c.cfg.MaxTagPages {
-			return nil, fmt.Errorf("more than %d pages: %w", c.cfg.MaxTagPages, errTagListTooBig)
+			return nil, &pagesError{c.cfg.MaxTagPages}
 		}
 		page, err := l.Next(ctx)
 		if err != nil {

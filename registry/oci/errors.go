@@ -41,6 +41,10 @@ func cause(err error) string {
 	case errors.Is(err, context.Canceled):
 		return "cancelled"
 	case errors.Is(err, errTagListTooBig):
+		var pe *pagesError
+		if errors.As(err, &pe) {
+			return pe.Error()
+		}
 		return errTagListTooBig.Error()
 	}
 	var ua x509.UnknownAuthorityError
@@ -101,3 +105,12 @@ func (e *registryError) Unwrap() error { return e.err }
 
 // errTagListTooBig is a tag list beyond the client's caps.
 var errTagListTooBig = errors.New("the tag list is larger than fluxd reads")
+
+// pagesError is a tag list longer than MaxTagPages pages.
+type pagesError struct{ max int }
+
+func (e *pagesError) Error() string {
+	return fmt.Sprintf("the tag list has more than %d pages", e.max)
+}
+
+func (e *pagesError) Unwrap() error { return errTagListTooBig }
