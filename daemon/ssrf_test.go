@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/fluxd/fluxd/gitrepo/gogit"
@@ -132,66 +131,6 @@ func realReleaserWith(t *testing.T, edit func(*Deps), images ...string) (*fixtur
 	}
 	f := newFixtureWith(t, Config{}, deps)
 	return f, engine, f.daemon
-}
-
-func TestAViewerCannotMakeFluxdFetchAnyURL(t *testing.T) {
-	internal, requests := internalServer(t)
-	f, _, d := realReleaser(t, "registry.invalid/team/app:1.0")
-	ctx := withToken(f.tokens[auth.Viewer])
-
-	cases := []struct {
-		name string
-		call func() error
-	}{
-		{"release --all --update-image --dry-run (viewer)", func() error {
-			_, err := f.client.Release(ctx, &fluxdv1.ReleaseRequest{Kind: fluxdv1.ReleaseKind_RELEASE_KIND_PLAN, Spec: &fluxdv1.ReleaseSpec{All: true, Image: internal + "/internal/x:1"}})
-			return err
-		}},
-		{"release SERVICE --update-image --dry-run (viewer)", func() error {
-			_, err := f.client.Release(ctx, &fluxdv1.ReleaseRequest{Kind: fluxdv1.ReleaseKind_RELEASE_KIND_PLAN, Spec: &fluxdv1.ReleaseSpec{Services: []string{"app0"}, Image: internal + "/internal/x:1"}})
-			return err
-		}},
-		{"notify (deployer)", func() error {
-			_, err := f.client.NotifyImage(withToken(f.tokens[auth.Deployer]), &fluxdv1.NotifyImageRequest{Image: internal + "/internal/x:1"})
-			return err
-		}},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			err := c.call()
-			if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "no service runs an image of "+internal+"/internal/x") {
-				t.Fatalf("want InvalidArgument saying no service runs the repository, got %v", err)
-			}
-			if strings.Contains(err.Error(), "admin_password") {
-				t.Fatalf("the internal service's body reached the caller: %v", err)
-			}
-			if n := requests.Load(); n != 0 {
-				t.Fatalf("fluxd sent %d requests to the internal service", n)
-			}
-		})
-	}
-
-	t.Run("webhook payload naming the internal host", func(t *testing.T) {
-		h, err := NewWebhookHandler(d, []byte("s3cret"), slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		rctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		go h.Run(rctx)
-		body := fmt.Sprintf(`{"events":[{"action":"push","target":{"repository":"internal/x","tag":"1"},"request":{"host":%q}}]}`, internal)
-		req := httptest.NewRequest(http.MethodPost, "/v1/notify", strings.NewReader(body))
-		req.Header.Set("X-Fluxd-Secret", "s3cret")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "no service runs an image of") {
-			t.Fatalf("want 400 saying no service runs it, got %d %s", rec.Code, rec.Body.String())
-		}
-		time.Sleep(100 * time.Millisecond) // let a wrongly queued refresh run
-		if n := requests.Load(); n != 0 {
-			t.Fatalf("fluxd sent %d requests to the internal service", n)
-		}
-	})
 }
 
 func TestRegistryErrorsCarryHostAndStatusNeverTheBody(t *testing.T) {
