@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -143,4 +144,58 @@ func TestServerLimitsConnections(t *testing.T) {
 		t.Fatalf("after one connection closed: %v", err)
 	}
 	held[1].Close()
+}
+
+// A client that pings faster than the keepalive policy allows is sent
+// away (GOAWAY, ENHANCE_YOUR_CALM): pings cost the server work before any
+// token is shown.
+func TestServerSendsAwayClientsThatPingTooOften(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	d := New(Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}}, log)
+	srv := NewServer(d, oneToken("x"), log)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis, time.Second) }()
+	defer func() { cancel(); <-done }()
+
+	conn, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	goaway := make(chan http2.ErrCode, 1)
+	go func() {
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				close(goaway)
+				return
+			}
+			if g, ok := f.(*http2.GoAwayFrame); ok {
+				goaway <- g.ErrCode
+				return
+			}
+		}
+	}()
+	for i := range 10 {
+		if err := fr.WritePing(false, [8]byte{byte(i)}); err != nil {
+			break // sent away already
+		}
+	}
+	code, ok := <-goaway
+	if !ok || code != http2.ErrCodeEnhanceYourCalm {
+		t.Fatalf("10 pings at once: GOAWAY %v (received: %v), want ENHANCE_YOUR_CALM", code, ok)
+	}
 }

@@ -80,8 +80,9 @@ const (
 	// maxConcurrentStreams bounds the calls in flight on one connection.
 	maxConcurrentStreams = 256
 	// keepaliveMinTime is the least interval between a client's
-	// keepalive pings; a client pinging faster is disconnected.
-	keepaliveMinTime = 15 * time.Second
+	// keepalive pings, which are allowed only while it has calls; a
+	// client pinging faster, or without calls, is sent away.
+	keepaliveMinTime = time.Minute
 	// maxConnectionIdle closes connections without calls for this long.
 	maxConnectionIdle = 15 * time.Minute
 	// handshakeTimeout bounds a new connection's set-up (TLS included).
@@ -131,7 +132,7 @@ func NewServer(d *Daemon, a Authenticator, log *slog.Logger, opts ...ServerOptio
 		grpc.Creds(tlsInfo{}),
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 		grpc.ConnectionTimeout(handshakeTimeout),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: true}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: false}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: maxConnectionIdle, Time: 2 * time.Minute, Timeout: 20 * time.Second}))
 	fluxdv1.RegisterFluxServiceServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, &healthServer{s: s, every: 5 * time.Second})
