@@ -541,6 +541,9 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 	if err != nil {
 		return "", 0, fluxerr.New(fluxerr.User, err, "Give a repository such as registry.example/team/app, with or without a tag.")
 	}
+	if err := d.watched(ctx, ref.Repository); err != nil {
+		return "", 0, err
+	}
 	// A push notification checks the mutable tags now, whatever their
 	// adaptive re-check interval.
 	list := d.deps.Images.Images

@@ -93,6 +93,7 @@ type fixture struct {
 	conn   *grpc.ClientConn
 	// tokens are instance team-a's, other instance team-b's.
 	tokens, other map[auth.Role]string
+	daemon        *Daemon
 }
 
 func newFixture(t *testing.T, cluster Cluster) *fixture {
@@ -121,7 +122,9 @@ func newFixtureWith(t testing.TB, cfg Config, deps Deps) *fixture {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Listen, cfg.TokensFile, cfg.Version = "bufconn:0", path, "v-test"
-	srv := NewServer(New(cfg, deps, log), store, log)
+	d := New(cfg, deps, log)
+	f.daemon = d
+	srv := NewServer(d, store, log)
 	lis := bufconn.Listen(1 << 20)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
