@@ -313,10 +313,14 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 			e.job.Plan = b
 		}
 	}
-	q.running = nil
 	q.mu.Unlock()
 	timer.end(e.job.State)
+	// Saved before the job leaves q.running: a read in between finds its
+	// end in one place or the other, never "running" in the store alone.
 	q.save(context.WithoutCancel(ctx), e)
+	q.mu.Lock()
+	q.running = nil
+	q.mu.Unlock()
 	q.log.Info("job ended", "job", e.job.ID, "state", string(e.job.State), "commit", e.job.Commit, "error", e.job.Error)
 	q.writeLog(ctx, e, endLine(e.job))
 	q.publish(e)
@@ -441,6 +445,11 @@ func (q *Queue) Watch(ctx context.Context, instance, id string) (<-chan JobUpdat
 	q.mu.Lock()
 	if e := q.findLocked(id); e == nil || e.job.State.Final() {
 		q.mu.Unlock()
+		// The job ended between the first read and now: its end is in
+		// the store, and is what the watcher must see last.
+		if last, err := q.Get(ctx, instance, id); err == nil && last.Job.State != first.Job.State {
+			ch <- last
+		}
 		close(ch)
 		return ch, nil
 	}
@@ -483,19 +492,35 @@ func (q *Queue) updateLocked(e *entry) JobUpdate {
 	return u
 }
 
-// publish sends the entry's state to its watchers, dropping an update
-// for a watcher too slow to take it rather than blocking the job.
+// publish sends the entry's state to its watchers without blocking the
+// job: a watcher too slow to take it loses its oldest update instead, so
+// that the newest (the job's end, last of all) is always there to read.
 func (q *Queue) publish(e *entry) {
 	q.mu.Lock()
 	u := q.updateLocked(e)
 	for ch := range q.subs[e.job.ID] {
-		select {
-		case ch <- u:
-		default:
-		}
+		offer(ch, u)
 	}
 	q.mu.Unlock()
 	q.publishUpdate(u)
+}
+
+// offer puts u in ch, dropping ch's oldest update if it is full. Only
+// publish sends, under q.mu, so after one drop the send cannot block.
+func offer(ch chan JobUpdate, u JobUpdate) {
+	select {
+	case ch <- u:
+		return
+	default:
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	select {
+	case ch <- u:
+	default:
+	}
 }
 
 func (q *Queue) publishUpdate(u JobUpdate) {
