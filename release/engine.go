@@ -647,7 +647,9 @@ func (e *Engine) failAs(ctx context.Context, typ history.Type, instance string, 
 	}
 	ev := event(instance, spec, plan, typ, start)
 	ev.Commit, ev.Error = commit, err.Error()
-	if _, rerr := e.recorder.Record(ctx, ev); rerr != nil {
+	// Recorded even when the job's context ended (a user's cancel): the
+	// row is the cancel's record.
+	if _, rerr := e.recorder.Record(context.WithoutCancel(ctx), ev); rerr != nil {
 		e.log.Error("recording a failed release in history failed", "error", rerr)
 	}
 	e.log.Warn("release failed", "instance", instance, "error", err)

@@ -288,7 +288,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		if stopping(ctx) {
 			return nil, nil, e.interrupted(instance, "", err)
 		}
-		return nil, nil, err
+		return nil, nil, e.cancelledEarly(ctx, instance, spec, start, err)
 	}
 	defer e.unlockDeploy()
 	report(Progress{Stage: StageCloning})
@@ -297,7 +297,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		if stopping(ctx) {
 			return nil, nil, e.interrupted(instance, "", err)
 		}
-		return nil, nil, err
+		return nil, nil, e.cancelledEarly(ctx, instance, spec, start, err)
 	}
 	if o.Checksum != "" && o.Checksum != plan.Checksum {
 		err := fluxerr.New(fluxerr.Precondition, fmt.Errorf("the plan you confirmed no longer matches: %s", e.WhatChanged(o.Checksum, plan)),
@@ -325,7 +325,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		commit, err = e.repo.Commit(ctx, plan.Revision, files, msg, author)
 		if err == nil {
 			if cerr := ctx.Err(); cerr != nil {
-				return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("cancelled before the push; nothing was pushed: %w", context.Cause(ctx)))
+				return nil, nil, e.dropLocalCommit(ctx, instance, spec, plan, start)
 			}
 			report(Progress{Stage: StagePushing})
 			err = e.repo.Push(ctx, commit)
