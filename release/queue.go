@@ -62,6 +62,16 @@ type Queue struct {
 
 	onUpdate func(JobUpdate)
 	onLog    func(history.JobLogLine)
+
+	// known are the jobs this queue has taken in (enqueued, recovered or
+	// adopted), so that adopt never takes one twice.
+	known map[string]bool
+	// stopped is set once Run has returned (fluxd stops, or this replica
+	// stepped down): jobs enqueued then are only stored, for the leader.
+	stopped bool
+	// adoptEvery is how often Run looks in the store for queued jobs it
+	// does not hold (see adopt).
+	adoptEvery time.Duration
 }
 
 // OnEnd sets a function called after every job ends (the automator's
@@ -93,7 +103,7 @@ type resumePoint struct {
 // spec sets one; rollback is the default of RollbackOnFailure.
 func NewQueue(exec Executor, store JobStore, rolloutTimeout time.Duration, rollback bool, log *slog.Logger) *Queue {
 	return &Queue{exec: exec, store: store, rolloutTimeout: rolloutTimeout, rollback: rollback, log: log.With("component", "jobs"),
-		subs: map[string]map[chan JobUpdate]struct{}{}, wake: make(chan struct{}, 1)}
+		subs: map[string]map[chan JobUpdate]struct{}{}, wake: make(chan struct{}, 1), known: map[string]bool{}, adoptEvery: 5 * time.Second}
 }
 
 // Recover carries on with the jobs a previous fluxd left live (this one
@@ -112,6 +122,11 @@ func (q *Queue) Recover(ctx context.Context) error {
 		return err
 	}
 	var first, rest []*entry
+	q.mu.Lock()
+	for _, j := range live {
+		q.known[j.ID] = true
+	}
+	q.mu.Unlock()
 	for _, j := range live {
 		var spec Spec
 		if err := json.Unmarshal(j.Spec, &spec); err != nil {
@@ -162,6 +177,63 @@ func (q *Queue) Recover(ctx context.Context) error {
 	return nil
 }
 
+// adopt takes in the queued jobs of the store that this queue does not
+// hold: a job a stepping-down leader accepted and stored after this
+// replica's Recover had read the store. Without it, no replica would ever
+// run such a job. Only queued jobs are adopted; a running one is its
+// runner's, or Recover's at the next start.
+func (q *Queue) adopt(ctx context.Context) {
+	live, err := q.store.LiveJobs(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			q.log.Warn("looking for queued jobs another fluxd stored failed", "error", err)
+		}
+		return
+	}
+	var took []*entry
+	q.mu.Lock()
+	for _, j := range live {
+		if j.State != history.JobQueued || q.known[j.ID] {
+			continue
+		}
+		var spec Spec
+		if err := json.Unmarshal(j.Spec, &spec); err != nil {
+			q.log.Error("a queued job's spec cannot be read; it is left as it is", "job", j.ID, "error", err)
+			q.known[j.ID] = true
+			continue
+		}
+		q.known[j.ID] = true
+		e := &entry{job: j, spec: spec, checksum: j.Checksum}
+		q.pending = append(q.pending, e)
+		took = append(took, e)
+	}
+	q.mu.Unlock()
+	for _, e := range took {
+		q.log.Warn("took in a job another fluxd accepted as it stepped down", "job", e.job.ID, "instance", e.job.Instance)
+		q.writeLog(ctx, e, "taken in by this fluxd: the fluxd that accepted it stepped down")
+		q.publish(e)
+	}
+	if len(took) > 0 {
+		q.poke()
+	}
+}
+
+// stop ends Run's hold on the queue: the jobs still queued stay in the
+// store, for whoever leads next; this replica forgets them.
+func (q *Queue) stop() {
+	q.mu.Lock()
+	q.stopped = true
+	left := q.pending
+	q.pending = nil
+	for _, e := range left {
+		delete(q.known, e.job.ID)
+	}
+	q.mu.Unlock()
+	for _, e := range left {
+		q.closeSubs(e.job.ID)
+	}
+}
+
 // failStale marks a job that cannot be carried on failed, in history too.
 func (q *Queue) failStale(ctx context.Context, j history.Job, why string) {
 	j.State, j.Stage, j.Error, j.FinishedAt = history.JobFailed, StageFailed, why, time.Now()
@@ -182,11 +254,25 @@ func (q *Queue) Enqueue(ctx context.Context, instance string, spec Spec, checksu
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])
 	j := history.Job{ID: hex.EncodeToString(raw[:]), Instance: instance, State: history.JobQueued, Stage: StageQueued, Spec: specJSON, Checksum: checksum, CreatedAt: time.Now()}
+	q.mu.Lock()
+	q.known[j.ID] = true
+	q.mu.Unlock()
 	if j.Seq, err = q.store.SaveJob(ctx, j); err != nil {
 		return JobUpdate{}, err
 	}
 	q.mu.Lock()
 	e := &entry{job: j, spec: spec, checksum: checksum}
+	if q.stopped {
+		// This replica stepped down (or fluxd is stopping) while the
+		// call was accepted: the stored job is the leader's to run (its
+		// adopt finds it), or the next fluxd's (Recover).
+		delete(q.known, j.ID)
+		q.mu.Unlock()
+		q.log.Warn("job stored for the leader: this fluxd no longer runs jobs", "job", j.ID, "instance", instance)
+		u := JobUpdate{Job: j}
+		q.publishUpdate(u)
+		return u, nil
+	}
 	q.pending = append(q.pending, e)
 	u := q.updateLocked(e)
 	q.mu.Unlock()
@@ -204,8 +290,16 @@ func (q *Queue) poke() {
 	}
 }
 
-// Run executes queued jobs one at a time until ctx ends.
+// Run executes queued jobs one at a time until ctx ends. Meanwhile it
+// adopts the queued jobs that another fluxd stored and will not run (see
+// adopt). When it returns, the jobs still queued are left in the store.
 func (q *Queue) Run(ctx context.Context) {
+	q.mu.Lock()
+	q.stopped = false
+	q.mu.Unlock()
+	defer q.stop()
+	adopt := time.NewTicker(q.adoptEvery)
+	defer adopt.Stop()
 	for {
 		q.mu.Lock()
 		if len(q.pending) == 0 {
@@ -214,6 +308,9 @@ func (q *Queue) Run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-q.wake:
+				continue
+			case <-adopt.C:
+				q.adopt(ctx)
 				continue
 			}
 		}
