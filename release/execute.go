@@ -104,6 +104,9 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 	defer e.deploy.Unlock()
 	start := time.Now()
 	res, gens, err := e.pushAndApply(ctx, instance, spec, o, report, start)
+	if ae := (*applyError)(nil); errors.As(err, &ae) {
+		return nil, e.applyFailed(ctx, instance, spec, res, gens, ae, o, report, start)
+	}
 	if err != nil || res.Commit == "" {
 		return res, err
 	}
@@ -366,6 +369,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 	e.pushed(res.Commit)
 	report(Progress{Stage: StageApplying, Commit: res.Commit})
 	gens := map[platform.ID]int64{}
+	var failed applyError
 	for _, it := range plan.Items {
 		if it.Action != Update {
 			continue
@@ -378,11 +382,17 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 			gen, err = e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc)
 		}
 		if err != nil {
-			return nil, nil, e.fail(ctx, instance, spec, plan, start, res.Commit,
-				fmt.Errorf("commit %.12s was pushed, but applying %s failed: %w", res.Commit, it.Service, err))
+			// The others are still applied and followed, and the
+			// release fails as a whole (rolled back when asked).
+			failed.add(it.Service, err)
+			continue
 		}
 		gens[it.Service] = gen
 		e.log.Info("applied", "service", it.Service.String(), "commit", res.Commit, "generation", gen)
+	}
+	if failed.errs != nil {
+		failed.commit = res.Commit
+		return res, gens, &failed
 	}
 	return res, gens, nil
 }
