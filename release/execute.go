@@ -225,6 +225,9 @@ func (e *Engine) Resume(ctx context.Context, instance string, spec Spec, plan *P
 		cause := fmt.Errorf("the release of commit %.12s was being rolled back when fluxd stopped", commit)
 		return nil, e.failAndRollBack(ctx, instance, spec, plan, commit, cause, o, report, start)
 	}
+	if err := e.stillReleased(ctx, plan, commit, o.JobID); err != nil {
+		return nil, e.fail(ctx, instance, spec, plan, start, commit, fmt.Errorf("taking over the job that pushed commit %.12s: %w", commit, err))
+	}
 	report(Progress{Stage: StageApplying, Commit: commit})
 	gens, err := e.applyFromGit(ctx, plan)
 	if err != nil {
