@@ -83,6 +83,9 @@ type ExecOptions struct {
 	// Started, when set, is when the job began (a taken-over job began
 	// before this fluxd), for history.
 	Started time.Time
+	// RolloutStarted, when set, is when a taken-over job's rollout began:
+	// its RolloutTimeout runs from then, not again from the take-over.
+	RolloutStarted time.Time
 }
 
 // JobTrailer is the commit message line naming the job that pushed it.
@@ -450,6 +453,9 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 		every = 250 * time.Millisecond
 	}
 	deadline := time.Now().Add(o.RolloutTimeout)
+	if !o.RolloutStarted.IsZero() {
+		deadline = o.RolloutStarted.Add(o.RolloutTimeout)
+	}
 	var last string
 	missing := map[platform.ID]time.Time{}
 	for {
@@ -557,7 +563,8 @@ func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan 
 			e.log.Error("recording the rollback in history failed", "error", err)
 		}
 	}
-	o.Checksum = ""
+	// The rollback's rollout has a timeout of its own, from now.
+	o.Checksum, o.RolloutStarted = "", time.Time{}
 	return revert, e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
 		report(Progress{Stage: StageRollingBack, Workloads: w, Commit: commit})
 	})

@@ -96,6 +96,9 @@ type resumePoint struct {
 	plan   *Plan
 	// rollingBack: the job was rolling its release back.
 	rollingBack bool
+	// rolloutStarted is when the job's log says its rollout began (zero
+	// if it had not, or the store keeps no logs).
+	rolloutStarted time.Time
 }
 
 // NewQueue returns a Queue. rolloutTimeout bounds each job's rollout
@@ -133,10 +136,12 @@ func (q *Queue) Recover(ctx context.Context) error {
 			return fmt.Errorf("job %s: reading its spec: %w", j.ID, err)
 		}
 		e := &entry{job: j, spec: spec, checksum: j.Checksum}
+		var rolloutStarted time.Time
 		if ls, ok := q.store.(JobLogStore); ok {
 			// Carry on numbering the log the previous fluxd wrote.
 			if lines, err := ls.JobLog(ctx, j.Instance, j.ID, 0); err == nil && len(lines) > 0 {
 				e.log.seq = lines[len(lines)-1].Seq
+				rolloutStarted = rolloutStart(lines)
 			}
 		}
 		if j.State != history.JobRunning {
@@ -162,7 +167,7 @@ func (q *Queue) Recover(ctx context.Context) error {
 			q.failStale(ctx, j, fmt.Sprintf("fluxd stopped after the job pushed commit %.12s, but its plan was not saved; check the cluster, then release again", commit))
 			continue
 		}
-		e.job.Commit, e.resume = commit, &resumePoint{commit: commit, plan: &plan, rollingBack: j.Stage == StageRollingBack}
+		e.job.Commit, e.resume = commit, &resumePoint{commit: commit, plan: &plan, rollingBack: j.Stage == StageRollingBack, rolloutStarted: rolloutStarted}
 		first = append(first, e)
 		if e.resume.rollingBack {
 			q.log.Warn("job was rolling back when its fluxd stopped; taking it over: finishing the rollback", "job", j.ID, "commit", commit)
@@ -232,6 +237,17 @@ func (q *Queue) stop() {
 	for _, e := range left {
 		q.closeSubs(e.job.ID)
 	}
+}
+
+// rolloutStart is when a job's log first reached the rollout: the time
+// its rollout timeout runs from, however often it is taken over.
+func rolloutStart(lines []history.JobLogLine) time.Time {
+	for _, l := range lines {
+		if l.Stage == StageRollingOut {
+			return l.Time
+		}
+	}
+	return time.Time{}
 }
 
 // failStale marks a job that cannot be carried on failed, in history too.
@@ -381,7 +397,7 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 		q.writeLog(ctx, e, fmt.Sprintf("taken over by this fluxd after commit %.12s was pushed", e.resume.commit))
 	}
 	if r := e.resume; r != nil {
-		o.RollingBack, o.Started = r.rollingBack, e.job.StartedAt
+		o.RollingBack, o.Started, o.RolloutStarted = r.rollingBack, e.job.StartedAt, r.rolloutStarted
 		res, err = q.exec.Resume(ctx, e.job.Instance, e.spec, r.plan, r.commit, typ, o)
 	} else {
 		res, err = q.exec.Execute(ctx, e.job.Instance, e.spec, typ, o)
