@@ -15,7 +15,6 @@ import (
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/history/sqlite"
 	"github.com/fluxd/fluxd/platform"
-	"github.com/fluxd/fluxd/registry"
 )
 
 // realGit is an engine on a real git remote (a bare repository, pushed to
@@ -124,5 +123,3 @@ func deployment(name, image string, annotations ...string) string {
 	return "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: " + name + "\n" + ann +
 		"spec:\n  template:\n    spec:\n      containers:\n        - name: " + name + "\n          image: " + image + "\n"
 }
-
-var _ = registry.Image{}
