@@ -125,7 +125,7 @@ func (e *Engine) Read(ctx context.Context, fetch, quiet bool, fn func(rev, root 
 		if err != nil {
 			return err
 		}
-		return fn(rev, e.repo.Dir(), e.repo.Paths())
+		return e.readTree(ctx, rev, func(root string) error { return fn(rev, root, e.repo.Paths()) })
 	}
 	rev := e.lastRev
 	if h, ok := e.repo.(interface{ Head() (string, error) }); ok && !fetch && rev != "" {
@@ -141,7 +141,7 @@ func (e *Engine) Read(ctx context.Context, fetch, quiet bool, fn func(rev, root 
 			return err
 		}
 	}
-	return fn(rev, e.repo.Dir(), e.repo.Paths())
+	return e.readTree(ctx, rev, func(root string) error { return fn(rev, root, e.repo.Paths()) })
 }
 
 // NewEngine returns an Engine.
@@ -301,11 +301,15 @@ func (e *Engine) readManifests(ctx context.Context, fetch bool) (string, *gitrep
 			return "", nil, err
 		}
 	}
-	dirs, err := gitrepo.ResolvePaths(e.repo.Dir(), e.repo.Paths())
-	if err != nil {
-		return "", nil, fluxerr.New(fluxerr.User, err, "")
-	}
-	m, err := gitrepo.FindWorkloads(e.repo.Dir(), dirs)
+	var m *gitrepo.Manifests
+	err := e.readTree(ctx, rev, func(root string) error {
+		dirs, err := gitrepo.ResolvePaths(root, e.repo.Paths())
+		if err != nil {
+			return fluxerr.New(fluxerr.User, err, "")
+		}
+		m, err = gitrepo.FindWorkloads(root, dirs)
+		return err
+	})
 	if err != nil {
 		return "", nil, err
 	}
