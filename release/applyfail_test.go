@@ -79,3 +79,29 @@ func TestOneWorkloadFailingToApplyRollsTheReleaseBack(t *testing.T) {
 		t.Errorf("history = %q; want the rollback and the failed release", got)
 	}
 }
+
+// The same holds for a job taken over after a restart: it applies every
+// workload it can, follows them, and rolls back when asked.
+func TestOneWorkloadFailingToApplyOnTakeOverRollsBack(t *testing.T) {
+	g := newRealGit(t, map[string]string{"web.yaml": deployment("web", "reg/web:1.0"), "api.yaml": deployment("api", "reg/web:1.0")})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	spec := Spec{Services: []platform.ID{id("web"), id("api")}, Image: "reg/web:1.2", User: "dana"}
+	res, err := g.e.Execute(ctx, "team", spec, history.Release, ExecOptions{JobID: "j1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cluster := &refusingCluster{refuse: id("api"), image: "reg/web:1.2", applied: map[platform.ID][]string{}}
+	g.e.cluster = cluster
+	_, err = g.e.Resume(ctx, "team", spec, res.Plan, res.Commit, history.Release,
+		ExecOptions{JobID: "j1", RolloutTimeout: 10 * time.Second, PollInterval: 5 * time.Millisecond, RollbackOnFailure: true})
+	if err == nil || !strings.Contains(err.Error(), "applying default:deployment/api") || !strings.Contains(err.Error(), "rolled back") {
+		t.Fatalf("take-over: %v; want the failed apply, rolled back", err)
+	}
+	if got := g.remoteFile(t, "web.yaml"); !strings.Contains(got, "reg/web:1.0") {
+		t.Errorf("the remote's web.yaml after the rollback:\n%s", got)
+	}
+	if web := cluster.applied[id("web")]; len(web) != 2 {
+		t.Errorf("web was applied %d times; want the release, then its rollback", len(web))
+	}
+}

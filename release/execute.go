@@ -233,6 +233,10 @@ func (e *Engine) Resume(ctx context.Context, instance string, spec Spec, plan *P
 	}
 	report(Progress{Stage: StageApplying, Commit: commit})
 	gens, err := e.applyFromGit(ctx, plan)
+	if ae := (*applyError)(nil); errors.As(err, &ae) {
+		ae.commit = commit
+		return nil, e.applyFailed(ctx, instance, spec, &Result{Plan: plan, Commit: commit}, gens, ae, o, report, start)
+	}
 	if err != nil {
 		return nil, e.fail(ctx, instance, spec, plan, start, commit, fmt.Errorf("taking over the job that pushed commit %.12s: %w", commit, err))
 	}
@@ -251,6 +255,7 @@ func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]
 		return nil, err
 	}
 	gens := map[platform.ID]int64{}
+	var failed applyError
 	for _, it := range plan.Items {
 		if it.Action != Update {
 			continue
@@ -267,9 +272,17 @@ func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]
 		if err != nil {
 			return nil, err
 		}
-		if gens[it.Service], err = e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc); err != nil {
-			return nil, fmt.Errorf("applying %s: %w", it.Service, err)
+		gen, err := e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc)
+		if err != nil {
+			// The others are still applied and followed (as Execute
+			// does).
+			failed.add(it.Service, err)
+			continue
 		}
+		gens[it.Service] = gen
+	}
+	if failed.errs != nil {
+		return gens, &failed
 	}
 	return gens, nil
 }
