@@ -4,29 +4,66 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/history/postgres"
 	"github.com/fluxd/fluxd/history/sqlite"
+	"github.com/fluxd/fluxd/internal/pgserver"
 )
+
+func TestMain(m *testing.M) { os.Exit(pgserver.RunTests(m)) }
+
+// replicaStore is one replica's connection to the history store the
+// replicas share.
+type replicaStore interface {
+	JobStore
+	Job(ctx context.Context, instance, id string) (history.Job, error)
+}
 
 // A release accepted by a leader that is stepping down, and stored only
 // after the new leader's take-over read the store, is run by the new
-// leader. Two queues share one real SQLite file, as two replicas on one
-// host share it.
+// leader. Two queues, each with its own connection, share one real
+// store: a PostgreSQL database, as replicas do, and a SQLite file, as
+// replicas on one host may.
 func TestJobAcceptedWhileSteppingDownRunsOnTheNewLeader(t *testing.T) {
-	store, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "h.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
+	t.Run("postgres", func(t *testing.T) {
+		url, srv := pgserver.Database(t)
+		open := func() replicaStore {
+			s, err := postgres.Open(context.Background(), postgres.Config{URL: url, Password: srv.Password})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		testSteppingDown(t, open(), open())
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "h.db")
+		open := func() replicaStore {
+			s, err := sqlite.Open(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		testSteppingDown(t, open(), open())
+	})
+}
+
+func testSteppingDown(t *testing.T, oldStore, newStore replicaStore) {
+	store := newStore
+	var err error
 	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
 	oldExec := &gateExec{started: make(chan string, 10), release: make(chan struct{})}
 	newExec := &gateExec{started: make(chan string, 10), release: make(chan struct{})}
-	old := NewQueue(oldExec, store, 0, false, discard)
-	next := NewQueue(newExec, store, 0, false, discard)
+	old := NewQueue(oldExec, oldStore, 0, false, discard)
+	next := NewQueue(newExec, newStore, 0, false, discard)
 	next.adoptEvery = 20 * time.Millisecond
 
 	// The old leader leads, then steps down.
