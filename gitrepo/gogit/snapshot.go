@@ -13,6 +13,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/fluxd/fluxd/gitrepo"
 )
 
 // Snapshots: every read of git (plans, listings, the sync, the automator)
@@ -194,6 +196,14 @@ func (r *Repo) writeSnapshot(ctx context.Context, rev string) (*snapshot, error)
 			if err := os.Link(filepath.Join(prev.dir, filepath.FromSlash(f.Name)), p); err == nil {
 				return nil
 			}
+		}
+		// The working tree (at rev after a fetch) has most files
+		// already: a copy whose hash is the blob's is the blob, and
+		// costs less than reading it from a pack.
+		// (gitrepo.ReadFile: no symbolic link on the way is followed,
+		// whatever revision the working tree is at.)
+		if b, err := gitrepo.ReadFile(r.cfg.Dir, filepath.FromSlash(f.Name)); err == nil && plumbing.ComputeHash(plumbing.BlobObject, b) == f.Hash {
+			return os.WriteFile(p, b, 0o444)
 		}
 		return writeBlob(f, p)
 	})
