@@ -131,7 +131,7 @@ func (e *Engine) Read(ctx context.Context, fetch, quiet bool, fn func(rev, root 
 		if err != nil {
 			return err
 		}
-		return fn(rev, e.repo.Dir(), e.repo.Paths())
+		return e.readTree(ctx, rev, func(root string) error { return fn(rev, root, e.repo.Paths()) })
 	}
 	rev := e.lastRev
 	if h, ok := e.repo.(interface{ Head() (string, error) }); ok && !fetch && rev != "" {
@@ -147,7 +147,7 @@ func (e *Engine) Read(ctx context.Context, fetch, quiet bool, fn func(rev, root 
 			return err
 		}
 	}
-	return fn(rev, e.repo.Dir(), e.repo.Paths())
+	return e.readTree(ctx, rev, func(root string) error { return fn(rev, root, e.repo.Paths()) })
 }
 
 // NewEngine returns an Engine.
@@ -344,11 +344,15 @@ func (e *Engine) readManifests(ctx context.Context, fetch bool) (string, *gitrep
 			return "", nil, err
 		}
 	}
-	dirs, err := gitrepo.ResolvePaths(e.repo.Dir(), e.repo.Paths())
-	if err != nil {
-		return "", nil, fluxerr.New(fluxerr.User, err, "")
-	}
-	m, err := gitrepo.FindWorkloads(e.repo.Dir(), dirs)
+	var m *gitrepo.Manifests
+	err := e.readTree(ctx, rev, func(root string) error {
+		dirs, err := gitrepo.ResolvePaths(root, e.repo.Paths())
+		if err != nil {
+			return fluxerr.New(fluxerr.User, err, "")
+		}
+		m, err = gitrepo.FindWorkloads(root, dirs)
+		return err
+	})
 	if err != nil {
 		return "", nil, err
 	}
@@ -717,7 +721,9 @@ func (e *Engine) failAs(ctx context.Context, typ history.Type, instance string, 
 	}
 	ev := event(instance, spec, plan, typ, start)
 	ev.Commit, ev.Error = commit, err.Error()
-	if _, rerr := e.recorder.Record(ctx, ev); rerr != nil {
+	// Recorded even when the job's context ended (a user's cancel): the
+	// row is the cancel's record.
+	if _, rerr := e.recorder.Record(context.WithoutCancel(ctx), ev); rerr != nil {
 		e.log.Error("recording a failed release in history failed", "error", rerr)
 	}
 	e.log.Warn("release failed", "instance", instance, "error", err)

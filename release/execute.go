@@ -84,6 +84,9 @@ type ExecOptions struct {
 	// Started, when set, is when the job began (a taken-over job began
 	// before this fluxd), for history.
 	Started time.Time
+	// RolloutStarted, when set, is when a taken-over job's rollout began:
+	// its RolloutTimeout runs from then, not again from the take-over.
+	RolloutStarted time.Time
 }
 
 // JobTrailer is the commit message line naming the job that pushed it.
@@ -105,6 +108,9 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 	defer e.deploy.Unlock()
 	start := time.Now()
 	res, gens, err := e.pushAndApply(ctx, instance, spec, o, report, start)
+	if ae := (*applyError)(nil); errors.As(err, &ae) {
+		return nil, e.applyFailed(ctx, instance, spec, res, gens, ae, o, report, start)
+	}
 	if err != nil || res.Commit == "" {
 		return res, err
 	}
@@ -223,8 +229,15 @@ func (e *Engine) Resume(ctx context.Context, instance string, spec Spec, plan *P
 		cause := fmt.Errorf("the release of commit %.12s was being rolled back when fluxd stopped", commit)
 		return nil, e.failAndRollBack(ctx, instance, spec, plan, commit, cause, o, report, start)
 	}
+	if err := e.stillReleased(ctx, plan, commit, o.JobID); err != nil {
+		return nil, e.fail(ctx, instance, spec, plan, start, commit, fmt.Errorf("taking over the job that pushed commit %.12s: %w", commit, err))
+	}
 	report(Progress{Stage: StageApplying, Commit: commit})
 	gens, err := e.applyFromGit(ctx, plan)
+	if ae := (*applyError)(nil); errors.As(err, &ae) {
+		ae.commit = commit
+		return nil, e.applyFailed(ctx, instance, spec, &Result{Plan: plan, Commit: commit}, gens, ae, o, report, start)
+	}
 	if err != nil {
 		return nil, e.fail(ctx, instance, spec, plan, start, commit, fmt.Errorf("taking over the job that pushed commit %.12s: %w", commit, err))
 	}
@@ -243,6 +256,7 @@ func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]
 		return nil, err
 	}
 	gens := map[platform.ID]int64{}
+	var failed applyError
 	for _, it := range plan.Items {
 		if it.Action != Update {
 			continue
@@ -259,9 +273,17 @@ func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]
 		if err != nil {
 			return nil, err
 		}
-		if gens[it.Service], err = e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc); err != nil {
-			return nil, fmt.Errorf("applying %s: %w", it.Service, err)
+		gen, err := e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc)
+		if err != nil {
+			// The others are still applied and followed (as Execute
+			// does).
+			failed.add(it.Service, err)
+			continue
 		}
+		gens[it.Service] = gen
+	}
+	if failed.errs != nil {
+		return gens, &failed
 	}
 	return gens, nil
 }
@@ -289,7 +311,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		if stopping(ctx) {
 			return nil, nil, e.interrupted(instance, "", err)
 		}
-		return nil, nil, err
+		return nil, nil, e.cancelledEarly(ctx, instance, spec, start, err)
 	}
 	if err := spec.Validate(); err != nil {
 		return planErr(err)
@@ -350,7 +372,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		commit, err = e.repo.Commit(ctx, plan.Revision, files, msg, author)
 		if err == nil {
 			if cerr := ctx.Err(); cerr != nil {
-				return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("cancelled before the push; nothing was pushed: %w", context.Cause(ctx)))
+				return nil, nil, e.dropLocalCommit(ctx, instance, spec, plan, start)
 			}
 			report(Progress{Stage: StagePushing})
 			err = e.repo.Push(ctx, commit)
@@ -391,6 +413,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 	e.pushed(res.Commit)
 	report(Progress{Stage: StageApplying, Commit: res.Commit})
 	gens := map[platform.ID]int64{}
+	var failed applyError
 	for _, it := range plan.Items {
 		if it.Action != Update {
 			continue
@@ -403,11 +426,17 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 			gen, err = e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc)
 		}
 		if err != nil {
-			return nil, nil, e.fail(ctx, instance, spec, plan, start, res.Commit,
-				fmt.Errorf("commit %.12s was pushed, but applying %s failed: %w", res.Commit, it.Service, err))
+			// The others are still applied and followed, and the
+			// release fails as a whole (rolled back when asked).
+			failed.add(it.Service, err)
+			continue
 		}
 		gens[it.Service] = gen
 		e.log.Info("applied", "service", it.Service.String(), "commit", res.Commit, "generation", gen)
+	}
+	if failed.errs != nil {
+		failed.commit = res.Commit
+		return res, gens, &failed
 	}
 	return res, gens, nil
 }
@@ -462,6 +491,9 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 		every = 250 * time.Millisecond
 	}
 	deadline := time.Now().Add(o.RolloutTimeout)
+	if !o.RolloutStarted.IsZero() {
+		deadline = o.RolloutStarted.Add(o.RolloutTimeout)
+	}
 	var last string
 	missing := map[platform.ID]time.Time{}
 	for {
@@ -569,7 +601,8 @@ func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan 
 			e.log.Error("recording the rollback in history failed", "error", err)
 		}
 	}
-	o.Checksum = ""
+	// The rollback's rollout has a timeout of its own, from now.
+	o.Checksum, o.RolloutStarted = "", time.Time{}
 	return revert, e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
 		report(Progress{Stage: StageRollingBack, Workloads: w, Commit: commit})
 	})

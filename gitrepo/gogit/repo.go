@@ -146,6 +146,9 @@ type Repo struct {
 
 	// ops times network operations by kind and result; nil: not timed.
 	ops *prometheus.HistogramVec
+
+	// snaps are the revisions' snapshots readers read (see Snapshot).
+	snaps snapshots
 }
 
 // Instrument times the clone's network operations in
@@ -420,6 +423,9 @@ func (r *Repo) Clone(ctx context.Context) error {
 
 func (r *Repo) clone(ctx context.Context) error {
 	if err := os.RemoveAll(r.cfg.Dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(r.snapshotRoot()); err != nil {
 		return err
 	}
 	var repo *git.Repository
