@@ -29,6 +29,12 @@ type Objects struct {
 // and, for a directory holding a kustomization.yaml, what kustomize builds
 // from it (as 'kubectl apply -k' would) instead of its files one by one.
 func ReadObjects(root string, dirs []string) (*Objects, error) {
+	return readObjects(root, dirs, nil)
+}
+
+// readObjects is ReadObjects with the files of overlay (relative paths)
+// read in place of the clone's: what a commit of those files would hold.
+func readObjects(root string, dirs []string, overlay map[string][]byte) (*Objects, error) {
 	out := &Objects{}
 	seen := map[string]bool{}
 	var kust *kustomizer
@@ -59,6 +65,11 @@ func ReadObjects(root string, dirs []string) (*Objects, error) {
 					if kust, err = newKustomizer(root); err != nil {
 						return err
 					}
+					for f, b := range overlay {
+						if err := kust.fs.WriteFile("/"+filepath.ToSlash(f), b); err != nil {
+							return err
+						}
+					}
 				}
 				objs, err := kust.build(rel)
 				if err != nil {
@@ -72,10 +83,12 @@ func ReadObjects(root string, dirs []string) (*Objects, error) {
 			default:
 				return nil
 			}
-			content, err := ReadFile(root, rel)
-			if err != nil {
-				out.Problems = append(out.Problems, err)
-				return nil
+			content, ok := overlay[rel]
+			if !ok {
+				if content, err = ReadFile(root, rel); err != nil {
+					out.Problems = append(out.Problems, err)
+					return nil
+				}
 			}
 			objs, problems := ParseObjects(rel, content)
 			out.Objects = append(out.Objects, objs...)
@@ -152,7 +165,9 @@ func ParseObjects(file string, content []byte) ([]platform.Object, []error) {
 // toObject decodes one YAML node as Kubernetes decodes a manifest (numbers
 // as int64 or float64, as unstructured objects want them).
 func toObject(file string, n *yaml.Node) (platform.Object, error) {
-	b, err := yaml.Marshal(n)
+	// An item of a list may alias an anchor of another item: marshalled
+	// alone, the alias would name an anchor it no longer has.
+	b, err := yaml.Marshal(expandAliases(n, 0))
 	if err != nil {
 		return platform.Object{}, Problem{File: file, Line: n.Line, Err: err}
 	}
@@ -180,4 +195,37 @@ func checkObject(o platform.Object) error {
 		return Problem{File: o.File, Line: o.Line, Err: fmt.Errorf("is not a Kubernetes object: it has no %s", strings.Join(missing, ", "))}
 	}
 	return nil
+}
+
+// expandAliases returns n with every alias replaced by a copy of what it
+// names (n itself when it holds none), as a decoder reads it.
+func expandAliases(n *yaml.Node, depth int) *yaml.Node {
+	if n == nil || depth > 100 || !hasAlias(n, 0) {
+		return n
+	}
+	if n.Kind == yaml.AliasNode {
+		return expandAliases(n.Alias, depth+1)
+	}
+	c := *n
+	c.Anchor = ""
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, x := range n.Content {
+		c.Content[i] = expandAliases(x, depth+1)
+	}
+	return &c
+}
+
+func hasAlias(n *yaml.Node, depth int) bool {
+	if n == nil || depth > 100 {
+		return false
+	}
+	if n.Kind == yaml.AliasNode {
+		return true
+	}
+	for _, x := range n.Content {
+		if hasAlias(x, depth+1) {
+			return true
+		}
+	}
+	return false
 }
