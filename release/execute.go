@@ -322,7 +322,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 			msg += "\n" + JobTrailer(o.JobID) + "\n"
 		}
 		var commit string
-		commit, err = e.repo.Commit(ctx, plan.Revision, files, msg, author)
+		commit, err = e.commitChecked(ctx, plan.Revision, files, imageChanges(plan), msg, author)
 		if err == nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("cancelled before the push; nothing was pushed: %w", context.Cause(ctx)))
@@ -353,14 +353,30 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		if !errors.Is(err, gitrepo.ErrMoved) || attempt == pushRetries {
 			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
 		}
-		// Someone else pushed: keep their commit, and make the same edits
-		// again on top of it.
-		e.log.Info("the branch moved during the release; re-applying the edits on the new revision", "attempt", attempt, "error", err)
-		rev, m2, merr := e.manifests(ctx)
-		if merr != nil {
-			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", merr)
+		// Someone else pushed: keep their commit, and plan again from it.
+		// Locks, automation and filters are read there. A plan a person
+		// confirmed must come out the same (what they pushed touched
+		// nothing being released); otherwise nothing is pushed. An
+		// automated job's plan is fluxd's own: it goes on with the new
+		// one, which leaves out what no longer qualifies.
+		e.log.Info("the branch moved during the release; planning again from the new head", "attempt", attempt, "error", err)
+		now, m2, perr := e.plan(ctx, spec)
+		if perr != nil {
+			if by := e.movedBy(ctx, plan.Revision, e.lastRev, planFiles(plan)); by != "" {
+				perr = fmt.Errorf("%w; changed by %s", perr, by)
+			}
+			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("the branch moved while fluxd pushed, and planning again from the new head fails: %w; nothing was pushed", perr))
 		}
-		plan.Revision, m = rev, m2
+		if !spec.Automated && now.Checksum != plan.Checksum {
+			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", e.movedUnderPlan(ctx, plan, now))
+		}
+		plan, m = now, m2
+		res.Plan = plan
+		if plan.Updates() == 0 {
+			e.log.Info("the branch moved during an automated release, and nothing is left to release at the new head", "revision", plan.Revision)
+			report(Progress{Stage: StageDone})
+			return res, nil, nil
+		}
 	}
 	e.log.Info("release pushed", "instance", instance, "commit", res.Commit, "updates", plan.Updates(), "user", spec.User)
 	e.pushed(res.Commit)
@@ -574,7 +590,7 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 			revert = ""
 			break
 		}
-		if revert, err = e.repo.Commit(ctx, rev, files, msg, gitrepo.Signature{Name: spec.User}); err == nil {
+		if revert, err = e.commitChecked(ctx, rev, files, imageChanges(back), msg, gitrepo.Signature{Name: spec.User}); err == nil {
 			err = e.repo.Push(ctx, revert)
 		}
 		if err == nil {

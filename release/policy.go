@@ -83,7 +83,11 @@ func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange
 	if ch.Message != "" {
 		msg += "\n" + ch.Message + "\n"
 	}
-	commit, err := e.repo.Commit(ctx, rev, map[string][]byte{def.File: out}, msg, gitrepo.Signature{Name: ch.User})
+	var changes []gitrepo.Change
+	for k, v := range ch.Set {
+		changes = append(changes, gitrepo.Change{Workload: ch.Service, Annotation: k, From: def.Annotations[k], To: v})
+	}
+	commit, err := e.commitChecked(ctx, rev, map[string][]byte{def.File: out}, changes, msg, gitrepo.Signature{Name: ch.User})
 	if err == nil {
 		err = e.repo.Push(ctx, commit)
 	}
