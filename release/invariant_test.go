@@ -231,4 +231,3 @@ func TestKustomizeSiblingsMoveTogetherOrNotAtAll(t *testing.T) {
 		t.Errorf("both released: %d updates, kustomization:\n%s", res.Plan.Updates(), repo.files["prod/kustomization.yaml"])
 	}
 }
-
