@@ -1,7 +1,6 @@
 package release
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -581,16 +580,19 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 			return "", nil, err
 		}
 		back.Revision = rev
-		if files, err = e.edit(back, m); err != nil {
-			return "", nil, err
-		}
-		if e.unchanged(files) {
+		todo := stillToRevert(back, m)
+		if todo.Updates() == 0 {
 			// git has the revert already (a fluxd that stopped while it
 			// rolled back had pushed it): apply and follow it, no commit.
-			revert = ""
+			revert, files = "", nil
 			break
 		}
-		if revert, err = e.commitChecked(ctx, rev, files, imageChanges(back), msg, gitrepo.Signature{Name: spec.User}); err == nil {
+		// A container git holds at a third image (a person's fix since
+		// the release) refuses the edit: a rollback overwrites nothing.
+		if files, err = e.edit(todo, m); err != nil {
+			return "", nil, err
+		}
+		if revert, err = e.commitChecked(ctx, rev, files, imageChanges(todo), msg, gitrepo.Signature{Name: spec.User}); err == nil {
 			err = e.repo.Push(ctx, revert)
 		}
 		if err == nil {
@@ -603,7 +605,14 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 	}
 	gens := map[platform.ID]int64{}
 	for _, it := range back.Items {
-		doc, err := e.workloadDoc(it.File, files[it.File], it.Service)
+		content, ok := files[it.File]
+		if !ok {
+			var err error
+			if content, err = gitrepo.ReadFile(e.repo.Dir(), it.File); err != nil {
+				return revert, nil, err
+			}
+		}
+		doc, err := e.workloadDoc(it.File, content, it.Service)
 		if err != nil {
 			return revert, nil, err
 		}
@@ -614,13 +623,30 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 	return revert, gens, nil
 }
 
-// unchanged reports whether every edited file equals the clone's copy.
-func (e *Engine) unchanged(files map[string][]byte) bool {
-	for f, b := range files {
-		cur, err := gitrepo.ReadFile(e.repo.Dir(), f)
-		if err != nil || !bytes.Equal(cur, b) {
-			return false
+// stillToRevert is the revert plan back without the containers git
+// already holds at their image from before the release.
+func stillToRevert(back *Plan, m *gitrepo.Manifests) *Plan {
+	todo := &Plan{Revision: back.Revision}
+	for _, it := range back.Items {
+		def, ok := m.Workloads[it.Service]
+		left := it
+		left.Updates = nil
+		for _, u := range it.Updates {
+			done := false
+			if ok {
+				for _, c := range def.Containers {
+					if c.Name == u.Container && c.Image == u.Target {
+						done = true
+					}
+				}
+			}
+			if !done {
+				left.Updates = append(left.Updates, u)
+			}
+		}
+		if len(left.Updates) > 0 {
+			todo.Items = append(todo.Items, left)
 		}
 	}
-	return true
+	return todo
 }
