@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/fluxd/fluxd/internal/handover"
 	"github.com/fluxd/fluxd/platform"
 )
 
@@ -19,11 +20,6 @@ import (
 // spec.replicas, as the same field manager, so that neither resets the
 // autoscaler's count, and the sync after a release finds nothing of
 // fluxd's to take away.
-
-// handoverManager co-owns spec.replicas, at the value the cluster has,
-// when fluxd let go of it: server-side apply removes a field its last
-// owner drops, and the workload would fall to one replica.
-const handoverManager = "fluxd-autoscaler-handover"
 
 // autoscaled reports whether an HorizontalPodAutoscaler in the cluster
 // targets the workload. One fluxd may not list (no RBAC): then the
@@ -46,8 +42,8 @@ func (c *Cluster) autoscaled(ctx context.Context, id platform.ID) bool {
 }
 
 // leaveReplicas drops spec.replicas from obj, first handing the field
-// over when fluxd owns it in the cluster (an apply from before the
-// autoscaler), so that it keeps its value.
+// over (internal/handover) when fluxd's apply owns it in the cluster, so
+// that it keeps its value.
 func (c *Cluster) leaveReplicas(ctx context.Context, gvr schema.GroupVersionResource, obj *unstructured.Unstructured) {
 	unstructured.RemoveNestedField(obj.Object, "spec", "replicas")
 	live, err := c.dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Get(ctx, obj.GetName(), metav1.GetOptions{})
@@ -55,7 +51,7 @@ func (c *Cluster) leaveReplicas(ctx context.Context, gvr schema.GroupVersionReso
 		return
 	}
 	replicas, found, _ := unstructured.NestedInt64(live.Object, "spec", "replicas")
-	if !found || !ownsReplicas(live.GetManagedFields()) {
+	if !found || !handover.OwnsReplicas(live.GetManagedFields(), FieldManager) {
 		return
 	}
 	patch, _ := json.Marshal(map[string]any{
@@ -65,22 +61,5 @@ func (c *Cluster) leaveReplicas(ctx context.Context, gvr schema.GroupVersionReso
 	})
 	force := false
 	_, _ = c.dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.ApplyPatchType, patch,
-		metav1.PatchOptions{FieldManager: handoverManager, Force: &force})
-}
-
-// ownsReplicas reports whether fluxd's apply owns spec.replicas.
-func ownsReplicas(fields []metav1.ManagedFieldsEntry) bool {
-	for _, f := range fields {
-		if f.Manager != FieldManager || f.Operation != metav1.ManagedFieldsOperationApply || f.FieldsV1 == nil {
-			continue
-		}
-		var set map[string]map[string]any
-		if json.Unmarshal(f.FieldsV1.Raw, &set) != nil {
-			continue
-		}
-		if _, ok := set["f:spec"]["f:replicas"]; ok {
-			return true
-		}
-	}
-	return false
+		metav1.PatchOptions{FieldManager: handover.Manager, Force: &force})
 }
