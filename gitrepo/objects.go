@@ -29,15 +29,22 @@ type Objects struct {
 // and, for a directory holding a kustomization.yaml, what kustomize builds
 // from it (as 'kubectl apply -k' would) instead of its files one by one.
 func ReadObjects(root string, dirs []string) (*Objects, error) {
-	return readObjects(root, dirs, nil)
+	out, _, err := readObjects(root, dirs, nil)
+	return out, err
 }
 
-// readObjects is ReadObjects with the files of overlay (relative paths)
-// read in place of the clone's: what a commit of those files would hold.
-func readObjects(root string, dirs []string, overlay map[string][]byte) (*Objects, error) {
-	out := &Objects{}
+// readObjects is ReadObjects twice in one walk: as the clone holds the
+// files (before), and with the files of overlay (relative paths) in place
+// of the clone's (after: what a commit of those files would hold; nil
+// when overlay is). A file the overlay leaves alone is read once, and its
+// objects are shared by both.
+func readObjects(root string, dirs []string, overlay map[string][]byte) (before, after *Objects, err error) {
+	before = &Objects{}
+	if overlay != nil {
+		after = &Objects{}
+	}
 	seen := map[string]bool{}
-	var kust *kustomizer
+	var kust, kustAfter *kustomizer
 	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -65,17 +72,30 @@ func readObjects(root string, dirs []string, overlay map[string][]byte) (*Object
 					if kust, err = newKustomizer(root); err != nil {
 						return err
 					}
+				}
+				objs, err := kust.build(rel)
+				if err != nil {
+					before.Problems = append(before.Problems, err)
+				}
+				before.Objects = append(before.Objects, objs...)
+				if after == nil {
+					return filepath.SkipDir
+				}
+				if kustAfter == nil {
+					if kustAfter, err = newKustomizer(root); err != nil {
+						return err
+					}
 					for f, b := range overlay {
-						if err := kust.fs.WriteFile("/"+filepath.ToSlash(f), b); err != nil {
+						if err := kustAfter.fs.WriteFile("/"+filepath.ToSlash(f), b); err != nil {
 							return err
 						}
 					}
 				}
-				objs, err := kust.build(rel)
+				objs, err = kustAfter.build(rel)
 				if err != nil {
-					out.Problems = append(out.Problems, err)
+					after.Problems = append(after.Problems, err)
 				}
-				out.Objects = append(out.Objects, objs...)
+				after.Objects = append(after.Objects, objs...)
 				return filepath.SkipDir
 			}
 			switch filepath.Ext(path) {
@@ -83,23 +103,30 @@ func readObjects(root string, dirs []string, overlay map[string][]byte) (*Object
 			default:
 				return nil
 			}
-			content, ok := overlay[rel]
-			if !ok {
-				if content, err = ReadFile(root, rel); err != nil {
-					out.Problems = append(out.Problems, err)
-					return nil
-				}
+			var objs []platform.Object
+			var problems []error
+			if content, err := ReadFile(root, rel); err != nil {
+				problems = []error{err}
+			} else {
+				objs, problems = ParseObjects(rel, content)
 			}
-			objs, problems := ParseObjects(rel, content)
-			out.Objects = append(out.Objects, objs...)
-			out.Problems = append(out.Problems, problems...)
+			before.Objects = append(before.Objects, objs...)
+			before.Problems = append(before.Problems, problems...)
+			if after == nil {
+				return nil
+			}
+			if edited, ok := overlay[rel]; ok {
+				objs, problems = ParseObjects(rel, edited)
+			}
+			after.Objects = append(after.Objects, objs...)
+			after.Problems = append(after.Problems, problems...)
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("reading manifests: %w", err)
+			return nil, nil, fmt.Errorf("reading manifests: %w", err)
 		}
 	}
-	return out, nil
+	return before, after, nil
 }
 
 // ParseObjects returns the objects in one file's content, each with its

@@ -36,10 +36,15 @@ func (c Change) String() string {
 	return fmt.Sprintf("%s container %s: %s -> %s", c.Workload, c.Container, c.From, c.To)
 }
 
-// Render is every object the commit made of the clone's files, with the
-// files of overlay (paths relative to root) in place of the clone's,
-// would hold under dirs, as the sync reads them (ReadObjects).
-func Render(root string, dirs []string, overlay map[string][]byte) (*Objects, error) {
+// Render reads every object under dirs as the sync reads them
+// (ReadObjects), twice: as the clone holds them (before, the parent
+// commit), and with the files of overlay (paths relative to root) in
+// place of the clone's (after, the commit of those files). Files the
+// overlay leaves alone are read once.
+func Render(root string, dirs []string, overlay map[string][]byte) (before, after *Objects, err error) {
+	if overlay == nil {
+		overlay = map[string][]byte{}
+	}
 	return readObjects(root, dirs, overlay)
 }
 

@@ -38,7 +38,7 @@ func writeFiles(t testing.TB, root string, files map[string]string) {
 // files under apps/, a kustomization in k/prod over k/base.
 var renderDirs = []string{"apps", "k/prod"}
 
-func render(t testing.TB, root string, overlay map[string][]byte) *Objects {
+func renderPair(t testing.TB, root string, overlay map[string][]byte) (*Objects, *Objects) {
 	t.Helper()
 	var dirs []string
 	for _, d := range renderDirs {
@@ -46,11 +46,11 @@ func render(t testing.TB, root string, overlay map[string][]byte) *Objects {
 			dirs = append(dirs, filepath.Join(root, d))
 		}
 	}
-	objs, err := Render(root, dirs, overlay)
+	before, after, err := Render(root, dirs, overlay)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return objs
+	return before, after
 }
 
 func dep(name string) platform.ID {
@@ -144,7 +144,8 @@ func TestCheckRender(t *testing.T) {
 			}
 			// The kustomization is read where it is; the base files
 			// are not walked on their own.
-			err := CheckRender(render(t, root, nil), render(t, root, overlay), tc.changes)
+			before, after := renderPair(t, root, overlay)
+			err := CheckRender(before, after, tc.changes)
 			if tc.moved == nil {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
@@ -241,7 +242,8 @@ func TestCheckRenderRandomized(t *testing.T) {
 		}
 		planned := Change{Workload: id, Container: c.Name, From: c.Image, To: to}
 		unplanned := oracle(t, root, files, overlay, planned)
-		err = CheckRender(render(t, root, nil), render(t, root, overlay), []Change{planned})
+		before, after := renderPair(t, root, overlay)
+		err = CheckRender(before, after, []Change{planned})
 		var re *RenderError
 		switch {
 		case len(unplanned) == 0 && err != nil:

@@ -44,11 +44,7 @@ func (e *Engine) checkRender(files map[string][]byte, changes []gitrepo.Change) 
 	if err != nil {
 		return fluxerr.New(fluxerr.User, err, "")
 	}
-	before, err := gitrepo.Render(e.repo.Dir(), dirs, nil)
-	if err != nil {
-		return err
-	}
-	after, err := gitrepo.Render(e.repo.Dir(), dirs, files)
+	before, after, err := gitrepo.Render(e.repo.Dir(), dirs, files)
 	if err != nil {
 		return err
 	}
