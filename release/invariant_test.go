@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/fluxerr"
@@ -229,5 +230,59 @@ func TestKustomizeSiblingsMoveTogetherOrNotAtAll(t *testing.T) {
 	}
 	if res.Plan.Updates() != 2 || !strings.Contains(string(repo.files["prod/kustomization.yaml"]), "newTag: \"1.2\"") {
 		t.Errorf("both released: %d updates, kustomization:\n%s", res.Plan.Updates(), repo.files["prod/kustomization.yaml"])
+	}
+}
+
+// A rollback reverts only what git still holds at the release's image:
+// a person's fix pushed since the release is never overwritten by it.
+func TestARollbackNeverOverwritesALaterFix(t *testing.T) {
+	e, _, remote, _ := gitEngine(t)
+	ctx := context.Background()
+	spec := Spec{Services: []platform.ID{id("web")}, Image: "reg/web:1.2", User: "quinn"}
+	res, err := e.Execute(ctx, "team-a", spec, history.Release, ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fixed := strings.Replace(appsYAML, "image: reg/web:1.0 # pinned", "image: reg/web:1.2-fix", 1)
+	personPushes(t, remote, "Fix web", map[string]string{"apps.yaml": fixed})
+	_, err = e.rollback(ctx, "team-a", spec, res.Plan, res.Commit, errors.New("the rollout failed"), ExecOptions{}, func(Progress) {})
+	if !errors.Is(err, gitrepo.ErrConflict) {
+		t.Errorf("rollback over a later fix: %v; want a conflict", err)
+	}
+	if got := remoteFile(t, remote, "apps.yaml"); got != strings.TrimSpace(fixed) {
+		t.Errorf("git lost the fix:\n%s", got)
+	}
+}
+
+// An automated batch whose push meets a lock pushed meanwhile plans again
+// at the new head: the locked service is dropped, the rest released.
+func TestAutomatedBatchMeetsALockDuringItsPush(t *testing.T) {
+	e, repo, remote, _ := gitEngine(t)
+	ctx := context.Background()
+	automated := appsYAML
+	for _, svc := range []platform.ID{id("web"), id("current")} {
+		b, err := gitrepo.SetAnnotations([]byte(automated), svc, map[string]string{AnnotationAutomated: "true"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		automated = string(b)
+	}
+	personPushes(t, remote, "Automate web and current", map[string]string{"apps.yaml": automated})
+	locked, err := gitrepo.SetAnnotations([]byte(automated), id("current"), map[string]string{AnnotationLocked: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo.before = func() { personPushes(t, remote, "Lock current", map[string]string{"apps.yaml": string(locked)}) }
+	spec := Spec{Services: []platform.ID{id("web"), id("current")}, AllLatest: true, User: "fluxd", Automated: true}
+	res, err := e.Execute(ctx, "team-a", spec, history.AutomatedRelease, ExecOptions{})
+	if err != nil {
+		t.Fatalf("the batch failed: %v", err)
+	}
+	got := remoteFile(t, remote, "apps.yaml")
+	if !strings.Contains(got, "image: reg/web:1.2 # pinned") || !strings.Contains(got, "image: reg/web:1.1\n") {
+		t.Errorf("want web released and current (locked) left alone:\n%s", got)
+	}
+	if res.Plan.Updates() != 1 {
+		t.Errorf("executed plan: %+v", res.Plan.Items)
 	}
 }
