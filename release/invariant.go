@@ -71,7 +71,8 @@ func imageChanges(plan *Plan) []gitrepo.Change {
 }
 
 // movedBy names the commits after from up to to that changed files (all
-// commits when files is empty): who changed what under a plan.
+// of them when none did, or files is empty): who changed what under a
+// plan.
 func (e *Engine) movedBy(ctx context.Context, from, to string, files []string) string {
 	lister, ok := e.repo.(interface {
 		Commits(ctx context.Context, from, to string) ([]gitrepo.CommitInfo, error)
@@ -100,7 +101,15 @@ func (e *Engine) movedBy(ctx context.Context, from, to string, files []string) s
 		}
 	}
 	if len(named) == 0 {
-		return ""
+		// None touched the files edited (a kustomization's base, say):
+		// name the commits the branch moved by.
+		for i, c := range cs {
+			if i == 5 {
+				named = append(named, fmt.Sprintf("and %d more", len(cs)-5))
+				break
+			}
+			named = append(named, c.String())
+		}
 	}
 	return strings.Join(named, "; ")
 }
