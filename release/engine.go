@@ -443,9 +443,13 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			item.Action, item.Reason = Skip, ReasonExcluded
 		case !inGit:
 			item.Action, item.Reason = Skip, ReasonNotInGit
-		case def.Annotations[AnnotationLocked] == "true" && !(spec.Force && !spec.All):
+		case spec.Automated && def.Annotations[AnnotationAutomated] != "true":
+			// Read at the commit the release is made on: a service
+			// de-automated while the job waited is left out of the batch.
+			item.Action, item.Reason = Skip, ReasonNotAutomated
+		case def.Annotations[AnnotationLocked] == "true" && !(spec.Force && !spec.All && !spec.Automated):
 			reason := LockReason(def.Annotations)
-			if !spec.All {
+			if !spec.All && !spec.Automated {
 				// Named explicitly: refuse rather than quietly skip.
 				return nil, fluxerr.New(fluxerr.Precondition, fmt.Errorf("%s is %s", id, reason),
 					"Unlock it (fluxctl unlock), or release it anyway with --force.")
@@ -467,6 +471,9 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 		plan.Items = append(plan.Items, item)
 	}
 	sort.Slice(plan.Items, func(i, j int) bool { return plan.Items[i].Service.String() < plan.Items[j].Service.String() })
+	if err := kustomizeSiblings(spec, plan, m); err != nil {
+		return nil, err
+	}
 	targeted := map[string][]string{}
 	for _, it := range plan.Items {
 		if it.Action == Update {
@@ -684,9 +691,13 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 			}
 			content = b
 		}
+		// Every edit names the image it replaces, the plan's: git
+		// holding another one refuses it (compare-and-swap).
 		images := map[string]string{}
+		changes := map[string]gitrepo.ImageChange{}
 		for _, u := range it.Updates {
 			images[u.Container] = u.Target
+			changes[u.Container] = gitrepo.ImageChange{From: u.Current, To: u.Target}
 		}
 		var out []byte
 		var err error
@@ -697,9 +708,16 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 			for _, c := range def.Containers {
 				current[c.Name] = c.Image
 			}
-			out, err = gitrepo.SetKustomizeImages(e.repo.Dir(), it.File, content, it.Service, current, images)
+			for _, u := range it.Updates {
+				if cur, ok := current[u.Container]; ok && cur != u.Current {
+					err = &gitrepo.ConflictError{ID: it.Service, What: fmt.Sprintf("container %s's image (as %s builds it)", u.Container, it.File), Want: u.Current, Got: cur}
+				}
+			}
+			if err == nil {
+				out, err = gitrepo.SetKustomizeImages(e.repo.Dir(), it.File, content, it.Service, current, images)
+			}
 		} else {
-			out, err = gitrepo.SetImages(content, it.Service, images)
+			out, err = gitrepo.SetImages(content, it.Service, changes)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("editing %s in %s: %w", it.Service, it.File, err)

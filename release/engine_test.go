@@ -318,6 +318,7 @@ func TestRolloutOfADeletedWorkloadFails(t *testing.T) {
 // registry no longer offers; the job plans 1.2).
 func TestAutomatedMessageFollowsTheExecutedPlan(t *testing.T) {
 	e, repo, _, rec := newTestEngine(t)
+	automate(t, repo.Dir(), id("web"), id("current"))
 	spec := Spec{Services: []platform.ID{id("web"), id("current")}, AllLatest: true, User: "fluxd", Automated: true,
 		Message: "automated release of default:deployment/web web=reg/web:1.3; default:deployment/current web=reg/web:1.3"}
 	if _, err := e.Execute(context.Background(), "team-a", spec, history.AutomatedRelease, ExecOptions{}); err != nil {
@@ -342,5 +343,24 @@ func TestAutomatedMessageFollowsTheExecutedPlan(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("history messages (-want +got):\n%s", diff)
+	}
+}
+
+// automate writes fluxd.io/automated: "true" on the services in the
+// test repository's apps.yaml, as 'fluxctl automate' does.
+func automate(t *testing.T, dir string, ids ...platform.ID) {
+	t.Helper()
+	f := filepath.Join(dir, "apps.yaml")
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if b, err = gitrepo.SetAnnotations(b, id, map[string]string{AnnotationAutomated: "true"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(f, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

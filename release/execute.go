@@ -1,7 +1,6 @@
 package release
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -369,7 +368,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 			msg += "\n" + JobTrailer(o.JobID) + "\n"
 		}
 		var commit string
-		commit, err = e.repo.Commit(ctx, plan.Revision, files, msg, author)
+		commit, err = e.commitChecked(ctx, plan.Revision, files, imageChanges(plan), msg, author)
 		if err == nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, nil, e.dropLocalCommit(ctx, instance, spec, plan, start)
@@ -400,14 +399,41 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		if !errors.Is(err, gitrepo.ErrMoved) || attempt == pushRetries {
 			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
 		}
-		// Someone else pushed: keep their commit, and make the same edits
-		// again on top of it.
-		e.log.Info("the branch moved during the release; re-applying the edits on the new revision", "attempt", attempt, "error", err)
-		rev, m2, merr := e.manifests(ctx)
-		if merr != nil {
-			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", merr)
+		// Someone else pushed: keep their commit, and plan again from it.
+		// Locks, automation and filters are read there. A plan a person
+		// confirmed must come out the same (what they pushed touched
+		// nothing being released); otherwise nothing is pushed. An
+		// automated job's plan is fluxd's own: it goes on with the new
+		// one, which leaves out what no longer qualifies.
+		e.log.Info("the branch moved during the release; planning again from the new head", "attempt", attempt, "error", err)
+		// Under the git lock: the registry reads are the ones this job
+		// made before taking it (planLocked reads nothing more).
+		var now *Plan
+		var m2 *gitrepo.Manifests
+		_, perr := e.fetch(ctx)
+		if perr == nil {
+			var retry bool
+			now, m2, retry, perr = e.planLocked(ctx, spec, lister)
+			if perr == nil && retry {
+				perr = errors.New("the new head needs registry reads this release had not made (try the release again)")
+			}
 		}
-		plan.Revision, m = rev, m2
+		if perr != nil {
+			if by := e.movedBy(ctx, plan.Revision, e.lastRev, planFiles(plan)); by != "" {
+				perr = fmt.Errorf("%w; changed by %s", perr, by)
+			}
+			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("the branch moved while fluxd pushed, and planning again from the new head fails: %w; nothing was pushed", perr))
+		}
+		if !spec.Automated && now.Checksum != plan.Checksum {
+			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", e.movedUnderPlan(ctx, plan, now))
+		}
+		plan, m = now, m2
+		res.Plan = plan
+		if plan.Updates() == 0 {
+			e.log.Info("the branch moved during an automated release, and nothing is left to release at the new head", "revision", plan.Revision)
+			report(Progress{Stage: StageDone})
+			return res, nil, nil
+		}
 	}
 	e.log.Info("release pushed", "instance", instance, "commit", res.Commit, "updates", plan.Updates(), "user", spec.User)
 	e.pushed(res.Commit)
@@ -623,16 +649,19 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 			return "", nil, err
 		}
 		back.Revision = rev
-		if files, err = e.edit(back, m); err != nil {
-			return "", nil, err
-		}
-		if e.unchanged(files) {
+		todo := stillToRevert(back, m)
+		if todo.Updates() == 0 {
 			// git has the revert already (a fluxd that stopped while it
 			// rolled back had pushed it): apply and follow it, no commit.
-			revert = ""
+			revert, files = "", nil
 			break
 		}
-		if revert, err = e.repo.Commit(ctx, rev, files, msg, authorOf(spec.User)); err == nil {
+		// A container git holds at a third image (a person's fix since
+		// the release) refuses the edit: a rollback overwrites nothing.
+		if files, err = e.edit(todo, m); err != nil {
+			return "", nil, err
+		}
+		if revert, err = e.commitChecked(ctx, rev, files, imageChanges(todo), msg, authorOf(spec.User)); err == nil {
 			err = e.repo.Push(ctx, revert)
 		}
 		if err == nil {
@@ -645,7 +674,14 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 	}
 	gens := map[platform.ID]int64{}
 	for _, it := range back.Items {
-		doc, err := e.workloadDoc(it.File, files[it.File], it.Service)
+		content, ok := files[it.File]
+		if !ok {
+			var err error
+			if content, err = gitrepo.ReadFile(e.repo.Dir(), it.File); err != nil {
+				return revert, nil, err
+			}
+		}
+		doc, err := e.workloadDoc(it.File, content, it.Service)
 		if err != nil {
 			return revert, nil, err
 		}
@@ -656,13 +692,30 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 	return revert, gens, nil
 }
 
-// unchanged reports whether every edited file equals the clone's copy.
-func (e *Engine) unchanged(files map[string][]byte) bool {
-	for f, b := range files {
-		cur, err := gitrepo.ReadFile(e.repo.Dir(), f)
-		if err != nil || !bytes.Equal(cur, b) {
-			return false
+// stillToRevert is the revert plan back without the containers git
+// already holds at their image from before the release.
+func stillToRevert(back *Plan, m *gitrepo.Manifests) *Plan {
+	todo := &Plan{Revision: back.Revision}
+	for _, it := range back.Items {
+		def, ok := m.Workloads[it.Service]
+		left := it
+		left.Updates = nil
+		for _, u := range it.Updates {
+			done := false
+			if ok {
+				for _, c := range def.Containers {
+					if c.Name == u.Container && c.Image == u.Target {
+						done = true
+					}
+				}
+			}
+			if !done {
+				left.Updates = append(left.Updates, u)
+			}
+		}
+		if len(left.Updates) > 0 {
+			todo.Items = append(todo.Items, left)
 		}
 	}
-	return true
+	return todo
 }

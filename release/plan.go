@@ -72,6 +72,7 @@ const (
 	ReasonNotFound     = "image not found"
 	ReasonRegistry     = "cannot read the registry"
 	ReasonNoContainers = "no containers with images"
+	ReasonNotAutomated = "no longer automated (read at the commit the release was made on)"
 )
 
 // ContainerUpdate is one container's change.

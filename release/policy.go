@@ -91,7 +91,11 @@ func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange
 	_, _ = rand.Read(raw[:])
 	trailerID := "policy-" + hex.EncodeToString(raw[:])
 	msg += "\n" + JobTrailer(trailerID) + "\n"
-	commit, err := e.repo.Commit(ctx, rev, map[string][]byte{def.File: out}, msg, authorOf(ch.User))
+	var changes []gitrepo.Change
+	for k, v := range ch.Set {
+		changes = append(changes, gitrepo.Change{Workload: ch.Service, Annotation: k, From: def.Annotations[k], To: v})
+	}
+	commit, err := e.commitChecked(ctx, rev, map[string][]byte{def.File: out}, changes, msg, authorOf(ch.User))
 	if err == nil {
 		err = e.repo.Push(ctx, commit)
 		if err != nil && !errors.Is(err, gitrepo.ErrMoved) && !stopping(ctx) {

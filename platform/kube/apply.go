@@ -27,7 +27,8 @@ var resources = map[string]schema.GroupVersionResource{
 // Apply applies one workload's manifest (YAML or JSON) with server-side
 // apply, as field manager "fluxd", taking over conflicting fields: git is
 // the source of truth. It returns the workload's generation after the
-// apply, which its rollout must reach.
+// apply, which its rollout must reach. A workload an autoscaler targets
+// is applied without spec.replicas (autoscale.go).
 func (c *Cluster) Apply(ctx context.Context, id platform.ID, manifest []byte) (int64, error) {
 	var obj unstructured.Unstructured
 	if err := yaml.Unmarshal(manifest, &obj.Object); err != nil {
@@ -45,6 +46,9 @@ func (c *Cluster) Apply(ctx context.Context, id platform.ID, manifest []byte) (i
 	}
 	if c.dynamic == nil {
 		return 0, fmt.Errorf("applying %s: no dynamic client", id)
+	}
+	if c.autoscaled(ctx, id) {
+		c.leaveReplicas(ctx, gvr, &obj)
 	}
 	out, err := c.dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Apply(ctx, obj.GetName(), &obj,
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})

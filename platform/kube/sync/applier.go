@@ -138,7 +138,7 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 		opts.NoPrune = "the inventory could not be used"
 	}
 	items, results, refused := a.prepare(objs)
-	a.leaveReplicasToAutoscalers(ctx, items)
+	a.leaveReplicasToAutoscalers(ctx, items, opts.DryRun)
 	var defs, classes, rest []*item
 	for _, it := range items {
 		switch {
