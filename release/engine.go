@@ -365,6 +365,15 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 	plan := &Plan{Revision: rev}
 	for _, id := range targets {
 		def, inGit := m.Workloads[id]
+		if spec.Scope != nil {
+			file := ""
+			if inGit {
+				file = def.File
+			}
+			if !spec.Scope.Contains(id.Namespace, file) {
+				continue // outside the instance's scope: not there for it
+			}
+		}
 		item := Item{Service: id}
 		switch {
 		case excluded[id]:

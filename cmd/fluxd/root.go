@@ -296,6 +296,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	warnUnscoped(tokens.Instances(), log)
 
 	kcfg := kube.Config{Kubeconfig: f.kubeconfig, Context: f.kubeContext, Namespaces: f.namespaces, QPS: f.kubeQPS, Burst: f.kubeBurst}
 	rc, err := kube.RESTConfig(kcfg)
@@ -396,7 +397,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return ctx.Err()
 	}
 	engine := release.NewEngine(repo, images, cluster, store, log)
-	syncs, err := newSyncer(f.sync, syncSource(gcfg.URL, gcfg.Branch, gcfg.Paths), rc, engine, store, reg, log)
+	guard := newGuard(ctx, f.sync, rc, log)
+	cluster.SetGuard(guard)
+	syncs, err := newSyncer(f.sync, syncSource(gcfg.URL, gcfg.Branch, gcfg.Paths), rc, guard, engine, store, reg, log)
 	if err != nil {
 		return err
 	}

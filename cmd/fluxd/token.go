@@ -3,6 +3,9 @@ package main
 import (
 	"fmt"
 	"io"
+	"log/slog"
+	"maps"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -51,4 +54,18 @@ func createToken(w io.Writer, file, instance, roleName string) error {
 	}
 	_, err = fmt.Fprintln(w, token)
 	return err
+}
+
+// warnUnscoped warns, once at start, of each instance of the tokens file
+// that has no scope: its deployers may release, lock and automate every
+// service fluxd sees, as before scopes existed. A scoped one is logged at
+// info, with its scope.
+func warnUnscoped(instances map[string]*auth.Scope, log *slog.Logger) {
+	for _, inst := range slices.Sorted(maps.Keys(instances)) {
+		if sc := instances[inst]; sc != nil {
+			log.Info("instance scope", "component", "auth", "instance", inst, "scope", sc.String())
+			continue
+		}
+		log.Warn("instance has no scope: its deployers may release, lock and automate every service fluxd sees; give it one with a line 'scope "+inst+" namespaces=NS[,NS...] [paths=PATH,...]' in the tokens file", "component", "auth", "instance", inst)
+	}
 }

@@ -25,12 +25,16 @@ const TokenPrefix = "fxd_"
 // file changes, so a token created while fluxd runs works at once.
 //
 // The file has one token per line: "sha256:<hex> <instance> <role>".
-// Blank lines and lines starting with '#' are ignored.
+// A line "scope <instance> namespaces=NS[,NS...] [paths=PATH[,PATH...]]"
+// gives an instance its scope (at most one per instance; it applies to
+// all of the instance's tokens). Blank lines and lines starting with '#'
+// are ignored.
 type Store struct {
 	path string
 
 	mu      sync.Mutex
 	entries []entry
+	scopes  map[string]*Scope
 	modTime time.Time
 	size    int64
 }
@@ -99,37 +103,83 @@ func (s *Store) reload() error {
 	if s.entries != nil && fi.ModTime().Equal(s.modTime) && fi.Size() == s.size {
 		return nil
 	}
-	entries, err := parseFile(s.path)
+	entries, scopes, err := parseFile(s.path)
 	if err != nil {
 		return err
 	}
-	s.entries, s.modTime, s.size = entries, fi.ModTime(), fi.Size()
+	s.entries, s.scopes, s.modTime, s.size = entries, scopes, fi.ModTime(), fi.Size()
 	return nil
 }
 
-func parseFile(path string) ([]entry, error) {
+// Instances lists the instances the tokens file names (by a token or a
+// scope line) with their scopes, nil for an unscoped one.
+func (s *Store) Instances() map[string]*Scope {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]*Scope{}
+	for _, e := range s.entries {
+		out[e.id.Instance] = e.id.Scope
+	}
+	for inst, sc := range s.scopes {
+		out[inst] = sc
+	}
+	return out
+}
+
+func parseFile(path string) ([]entry, map[string]*Scope, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading tokens file: %w", err)
+		return nil, nil, fmt.Errorf("reading tokens file: %w", err)
 	}
 	defer f.Close()
 	entries := []entry{}
+	scopes := map[string]*Scope{}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
+		if fields := strings.Fields(line); fields[0] == "scope" {
+			inst, scope, err := parseScopeLine(fields)
+			if err == nil && scopes[inst] != nil {
+				err = fmt.Errorf("instance %s has a scope already, on an earlier line: give each instance one scope line", inst)
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("tokens file %s, line %d: %w", path, n, err)
+			}
+			scopes[inst] = scope
+			continue
+		}
 		e, err := parseLine(line)
 		if err != nil {
-			return nil, fmt.Errorf("tokens file %s, line %d: %w", path, n, err)
+			return nil, nil, fmt.Errorf("tokens file %s, line %d: %w", path, n, err)
 		}
 		entries = append(entries, e)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading tokens file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("reading tokens file %s: %w", path, err)
 	}
-	return entries, nil
+	// A scope line applies to the instance's tokens wherever it is.
+	for i := range entries {
+		entries[i].id.Scope = scopes[entries[i].id.Instance]
+	}
+	return entries, scopes, nil
+}
+
+// parseScopeLine parses "scope <instance> namespaces=... [paths=...]".
+func parseScopeLine(fields []string) (string, *Scope, error) {
+	if len(fields) < 3 {
+		return "", nil, errors.New(`want "scope <instance> namespaces=NS[,NS...] [paths=PATH[,PATH...]]"`)
+	}
+	if err := ValidateInstance(fields[1]); err != nil {
+		return "", nil, err
+	}
+	s, err := parseScope(fields[2:])
+	if err != nil {
+		return "", nil, fmt.Errorf("scope of %s: %w", fields[1], err)
+	}
+	return fields[1], s, nil
 }
 
 func parseLine(line string) (entry, error) {
@@ -168,7 +218,7 @@ func Create(path string, id Identity) (string, error) {
 	if id.Role < Viewer || id.Role > Admin {
 		return "", fmt.Errorf("unknown role %v", id.Role)
 	}
-	if _, err := parseFile(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if _, _, err := parseFile(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("refusing to append to a tokens file that does not parse: %w", err)
 	}
 	var raw [32]byte

@@ -39,6 +39,9 @@ func (c *Cluster) Apply(ctx context.Context, id platform.ID, manifest []byte) (i
 	if obj.GetNamespace() == "" {
 		obj.SetNamespace(id.Namespace)
 	}
+	if err := c.guard.Check(&obj); err != nil {
+		return 0, fmt.Errorf("applying %s: %w", id, err)
+	}
 	gvr, ok := resources[id.Kind]
 	if !ok {
 		return 0, fmt.Errorf("applying %s: fluxd does not manage kind %s", id, id.Kind)
