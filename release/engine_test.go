@@ -15,6 +15,7 @@ import (
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 )
@@ -154,6 +155,18 @@ func TestPlan(t *testing.T) {
 		{"unused repository", Spec{Services: []platform.ID{id("web")}, Image: "reg/db:5"}, []row{
 			{"web", "skip", ReasonNotUsed, ""},
 		}},
+		// A scoped instance's release of all: only what is in its scope.
+		{"all latest, scope of another namespace", Spec{All: true, AllLatest: true, Scope: &auth.Scope{Namespaces: []string{"team-b"}}}, nil},
+		{"all latest, scope of another path", Spec{All: true, AllLatest: true, Scope: &auth.Scope{Namespaces: []string{"default"}, Paths: []string{"teams/b"}}}, []row{
+			{"drift", "skip", ReasonNotInGit, ""}, // only in the cluster: in scope by namespace
+		}},
+		{"all latest, scope of the file", Spec{All: true, AllLatest: true, Scope: &auth.Scope{Namespaces: []string{"default"}, Paths: []string{"apps.yaml"}}}, []row{
+			{"current", "update", "", "web:reg/web:1.1->reg/web:1.2"},
+			{"drift", "skip", ReasonNotInGit, ""},
+			{"frozen", "skip", "locked: incident 7", ""},
+			{"web", "update", "", "web:reg/web:1.0->reg/web:1.2"},
+		}},
+		{"named service outside the scope", Spec{Services: []platform.ID{id("web")}, AllLatest: true, Scope: &auth.Scope{Namespaces: []string{"team-b"}}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := e.Plan(ctx, tc.spec)

@@ -49,17 +49,20 @@ func TestGuardRefusesWhatCouldTakeOverTheCluster(t *testing.T) {
 		{"ConfigMap in fluxd's namespace", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: fluxd}", "--sync-allow-own-namespace", func(c *Config) { c.AllowOwnNamespace = true }},
 		{"fluxd's Namespace itself", "apiVersion: v1\nkind: Namespace\nmetadata: {name: fluxd}", "--sync-allow-own-namespace", func(c *Config) { c.AllowOwnNamespace = true }},
 		{"ConfigMap elsewhere", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: apps}", "", nil},
-		{"Deployment as fluxd's SA", deployment("fluxd", "fluxd"), "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnNamespace = true; c.AllowOwnServiceAccount = true }},
+		{"Deployment as fluxd's SA", deployment("fluxd", "fluxd"), "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnServiceAccount = true }},
 		{"Deployment as another SA in fluxd's namespace", deployment("fluxd", "web"), "--sync-allow-own-namespace", func(c *Config) { c.AllowOwnNamespace = true }},
 		{"Deployment named like fluxd's SA elsewhere", deployment("apps", "fluxd"), "", nil},
-		{"Pod as fluxd's SA (deprecated field)", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: fluxd}\nspec:\n  serviceAccount: fluxd" + strings.ReplaceAll(podSpec, "\n      ", "\n  "), "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnNamespace = true; c.AllowOwnServiceAccount = true }},
-		{"CronJob as fluxd's SA", "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c, namespace: fluxd}\nspec:\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          serviceAccountName: fluxd\n          containers: [{name: a, image: b}]", "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnNamespace = true; c.AllowOwnServiceAccount = true }},
-		{"a custom resource's pod template as fluxd's SA", "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: {name: r, namespace: fluxd}\nspec:\n  template:\n    spec:\n      serviceAccountName: fluxd\n      containers: [{name: a, image: b}]", "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnNamespace = true; c.AllowOwnServiceAccount = true }},
-		{"token Secret for fluxd's SA", "apiVersion: v1\nkind: Secret\nmetadata: {name: t, namespace: fluxd, annotations: {kubernetes.io/service-account.name: fluxd}}\ntype: kubernetes.io/service-account-token", "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnNamespace = true; c.AllowOwnServiceAccount = true }},
+		{"Pod as fluxd's SA (deprecated field)", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: fluxd}\nspec:\n  serviceAccount: fluxd" + strings.ReplaceAll(podSpec, "\n      ", "\n  "), "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnServiceAccount = true }},
+		{"CronJob as fluxd's SA", "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c, namespace: fluxd}\nspec:\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          serviceAccountName: fluxd\n          containers: [{name: a, image: b}]", "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnServiceAccount = true }},
+		{"a custom resource's pod template as fluxd's SA", "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: {name: r, namespace: fluxd}\nspec:\n  template:\n    spec:\n      serviceAccountName: fluxd\n      containers: [{name: a, image: b}]", "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnServiceAccount = true }},
+		{"token Secret for fluxd's SA", "apiVersion: v1\nkind: Secret\nmetadata: {name: t, namespace: fluxd, annotations: {kubernetes.io/service-account.name: fluxd}}\ntype: kubernetes.io/service-account-token", "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnServiceAccount = true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := Config{DenyKinds: DefaultDenyKinds, Self: self}
+			// Objects in fluxd's namespace are refused as such first:
+			// the ServiceAccount's cases are seen with it allowed.
+			cfg.AllowOwnNamespace = tc.flag == "--sync-allow-own-service-account"
 			err := New(cfg).Check(obj(t, tc.yaml))
 			if tc.flag == "" {
 				if err != nil {
