@@ -87,8 +87,10 @@ func (r scopeReleaser) Plan(_ context.Context, spec release.Spec) (*release.Plan
 // scopeSync is a sync whose last report holds both teams' objects.
 type scopeSync struct{}
 
-func (scopeSync) Sync(context.Context, bool, bool) (*syncer.Report, error) { return scopeSync{}.Last(), nil }
-func (scopeSync) Running() bool                                              { return true }
+func (scopeSync) Sync(context.Context, bool, bool) (*syncer.Report, error) {
+	return scopeSync{}.Last(), nil
+}
+func (scopeSync) Running() bool { return true }
 func (scopeSync) Last() *syncer.Report {
 	return &syncer.Report{Revision: "rev", Results: []platform.ObjectResult{
 		{Ref: platform.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "a", Name: "web"}, Action: platform.ActionUnchanged},
