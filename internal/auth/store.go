@@ -111,6 +111,16 @@ func (s *Store) reload() error {
 	return nil
 }
 
+// ScopeOf is instance's scope, nil when it has none, from the tokens file
+// as it is now (read again when it changed; when it cannot be read, as it
+// was last read).
+func (s *Store) ScopeOf(instance string) *Scope {
+	_ = s.reload()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.scopes[instance]
+}
+
 // Instances lists the instances the tokens file names (by a token or a
 // scope line) with their scopes, nil for an unscoped one.
 func (s *Store) Instances() map[string]*Scope {
