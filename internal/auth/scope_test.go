@@ -108,3 +108,34 @@ func TestBadScopeLinesNameTheLine(t *testing.T) {
 		})
 	}
 }
+
+// AddScope appends a scope line once, keeps an equal one, and refuses to
+// change one the file has.
+func TestAddScope(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "tokens")
+	sc := &Scope{Namespaces: []string{"a"}, Paths: []string{"teams/a"}}
+	if err := AddScope(path, "team-a", sc); err != nil {
+		t.Fatal(err)
+	}
+	if err := AddScope(path, "team-a", sc); err != nil {
+		t.Errorf("the same scope again: %v", err)
+	}
+	if err := AddScope(path, "team-a", &Scope{Namespaces: []string{"b"}}); err == nil || !strings.Contains(err.Error(), "edit its scope line") {
+		t.Errorf("another scope: %v", err)
+	}
+	tok, err := Create(path, Identity{Instance: "team-a", Role: Deployer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, _ := s.Authenticate(tok); id.Scope.String() != "namespaces=a paths=teams/a" {
+		t.Errorf("scope = %v", id.Scope)
+	}
+	if raw, _ := os.ReadFile(path); strings.Count(string(raw), "scope team-a") != 1 {
+		t.Errorf("the file holds:\n%s", raw)
+	}
+}

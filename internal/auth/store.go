@@ -251,3 +251,40 @@ func Create(path string, id Identity) (string, error) {
 	}
 	return token, nil
 }
+
+// AddScope gives instance its scope in the tokens file at path (created,
+// mode 0600, if needed) by appending a scope line, unless the file gives
+// it that scope already. It refuses to change a scope the file gives it
+// already: that is an edit of the file, which the operator makes.
+func AddScope(path, instance string, scope *Scope) error {
+	if err := ValidateInstance(instance); err != nil {
+		return err
+	}
+	fields := []string{"namespaces=" + strings.Join(scope.Namespaces, ",")}
+	if len(scope.Paths) > 0 {
+		fields = append(fields, "paths="+strings.Join(scope.Paths, ","))
+	}
+	sc, err := parseScope(fields)
+	if err != nil {
+		return err
+	}
+	_, scopes, err := parseFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("refusing to append to a tokens file that does not parse: %w", err)
+	}
+	if old := scopes[instance]; old != nil {
+		if old.String() == sc.String() {
+			return nil
+		}
+		return fmt.Errorf("instance %s has the scope %s in %s already; edit its scope line there to change it", instance, old, path)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening tokens file: %w", err)
+	}
+	if _, err := fmt.Fprintf(f, "scope %s %s\n", instance, sc); err != nil {
+		f.Close()
+		return fmt.Errorf("writing tokens file: %w", err)
+	}
+	return f.Close()
+}
