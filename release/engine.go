@@ -58,6 +58,14 @@ type Cluster interface {
 	Diagnose(ctx context.Context, id platform.ID) string
 }
 
+// applyChecker is a Cluster that can tell, before anything is committed,
+// that it would refuse to apply a workload's manifest (platform/kube: one
+// git may not apply, in fluxd's namespace or running as its
+// ServiceAccount).
+type applyChecker interface {
+	MayApply(id platform.ID, manifest []byte) error
+}
+
 // Recorder keeps history.
 type Recorder interface {
 	Record(ctx context.Context, ev history.Event) (int64, error)

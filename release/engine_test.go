@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -355,5 +356,34 @@ func TestAutomatedMessageFollowsTheExecutedPlan(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("history messages (-want +got):\n%s", diff)
+	}
+}
+
+// guardedCluster refuses to apply one workload, as platform/kube does one
+// git may not apply (in fluxd's namespace, or running as its
+// ServiceAccount).
+type guardedCluster struct {
+	*recCluster
+	refuse platform.ID
+}
+
+func (c guardedCluster) MayApply(id platform.ID, _ []byte) error {
+	if id == c.refuse {
+		return errors.New("git may not apply objects in fluxd's own namespace")
+	}
+	return nil
+}
+
+// A release of a workload the cluster would refuse to apply fails before
+// its commit: nothing is pushed half done.
+func TestExecuteRefusedByTheClusterCommitsNothing(t *testing.T) {
+	e, repo, cluster, _ := newTestEngine(t)
+	e.cluster = guardedCluster{recCluster: cluster, refuse: id("web")}
+	_, err := e.Execute(context.Background(), "team-a", Spec{Services: []platform.ID{id("web"), id("current")}, AllLatest: true, User: "dana"}, history.Release, ExecOptions{})
+	if err == nil || !strings.Contains(err.Error(), "nothing was committed") || !strings.Contains(err.Error(), "fluxd's own namespace") {
+		t.Fatalf("err = %v", err)
+	}
+	if repo.files != nil || len(cluster.applied) != 0 {
+		t.Errorf("committed %v, applied %v", repo.files, cluster.applied)
 	}
 }
