@@ -36,14 +36,14 @@ func guardManifests() map[string]string {
 	deploy := func(ns, name, sa string) string {
 		return fmt.Sprintf(`apiVersion: apps/v1
 kind: Deployment
-metadata: {name: %s, namespace: %s}
+metadata: {name: %[1]s, namespace: %[2]s}
 spec:
   selector: {matchLabels: {app: %[1]s}}
   template:
     metadata: {labels: {app: %[1]s}}
     spec:
-      serviceAccountName: %s
-      containers: [{name: app, image: %s/helloworld:1.0.0}]
+      serviceAccountName: %[3]s
+      containers: [{name: app, image: %[4]s/helloworld:1.0.0}]
 `, name, ns, sa, stack.Registry)
 	}
 	return map[string]string{
