@@ -113,6 +113,7 @@ type Daemon struct {
 	refreshes singleflight.Group // registry refreshes by repository
 	pageReads singleflight.Group // list-images page reads by repository and tags
 
+	ready    readiness // Ready's answer, shared for a second
 	onNotify func(repository string, tags int)
 	view     viewCache // the joined list of services, while nothing changed
 }

@@ -283,6 +283,11 @@ func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseReque
 		}
 		spec.Services = append(spec.Services, ids...)
 	}
+	if isBareTag(req.Image) {
+		if spec.Image, err = d.imageForTag(ctx, spec.Services, req.Image); err != nil {
+			return nil, err
+		}
+	}
 	plan, err := d.deps.Releaser.Plan(ctx, spec)
 	if err != nil {
 		return nil, err
@@ -339,6 +344,12 @@ func HistoryUser(user string) HistoryFilter {
 	return func(q *history.Query) { q.User = user }
 }
 
+// HistoryBetween keeps the events that ended in [since, until); a zero
+// time leaves that side open.
+func HistoryBetween(since, until time.Time) HistoryFilter {
+	return func(q *history.Query) { q.Since, q.Until = since, until }
+}
+
 // History returns the caller's instance's events, newest first. A service
 // that does not exist is NotFound; one with no events has an empty list.
 func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, limit int, filters ...HistoryFilter) ([]history.Event, error) {
@@ -387,24 +398,21 @@ type PolicyUpdate struct {
 	User              string
 }
 
-// historyType names the change for history: the one kind of change it
-// makes, or a general policy change.
+// historyType names the change for history. Automating and locking (or
+// their undoing) name the change even when tag filters change with them,
+// so `history --type automate` finds an automation that set a filter; the
+// filters are said in the message. A change of both, or of filters alone,
+// is a general policy change.
 func (u PolicyUpdate) historyType() history.Type {
-	n := 0
-	t := history.Policy
-	if u.Automated != nil {
-		n, t = n+1, map[bool]history.Type{true: history.Automate, false: history.Deautomate}[*u.Automated]
-	}
-	if u.Locked != nil {
-		n, t = n+1, map[bool]history.Type{true: history.Lock, false: history.Unlock}[*u.Locked]
-	}
-	if u.TagAll != nil || u.TagOrder != nil || u.TagPrerelease != nil || len(u.Tags) > 0 {
-		n++
-	}
-	if n != 1 {
+	switch {
+	case u.Automated != nil && u.Locked != nil:
 		return history.Policy
+	case u.Automated != nil:
+		return map[bool]history.Type{true: history.Automate, false: history.Deautomate}[*u.Automated]
+	case u.Locked != nil:
+		return map[bool]history.Type{true: history.Lock, false: history.Unlock}[*u.Locked]
 	}
-	return t
+	return history.Policy
 }
 
 // SetPolicy changes a service's policy annotations in git, in one commit,
@@ -549,6 +557,9 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 		return "", 0, fluxerr.New(fluxerr.User, err, "Give a repository such as registry.example/team/app, with or without a tag.")
 	}
 	if err := d.checkNotifyScope(ctx, ref); err != nil {
+		return "", 0, err
+	}
+	if err := d.watched(ctx, ref.Repository); err != nil {
 		return "", 0, err
 	}
 	// A push notification checks the mutable tags now, whatever their

@@ -95,6 +95,7 @@ type fixture struct {
 	tokens, other map[auth.Role]string
 	// tokensFile is the tokens file the server reads.
 	tokensFile string
+	daemon     *Daemon
 }
 
 func newFixture(t *testing.T, cluster Cluster) *fixture {
@@ -123,7 +124,9 @@ func newFixtureWith(t testing.TB, cfg Config, deps Deps) *fixture {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Listen, cfg.TokensFile, cfg.Version = "bufconn:0", path, "v-test"
-	srv := NewServer(New(cfg, deps, log), store, log)
+	d := New(cfg, deps, log)
+	f.daemon = d
+	srv := NewServer(d, store, log)
 	lis := bufconn.Listen(1 << 20)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

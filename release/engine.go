@@ -96,13 +96,21 @@ type Engine struct {
 	// differs from the one before (the sync is kicked by it, so any
 	// fetch serves it); lastRev is the one before. Both under the git
 	// lock.
-	onRevision func(rev string)
+	onRevision []func(rev string)
 	lastRev    string
 }
 
-// OnRevision sets f to be called, under the git lock, with each new
-// revision a fetch finds. f must not block. Call before using e.
-func (e *Engine) OnRevision(f func(rev string)) { e.onRevision = f }
+// OnRevision adds f to be called, under the git lock, with each new
+// revision a fetch finds or a push makes (the sync, and the daemon's
+// listings, follow git by it). f must not block. Call before using e.
+func (e *Engine) OnRevision(f func(rev string)) { e.onRevision = append(e.onRevision, f) }
+
+// tellRevision calls every OnRevision function with rev.
+func (e *Engine) tellRevision(rev string) {
+	for _, f := range e.onRevision {
+		f(rev)
+	}
+}
 
 // fetch syncs the clone to the remote, under the git lock, and tells
 // onRevision of a new revision.
@@ -110,9 +118,7 @@ func (e *Engine) fetch(ctx context.Context) (string, error) {
 	rev, err := e.repo.Sync(ctx)
 	if err == nil && rev != e.lastRev {
 		e.lastRev = rev
-		if e.onRevision != nil {
-			e.onRevision(rev)
-		}
+		e.tellRevision(rev)
 	}
 	return rev, err
 }
@@ -213,9 +219,7 @@ func (e *Engine) pushed(rev string) {
 		return
 	}
 	e.lastRev = rev
-	if e.onRevision != nil {
-		e.onRevision(rev)
-	}
+	e.tellRevision(rev)
 }
 
 // Result is an executed release.
@@ -265,15 +269,54 @@ func checkMessage(msg string) error {
 	return nil
 }
 
-// Plan computes what a release of spec would do, changing nothing.
+// Plan computes what a release of spec would do, changing nothing. Git
+// is read under the git lock; the registry after it is released, so that
+// a registry that stalls holds no other caller of git (a deployer's lock,
+// the sync, a job).
 func (e *Engine) Plan(ctx context.Context, spec Spec) (*Plan, error) {
-	if err := e.lockGit(ctx); err != nil {
+	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	defer e.unlockGit()
-	p, _, err := e.plan(ctx, spec)
+	rev, m, err := e.readLocked(ctx, !spec.Cached)
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.planFrom(ctx, spec, rev, m, newImageCache(e.images))
 	return p, err
 }
+
+// readLocked reads the workload definitions under the git lock (after a
+// fetch when fetch is set), and releases it.
+func (e *Engine) readLocked(ctx context.Context, fetch bool) (string, *gitrepo.Manifests, error) {
+	if err := e.lockGit(ctx); err != nil {
+		return "", nil, err
+	}
+	defer e.unlockGit()
+	return e.readManifests(ctx, fetch)
+}
+
+// planWarm plans spec without the git lock held while the registry is
+// read: it reads git under the lock, reads the registry into lister
+// after releasing it, and returns. The caller then takes the lock and
+// plans again from lister alone (offline), which needs no request unless
+// git changed in between (planLocked says so).
+func (e *Engine) planWarm(ctx context.Context, spec Spec, lister *imageCache) error {
+	rev, m, err := e.readLocked(ctx, !spec.Cached)
+	if err != nil {
+		return err
+	}
+	_, err = e.planFrom(ctx, spec, rev, m, lister)
+	return err
+}
+
+// errRegistryUnderLock is what an offline imageCache answers for a read
+// it was not warmed with: a plan under the git lock never reads the
+// registry.
+var errRegistryUnderLock = errors.New("a registry read was needed under the git lock")
+
+// warmAttempts bounds how often an execution warms its registry reads
+// again because git changed between the warm-up and the locked plan.
+const warmAttempts = 3
 
 // Sync fetches the remote and resets the clone to it, under the git lock,
 // so that a poll never resets the working tree under a plan or release
@@ -323,26 +366,51 @@ func (e *Engine) readManifests(ctx context.Context, fetch bool) (string, *gitrep
 	return rev, m, nil
 }
 
-func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, nil, err
-	}
-	rev, m, err := e.readManifests(ctx, !spec.Cached)
+// planLocked plans spec under the git lock (the caller holds it), from
+// the clone as it is and the registry reads lister was warmed with. It
+// reports retry when the plan needed a registry read lister had not made
+// (git changed since the warm-up): the caller releases the lock and
+// warms again.
+func (e *Engine) planLocked(ctx context.Context, spec Spec, lister *imageCache) (p *Plan, m *gitrepo.Manifests, retry bool, err error) {
+	rev, m, err := e.readManifests(ctx, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
+	}
+	lister.offline, lister.missed = true, false
+	defer func() { lister.offline = false }()
+	p, err = e.planFrom(ctx, spec, rev, m, lister)
+	if lister.missed {
+		return nil, nil, true, nil
+	}
+	return p, m, false, err
+}
+
+// planFrom plans spec against the manifests m of revision rev, reading
+// the registry through lister.
+func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo.Manifests, lister *imageCache) (*Plan, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
 	}
 	inCluster := map[platform.ID]bool{}
 	running := map[string][]string{}
+	var ws []platform.Workload
 	if e.cluster != nil {
-		ws, err := e.cluster.Workloads(ctx)
-		if err != nil {
-			return nil, nil, err
+		var err error
+		if ws, err = e.cluster.Workloads(ctx); err != nil {
+			return nil, err
 		}
 		for _, w := range ws {
 			inCluster[w.ID] = true
 			for _, c := range w.Containers {
 				running[w.ID.String()] = append(running[w.ID.String()], c.Name+"="+c.Image)
 			}
+		}
+	}
+	if spec.Image != "" {
+		// Before any request: fluxd reads only registries its services
+		// use, so a caller cannot make it contact any host it names.
+		if err := watched(spec.Image, m, ws); err != nil {
+			return nil, err
 		}
 	}
 	targets := spec.Services
@@ -363,11 +431,11 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 	for _, id := range spec.Exclude {
 		excluded[id] = true
 	}
-	lister := newImageCache(e.images)
 	var target registry.Ref
 	if spec.Image != "" {
+		var err error
 		if target, err = e.resolveTarget(ctx, spec.Image, lister); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	plan := &Plan{Revision: rev}
@@ -392,7 +460,7 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 			reason := LockReason(def.Annotations)
 			if !spec.All {
 				// Named explicitly: refuse rather than quietly skip.
-				return nil, nil, fluxerr.New(fluxerr.Precondition, fmt.Errorf("%s is %s", id, reason),
+				return nil, fluxerr.New(fluxerr.Precondition, fmt.Errorf("%s is %s", id, reason),
 					"Unlock it (fluxctl unlock), or release it anyway with --force.")
 			}
 			item.Action, item.Reason = Skip, reason
@@ -425,8 +493,10 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 		}
 	}
 	plan.Checksum = checksum(plan, targeted, digests)
-	e.memory.add(plan, targeted, digests)
-	return plan, m, nil
+	if !lister.missed {
+		e.memory.add(plan, targeted, digests)
+	}
+	return plan, nil
 }
 
 // resolveTarget checks that the image to release exists, before anything
@@ -448,7 +518,7 @@ func (e *Engine) resolveTarget(ctx context.Context, image string, lister *imageC
 		target.Tag = imgs[0].Tag
 		return target, nil
 	}
-	ok, err := e.images.Exists(ctx, target.String())
+	ok, err := lister.exists(ctx, target.String())
 	if err != nil {
 		return registry.Ref{}, err
 	}
@@ -758,6 +828,15 @@ type imageCache struct {
 	images Images
 	byKey  map[listKey]cached
 	tags   map[string]cachedTags
+	found  map[string]cachedExists
+	// offline answers only what was read before (a plan under the git
+	// lock): a read not made yet sets missed and fails.
+	offline, missed bool
+}
+
+type cachedExists struct {
+	ok  bool
+	err error
 }
 
 // listKey is a repository's list under one filter.
@@ -774,7 +853,21 @@ type cachedTags struct {
 }
 
 func newImageCache(images Images) *imageCache {
-	return &imageCache{images: images, byKey: map[listKey]cached{}, tags: map[string]cachedTags{}}
+	return &imageCache{images: images, byKey: map[listKey]cached{}, tags: map[string]cachedTags{}, found: map[string]cachedExists{}}
+}
+
+// exists checks that ref is in its registry, once per plan.
+func (c *imageCache) exists(ctx context.Context, ref string) (bool, error) {
+	if r, ok := c.found[ref]; ok {
+		return r.ok, r.err
+	}
+	if c.offline {
+		c.missed = true
+		return false, errRegistryUnderLock
+	}
+	ok, err := c.images.Exists(ctx, ref)
+	c.found[ref] = cachedExists{ok, err}
+	return ok, err
 }
 
 // get lists every image of a repository, newest first.
@@ -787,6 +880,10 @@ func (c *imageCache) matching(ctx context.Context, repo string, f registry.Filte
 	if r, ok := c.byKey[key]; ok {
 		return r.imgs, r.err
 	}
+	if c.offline {
+		c.missed = true
+		return nil, errRegistryUnderLock
+	}
 	imgs, err := c.images.ImagesMatching(ctx, repo, f.Match)
 	c.byKey[key] = cached{imgs, err}
 	return imgs, err
@@ -795,6 +892,10 @@ func (c *imageCache) matching(ctx context.Context, repo string, f registry.Filte
 func (c *imageCache) tagList(ctx context.Context, repo string) ([]string, error) {
 	if r, ok := c.tags[repo]; ok {
 		return r.tags, r.err
+	}
+	if c.offline {
+		c.missed = true
+		return nil, errRegistryUnderLock
 	}
 	tags, err := c.images.Tags(ctx, repo)
 	c.tags[repo] = cachedTags{tags, err}

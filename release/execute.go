@@ -25,6 +25,7 @@ const (
 	StageRollingBack = "rolling back"
 	StageDone        = "done"
 	StageFailed      = "failed"
+	StageCancelled   = "cancelled"
 )
 
 // goneAfter is how long a followed workload may be absent from the
@@ -284,21 +285,45 @@ func (e *Engine) FindJobCommit(ctx context.Context, id string) (string, error) {
 // lock. It returns the generations the rollouts must reach; a Result
 // without a commit means there was nothing to change.
 func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o ExecOptions, report func(Progress), start time.Time) (*Result, map[platform.ID]int64, error) {
-	if err := e.lockDeploy(ctx); err != nil {
+	planErr := func(err error) (*Result, map[platform.ID]int64, error) {
 		if stopping(ctx) {
 			return nil, nil, e.interrupted(instance, "", err)
 		}
 		return nil, nil, err
+	}
+	if err := spec.Validate(); err != nil {
+		return planErr(err)
+	}
+	report(Progress{Stage: StageCloning})
+	// The registry is read before the git lock is taken (planWarm), and
+	// the plan under the lock answers from those reads: a registry that
+	// stalls holds this job, never git.
+	lister := newImageCache(e.images)
+	var plan *Plan
+	var m *gitrepo.Manifests
+	for attempt := 1; ; attempt++ {
+		if err := e.planWarm(ctx, spec, lister); err != nil {
+			return planErr(err)
+		}
+		if err := e.lockDeploy(ctx); err != nil {
+			return planErr(err)
+		}
+		p, pm, retry, err := e.planLocked(ctx, spec, lister)
+		if err == nil && !retry {
+			plan, m = p, pm
+			break
+		}
+		e.unlockDeploy()
+		if err != nil {
+			return planErr(err)
+		}
+		if attempt == warmAttempts {
+			return planErr(fluxerr.New(fluxerr.Unavailable, errors.New("git changed while the release read the registry, several times in a row"),
+				"Nothing was changed. Try the release again; if it keeps failing, something pushes to the branch continuously."))
+		}
 	}
 	defer e.unlockDeploy()
-	report(Progress{Stage: StageCloning})
-	plan, m, err := e.plan(ctx, spec)
-	if err != nil {
-		if stopping(ctx) {
-			return nil, nil, e.interrupted(instance, "", err)
-		}
-		return nil, nil, err
-	}
+	var err error
 	if o.Checksum != "" && o.Checksum != plan.Checksum {
 		err := fluxerr.New(fluxerr.Precondition, fmt.Errorf("the plan you confirmed no longer matches: %s", e.WhatChanged(o.Checksum, plan)),
 			"Nothing was changed. Look at the new plan (release --dry-run) and confirm it again.")
@@ -309,7 +334,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		report(Progress{Stage: StageDone})
 		return res, nil, nil
 	}
-	author := gitrepo.Signature{Name: spec.User}
+	author := authorOf(spec.User)
 	var files map[string][]byte
 	for attempt := 1; ; attempt++ {
 		report(Progress{Stage: StageEditing})
@@ -600,7 +625,7 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 			revert = ""
 			break
 		}
-		if revert, err = e.repo.Commit(ctx, rev, files, msg, gitrepo.Signature{Name: spec.User}); err == nil {
+		if revert, err = e.repo.Commit(ctx, rev, files, msg, authorOf(spec.User)); err == nil {
 			err = e.repo.Push(ctx, revert)
 		}
 		if err == nil {

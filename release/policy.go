@@ -83,7 +83,7 @@ func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange
 	if ch.Message != "" {
 		msg += "\n" + ch.Message + "\n"
 	}
-	commit, err := e.repo.Commit(ctx, rev, map[string][]byte{def.File: out}, msg, gitrepo.Signature{Name: ch.User})
+	commit, err := e.repo.Commit(ctx, rev, map[string][]byte{def.File: out}, msg, authorOf(ch.User))
 	if err == nil {
 		err = e.repo.Push(ctx, commit)
 	}
@@ -107,4 +107,14 @@ func titleOf(t history.Type) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// authorOf is the commit author for the user a caller named: a plain name,
+// or git's "Name <email>" form split into its parts. A user that is
+// neither is passed on whole, and the repository's commit refuses it.
+func authorOf(user string) gitrepo.Signature {
+	if s, err := gitrepo.ParseUser(user); err == nil {
+		return s
+	}
+	return gitrepo.Signature{Name: user}
 }

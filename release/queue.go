@@ -304,7 +304,7 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 	e.job.FinishedAt = time.Now()
 	switch {
 	case err != nil && e.cancelled:
-		e.job.State, e.job.Stage, e.job.Error = history.JobCancelled, StageFailed, "cancelled: "+err.Error()
+		e.job.State, e.job.Stage, e.job.Error = history.JobCancelled, StageCancelled, "cancelled: "+err.Error()
 	case err != nil:
 		e.job.State, e.job.Stage, e.job.Error = history.JobFailed, StageFailed, err.Error()
 	default:
@@ -399,7 +399,7 @@ func (q *Queue) Cancel(ctx context.Context, instance, id string) (JobUpdate, err
 	for i, e := range q.pending {
 		if e.job.ID == id && e.job.Instance == instance {
 			q.pending = append(q.pending[:i], q.pending[i+1:]...)
-			e.job.State, e.job.Stage, e.job.FinishedAt, e.job.Error = history.JobCancelled, StageFailed, time.Now(), "cancelled while queued"
+			e.job.State, e.job.Stage, e.job.FinishedAt, e.job.Error = history.JobCancelled, StageCancelled, time.Now(), "cancelled while queued"
 			q.mu.Unlock()
 			q.save(ctx, e)
 			q.record(ctx, e.job, history.Cancelled)

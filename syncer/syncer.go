@@ -315,8 +315,14 @@ func summary(rep *Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Sync of %s: %d created, %d changed, %d deleted", short(rep.Revision),
 		rep.Count(platform.ActionCreated), rep.Count(platform.ActionChanged), rep.Count(platform.ActionDeleted))
+	// Failures are counted after a semicolon, so that the objects listed
+	// under the line never read as if they had failed.
 	if rep.Failed() {
-		b.WriteString(", failed")
+		if n := rep.Count(platform.ActionFailed); n > 0 {
+			fmt.Fprintf(&b, "; %d failed", n)
+		} else {
+			b.WriteString("; the sync failed")
+		}
 	}
 	listed, more := 0, 0
 	for _, r := range rep.Results {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -65,14 +64,12 @@ func runSync(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, dryR
 	for _, o := range resp.GetObjects() {
 		failed = failed || o.GetAction() == "failed"
 	}
-	if output == "json" {
+	if output != "table" {
 		out := syncJSON{Revision: resp.GetRevision(), DryRun: resp.GetDryRun(), Objects: []syncObjectJSON{}, Problems: resp.GetProblems(), Error: resp.GetError(), DurationMs: resp.GetDurationMs()}
 		for _, o := range resp.GetObjects() {
 			out.Objects = append(out.Objects, syncObjectJSON{o.GetObject(), o.GetSource(), o.GetAction(), o.GetError(), o.GetDiff()})
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := writeData(w, output, out); err != nil {
 			return err
 		}
 	} else {

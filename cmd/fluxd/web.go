@@ -63,7 +63,11 @@ func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Serve
 	if err != nil {
 		return err
 	}
-	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, Live: leads, SecureCookie: f.webSecureCookie, Log: log})
+	proxies, err := web.ParseTrustedProxies(f.webTrustedProxies)
+	if err != nil {
+		return err
+	}
+	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, Live: leads, SecureCookie: f.webSecureCookie, TrustedProxies: proxies, Log: log})
 	if err != nil {
 		return err
 	}
@@ -105,4 +109,10 @@ func usesRepository(svcs []daemon.Service, repo string) []daemon.Service {
 		}
 	}
 	return out
+}
+
+// validateWebProxies checks --web-trusted-proxies at start.
+func validateWebProxies(list []string) error {
+	_, err := web.ParseTrustedProxies(list)
+	return err
 }

@@ -63,6 +63,10 @@ type Config struct {
 	// OpenSSH's known_hosts form. Required for an SSH remote: a host
 	// whose key it does not list is refused, never accepted.
 	KnownHostsFile string
+	// AllowInsecure accepts a plaintext remote (http://, git://) on
+	// another host (--git-allow-insecure); without it Validate refuses
+	// one. A loopback remote is always accepted.
+	AllowInsecure bool
 }
 
 // PokeInterval is the least time between two clone attempts that calls
@@ -80,6 +84,8 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--git-url is empty"))
 	} else if _, err := transport.NewEndpoint(c.URL); err != nil {
 		errs = append(errs, fmt.Errorf("--git-url %s is not a git URL: %s (the URL's credentials are not shown)", Redact(c.URL), redactError(c.URL, err)))
+	} else if err := checkPlaintext(c.URL, c.AllowInsecure); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Branch == "" {
 		errs = append(errs, errors.New("--git-branch is empty"))
