@@ -222,8 +222,19 @@ func (d *Daemon) services(ctx context.Context) ([]Service, error) {
 }
 
 // servicesBuilt is services with the count of the view it returns (0: a
-// view not kept).
+// view not kept). It is the one place a caller's scope applies: a scoped
+// caller (identity in ctx) gets only the services in its scope, and
+// every call that lists, names or releases services reads them here.
 func (d *Daemon) servicesBuilt(ctx context.Context) ([]Service, uint64, error) {
+	svcs, built, err := d.viewBuilt(ctx)
+	if sc := identity(ctx).Scope; sc != nil && err == nil {
+		return inScope(sc, svcs), 0, nil
+	}
+	return svcs, built, err
+}
+
+// viewBuilt is servicesBuilt for everyone, whatever the caller's scope.
+func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 	cg, cok := d.deps.Cluster.(generational)
 	var ag generational = zeroGen{}
 	aok := true

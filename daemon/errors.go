@@ -65,6 +65,8 @@ func kindName(k fluxerr.Kind) string {
 		return "UNIMPLEMENTED"
 	case fluxerr.Unavailable:
 		return "UNAVAILABLE"
+	case fluxerr.Forbidden:
+		return "FORBIDDEN"
 	}
 	return "SERVER"
 }
@@ -89,6 +91,8 @@ func codeOf(err error) codes.Code {
 		return codes.Unimplemented
 	case fluxerr.Unavailable:
 		return codes.Unavailable
+	case fluxerr.Forbidden:
+		return codes.PermissionDenied
 	}
 	return codes.Internal
 }

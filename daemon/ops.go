@@ -241,7 +241,8 @@ type ReleaseResult struct {
 // a plan that no longer matches its checksum fails at once.
 func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseRequest) (*ReleaseResult, error) {
 	spec := release.Spec{All: req.All, Image: req.Image, AllLatest: req.AllLatest, User: req.User, Message: req.Message,
-		RollbackOnFailure: req.RollbackOnFailure, RolloutTimeout: req.RolloutTimeout, Force: req.Force, Cached: req.Cached && !req.Execute}
+		RollbackOnFailure: req.RollbackOnFailure, RolloutTimeout: req.RolloutTimeout, Force: req.Force, Cached: req.Cached && !req.Execute,
+		Scope: identity(ctx).Scope}
 	if err := (release.Spec{All: true, Image: req.Image, AllLatest: req.AllLatest}).Validate(); err != nil {
 		return nil, err
 	}
@@ -366,11 +367,24 @@ func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, 
 		}
 		q.Service = svc.ID.String()
 	}
+	if identity(ctx).Scope != nil && q.Service == "" {
+		// Some events will be out of scope: read more, keep limit.
+		q.Limit = min(max(limit, 100)*5, 1000)
+	}
 	evs, err := d.deps.History.Events(ctx, id.Instance, q)
 	if err != nil {
 		return nil, fmt.Errorf("reading history: %w", err)
 	}
-	return d.withSyncEvents(ctx, evs, q)
+	if evs, err = d.withSyncEvents(ctx, evs, q); err != nil {
+		return nil, err
+	}
+	if evs, err = d.scopedEvents(ctx, evs); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	return evs[:min(len(evs), limit)], nil
 }
 
 // PolicyUpdate is a change of a service's policies; nil fields are left
@@ -508,8 +522,9 @@ func (d *Daemon) servicesInFile(ctx context.Context, file string) ([]platform.ID
 	}
 	find := func(m *gitrepo.Manifests) []platform.ID {
 		var ids []platform.ID
+		sc := identity(ctx).Scope
 		for id, def := range m.Workloads {
-			if def.File == clean {
+			if def.File == clean && sc.Contains(id.Namespace, def.File) {
 				ids = append(ids, id)
 			}
 		}
@@ -540,6 +555,9 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 	ref, err := registry.ParseRef(image)
 	if err != nil {
 		return "", 0, fluxerr.New(fluxerr.User, err, "Give a repository such as registry.example/team/app, with or without a tag.")
+	}
+	if err := d.checkNotifyScope(ctx, ref); err != nil {
+		return "", 0, err
 	}
 	if err := d.watched(ctx, ref.Repository); err != nil {
 		return "", 0, err

@@ -93,7 +93,9 @@ type fixture struct {
 	conn   *grpc.ClientConn
 	// tokens are instance team-a's, other instance team-b's.
 	tokens, other map[auth.Role]string
-	daemon        *Daemon
+	// tokensFile is the tokens file the server reads.
+	tokensFile string
+	daemon     *Daemon
 }
 
 func newFixture(t *testing.T, cluster Cluster) *fixture {
@@ -106,7 +108,7 @@ func newFixture(t *testing.T, cluster Cluster) *fixture {
 func newFixtureWith(t testing.TB, cfg Config, deps Deps) *fixture {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tokens")
-	f := &fixture{tokens: map[auth.Role]string{}, other: map[auth.Role]string{}}
+	f := &fixture{tokens: map[auth.Role]string{}, other: map[auth.Role]string{}, tokensFile: path}
 	for _, r := range []auth.Role{auth.Viewer, auth.Deployer, auth.Admin} {
 		for instance, m := range map[string]map[auth.Role]string{"team-a": f.tokens, "team-b": f.other} {
 			tok, err := auth.Create(path, auth.Identity{Instance: instance, Role: r})

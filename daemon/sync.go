@@ -100,6 +100,9 @@ func (d *Daemon) syncStates(byID map[platform.ID]*Service) {
 // Sync fetches git and applies it to the cluster now, or says what that
 // would change.
 func (d *Daemon) Sync(ctx context.Context, _ auth.Identity, dryRun bool) (*syncer.Report, error) {
+	if err := checkSyncScope(ctx); err != nil {
+		return nil, err
+	}
 	if d.deps.Sync == nil {
 		return nil, fluxerr.New(fluxerr.Precondition, errors.New("this fluxd does not sync git to the cluster"),
 			"It applies only the workloads it releases. Start it with --sync-interval (e.g. 5m) to apply everything under --git-path, on every commit and on that interval.")

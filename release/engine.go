@@ -58,6 +58,14 @@ type Cluster interface {
 	Diagnose(ctx context.Context, id platform.ID) string
 }
 
+// applyChecker is a Cluster that can tell, before anything is committed,
+// that it would refuse to apply a workload's manifest (platform/kube: one
+// git may not apply, in fluxd's namespace or running as its
+// ServiceAccount).
+type applyChecker interface {
+	MayApply(id platform.ID, manifest []byte) error
+}
+
 // Recorder keeps history.
 type Recorder interface {
 	Record(ctx context.Context, ev history.Event) (int64, error)
@@ -437,6 +445,15 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 	plan := &Plan{Revision: rev}
 	for _, id := range targets {
 		def, inGit := m.Workloads[id]
+		if spec.Scope != nil {
+			file := ""
+			if inGit {
+				file = def.File
+			}
+			if !spec.Scope.Contains(id.Namespace, file) {
+				continue // outside the instance's scope: not there for it
+			}
+		}
 		item := Item{Service: id}
 		switch {
 		case excluded[id]:

@@ -362,6 +362,9 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		if files, err = e.edit(plan, m); err != nil {
 			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
 		}
+		if err = e.mayApply(plan, files); err != nil {
+			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
+		}
 		report(Progress{Stage: StageCommitting, Plan: plan})
 		msg := commitMessage(instance, spec, plan)
 		if o.JobID != "" {
@@ -465,6 +468,29 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		return res, gens, &failed
 	}
 	return res, gens, nil
+}
+
+// mayApply refuses, before the commit, a release whose edited workloads
+// the cluster would refuse to apply: otherwise the commit would be pushed
+// and its apply fail, half done.
+func (e *Engine) mayApply(plan *Plan, files map[string][]byte) error {
+	c, ok := e.cluster.(applyChecker)
+	if !ok {
+		return nil
+	}
+	for _, it := range plan.Items {
+		if it.Action != Update {
+			continue
+		}
+		doc, err := e.workloadDoc(it.File, files[it.File], it.Service)
+		if err == nil {
+			err = c.MayApply(it.Service, doc)
+		}
+		if err != nil {
+			return fmt.Errorf("nothing was committed: %w", err)
+		}
+	}
+	return nil
 }
 
 // pushLanded tells, after a push that failed in a way that leaves its

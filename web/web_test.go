@@ -30,6 +30,7 @@ var testTokens = tokens{
 	"fxd_viewer":   {Instance: "a", Role: auth.Viewer},
 	"fxd_deployer": {Instance: "a", Role: auth.Deployer},
 	"fxd_other":    {Instance: "b", Role: auth.Viewer},
+	"fxd_scoped":   {Instance: "c", Role: auth.Viewer, Scope: &auth.Scope{Namespaces: []string{"c"}}},
 }
 
 func newTestServer(t *testing.T) (*httptest.Server, *Hub) {
@@ -385,6 +386,35 @@ func TestSecureCookieBehindAProxy(t *testing.T) {
 	who.Header.Set("Cookie", ck.Name+"="+ck.Value)
 	if r, err := http.DefaultClient.Do(who); err != nil || r.StatusCode != http.StatusOK {
 		t.Errorf("the __Host- cookie does not sign in: %v %v", r, err)
+	}
+}
+
+// A notification meant for the callers whose scope holds a service using
+// its repository reaches those, and not a scoped caller whose scope holds
+// none (which would learn of another team's repository).
+func TestNotificationsReachOnlyTheirAudience(t *testing.T) {
+	srv, hub := newTestServer(t)
+	scoped := openEvents(t, srv, "fxd_scoped", "")
+	unscoped := openEvents(t, srv, "fxd_other", "")
+	readEvents(t, scoped, 1)
+	readEvents(t, unscoped, 1)
+	inNamespace := func(ns string) func(auth.Identity) bool {
+		return func(id auth.Identity) bool { return id.Scope.Contains(ns, "") }
+	}
+	hub.PublishTo(inNamespace("b"), "notify", &fluxdv1.ImageNotification{Repository: "reg/b-app"})
+	hub.PublishTo(inNamespace("c"), "notify", &fluxdv1.ImageNotification{Repository: "reg/c-app"})
+	if got := readEvents(t, unscoped, 2); len(got) != 2 {
+		t.Errorf("the unscoped caller got %v, want both notifications", got)
+	}
+	// The scoped caller's first event is c's: b's was never sent to it.
+	sc := bufio.NewScanner(scoped.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "data: ") {
+			if !strings.Contains(line, "reg/c-app") {
+				t.Errorf("the scoped caller got %s, want only reg/c-app", line)
+			}
+			break
+		}
 	}
 }
 

@@ -308,6 +308,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	warnUnscoped(tokens.Instances(), log)
 
 	kcfg := kube.Config{Kubeconfig: f.kubeconfig, Context: f.kubeContext, Namespaces: f.namespaces, QPS: f.kubeQPS, Burst: f.kubeBurst}
 	rc, err := kube.RESTConfig(kcfg)
@@ -409,7 +410,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return ctx.Err()
 	}
 	engine := release.NewEngine(repo, images, cluster, store, log)
-	syncs, err := newSyncer(f.sync, syncSource(gcfg.URL, gcfg.Branch, gcfg.Paths), rc, engine, store, reg, log)
+	guard := newGuard(ctx, f.sync, rc, log)
+	cluster.SetGuard(guard)
+	syncs, err := newSyncer(f.sync, syncSource(gcfg.URL, gcfg.Branch, gcfg.Paths), rc, guard, engine, store, reg, log)
 	if err != nil {
 		return err
 	}
@@ -430,7 +433,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	}
 	jobs := release.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
 	jobs.Instrument(release.NewMetrics(reg))
-	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg}, engine, jobs, clock.RealClock{}, log)
+	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg, Scopes: tokens.ScopeOf}, engine, jobs, clock.RealClock{}, log)
 	jobs.OnEnd(func(history.Job) { auto.Poke() })
 	// Ready is what the health service (Kubernetes' readiness probe)
 	// reports, besides the git remote's state: the cluster caches and the

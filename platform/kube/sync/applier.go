@@ -27,6 +27,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/platform/kube/gitguard"
 )
 
 // FieldManager is fluxd's server-side apply field manager; a release
@@ -50,10 +51,11 @@ type Config struct {
 	// PruneAll lets a sync prune when git holds nothing or more than
 	// half of the inventory left git at once (held back otherwise).
 	PruneAll bool
-	// DenyKinds are kinds git may not apply ("Kind" or "Kind.group"),
-	// e.g. ClusterRole.rbac.authorization.k8s.io: a commit holding one
-	// fails that object, and the sync leaves such objects alone.
-	DenyKinds []string
+	// Guard refuses what git may not apply (kinds such as
+	// ClusterRole.rbac.authorization.k8s.io, fluxd's own namespace and
+	// ServiceAccount): a commit holding one fails that object, and the
+	// sync leaves such objects alone. nil refuses nothing.
+	Guard *gitguard.Guard
 	// Namespaces, when set, are the only namespaces git may apply
 	// namespaced objects (and Namespace objects) in.
 	Namespaces []string
