@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
@@ -22,8 +24,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fluxd/fluxd/platform"
@@ -79,10 +83,15 @@ func (c Config) Validate() error {
 
 // Applier applies sets of objects to one cluster.
 type Applier struct {
-	cfg Config
-	c   client.Client
-	rm  *ssa.ResourceManager
-	log *slog.Logger
+	cfg  Config
+	c    client.Client
+	rm   *ssa.ResourceManager
+	log  *slog.Logger
+	live *liveView  // the applied kinds' metadata, watched
+	seen *witnesses // what the API server answered this sync
+	// requests counts every request sent to the API server.
+	requests atomic.Int64
+	stop     context.CancelFunc // ends the informers
 }
 
 // New returns an Applier for the cluster rc reaches.
@@ -99,17 +108,36 @@ func New(rc *rest.Config, cfg Config, log *slog.Logger) (*Applier, error) {
 	// controller-runtime logs through a global logger and prints a
 	// stack trace when none was set: hand it the sync's.
 	setLoggerOnce.Do(func() { ctrllog.SetLogger(logr.FromSlogHandler(log.With("component", "sync").Handler())) })
+	a := &Applier{cfg: cfg, log: log.With("component", "sync"), seen: &witnesses{}}
+	rc = rest.CopyConfig(rc)
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt: rt, n: &a.requests} })
 	// The client's REST mapper is controller-runtime's dynamic one: it
-	// learns a kind a CRD of this very sync brought.
-	c, err := client.New(rc, client.Options{})
+	// learns a kind a CRD of this very sync brought. Every read and
+	// apply through it notes the object's witness.
+	base, err := client.NewWithWatch(rc, client.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("creating the sync's Kubernetes client: %w", err)
 	}
-	poller := polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{})
-	rm := ssa.NewResourceManager(c, poller, ssa.Owner{Field: FieldManager, Group: "fluxd.io"})
-	rm.SetConcurrency(cfg.Concurrency)
-	return &Applier{cfg: cfg, c: c, rm: rm, log: log.With("component", "sync")}, nil
+	a.c = interceptor.NewClient(base, interceptor.Funcs{Get: a.seen.get, Patch: a.seen.patch})
+	mc, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("creating the sync's Kubernetes metadata client: %w", err)
+	}
+	var ctx context.Context
+	ctx, a.stop = context.WithCancel(context.Background())
+	a.live = newLiveView(ctx, mc, cfg.Namespaces, a.log)
+	poller := polling.NewStatusPoller(a.c, a.c.RESTMapper(), polling.Options{})
+	a.rm = ssa.NewResourceManager(a.c, poller, ssa.Owner{Field: FieldManager, Group: "fluxd.io"})
+	a.rm.SetConcurrency(cfg.Concurrency)
+	return a, nil
 }
+
+// Close stops watching the cluster.
+func (a *Applier) Close() { a.stop() }
+
+// Requests is how many requests the Applier has sent to the API server,
+// its informers' lists and watches included.
+func (a *Applier) Requests() int64 { return a.requests.Load() }
 
 var setLoggerOnce sync.Once
 
@@ -122,6 +150,14 @@ type item struct {
 	// unscoped is set while the cluster does not know the kind: whether
 	// it is namespaced (and so its key) cannot be told.
 	unscoped bool
+	// digest is its rendered form's; change how it stands against the
+	// inventory and the cluster (change.go); witness what the cluster
+	// said of it after this sync, when it said anything.
+	digest   string
+	change   change
+	witness  witness
+	informer informerKey
+	watched  bool
 }
 
 // Apply applies objs (or, with opts.DryRun, says what applying them would
@@ -134,9 +170,10 @@ type item struct {
 func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platform.SyncOptions) ([]platform.ObjectResult, error) {
 	inv, invErr := a.readInventory(ctx)
 	if invErr != nil {
-		inv = inventory{}
+		inv = newInventory()
 		opts.NoPrune = "the inventory could not be used"
 	}
+	a.seen.reset()
 	items, results, refused := a.prepare(objs)
 	a.leaveReplicasToAutoscalers(ctx, items)
 	var defs, classes, rest []*item
@@ -168,10 +205,25 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 			}
 			stage = kept
 		}
+		a.classify(ctx, inv, stage)
+		for _, it := range stage {
+			if it.change == changeNone {
+				it.res.Action, it.witness = platform.ActionUnchanged, inv.entries[it.key].Witness
+			}
+		}
 		if opts.DryRun {
-			a.diff(ctx, stage, crdKinds(defs))
-		} else {
-			a.apply(ctx, stage)
+			var look []*item
+			for _, it := range stage {
+				if it.change != changeNone {
+					look = append(look, it)
+				}
+			}
+			a.diff(ctx, look, crdKinds(defs))
+		} else if slow := a.quick(ctx, stage, inv); len(slow) > 0 {
+			a.apply(ctx, slow)
+			for _, it := range slow {
+				it.witness = a.seen.of(it.key)
+			}
 		}
 		if i < 2 && !opts.DryRun {
 			a.wait(ctx, stage)
