@@ -76,6 +76,15 @@ type Report struct {
 	Problems []string
 	// Err is a failure of the sync as a whole; "" when it ran.
 	Err string
+	// Requests is how many requests the sync sent to the API server,
+	// when the Applier counts them (see RequestCounter); -1 when not.
+	Requests int64
+}
+
+// RequestCounter is an Applier that counts its requests to the API
+// server (kubesync.Applier does).
+type RequestCounter interface {
+	Requests() int64
 }
 
 // Failed reports whether anything failed.
@@ -240,7 +249,16 @@ func (s *Syncer) sync(parent, ctx context.Context, fetch, dryRun bool) (*Report,
 	if len(rep.Problems) > 0 {
 		opts.NoPrune = "some files could not be read, and their objects would look deleted"
 	}
+	rep.Requests = -1
+	counter, counts := s.applier.(RequestCounter)
+	var before int64
+	if counts {
+		before = counter.Requests()
+	}
 	rep.Results, err = s.applier.Apply(ctx, objs.Objects, opts)
+	if counts {
+		rep.Requests = counter.Requests() - before
+	}
 	if err != nil {
 		rep.Err = err.Error()
 	}
@@ -270,7 +288,7 @@ func (s *Syncer) finish(ctx context.Context, rep *Report) {
 	}
 	s.mu.Unlock()
 	attrs := []any{"revision", short(rep.Revision), "objects", len(rep.Results), "created", rep.Count(platform.ActionCreated),
-		"changed", rep.Count(platform.ActionChanged), "deleted", rep.Count(platform.ActionDeleted), "duration", rep.Duration.Round(time.Millisecond)}
+		"changed", rep.Count(platform.ActionChanged), "deleted", rep.Count(platform.ActionDeleted), "duration", rep.Duration.Round(time.Millisecond), "requests", rep.Requests}
 	switch {
 	case rep.Failed():
 		s.log.Warn("sync failed", append(attrs, "failures", failures)...)

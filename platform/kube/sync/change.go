@@ -163,8 +163,13 @@ func (a *Applier) quick(ctx context.Context, stage []*item, inv inventory) (slow
 			w := witnessOf(applied)
 			prev := inv.entries[it.key].Witness
 			switch {
-			case prev.UID != w.UID:
+			case prev.UID != w.UID && onlyManager(applied, FieldManager):
+				// Created by this apply. One another manager wrote too
+				// existed already (the informer had not seen it yet):
+				// adopted, not created, so never pruned.
 				it.res.Action = platform.ActionCreated
+			case prev.UID != w.UID:
+				it.res.Action = platform.ActionChanged
 			case prev.RV != w.RV:
 				it.res.Action = platform.ActionChanged
 			default:
@@ -176,6 +181,16 @@ func (a *Applier) quick(ctx context.Context, stage []*item, inv inventory) (slow
 	}
 	_ = g.Wait()
 	return slow
+}
+
+// onlyManager reports whether manager is the only one of o's fields.
+func onlyManager(o metav1.Object, manager string) bool {
+	for _, f := range o.GetManagedFields() {
+		if f.Manager != manager {
+			return false
+		}
+	}
+	return true
 }
 
 func witnessOf(o metav1.Object) witness {
