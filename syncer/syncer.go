@@ -195,14 +195,26 @@ func (s *Syncer) Sync(ctx context.Context, fetch, dryRun bool) (*Report, error) 
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	if dryRun {
-		return s.sync(parent, ctx, fetch, dryRun)
+		return s.sync(parent, ctx, fetch, dryRun, nil)
 	}
 	var rep *Report
 	var err error
-	xerr := s.clone.Exclusive(ctx, func() error {
-		rep, err = s.sync(parent, ctx, fetch, dryRun)
-		return nil
-	})
+	var xerr error
+	// A release waiting to apply stops the sync between objects: the
+	// release applies, then the sync starts again from git (which now
+	// holds the release's commit), up to maxYields times.
+	for yields := 0; ; yields++ {
+		yield := s.yielder(yields)
+		xerr = s.clone.Exclusive(ctx, func() error {
+			rep, err = s.sync(parent, ctx, fetch, dryRun, yield)
+			return nil
+		})
+		if xerr != nil || !errors.Is(err, platform.ErrPreempted) {
+			break
+		}
+		s.log.Debug("the sync stopped between objects for a release; syncing again after it", "applied", rep.Count(platform.ActionCreated)+rep.Count(platform.ActionChanged))
+		fetch = false
+	}
 	if xerr != nil {
 		rep = &Report{Started: time.Now(), Err: xerr.Error()}
 		if parent.Err() == nil {
@@ -214,7 +226,7 @@ func (s *Syncer) Sync(ctx context.Context, fetch, dryRun bool) (*Report, error) 
 }
 
 // sync is one sync; a real one runs inside the clone's Exclusive.
-func (s *Syncer) sync(parent, ctx context.Context, fetch, dryRun bool) (*Report, error) {
+func (s *Syncer) sync(parent, ctx context.Context, fetch, dryRun bool, yield func() bool) (*Report, error) {
 	rep := &Report{Started: time.Now(), DryRun: dryRun}
 	var objs *gitrepo.Objects
 	err := s.clone.Read(ctx, fetch, dryRun, func(rev, root string, paths []string) error {
@@ -245,7 +257,7 @@ func (s *Syncer) sync(parent, ctx context.Context, fetch, dryRun bool) (*Report,
 	for _, p := range objs.Problems {
 		rep.Problems = append(rep.Problems, p.Error())
 	}
-	opts := platform.SyncOptions{Prune: s.cfg.Prune, DryRun: dryRun}
+	opts := platform.SyncOptions{Prune: s.cfg.Prune, DryRun: dryRun, Yield: yield}
 	if len(rep.Problems) > 0 {
 		opts.NoPrune = "some files could not be read, and their objects would look deleted"
 	}
@@ -258,6 +270,11 @@ func (s *Syncer) sync(parent, ctx context.Context, fetch, dryRun bool) (*Report,
 	rep.Results, err = s.applier.Apply(ctx, objs.Objects, opts)
 	if counts {
 		rep.Requests = counter.Requests() - before
+	}
+	if errors.Is(err, platform.ErrPreempted) {
+		// Not a sync's end: the caller syncs again after the release.
+		rep.Duration = time.Since(rep.Started)
+		return rep, err
 	}
 	if err != nil {
 		rep.Err = err.Error()
@@ -305,6 +322,26 @@ func (s *Syncer) finish(ctx context.Context, rep *Report) {
 	if _, err := s.recorder.Record(context.WithoutCancel(ctx), ev); err != nil {
 		s.log.Warn("recording the sync in the history failed", "error", err)
 	}
+}
+
+// maxYields bounds how often one sync stops for releases: a stream of
+// releases must not starve it.
+const maxYields = 50
+
+// Contender is a Clone that tells whether a release waits to apply
+// (release.Engine is one).
+type Contender interface {
+	DeployWaiting() bool
+}
+
+// yielder is the sync's Yield: whether a release waits, unless the sync
+// yielded maxYields times already.
+func (s *Syncer) yielder(yields int) func() bool {
+	c, ok := s.clone.(Contender)
+	if !ok || yields >= maxYields {
+		return nil
+	}
+	return c.DeployWaiting
 }
 
 // synced reports whether the last sync applied the revision of the last

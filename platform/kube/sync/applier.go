@@ -187,6 +187,7 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 			rest = append(rest, it)
 		}
 	}
+	preempted := false
 	for i, stage := range [][]*item{defs, classes, rest} {
 		if len(stage) == 0 {
 			continue
@@ -219,17 +220,32 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 				}
 			}
 			a.diff(ctx, look, crdKinds(defs))
-		} else if slow := a.quick(ctx, stage, inv); len(slow) > 0 {
-			a.apply(ctx, slow)
-			for _, it := range slow {
-				it.witness = a.seen.of(it.key)
+		} else {
+			var slow []*item
+			slow, preempted = a.quick(ctx, stage, inv, opts.Yield)
+			if !preempted {
+				preempted = a.apply(ctx, slow, opts.Yield)
 			}
+			for _, it := range slow {
+				if it.res.Action != "" {
+					it.witness = a.seen.of(it.key)
+				}
+			}
+		}
+		if preempted {
+			break
 		}
 		if i < 2 && !opts.DryRun {
 			a.wait(ctx, stage)
 		}
 	}
+	if preempted {
+		opts.NoPrune = "the sync stopped for a release"
+	}
 	for _, it := range items {
+		if it.res.Action == "" {
+			it.res.Action, it.res.Error = platform.ActionSkipped, "not applied yet: the sync stopped for a release, and applies it next"
+		}
 		results = append(results, *it.res)
 	}
 	for _, it := range items {
@@ -250,6 +266,9 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 		if err := a.writeInventory(context.WithoutCancel(ctx), inventoryAfter(inv, items, keep)); err != nil {
 			return results, err
 		}
+	}
+	if preempted {
+		return results, platform.ErrPreempted
 	}
 	return results, held
 }
@@ -310,7 +329,31 @@ func (a *Applier) scopeOne(it *item) {
 // apply applies one stage: all at once through ssa.ApplyAll, and when
 // that fails (one object refused fails the batch), object by object, so
 // that the others are applied and the refused one is named.
-func (a *Applier) apply(ctx context.Context, stage []*item) {
+//
+// With yield, the stage goes in batches, yield asked before each: once it
+// says so, the rest is left (Action "") and it returns true.
+func (a *Applier) apply(ctx context.Context, stage []*item, yield func() bool) (preempted bool) {
+	if yield == nil || len(stage) <= yieldBatch {
+		if len(stage) > 0 && (yield == nil || !yield()) {
+			a.applyBatch(ctx, stage)
+			return false
+		}
+		return len(stage) > 0
+	}
+	for i := 0; i < len(stage); i += yieldBatch {
+		if yield() {
+			return true
+		}
+		a.applyBatch(ctx, stage[i:min(i+yieldBatch, len(stage))])
+	}
+	return false
+}
+
+// yieldBatch is how many objects the slow way applies between asking
+// whether to yield: each costs a read and a dry run.
+const yieldBatch = 20
+
+func (a *Applier) applyBatch(ctx context.Context, stage []*item) {
 	us := make([]*unstructured.Unstructured, len(stage))
 	for i, it := range stage {
 		us[i] = it.u

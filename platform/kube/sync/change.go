@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
 	"golang.org/x/sync/errgroup"
@@ -138,7 +139,10 @@ func subset(want, have map[string]string) bool {
 // quick applies the items only git changed, at once, and returns those
 // that failed, to go the slow way. An item whose apply left its
 // resourceVersion where the witness had it was unchanged after all.
-func (a *Applier) quick(ctx context.Context, stage []*item, inv inventory) (slow []*item) {
+//
+// yield, when set, is asked before each object: once it says so, the
+// objects not started are left (Action ""), and preempted is set.
+func (a *Applier) quick(ctx context.Context, stage []*item, inv inventory, yield func() bool) (slow []*item, preempted bool) {
 	var quick []*item
 	for _, it := range stage {
 		if it.change == changeGit && !ssautils.IsCRD(it.u) {
@@ -148,10 +152,18 @@ func (a *Applier) quick(ctx context.Context, stage []*item, inv inventory) (slow
 		}
 	}
 	var mu sync.Mutex
+	var stop atomic.Bool
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(a.cfg.Concurrency)
 	for _, it := range quick {
+		if stop.Load() {
+			break
+		}
 		g.Go(func() error {
+			if yield != nil && (stop.Load() || yield()) {
+				stop.Store(true)
+				return nil
+			}
 			applied := it.u.DeepCopy()
 			err := a.c.Patch(gctx, applied, client.Apply, client.ForceOwnership, client.FieldOwner(FieldManager))
 			if err != nil {
@@ -180,7 +192,10 @@ func (a *Applier) quick(ctx context.Context, stage []*item, inv inventory) (slow
 		})
 	}
 	_ = g.Wait()
-	return slow
+	if stop.Load() {
+		return nil, true
+	}
+	return slow, false
 }
 
 // onlyManager reports whether manager is the only one of o's fields.
