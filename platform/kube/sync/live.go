@@ -34,6 +34,7 @@ type liveView struct {
 
 	mu        sync.Mutex
 	informers map[informerKey]cache.SharedIndexInformer
+	waited    map[informerKey]bool // a sync waited for its first list
 }
 
 type informerKey struct {
@@ -42,7 +43,7 @@ type informerKey struct {
 }
 
 func newLiveView(ctx context.Context, mc metadata.Interface, namespaces []string, log *slog.Logger) *liveView {
-	return &liveView{mc: mc, namespaces: namespaces, log: log, ctx: ctx, syncWait: 30 * time.Second, informers: map[informerKey]cache.SharedIndexInformer{}}
+	return &liveView{mc: mc, namespaces: namespaces, log: log, ctx: ctx, syncWait: 30 * time.Second, informers: map[informerKey]cache.SharedIndexInformer{}, waited: map[informerKey]bool{}}
 }
 
 // keyFor is the informer that holds an object of gvr in ns.
@@ -54,7 +55,9 @@ func (v *liveView) keyFor(gvr schema.GroupVersionResource, namespaced bool, ns s
 }
 
 // ensure starts the informers of keys not started yet and waits (at most
-// syncWait, or ctx) until they have listed; it returns those ready.
+// syncWait, or ctx) until they have listed; it returns those ready. An
+// informer is waited for once: one that could not list then (no RBAC)
+// is not waited for again, and is used once it has listed.
 func (v *liveView) ensure(ctx context.Context, keys map[informerKey]bool) map[informerKey]cache.SharedIndexInformer {
 	v.mu.Lock()
 	for k := range keys {
@@ -92,9 +95,10 @@ func (v *liveView) ensure(ctx context.Context, keys map[informerKey]bool) map[in
 	defer cancel()
 	for k := range keys {
 		v.mu.Lock()
-		inf := v.informers[k]
+		inf, waited := v.informers[k], v.waited[k]
+		v.waited[k] = true
 		v.mu.Unlock()
-		if inf.HasSynced() || cache.WaitForCacheSync(wctx.Done(), inf.HasSynced) {
+		if inf.HasSynced() || !waited && cache.WaitForCacheSync(wctx.Done(), inf.HasSynced) {
 			ready[k] = inf
 		}
 	}
