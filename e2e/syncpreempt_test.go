@@ -137,4 +137,31 @@ func TestReleaseDuringABigSyncGoesFirst(t *testing.T) {
 	if err != nil || !strings.HasSuffix(d.Spec.Template.Spec.Containers[0].Image, ":1.1.0") {
 		t.Errorf("preempt-web after the sync: %v %v; want the release's 1.1.0 kept", err, d.Spec.Template.Spec.Containers)
 	}
+
+	// fluxctl sync follows a long sync (1,000 changed objects take at
+	// least 18 s at the default rate limit) and says it is still syncing;
+	// --no-wait starts one and returns at once.
+	env := []string{"FLUX_URL=grpc://" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"]}
+	pushManifest(t, "Mark every ConfigMap again", preemptManifests(ns, "2", "1.1.0"))
+	out, stderr, code := fluxctl(t, env, "sync")
+	if code != 0 || !strings.Contains(out, "1000 configured") || !strings.Contains(stderr, "still syncing (") {
+		t.Errorf("fluxctl sync: exit %d, want the sync's report and progress on stderr:\n%s%s", code, out, stderr)
+	}
+	pushManifest(t, "Mark every ConfigMap once more", preemptManifests(ns, "3", "1.1.0"))
+	out, stderr, code = fluxctl(t, env, "sync", "--no-wait")
+	if code != 0 || !strings.Contains(out, "Sync started") {
+		t.Fatalf("fluxctl sync --no-wait: exit %d\n%s%s", code, out, stderr)
+	}
+	if err := poll(context.Background(), 3*time.Minute, func() error {
+		cm, err := kc.CoreV1().ConfigMaps(ns).Get(context.Background(), "cm-0999", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cm.Annotations["mark"] != "3" {
+			return fmt.Errorf("cm-0999 has mark %q", cm.Annotations["mark"])
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("the sync fluxctl sync --no-wait started never applied git: %v", err)
+	}
 }

@@ -122,6 +122,8 @@ type Syncer struct {
 	kick    chan struct{} // "sync soon": a buffer of one, sends never block
 	run     sync.Mutex    // one sync at a time
 	running atomic.Bool   // Run is running: this replica leads
+	// fetchNext makes Run's next sync fetch git first (Start).
+	fetchNext atomic.Bool
 
 	mu           sync.Mutex // guards the fields below
 	kicked       string     // the revision of the last kick
@@ -150,6 +152,23 @@ func (s *Syncer) Kick(rev string) {
 	}
 }
 
+// ErrNotRunning is a Start on a replica whose sync does not run.
+var ErrNotRunning = errors.New("the sync does not run on this fluxd replica (it runs on the leader)")
+
+// Start asks Run for a sync soon, git fetched first, and returns at
+// once: its outcome goes to the history and Last like any other sync's.
+func (s *Syncer) Start() error {
+	if !s.Running() {
+		return ErrNotRunning
+	}
+	s.fetchNext.Store(true)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
 // Running reports whether Run runs: on the leader only, with
 // --leader-elect.
 func (s *Syncer) Running() bool { return s.running.Load() }
@@ -167,11 +186,11 @@ func (s *Syncer) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-s.kick:
-			if s.synced() {
+			if !s.fetchNext.Load() && s.synced() {
 				continue // the timer keeps running
 			}
 		}
-		if _, err := s.Sync(ctx, false, false); err != nil && ctx.Err() == nil {
+		if _, err := s.Sync(ctx, s.fetchNext.Swap(false), false); err != nil && ctx.Err() == nil {
 			s.log.Warn("sync failed", "error", err)
 		}
 		if !t.Stop() {
