@@ -17,12 +17,14 @@ import (
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	"github.com/fluxcd/pkg/ssa"
 	ssautils "github.com/fluxcd/pkg/ssa/utils"
+	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fluxd/fluxd/internal/localstack"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
@@ -183,6 +185,7 @@ func benchFluxV2(b *testing.B) time.Duration {
 	rc.QPS, rc.Burst = 50, 300 // kustomize-controller's --kube-api-qps and --kube-api-burst
 	var requests atomic.Int64
 	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countRT{rt, &requests} })
+	ctrllog.SetLogger(logr.Discard()) // controller-runtime complains without one
 	c, err := client.New(rc, client.Options{})
 	if err != nil {
 		b.Fatal(err)
