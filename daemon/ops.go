@@ -562,15 +562,7 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 	if err := d.watched(ctx, ref.Repository); err != nil {
 		return "", 0, err
 	}
-	// A push notification checks the mutable tags now, whatever their
-	// adaptive re-check interval.
-	list := d.deps.Images.Images
-	if r, ok := d.deps.Images.(interface {
-		Refresh(ctx context.Context, repository string) ([]registry.Image, error)
-	}); ok {
-		list = r.Refresh
-	}
-	imgs, err := list(ctx, ref.Repository)
+	n, err := d.notifyRefresh(ctx, ref.Repository)
 	if err != nil {
 		return "", 0, err
 	}
@@ -579,9 +571,55 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 	} else if d.deps.Automator != nil {
 		d.deps.Automator.Kick()
 	}
-	d.log.Info("image notification: repository refreshed", "repository", ref.Repository, "tags", len(imgs))
+	d.log.Info("image notification: repository refreshed", "repository", ref.Repository, "tags", n)
 	if d.onNotify != nil {
-		d.onNotify(ref.Repository, len(imgs))
+		d.onNotify(ref.Repository, n)
 	}
-	return ref.Repository, len(imgs), nil
+	return ref.Repository, n, nil
+}
+
+// notifyRefresh refreshes a notified repository as its users need it:
+// when every container running it orders its tags by version,
+// alphabetically or numerically (no filter needing build times), the tag
+// list alone, as list-images and plans read it; otherwise every tag,
+// mutable ones checked now whatever their re-check interval. It returns
+// how many tags the repository has.
+func (d *Daemon) notifyRefresh(ctx context.Context, repository string) (int, error) {
+	if r, ok := d.deps.Images.(interface {
+		RefreshTags(ctx context.Context, repository string) ([]string, error)
+	}); ok && !d.needsMetadata(ctx, repository) {
+		tags, err := r.RefreshTags(ctx, repository)
+		return len(tags), err
+	}
+	list := d.deps.Images.Images
+	if r, ok := d.deps.Images.(interface {
+		Refresh(ctx context.Context, repository string) ([]registry.Image, error)
+	}); ok {
+		list = r.Refresh
+	}
+	imgs, err := list(ctx, repository)
+	return len(imgs), err
+}
+
+// needsMetadata reports whether some container running repository needs
+// its images' build times (its order is by time, or its filter needs
+// them, or cannot be read), or the services cannot be known (in doubt).
+func (d *Daemon) needsMetadata(ctx context.Context, repository string) bool {
+	svcs, err := d.services(ctx)
+	if err != nil {
+		return true
+	}
+	for _, s := range svcs {
+		for _, c := range s.Containers {
+			ref, err := registry.ParseRef(c.Image)
+			if err != nil || ref.Repository != repository {
+				continue
+			}
+			f, ferr := containerFilter(s.annotations, c.Name, ref)
+			if ferr != nil || f.NeedsMetadata() || f.Order == "" {
+				return true
+			}
+		}
+	}
+	return false
 }

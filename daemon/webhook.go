@@ -506,6 +506,7 @@ func parseNotification(body []byte) ([]string, string, error) {
 		Events []struct {
 			Action string `json:"action"`
 			Target struct {
+				MediaType  string `json:"mediaType"`
 				Repository string `json:"repository"`
 				Tag        string `json:"tag"`
 			} `json:"target"`
@@ -539,7 +540,7 @@ func parseNotification(body []byte) ([]string, string, error) {
 		return []string{withTag(repo.RepoName, p.PushData.Tag)}, "dockerhub", nil
 	case len(p.Events) > 0:
 		for _, e := range p.Events {
-			if e.Action != "push" || e.Target.Repository == "" || e.Request.Host == "" {
+			if e.Action != "push" || e.Target.Repository == "" || e.Request.Host == "" || blobPush(e.Target.Tag, e.Target.MediaType) {
 				continue
 			}
 			images = append(images, withTag(e.Request.Host+"/"+e.Target.Repository, e.Target.Tag))
@@ -576,6 +577,19 @@ func firstLineOf(err error) string {
 		return s[:i]
 	}
 	return s
+}
+
+// blobPush reports whether a distribution push event is of a blob (a
+// layer or a config): the registry sends one per blob before the
+// manifest's, and only the manifest's names a tag. A blob changes no tag,
+// so it costs no refresh; an untagged manifest push (by digest) without
+// a media type is still refreshed, in doubt.
+func blobPush(tag, mediaType string) bool {
+	if tag != "" {
+		return false
+	}
+	mt := strings.ToLower(mediaType)
+	return mt != "" && !strings.Contains(mt, "manifest") && !strings.Contains(mt, "image.index")
 }
 
 func withTag(repo, tag string) string {

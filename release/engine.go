@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -89,8 +90,11 @@ type Engine struct {
 	// apply (Exclusive). Without it a sync that read git before a release
 	// pushed could apply the old image after the release applied the new
 	// one. Taken before git, never after it.
-	apply  *semaphore.Weighted
-	memory planMemory
+	apply *semaphore.Weighted
+	// deploying counts releases and rollbacks waiting for apply: the
+	// sync yields to them between objects (DeployWaiting).
+	deploying atomic.Int32
+	memory    planMemory
 
 	// onRevision, if set, is told each revision a fetch finds that
 	// differs from the one before (the sync is kicked by it, so any
@@ -185,6 +189,12 @@ func (e *Engine) Exclusive(ctx context.Context, fn func() error) error {
 	return fn()
 }
 
+// DeployWaiting reports whether a release or rollback waits to push and
+// apply: a sync inside Exclusive asks it between objects and stops, so a
+// release waits at most for the object being applied, never for a whole
+// sync.
+func (e *Engine) DeployWaiting() bool { return e.deploying.Load() > 0 }
+
 func (e *Engine) lockApply(ctx context.Context) error {
 	if err := e.apply.Acquire(ctx, 1); err != nil {
 		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("waiting for the sync or a release to finish applying: %w", err),
@@ -196,7 +206,10 @@ func (e *Engine) lockApply(ctx context.Context) error {
 // lockDeploy takes the apply lock, then the git lock: a release's push
 // and apply hold both.
 func (e *Engine) lockDeploy(ctx context.Context) error {
-	if err := e.lockApply(ctx); err != nil {
+	e.deploying.Add(1)
+	err := e.lockApply(ctx)
+	e.deploying.Add(-1)
+	if err != nil {
 		return err
 	}
 	if err := e.lockGit(ctx); err != nil {

@@ -104,6 +104,17 @@ func (g *globals) call(ctx context.Context, fn func(context.Context, fluxdv1.Flu
 	return fn(ctx, fluxdv1.NewFluxServiceClient(conn))
 }
 
+// callUnbounded is call without the --timeout: for a call that lasts as
+// long as the work it waits for, which fluxd bounds itself.
+func (g *globals) callUnbounded(ctx context.Context, fn func(context.Context, fluxdv1.FluxServiceClient) error) error {
+	conn, err := dial(g.url, g.token, g.caFile, g.certFile, g.keyFile)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return fn(ctx, fluxdv1.NewFluxServiceClient(conn))
+}
+
 // addOutputFlag adds -o to a listing command.
 func addOutputFlag(cmd *cobra.Command, g *globals) {
 	cmd.Flags().StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")

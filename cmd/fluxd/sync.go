@@ -123,13 +123,14 @@ var (
 	syncFailedDesc   = prometheus.NewDesc("fluxd_sync_failed", "1 when the last sync failed, on any object or file.", nil, nil)
 	syncObjectsDesc  = prometheus.NewDesc("fluxd_sync_objects", "Objects the last sync applied or found unchanged.", nil, nil)
 	syncFailedObjs   = prometheus.NewDesc("fluxd_sync_failed_objects", "Objects the last sync could not apply, and files it could not read.", nil, nil)
+	syncRequestsDesc = prometheus.NewDesc("fluxd_sync_kube_requests", "Requests the last sync sent to the Kubernetes API server (a sync that finds nothing changed sends a few, whatever the number of objects).", nil, nil)
 )
 
 // syncCollector exports the last sync's report, when there is one.
 type syncCollector struct{ s *syncer.Syncer }
 
 func (c syncCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{syncLastDesc, syncDurationDesc, syncFailedDesc, syncObjectsDesc, syncFailedObjs} {
+	for _, d := range []*prometheus.Desc{syncLastDesc, syncDurationDesc, syncFailedDesc, syncObjectsDesc, syncFailedObjs, syncRequestsDesc} {
 		ch <- d
 	}
 }
@@ -148,4 +149,7 @@ func (c syncCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(syncFailedDesc, prometheus.GaugeValue, failed)
 	ch <- prometheus.MustNewConstMetric(syncObjectsDesc, prometheus.GaugeValue, float64(len(r.Results)-r.Count(platform.ActionFailed)))
 	ch <- prometheus.MustNewConstMetric(syncFailedObjs, prometheus.GaugeValue, float64(r.Count(platform.ActionFailed)+len(r.Problems)))
+	if r.Requests >= 0 {
+		ch <- prometheus.MustNewConstMetric(syncRequestsDesc, prometheus.GaugeValue, float64(r.Requests))
+	}
 }

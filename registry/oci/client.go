@@ -512,6 +512,13 @@ func (c *Client) Refresh(ctx context.Context, repository string) ([]registry.Ima
 	return c.scan(ctx, repository, nil, true)
 }
 
+// RefreshTags reads a repository's tag list now (a notification), and
+// nothing else: under version, alphabetical or numerical order the list
+// is all a plan or a listing needs, and they read the tags they show.
+func (c *Client) RefreshTags(ctx context.Context, repository string) ([]string, error) {
+	return c.tags(ctx, repository, true)
+}
+
 // recheck is the wait before the next HEAD of a mutable tag whose digest
 // was found the same stable times in a row.
 func (c *Client) recheck(stable int) time.Duration {

@@ -3580,7 +3580,11 @@ func (x *NotifyImageResponse) GetTags() int32 {
 type SyncRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// dry_run changes nothing: the response says what a sync would do.
-	DryRun        bool `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// no_wait starts the sync (git fetched first) and answers at once,
+	// with started set; its outcome is in the history and on the status
+	// page. Not with dry_run.
+	NoWait        bool `protobuf:"varint,2,opt,name=no_wait,json=noWait,proto3" json:"no_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3618,6 +3622,13 @@ func (*SyncRequest) Descriptor() ([]byte, []int) {
 func (x *SyncRequest) GetDryRun() bool {
 	if x != nil {
 		return x.DryRun
+	}
+	return false
+}
+
+func (x *SyncRequest) GetNoWait() bool {
+	if x != nil {
+		return x.NoWait
 	}
 	return false
 }
@@ -3717,7 +3728,9 @@ type SyncResponse struct {
 	// error is a failure of the sync as a whole (the inventory unreadable).
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// duration_ms is how long the sync took.
-	DurationMs    int64 `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	DurationMs int64 `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// started is set, alone, when no_wait started the sync.
+	Started       bool `protobuf:"varint,7,opt,name=started,proto3" json:"started,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3792,6 +3805,13 @@ func (x *SyncResponse) GetDurationMs() int64 {
 		return x.DurationMs
 	}
 	return 0
+}
+
+func (x *SyncResponse) GetStarted() bool {
+	if x != nil {
+		return x.Started
+	}
+	return false
 }
 
 var File_fluxd_v1_fluxd_proto protoreflect.FileDescriptor
@@ -4071,16 +4091,17 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\n" +
 	"repository\x18\x01 \x01(\tR\n" +
 	"repository\x12\x12\n" +
-	"\x04tags\x18\x02 \x01(\x05R\x04tags\"&\n" +
+	"\x04tags\x18\x02 \x01(\x05R\x04tags\"?\n" +
 	"\vSyncRequest\x12\x17\n" +
-	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"~\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12\x17\n" +
+	"\ano_wait\x18\x02 \x01(\bR\x06noWait\"~\n" +
 	"\n" +
 	"SyncObject\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x16\n" +
 	"\x06action\x18\x03 \x01(\tR\x06action\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x12\n" +
-	"\x04diff\x18\x05 \x03(\tR\x04diff\"\xc6\x01\n" +
+	"\x04diff\x18\x05 \x03(\tR\x04diff\"\xe0\x01\n" +
 	"\fSyncResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12.\n" +
@@ -4088,7 +4109,8 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\bproblems\x18\x04 \x03(\tR\bproblems\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1f\n" +
 	"\vduration_ms\x18\x06 \x01(\x03R\n" +
-	"durationMs*P\n" +
+	"durationMs\x12\x18\n" +
+	"\astarted\x18\a \x01(\bR\astarted*P\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_VIEWER\x10\x01\x12\x11\n" +
