@@ -20,6 +20,7 @@ type Store interface {
 	JobLog
 	JobOutput
 	RegistryCache
+	Outbox
 	// Ping checks that the database answers, for readiness.
 	Ping(ctx context.Context) error
 	// Close releases the database.

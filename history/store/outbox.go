@@ -1,0 +1,66 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/fluxd/fluxd/history"
+)
+
+// The outbox, passed on to the store once it is connected.
+
+func (c *Connecting) Notify(ctx context.Context, n history.Notice) (int64, error) {
+	s, err := c.store()
+	if err != nil {
+		return 0, err
+	}
+	return s.Notify(ctx, n)
+}
+
+func (c *Connecting) Notices(ctx context.Context, after int64, limit int) ([]history.Notice, error) {
+	s, err := c.store()
+	if err != nil {
+		return nil, err
+	}
+	return s.Notices(ctx, after, limit)
+}
+
+func (c *Connecting) LastNotice(ctx context.Context) (int64, error) {
+	s, err := c.store()
+	if err != nil {
+		return 0, err
+	}
+	return s.LastNotice(ctx)
+}
+
+func (c *Connecting) NoticeCursor(ctx context.Context, receiver string) (int64, bool, error) {
+	s, err := c.store()
+	if err != nil {
+		return 0, false, err
+	}
+	return s.NoticeCursor(ctx, receiver)
+}
+
+func (c *Connecting) SetNoticeCursor(ctx context.Context, receiver string, id int64) error {
+	s, err := c.store()
+	if err != nil {
+		return err
+	}
+	return s.SetNoticeCursor(ctx, receiver, id)
+}
+
+func (c *Connecting) PendingNotices(ctx context.Context, after int64) (int64, time.Time, error) {
+	s, err := c.store()
+	if err != nil {
+		return 0, time.Time{}, err
+	}
+	return s.PendingNotices(ctx, after)
+}
+
+func (c *Connecting) PruneNotices(ctx context.Context, before time.Time) (int64, error) {
+	s, err := c.store()
+	if err != nil {
+		return 0, err
+	}
+	return s.PruneNotices(ctx, before)
+}
