@@ -24,7 +24,7 @@ func testOutboxWithRecord(t *testing.T, f Factory) {
 	at := time.Unix(1700000000, 0)
 	rel := history.Event{Instance: "team", Type: history.Release, User: "ann", Services: []string{"default:deployment/web"},
 		Changes: []history.Change{{Service: "default:deployment/web", Container: "app", From: "reg/app:1", To: "reg/app:2"}},
-		Commit: "abc123", Job: "job-1", StartedAt: at, EndedAt: at.Add(time.Second)}
+		Commit:  "abc123", Job: "job-1", StartedAt: at, EndedAt: at.Add(time.Second)}
 	id1 := record(t, s, rel)
 	id2 := record(t, s, history.Event{Instance: "team", Type: history.Lock, User: "bob", Services: []string{"default:deployment/web"}, Message: "freeze", StartedAt: at, EndedAt: at})
 	started := history.Event{Instance: "team", Type: history.Release, User: "ann", Services: []string{"default:deployment/web"}, Commit: "def456", Job: "job-2"}
