@@ -184,7 +184,7 @@ func (f *fixture) started(t *testing.T, names ...string) {
 
 var release = history.Event{Instance: "team", Type: history.Release, User: "ann", Services: []string{"prod:deployment/web"},
 	Changes: []history.Change{{Service: "prod:deployment/web", Container: "app", From: "reg.example/app:1.0", To: "reg.example/app:1.1"}},
-	Commit: "0123456789abcdef0123456789abcdef01234567", Job: "job-7", Message: "ship it"}
+	Commit:  "0123456789abcdef0123456789abcdef01234567", Job: "job-7", Message: "ship it"}
 
 func (f *fixture) record(t *testing.T, ev history.Event) {
 	t.Helper()
@@ -574,7 +574,7 @@ func TestFilters(t *testing.T) {
 	staging := release
 	staging.Services = []string{"staging:deployment/web"}
 	staging.Type, staging.Error = history.Failed, "rollout timed out"
-	f.record(t, staging) // failures
+	f.record(t, staging)                                                                                                    // failures
 	f.record(t, history.Event{Instance: "team", Type: history.Lock, User: "bob", Services: []string{"prod:deployment/db"}}) // prod, locks
 	waitFor(t, "4 deliveries", func() bool { return len(rec.got()) >= 4 })
 	time.Sleep(150 * time.Millisecond)

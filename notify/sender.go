@@ -338,4 +338,3 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	}
 }
-
