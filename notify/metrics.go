@@ -40,6 +40,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	if reg != nil {
 		reg.MustRegister(m.deliveries, m.depth, m.oldest, m.reloads)
 	}
+	// Served at zero from the start, so that an alert on errors has a
+	// series before the first reload.
+	m.reloads.WithLabelValues("ok")
+	m.reloads.WithLabelValues("error")
 	return m
 }
 

@@ -99,3 +99,10 @@ func (w *Watcher) Run(ctx context.Context) {
 		w.log.Info("notification config reloaded", "component", "notify", "receivers", len(cfg.Receivers))
 	}
 }
+
+// Static is a config that never changes.
+func Static(cfg *Config) Receivers { return static{cfg} }
+
+type static struct{ cfg *Config }
+
+func (s static) Config() (*Config, <-chan struct{}) { return s.cfg, nil }

@@ -62,6 +62,7 @@ type Queue struct {
 
 	onUpdate func(JobUpdate)
 	onLog    func(history.JobLogLine)
+	notifier Notifier // nil: none
 }
 
 // OnEnd sets a function called after every job ends (the automator's
@@ -79,6 +80,8 @@ type entry struct {
 	resume *resumePoint
 	// log is what the job's log has told so far.
 	log jobLog
+	// startNoticed: the notice of its rollout's start is stored.
+	startNoticed bool
 }
 
 type resumePoint struct {
@@ -276,10 +279,14 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 			}
 			q.writeLog(ctx, e, lines...)
 			q.publish(e)
+			if p.Stage == StageRollingOut && p.Commit != "" {
+				q.noticeStarted(ctx, e, typ, p.Commit)
+			}
 		},
 	}
 	var res *Result
 	var err error
+	ctx = withJob(ctx, e.job.ID)
 	if e.resume != nil {
 		q.writeLog(ctx, e, fmt.Sprintf("taken over by this fluxd after commit %.12s was pushed", e.resume.commit))
 	}
@@ -330,7 +337,7 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 func (q *Queue) record(ctx context.Context, j history.Job, typ history.Type) {
 	var spec Spec
 	_ = json.Unmarshal(j.Spec, &spec)
-	ev := history.Event{Instance: j.Instance, Type: typ, User: spec.User, Message: spec.Message, Error: fmt.Sprintf("job %s: %s", j.ID, j.Error), StartedAt: j.CreatedAt, EndedAt: time.Now()}
+	ev := history.Event{Instance: j.Instance, Type: typ, User: spec.User, Message: spec.Message, Error: fmt.Sprintf("job %s: %s", j.ID, j.Error), Job: j.ID, StartedAt: j.CreatedAt, EndedAt: time.Now()}
 	for _, id := range spec.Services {
 		ev.Services = append(ev.Services, id.String())
 	}
