@@ -21,6 +21,7 @@ type Store interface {
 	JobOutput
 	RegistryCache
 	Outbox
+	LiveLog
 	// Ping checks that the database answers, for readiness.
 	Ping(ctx context.Context) error
 	// Close releases the database.

@@ -64,3 +64,52 @@ func (c *Connecting) PruneNotices(ctx context.Context, before time.Time) (int64,
 	}
 	return s.PruneNotices(ctx, before)
 }
+
+// The live stream, passed on likewise.
+
+func (c *Connecting) AppendLive(ctx context.Context, evs []history.LiveEvent) error {
+	s, err := c.store()
+	if err != nil {
+		return err
+	}
+	return s.AppendLive(ctx, evs)
+}
+
+func (c *Connecting) LiveAfter(ctx context.Context, after int64, limit int) ([]history.LiveEvent, error) {
+	s, err := c.store()
+	if err != nil {
+		return nil, err
+	}
+	return s.LiveAfter(ctx, after, limit)
+}
+
+func (c *Connecting) LastLive(ctx context.Context) (int64, error) {
+	s, err := c.store()
+	if err != nil {
+		return 0, err
+	}
+	return s.LastLive(ctx)
+}
+
+func (c *Connecting) PruneLive(ctx context.Context, before time.Time) (int64, error) {
+	s, err := c.store()
+	if err != nil {
+		return 0, err
+	}
+	return s.PruneLive(ctx, before)
+}
+
+// WaitLive is the PostgreSQL store's LISTEN for new live events; nil for
+// SQLite (poll) or while the database is not connected.
+func (c *Connecting) WaitLive(ctx context.Context) <-chan struct{} {
+	s, err := c.store()
+	if err != nil {
+		return nil
+	}
+	if w, ok := s.(interface {
+		WaitLive(context.Context) <-chan struct{}
+	}); ok {
+		return w.WaitLive(ctx)
+	}
+	return nil
+}

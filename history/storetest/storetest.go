@@ -55,6 +55,7 @@ func Run(t *testing.T, f Factory) {
 		{"OutboxCursors", testOutboxCursors},
 		{"OutboxPendingAndPrune", testOutboxPendingAndPrune},
 		{"OutboxConcurrent", testOutboxConcurrent},
+		{"LiveEvents", testLiveEvents},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, f) })
