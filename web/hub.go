@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/fluxd/fluxd/history"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
@@ -45,6 +46,16 @@ type Hub struct {
 	// progress is the last rollout progress sent per running job, so
 	// that a job event carries only the workloads whose progress changed.
 	progress map[string]map[string][4]int32
+
+	// out, when the hub is fed by the store (UseStore), takes what this
+	// replica publishes to the store; nil: published to the rings at
+	// once.
+	out   chan history.LiveEvent
+	store LiveStore
+	// wrote wakes the reader after this replica wrote.
+	wrote chan struct{}
+	// dropped counts events not written because the writer was behind.
+	dropped int64
 }
 
 // ring is one instance's recent events.
@@ -121,6 +132,17 @@ func (h *Hub) Publish(instance, typ string, m proto.Message) {
 	if err != nil {
 		return
 	}
+	if h.out != nil {
+		// Fed by the store: the event reaches this hub's rings (and
+		// every other replica's) from there.
+		h.send(instance, typ, data)
+		return
+	}
+	h.deliver(instance, typ, data)
+}
+
+// deliver adds an event to the rings and wakes the streams.
+func (h *Hub) deliver(instance, typ string, data []byte) {
 	h.mu.Lock()
 	if instance == "" {
 		for _, r := range h.rings {

@@ -508,7 +508,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	}))
 	if f.webListen != "" {
 		// Before the jobs run: it sets the queue's hooks.
-		if err := startWeb(ctx, g, f, srv, d, jobs, auto, tokens, leadership.IsLeader, log); err != nil {
+		if err := startWeb(ctx, g, f, srv, d, jobs, auto, tokens, store, log); err != nil {
 			return err
 		}
 	}
