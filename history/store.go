@@ -22,6 +22,7 @@ type Store interface {
 	RegistryCache
 	Outbox
 	LiveLog
+	WebSessions
 	// Ping checks that the database answers, for readiness.
 	Ping(ctx context.Context) error
 	// Close releases the database.

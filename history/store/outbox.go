@@ -113,3 +113,29 @@ func (c *Connecting) WaitLive(ctx context.Context) <-chan struct{} {
 	}
 	return nil
 }
+
+// The web sessions, passed on likewise.
+
+func (c *Connecting) SaveSession(ctx context.Context, se history.WebSession, perToken, max int) (bool, error) {
+	s, err := c.store()
+	if err != nil {
+		return false, err
+	}
+	return s.SaveSession(ctx, se, perToken, max)
+}
+
+func (c *Connecting) Session(ctx context.Context, id string) (history.WebSession, error) {
+	s, err := c.store()
+	if err != nil {
+		return history.WebSession{}, err
+	}
+	return s.Session(ctx, id)
+}
+
+func (c *Connecting) DeleteSession(ctx context.Context, id string) error {
+	s, err := c.store()
+	if err != nil {
+		return err
+	}
+	return s.DeleteSession(ctx, id)
+}

@@ -56,6 +56,7 @@ func Run(t *testing.T, f Factory) {
 		{"OutboxPendingAndPrune", testOutboxPendingAndPrune},
 		{"OutboxConcurrent", testOutboxConcurrent},
 		{"LiveEvents", testLiveEvents},
+		{"WebSessions", testWebSessions},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, f) })
