@@ -60,7 +60,11 @@ type Config struct {
 	SessionTTL time.Duration
 	// MaxSessions bounds the sessions kept (default 10000).
 	MaxSessions int
-	Log         *slog.Logger
+	// Sessions, when set, keeps the sessions (hashed and sealed) where
+	// every replica finds them and a restart does not lose them;
+	// without it they are kept in this process's memory.
+	Sessions SessionStore
+	Log      *slog.Logger
 }
 
 // Validate reports every problem of the configuration.
@@ -138,7 +142,9 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	if err := fluxdv1.RegisterFluxServiceHandlerClient(ctx, gw, fluxdv1.NewFluxServiceClient(cfg.Conn)); err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: cfg, sessions: newSessions(cfg.SessionTTL, cfg.MaxSessions), api: gw,
+	ss := newSessions(cfg.SessionTTL, cfg.MaxSessions)
+	ss.store = cfg.Sessions
+	h := &Handler{cfg: cfg, sessions: ss, api: gw,
 		signIns: newFailures(), log: cfg.Log.With("component", "web"), now: time.Now}
 	assets, err := fs.Sub(static, "static")
 	if err != nil {

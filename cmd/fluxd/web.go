@@ -25,6 +25,7 @@ import (
 // needs it: the live log, and PostgreSQL's LISTEN (nil: poll).
 type liveStore interface {
 	web.LiveStore
+	web.SessionStore
 	Wait(ctx context.Context) error
 	WaitLive(ctx context.Context) <-chan struct{}
 }
@@ -69,7 +70,7 @@ func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Serve
 	if err != nil {
 		return err
 	}
-	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, SecureCookie: f.webSecureCookie, Log: log})
+	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, Sessions: store, SecureCookie: f.webSecureCookie, Log: log})
 	if err != nil {
 		return err
 	}

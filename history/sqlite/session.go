@@ -46,7 +46,6 @@ func (s *Store) SaveSession(ctx context.Context, se history.WebSession, perToken
 	return true, nil
 }
 
-
 // Session returns the live web session of id.
 func (s *Store) Session(ctx context.Context, id string) (history.WebSession, error) {
 	se := history.WebSession{ID: id}
