@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -26,17 +27,32 @@ func (f *notifyFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.webURL, "web-url", "", "the status page's address as people reach it, e.g. https://fluxd.example.com: notifications link to it (default: no links)")
 }
 
+// validate checks the flags and reads the config file, so that a bad
+// one stops fluxd at once, naming its lines, before anything else starts.
+func (f notifyFlags) validate() error {
+	var errs []error
+	if f.maxAge <= 0 {
+		errs = append(errs, fmt.Errorf("--notify-max-age %v must be positive", f.maxAge))
+	}
+	if f.webURL != "" {
+		if u, err := url.Parse(f.webURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("--web-url %q is not an http:// or https:// URL", f.webURL))
+		}
+	}
+	if f.config != "" {
+		if _, err := notify.Load(f.config); err != nil {
+			errs = append(errs, fmt.Errorf("--notify-config: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // newNotifier builds the config watcher and the sender of the outbox.
 // Without --notify-config the sender has no receivers and only prunes
 // the outbox (Record writes a notice for every event).
 func newNotifier(f notifyFlags, store notify.Outbox, reg prometheus.Registerer, log *slog.Logger) (*notify.Watcher, *notify.Sender, error) {
-	if f.maxAge <= 0 {
-		return nil, nil, fmt.Errorf("--notify-max-age %v must be positive", f.maxAge)
-	}
-	if f.webURL != "" {
-		if u, err := url.Parse(f.webURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, nil, fmt.Errorf("--web-url %q is not an http:// or https:// URL", f.webURL)
-		}
+	if err := f.validate(); err != nil {
+		return nil, nil, err
 	}
 	metrics := notify.NewMetrics(reg)
 	var receivers notify.Receivers = notify.Static(&notify.Config{})

@@ -255,7 +255,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		gcfg.SSHKeySource = "the Secret " + f.gitSSHKeySecret
 		gcfg.SSHKey = []byte("-")
 	}
-	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax)); err != nil {
+	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax), f.notify.validate()); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", indent(err))
 	}
 	// Ends the clone's retries on any return below.
