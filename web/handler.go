@@ -428,7 +428,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	key, se := h.sessions.create(req.Token, id, req.Name, h.now())
 	if se == nil {
-		writeError(w, http.StatusServiceUnavailable, "fluxd holds too many sessions just now: try again later, or use an Authorization header")
+		writeError(w, http.StatusServiceUnavailable, "fluxd cannot start a session just now: it holds too many, or its history database (where sessions are kept) does not answer. Try again later, or use an Authorization header")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: h.cookieName(r), Value: key, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,
