@@ -98,4 +98,3 @@ func TestFollowerStatusPageIsLive(t *testing.T) {
 		t.Errorf("only %d job events reached the follower's page, want its stages as they came: %v", len(states), states)
 	}
 }
-}
