@@ -92,4 +92,3 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	}
 	return -1
 }
-
