@@ -16,7 +16,8 @@ import (
 
 // TestCommitStatusOnARealGitea sets commit statuses on a real Gitea (a
 // Go program: FLUXD_GITEA_BIN names a binary built from
-// code.gitea.io/gitea, see docs/notifications.md) through the Sender: a
+// code.gitea.io/gitea in its source tree, whose options/ (translations)
+// it reads, see docs/notifications.md) through the Sender: a
 // release that starts rolling out, then succeeds, leaves the commit with
 // a pending and then a success status of context fluxd/team, as Gitea's
 // own API lists them.
@@ -47,6 +48,7 @@ HTTP_PORT = %[2]d
 ROOT_URL = %[3]s/
 DISABLE_SSH = true
 OFFLINE_MODE = true
+STATIC_ROOT_PATH = %[5]s
 [database]
 DB_TYPE = sqlite3
 PATH = %[1]s/gitea.db
@@ -62,7 +64,7 @@ ROOT_PATH = %[1]s/log
 LEVEL = Warn
 [service]
 DISABLE_REGISTRATION = true
-`, dir, port, base, user))
+`, dir, port, base, user, filepath.Dir(bin)))
 	env := append(os.Environ(), "GITEA_WORK_DIR="+dir, "HOME="+dir)
 	if os.Getuid() == 0 {
 		// Gitea refuses root unless told; the test machine runs as root
@@ -81,7 +83,9 @@ DISABLE_REGISTRATION = true
 	}
 	gitea("migrate")
 	gitea("admin", "user", "create", "--admin", "--username", "fluxd", "--password", "fluxd-test-pw-1", "--email", "fluxd@example.invalid", "--must-change-password=false")
-	token := strings.TrimSpace(gitea("admin", "user", "generate-access-token", "--username", "fluxd", "--token-name", "notify", "--scopes", "write:repository,write:user", "--raw"))
+	// The token is the last line (Gitea may log a warning before it).
+	lines := strings.Split(strings.TrimSpace(gitea("admin", "user", "generate-access-token", "--username", "fluxd", "--token-name", "notify", "--scopes", "write:repository,write:user", "--raw")), "\n")
+	token := strings.TrimSpace(lines[len(lines)-1])
 	srv := exec.Command(bin, "web", "--config", ini)
 	srv.Env, srv.Dir = env, dir
 	var serr bytes.Buffer
