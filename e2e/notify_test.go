@@ -266,14 +266,25 @@ func TestNotificationsOfARelease(t *testing.T) {
 	}
 	signalAndWait(t, f.PID, syscall.SIGKILL)
 	recv.setUp(true)
-	startFaultFluxd(t, name, "notify-rel", f.Tokens, args...)
+	metrics, err := localstack.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startFaultFluxd(t, name, "notify-rel", f.Tokens, append(args, "--metrics-listen="+metrics)...)
 	if err := poll(context.Background(), 60*time.Second, func() error {
 		if n := len(recv.delivered("/hook")); n < 4 {
 			return fmt.Errorf("webhook: %d delivered", n)
 		}
+		// What the metrics say of it, once the sender looked again.
+		if d := metricWith(t, metrics, "fluxd_notify_queue_depth", `receiver="hook"`); d != 0 {
+			return fmt.Errorf("fluxd_notify_queue_depth{receiver=hook} = %v", d)
+		}
 		return nil
 	}); err != nil {
 		t.Fatalf("%v; log: %s", err, stack.Log(name))
+	}
+	if n := metricWith(t, metrics, "fluxd_notify_deliveries_total", `receiver="hook"`, `outcome="delivered"`); n != 2 {
+		t.Errorf("fluxd_notify_deliveries_total{receiver=hook,outcome=delivered} = %v after the restart, want 2 (the lock and the unlock)", n)
 	}
 	time.Sleep(time.Second)
 	if got := hookKinds(t, recv); strings.Join(got, ",") != "release.started,release.succeeded,lock,unlock" {
