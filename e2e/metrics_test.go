@@ -37,6 +37,9 @@ var notOnTheSharedFluxd = map[string]string{
 	"fluxd_sync_objects":                "registered only with --sync-interval",
 	"fluxd_sync_failed_objects":         "registered only with --sync-interval; TestSyncAppliesGit reads it",
 	"fluxd_sync_kube_requests":          "registered only with --sync-interval; BenchmarkSync1000Objects reads it",
+	"fluxd_notify_deliveries_total":     "labelled by receiver: the shared fluxd has none; TestNotificationsOfARelease reads it",
+	"fluxd_notify_queue_depth":          "labelled by receiver: the shared fluxd has none; TestNotificationsOfARelease reads it",
+	"fluxd_notify_oldest_age_seconds":   "labelled by receiver: the shared fluxd has none",
 }
 
 // metricWith adds up the series of a metric whose labels hold every one

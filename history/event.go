@@ -59,7 +59,10 @@ type Event struct {
 	// Commit is the git commit the action pushed, if any.
 	Commit string
 	// Error says why a failed operation failed.
-	Error     string
+	Error string
+	// Job is the release job that did it, if any. It is kept with the
+	// event's notice (Outbox), not in the history row.
+	Job       string
 	StartedAt time.Time
 	EndedAt   time.Time
 }

@@ -20,6 +20,9 @@ type Store interface {
 	JobLog
 	JobOutput
 	RegistryCache
+	Outbox
+	LiveLog
+	WebSessions
 	// Ping checks that the database answers, for readiness.
 	Ping(ctx context.Context) error
 	// Close releases the database.

@@ -164,7 +164,7 @@ func (e *Engine) Read(ctx context.Context, fetch, quiet bool, fn func(rev, root 
 
 // NewEngine returns an Engine.
 func NewEngine(repo Repo, images Images, cluster Cluster, recorder Recorder, log *slog.Logger) *Engine {
-	return &Engine{git: semaphore.NewWeighted(1), apply: semaphore.NewWeighted(1), repo: repo, images: images, cluster: cluster, recorder: recorder, log: log.With("component", "release")}
+	return &Engine{git: semaphore.NewWeighted(1), apply: semaphore.NewWeighted(1), repo: repo, images: images, cluster: cluster, recorder: jobRecorder{recorder}, log: log.With("component", "release")}
 }
 
 // lockGit waits for the git lock until ctx ends.

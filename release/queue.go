@@ -72,6 +72,8 @@ type Queue struct {
 	// adoptEvery is how often Run looks in the store for queued jobs it
 	// does not hold (see adopt).
 	adoptEvery time.Duration
+
+	notifier Notifier // nil: none
 }
 
 // OnEnd sets a function called after every job ends (the automator's
@@ -89,6 +91,8 @@ type entry struct {
 	resume *resumePoint
 	// log is what the job's log has told so far.
 	log jobLog
+	// startNoticed: the notice of its rollout's start is stored.
+	startNoticed bool
 }
 
 type resumePoint struct {
@@ -389,10 +393,14 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 			}
 			q.writeLog(ctx, e, lines...)
 			q.publish(e)
+			if p.Stage == StageRollingOut && p.Commit != "" {
+				q.noticeStarted(ctx, e, typ, p.Commit)
+			}
 		},
 	}
 	var res *Result
 	var err error
+	ctx = withJob(ctx, e.job.ID)
 	if e.resume != nil {
 		q.writeLog(ctx, e, fmt.Sprintf("taken over by this fluxd after commit %.12s was pushed", e.resume.commit))
 	}
@@ -447,7 +455,7 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 func (q *Queue) record(ctx context.Context, j history.Job, typ history.Type) {
 	var spec Spec
 	_ = json.Unmarshal(j.Spec, &spec)
-	ev := history.Event{Instance: j.Instance, Type: typ, User: spec.User, Message: spec.Message, Error: fmt.Sprintf("job %s: %s", j.ID, j.Error), StartedAt: j.CreatedAt, EndedAt: time.Now()}
+	ev := history.Event{Instance: j.Instance, Type: typ, User: spec.User, Message: spec.Message, Error: fmt.Sprintf("job %s: %s", j.ID, j.Error), Job: j.ID, StartedAt: j.CreatedAt, EndedAt: time.Now()}
 	for _, id := range spec.Services {
 		ev.Services = append(ev.Services, id.String())
 	}

@@ -65,7 +65,11 @@ type Config struct {
 	// names the client: failed sign-ins are counted by that address.
 	// Empty: the connection's address, and no header, is believed.
 	TrustedProxies []netip.Prefix
-	Log            *slog.Logger
+	// Sessions, when set, keeps the sessions (hashed and sealed) where
+	// every replica finds them and a restart does not lose them;
+	// without it they are kept in this process's memory.
+	Sessions SessionStore
+	Log      *slog.Logger
 }
 
 // Validate reports every problem of the configuration.
@@ -143,7 +147,9 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	if err := fluxdv1.RegisterFluxServiceHandlerClient(ctx, gw, fluxdv1.NewFluxServiceClient(cfg.Conn)); err != nil {
 		return nil, err
 	}
-	h := &Handler{cfg: cfg, sessions: newSessions(cfg.SessionTTL, cfg.MaxSessions), api: gw,
+	ss := newSessions(cfg.SessionTTL, cfg.MaxSessions)
+	ss.store = cfg.Sessions
+	h := &Handler{cfg: cfg, sessions: ss, api: gw,
 		signIns: newFailures(), log: cfg.Log.With("component", "web"), now: time.Now}
 	assets, err := fs.Sub(static, "static")
 	if err != nil {
@@ -427,7 +433,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	key, se := h.sessions.create(req.Token, id, req.Name, h.now())
 	if se == nil {
-		writeError(w, http.StatusServiceUnavailable, "fluxd holds too many sessions just now: try again later, or use an Authorization header")
+		writeError(w, http.StatusServiceUnavailable, "fluxd cannot start a session just now: it holds too many, or its history database (where sessions are kept) does not answer. Try again later, or use an Authorization header")
 		return
 	}
 	http.SetCookie(w, &http.Cookie{Name: h.cookieName(r), Value: key, Path: "/", HttpOnly: true, SameSite: http.SameSiteStrictMode,

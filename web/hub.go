@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
@@ -49,6 +50,16 @@ type Hub struct {
 	// progress is the last rollout progress sent per running job, so
 	// that a job event carries only the workloads whose progress changed.
 	progress map[string]map[string][4]int32
+
+	// out, when the hub is fed by the store (UseStore), takes what this
+	// replica publishes to the store; nil: published to the rings at
+	// once.
+	out   chan history.LiveEvent
+	store LiveStore
+	// wrote wakes the reader after this replica wrote.
+	wrote chan struct{}
+	// dropped counts events not written because the writer was behind.
+	dropped int64
 }
 
 // ring is one instance's recent events.
@@ -135,6 +146,20 @@ func (h *Hub) publish(instance, typ string, m proto.Message, audience func(auth.
 	if err != nil {
 		return
 	}
+	if h.out != nil && audience == nil {
+		// Fed by the store: the event reaches this hub's rings (and
+		// every other replica's) from there. An event for an audience
+		// (a scoped notification) is not: the store carries no
+		// audience, so it stays on this replica, where it is checked.
+		h.send(instance, typ, data)
+		return
+	}
+	h.deliver(instance, typ, data, audience)
+}
+
+// deliver adds an event to the rings and wakes the streams; audience, if
+// set, picks the callers that see it.
+func (h *Hub) deliver(instance, typ string, data []byte, audience func(auth.Identity) bool) {
 	h.mu.Lock()
 	if instance == "" {
 		for _, r := range h.rings {

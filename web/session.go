@@ -35,6 +35,9 @@ type sessions struct {
 	// table and lock everyone else out.
 	perToken int
 
+	// store, when set, keeps the sessions instead of m (UseStore).
+	store SessionStore
+
 	mu sync.Mutex
 	m  map[[sha256.Size]byte]*session
 }
@@ -48,6 +51,9 @@ func newSessions(ttl time.Duration, max int) *sessions {
 func (s *sessions) create(token string, id auth.Identity, name string, now time.Time) (string, *session) {
 	key, csrf := randomString(), randomString()
 	se := &session{token: token, id: id, name: name, csrf: csrf, created: now, expires: now.Add(s.ttl)}
+	if s.store != nil {
+		return s.createStored(token, se, key)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// The token's sessions: beyond perToken, the oldest ends. (A scan:
@@ -85,6 +91,9 @@ func (s *sessions) get(key string, now time.Time) *session {
 	if key == "" {
 		return nil
 	}
+	if s.store != nil {
+		return s.getStored(key, now)
+	}
 	h := sha256.Sum256([]byte(key))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -101,6 +110,10 @@ func (s *sessions) get(key string, now time.Time) *session {
 
 // end ends the session of key.
 func (s *sessions) end(key string) {
+	if s.store != nil {
+		s.endStored(key)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, sha256.Sum256([]byte(key)))

@@ -105,7 +105,8 @@ type flags struct {
 	leaseDuration, renewDeadline,
 	retryPeriod time.Duration
 
-	sync syncFlags
+	sync   syncFlags
+	notify notifyFlags
 }
 
 func newRootCommand() *cobra.Command {
@@ -186,6 +187,7 @@ func newRootCommand() *cobra.Command {
 	fs.DurationVar(&f.renewDeadline, "leader-elect-renew-deadline", 10*time.Second, "how long the leader keeps trying to renew before it steps down (and exits)")
 	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to take or renew the lease")
 	f.sync.register(fs)
+	f.notify.register(fs)
 	cmd.AddCommand(newTokenCommand(), newVersionCommand(), newDBCommand())
 	return cmd
 }
@@ -262,7 +264,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		gcfg.SSHKey = []byte("-")
 	}
 	proxiesErr := validateWebProxies(f.webTrustedProxies)
-	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax), proxiesErr); err != nil {
+	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax), proxiesErr, f.notify.validate()); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", indent(err))
 	}
 	if w := gogit.PlaintextWarning(f.gitURL); w != "" {
@@ -338,6 +340,10 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
+	notices, sender, err := newNotifier(f.notify, store, reg, log)
+	if err != nil {
+		return err
+	}
 	keychains, err := registryKeychains(ctx, cluster, f.registrySecrets, f.registryCredentials)
 	if err != nil {
 		return err
@@ -433,6 +439,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	}
 	jobs := release.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
 	jobs.Instrument(release.NewMetrics(reg))
+	jobs.NotifyStarts(store)
 	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg, Scopes: tokens.ScopeOf}, engine, jobs, clock.RealClock{}, log)
 	jobs.OnEnd(func(history.Job) { auto.Poke() })
 	// Ready is what the health service (Kubernetes' readiness probe)
@@ -466,6 +473,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		}
 		done := make(chan struct{})
 		go func() { jobs.Run(ctx); close(done) }()
+		sent := make(chan struct{})
+		go func() { sender.Run(ctx); close(sent) }()
+		defer func() { <-sent }()
 		if syncs != nil {
 			syncDone := make(chan struct{})
 			go func() { syncs.Run(ctx); close(syncDone) }()
@@ -517,7 +527,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	}))
 	if f.webListen != "" {
 		// Before the jobs run: it sets the queue's hooks.
-		if err := startWeb(ctx, g, f, srv, d, jobs, auto, tokens, leadership.IsLeader, log); err != nil {
+		if err := startWeb(ctx, g, f, srv, d, jobs, auto, tokens, store, log); err != nil {
 			return err
 		}
 	}
@@ -548,6 +558,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		g.Go(func() error { lead(ctx); return nil })
 	}
 	g.Go(func() error { return srv.Serve(ctx, lis, cfg.ShutdownGrace*4/5) })
+	g.Go(func() error { runWatcher(ctx, notices); return nil })
 	g.Go(func() error {
 		select {
 		case <-repo.Cloned():

@@ -21,12 +21,32 @@ import (
 	"github.com/fluxd/fluxd/web"
 )
 
+// liveStore is the history store as the status pages' event stream
+// needs it: the live log, and PostgreSQL's LISTEN (nil: poll).
+type liveStore interface {
+	web.LiveStore
+	web.SessionStore
+	Wait(ctx context.Context) error
+	WaitLive(ctx context.Context) <-chan struct{}
+}
+
 // startWeb serves the status page on --web-listen, its live events fed by
-// the job queue and the daemon's notifications. leads says whether this
-// replica runs the jobs and the automator: a follower's hub hears of
-// neither, so its pages poll.
-func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Server, d *daemon.Daemon, jobs *release.Queue, auto *automator.Automator, tokens *auth.Store, leads func() bool, log *slog.Logger) error {
-	hub := web.NewHub(0)
+// the job queue and the daemon's notifications of whichever replica leads,
+// through the store: every replica's page is live.
+func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Server, d *daemon.Daemon, jobs *release.Queue, auto *automator.Automator, tokens *auth.Store, store liveStore, log *slog.Logger) error {
+	hub := web.NewHub(0).UseStore(store)
+	g.Go(func() error {
+		if store.Wait(ctx) != nil {
+			return nil
+		}
+		wake := store.WaitLive(ctx)
+		poll := 250 * time.Millisecond
+		if wake != nil {
+			poll = 2 * time.Second // NOTIFY wakes it; the poll is a safety net
+		}
+		hub.Run(ctx, wake, poll, log)
+		return nil
+	})
 	jobs.OnUpdate(func(u release.JobUpdate) { hub.PublishJob(u.Job.Instance, daemon.WatchJobResponse(u)) })
 	jobs.OnLog(func(l history.JobLogLine) { hub.Publish(l.Instance, "log", daemon.JobLogLine(l)) })
 	// A pass of the automator may change any service's state: the event
@@ -67,7 +87,7 @@ func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Serve
 	if err != nil {
 		return err
 	}
-	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, Live: leads, SecureCookie: f.webSecureCookie, TrustedProxies: proxies, Log: log})
+	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, Sessions: store, SecureCookie: f.webSecureCookie, TrustedProxies: proxies, Log: log})
 	if err != nil {
 		return err
 	}

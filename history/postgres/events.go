@@ -75,6 +75,12 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 				return err
 			}
 		}
+		// The event's notice, in its transaction.
+		nev := ev
+		nev.ID = id
+		if _, err := addNotice(ctx, tx, history.Notice{Event: nev, CreatedAt: ev.EndedAt}); err != nil {
+			return err
+		}
 		return tx.Commit(ctx)
 	})
 	if err != nil {

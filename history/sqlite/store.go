@@ -207,6 +207,12 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 			return 0, fmt.Errorf("recording history: %w", err)
 		}
 	}
+	// The event's notice, in its transaction: stored together or not at
+	// all.
+	ev.ID = id
+	if _, err := addNotice(ctx, tx, history.Notice{Event: ev, CreatedAt: ev.EndedAt}); err != nil {
+		return 0, fmt.Errorf("recording history: %w", err)
+	}
 	if err := tx.Commit(); err != nil {
 		return 0, fmt.Errorf("recording history: %w", err)
 	}

@@ -52,6 +52,12 @@ func Run(t *testing.T, f Factory) {
 		{"JobLogKeptAndKeyedByInstance", testJobLog},
 		{"Export", testExport},
 		{"Ping", testPing},
+		{"OutboxWithRecord", testOutboxWithRecord},
+		{"OutboxCursors", testOutboxCursors},
+		{"OutboxPendingAndPrune", testOutboxPendingAndPrune},
+		{"OutboxConcurrent", testOutboxConcurrent},
+		{"LiveEvents", testLiveEvents},
+		{"WebSessions", testWebSessions},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, f) })
