@@ -85,7 +85,7 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		return err
 	}
 	start := time.Now()
-	st, err := localstack.Start(ctx, localstack.Options{Dir: dir, BinDir: binDir, Detach: true, Log: os.Stdout})
+	st, err := localstack.Start(ctx, localstack.Options{Dir: dir, BinDir: binDir, Detach: true, Log: os.Stdout, RealNode: localstack.RealNodeWanted()})
 	if err != nil {
 		return fmt.Errorf("%w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
 	}

@@ -191,6 +191,19 @@ func StopDir(dir string) ([]string, error) {
 		return nil, err
 	}
 	var stopped []string
+	if pid, ok := pids["fluxd"]; ok && alive(pid) {
+		stopPID(pid, 10*time.Second)
+		stopped = append(stopped, "fluxd")
+	}
+	for _, name := range []string{"kubelet", "containerd"} {
+		if pid, ok := pids[name]; ok && alive(pid) {
+			stopped = append(stopped, name)
+		}
+	}
+	nodeErr := teardownNode(dir)
+	if pids, err = readPIDs(dir); err != nil {
+		return stopped, err
+	}
 	stop := func(name string, pid int) {
 		if alive(pid) {
 			stopPID(pid, 10*time.Second)
@@ -206,6 +219,9 @@ func StopDir(dir string) ([]string, error) {
 	}
 	for name, pid := range pids {
 		stop(name, pid)
+	}
+	if nodeErr != nil {
+		return stopped, fmt.Errorf("stopping the real node: %w", nodeErr)
 	}
 	return stopped, nil
 }
