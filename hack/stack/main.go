@@ -89,6 +89,9 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 	if err != nil {
 		return fmt.Errorf("%w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
 	}
+	if st.HasRealNode() {
+		return upWithPod(ctx, st, dir, binDir, start)
+	}
 	fluxdBin, err = filepath.Abs(fluxdBin)
 	if err != nil {
 		return err
@@ -201,7 +204,7 @@ func printNext(dir string) {
   fluxctl history
   fluxctl automate helloworld       # from now on fluxd releases each newer tag itself; try one:
   crane copy $REGISTRY/helloworld:1.2.0 $REGISTRY/helloworld:1.3.0 && fluxctl notify $REGISTRY/helloworld:1.3.0
-  kubectl get nodes                 # the fake kwok nodes
+  kubectl get nodes -o wide        # the fake kwok nodes and the real one (containerd)
   kubectl get pods                  # pods rolled out on them
   grpcurl -H "authorization: Bearer $FLUX_TOKEN" -plaintext $FLUX_URL list
   git clone $GIT_URL /tmp/manifests # the manifests fluxd releases through
@@ -231,6 +234,15 @@ func restartFluxd(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
+	if localstack.FluxdPodNamespace(dir) != "" {
+		pod, err := localstack.RestartFluxdPod(ctx, dir)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("stack: fluxd's pod deleted (SIGTERM) and replaced by %s, Ready in %v, on the same state: jobs it left are taken over ('fluxctl jobs'); logs: kubectl -n fluxd logs %s\n",
+			pod, time.Since(start).Round(100*time.Millisecond), pod)
+		return nil
+	}
 	addr, err := localstack.RestartFluxd(ctx, dir)
 	if err != nil {
 		return err

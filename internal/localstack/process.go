@@ -150,8 +150,13 @@ func NotRunning(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	names := stopOrder
+	if FluxdPodNamespace(dir) != "" {
+		// fluxd runs in a pod: the real node's processes instead.
+		names = append([]string{"kubelet", "containerd"}, stopOrder[1:]...)
+	}
 	var missing []string
-	for _, name := range stopOrder {
+	for _, name := range names {
 		if pid, ok := pids[name]; !ok || !alive(pid) {
 			missing = append(missing, name)
 		}
