@@ -89,7 +89,9 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 	if err != nil {
 		return fmt.Errorf("%w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
 	}
-	if st.HasRealNode() {
+	// fluxd in a pod on the real node; with DB=postgres it stays a
+	// process (the pod's install has no PostgreSQL wiring here yet).
+	if db := os.Getenv("DB"); st.HasRealNode() && (db == "" || db == "sqlite") {
 		return upWithPod(ctx, st, dir, binDir, start)
 	}
 	fluxdBin, err = filepath.Abs(fluxdBin)
