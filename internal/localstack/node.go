@@ -410,7 +410,17 @@ func (s *Stack) PushAppImage(ctx context.Context, repo, tag, mode string) (strin
 	if err != nil {
 		return "", err
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	// A layer of the image's own (its tag in a file), so that
+	// UnpullableAppImage can break one image without the others.
+	tagFile := filepath.Join(s.Dir, "testapp-tag-"+repo+"-"+tag)
+	if err := os.WriteFile(tagFile, []byte(repo+":"+tag+"\n"), 0o644); err != nil {
+		return "", err
+	}
+	own, err := fileLayer(tagFile, "/etc/testapp-tag")
+	if err != nil {
+		return "", err
+	}
+	img, err := mutate.AppendLayers(empty.Image, layer, own)
 	if err != nil {
 		return "", err
 	}
@@ -434,6 +444,37 @@ func (s *Stack) PushAppImage(ctx context.Context, repo, tag, mode string) (strin
 	}
 	if err := remote.Write(r, img, remote.WithContext(ctx)); err != nil {
 		return "", fmt.Errorf("pushing %s: %w", ref, err)
+	}
+	return ref, nil
+}
+
+// UnpullableAppImage pushes an image as PushAppImage does, then removes
+// its own layer from the registry's disk: the tag, its manifest and its
+// configuration are there (fluxd lists it and releases it), but no node
+// can pull it.
+func (s *Stack) UnpullableAppImage(ctx context.Context, repo, tag string) (string, error) {
+	ref, err := s.PushAppImage(ctx, repo, tag, AppServe)
+	if err != nil {
+		return "", err
+	}
+	r, err := name.ParseReference(ref, name.Insecure)
+	if err != nil {
+		return "", err
+	}
+	img, err := remote.Image(r, remote.WithContext(ctx))
+	if err != nil {
+		return "", err
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return "", err
+	}
+	h, err := layers[len(layers)-1].Digest()
+	if err != nil {
+		return "", err
+	}
+	if err := os.Remove(filepath.Join(s.Dir, "registry", h.Algorithm, h.Hex)); err != nil {
+		return "", fmt.Errorf("removing a layer of %s from the registry: %w", ref, err)
 	}
 	return ref, nil
 }
