@@ -236,13 +236,13 @@ func restartFluxd(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
-	if localstack.FluxdPodNamespace(dir) != "" {
-		pod, err := localstack.RestartFluxdPod(ctx, dir)
+	if ns := localstack.FluxdPodNamespace(dir); ns != "" {
+		pod, err := localstack.RestartFluxdPod(ctx, dir, ns)
 		if err != nil {
 			return err
 		}
-		fmt.Printf("stack: fluxd's pod deleted (SIGTERM) and replaced by %s, Ready in %v, on the same state: jobs it left are taken over ('fluxctl jobs'); logs: kubectl -n fluxd logs %s\n",
-			pod, time.Since(start).Round(100*time.Millisecond), pod)
+		fmt.Printf("stack: fluxd's pod deleted (SIGTERM) and replaced by %s, Ready in %v, on the same state: jobs it left are taken over ('fluxctl jobs'); logs: kubectl -n %s logs %s\n",
+			pod, time.Since(start).Round(100*time.Millisecond), ns, pod)
 		return nil
 	}
 	addr, err := localstack.RestartFluxd(ctx, dir)

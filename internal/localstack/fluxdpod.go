@@ -396,8 +396,8 @@ func FluxdPodNamespace(dir string) string {
 // it deletes the pod (the kubelet sends SIGTERM, and SIGKILL after the
 // grace period), the Deployment makes a new one on the same state, and
 // this waits until the new one is Ready. It returns the new pod's name.
-func RestartFluxdPod(ctx context.Context, dir string) (string, error) {
-	ns := FluxdPodNamespace(dir)
+// ns is fluxd's namespace in the stack under dir.
+func RestartFluxdPod(ctx context.Context, dir, ns string) (string, error) {
 	if ns == "" {
 		return "", fmt.Errorf("the stack under %s runs no fluxd pod", dir)
 	}
@@ -438,4 +438,31 @@ func RestartFluxdPod(ctx context.Context, dir string) (string, error) {
 		return fmt.Errorf("pods: %s", s.podsSummary(ctx, ns))
 	})
 	return name, err
+}
+
+// BuildFluxdImage builds fluxd's image as 'make image' does (static
+// binaries, then hack/image) with version, pushes it to the stack's
+// registry as fluxd:version and returns its reference by digest. The
+// static binaries are built once into workDir.
+func (s *Stack) BuildFluxdImage(ctx context.Context, workDir, version string) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	static := filepath.Join(workDir, "static")
+	if _, err := os.Stat(filepath.Join(static, "fluxd")); err != nil {
+		cmd := exec.CommandContext(ctx, "make", "-s", "static", "STATIC_DIR="+static)
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("make static: %w\n%s", err, out)
+		}
+	}
+	cmd := exec.CommandContext(ctx, "go", "run", "./hack/image", "--fluxd", filepath.Join(static, "fluxd"),
+		"--fluxctl", filepath.Join(static, "fluxctl"), "--version", version, "--image", s.Registry+"/fluxd:"+version)
+	cmd.Dir = root
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("hack/image: %w%s", err, stderrOf(err))
+	}
+	return strings.TrimSpace(string(out)), nil
 }
