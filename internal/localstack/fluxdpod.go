@@ -42,7 +42,10 @@ import (
 //   - its state volume is a directory of the stack's (a hostPath), so that
 //     a restarted pod takes over what the last one left, as it does with
 //     the PersistentVolumeClaim deploy/deployment.yaml recommends;
-//   - nothing else: the image is named by digest, as make image prints it.
+//   - its Namespace enforces the "privileged" Pod Security level (the host's
+//     network and a hostPath are not "restricted"); it still warns and
+//     audits "restricted", and TestDeployManifests proves the unpatched
+//     install passes "restricted".
 
 // FluxdPodOptions configure InstallFluxdPod.
 type FluxdPodOptions struct {
@@ -145,6 +148,13 @@ func (s *Stack) InstallFluxdPod(ctx context.Context, o FluxdPodOptions) (*FluxdP
 	for _, obj := range objs {
 		if obj.GetKind() == "Deployment" && obj.GetName() == "fluxd" {
 			deployment = obj
+		}
+		if obj.GetKind() == "Namespace" && obj.GetName() == o.Namespace {
+			// The host's network and a hostPath are not "restricted":
+			// enforce "privileged", still warn and audit "restricted".
+			labels := obj.GetLabels()
+			labels["pod-security.kubernetes.io/enforce"] = "privileged"
+			obj.SetLabels(labels)
 		}
 	}
 	if deployment == nil {
