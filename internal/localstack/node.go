@@ -64,6 +64,48 @@ type nodeState struct {
 
 func (n nodeState) socket() string { return filepath.Join(n.RunDir, "containerd.sock") }
 
+// gateway is the bridge's address: the node's IP, x.y.z.1 of the subnet.
+func (n nodeState) gateway() string {
+	ip, _, err := net.ParseCIDR(n.Subnet)
+	if err != nil {
+		return ""
+	}
+	ip4 := ip.To4()
+	return net.IPv4(ip4[0], ip4[1], ip4[2], 1).String()
+}
+
+// NodeIP is the real node's IP: its bridge's address on this machine, on
+// the pod network of the stack's own. A pod on the host's network has it.
+func (s *Stack) NodeIP() string {
+	if s.node == nil {
+		return ""
+	}
+	return s.node.gateway()
+}
+
+// makeBridge creates the node's bridge with the gateway address, unless it
+// exists.
+func makeBridge(n nodeState) error {
+	if _, err := os.Stat("/sys/class/net/" + n.Bridge); err == nil {
+		return nil
+	}
+	_, ipn, err := net.ParseCIDR(n.Subnet)
+	if err != nil {
+		return err
+	}
+	ones, _ := ipn.Mask.Size()
+	for _, args := range [][]string{
+		{"link", "add", "name", n.Bridge, "type", "bridge"},
+		{"addr", "add", n.gateway() + "/" + strconv.Itoa(ones), "dev", n.Bridge},
+		{"link", "set", n.Bridge, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	return nil
+}
+
 // RealNodeWanted reports whether a stack should start the real node: yes,
 // unless FLUXD_STACK_REAL_NODE=0 asks for fake nodes only.
 func RealNodeWanted() bool { return os.Getenv("FLUXD_STACK_REAL_NODE") != "0" }
@@ -166,6 +208,12 @@ func (s *Stack) startNode(ctx context.Context) error {
 	if err := s.writeNodeConfig(n); err != nil {
 		return err
 	}
+	// The bridge, made before the kubelet starts: its gateway address is
+	// the node's IP (the kubelet refuses a loopback one), on a network of
+	// the stack's own. The CNI bridge plugin finds it and adds the pods.
+	if err := makeBridge(n); err != nil {
+		return err
+	}
 	ctrd, err := s.spawn("containerd", "containerd", "--config", filepath.Join(n.Dir, "containerd.toml"))
 	if err != nil {
 		return err
@@ -190,6 +238,10 @@ func (s *Stack) startNode(ctx context.Context) error {
 	if err := s.writeKubeletConfig(n, port, healthz); err != nil {
 		return err
 	}
+	// The kubelet wants its cgroup root to exist in every hierarchy.
+	if err := makeCgroups(n.CgroupRoot); err != nil {
+		return err
+	}
 	kl, err := s.spawn("kubelet", s.bin("kubelet"),
 		"--config="+filepath.Join(n.Dir, "kubelet.yaml"),
 		"--kubeconfig="+s.Kubeconfig,
@@ -197,7 +249,7 @@ func (s *Stack) startNode(ctx context.Context) error {
 		"--cert-dir="+filepath.Join(n.Dir, "kubelet", "pki"),
 		"--volume-plugin-dir="+filepath.Join(n.Dir, "kubelet", "volume-plugins"),
 		"--hostname-override="+RealNodeName,
-		"--node-ip=127.0.0.1",
+		"--node-ip="+n.gateway(),
 		"--node-labels=fluxd.io/real-node=true",
 		"--v=1",
 	)
@@ -272,6 +324,10 @@ state = %[2]q
   netns_mounts_under_state_dir = true
   stream_server_address = "127.0.0.1"
   stream_server_port = "0"
+  # No CAP_SYS_RESOURCE here (seen: runc "can't get final child's PID from
+  # pipe: EOF" for the sandbox's oom_score_adj -998): keep containers'
+  # oom_score_adj at or above containerd's own.
+  restrict_oom_score_adj = true
   enable_unprivileged_ports = false
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
@@ -329,7 +385,7 @@ failCgroupV1: false
 cgroupDriver: cgroupfs
 cgroupRoot: ` + n.CgroupRoot + `
 containerRuntimeEndpoint: unix://` + n.socket() + `
-address: 127.0.0.1
+address: ` + n.gateway() + `
 port: ` + strconv.Itoa(port) + `
 readOnlyPort: 0
 healthzBindAddress: 127.0.0.1

@@ -91,6 +91,23 @@ func cgroupDirs(root string) []string {
 	return out
 }
 
+// makeCgroups creates root under every mounted cgroup v1 hierarchy.
+func makeCgroups(root string) error {
+	hier, err := filepath.Glob("/sys/fs/cgroup/*")
+	if err != nil {
+		return err
+	}
+	for _, h := range hier {
+		if _, err := os.Stat(filepath.Join(h, "cgroup.procs")); err != nil {
+			continue // not a hierarchy
+		}
+		if err := os.MkdirAll(filepath.Join(h, root), 0o755); err != nil {
+			return fmt.Errorf("creating the real node's cgroup: %w", err)
+		}
+	}
+	return nil
+}
+
 // killCgroup kills every process in root's cgroups, in every hierarchy,
 // until none is left.
 func killCgroup(root string) error {
