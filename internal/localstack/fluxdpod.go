@@ -216,6 +216,10 @@ func (s *Stack) podPatch(d *unstructured.Unstructured, fp *FluxdPod, state strin
 		}
 		*p = a
 	}
+	// The kubelet probes the pod's IP, which on the host's network is the
+	// node's: the health listener is there, the others on loopback.
+	_, hp, _ := net.SplitHostPort(fp.HealthAddr)
+	fp.HealthAddr = net.JoinHostPort(s.NodeIP(), hp)
 	api, err := url.Parse(s.APIServer)
 	if err != nil {
 		return err
