@@ -40,7 +40,9 @@ func upPod(ctx context.Context, st *localstack.Stack, root, staticDir string) ([
 	fp, err := st.InstallFluxdPod(ctx, localstack.FluxdPodOptions{
 		Fluxctl: filepath.Join(root, "bin", "fluxctl"),
 		Image:   image,
-		Args:    []string{"--sync-interval=1m"},
+		// No --sync-interval: the install's RBAC grants patch on the
+		// workload kinds only, not what the sync of every object needs
+		// (README: Continuous sync).
 	})
 	if err != nil {
 		return nil, fmt.Errorf("fluxd in a pod: %w", err)
