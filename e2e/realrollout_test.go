@@ -75,7 +75,7 @@ func TestRealRollouts(t *testing.T) {
 	}{
 		{"container exits at once", func() (string, error) {
 			return stack.PushAppImage(ctx, "realapp", "1.1.0-crash", localstack.AppCrash)
-		}, []string{"CrashLoopBackOff", "exited with code 3"}},
+		}, []string{"CrashLoopBackOff|restarted", "exited with code 3"}},
 		{"image cannot be pulled", func() (string, error) {
 			return stack.UnpullableAppImage(ctx, "realapp", "1.1.0-unpullable")
 		}, []string{"ImagePullBackOff|ErrImagePull"}},

@@ -71,6 +71,10 @@ func (c *Cluster) Diagnose(ctx context.Context, id platform.ID) string {
 				// Running but not ready: the kubelet's last probe failure
 				// (an event) says why.
 				line := fmt.Sprintf("pod %s: container %s is running but not ready", p.Name, cs.Name)
+				// A crash loop caught between restarts: its last exit.
+				if t := cs.LastTerminationState.Terminated; t != nil && cs.RestartCount > 0 {
+					line += fmt.Sprintf(" (restarted %d times; it last exited with code %d (%s))", cs.RestartCount, t.ExitCode, t.Reason)
+				}
 				if why := c.lastProbeFailure(ctx, &p, cs.Name); why != "" {
 					line += ": " + why
 				}
