@@ -144,7 +144,7 @@ func TestFluxdInAPod(t *testing.T) {
 			t.Fatalf("the pod %s was not replaced", name)
 		}
 		out, stderr, code := fluxctl(t, admin, "history", "default:deployment/worker")
-		if code != 0 || !strings.Contains(out, "worker:1.0.1") {
+		if code != 0 || !hasLine(out, "release", "default:deployment/worker", "-> 1.0.1") {
 			t.Errorf("after the restart, history lacks the release made before it: exit %d\n%s%s", code, out, stderr)
 		}
 	})
