@@ -48,10 +48,12 @@ stack: deps
 
 ## up: build, start the local stack and fluxd, print what to type next
 ## (DB=postgres: fluxd's records in a PostgreSQL server the stack starts)
-up: deps build
-	@bin=$$(stack/build.sh) && DB=$(DB) go run ./hack/stack up "$$bin" bin/fluxd
+## (the real node runs fluxd in a pod from the static build; FLUXD_STACK_REAL_NODE=0: a process on fake nodes only)
+up: deps build static
+	@bin=$$(stack/build.sh) && DB=$(DB) VERSION=$(VERSION) STATIC_DIR=$(STATIC_DIR) go run ./hack/stack up "$$bin" bin/fluxd
 
 ## restart-fluxd: stop the demo's fluxd with SIGTERM and start it again on its state
+## (in a pod: the pod is deleted and the Deployment's next one starts on the same state)
 restart-fluxd:
 	@go run ./hack/stack restart-fluxd
 

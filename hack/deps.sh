@@ -7,7 +7,9 @@
 # (sshd with git-shell, the SSH git remote of the deploy-key tests; it
 # brings ssh-keygen and ssh-keyscan), postgresql (the server binaries
 # the PostgreSQL store's tests and 'make up DB=postgres' start) and
-# chromium (headless, the browser the status page's end-to-end tests drive).
+# chromium (headless, the browser the status page's end-to-end tests drive),
+# containerd, runc and containernetworking-plugins (the stack's real node:
+# a kubelet on containerd with a CNI bridge).
 set -euo pipefail
 missing=()
 command -v git >/dev/null || missing+=(git)
@@ -17,6 +19,9 @@ command -v htpasswd >/dev/null || missing+=(apache2-utils)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v chromium >/dev/null || missing+=(chromium)
 compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql)
+command -v containerd >/dev/null || missing+=(containerd)
+command -v runc >/dev/null || missing+=(runc)
+[ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "deps: installing ${missing[*]}" >&2
 sudo=""

@@ -16,9 +16,18 @@ cache=${FLUXD_STACK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/fluxd-stack}
 dir=$cache/$key
 bin=$dir/bin
 binaries=(etcd crane kwok grpcurl kube-apiserver kube-controller-manager kube-scheduler kubectl)
+# The real node's binaries (kubelet, the pause sandbox) come from a module of
+# their own, stack/node, with a key of their own: they build beside a warm
+# control plane without rebuilding it, and are linked into $bin.
+nodekey=$(cat "$here/versions.env" "$here"/node/go.mod "$here"/node/go.sum "$here"/node/*.go "$here"/node/*/*.go | sha256sum | cut -c1-16)
+nodebin=$cache/node-$nodekey/bin
+nodebinaries=(kubelet pause)
 complete() {
 	local b
 	for b in "${binaries[@]}"; do [ -x "$bin/$b" ] || return 1; done
+	for b in "${nodebinaries[@]}"; do
+		[ -x "$nodebin/$b" ] && [ "$(readlink "$bin/$b")" = "$nodebin/$b" ] || return 1
+	done
 	[ -f "$dir/kwok-stages/.complete" ]
 }
 if complete; then
@@ -38,12 +47,12 @@ gi() { # go install PKG@VERSION into $bin, unless already there
 	GOBIN=$bin go install -trimpath -ldflags='-s -w' "$pkg"
 }
 
-kube() {
-	local name=$1 minor=${KUBE_VERSION#v1.}
+kube() { # kube NAME [MODULE_DIR OUT_DIR]
+	local name=$1 mod=${2:-$here/tools/kube} out=${3:-$bin} minor=${KUBE_VERSION#v1.}
 	minor=${minor%%.*}
-	[ -x "$bin/$name" ] && return 0
+	[ -x "$out/$name" ] && return 0
 	log "building $name $KUBE_VERSION (cold: minutes)"
-	(cd "$here/tools/kube" && go build -trimpath -o "$bin/$name" \
+	(cd "$mod" && go build -trimpath -o "$out/$name" \
 		-ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean" \
 		"k8s.io/kubernetes/cmd/$name")
 }
@@ -59,6 +68,14 @@ kube kube-apiserver
 kube kube-controller-manager
 kube kube-scheduler
 kube kubectl
+
+mkdir -p "$nodebin"
+kube kubelet "$here/node" "$nodebin"
+if [ ! -x "$nodebin/pause" ]; then
+	log "building pause"
+	(cd "$here/node" && go build -trimpath -ldflags='-s -w' -o "$nodebin/pause" ./pause)
+fi
+for b in "${nodebinaries[@]}"; do ln -sfn "$nodebin/$b" "$bin/$b"; done
 
 # kwok refuses to start without Stage configs; the stock ones ship in its module.
 kwokdir=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')

@@ -85,9 +85,14 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 		return err
 	}
 	start := time.Now()
-	st, err := localstack.Start(ctx, localstack.Options{Dir: dir, BinDir: binDir, Detach: true, Log: os.Stdout})
+	st, err := localstack.Start(ctx, localstack.Options{Dir: dir, BinDir: binDir, Detach: true, Log: os.Stdout, RealNode: localstack.RealNodeWanted()})
 	if err != nil {
 		return fmt.Errorf("%w\n(logs are in %s/logs; 'make down' stops what started)", err, dir)
+	}
+	// fluxd in a pod on the real node; with DB=postgres it stays a
+	// process (the pod's install has no PostgreSQL wiring here yet).
+	if db := os.Getenv("DB"); st.HasRealNode() && (db == "" || db == "sqlite") {
+		return upWithPod(ctx, st, dir, binDir, start)
 	}
 	fluxdBin, err = filepath.Abs(fluxdBin)
 	if err != nil {
@@ -201,7 +206,7 @@ func printNext(dir string) {
   fluxctl history
   fluxctl automate helloworld       # from now on fluxd releases each newer tag itself; try one:
   crane copy $REGISTRY/helloworld:1.2.0 $REGISTRY/helloworld:1.3.0 && fluxctl notify $REGISTRY/helloworld:1.3.0
-  kubectl get nodes                 # the fake kwok nodes
+  kubectl get nodes -o wide        # the fake kwok nodes and the real one (containerd)
   kubectl get pods                  # pods rolled out on them
   grpcurl -H "authorization: Bearer $FLUX_TOKEN" -plaintext $FLUX_URL list
   git clone $GIT_URL /tmp/manifests # the manifests fluxd releases through
@@ -231,6 +236,15 @@ func restartFluxd(ctx context.Context) error {
 		}
 	}
 	start := time.Now()
+	if ns := localstack.FluxdPodNamespace(dir); ns != "" {
+		pod, err := localstack.RestartFluxdPod(ctx, dir, ns)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("stack: fluxd's pod deleted (SIGTERM) and replaced by %s, Ready in %v, on the same state: jobs it left are taken over ('fluxctl jobs'); logs: kubectl -n %s logs %s\n",
+			pod, time.Since(start).Round(100*time.Millisecond), ns, pod)
+		return nil
+	}
 	addr, err := localstack.RestartFluxd(ctx, dir)
 	if err != nil {
 		return err

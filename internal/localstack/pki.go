@@ -102,3 +102,73 @@ type pemFile struct {
 	name, typ string
 	der       []byte
 }
+
+// writeKubeletClientCert writes the API server's client certificate for
+// the real node's kubelet (kubelet-client.crt/.key, in system:masters),
+// signed by the stack's CA, unless it exists.
+func writeKubeletClientCert(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, "kubelet-client.key")); err == nil {
+		return nil
+	}
+	caCert, caKey, err := readCA(dir)
+	if err != nil {
+		return err
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return err
+	}
+	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: serial,
+		Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     caCert.NotAfter,
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		return fmt.Errorf("creating the kubelet client certificate: %w", err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	for _, f := range []pemFile{{"kubelet-client.crt", "CERTIFICATE", der}, {"kubelet-client.key", "EC PRIVATE KEY", keyDER}} {
+		b := pem.EncodeToMemory(&pem.Block{Type: f.typ, Bytes: f.der})
+		if err := os.WriteFile(filepath.Join(dir, f.name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readCA(dir string) (*x509.Certificate, *ecdsa.PrivateKey, error) {
+	cb, err := os.ReadFile(filepath.Join(dir, "ca.crt"))
+	if err != nil {
+		return nil, nil, err
+	}
+	kb, err := os.ReadFile(filepath.Join(dir, "ca.key"))
+	if err != nil {
+		return nil, nil, err
+	}
+	cp, _ := pem.Decode(cb)
+	kp, _ := pem.Decode(kb)
+	if cp == nil || kp == nil {
+		return nil, nil, fmt.Errorf("%s: the CA's files are not PEM", dir)
+	}
+	cert, err := x509.ParseCertificate(cp.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := x509.ParseECPrivateKey(kp.Bytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	return cert, key, nil
+}

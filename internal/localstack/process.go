@@ -150,8 +150,13 @@ func NotRunning(dir string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	names := stopOrder
+	if FluxdPodNamespace(dir) != "" {
+		// fluxd runs in a pod: the real node's processes instead.
+		names = append([]string{"kubelet", "containerd"}, stopOrder[1:]...)
+	}
 	var missing []string
-	for _, name := range stopOrder {
+	for _, name := range names {
 		if pid, ok := pids[name]; !ok || !alive(pid) {
 			missing = append(missing, name)
 		}
@@ -191,6 +196,19 @@ func StopDir(dir string) ([]string, error) {
 		return nil, err
 	}
 	var stopped []string
+	if pid, ok := pids["fluxd"]; ok && alive(pid) {
+		stopPID(pid, 10*time.Second)
+		stopped = append(stopped, "fluxd")
+	}
+	for _, name := range []string{"kubelet", "containerd"} {
+		if pid, ok := pids[name]; ok && alive(pid) {
+			stopped = append(stopped, name)
+		}
+	}
+	nodeErr := teardownNode(dir)
+	if pids, err = readPIDs(dir); err != nil {
+		return stopped, err
+	}
 	stop := func(name string, pid int) {
 		if alive(pid) {
 			stopPID(pid, 10*time.Second)
@@ -206,6 +224,9 @@ func StopDir(dir string) ([]string, error) {
 	}
 	for name, pid := range pids {
 		stop(name, pid)
+	}
+	if nodeErr != nil {
+		return stopped, fmt.Errorf("stopping the real node: %w", nodeErr)
 	}
 	return stopped, nil
 }

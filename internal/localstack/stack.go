@@ -38,6 +38,9 @@ type Options struct {
 	// on first use, a database per fluxd name; "" or "sqlite" leaves
 	// each on a SQLite file in its state directory.
 	DB string
+	// RealNode starts a kubelet on containerd beside the fake nodes
+	// (node.go): a node that runs containers, tainted RealNodeTaint.
+	RealNode bool
 }
 
 // Stack is a running local stack.
@@ -65,6 +68,11 @@ type Stack struct {
 	etcdURL    string
 	procs      []*process
 	http       *http.Client
+
+	node *nodeState // the real node, when it runs
+
+	appOnce sync.Once // builds internal/testapp for PushAppImage
+	appErr  error
 
 	pgMu  sync.Mutex
 	pg    *pgserver.Server
@@ -112,11 +120,15 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 		{"controller-manager and scheduler", s.startControllers},
 		{"kwok and fake nodes", s.startKwok},
 		{"OCI registry", s.startRegistry},
+		{"real node (kubelet on containerd)", s.startNode},
 		{"example images", s.seedImages},
 		{"git remote", s.seedGit},
 		{"example workloads", s.applyManifests},
 	}
 	for _, step := range steps {
+		if step.what == "real node (kubelet on containerd)" && !opts.RealNode {
+			continue
+		}
 		t := time.Now()
 		if err := step.fn(ctx); err != nil {
 			return nil, fmt.Errorf("starting the local stack: %s: %w", step.what, err)
@@ -128,6 +140,11 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 
 // Stop stops every process this Stack started, dependents first.
 func (s *Stack) Stop() {
+	// The real node first: its pods, mounts and bridge outlive the
+	// processes otherwise.
+	if err := teardownNode(s.Dir); err != nil {
+		s.logf("stopping the real node: %v", err)
+	}
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		p := s.procs[i]
 		stopPID(p.cmd.Process.Pid, 10*time.Second)
@@ -228,6 +245,9 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 	if err := writePKI(filepath.Join(s.Dir, "pki")); err != nil {
 		return fmt.Errorf("writing certificates: %w", err)
 	}
+	if err := writeKubeletClientCert(filepath.Join(s.Dir, "pki")); err != nil {
+		return fmt.Errorf("writing certificates: %w", err)
+	}
 	tokenFile := s.pki("tokens.csv")
 	if b, err := os.ReadFile(s.pki("admin.token")); err == nil {
 		s.adminToken = string(b)
@@ -265,6 +285,11 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 		"--authorization-mode=RBAC",
 		"--service-cluster-ip-range=10.96.0.0/16",
 		"--enable-priority-and-fairness=false",
+		// The real node's kubelet (logs, exec, port-forward): it trusts
+		// the stack's CA and is reached at its InternalIP, 127.0.0.1.
+		"--kubelet-client-certificate="+s.pki("kubelet-client.crt"),
+		"--kubelet-client-key="+s.pki("kubelet-client.key"),
+		"--kubelet-preferred-address-types=InternalIP",
 		"--v=0",
 	)
 	if err != nil {

@@ -70,7 +70,7 @@ func RunTests(m *testing.M, st **Stack) int {
 	}
 	start := time.Now()
 	// FLUXD_STACK_DB=postgres runs every fluxd of the tests on PostgreSQL.
-	s, err := Start(ctx, Options{Dir: dir, BinDir: bin, Log: os.Stderr, DB: os.Getenv("FLUXD_STACK_DB")})
+	s, err := Start(ctx, Options{Dir: dir, BinDir: bin, Log: os.Stderr, DB: os.Getenv("FLUXD_STACK_DB"), RealNode: RealNodeWanted()})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "localstack:", err)
 		fmt.Fprintln(os.Stderr, "localstack: logs kept in", dir)
