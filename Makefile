@@ -63,11 +63,11 @@ down:
 
 ## test: every test, the end-to-end ones on a stack of their own
 test: deps
-	@bin=$$(stack/build.sh) && FLUXD_STACK_BIN="$$bin" go test -count=1 ./...
+	@bin=$$(stack/build.sh) && FLUXD_STACK_BIN="$$bin" go test -count=1 -timeout 75m ./...
 
 ## test-postgres: the end-to-end tests again, every fluxd on PostgreSQL
 test-postgres: deps
-	@bin=$$(stack/build.sh) && FLUXD_STACK_BIN="$$bin" FLUXD_STACK_DB=postgres go test -count=1 ./e2e/
+	@bin=$$(stack/build.sh) && FLUXD_STACK_BIN="$$bin" FLUXD_STACK_DB=postgres go test -count=1 -timeout 75m ./e2e/
 
 ## test-unit: only the tests that need no stack
 test-unit:
