@@ -83,6 +83,9 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	if err := checkUsers(req); err != nil {
 		return nil, toStatus(err)
 	}
+	if !readOnly[info.FullMethod] { // a read's "user" is a filter (History)
+		stampUsers(req, identity(ctx).Name)
+	}
 	if conn, err := s.fwd.target(ctx, info.FullMethod); err != nil || conn != nil {
 		if err != nil {
 			return nil, toStatus(err)
@@ -113,9 +116,9 @@ func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Str
 		if err != nil {
 			return toStatus(err)
 		}
-		return s.fwd.stream(&wrappedStream{ServerStream: ss, ctx: ctx}, conn, info.FullMethod)
+		return s.fwd.stream(&wrappedStream{ServerStream: ss, ctx: ctx, method: info.FullMethod}, conn, info.FullMethod)
 	}
-	return handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
+	return handler(srv, &wrappedStream{ServerStream: ss, ctx: ctx, method: info.FullMethod})
 }
 
 // begin gives the call a request ID and sends it back as a header.
@@ -196,7 +199,8 @@ func firstLine(err error) string {
 
 type wrappedStream struct {
 	grpc.ServerStream
-	ctx context.Context
+	ctx    context.Context
+	method string
 }
 
 func (w *wrappedStream) Context() context.Context { return w.ctx }
@@ -207,5 +211,11 @@ func (w *wrappedStream) RecvMsg(m any) error {
 	if err := w.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	return toStatus(checkUsers(m))
+	if err := checkUsers(m); err != nil {
+		return toStatus(err)
+	}
+	if !readOnly[w.method] {
+		stampUsers(m, identity(w.ctx).Name)
+	}
+	return nil
 }

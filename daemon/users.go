@@ -74,3 +74,47 @@ func walkUsers(m protoreflect.Message) error {
 	})
 	return err
 }
+
+// stampUsers writes the token holder's name (fluxd token create --name)
+// into every "user" field of a request, at any depth, so that history
+// and commits say who acted whatever the caller claims: the name alone
+// where the caller claimed nothing or the same, else "NAME as CLAIMED"
+// ("alice as Jane Doe <jane@example.com>" still authors a commit as
+// git's form). It runs after checkUsers, and again on a replica a call is
+// forwarded to: a user stamped already is left alone.
+func stampUsers(req any, name string) {
+	m, ok := req.(proto.Message)
+	if name == "" || !ok || m == nil {
+		return
+	}
+	stampIn(m.ProtoReflect(), name)
+}
+
+func stampIn(m protoreflect.Message, name string) {
+	fields := m.Descriptor().Fields()
+	for i := 0; i < fields.Len(); i++ {
+		fd := fields.Get(i)
+		switch {
+		case fd.Name() == "user" && fd.Kind() == protoreflect.StringKind && fd.Cardinality() != protoreflect.Repeated:
+			m.Set(fd, protoreflect.ValueOfString(actor(name, m.Get(fd).String())))
+		case fd.Kind() == protoreflect.MessageKind && fd.Cardinality() != protoreflect.Repeated && !fd.IsMap() && m.Has(fd):
+			stampIn(m.Mutable(fd).Message(), name)
+		}
+	}
+}
+
+// actor is who acted: the token's holder, and the user the caller claims
+// where that differs.
+func actor(name, claimed string) string {
+	switch {
+	case claimed == "" || claimed == name || strings.HasPrefix(claimed, name+" as "):
+		if claimed == "" {
+			return name
+		}
+		return claimed
+	}
+	if s, err := gitrepo.ParseUser(claimed); err == nil && s.Name == name {
+		return claimed
+	}
+	return name + " as " + claimed
+}

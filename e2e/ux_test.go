@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +95,25 @@ func TestRollbackAndJobView(t *testing.T) {
 	waitRolledOut(t, kc, map[string][]string{"uxrb": {"app=" + img + "1.0.0"}})
 	if got := commitsSince(t, before, "ux-rb"); len(got) != 1 || !strings.Contains(got[0], img+"1.0.0") {
 		t.Errorf("commits after the rollback: %q; want one releasing 1.0.0", got)
+	}
+
+	// A named token says who acted, beside what the caller claims.
+	out, stderr, code = run(t, nil, filepath.Join(binDir, "fluxd"), "token", "create",
+		"--tokens-file", f.TokensFile, "--instance", instance, "--role", "deployer", "--name", "ci-bot")
+	if code != 0 {
+		t.Fatalf("token create --name: exit %d: %s", code, stderr)
+	}
+	bot := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + strings.TrimSpace(out), "USER=mallory"}
+	if out, stderr, code := fluxctl(t, bot, "lock", "uxrb", "-m", "freeze"); code != 0 {
+		t.Fatalf("lock with a named token: exit %d\n%s%s", code, out, stderr)
+	}
+	out, _, _ = fluxctl(t, env, "history", "uxrb", "--type", "lock")
+	if !strings.Contains(out, "ci-bot as mallory") {
+		t.Errorf("history does not name the token's holder beside the claimed user:\n%s", out)
+	}
+	clone := filepath.Join(t.TempDir(), "clone")
+	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+	if an := gitCLI(t, clone, "log", "-1", "--format=%an", "--", "ux-rb"); an != "ci-bot as mallory" {
+		t.Errorf("the lock commit's author is %q; want ci-bot as mallory", an)
 	}
 }

@@ -22,7 +22,7 @@ func newTokenCommand() *cobra.Command {
 }
 
 func newTokenCreateCommand() *cobra.Command {
-	var file, instance, role string
+	var file, instance, role, name string
 	var scope auth.Scope
 	cmd := &cobra.Command{
 		Use:   "create",
@@ -40,12 +40,13 @@ this once: fluxd keeps just its hash. A running fluxd picks it up at once.`,
 			} else if len(scope.Paths) > 0 {
 				return fmt.Errorf("--git-paths narrows --namespaces: give the instance's namespaces too")
 			}
-			return createToken(cmd.OutOrStdout(), file, instance, role)
+			return createToken(cmd.OutOrStdout(), file, instance, role, name)
 		},
 	}
 	cmd.Flags().StringVar(&file, "tokens-file", "", "file of hashed API tokens, created if missing (required)")
 	cmd.Flags().StringVar(&instance, "instance", "", "instance ID the token speaks for (required)")
 	cmd.Flags().StringVar(&role, "role", "viewer", "role: viewer, deployer or admin")
+	cmd.Flags().StringVar(&name, "name", "", "who holds the token (alice, ci-bot): history and commits then name them, beside the user a caller claims where the two differ")
 	cmd.Flags().StringSliceVar(&scope.Namespaces, "namespaces", nil, "give the instance a scope: the only namespaces whose services its tokens see and act on (written as a 'scope' line; an instance without one may act on every service)")
 	cmd.Flags().StringSliceVar(&scope.Paths, "git-paths", nil, "with --namespaces: narrow the scope to services git defines under these repository paths")
 	_ = cmd.MarkFlagRequired("tokens-file")
@@ -53,12 +54,12 @@ this once: fluxd keeps just its hash. A running fluxd picks it up at once.`,
 	return cmd
 }
 
-func createToken(w io.Writer, file, instance, roleName string) error {
+func createToken(w io.Writer, file, instance, roleName, name string) error {
 	role, err := auth.ParseRole(roleName)
 	if err != nil {
 		return err
 	}
-	token, err := auth.Create(file, auth.Identity{Instance: instance, Role: role})
+	token, err := auth.Create(file, auth.Identity{Instance: instance, Role: role, Name: name})
 	if err != nil {
 		return err
 	}

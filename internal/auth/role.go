@@ -50,6 +50,10 @@ type Identity struct {
 	Role Role
 	// Scope is where the instance may act; nil: everywhere.
 	Scope *Scope
+	// Name names the token's holder (fluxd token create --name), so that
+	// history and commits say who acted whatever the caller claims;
+	// empty for a token made without one.
+	Name string
 }
 
 // Allows reports whether the identity holds at least the role need.

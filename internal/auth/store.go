@@ -24,7 +24,8 @@ const TokenPrefix = "fxd_"
 // Store holds the hashed tokens of one tokens file and reloads it when the
 // file changes, so a token created while fluxd runs works at once.
 //
-// The file has one token per line: "sha256:<hex> <instance> <role>".
+// The file has one token per line: "sha256:<hex> <instance> <role>",
+// optionally followed by "name=NAME", the token holder's name.
 // A line "scope <instance> namespaces=NS[,NS...] [paths=PATH[,PATH...]]"
 // gives an instance its scope (at most one per instance; it applies to
 // all of the instance's tokens). Blank lines and lines starting with '#'
@@ -49,6 +50,17 @@ type entry struct {
 var ErrUnknownToken = errors.New("unknown token")
 
 var instanceRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,62})$`)
+
+var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@+-]{0,63}$`)
+
+// ValidateName reports whether s is a usable token holder's name: it
+// goes into commits' authors and history, so it is one plain word.
+func ValidateName(s string) error {
+	if !nameRE.MatchString(s) {
+		return fmt.Errorf("token name %q is not valid: use 1-64 letters, digits, '.', '_', '@', '+' or '-', starting with a letter or digit (alice, jane.doe, ci-bot)", s)
+	}
+	return nil
+}
 
 // ValidateInstance reports whether s is a usable instance ID.
 func ValidateInstance(s string) error {
@@ -194,8 +206,19 @@ func parseScopeLine(fields []string) (string, *Scope, error) {
 
 func parseLine(line string) (entry, error) {
 	fields := strings.Fields(line)
+	var name string
+	if len(fields) == 4 {
+		var ok bool
+		if name, ok = strings.CutPrefix(fields[3], "name="); !ok {
+			return entry{}, errors.New(`want "sha256:<hex> <instance> <role> [name=NAME]"`)
+		}
+		if err := ValidateName(name); err != nil {
+			return entry{}, err
+		}
+		fields = fields[:3]
+	}
 	if len(fields) != 3 {
-		return entry{}, errors.New(`want "sha256:<hex> <instance> <role>"`)
+		return entry{}, errors.New(`want "sha256:<hex> <instance> <role> [name=NAME]"`)
 	}
 	hexHash, ok := strings.CutPrefix(fields[0], "sha256:")
 	if !ok {
@@ -214,7 +237,7 @@ func parseLine(line string) (entry, error) {
 	}
 	var e entry
 	copy(e.hash[:], raw)
-	e.id = Identity{Instance: fields[1], Role: role}
+	e.id = Identity{Instance: fields[1], Role: role, Name: name}
 	return e, nil
 }
 
@@ -227,6 +250,11 @@ func Create(path string, id Identity) (string, error) {
 	}
 	if id.Role < Viewer || id.Role > Admin {
 		return "", fmt.Errorf("unknown role %v", id.Role)
+	}
+	if id.Name != "" {
+		if err := ValidateName(id.Name); err != nil {
+			return "", err
+		}
 	}
 	if _, _, err := parseFile(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("refusing to append to a tokens file that does not parse: %w", err)
@@ -241,7 +269,11 @@ func Create(path string, id Identity) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("opening tokens file: %w", err)
 	}
-	line := fmt.Sprintf("sha256:%s %s %s\n", hex.EncodeToString(sum[:]), id.Instance, id.Role)
+	line := fmt.Sprintf("sha256:%s %s %s", hex.EncodeToString(sum[:]), id.Instance, id.Role)
+	if id.Name != "" {
+		line += " name=" + id.Name
+	}
+	line += "\n"
 	if _, err := f.WriteString(line); err != nil {
 		f.Close()
 		return "", fmt.Errorf("writing tokens file: %w", err)

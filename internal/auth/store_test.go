@@ -109,3 +109,38 @@ func TestRoleOrder(t *testing.T) {
 		t.Error("admin not allowed to deploy")
 	}
 }
+
+// A token made with a name authenticates as that name; a bad name is
+// refused at creation and in the file.
+func TestTokenName(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tokens")
+	tok, err := Create(path, Identity{Instance: "team", Role: Deployer, Name: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := Create(path, Identity{Instance: "team", Role: Viewer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, err := s.Authenticate(tok); err != nil || id.Name != "alice" || id.Role != Deployer {
+		t.Errorf("named token: %+v, %v", id, err)
+	}
+	if id, err := s.Authenticate(plain); err != nil || id.Name != "" {
+		t.Errorf("unnamed token: %+v, %v", id, err)
+	}
+	for _, bad := range []string{"a b", "x<y>", "", "-lead"} {
+		if _, err := Create(path, Identity{Instance: "team", Role: Viewer, Name: bad}); bad != "" && err == nil {
+			t.Errorf("name %q accepted", bad)
+		}
+	}
+	if err := os.WriteFile(path, []byte("sha256:"+strings.Repeat("0", 64)+" team viewer name=<evil>\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "line 1") {
+		t.Errorf("a bad name in the file: %v", err)
+	}
+}
