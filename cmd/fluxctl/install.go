@@ -38,7 +38,7 @@ waits for it. Create the ConfigMap fluxd-known-hosts (key "known_hosts") too.`,
 	f.StringVar(&o.GitURL, "git-url", "", "the manifests' git remote (required)")
 	f.StringVar(&o.GitBranch, "git-branch", "", "the branch (default: fluxd's, main)")
 	f.StringSliceVar(&o.GitPaths, "git-path", nil, "sub-paths with manifests (repeatable)")
-	f.StringVar(&o.Image, "image", "fluxd:latest", "fluxd's image (build one with make image)")
+	f.StringVar(&o.Image, "image", "", "fluxd's image, REGISTRY/REPOSITORY:TAG (required: no image is published; 'make image IMAGE=...' builds and pushes one)")
 	f.IntVar(&o.Replicas, "replicas", 1, "fluxd's replicas: 1 keeps history in SQLite in the pod (Recreate strategy); more run with --leader-elect and need --history-db-secret")
 	f.StringVar(&o.HistoryDBSecret, "history-db-secret", "", "a Secret in fluxd's namespace holding the PostgreSQL database the replicas share: key \"url\" (postgres://USER@HOST:PORT/DB?sslmode=..., no password) and key \"password\"")
 	f.BoolVar(&o.NoNamespace, "no-namespace", false, "leave the Namespace out, to install into one that exists (its own Pod Security labels then apply)")
@@ -48,6 +48,16 @@ waits for it. Create the ConfigMap fluxd-known-hosts (key "known_hosts") too.`,
 func runInstall(w io.Writer, o deploy.Options) error {
 	if o.GitURL == "" {
 		return errors.New("--git-url is required: the remote fluxd releases through, e.g. ssh://git@github.com/org/manifests.git")
+	}
+	if o.Image == "" {
+		o.Image = "fluxd:unset" // to check the other options first
+		if _, err := deploy.Render(o); err != nil {
+			return err
+		}
+		return errors.New(`--image is required: the fluxd image to run, e.g. registry.example.com/fluxd:v1.2.3.
+No fluxd image is published: 'make image IMAGE=registry.example.com/fluxd:TAG' builds and pushes one.
+To render a running install again, give the image it runs:
+  kubectl -n fluxd get deployment fluxd -o jsonpath='{.spec.template.spec.containers[0].image}'`)
 	}
 	b, err := deploy.Render(o)
 	if err != nil {
