@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build static image deps stack up restart-fluxd down test test-postgres test-unit generate check-generate vet bench bench-registry bench-api bench-automation fuzz fuzz-ci clean
+.PHONY: all build static image deps stack up restart-fluxd down test test-postgres test-unit generate check-generate vet bench bench-registry bench-api bench-automation fuzz fuzz-ci torture clean
 
 all: build
 
@@ -70,6 +70,16 @@ test-postgres: deps
 ## test-unit: only the tests that need no stack
 test-unit:
 	go test -short -count=1 ./...
+
+## torture: the randomized torture suite on the local stack (docs/torture.md):
+## two replicas on PostgreSQL, STEPS random operations drawn from SEED (default:
+## a fresh seed, printed), then six checks; ENFORCE lists the checks whose
+## violations fail the run (default all: abcdef), the others are reported
+STEPS ?= 60
+ENFORCE ?= abcdef
+torture: deps
+	@bin=$$(stack/build.sh) && FLUXD_STACK_BIN="$$bin" FLUXD_TORTURE_SEED='$(SEED)' FLUXD_TORTURE_STEPS='$(STEPS)' \
+		FLUXD_TORTURE_ENFORCE='$(ENFORCE)' go test -count=1 -run '^TestTorture$$' -timeout 60m -v ./e2e/
 
 ## vet: go vet
 vet:
