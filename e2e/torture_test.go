@@ -24,8 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
+		"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -359,7 +358,7 @@ func (r *tortureRun) do(op torture.Op) {
 		hot := img(op.Repo, op.HotfixTag())
 		fn := func() {
 			err := r.person(op.Step, "race hotfix of "+op.Service, op.Service, func(y string) string {
-				return setLocked(setImage(y, hot), true)
+				return torture.SetLocked(torture.SetImage(y, hot), true)
 			})
 			r.logf("      (interposed before fluxd's push) a person pushed %s and a lock of %s: %v", hot, op.Service, err)
 		}
@@ -403,12 +402,12 @@ func (r *tortureRun) do(op torture.Op) {
 		_, err := r.fluxctl(op.Replica, user, "deautomate", op.Service)
 		note(err)
 	case torture.LockGit:
-		note(r.person(op.Step, "Lock "+op.Service+" by hand", op.Service, func(y string) string { return setLocked(y, true) }))
+		note(r.person(op.Step, "Lock "+op.Service+" by hand", op.Service, func(y string) string { return torture.SetLocked(y, true) }))
 	case torture.UnlockGit:
-		note(r.person(op.Step, "Unlock "+op.Service+" by hand", op.Service, func(y string) string { return setLocked(y, false) }))
+		note(r.person(op.Step, "Unlock "+op.Service+" by hand", op.Service, func(y string) string { return torture.SetLocked(y, false) }))
 	case torture.Hotfix:
 		hot := img(op.Repo, op.Tag)
-		note(r.person(op.Step, "Hotfix "+op.Service+" to "+op.Tag, op.Service, func(y string) string { return setImage(y, hot) }))
+		note(r.person(op.Step, "Hotfix "+op.Service+" to "+op.Tag, op.Service, func(y string) string { return torture.SetImage(y, hot) }))
 	case torture.Term, torture.Kill:
 		i := r.pick(op.Replica)
 		rep := r.replicas[i]
@@ -453,34 +452,6 @@ func (r *tortureRun) release(role, user, svc, image string) error {
 	}
 	r.logf("      -> %s", firstLines(out, 2))
 	return nil
-}
-
-var (
-	imageLine       = regexp.MustCompile(`(?m)^(\s+image: ).*$`)
-	annotationsLine = regexp.MustCompile(`(?m)^(\s*)annotations:[ \t]*\n`)
-	lockedLine      = regexp.MustCompile(`(?m)^\s+fluxd\.io/locked:.*\n`)
-)
-
-// setImage is a person's edit of the one container's image.
-func setImage(y, image string) string {
-	return imageLine.ReplaceAllString(y, "${1}"+image)
-}
-
-// setLocked is a person's edit of fluxd.io/locked.
-func setLocked(y string, locked bool) string {
-	y = lockedLine.ReplaceAllString(y, "")
-	if !locked {
-		return y
-	}
-	done := false
-	return annotationsLine.ReplaceAllStringFunc(y, func(m string) string {
-		if done {
-			return m
-		}
-		done = true
-		indent := annotationsLine.FindStringSubmatch(m)[1]
-		return m + indent + "  fluxd.io/locked: \"true\"\n"
-	})
 }
 
 // person edits a service's manifest as a person does: fetch, edit, commit
