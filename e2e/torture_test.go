@@ -24,7 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-		"strconv"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
