@@ -168,6 +168,8 @@ type tortureRun struct {
 	log     strings.Builder
 	jobs    []string // job IDs the run started, oldest first
 	persons []string // commits people pushed
+
+	commits map[string]*torture.Commit // read so far, by hash (observe)
 }
 
 func (r *tortureRun) logf(format string, args ...any) {
@@ -180,7 +182,7 @@ func (r *tortureRun) logf(format string, args ...any) {
 
 func newTortureRun(t *testing.T, seed int64) *tortureRun {
 	ctx := testContext(t)
-	r := &tortureRun{t: t, kc: kubeClient(t)}
+	r := &tortureRun{t: t, kc: kubeClient(t), commits: map[string]*torture.Commit{}}
 	// The registry: every repository at 1.0.0.
 	t0 := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
 	repos := map[string]bool{}
@@ -573,6 +575,11 @@ func (r *tortureRun) observe() (*torture.Observation, error) {
 	}
 	for _, l := range strings.Split(list, "\n") {
 		f := strings.Fields(l)
+		if c, ok := r.commits[f[0]]; ok {
+			o.Commits[c.Hash] = c
+			o.Order = append(o.Order, c.Hash)
+			continue
+		}
 		c := &torture.Commit{Hash: f[0], Parents: f[1:]}
 		meta, err := gitRun(r.bare, "log", "-1", "--format=%cn%x00%B", c.Hash)
 		if err != nil {
@@ -596,6 +603,7 @@ func (r *tortureRun) observe() (*torture.Observation, error) {
 		}
 		o.Commits[c.Hash] = c
 		o.Order = append(o.Order, c.Hash)
+		r.commits[c.Hash] = c
 	}
 	r.mu.Lock()
 	o.PersonCommits = append([]string(nil), r.persons...)
