@@ -110,12 +110,10 @@ func TestTorture(t *testing.T) {
 		t.Skip("needs the local stack")
 	}
 	r := newTortureRun(t, seed)
-	failed := true
+	// The log is printed under -v, and always when the run fails.
 	defer func() {
-		if failed || t.Failed() {
-			t.Logf("torture: seed %d, %d steps; replay: make torture SEED=%d STEPS=%d\noperation log:\n%s", seed, steps, seed, steps, r.log.String())
-			t.Logf("replica logs: %s, %s", stack.Log("fluxd-torture-a"), stack.Log("fluxd-torture-b"))
-		}
+		t.Logf("torture: seed %d, %d steps; replay: make torture SEED=%d STEPS=%d\noperation log:\n%s", seed, steps, seed, steps, r.log.String())
+		t.Logf("replica logs: %s, %s", stack.Log("fluxd-torture-a"), stack.Log("fluxd-torture-b"))
 	}()
 	for _, op := range ops {
 		r.do(op)
@@ -125,8 +123,10 @@ func TestTorture(t *testing.T) {
 	obs := r.settle()
 	vs := torture.Check(obs)
 	enforced, reported := torture.Enforced(vs, enforce)
-	r.logf("-- %d commits (%d by people), %d jobs, %d history rows, %d violations (%d enforced)",
+	stats := fmt.Sprintf("%d commits (%d by people), %d jobs, %d history rows, %d violations (%d enforced)",
 		len(obs.Order), len(obs.PersonCommits), len(obs.Jobs), len(obs.Events), len(vs), len(enforced))
+	r.logf("-- %s", stats)
+	fmt.Fprintf(os.Stderr, "torture: seed %d steps %d: %s\n", seed, steps, stats)
 	summary := map[string]int{}
 	for _, v := range vs {
 		summary[v.Check]++
@@ -138,7 +138,6 @@ func TestTorture(t *testing.T) {
 	for _, v := range enforced {
 		t.Errorf("torture: %s", v)
 	}
-	failed = len(vs) > 0
 }
 
 // tortureReplica is one of the two fluxd replicas.
