@@ -451,7 +451,8 @@ func (r *tortureRun) release(role, user, svc, image string) error {
 		r.logf("      -> job %s", id)
 		return nil
 	}
-	r.logf("      -> %s", firstLines(out, 2))
+	ls := strings.Split(strings.TrimSpace(out), "\n")
+	r.logf("      -> %s", ls[len(ls)-1])
 	return nil
 }
 
