@@ -316,7 +316,9 @@ func (r *tortureRun) pick(role string) int {
 
 func (r *tortureRun) fluxctl(role, user string, args ...string) (string, error) {
 	rep := r.replicas[r.pick(role)]
-	env := []string{"FLUX_URL=https://" + rep.f.Addr, "FLUX_CA_FILE=" + r.caFile, "FLUX_TOKEN=" + r.tokens["deployer"], "FLUX_TIMEOUT=20s", "USER=" + user}
+	env := []string{"FLUX_URL=https://" + rep.f.Addr, "FLUX_CA_FILE=" + r.caFile, "FLUX_TOKEN=" + r.tokens["deployer"], "FLUX_TIMEOUT=20s", "USER=" + user,
+		// fluxctl names its user from git's config before $USER: none here.
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1"}
 	out, stderr, code := fluxctl(r.t, env, args...)
 	if code != 0 {
 		return out, fmt.Errorf("fluxctl %s via %s: exit %d: %s", strings.Join(args, " "), rep.name, code, firstLines(out+stderr, 3))
