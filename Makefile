@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build static image deps stack up restart-fluxd down test test-postgres test-unit generate check-generate vet bench bench-registry bench-api bench-automation fuzz fuzz-ci torture clean
+.PHONY: all build static image deps stack up restart-fluxd down test test-postgres test-unit generate check-generate vet bench bench-registry bench-api bench-automation fuzz fuzz-ci clean
 
 all: build
 
@@ -77,6 +77,7 @@ test-unit:
 ## violations fail the run (default all: abcdef), the others are reported
 STEPS ?= 60
 ENFORCE ?= abcdef
+.PHONY: torture
 torture: deps
 	@bin=$$(stack/build.sh) && FLUXD_STACK_BIN="$$bin" FLUXD_TORTURE_SEED='$(SEED)' FLUXD_TORTURE_STEPS='$(STEPS)' \
 		FLUXD_TORTURE_ENFORCE='$(ENFORCE)' go test -count=1 -run '^TestTorture$$' -timeout 60m -v ./e2e/
