@@ -16,6 +16,7 @@ const (
 	CheckHistory   = "f" // one history row per job outcome
 	AllChecks      = "abcdef"
 	revertPrefix   = "Revert release "
+	policyTrailer  = "policy-"
 	typeRelease    = "release"
 	typeAutomated  = "automated-release"
 	stateSucceeded = "succeeded"
@@ -132,7 +133,11 @@ func CheckCommitsArePlans(o *Observation) []Violation {
 			continue
 		}
 		got, other := Diff(o.parentWorkloads(c), c.Workloads)
-		switch id := c.JobTrailer(); {
+		id := c.JobTrailer()
+		if _, ok := jobs[id]; !ok && strings.HasPrefix(id, policyTrailer) {
+			id = "" // a policy commit's own trailer, to find a push whose reply was lost
+		}
+		switch {
 		case id != "":
 			j, ok := jobs[id]
 			if !ok {

@@ -57,7 +57,7 @@ func TestCheckCleanRun(t *testing.T) {
 		commit("c0", "seed", "Add", map[string]Workload{web: wl("r/web:1.0.0"), api: wl("r/api:1.0.0")}).
 		commit("c1", "fluxd", "Release r/web:1.1.0\n\nFluxd-Job: j1\n", map[string]Workload{web: wl("r/web:1.1.0"), api: wl("r/api:1.0.0")}).
 		commit("c2", "pia", "hotfix", map[string]Workload{web: wl("r/web:1.1.1-hotfix"), api: wl("r/api:1.0.0")}).
-		commit("c3", "fluxd", "Lock api", map[string]Workload{web: wl("r/web:1.1.1-hotfix"), api: wl("r/api:1.0.0", "fluxd.io/locked", "true")})
+		commit("c3", "fluxd", "Lock api\n\nFluxd-Job: policy-0a1b\n", map[string]Workload{web: wl("r/web:1.1.1-hotfix"), api: wl("r/api:1.0.0", "fluxd.io/locked", "true")})
 	o := b.o
 	o.Jobs = []Job{
 		{ID: "j1", State: "succeeded", Commit: "c1", User: "u1", Updates: []Update{{web, "app", "r/web:1.0.0", "r/web:1.1.0"}}},
