@@ -362,10 +362,21 @@ func CheckHistoryRows(o *Observation) []Violation {
 			bad("job %s ended %s with commit %s, but %d release rows name it", j.ID, j.State, short(j.Commit), n)
 		}
 	}
-	for c, evs := range byCommit {
+	var orphans []string
+	for c := range byCommit {
 		if !jobCommits[c] {
-			bad("%d history rows (%s) name commit %s, which no job recorded", len(evs), evs[0].Type, short(c))
+			orphans = append(orphans, c)
 		}
+	}
+	sort.Strings(orphans)
+	for _, c := range orphans {
+		ev := byCommit[c][0]
+		where := "which is not in the branch either"
+		if _, ok := o.Commits[c]; ok {
+			where = "which is in the branch: the push it records as failed landed"
+		}
+		bad("history row %d (%s, by %s, %s) names commit %s, which no job recorded, %s: %s",
+			ev.ID, ev.Type, ev.User, strings.Join(ev.Services, ","), short(c), where, firstLine(ev.Error))
 	}
 	keys := map[key]bool{}
 	for k := range noCommitJobs {

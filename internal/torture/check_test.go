@@ -147,6 +147,8 @@ func TestCheckOutcomesAndRows(t *testing.T) {
 		{ID: 1, Type: "failed", User: "u1"},
 		{ID: 2, Type: "release", Commit: "zz", User: "u3"},
 		{ID: 3, Type: "release", Commit: "zz", User: "u3"},
+		// A policy push that errored but landed, recorded as failed (item 8).
+		{ID: 4, Type: "failed", Commit: "c1", User: "u4", Services: []string{web}, Error: "pushing: connection lost"},
 	}
 	o.Cluster = map[string]map[string]string{web: {"app": "r/web:1.0.0"}}
 	vs := Check(o)
@@ -160,6 +162,7 @@ func TestCheckOutcomesAndRows(t *testing.T) {
 		"(e) default:deployment/web container app runs r/web:1.0.0 in the cluster; git's head c1 says r/web:1.1.0",
 		"(e) default:deployment/api is in git but not in the cluster",
 		"(f) job j3 succeeded with commit zz: 2 release rows name it; want 1",
+		"(f) history row 4 (failed, by u4, default:deployment/web) names commit c1, which no job recorded, which is in the branch: the push it records as failed landed",
 		"(f) 1 jobs of u2 ended cancelled without a commit (j2) but history has 0 cancelled rows of u2 without one",
 	} {
 		found := false
