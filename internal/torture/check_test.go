@@ -149,12 +149,19 @@ func TestCheckOutcomesAndRows(t *testing.T) {
 		{ID: 3, Type: "release", Commit: "zz", User: "u3"},
 		// A policy push that errored but landed, recorded as failed (item 8).
 		{ID: 4, Type: "failed", Commit: "c1", User: "u4", Services: []string{web}, Error: "pushing: connection lost"},
+		// A lock refused before its push: not a job's row.
+		{ID: 5, Type: "failed", User: "u5", Services: []string{web}, Error: "the branch moved"},
 	}
 	o.Cluster = map[string]map[string]string{web: {"app": "r/web:1.0.0"}}
 	vs := Check(o)
 	var got []string
 	for _, v := range vs {
 		got = append(got, v.String())
+	}
+	for _, v := range vs {
+		if strings.Contains(v.What, "u5") {
+			t.Errorf("a failed policy change counted as a job's row: %s", v)
+		}
 	}
 	for _, w := range []string{
 		"(e) job j1 ended failed recording no commit, but commit c1 in the branch is its",
