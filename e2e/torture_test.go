@@ -365,8 +365,13 @@ func (r *tortureRun) do(op torture.Op) {
 			})
 			r.logf("      (interposed before fluxd's push) a person pushed %s and a lock of %s: %v", hot, op.Service, err)
 		}
-		r.remote.interpose.Store(&fn)
-		note(r.release(op.Replica, user, op.Service, img(op.Repo, op.Tag)))
+		// Armed once the job is queued, so that it meets the release's
+		// push rather than a policy command's.
+		err := r.release(op.Replica, user, op.Service, img(op.Repo, op.Tag))
+		note(err)
+		if err == nil {
+			r.remote.interpose.Store(&fn)
+		}
 	case torture.Cancel:
 		r.mu.Lock()
 		var id string
