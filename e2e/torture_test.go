@@ -367,7 +367,13 @@ func (r *tortureRun) do(op torture.Op) {
 		}
 		// Armed once the job is queued, so that it meets the release's
 		// push rather than a policy command's.
-		err := r.release(op.Replica, user, op.Service, img(op.Repo, op.Tag))
+		// A target of its own, so that the release has something to push
+		// (the drawn tag may be what the service runs already).
+		target := fmt.Sprintf("%s-race.%d", op.Tag, op.Step)
+		err := stack.PushImage(ctx, op.Repo, target, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(op.Step)*time.Minute))
+		if err == nil {
+			err = r.release(op.Replica, user, op.Service, img(op.Repo, target))
+		}
 		note(err)
 		if err == nil {
 			r.remote.interpose.Store(&fn)
