@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build static image deps stack up restart-fluxd down test test-postgres test-unit generate check-generate vet bench bench-registry bench-api bench-automation fuzz fuzz-ci clean
+.PHONY: all build static image deps stack up restart-fluxd down test test-postgres test-unit generate check-generate docs vet bench bench-registry bench-api bench-automation fuzz fuzz-ci clean
 
 all: build
 
@@ -90,9 +90,15 @@ vet:
 generate:
 	hack/generate.sh
 
-## check-generate: fail when the checked-in protobuf code is stale
+## check-generate: fail when the checked-in protobuf code or the generated docs are stale
 check-generate:
 	hack/generate.sh --check
+	go test -count=1 -run 'TestCLIReference|TestFlagReference' ./cmd/fluxctl ./cmd/fluxd
+
+## docs: regenerate docs/cli.md and docs/fluxd-flags.md from the commands' own flags
+docs:
+	go test -count=1 -run TestCLIReference ./cmd/fluxctl -update
+	go test -count=1 -run TestFlagReference ./cmd/fluxd -update
 
 ## bench: run the benchmarks 6 times and summarise them with benchstat
 BENCHSTAT_VERSION := v0.0.0-20260908200009-22c9c6c9d4da

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/release"
 )
@@ -50,6 +51,11 @@ type Config struct {
 	DefaultInstance string
 	// Metrics, when set, gets a gauge of services per state.
 	Metrics prometheus.Registerer
+	// Scopes, when set, gives an instance's scope (nil: unscoped): a
+	// service automated by an instance whose scope does not hold it (the
+	// scope was narrowed, or the annotation written by hand) is not
+	// released, as a locked one is not.
+	Scopes func(instance string) *auth.Scope
 }
 
 // State is where a service is in the machine.
@@ -336,6 +342,17 @@ func (a *Automator) track(m *gitrepo.Manifests) {
 		inst := def.Annotations[release.AnnotationAutomatedBy]
 		if inst == "" {
 			inst = a.cfg.DefaultInstance
+		}
+		if a.cfg.Scopes != nil {
+			if sc := a.cfg.Scopes(inst); !sc.Contains(id.Namespace, def.File) {
+				a.mu.Lock()
+				_, known := a.services[id]
+				a.mu.Unlock()
+				if known { // said once, when it leaves the scope
+					a.log.Info("decision: outside the scope of the instance that automated it; not releasing it", "service", id.String(), "instance", inst, "scope", sc.String())
+				}
+				continue
+			}
 		}
 		automated[id] = inst
 	}

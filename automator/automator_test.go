@@ -15,6 +15,7 @@ import (
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/release"
 )
@@ -222,6 +223,27 @@ func TestLockedOrDeautomatedServicesAreForgotten(t *testing.T) {
 	a.Step(ctx)
 	if _, ok := a.States()[svc("a")]; ok || len(jobs.queued) != 0 {
 		t.Errorf("a locked service is still automated: %v, jobs %v", a.States(), jobs.queued)
+	}
+}
+
+// A service automated by an instance whose scope does not hold it is not
+// released: narrowing a scope stops the automator's releases there too.
+func TestServicesOutsideTheAutomatingInstancesScopeAreNotReleased(t *testing.T) {
+	f, jobs := newFake("a"), &fakeJobs{}
+	f.newest[svc("a")] = "2.0"
+	scopes := map[string]*auth.Scope{"team-a": {Namespaces: []string{"team-a"}}}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	a := New(Config{ShortWait: 15 * time.Second, LongWait: time.Minute, Scopes: func(inst string) *auth.Scope { return scopes[inst] }}, f, jobs, clk, slog.New(slog.DiscardHandler))
+	ctx := context.Background()
+	a.Step(ctx)
+	if _, ok := a.States()[svc("a")]; ok || len(jobs.queued) != 0 {
+		t.Errorf("a service outside team-a's scope (namespace default) is automated: %v, jobs %v", a.States(), jobs.queued)
+	}
+	scopes["team-a"] = &auth.Scope{Namespaces: []string{"default"}}
+	clk.Step(time.Hour)
+	a.Step(ctx)
+	if len(jobs.queued) != 1 {
+		t.Errorf("within the scope, the new image was not released: jobs %v", jobs.queued)
 	}
 }
 

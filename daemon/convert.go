@@ -140,6 +140,13 @@ func jobToProto(u release.JobUpdate) *fluxdv1.Job {
 	if len(j.Plan) > 2 && json.Unmarshal(j.Plan, &p) == nil {
 		out.Plan = planToProto(&p)
 	}
+	var spec release.Spec
+	if len(j.Spec) > 2 && json.Unmarshal(j.Spec, &spec) == nil {
+		out.User, out.Type = spec.User, string(history.Release)
+		if spec.Automated {
+			out.Type = string(history.AutomatedRelease)
+		}
+	}
 	return out
 }
 

@@ -113,6 +113,7 @@ type Daemon struct {
 	refreshes singleflight.Group // registry refreshes by repository
 	pageReads singleflight.Group // list-images page reads by repository and tags
 
+	ready    readiness // Ready's answer, shared for a second
 	onNotify func(repository string, tags int)
 	view     viewCache // the joined list of services, while nothing changed
 }
@@ -221,8 +222,19 @@ func (d *Daemon) services(ctx context.Context) ([]Service, error) {
 }
 
 // servicesBuilt is services with the count of the view it returns (0: a
-// view not kept).
+// view not kept). It is the one place a caller's scope applies: a scoped
+// caller (identity in ctx) gets only the services in its scope, and
+// every call that lists, names or releases services reads them here.
 func (d *Daemon) servicesBuilt(ctx context.Context) ([]Service, uint64, error) {
+	svcs, built, err := d.viewBuilt(ctx)
+	if sc := identity(ctx).Scope; sc != nil && err == nil {
+		return inScope(sc, svcs), 0, nil
+	}
+	return svcs, built, err
+}
+
+// viewBuilt is servicesBuilt for everyone, whatever the caller's scope.
+func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 	cg, cok := d.deps.Cluster.(generational)
 	var ag generational = zeroGen{}
 	aok := true

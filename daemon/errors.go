@@ -28,17 +28,25 @@ func toStatus(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
+	// Every error fluxd answers carries an ErrorInfo of its domain, help
+	// or not: a client tells by it that fluxd answered (fluxd's own
+	// request to a registry may have failed), not that the client's
+	// connection to fluxd did.
 	var fe *fluxerr.Error
-	if !errors.As(err, &fe) || fe.Help == "" {
-		return status.Error(codeOf(err), err.Error())
+	msg, kind, md := err.Error(), fluxerr.Server, map[string]string{}
+	if errors.As(err, &fe) {
+		kind = fe.Kind
+		if fe.Help != "" {
+			// The message is the whole chain up to the help text.
+			msg = strings.TrimSuffix(msg, "\n\n"+strings.TrimSpace(fe.Help))
+			md["help"] = strings.TrimSpace(fe.Help)
+		}
 	}
-	// The message is the whole chain up to the help text.
-	msg := strings.TrimSuffix(err.Error(), "\n\n"+strings.TrimSpace(fe.Help))
 	st := status.New(codeOf(err), msg)
 	if withInfo, derr := st.WithDetails(&errdetails.ErrorInfo{
-		Reason:   kindName(fe.Kind),
+		Reason:   kindName(kind),
 		Domain:   ErrorDomain,
-		Metadata: map[string]string{"help": strings.TrimSpace(fe.Help)},
+		Metadata: md,
 	}); derr == nil {
 		st = withInfo
 	}
@@ -57,6 +65,8 @@ func kindName(k fluxerr.Kind) string {
 		return "UNIMPLEMENTED"
 	case fluxerr.Unavailable:
 		return "UNAVAILABLE"
+	case fluxerr.Forbidden:
+		return "FORBIDDEN"
 	}
 	return "SERVER"
 }
@@ -81,6 +91,8 @@ func codeOf(err error) codes.Code {
 		return codes.Unimplemented
 	case fluxerr.Unavailable:
 		return codes.Unavailable
+	case fluxerr.Forbidden:
+		return codes.PermissionDenied
 	}
 	return codes.Internal
 }

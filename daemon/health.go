@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,14 +34,14 @@ func (d *Daemon) Ready(ctx context.Context) error {
 		st := d.deps.Git.Status()
 		switch {
 		case st.StalledPastTimeout(time.Now(), stallGrace):
-			return fmt.Errorf("git: %s has waited on the remote for %v, longer than its timeout of %v: the connection is stuck and every git operation waits behind it",
-				st.Waiting, time.Since(st.WaitingSince).Round(time.Second), st.WaitingFor)
+			return NotReady("git", fmt.Errorf("%s has waited on the remote for %v, longer than its timeout of %v: the connection is stuck and every git operation waits behind it",
+				st.Waiting, time.Since(st.WaitingSince).Round(time.Second), st.WaitingFor))
 		case st.NotCloned && st.Error != "":
-			return fmt.Errorf("git: not cloned yet, retrying: %s", st.Error)
+			return NotReady("git", fmt.Errorf("not cloned yet, retrying: %s", st.Error))
 		case st.NotCloned:
-			return errors.New("git: cloning")
+			return NotReady("git", errors.New("cloning"))
 		case st.Error != "" && time.Since(st.ErrorSince) > GitOutageNotReady:
-			return fmt.Errorf("git: failing for %v: %s", time.Since(st.ErrorSince).Round(time.Second), st.Error)
+			return NotReady("git", fmt.Errorf("failing for %v: %s", time.Since(st.ErrorSince).Round(time.Second), st.Error))
 		}
 	}
 	if d.deps.Ready != nil {
@@ -69,6 +71,8 @@ type healthServer struct {
 
 	mu       sync.Mutex
 	notReady error // the last check's, to log changes only
+
+	watch healthWatch // the Watch streams' one ticker
 }
 
 // healthChecked are the services Check answers for: the server as a
@@ -78,7 +82,7 @@ var healthChecked = map[string]bool{"": true, fluxdv1.FluxService_ServiceDesc.Se
 func (h *healthServer) status(ctx context.Context) healthpb.HealthCheckResponse_ServingStatus {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	err := h.s.d.Ready(ctx)
+	err := h.s.d.readyShared(ctx)
 	// Log changes only: probes come every few seconds.
 	h.mu.Lock()
 	if was := h.notReady; err != nil && (was == nil || err.Error() != was.Error()) {
@@ -116,20 +120,29 @@ func (h *healthServer) Watch(req *healthpb.HealthCheckRequest, stream grpc.Serve
 	if !healthChecked[req.GetService()] {
 		return stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVICE_UNKNOWN})
 	}
-	t := time.NewTicker(h.every)
-	defer t.Stop()
+	// The streams share one ticker (subscribe): many streams cost no
+	// more checks than one.
+	defer h.subscribe()()
 	last := healthpb.HealthCheckResponse_UNKNOWN
+	st, changed := h.status(ctx), (chan struct{})(nil)
 	for {
-		if st := h.status(ctx); st != last {
+		if st != last && st != healthpb.HealthCheckResponse_UNKNOWN {
 			if err := stream.Send(&healthpb.HealthCheckResponse{Status: st}); err != nil {
 				return err
 			}
 			last = st
 		}
+		var shared healthpb.HealthCheckResponse_ServingStatus
+		shared, changed = h.current()
+		if shared != healthpb.HealthCheckResponse_UNKNOWN && shared != last {
+			st = shared
+			continue
+		}
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-changed:
+			st, _ = h.current()
 		}
 	}
 }
@@ -138,10 +151,16 @@ func (h *healthServer) Watch(req *healthpb.HealthCheckRequest, stream grpc.Serve
 // token and without the API, for the kubelet's probes where the API
 // listener needs TLS or a client certificate the kubelet has not got.
 // /healthz answers 200 while the process serves; /readyz answers 200
-// when Ready passes, else 503 with the reason (a redacted git URL, a
-// public key: nothing secret), for a person who curls it; fluxd's log says
-// it too.
-func (d *Daemon) HealthHandler() http.Handler {
+// when Ready passes, else 503 naming the failing components only ("not
+// ready: git"). See HealthHandlerWith for the reasons.
+func (d *Daemon) HealthHandler() http.Handler { return d.HealthHandlerWith(nil) }
+
+// HealthHandlerWith is HealthHandler whose /readyz also says why, to a
+// caller whose bearer token a accepts (any role): a redacted git URL or
+// a public key may be in the reason, which is for fluxd's users, not for
+// anyone who can reach the port. Readiness is shared for a second, like
+// the gRPC health service's.
+func (d *Daemon) HealthHandlerWith(a Authenticator) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -151,12 +170,73 @@ func (d *Daemon) HealthHandler() http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
 		defer cancel()
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := d.Ready(ctx); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
+		err := d.readyShared(ctx)
+		if err == nil {
+			_, _ = io.WriteString(w, "ok\n")
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		if a != nil && authenticated(r, a) {
 			_, _ = io.WriteString(w, "not ready: "+err.Error()+"\n")
 			return
 		}
-		_, _ = io.WriteString(w, "ok\n")
+		_, _ = io.WriteString(w, "not ready: "+strings.Join(notReadyComponents(err), ", ")+"\n")
 	})
 	return mux
+}
+
+// authenticated says whether r carries a bearer token a accepts.
+func authenticated(r *http.Request, a Authenticator) bool {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "bearer") || strings.TrimSpace(tok) == "" {
+		return false
+	}
+	_, err := a.Authenticate(strings.TrimSpace(tok))
+	return err == nil
+}
+
+// ComponentError is a component's reason for fluxd not being ready.
+type ComponentError struct {
+	Component string
+	Err       error
+}
+
+func (e *ComponentError) Error() string { return e.Component + ": " + e.Err.Error() }
+func (e *ComponentError) Unwrap() error { return e.Err }
+
+// NotReady names the component err is about (git, cluster, database);
+// nil stays nil. A caller without a token learns only the name.
+func NotReady(component string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &ComponentError{Component: component, Err: err}
+}
+
+// notReadyComponents lists the components err names, in order; an error
+// of none is "fluxd".
+func notReadyComponents(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		if ce, ok := err.(*ComponentError); ok {
+			out = append(out, ce.Component)
+			return
+		}
+		switch u := err.(type) {
+		case interface{ Unwrap() []error }:
+			for _, e := range u.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			walk(u.Unwrap())
+		default:
+			out = append(out, "fluxd")
+		}
+	}
+	walk(err)
+	return slices.Compact(out)
 }

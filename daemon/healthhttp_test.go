@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/internal/auth"
 )
 
 // notClonedGit is a remote whose first clone has not succeeded.
@@ -47,11 +48,24 @@ func TestHealthHandler(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := New(Config{}, Deps{Git: tc.git, Ready: func(context.Context) error { return nil }}, slog.New(slog.DiscardHandler))
-			srv := httptest.NewServer(d.HealthHandler())
+			srv := httptest.NewServer(d.HealthHandlerWith(oneToken("fxd_good")))
 			defer srv.Close()
-			status, body := get(t, srv.URL+"/readyz")
+			// With a token, the reason (a redacted URL, a key's
+			// fingerprint: for fluxd's users).
+			status, body := getWith(t, srv.URL+"/readyz", "Bearer fxd_good")
 			if status != tc.wantStatus || !strings.Contains(body, tc.wantBody) {
-				t.Errorf("/readyz: %d %q, want %d with %q", status, body, tc.wantStatus, tc.wantBody)
+				t.Errorf("/readyz with a token: %d %q, want %d with %q", status, body, tc.wantStatus, tc.wantBody)
+			}
+			// Without one, or with a wrong one: ready or not, and the
+			// failing component's name only.
+			want := "ok\n"
+			if tc.wantStatus != http.StatusOK {
+				want = "not ready: git\n"
+			}
+			for _, authz := range []string{"", "Bearer fxd_wrong"} {
+				if status, body := getWith(t, srv.URL+"/readyz", authz); status != tc.wantStatus || body != want {
+					t.Errorf("/readyz with %q: %d %q, want %d %q", authz, status, body, tc.wantStatus, want)
+				}
 			}
 			if status, body := get(t, srv.URL+"/healthz"); status != http.StatusOK || body != "ok\n" {
 				t.Errorf("/healthz: %d %q, want 200 ok", status, body)
@@ -69,6 +83,34 @@ func TestHealthHandler(t *testing.T) {
 			}
 		})
 	}
+}
+
+// oneToken accepts one token.
+type oneToken string
+
+func (o oneToken) Authenticate(tok string) (auth.Identity, error) {
+	if tok == string(o) {
+		return auth.Identity{Instance: "team-a", Role: auth.Viewer}, nil
+	}
+	return auth.Identity{}, auth.ErrUnknownToken
+}
+
+func getWith(t *testing.T, url, authz string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if authz != "" {
+		req.Header.Set("Authorization", authz)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }
 
 func get(t *testing.T, url string) (int, string) {

@@ -259,3 +259,57 @@ func BenchmarkListImagesCold(b *testing.B) {
 		})
 	}
 }
+
+// pathCounter counts the requests that reach the registry, by kind.
+type pathCounter struct {
+	next      http.RoundTripper
+	manifests atomic.Int64
+	blobs     atomic.Int64
+	lists     atomic.Int64
+}
+
+func (p *pathCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	switch {
+	case strings.Contains(r.URL.Path, "/manifests/"):
+		p.manifests.Add(1)
+	case strings.Contains(r.URL.Path, "/blobs/"):
+		p.blobs.Add(1)
+	case strings.HasSuffix(r.URL.Path, "/tags/list"):
+		p.lists.Add(1)
+	}
+	return p.next.RoundTrip(r)
+}
+
+// A notification for a repository its only user orders by version reads
+// the tag list and nothing else, as list-images and plans would: the new
+// tags' manifests and configs are read when something shows or plans
+// them, not because of the push.
+func TestNotifyUnderVersionOrderReadsOnlyTheTagList(t *testing.T) {
+	if testing.Short() {
+		t.Skip("pushes images")
+	}
+	reg := regtest.New(100)
+	defer reg.Close()
+	repo := reg.Host() + "/team/app"
+	ctx := context.Background()
+	if err := reg.PushVersions(ctx, repo, 0, 20, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	d, tr := pagedDaemon(t, repo, "0.0.1", map[string]string{"fluxd.io/tag-all": "semver:>=0.0.0"}, oci.RateConfig{})
+	count := &pathCounter{next: tr.next}
+	tr.next = count
+	// The cache knows the repository, every tag read.
+	if _, err := d.deps.Images.Images(ctx, repo); err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.PushVersions(ctx, repo, 20, 30, time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	m, b, l := count.manifests.Load(), count.blobs.Load(), count.lists.Load()
+	if _, n, err := d.Notify(ctx, auth.Identity{}, repo+":0.0.25"); err != nil || n != 30 {
+		t.Fatalf("notify: %d tags, %v; want 30", n, err)
+	}
+	if dm, db, dl := count.manifests.Load()-m, count.blobs.Load()-b, count.lists.Load()-l; dm != 0 || db != 0 || dl < 1 {
+		t.Errorf("the notification read %d manifests, %d blobs and %d tag lists; want the tag list alone", dm, db, dl)
+	}
+}

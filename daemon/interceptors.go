@@ -73,6 +73,9 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	if strings.HasPrefix(info.FullMethod, healthPrefix) {
 		return handler(ctx, req)
 	}
+	if err := s.checkForwarded(ctx); err != nil {
+		return nil, err
+	}
 	ctx, err = s.authorize(ctx, info.FullMethod, req)
 	if err != nil {
 		return nil, err
@@ -98,6 +101,9 @@ func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Str
 	defer func() { err = s.finish(info.FullMethod, reqID, start, recover(), err) }()
 	if strings.HasPrefix(info.FullMethod, healthPrefix) {
 		return handler(srv, ss)
+	}
+	if err := s.checkForwarded(ctx); err != nil {
+		return err
 	}
 	ctx, err = s.authorize(ctx, info.FullMethod, nil)
 	if err != nil {

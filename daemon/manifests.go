@@ -106,6 +106,11 @@ func (d *Daemon) readManifestsNow(ctx context.Context) (*gitrepo.Manifests, erro
 	return m, nil
 }
 
+// GitMoved tells the daemon that git has a new revision (a push of
+// fluxd's own, an automated release's included, or a fetch): listings
+// read git again, so they never show the revision before as "git says".
+func (d *Daemon) GitMoved(string) { d.invalidate() }
+
 // invalidate makes the next listing call read git again (it keeps the
 // copy to answer from if the remote stalls).
 func (d *Daemon) invalidate() {

@@ -241,7 +241,8 @@ type ReleaseResult struct {
 // a plan that no longer matches its checksum fails at once.
 func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseRequest) (*ReleaseResult, error) {
 	spec := release.Spec{All: req.All, Image: req.Image, AllLatest: req.AllLatest, User: req.User, Message: req.Message,
-		RollbackOnFailure: req.RollbackOnFailure, RolloutTimeout: req.RolloutTimeout, Force: req.Force, Cached: req.Cached && !req.Execute}
+		RollbackOnFailure: req.RollbackOnFailure, RolloutTimeout: req.RolloutTimeout, Force: req.Force, Cached: req.Cached && !req.Execute,
+		Scope: identity(ctx).Scope}
 	if err := (release.Spec{All: true, Image: req.Image, AllLatest: req.AllLatest}).Validate(); err != nil {
 		return nil, err
 	}
@@ -281,6 +282,11 @@ func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseReque
 			return nil, err
 		}
 		spec.Services = append(spec.Services, ids...)
+	}
+	if isBareTag(req.Image) {
+		if spec.Image, err = d.imageForTag(ctx, spec.Services, req.Image); err != nil {
+			return nil, err
+		}
 	}
 	plan, err := d.deps.Releaser.Plan(ctx, spec)
 	if err != nil {
@@ -338,6 +344,12 @@ func HistoryUser(user string) HistoryFilter {
 	return func(q *history.Query) { q.User = user }
 }
 
+// HistoryBetween keeps the events that ended in [since, until); a zero
+// time leaves that side open.
+func HistoryBetween(since, until time.Time) HistoryFilter {
+	return func(q *history.Query) { q.Since, q.Until = since, until }
+}
+
 // History returns the caller's instance's events, newest first. A service
 // that does not exist is NotFound; one with no events has an empty list.
 func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, limit int, filters ...HistoryFilter) ([]history.Event, error) {
@@ -355,11 +367,24 @@ func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, 
 		}
 		q.Service = svc.ID.String()
 	}
+	if identity(ctx).Scope != nil && q.Service == "" {
+		// Some events will be out of scope: read more, keep limit.
+		q.Limit = min(max(limit, 100)*5, 1000)
+	}
 	evs, err := d.deps.History.Events(ctx, id.Instance, q)
 	if err != nil {
 		return nil, fmt.Errorf("reading history: %w", err)
 	}
-	return d.withSyncEvents(ctx, evs, q)
+	if evs, err = d.withSyncEvents(ctx, evs, q); err != nil {
+		return nil, err
+	}
+	if evs, err = d.scopedEvents(ctx, evs); err != nil {
+		return nil, err
+	}
+	if limit <= 0 {
+		limit = 100
+	}
+	return evs[:min(len(evs), limit)], nil
 }
 
 // PolicyUpdate is a change of a service's policies; nil fields are left
@@ -373,24 +398,21 @@ type PolicyUpdate struct {
 	User              string
 }
 
-// historyType names the change for history: the one kind of change it
-// makes, or a general policy change.
+// historyType names the change for history. Automating and locking (or
+// their undoing) name the change even when tag filters change with them,
+// so `history --type automate` finds an automation that set a filter; the
+// filters are said in the message. A change of both, or of filters alone,
+// is a general policy change.
 func (u PolicyUpdate) historyType() history.Type {
-	n := 0
-	t := history.Policy
-	if u.Automated != nil {
-		n, t = n+1, map[bool]history.Type{true: history.Automate, false: history.Deautomate}[*u.Automated]
-	}
-	if u.Locked != nil {
-		n, t = n+1, map[bool]history.Type{true: history.Lock, false: history.Unlock}[*u.Locked]
-	}
-	if u.TagAll != nil || u.TagOrder != nil || u.TagPrerelease != nil || len(u.Tags) > 0 {
-		n++
-	}
-	if n != 1 {
+	switch {
+	case u.Automated != nil && u.Locked != nil:
 		return history.Policy
+	case u.Automated != nil:
+		return map[bool]history.Type{true: history.Automate, false: history.Deautomate}[*u.Automated]
+	case u.Locked != nil:
+		return map[bool]history.Type{true: history.Lock, false: history.Unlock}[*u.Locked]
 	}
-	return t
+	return history.Policy
 }
 
 // SetPolicy changes a service's policy annotations in git, in one commit,
@@ -500,8 +522,9 @@ func (d *Daemon) servicesInFile(ctx context.Context, file string) ([]platform.ID
 	}
 	find := func(m *gitrepo.Manifests) []platform.ID {
 		var ids []platform.ID
+		sc := identity(ctx).Scope
 		for id, def := range m.Workloads {
-			if def.File == clean {
+			if def.File == clean && sc.Contains(id.Namespace, def.File) {
 				ids = append(ids, id)
 			}
 		}
@@ -533,15 +556,13 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 	if err != nil {
 		return "", 0, fluxerr.New(fluxerr.User, err, "Give a repository such as registry.example/team/app, with or without a tag.")
 	}
-	// A push notification checks the mutable tags now, whatever their
-	// adaptive re-check interval.
-	list := d.deps.Images.Images
-	if r, ok := d.deps.Images.(interface {
-		Refresh(ctx context.Context, repository string) ([]registry.Image, error)
-	}); ok {
-		list = r.Refresh
+	if err := d.checkNotifyScope(ctx, ref); err != nil {
+		return "", 0, err
 	}
-	imgs, err := list(ctx, ref.Repository)
+	if err := d.watched(ctx, ref.Repository); err != nil {
+		return "", 0, err
+	}
+	n, err := d.notifyRefresh(ctx, ref.Repository)
 	if err != nil {
 		return "", 0, err
 	}
@@ -550,9 +571,55 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 	} else if d.deps.Automator != nil {
 		d.deps.Automator.Kick()
 	}
-	d.log.Info("image notification: repository refreshed", "repository", ref.Repository, "tags", len(imgs))
+	d.log.Info("image notification: repository refreshed", "repository", ref.Repository, "tags", n)
 	if d.onNotify != nil {
-		d.onNotify(ref.Repository, len(imgs))
+		d.onNotify(ref.Repository, n)
 	}
-	return ref.Repository, len(imgs), nil
+	return ref.Repository, n, nil
+}
+
+// notifyRefresh refreshes a notified repository as its users need it:
+// when every container running it orders its tags by version,
+// alphabetically or numerically (no filter needing build times), the tag
+// list alone, as list-images and plans read it; otherwise every tag,
+// mutable ones checked now whatever their re-check interval. It returns
+// how many tags the repository has.
+func (d *Daemon) notifyRefresh(ctx context.Context, repository string) (int, error) {
+	if r, ok := d.deps.Images.(interface {
+		RefreshTags(ctx context.Context, repository string) ([]string, error)
+	}); ok && !d.needsMetadata(ctx, repository) {
+		tags, err := r.RefreshTags(ctx, repository)
+		return len(tags), err
+	}
+	list := d.deps.Images.Images
+	if r, ok := d.deps.Images.(interface {
+		Refresh(ctx context.Context, repository string) ([]registry.Image, error)
+	}); ok {
+		list = r.Refresh
+	}
+	imgs, err := list(ctx, repository)
+	return len(imgs), err
+}
+
+// needsMetadata reports whether some container running repository needs
+// its images' build times (its order is by time, or its filter needs
+// them, or cannot be read), or the services cannot be known (in doubt).
+func (d *Daemon) needsMetadata(ctx context.Context, repository string) bool {
+	svcs, err := d.services(ctx)
+	if err != nil {
+		return true
+	}
+	for _, s := range svcs {
+		for _, c := range s.Containers {
+			ref, err := registry.ParseRef(c.Image)
+			if err != nil || ref.Repository != repository {
+				continue
+			}
+			f, ferr := containerFilter(s.annotations, c.Name, ref)
+			if ferr != nil || f.NeedsMetadata() || f.Order == "" {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -16,7 +16,8 @@ func sortServices(s []Service) {
 }
 
 // resolve turns what a person typed into a service: a full ID
-// (namespace:kind/name), or namespace/name or name where unambiguous.
+// (namespace:kind/name), or namespace/name, kind/name (as kubectl writes
+// it) or name where unambiguous.
 func (d *Daemon) resolve(ctx context.Context, name string) (Service, error) {
 	all, err := d.services(ctx)
 	if err != nil {
@@ -56,7 +57,7 @@ func (d *Daemon) resolveInGit(ctx context.Context, name string) (Service, error)
 func resolveIn(all []Service, name string) (Service, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
-		return Service{}, fluxerr.New(fluxerr.User, fmt.Errorf("no service given"), "Name a service as namespace:kind/name, namespace/name or name; 'fluxctl list-services' lists them.")
+		return Service{}, fluxerr.New(fluxerr.User, fmt.Errorf("no service given"), "Name a service as namespace:kind/name, namespace/name, kind/name or name; 'fluxctl list-services' lists them.")
 	}
 	var matches []Service
 	if strings.Contains(name, ":") {
@@ -79,6 +80,15 @@ func resolveIn(all []Service, name string) (Service, error) {
 				matches = append(matches, s)
 			}
 		}
+		// kubectl's kind/name ("deployment/web", "deploy/web",
+		// "deployments.apps/web"), where no namespace has that name.
+		if kind, ok := kubectlKind(ns); qualified && ok && len(matches) == 0 {
+			for _, s := range all {
+				if s.ID.Name == n && s.ID.Kind == kind {
+					matches = append(matches, s)
+				}
+			}
+		}
 	}
 	switch len(matches) {
 	case 1:
@@ -95,6 +105,22 @@ func resolveIn(all []Service, name string) (Service, error) {
 		ids = append(ids, m.ID.String())
 	}
 	return Service{}, fluxerr.New(fluxerr.User, fmt.Errorf("%q is ambiguous: it could be %s", name, strings.Join(ids, ", ")), "Use the full ID, namespace:kind/name.")
+}
+
+// kubectlKind reads a kind as kubectl accepts it: singular or plural, its
+// short name, with or without its API group.
+func kubectlKind(s string) (string, bool) {
+	s = strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(s), ".apps"), ".batch")
+	short := map[string]string{"deploy": "deployment", "sts": "statefulset", "ds": "daemonset", "cj": "cronjob"}
+	if k, ok := short[s]; ok {
+		return k, true
+	}
+	for _, k := range platform.Kinds {
+		if s == k || s == k+"s" {
+			return k, true
+		}
+	}
+	return "", false
 }
 
 // closest returns up to n service IDs whose names are nearest to name.

@@ -18,6 +18,7 @@ func TestResolve(t *testing.T) {
 		svc("default", "deployment", "redis"),
 		svc("prod", "deployment", "redis"),
 		svc("prod", "statefulset", "db"),
+		svc("deploy", "deployment", "web"),
 	}
 	for _, tc := range []struct {
 		in, want string
@@ -33,6 +34,15 @@ func TestResolve(t *testing.T) {
 		{in: "default:deployment/nope", kind: fluxerr.Missing, msg: `no service "default:deployment/nope"`},
 		{in: "default:pod/x", kind: fluxerr.User, msg: "fluxd manages"},
 		{in: "", kind: fluxerr.User, msg: "no service given"},
+		// kubectl's forms.
+		{in: "deployment/helloworld", want: "default:deployment/helloworld"},
+		{in: "deploy/helloworld", want: "default:deployment/helloworld"},
+		{in: "deployments.apps/helloworld", want: "default:deployment/helloworld"},
+		{in: "sts/db", want: "prod:statefulset/db"},
+		{in: "statefulset/helloworld", kind: fluxerr.Missing, msg: `no service "statefulset/helloworld"`},
+		{in: "deployment/redis", kind: fluxerr.User, msg: "ambiguous"},
+		// A namespace named like a kind is a namespace first.
+		{in: "deploy/web", want: "deploy:deployment/web"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := resolveIn(all, tc.in)

@@ -3,7 +3,10 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -175,8 +178,9 @@ func setUsers(m protoreflect.Message, v string) bool {
 }
 
 // A user becomes a commit's author: every RPC that takes one, found in the
-// descriptor, refuses a newline, another control character or an angle
-// bracket in it, with InvalidArgument and a message saying why.
+// descriptor, refuses a newline, another control character or a stray
+// angle bracket in it (git's "Name <email>" form is accepted), with
+// InvalidArgument and a message saying why.
 func TestEveryRPCWithAUserRefusesHeaderInjection(t *testing.T) {
 	f := newFixture(t, &stubCluster{})
 	sd := fluxService(t)
@@ -187,7 +191,7 @@ func TestEveryRPCWithAUserRefusesHeaderInjection(t *testing.T) {
 			continue
 		}
 		withUser = append(withUser, string(m.Name()))
-		for _, bad := range []string{"eve\ncommitter forged <f@f> 0 +0000", "eve\r", "eve <eve@evil>", "eve>", "nul\x00", "esc\x1b[31m"} {
+		for _, bad := range []string{"eve\ncommitter forged <f@f> 0 +0000", "eve\r", "eve <eve@evil> <x@y>", "eve <not an address>", "eve <a@b>\nforged", "eve>", "nul\x00", "esc\x1b[31m"} {
 			req := newRequest(t, m)
 			setUsers(req.ProtoReflect(), bad)
 			err := invoke(withToken(f.tokens[auth.Admin]), t, f.conn, m, req)
@@ -195,10 +199,13 @@ func TestEveryRPCWithAUserRefusesHeaderInjection(t *testing.T) {
 				t.Errorf("%s with user %q: %v; want InvalidArgument about the user", m.Name(), bad, err)
 			}
 		}
-		req := newRequest(t, m)
-		setUsers(req.ProtoReflect(), "Zoë O'Brien")
-		if err := invoke(withToken(f.tokens[auth.Admin]), t, f.conn, m, req); strings.Contains(status.Convert(err).Message(), "cannot be a commit's author") {
-			t.Errorf("%s refused a plain user: %v", m.Name(), err)
+		// A plain name, and git's own author form as Flux v1's fluxctl sent it.
+		for _, good := range []string{"Zoë O'Brien", "Jane Doe <jane@example.com>"} {
+			req := newRequest(t, m)
+			setUsers(req.ProtoReflect(), good)
+			if err := invoke(withToken(f.tokens[auth.Admin]), t, f.conn, m, req); strings.Contains(status.Convert(err).Message(), "cannot be a commit's author") {
+				t.Errorf("%s refused the user %q: %v", m.Name(), good, err)
+			}
 		}
 	}
 	// The suite must see the RPCs it is about.
@@ -317,6 +324,7 @@ func TestHealthReportsReadiness(t *testing.T) {
 		return nil
 	}
 	f := newFixtureWith(t, Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}, Git: git, Ready: ready})
+	f.daemon.ready.ttl = -1 // every check reads the state anew (it is shared for a second in fluxd)
 	h := healthpb.NewHealthClient(f.conn)
 	check := func() healthpb.HealthCheckResponse_ServingStatus {
 		t.Helper()
@@ -439,6 +447,81 @@ func TestEveryRPCWithAMessageRefusesControlCharacters(t *testing.T) {
 	for _, want := range []string{"Release", "Lock", "SetPolicy"} {
 		if !strings.Contains(" "+strings.Join(withMessage, " ")+" ", " "+want+" ") {
 			t.Errorf("no message field found in %s's request; found in %v", want, withMessage)
+		}
+	}
+}
+
+// No caller reaches a host fluxd does not watch: every way a caller can
+// name a repository (a plan's image, a notification, each registry's
+// webhook payload) is refused before any request when no watched
+// service runs the repository, whatever the host (an internal service,
+// a cloud metadata address). The internal service counts the requests:
+// none may arrive. (The reproduction of [security-2] 1 is the first
+// row: a viewer's release --all --update-image --dry-run.)
+func TestNoCallerReachesAnUnwatchedHost(t *testing.T) {
+	internal, requests := internalServer(t)
+	f, _, d := realReleaser(t, "registry.invalid/team/app:1.0")
+	viewer, deployer := withToken(f.tokens[auth.Viewer]), withToken(f.tokens[auth.Deployer])
+	wh, err := NewWebhookHandler(d, []byte("s3cret"), slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := func(spec *fluxdv1.ReleaseSpec) error {
+		_, err := f.client.Release(viewer, &fluxdv1.ReleaseRequest{Kind: fluxdv1.ReleaseKind_RELEASE_KIND_PLAN, Spec: spec})
+		return err
+	}
+	webhook := func(body string) error {
+		req := httptest.NewRequest(http.MethodPost, "/v1/notify", strings.NewReader(body))
+		req.Header.Set("X-Fluxd-Secret", "s3cret")
+		rec := httptest.NewRecorder()
+		wh.ServeHTTP(rec, req)
+		for wh.work(context.Background()) {
+		}
+		if rec.Code != http.StatusBadRequest {
+			return fmt.Errorf("webhook answered %d: %s", rec.Code, rec.Body)
+		}
+		return status.Error(codes.InvalidArgument, rec.Body.String())
+	}
+	for _, host := range []string{internal, "169.254.169.254", "localhost:1"} {
+		repo := host + "/internal/x"
+		for _, c := range []struct {
+			name string
+			call func() error
+		}{
+			{"viewer: release --all --update-image --dry-run", func() error { return plan(&fluxdv1.ReleaseSpec{All: true, Image: repo + ":1"}) }},
+			{"viewer: release SERVICE --update-image --dry-run", func() error {
+				return plan(&fluxdv1.ReleaseSpec{Services: []string{"app0"}, Image: repo + ":1"})
+			}},
+			{"viewer: release --all --exclude --update-image --dry-run", func() error {
+				return plan(&fluxdv1.ReleaseSpec{All: true, Exclude: []string{"app0"}, Image: repo + ":1"})
+			}},
+			{"deployer: notify", func() error {
+				_, err := f.client.NotifyImage(deployer, &fluxdv1.NotifyImageRequest{Image: repo + ":1"})
+				return err
+			}},
+			{"webhook: distribution request.host", func() error {
+				return webhook(fmt.Sprintf(`{"events":[{"action":"push","target":{"repository":"internal/x","tag":"1"},"request":{"host":%q}}]}`, host))
+			}},
+			{"webhook: Harbor resource_url", func() error {
+				return webhook(fmt.Sprintf(`{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"resource_url":%q}]}}`, repo+":1"))
+			}},
+			{"webhook: Quay docker_url", func() error { return webhook(fmt.Sprintf(`{"docker_url":%q}`, repo)) }},
+			{"webhook: Docker Hub repo_name", func() error {
+				return webhook(fmt.Sprintf(`{"push_data":{"tag":"1"},"repository":{"repo_name":%q}}`, repo))
+			}},
+		} {
+			t.Run(host+"/"+c.name, func(t *testing.T) {
+				err := c.call()
+				if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "no service runs an image of "+repo) {
+					t.Fatalf("want a refusal saying no service runs %s, got %v", repo, err)
+				}
+				if strings.Contains(err.Error(), "admin_password") {
+					t.Fatalf("the internal service's body reached the caller: %v", err)
+				}
+				if n := requests.Load(); n != 0 {
+					t.Fatalf("fluxd sent %d requests to the internal service", n)
+				}
+			})
 		}
 	}
 }

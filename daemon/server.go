@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
@@ -40,6 +42,11 @@ type Server struct {
 	log  *slog.Logger
 	grpc *grpc.Server
 	fwd  *forwarder // nil: this replica serves everything itself
+	// maxConns bounds the connections Serve accepts.
+	maxConns int
+	// replicaCAs sign the certificates of replicas whose forwarded
+	// calls are taken (RequireReplicaCerts).
+	replicaCAs *x509.CertPool
 }
 
 // FollowLeader makes the server forward leader-only calls (releases, jobs,
@@ -59,7 +66,33 @@ var _ fluxdv1.FluxServiceServer = (*Server)(nil)
 type ServerOption func(*serverOptions)
 
 type serverOptions struct {
-	metrics prometheus.Registerer
+	metrics  prometheus.Registerer
+	maxConns int
+}
+
+// Limits on what any client, before it shows a token, can hold of the
+// server: the health service needs none, and every connection costs
+// memory before its first call is authenticated.
+const (
+	// DefaultMaxConnections bounds the API's open connections; more
+	// wait in the listener's backlog until one closes.
+	DefaultMaxConnections = 1024
+	// maxConcurrentStreams bounds the calls in flight on one connection.
+	maxConcurrentStreams = 256
+	// keepaliveMinTime is the least interval between a client's
+	// keepalive pings, which are allowed only while it has calls; a
+	// client pinging faster, or without calls, is sent away.
+	keepaliveMinTime = time.Minute
+	// maxConnectionIdle closes connections without calls for this long.
+	maxConnectionIdle = 15 * time.Minute
+	// handshakeTimeout bounds a new connection's set-up (TLS included).
+	handshakeTimeout = 10 * time.Second
+)
+
+// WithMaxConnections bounds the open connections Serve accepts (default
+// DefaultMaxConnections).
+func WithMaxConnections(n int) ServerOption {
+	return func(o *serverOptions) { o.maxConns = n }
 }
 
 // WithMetrics counts every call by method and gRPC code, and times it
@@ -90,8 +123,17 @@ func NewServer(d *Daemon, a Authenticator, log *slog.Logger, opts ...ServerOptio
 		unary = append([]grpc.UnaryServerInterceptor{metrics.UnaryServerInterceptor()}, unary...)
 		stream = append([]grpc.StreamServerInterceptor{metrics.StreamServerInterceptor()}, stream...)
 	}
+	if o.maxConns <= 0 {
+		o.maxConns = DefaultMaxConnections
+	}
+	s.maxConns = o.maxConns
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...),
-		grpc.ForceServerCodecV2(newViewCodec(d)))
+		grpc.ForceServerCodecV2(newViewCodec(d)),
+		grpc.Creds(tlsInfo{}),
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
+		grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: false}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: maxConnectionIdle, Time: 2 * time.Minute, Timeout: 20 * time.Second}))
 	fluxdv1.RegisterFluxServiceServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, &healthServer{s: s, every: 5 * time.Second})
 	reflection.Register(s.grpc)
@@ -122,6 +164,7 @@ func (s *Server) InProcess() (*grpc.ClientConn, error) {
 // giving in-flight calls up to grace to finish.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, grace time.Duration) error {
 	g, ctx := errgroup.WithContext(ctx)
+	lis = newLimitListener(lis, s.maxConns)
 	g.Go(func() error {
 		s.log.Info("serving the fluxd API", "address", lis.Addr().String())
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
@@ -202,7 +245,14 @@ func (s *Server) Release(ctx context.Context, req *fluxdv1.ReleaseRequest) (*flu
 
 // History lists the caller's instance's events.
 func (s *Server) History(ctx context.Context, req *fluxdv1.HistoryRequest) (*fluxdv1.HistoryResponse, error) {
-	evs, err := s.d.History(ctx, identity(ctx), req.GetService(), int(req.GetLimit()), HistoryType(req.GetType()), HistoryUser(req.GetUser()))
+	var since, until time.Time
+	if req.GetSince() != nil {
+		since = req.GetSince().AsTime()
+	}
+	if req.GetUntil() != nil {
+		until = req.GetUntil().AsTime()
+	}
+	evs, err := s.d.History(ctx, identity(ctx), req.GetService(), int(req.GetLimit()), HistoryType(req.GetType()), HistoryUser(req.GetUser()), HistoryBetween(since, until))
 	if err != nil {
 		return nil, toStatus(err)
 	}

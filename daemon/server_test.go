@@ -93,6 +93,9 @@ type fixture struct {
 	conn   *grpc.ClientConn
 	// tokens are instance team-a's, other instance team-b's.
 	tokens, other map[auth.Role]string
+	// tokensFile is the tokens file the server reads.
+	tokensFile string
+	daemon     *Daemon
 }
 
 func newFixture(t *testing.T, cluster Cluster) *fixture {
@@ -105,7 +108,7 @@ func newFixture(t *testing.T, cluster Cluster) *fixture {
 func newFixtureWith(t testing.TB, cfg Config, deps Deps) *fixture {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "tokens")
-	f := &fixture{tokens: map[auth.Role]string{}, other: map[auth.Role]string{}}
+	f := &fixture{tokens: map[auth.Role]string{}, other: map[auth.Role]string{}, tokensFile: path}
 	for _, r := range []auth.Role{auth.Viewer, auth.Deployer, auth.Admin} {
 		for instance, m := range map[string]map[auth.Role]string{"team-a": f.tokens, "team-b": f.other} {
 			tok, err := auth.Create(path, auth.Identity{Instance: instance, Role: r})
@@ -121,7 +124,9 @@ func newFixtureWith(t testing.TB, cfg Config, deps Deps) *fixture {
 	}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	cfg.Listen, cfg.TokensFile, cfg.Version = "bufconn:0", path, "v-test"
-	srv := NewServer(New(cfg, deps, log), store, log)
+	d := New(cfg, deps, log)
+	f.daemon = d
+	srv := NewServer(d, store, log)
 	lis := bufconn.Listen(1 << 20)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -100,6 +100,9 @@ func (d *Daemon) syncStates(byID map[platform.ID]*Service) {
 // Sync fetches git and applies it to the cluster now, or says what that
 // would change.
 func (d *Daemon) Sync(ctx context.Context, _ auth.Identity, dryRun bool) (*syncer.Report, error) {
+	if err := checkSyncScope(ctx); err != nil {
+		return nil, err
+	}
 	if d.deps.Sync == nil {
 		return nil, fluxerr.New(fluxerr.Precondition, errors.New("this fluxd does not sync git to the cluster"),
 			"It applies only the workloads it releases. Start it with --sync-interval (e.g. 5m) to apply everything under --git-path, on every commit and on that interval.")
@@ -114,8 +117,34 @@ func (d *Daemon) Sync(ctx context.Context, _ auth.Identity, dryRun bool) (*synce
 	return rep, nil
 }
 
-// Sync runs a sync now, or a dry run of one.
+// syncStarter is a Syncing that can start a sync without waiting for it
+// (syncer.Syncer).
+type syncStarter interface{ Start() error }
+
+// StartSync starts a sync (git fetched first) and returns at once.
+func (d *Daemon) StartSync(ctx context.Context, _ auth.Identity) error {
+	st, ok := d.deps.Sync.(syncStarter)
+	if d.deps.Sync == nil || !ok {
+		return fluxerr.New(fluxerr.Precondition, errors.New("this fluxd does not sync git to the cluster"),
+			"It applies only the workloads it releases. Start it with --sync-interval (e.g. 5m) to apply everything under --git-path, on every commit and on that interval.")
+	}
+	if err := st.Start(); err != nil {
+		return fluxerr.New(fluxerr.Unavailable, err, "With --leader-elect only the leader syncs: ask the leader, or run 'fluxctl sync' without --no-wait, which this replica forwards or runs itself.")
+	}
+	return nil
+}
+
+// Sync runs a sync now, or a dry run of one, or starts one (no_wait).
 func (s *Server) Sync(ctx context.Context, req *fluxdv1.SyncRequest) (*fluxdv1.SyncResponse, error) {
+	if req.GetNoWait() {
+		if req.GetDryRun() {
+			return nil, toStatus(fluxerr.New(fluxerr.User, errors.New("--no-wait and --dry-run together"), "A dry run's answer is its report: run it without --no-wait."))
+		}
+		if err := s.d.StartSync(ctx, identity(ctx)); err != nil {
+			return nil, toStatus(err)
+		}
+		return &fluxdv1.SyncResponse{Started: true}, nil
+	}
 	rep, err := s.d.Sync(ctx, identity(ctx), req.GetDryRun())
 	if err != nil {
 		return nil, toStatus(err)

@@ -15,12 +15,12 @@ import (
 
 // checkUser refuses a user name that cannot be a commit's author: it
 // becomes the author of the commit a release or a policy change makes,
-// and a newline or an angle bracket in it would write headers of the
-// caller's choosing.
+// and a newline or a stray angle bracket in it would write headers of the
+// caller's choosing. git's own "Name <email>" form is accepted.
 func checkUser(user string) error {
 	if err := gitrepo.CheckUser(user); err != nil {
-		return fluxerr.New(fluxerr.User, fmt.Errorf("the user %q cannot be a commit's author: it holds a control character (such as a newline) or an angle bracket", user),
-			"The user names who acted, in commits and history. Give a plain name such as 'alice' or 'Alice Smith'. Nothing was changed.")
+		return fluxerr.New(fluxerr.User, fmt.Errorf("the user %q cannot be a commit's author: %w", user, err),
+			"The user names who acted, in commits and history. Give a plain name such as 'alice' or 'Alice Smith', or git's own form 'Jane Doe <jane@example.com>'. Nothing was changed.")
 	}
 	return nil
 }

@@ -7,12 +7,14 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -57,19 +59,31 @@ type WebhookHandler struct {
 	now func() time.Time
 	// refresh refreshes the repository of image and wakes the automator.
 	refresh func(ctx context.Context, image string) error
+	// watched refuses a repository no watched service runs (Daemon's).
+	watched func(ctx context.Context, repository string) error
 
 	mu       sync.Mutex
 	pending  map[string]string // repository → the image last notified
 	queue    []string          // pending repositories not in flight, in order
 	inFlight map[string]bool
 	wake     chan struct{}
-	// signedReads bounds the signed bodies read at once.
+	// replicaCAs sign the certificates of followers whose passed-on
+	// notifications are taken (RequireReplicaCerts).
+	replicaCAs *x509.CertPool
+	// signedReads bounds the signed bodies read at once; readsFrom
+	// counts them by client address (under mu), so that one address
+	// cannot take every slot from genuine senders.
 	signedReads chan struct{}
+	readsFrom   map[string]int
 }
 
 // maxSignedReads is how many signed bodies (read before the signature is
-// checked) may be read at once.
-const maxSignedReads = 8
+// checked) may be read at once; maxSignedReadsPerAddr of them from one
+// client address.
+const (
+	maxSignedReads        = 32
+	maxSignedReadsPerAddr = 2
+)
 
 // signedReadTimeout bounds the read of a signed body.
 const signedReadTimeout = 5 * time.Second
@@ -137,7 +151,8 @@ func NewWebhookHandler(d *Daemon, secret []byte, log *slog.Logger) (*WebhookHand
 	}
 	h := &WebhookHandler{d: d, secret: secret, log: log.With("component", "webhook"), now: time.Now,
 		pending: map[string]string{}, inFlight: map[string]bool{}, wake: make(chan struct{}, 1),
-		signedReads: make(chan struct{}, maxSignedReads)}
+		signedReads: make(chan struct{}, maxSignedReads), readsFrom: map[string]int{}}
+	h.watched = d.watched
 	h.refresh = func(ctx context.Context, image string) error {
 		_, _, err := d.Notify(ctx, webhookIdentity, image)
 		return err
@@ -175,6 +190,13 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "use POST", http.StatusMethodNotAllowed)
 		return
 	}
+	// A notification a follower passed on comes from a replica, with its
+	// certificate: the mark alone is anyone's to write.
+	if r.Header.Get(forwardedWebhook) != "" && !h.forwardedByReplica(r) {
+		h.log.Warn("webhook refused: marked as passed on by a replica, without a replica certificate", "remote", r.RemoteAddr)
+		http.Error(w, errNotAReplica.Error(), http.StatusUnauthorized)
+		return
+	}
 	// Nothing of the body is read before the sender is known, except the
 	// bounded body of a signed request, which the signature covers.
 	bySecret := h.hasSecret(r)
@@ -191,6 +213,12 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A signed body is read before the sender is known: only a few at
 		// a time, so that anyone can make fluxd hold at most
 		// maxSignedReads MiB.
+		addr := remoteHost(r)
+		if !h.takeAddr(addr) {
+			http.Error(w, "too many signed notifications from your address are being read; send it again shortly", http.StatusTooManyRequests)
+			return
+		}
+		defer h.releaseAddr(addr)
 		select {
 		case h.signedReads <- struct{}{}:
 			defer func() { <-h.signedReads }()
@@ -254,6 +282,12 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if queued[ref.Repository] {
 			continue
 		}
+		// Only repositories a watched service runs: the payload's host
+		// fields are the sender's to choose.
+		if err := h.watched(r.Context(), ref.Repository); err != nil {
+			out = append(out, result{Image: img, Error: firstLineOf(err)})
+			continue
+		}
 		if len(queued) == maxPayloadRepositories {
 			out = append(out, result{Image: img, Error: fmt.Sprintf("more than %d repositories in one notification: the rest is ignored", maxPayloadRepositories)})
 			break
@@ -274,6 +308,35 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]any{"source": source, "results": out})
+}
+
+// takeAddr counts a signed read from addr, unless addr has
+// maxSignedReadsPerAddr under way.
+func (h *WebhookHandler) takeAddr(addr string) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.readsFrom[addr] >= maxSignedReadsPerAddr {
+		return false
+	}
+	h.readsFrom[addr]++
+	return true
+}
+
+func (h *WebhookHandler) releaseAddr(addr string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.readsFrom[addr]--; h.readsFrom[addr] <= 0 {
+		delete(h.readsFrom, addr)
+	}
+}
+
+// remoteHost is the connection's client address, without its port.
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
 }
 
 // hasSecret reports whether the request carries the shared secret in a
@@ -443,6 +506,7 @@ func parseNotification(body []byte) ([]string, string, error) {
 		Events []struct {
 			Action string `json:"action"`
 			Target struct {
+				MediaType  string `json:"mediaType"`
 				Repository string `json:"repository"`
 				Tag        string `json:"tag"`
 			} `json:"target"`
@@ -476,7 +540,7 @@ func parseNotification(body []byte) ([]string, string, error) {
 		return []string{withTag(repo.RepoName, p.PushData.Tag)}, "dockerhub", nil
 	case len(p.Events) > 0:
 		for _, e := range p.Events {
-			if e.Action != "push" || e.Target.Repository == "" || e.Request.Host == "" {
+			if e.Action != "push" || e.Target.Repository == "" || e.Request.Host == "" || blobPush(e.Target.Tag, e.Target.MediaType) {
 				continue
 			}
 			images = append(images, withTag(e.Request.Host+"/"+e.Target.Repository, e.Target.Tag))
@@ -504,6 +568,28 @@ func parseNotification(body []byte) ([]string, string, error) {
 		return []string{p.DockerURL}, "quay", nil
 	}
 	return nil, "", errors.New("the payload is none of Docker Hub, distribution, Harbor or Quay")
+}
+
+// firstLineOf is an error's first line: its message without its help.
+func firstLineOf(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// blobPush reports whether a distribution push event is of a blob (a
+// layer or a config): the registry sends one per blob before the
+// manifest's, and only the manifest's names a tag. A blob changes no tag,
+// so it costs no refresh; an untagged manifest push (by digest) without
+// a media type is still refreshed, in doubt.
+func blobPush(tag, mediaType string) bool {
+	if tag != "" {
+		return false
+	}
+	mt := strings.ToLower(mediaType)
+	return mt != "" && !strings.Contains(mt, "manifest") && !strings.Contains(mt, "image.index")
 }
 
 func withTag(repo, tag string) string {

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -56,6 +57,9 @@ func newTestWebhook(t *testing.T) *WebhookHandler {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// These tests are about the queue: every repository counts as
+	// watched (ssrf_test and webhook_test check the refusal).
+	h.watched = func(context.Context, string) error { return nil }
 	return h
 }
 
@@ -320,4 +324,55 @@ func TestSignedReadsAreBoundedAndTimestampsCanBeRequired(t *testing.T) {
 	if code := post(sign("s3cret", ts, pushOfApp), ts); code != http.StatusAccepted {
 		t.Errorf("a signature with a timestamp: %d; want 202", code)
 	}
+}
+
+// Senders that claim a signature but trickle their bodies cannot take
+// every read slot from one address: a genuine sender from another
+// address is still served.
+func TestSignedReadsAreLimitedPerAddress(t *testing.T) {
+	h := newTestWebhook(t)
+	var held []*io.PipeWriter
+	defer func() {
+		for _, w := range held {
+			_ = w.Close()
+		}
+	}()
+	claimed := "sha256=" + strings.Repeat("00", 32)
+	var wg sync.WaitGroup
+	codes := make(chan int, 100)
+	for i := range 40 {
+		pr, pw := io.Pipe()
+		held = append(held, pw)
+		req := httptest.NewRequest(http.MethodPost, "/v1/notify", pr)
+		req.RemoteAddr = "10.0.0.66:" + strconv.Itoa(40000+i)
+		req.Header.Set(SignatureHeader, claimed)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			codes <- rec.Code
+		}()
+	}
+	// All but maxSignedReadsPerAddr are refused at once, with 429.
+	for range 40 - maxSignedReadsPerAddr {
+		if c := <-codes; c != http.StatusTooManyRequests {
+			t.Fatalf("a slow signed sender beyond its address's share: %d, want 429", c)
+		}
+	}
+	body := pushOfApp
+	mac := hmac.New(sha256.New, []byte("s3cret"))
+	mac.Write([]byte(body))
+	req := httptest.NewRequest(http.MethodPost, "/v1/notify", strings.NewReader(body))
+	req.RemoteAddr = "192.0.2.10:5555"
+	req.Header.Set(SignatureHeader, "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("a genuine signed sender while another address trickles: %d %s", rec.Code, rec.Body)
+	}
+	for _, w := range held {
+		_ = w.CloseWithError(errors.New("gone"))
+	}
+	wg.Wait()
 }

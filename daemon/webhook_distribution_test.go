@@ -17,7 +17,7 @@ import (
 func TestWebhookAnswersDistributionPullsWith200(t *testing.T) {
 	imgs := &countingImages{}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := NewWebhookHandler(New(Config{}, Deps{Images: imgs}, log), []byte("s3cret"), log)
+	h, err := NewWebhookHandler(New(Config{}, watching(imgs, "reg:5000/app", "team/app", "harbor.example/proj/app", "quay.io/ns/app"), log), []byte("s3cret"), log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
 
+	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
 )
 
@@ -22,7 +24,27 @@ func (s strictImages) Images(_ context.Context, repo string) ([]registry.Image, 
 	if _, err := name.NewRepository(repo, name.WeakValidation); err != nil {
 		s.t.Errorf("a notification made fluxd read the repository %q, which does not parse: %v", repo, err)
 	}
+	// Whatever host a payload names (request.host, resource_url,
+	// docker_url, repo_name), fluxd reads only repositories its services
+	// run.
+	if !registry.RunsRepository(fuzzWatched, repo) {
+		s.t.Errorf("a notification made fluxd read the repository %q, which no watched service runs", repo)
+	}
 	return nil, nil
+}
+
+// fuzzWatched are the images the fuzzed daemon's services run.
+var fuzzWatched = []string{"reg:5000/app:1", "team/app:1", "harbor.example/proj/app:1", "quay.io/ns/app:1"}
+
+// watching is Deps whose cluster runs a workload of each repository,
+// reading images through imgs.
+func watching(imgs ImageLister, repos ...string) Deps {
+	c := &stubCluster{}
+	for i, r := range repos {
+		c.workloads = append(c.workloads, platform.Workload{ID: platform.ID{Namespace: "default", Kind: "deployment", Name: "w" + strconv.Itoa(i)},
+			Containers: []platform.Container{{Name: "c", Image: r + ":1"}}})
+	}
+	return Deps{Cluster: c, Releaser: stubReleaser{}, Images: imgs}
 }
 
 // FuzzWebhook sends any payload through the webhook: parsing must not
@@ -40,6 +62,14 @@ func FuzzWebhook(f *testing.F) {
 		`{"docker_url":"quay.io/ns/app:1.0\nimage: evil"}`,
 		`{"push_data":{"tag":"a\"b"},"repository":{"repo_name":"Team/App"}}`,
 		`{}`, `[]`, `null`, `not json`,
+		// Host fields naming other hosts: an internal service, a
+		// metadata address, a watched path on another host, userinfo.
+		`{"events":[{"action":"push","target":{"repository":"app","tag":"2"},"request":{"host":"127.0.0.1:8080"}}]}`,
+		`{"events":[{"action":"push","target":{"repository":"latest/meta-data","tag":"1"},"request":{"host":"169.254.169.254"}}]}`,
+		`{"events":[{"action":"push","target":{"repository":"app","tag":"2"},"request":{"host":"reg:5000@evil.example"}}]}`,
+		`{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"resource_url":"10.0.0.1:5000/proj/app:3"}]}}`,
+		`{"docker_url":"localhost:2375/ns/app"}`,
+		`{"push_data":{"tag":"1"},"repository":{"repo_name":"evil.example/team/app"}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -56,7 +86,7 @@ func FuzzWebhook(f *testing.F) {
 				}
 			}
 		}
-		h, err := NewWebhookHandler(New(Config{}, Deps{Images: strictImages{t}}, log), []byte("s3cret"), log)
+		h, err := NewWebhookHandler(New(Config{}, watching(strictImages{t}, "reg:5000/app", "team/app", "harbor.example/proj/app", "quay.io/ns/app"), log), []byte("s3cret"), log)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"io"
 	"log/slog"
 	"net/http"
@@ -27,6 +28,11 @@ func TestParseNotification(t *testing.T) {
 		{"distribution", `{"events":[{"action":"pull","target":{"repository":"app","tag":"1"},"request":{"host":"reg:5000"}},
 			{"action":"push","target":{"repository":"app","tag":"2"},"request":{"host":"reg:5000"}},
 			{"action":"push","target":{"repository":"app","tag":"2"},"request":{"host":"reg:5000"}}]}`, "distribution", []string{"reg:5000/app:2"}},
+		// A push sends an event per blob (no tag) and one per manifest:
+		// only the manifest's costs a refresh.
+		{"distribution blobs and a manifest", `{"events":[{"action":"push","target":{"mediaType":"application/octet-stream","repository":"app","digest":"sha256:aa"},"request":{"host":"reg:5000"}},
+			{"action":"push","target":{"mediaType":"application/vnd.docker.container.image.v1+json","repository":"app","digest":"sha256:bb"},"request":{"host":"reg:5000"}},
+			{"action":"push","target":{"mediaType":"application/vnd.oci.image.manifest.v1+json","repository":"app","tag":"3"},"request":{"host":"reg:5000"}}]}`, "distribution", []string{"reg:5000/app:3"}},
 		{"harbor", `{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"resource_url":"harbor.example/proj/app:3"}]}}`, "harbor", []string{"harbor.example/proj/app:3"}},
 		{"quay", `{"repository":"ns/app","docker_url":"quay.io/ns/app","updated_tags":["4","5"]}`, "quay", []string{"quay.io/ns/app"}},
 	} {
@@ -39,6 +45,11 @@ func TestParseNotification(t *testing.T) {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})
+	}
+	blobs := `{"events":[{"action":"push","target":{"mediaType":"application/vnd.docker.image.rootfs.diff.tar.gzip","repository":"app","digest":"sha256:aa"},"request":{"host":"reg:5000"}},
+		{"action":"push","target":{"mediaType":"application/octet-stream","repository":"app","digest":"sha256:bb"},"request":{"host":"reg:5000"}}]}`
+	if got, _, err := parseNotification([]byte(blobs)); !errors.Is(err, errNoPushEvents) {
+		t.Errorf("an envelope of blob pushes = %v, %v; want nothing to refresh", got, err)
 	}
 	for _, bad := range []string{`not json`, `{}`, `{"type":"DELETE_ARTIFACT","event_data":{}}`, `{"events":[{"action":"pull"}]}`} {
 		if _, _, err := parseNotification([]byte(bad)); err == nil {
@@ -58,7 +69,7 @@ func (c *countingImages) Images(_ context.Context, repo string) ([]registry.Imag
 func TestWebhookAuthenticatesAndRefreshes(t *testing.T) {
 	imgs := &countingImages{}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := NewWebhookHandler(New(Config{}, Deps{Images: imgs}, log), []byte("s3cret"), log)
+	h, err := NewWebhookHandler(New(Config{}, watching(imgs, "reg:5000/app", "team/app", "harbor.example/proj/app", "quay.io/ns/app"), log), []byte("s3cret"), log)
 	if err != nil {
 		t.Fatal(err)
 	}

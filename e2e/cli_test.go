@@ -32,7 +32,9 @@ func run(t *testing.T, env []string, bin string, args ...string) (string, string
 func fluxctl(t *testing.T, env []string, args ...string) (string, string, int) {
 	t.Helper()
 	// Start from a clean slate: no FLUX_* from the developer's shell.
-	base := []string{"FLUX_URL=", "FLUX_TOKEN=", "FLUX_TIMEOUT="}
+	// git's own user (fluxctl's default author) must not be the machine's: the
+	// tests name their users with USER=.
+	base := []string{"FLUX_URL=", "FLUX_TOKEN=", "FLUX_TIMEOUT=", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1"}
 	return run(t, append(base, env...), filepath.Join(binDir, "fluxctl"), args...)
 }
 

@@ -36,6 +36,7 @@ var notOnTheSharedFluxd = map[string]string{
 	"fluxd_sync_failed":                 "registered only with --sync-interval; TestSyncAppliesGit reads it",
 	"fluxd_sync_objects":                "registered only with --sync-interval",
 	"fluxd_sync_failed_objects":         "registered only with --sync-interval; TestSyncAppliesGit reads it",
+	"fluxd_sync_kube_requests":          "registered only with --sync-interval; BenchmarkSync1000Objects reads it",
 }
 
 // metricWith adds up the series of a metric whose labels hold every one

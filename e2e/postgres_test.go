@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strconv"
@@ -143,15 +142,14 @@ func TestPostgresDownAtStart(t *testing.T) {
 	}
 	// The probes' HTTP endpoint says which part is not ready, without the
 	// password (inline in the URL here) or the server's address.
-	resp, err := http.Get("http://" + healthAddr + "/readyz")
-	if err != nil {
-		t.Fatal(err)
+	// (With a token: without one it names the part only.)
+	code, why := httpGetWith(t, "http://"+healthAddr+"/readyz", f.Tokens["viewer"])
+	if code != http.StatusServiceUnavailable || !strings.Contains(why, "history database: not connected") ||
+		strings.Contains(why, srv.Password) || strings.Contains(why, strconv.Itoa(srv.Port)) {
+		t.Errorf("/readyz with the database down: %d %q; want 503 saying the history database is not connected, without its password or address", code, why)
 	}
-	why, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(why), "history database: not connected") ||
-		strings.Contains(string(why), srv.Password) || strings.Contains(string(why), strconv.Itoa(srv.Port)) {
-		t.Errorf("/readyz with the database down: %s %q; want 503 saying the history database is not connected, without its password or address", resp.Status, why)
+	if code, why := httpGet(t, "http://"+healthAddr+"/readyz"); code != http.StatusServiceUnavailable || why != "not ready: database\n" {
+		t.Errorf("/readyz without a token, the database down: %d %q; want 503 %q only", code, why, "not ready: database")
 	}
 	if out, stderr, code := fluxctl(t, env, "history", "pgdownapp"); code == 0 || !strings.Contains(out+stderr, "not connected yet") {
 		t.Errorf("history with the database down: exit %d\n%s%s\nwant a failure saying the database is not connected yet", code, out, stderr)

@@ -52,9 +52,14 @@ func TestGitOverSSHWithADeployKey(t *testing.T) {
 		if code != 0 || strings.TrimSpace(out) != pub {
 			t.Errorf("fluxctl identity: exit %d, %q%s; want the key in %s: %q", code, out, stderr, pubFile, pub)
 		}
-		status, body := httpGet(t, "http://"+health+"/readyz")
+		// With a token, why (the key to add); without one, which part
+		// only ([security-2] 4).
+		status, body := httpGetWith(t, "http://"+health+"/readyz", f.Tokens["viewer"])
 		if status != http.StatusServiceUnavailable || !strings.Contains(body, "refused fluxd's key") || !strings.Contains(body, pub) {
-			t.Errorf("/readyz before the key is added: %d %q; want 503 naming the refused key", status, body)
+			t.Errorf("/readyz with a token before the key is added: %d %q; want 503 naming the refused key", status, body)
+		}
+		if status, body := httpGet(t, "http://"+health+"/readyz"); status != http.StatusServiceUnavailable || body != "not ready: git\n" {
+			t.Errorf("/readyz without a token before the key is added: %d %q; want 503 %q only", status, body, "not ready: git")
 		}
 		if status, body := httpGet(t, "http://"+health+"/healthz"); status != http.StatusOK {
 			t.Errorf("/healthz: %d %q, want 200 while fluxd serves", status, body)
@@ -128,8 +133,21 @@ func TestGitOverSSHWithADeployKey(t *testing.T) {
 // httpGet returns a GET's status and body.
 func httpGet(t *testing.T, url string) (int, string) {
 	t.Helper()
+	return httpGetWith(t, url, "")
+}
+
+// httpGetWith is httpGet with a bearer token ("" none).
+func httpGetWith(t *testing.T, url, token string) (int, string) {
+	t.Helper()
 	c := &http.Client{Timeout: 10 * time.Second}
-	resp, err := c.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		t.Fatalf("GET %s: %v", url, err)
 	}

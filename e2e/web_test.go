@@ -191,7 +191,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("confirm-release")),
 		chromedp.WaitVisible(chromedp.ID("job-log")),
 		waitText(`#job-state`, "succeeded"),
-		waitText(`#job-log`, "queued by Web Tester"))
+		waitText(`#job-log`, "queued by Web Tester"),
+		// The job followed live from the dialog shows its plan, as the
+		// same job opened fresh does.
+		waitText(`#job-head table[aria-label="Plan"]`, img+"1.1.0"))
 	browse(t, ctx, "lock and unlock from the page",
 		chromedp.Evaluate[chromedp.Void](`location.hash = '#/services'`, chromedp.EvalIgnoreExceptions),
 		chromedp.Click(chromedp.CSS(`button[aria-label="Lock default:deployment/webapp"]`)),

@@ -19,6 +19,34 @@ var ErrNoSuchContainer = errors.New("no such container")
 // was read: someone else pushed.
 var ErrMoved = errors.New("the remote branch moved")
 
+// ErrConflict is wrapped by errors saying git holds something else than
+// the value an edit expects to replace: someone changed it since the plan
+// was made. The edit is refused, never made over their change.
+var ErrConflict = errors.New("git holds another value than the one the edit expects to replace")
+
+// ConflictError is an edit refused because git holds Got where it
+// expected Want.
+type ConflictError struct {
+	ID platform.ID
+	// What is being replaced: "container app's image", "annotation k".
+	What      string
+	Want, Got string
+}
+
+func (e *ConflictError) Error() string {
+	got := e.Got
+	if got == "" {
+		got = "nothing"
+	}
+	return fmt.Sprintf("%s: %s is %s in git, not %s as planned; someone changed it since the plan was made, so it is left as it is", e.ID, e.What, got, e.Want)
+}
+
+func (e *ConflictError) Unwrap() error { return ErrConflict }
+
+// ImageChange is one container's image edit: From is the image the
+// container must have in git now (compare-and-swap), To the new one.
+type ImageChange struct{ From, To string }
+
 // Signature is the author of a commit.
 type Signature struct{ Name, Email string }
 
@@ -29,23 +57,31 @@ type edit struct {
 }
 
 // SetImages returns content with the images of workload id's containers
-// replaced: images maps a container name to its new image. Only the bytes
+// replaced: images maps a container name to its change. Each change names
+// the image it replaces; if the container has another one, the edit is
+// refused with a ConflictError (wrapping ErrConflict). Only the bytes
 // of each image value change, written in the quoting the old value had
 // where the new one allows it; everything else in the file, other
 // documents included, stays byte for byte as it was. The result is read
 // back and refused unless exactly those images changed.
-func SetImages(content []byte, id platform.ID, images map[string]string) ([]byte, error) {
+func SetImages(content []byte, id platform.ID, changes map[string]ImageChange) ([]byte, error) {
 	w, err := findWorkload(content, id)
 	if err != nil {
 		return nil, err
 	}
 	var edits []edit
 	done := map[string]bool{}
+	images := map[string]string{}
 	for _, c := range containerNodes(w.obj, id.Kind) {
-		img, ok := images[c.name]
+		ch, ok := changes[c.name]
 		if !ok {
 			continue
 		}
+		if c.image.Value != ch.From {
+			return nil, &ConflictError{ID: id, What: fmt.Sprintf("container %s's image", c.name), Want: ch.From, Got: c.image.Value}
+		}
+		img := ch.To
+		images[c.name] = img
 		vt, err := valueSpan(content, c.key, c.image, nodeContext{flow: c.flow, indent: c.key.Column - 1})
 		if err != nil {
 			return nil, fmt.Errorf("%s: container %s: finding its image: %w", id, c.name, err)
@@ -57,7 +93,7 @@ func SetImages(content []byte, id platform.ID, images map[string]string) ([]byte
 		edits = append(edits, edit{vt.span, vt.replace(text)})
 		done[c.name] = true
 	}
-	for name := range images {
+	for name := range changes {
 		if !done[name] {
 			return nil, fmt.Errorf("%s has no container %q: %w", id, name, ErrNoSuchContainer)
 		}

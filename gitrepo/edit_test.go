@@ -53,7 +53,7 @@ func TestSetImagesEveryStyle(t *testing.T) {
 			if image == "" {
 				image = "reg/app:2"
 			}
-			got, err := SetImages([]byte(deployment(tc.in)), app, map[string]string{"app": image})
+			got, err := SetImages([]byte(deployment(tc.in)), app, planned([]byte(deployment(tc.in)), app, map[string]string{"app": image}))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -74,7 +74,7 @@ func TestSetImagesEveryStyle(t *testing.T) {
 func TestSetImagesCRLF(t *testing.T) {
 	t.Parallel()
 	in := strings.ReplaceAll(deployment("      - name: app\n        image: |-\n          reg/app:1\n      - name: b\n        image: 'b'\n"), "\n", "\r\n")
-	got, err := SetImages([]byte(in), app, map[string]string{"app": "reg/app:2", "b": "c"})
+	got, err := SetImages([]byte(in), app, planned([]byte(in), app, map[string]string{"app": "reg/app:2", "b": "c"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestSetImagesRefusesSideEffects(t *testing.T) {
 	// The image's anchor is used by another container, which would change
 	// with it.
 	in := deployment("      - name: app\n        image: &img reg/app:1\n      - name: b\n        image: *img\n")
-	_, err := SetImages([]byte(in), app, map[string]string{"app": "reg/app:2"})
+	_, err := SetImages([]byte(in), app, planned([]byte(in), app, map[string]string{"app": "reg/app:2"}))
 	if err == nil || !strings.Contains(err.Error(), "containers[1].image") {
 		t.Errorf("aliased image: %v", err)
 	}
@@ -101,7 +101,7 @@ func TestSetImagesMultiDocument(t *testing.T) {
 	other := "# first\napiVersion: v1\nkind: Service\nmetadata: {name: app}\nspec:\n    ports: [{port: 80}]   # odd spacing\n"
 	third := "kind: Deployment\nmetadata:\n  name: app\n  namespace: other\nspec: {template: {spec: {containers: [{name: app, image: \"reg/app:1\"}]}}}\n"
 	in := other + "---\n" + deployment("      - name: app\n        image: reg/app:1\n") + "---\n" + third + "...\n"
-	got, err := SetImages([]byte(in), app, map[string]string{"app": "reg/app:2"})
+	got, err := SetImages([]byte(in), app, planned([]byte(in), app, map[string]string{"app": "reg/app:2"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestTypedLists(t *testing.T) {
 	}
 
 	web := platform.ID{Namespace: "x", Kind: "deployment", Name: "web"}
-	out, err := SetImages([]byte(typedLists), web, map[string]string{"web": "reg/web:2"})
+	out, err := SetImages([]byte(typedLists), web, planned([]byte(typedLists), web, map[string]string{"web": "reg/web:2"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -196,4 +196,23 @@ func TestTypedLists(t *testing.T) {
 	if !errors.Is(err, platform.ErrNotFound) {
 		t.Errorf("WorkloadDocument of a missing workload: %v", err)
 	}
+}
+
+// planned is images (container → new image) as changes from the images
+// the workload has in content, as a plan would name them.
+func planned(content []byte, id platform.ID, images map[string]string) map[string]ImageChange {
+	out := map[string]ImageChange{}
+	defs, _ := ParseFile("f.yaml", content)
+	for name, img := range images {
+		ch := ImageChange{To: img}
+		for _, d := range defs {
+			for _, c := range d.Containers {
+				if d.ID == id && c.Name == name {
+					ch.From = c.Image
+				}
+			}
+		}
+		out[name] = ch
+	}
+	return out
 }

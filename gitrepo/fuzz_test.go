@@ -126,7 +126,7 @@ func FuzzSetImages(f *testing.F) {
 			return
 		}
 		name := def.Containers[0].Name
-		out, err := SetImages([]byte(content), def.ID, map[string]string{name: image})
+		out, err := SetImages([]byte(content), def.ID, planned([]byte(content), def.ID, map[string]string{name: image}))
 		if err != nil {
 			return
 		}
@@ -139,7 +139,7 @@ func FuzzSetImages(f *testing.F) {
 		}
 		checkEdit(t, []byte(content), out, &want, map[string]string{name: image}, nil)
 		// What fluxd wrote, it can edit again.
-		again, err := SetImages(out, def.ID, map[string]string{name: "reg/app:3"})
+		again, err := SetImages(out, def.ID, planned(out, def.ID, map[string]string{name: "reg/app:3"}))
 		if err != nil {
 			t.Fatalf("editing its own edit: %v\n%s", err, out)
 		}

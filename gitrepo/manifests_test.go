@@ -80,7 +80,7 @@ func TestParseFile(t *testing.T) {
 
 func TestSetImagesChangesOnlyTheValues(t *testing.T) {
 	t.Parallel()
-	out, err := SetImages([]byte(multiDoc), redis, map[string]string{"redis": "reg.example/redis:7.2.0", "exporter": "reg.example/exporter:1.1"})
+	out, err := SetImages([]byte(multiDoc), redis, planned([]byte(multiDoc), redis, map[string]string{"redis": "reg.example/redis:7.2.0", "exporter": "reg.example/exporter:1.1"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func TestSetImagesChangesOnlyTheValues(t *testing.T) {
 		t.Errorf("SetImages (-want +got):\n%s", diff)
 	}
 	backup := platform.ID{Namespace: "prod", Kind: "cronjob", Name: "backup"}
-	out, err = SetImages([]byte(multiDoc), backup, map[string]string{"prep": "reg.example/prep:2"})
+	out, err = SetImages([]byte(multiDoc), backup, planned([]byte(multiDoc), backup, map[string]string{"prep": "reg.example/prep:2"}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,15 +101,15 @@ func TestSetImagesChangesOnlyTheValues(t *testing.T) {
 
 func TestSetImagesErrors(t *testing.T) {
 	t.Parallel()
-	_, err := SetImages([]byte(multiDoc), redis, map[string]string{"nope": "x"})
+	_, err := SetImages([]byte(multiDoc), redis, planned([]byte(multiDoc), redis, map[string]string{"nope": "x"}))
 	if !errors.Is(err, ErrNoSuchContainer) {
 		t.Errorf("unknown container: %v", err)
 	}
-	_, err = SetImages([]byte(multiDoc), platform.ID{Namespace: "prod", Kind: "deployment", Name: "other"}, map[string]string{"redis": "x"})
+	_, err = SetImages([]byte(multiDoc), platform.ID{Namespace: "prod", Kind: "deployment", Name: "other"}, planned([]byte(multiDoc), platform.ID{Namespace: "prod", Kind: "deployment", Name: "other"}, map[string]string{"redis": "x"}))
 	if !errors.Is(err, platform.ErrNotFound) {
 		t.Errorf("unknown workload: %v", err)
 	}
-	_, err = SetImages([]byte(multiDoc), redis, map[string]string{"redis": "reg/\xff"})
+	_, err = SetImages([]byte(multiDoc), redis, planned([]byte(multiDoc), redis, map[string]string{"redis": "reg/\xff"}))
 	if err == nil || !strings.Contains(err.Error(), "UTF-8") {
 		t.Errorf("invalid UTF-8: %v", err)
 	}

@@ -29,9 +29,22 @@ type Objects struct {
 // and, for a directory holding a kustomization.yaml, what kustomize builds
 // from it (as 'kubectl apply -k' would) instead of its files one by one.
 func ReadObjects(root string, dirs []string) (*Objects, error) {
-	out := &Objects{}
+	out, _, err := readObjects(root, dirs, nil)
+	return out, err
+}
+
+// readObjects is ReadObjects twice in one walk: as the clone holds the
+// files (before), and with the files of overlay (relative paths) in place
+// of the clone's (after: what a commit of those files would hold; nil
+// when overlay is). A file the overlay leaves alone is read once, and its
+// objects are shared by both.
+func readObjects(root string, dirs []string, overlay map[string][]byte) (before, after *Objects, err error) {
+	before = &Objects{}
+	if overlay != nil {
+		after = &Objects{}
+	}
 	seen := map[string]bool{}
-	var kust *kustomizer
+	var kust, kustAfter *kustomizer
 	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -62,9 +75,27 @@ func ReadObjects(root string, dirs []string) (*Objects, error) {
 				}
 				objs, err := kust.build(rel)
 				if err != nil {
-					out.Problems = append(out.Problems, err)
+					before.Problems = append(before.Problems, err)
 				}
-				out.Objects = append(out.Objects, objs...)
+				before.Objects = append(before.Objects, objs...)
+				if after == nil {
+					return filepath.SkipDir
+				}
+				if kustAfter == nil {
+					if kustAfter, err = newKustomizer(root); err != nil {
+						return err
+					}
+					for f, b := range overlay {
+						if err := kustAfter.fs.WriteFile("/"+filepath.ToSlash(f), b); err != nil {
+							return err
+						}
+					}
+				}
+				objs, err = kustAfter.build(rel)
+				if err != nil {
+					after.Problems = append(after.Problems, err)
+				}
+				after.Objects = append(after.Objects, objs...)
 				return filepath.SkipDir
 			}
 			switch filepath.Ext(path) {
@@ -72,21 +103,30 @@ func ReadObjects(root string, dirs []string) (*Objects, error) {
 			default:
 				return nil
 			}
-			content, err := ReadFile(root, rel)
-			if err != nil {
-				out.Problems = append(out.Problems, err)
+			var objs []platform.Object
+			var problems []error
+			if content, err := ReadFile(root, rel); err != nil {
+				problems = []error{err}
+			} else {
+				objs, problems = ParseObjects(rel, content)
+			}
+			before.Objects = append(before.Objects, objs...)
+			before.Problems = append(before.Problems, problems...)
+			if after == nil {
 				return nil
 			}
-			objs, problems := ParseObjects(rel, content)
-			out.Objects = append(out.Objects, objs...)
-			out.Problems = append(out.Problems, problems...)
+			if edited, ok := overlay[rel]; ok {
+				objs, problems = ParseObjects(rel, edited)
+			}
+			after.Objects = append(after.Objects, objs...)
+			after.Problems = append(after.Problems, problems...)
 			return nil
 		})
 		if err != nil {
-			return nil, fmt.Errorf("reading manifests: %w", err)
+			return nil, nil, fmt.Errorf("reading manifests: %w", err)
 		}
 	}
-	return out, nil
+	return before, after, nil
 }
 
 // ParseObjects returns the objects in one file's content, each with its
@@ -152,7 +192,9 @@ func ParseObjects(file string, content []byte) ([]platform.Object, []error) {
 // toObject decodes one YAML node as Kubernetes decodes a manifest (numbers
 // as int64 or float64, as unstructured objects want them).
 func toObject(file string, n *yaml.Node) (platform.Object, error) {
-	b, err := yaml.Marshal(n)
+	// An item of a list may alias an anchor of another item: marshalled
+	// alone, the alias would name an anchor it no longer has.
+	b, err := yaml.Marshal(expandAliases(n, 0))
 	if err != nil {
 		return platform.Object{}, Problem{File: file, Line: n.Line, Err: err}
 	}
@@ -180,4 +222,37 @@ func checkObject(o platform.Object) error {
 		return Problem{File: o.File, Line: o.Line, Err: fmt.Errorf("is not a Kubernetes object: it has no %s", strings.Join(missing, ", "))}
 	}
 	return nil
+}
+
+// expandAliases returns n with every alias replaced by a copy of what it
+// names (n itself when it holds none), as a decoder reads it.
+func expandAliases(n *yaml.Node, depth int) *yaml.Node {
+	if n == nil || depth > 100 || !hasAlias(n, 0) {
+		return n
+	}
+	if n.Kind == yaml.AliasNode {
+		return expandAliases(n.Alias, depth+1)
+	}
+	c := *n
+	c.Anchor = ""
+	c.Content = make([]*yaml.Node, len(n.Content))
+	for i, x := range n.Content {
+		c.Content[i] = expandAliases(x, depth+1)
+	}
+	return &c
+}
+
+func hasAlias(n *yaml.Node, depth int) bool {
+	if n == nil || depth > 100 {
+		return false
+	}
+	if n.Kind == yaml.AliasNode {
+		return true
+	}
+	for _, x := range n.Content {
+		if hasAlias(x, depth+1) {
+			return true
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package gitrepo
 import (
 	"errors"
 	"fmt"
+	"net/mail"
 	"strings"
 	"unicode"
 )
@@ -24,9 +25,34 @@ func (s Signature) Validate() error {
 	return nil
 }
 
-// CheckUser is Validate for a user name alone, as callers give it.
+// CheckUser is ParseUser without its result: whether a user as callers
+// give it can author a commit.
 func CheckUser(user string) error {
-	return Signature{Name: user}.Validate()
+	_, err := ParseUser(user)
+	return err
+}
+
+// ParseUser reads a user as callers give it: a plain name ("alice"), or
+// git's own author form, "Jane Doe <jane@example.com>", which Flux v1's
+// fluxctl sent by default. The form's address must be one address
+// (net/mail), with no angle bracket or control character left in either
+// part. Anything else that holds an angle bracket is refused.
+func ParseUser(user string) (Signature, error) {
+	if open := strings.IndexByte(user, '<'); open >= 0 && strings.HasSuffix(user, ">") {
+		name := strings.TrimRight(user[:open], " ")
+		email := user[open+1 : len(user)-1]
+		addr, err := mail.ParseAddress("<" + email + ">")
+		if err != nil || addr.Address != email || email == "" {
+			return Signature{}, fmt.Errorf("the user %q is %w: %q is not one email address", user, ErrBadSignature, email)
+		}
+		s := Signature{Name: name, Email: email}
+		if name == "" {
+			s.Name = email
+		}
+		return s, s.Validate()
+	}
+	s := Signature{Name: user}
+	return s, s.Validate()
 }
 
 func checkIdent(v string) error {

@@ -73,6 +73,9 @@ type Query struct {
 	// User limits the events to those of users whose name contains it
 	// (case-insensitive); empty means all.
 	User string
+	// Since and Until keep the events that ended in [Since, Until); a
+	// zero time leaves that side open.
+	Since, Until time.Time
 	// Limit bounds the number of events; zero means 100.
 	Limit int
 }

@@ -1,6 +1,9 @@
 package platform
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // Object is one Kubernetes object of any kind, as git defines it, for the
 // sync: its decoded manifest and where it was written, so that a problem
@@ -108,4 +111,13 @@ type SyncOptions struct {
 	// NoPrune is why pruning is held back this time, e.g. a file that
 	// could not be read (whose objects would look deleted); "" when not.
 	NoPrune string
+	// Yield, when set, is asked between objects whether the sync should
+	// stop and let something else (a release) apply first; when it says
+	// so, the sync returns ErrPreempted with what it applied so far, and
+	// prunes nothing.
+	Yield func() bool
 }
+
+// ErrPreempted is a sync that stopped between objects for a release: the
+// caller lets the release apply, then syncs again from git.
+var ErrPreempted = errors.New("the sync stopped between objects to let a release apply first")

@@ -142,10 +142,21 @@ func (f Filter) String() string {
 // are returned as they are. No filter on a running tag that is not a
 // version (latest, a branch, 1.2.3.4) passes nothing: which tag replaces
 // it is for a filter to say.
+// A running pre-release (1.2.0-rc.1, 2.0.0-beta2: a suffix that starts
+// with alpha, beta, rc, pre, preview, dev, snapshot, milestone, canary or
+// nightly) with no filter also passes its own release (1.2.0), and under
+// the default order its candidates rank by semver: a pre-release moves on
+// to its release, or to a later pre-release written like it. A variant's
+// suffix (1.25.3-alpine) is not a pre-release.
 func (f Filter) Bind(current string) (Filter, error) {
 	if f.Kind == "" {
 		if s, ok := shapeOf(current); ok {
 			f.like, f.bound = &s, current
+			if s.pre && f.Order == ByTime {
+				// A pre-release moves on as semver orders versions: to a
+				// later pre-release written like it, or to a release.
+				f.Order = BySemver
+			}
 		} else {
 			f.none, f.bound = true, current
 		}
@@ -199,6 +210,12 @@ func (f Filter) Match(tag string) bool {
 		s, ok := shapeOf(tag)
 		if f.like == nil {
 			return ok && s.suffix == ""
+		}
+		if ok && f.like.pre && s.suffix == "" && s.v == f.like.v && s.numbers == f.like.numbers {
+			// On a pre-release (1.2.0-rc.1), its own release (1.2.0):
+			// later releases stay for a filter to admit, as they would
+			// from the release.
+			return releaseOf(tag, f.bound)
 		}
 		return ok && f.like.fits(s)
 	case "glob":
@@ -326,6 +343,8 @@ type shape struct {
 	numbers   int
 	suffix    string
 	anySuffix bool // the suffix does not count (semver levels)
+	// pre: the suffix is a pre-release's (rc.1, beta2), not a variant's.
+	pre bool
 }
 
 var (
@@ -366,6 +385,9 @@ func parseShape(tag string) (shape, bool) {
 		return shape{}, false
 	}
 	s := shape{v: m[1] == "v", numbers: 1, suffix: digitRun.ReplaceAllString(m[5], "0")}
+	if word, _, _ := strings.Cut(strings.ReplaceAll(m[5], "-", "."), "."); word != "" {
+		s.pre = preReleaseWord.MatchString(word)
+	}
 	for _, n := range m[3:5] {
 		if n != "" {
 			s.numbers++
@@ -373,6 +395,23 @@ func parseShape(tag string) (shape, bool) {
 	}
 	return s, true
 }
+
+// releaseOf reports whether version tag is the release of pre-release
+// pre: the same version without its suffix.
+func releaseOf(tag, pre string) bool {
+	vt, et := semver.NewVersion(tag)
+	vp, ep := semver.NewVersion(pre)
+	if et != nil || ep != nil {
+		return false
+	}
+	r, err := vp.SetPrerelease("")
+	return err == nil && vt.Equal(&r)
+}
+
+// preReleaseWord is a suffix's first word that marks a pre-release (as
+// in 1.2.0-rc.1 or 2.0.0-beta2), rather than a variant of the release
+// (1.25.3-alpine, 3.12.1-slim), which semver's syntax cannot tell apart.
+var preReleaseWord = regexp.MustCompile(`(?i)^(alpha|beta|rc|cr|pre|preview|dev|snapshot|milestone|canary|nightly)\d*$`)
 
 // fits reports whether a tag of shape t is written like the running one.
 func (s shape) fits(t shape) bool {

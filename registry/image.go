@@ -117,3 +117,30 @@ func SortNewestFirst(images []Image) {
 		return a.Tag > b.Tag
 	})
 }
+
+// CanonicalRepository is repository as registries know it: Docker Hub's
+// short names spelled out (nginx is index.docker.io/library/nginx). A
+// repository that does not parse is returned as it is.
+func CanonicalRepository(repository string) string {
+	r, err := name.NewRepository(repository, name.WeakValidation)
+	if err != nil {
+		return repository
+	}
+	return r.Name()
+}
+
+// RunsRepository says whether any of images (references as workloads
+// name them) is of repository, spelled either way.
+func RunsRepository(images []string, repository string) bool {
+	want := CanonicalRepository(repository)
+	for _, img := range images {
+		ref, err := ParseRef(img)
+		if err != nil {
+			continue
+		}
+		if ref.Repository == repository || CanonicalRepository(ref.Repository) == want {
+			return true
+		}
+	}
+	return false
+}

@@ -97,3 +97,26 @@ func TestParseRefErrorSaysItOnce(t *testing.T) {
 		t.Errorf("the error does not unwrap to name.ErrBadName: %T", errors.Unwrap(err))
 	}
 }
+
+// A repository counts as run whether it is spelled as the workload
+// spells it or in full (Docker Hub's short names); a path on another
+// host is another repository.
+func TestRunsRepository(t *testing.T) {
+	t.Parallel()
+	running := []string{"nginx:1.25", "reg.example:5000/team/app:1.0", "ghcr.io/org/tool@sha256:" + strings.Repeat("a", 64)}
+	for repo, want := range map[string]bool{
+		"nginx":                           true,
+		"docker.io/library/nginx":         true,
+		"index.docker.io/library/nginx":   true,
+		"reg.example:5000/team/app":       true,
+		"ghcr.io/org/tool":                true,
+		"127.0.0.1:5000/team/app":         false,
+		"reg.example/team/app":            false,
+		"reg.example:5000/team/app/extra": false,
+		"169.254.169.254/latest":          false,
+	} {
+		if got := RunsRepository(running, repo); got != want {
+			t.Errorf("RunsRepository(%q) = %v, want %v", repo, got, want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -58,6 +59,14 @@ type Cluster interface {
 	Diagnose(ctx context.Context, id platform.ID) string
 }
 
+// applyChecker is a Cluster that can tell, before anything is committed,
+// that it would refuse to apply a workload's manifest (platform/kube: one
+// git may not apply, in fluxd's namespace or running as its
+// ServiceAccount).
+type applyChecker interface {
+	MayApply(id platform.ID, manifest []byte) error
+}
+
 // Recorder keeps history.
 type Recorder interface {
 	Record(ctx context.Context, ev history.Event) (int64, error)
@@ -81,20 +90,31 @@ type Engine struct {
 	// apply (Exclusive). Without it a sync that read git before a release
 	// pushed could apply the old image after the release applied the new
 	// one. Taken before git, never after it.
-	apply  *semaphore.Weighted
-	memory planMemory
+	apply *semaphore.Weighted
+	// deploying counts releases and rollbacks waiting for apply: the
+	// sync yields to them between objects (DeployWaiting).
+	deploying atomic.Int32
+	memory    planMemory
 
 	// onRevision, if set, is told each revision a fetch finds that
 	// differs from the one before (the sync is kicked by it, so any
 	// fetch serves it); lastRev is the one before. Both under the git
 	// lock.
-	onRevision func(rev string)
+	onRevision []func(rev string)
 	lastRev    string
 }
 
-// OnRevision sets f to be called, under the git lock, with each new
-// revision a fetch finds. f must not block. Call before using e.
-func (e *Engine) OnRevision(f func(rev string)) { e.onRevision = f }
+// OnRevision adds f to be called, under the git lock, with each new
+// revision a fetch finds or a push makes (the sync, and the daemon's
+// listings, follow git by it). f must not block. Call before using e.
+func (e *Engine) OnRevision(f func(rev string)) { e.onRevision = append(e.onRevision, f) }
+
+// tellRevision calls every OnRevision function with rev.
+func (e *Engine) tellRevision(rev string) {
+	for _, f := range e.onRevision {
+		f(rev)
+	}
+}
 
 // fetch syncs the clone to the remote, under the git lock, and tells
 // onRevision of a new revision.
@@ -102,9 +122,7 @@ func (e *Engine) fetch(ctx context.Context) (string, error) {
 	rev, err := e.repo.Sync(ctx)
 	if err == nil && rev != e.lastRev {
 		e.lastRev = rev
-		if e.onRevision != nil {
-			e.onRevision(rev)
-		}
+		e.tellRevision(rev)
 	}
 	return rev, err
 }
@@ -125,7 +143,7 @@ func (e *Engine) Read(ctx context.Context, fetch, quiet bool, fn func(rev, root 
 		if err != nil {
 			return err
 		}
-		return fn(rev, e.repo.Dir(), e.repo.Paths())
+		return e.readTree(ctx, rev, func(root string) error { return fn(rev, root, e.repo.Paths()) })
 	}
 	rev := e.lastRev
 	if h, ok := e.repo.(interface{ Head() (string, error) }); ok && !fetch && rev != "" {
@@ -141,7 +159,7 @@ func (e *Engine) Read(ctx context.Context, fetch, quiet bool, fn func(rev, root 
 			return err
 		}
 	}
-	return fn(rev, e.repo.Dir(), e.repo.Paths())
+	return e.readTree(ctx, rev, func(root string) error { return fn(rev, root, e.repo.Paths()) })
 }
 
 // NewEngine returns an Engine.
@@ -171,6 +189,12 @@ func (e *Engine) Exclusive(ctx context.Context, fn func() error) error {
 	return fn()
 }
 
+// DeployWaiting reports whether a release or rollback waits to push and
+// apply: a sync inside Exclusive asks it between objects and stops, so a
+// release waits at most for the object being applied, never for a whole
+// sync.
+func (e *Engine) DeployWaiting() bool { return e.deploying.Load() > 0 }
+
 func (e *Engine) lockApply(ctx context.Context) error {
 	if err := e.apply.Acquire(ctx, 1); err != nil {
 		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("waiting for the sync or a release to finish applying: %w", err),
@@ -182,7 +206,10 @@ func (e *Engine) lockApply(ctx context.Context) error {
 // lockDeploy takes the apply lock, then the git lock: a release's push
 // and apply hold both.
 func (e *Engine) lockDeploy(ctx context.Context) error {
-	if err := e.lockApply(ctx); err != nil {
+	e.deploying.Add(1)
+	err := e.lockApply(ctx)
+	e.deploying.Add(-1)
+	if err != nil {
 		return err
 	}
 	if err := e.lockGit(ctx); err != nil {
@@ -205,9 +232,7 @@ func (e *Engine) pushed(rev string) {
 		return
 	}
 	e.lastRev = rev
-	if e.onRevision != nil {
-		e.onRevision(rev)
-	}
+	e.tellRevision(rev)
 }
 
 // Result is an executed release.
@@ -257,15 +282,54 @@ func checkMessage(msg string) error {
 	return nil
 }
 
-// Plan computes what a release of spec would do, changing nothing.
+// Plan computes what a release of spec would do, changing nothing. Git
+// is read under the git lock; the registry after it is released, so that
+// a registry that stalls holds no other caller of git (a deployer's lock,
+// the sync, a job).
 func (e *Engine) Plan(ctx context.Context, spec Spec) (*Plan, error) {
-	if err := e.lockGit(ctx); err != nil {
+	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	defer e.unlockGit()
-	p, _, err := e.plan(ctx, spec)
+	rev, m, err := e.readLocked(ctx, !spec.Cached)
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.planFrom(ctx, spec, rev, m, newImageCache(e.images))
 	return p, err
 }
+
+// readLocked reads the workload definitions under the git lock (after a
+// fetch when fetch is set), and releases it.
+func (e *Engine) readLocked(ctx context.Context, fetch bool) (string, *gitrepo.Manifests, error) {
+	if err := e.lockGit(ctx); err != nil {
+		return "", nil, err
+	}
+	defer e.unlockGit()
+	return e.readManifests(ctx, fetch)
+}
+
+// planWarm plans spec without the git lock held while the registry is
+// read: it reads git under the lock, reads the registry into lister
+// after releasing it, and returns. The caller then takes the lock and
+// plans again from lister alone (offline), which needs no request unless
+// git changed in between (planLocked says so).
+func (e *Engine) planWarm(ctx context.Context, spec Spec, lister *imageCache) error {
+	rev, m, err := e.readLocked(ctx, !spec.Cached)
+	if err != nil {
+		return err
+	}
+	_, err = e.planFrom(ctx, spec, rev, m, lister)
+	return err
+}
+
+// errRegistryUnderLock is what an offline imageCache answers for a read
+// it was not warmed with: a plan under the git lock never reads the
+// registry.
+var errRegistryUnderLock = errors.New("a registry read was needed under the git lock")
+
+// warmAttempts bounds how often an execution warms its registry reads
+// again because git changed between the warm-up and the locked plan.
+const warmAttempts = 3
 
 // Sync fetches the remote and resets the clone to it, under the git lock,
 // so that a poll never resets the working tree under a plan or release
@@ -301,11 +365,15 @@ func (e *Engine) readManifests(ctx context.Context, fetch bool) (string, *gitrep
 			return "", nil, err
 		}
 	}
-	dirs, err := gitrepo.ResolvePaths(e.repo.Dir(), e.repo.Paths())
-	if err != nil {
-		return "", nil, fluxerr.New(fluxerr.User, err, "")
-	}
-	m, err := gitrepo.FindWorkloads(e.repo.Dir(), dirs)
+	var m *gitrepo.Manifests
+	err := e.readTree(ctx, rev, func(root string) error {
+		dirs, err := gitrepo.ResolvePaths(root, e.repo.Paths())
+		if err != nil {
+			return fluxerr.New(fluxerr.User, err, "")
+		}
+		m, err = gitrepo.FindWorkloads(root, dirs)
+		return err
+	})
 	if err != nil {
 		return "", nil, err
 	}
@@ -315,26 +383,51 @@ func (e *Engine) readManifests(ctx context.Context, fetch bool) (string, *gitrep
 	return rev, m, nil
 }
 
-func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests, error) {
-	if err := spec.Validate(); err != nil {
-		return nil, nil, err
-	}
-	rev, m, err := e.readManifests(ctx, !spec.Cached)
+// planLocked plans spec under the git lock (the caller holds it), from
+// the clone as it is and the registry reads lister was warmed with. It
+// reports retry when the plan needed a registry read lister had not made
+// (git changed since the warm-up): the caller releases the lock and
+// warms again.
+func (e *Engine) planLocked(ctx context.Context, spec Spec, lister *imageCache) (p *Plan, m *gitrepo.Manifests, retry bool, err error) {
+	rev, m, err := e.readManifests(ctx, false)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, false, err
+	}
+	lister.offline, lister.missed = true, false
+	defer func() { lister.offline = false }()
+	p, err = e.planFrom(ctx, spec, rev, m, lister)
+	if lister.missed {
+		return nil, nil, true, nil
+	}
+	return p, m, false, err
+}
+
+// planFrom plans spec against the manifests m of revision rev, reading
+// the registry through lister.
+func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo.Manifests, lister *imageCache) (*Plan, error) {
+	if err := spec.Validate(); err != nil {
+		return nil, err
 	}
 	inCluster := map[platform.ID]bool{}
 	running := map[string][]string{}
+	var ws []platform.Workload
 	if e.cluster != nil {
-		ws, err := e.cluster.Workloads(ctx)
-		if err != nil {
-			return nil, nil, err
+		var err error
+		if ws, err = e.cluster.Workloads(ctx); err != nil {
+			return nil, err
 		}
 		for _, w := range ws {
 			inCluster[w.ID] = true
 			for _, c := range w.Containers {
 				running[w.ID.String()] = append(running[w.ID.String()], c.Name+"="+c.Image)
 			}
+		}
+	}
+	if spec.Image != "" {
+		// Before any request: fluxd reads only registries its services
+		// use, so a caller cannot make it contact any host it names.
+		if err := watched(spec.Image, m, ws); err != nil {
+			return nil, err
 		}
 	}
 	targets := spec.Services
@@ -355,27 +448,40 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 	for _, id := range spec.Exclude {
 		excluded[id] = true
 	}
-	lister := newImageCache(e.images)
 	var target registry.Ref
 	if spec.Image != "" {
+		var err error
 		if target, err = e.resolveTarget(ctx, spec.Image, lister); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 	}
 	plan := &Plan{Revision: rev}
 	for _, id := range targets {
 		def, inGit := m.Workloads[id]
+		if spec.Scope != nil {
+			file := ""
+			if inGit {
+				file = def.File
+			}
+			if !spec.Scope.Contains(id.Namespace, file) {
+				continue // outside the instance's scope: not there for it
+			}
+		}
 		item := Item{Service: id}
 		switch {
 		case excluded[id]:
 			item.Action, item.Reason = Skip, ReasonExcluded
 		case !inGit:
 			item.Action, item.Reason = Skip, ReasonNotInGit
-		case def.Annotations[AnnotationLocked] == "true" && !(spec.Force && !spec.All):
+		case spec.Automated && def.Annotations[AnnotationAutomated] != "true":
+			// Read at the commit the release is made on: a service
+			// de-automated while the job waited is left out of the batch.
+			item.Action, item.Reason = Skip, ReasonNotAutomated
+		case def.Annotations[AnnotationLocked] == "true" && !(spec.Force && !spec.All && !spec.Automated):
 			reason := LockReason(def.Annotations)
-			if !spec.All {
+			if !spec.All && !spec.Automated {
 				// Named explicitly: refuse rather than quietly skip.
-				return nil, nil, fluxerr.New(fluxerr.Precondition, fmt.Errorf("%s is %s", id, reason),
+				return nil, fluxerr.New(fluxerr.Precondition, fmt.Errorf("%s is %s", id, reason),
 					"Unlock it (fluxctl unlock), or release it anyway with --force.")
 			}
 			item.Action, item.Reason = Skip, reason
@@ -395,6 +501,9 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 		plan.Items = append(plan.Items, item)
 	}
 	sort.Slice(plan.Items, func(i, j int) bool { return plan.Items[i].Service.String() < plan.Items[j].Service.String() })
+	if err := kustomizeSiblings(spec, plan, m); err != nil {
+		return nil, err
+	}
 	targeted := map[string][]string{}
 	for _, it := range plan.Items {
 		if it.Action == Update {
@@ -408,8 +517,10 @@ func (e *Engine) plan(ctx context.Context, spec Spec) (*Plan, *gitrepo.Manifests
 		}
 	}
 	plan.Checksum = checksum(plan, targeted, digests)
-	e.memory.add(plan, targeted, digests)
-	return plan, m, nil
+	if !lister.missed {
+		e.memory.add(plan, targeted, digests)
+	}
+	return plan, nil
 }
 
 // resolveTarget checks that the image to release exists, before anything
@@ -431,7 +542,7 @@ func (e *Engine) resolveTarget(ctx context.Context, image string, lister *imageC
 		target.Tag = imgs[0].Tag
 		return target, nil
 	}
-	ok, err := e.images.Exists(ctx, target.String())
+	ok, err := lister.exists(ctx, target.String())
 	if err != nil {
 		return registry.Ref{}, err
 	}
@@ -610,9 +721,13 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 			}
 			content = b
 		}
+		// Every edit names the image it replaces, the plan's: git
+		// holding another one refuses it (compare-and-swap).
 		images := map[string]string{}
+		changes := map[string]gitrepo.ImageChange{}
 		for _, u := range it.Updates {
 			images[u.Container] = u.Target
+			changes[u.Container] = gitrepo.ImageChange{From: u.Current, To: u.Target}
 		}
 		var out []byte
 		var err error
@@ -623,9 +738,16 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 			for _, c := range def.Containers {
 				current[c.Name] = c.Image
 			}
-			out, err = gitrepo.SetKustomizeImages(e.repo.Dir(), it.File, content, it.Service, current, images)
+			for _, u := range it.Updates {
+				if cur, ok := current[u.Container]; ok && cur != u.Current {
+					err = &gitrepo.ConflictError{ID: it.Service, What: fmt.Sprintf("container %s's image (as %s builds it)", u.Container, it.File), Want: u.Current, Got: cur}
+				}
+			}
+			if err == nil {
+				out, err = gitrepo.SetKustomizeImages(e.repo.Dir(), it.File, content, it.Service, current, images)
+			}
 		} else {
-			out, err = gitrepo.SetImages(content, it.Service, images)
+			out, err = gitrepo.SetImages(content, it.Service, changes)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("editing %s in %s: %w", it.Service, it.File, err)
@@ -647,7 +769,9 @@ func (e *Engine) failAs(ctx context.Context, typ history.Type, instance string, 
 	}
 	ev := event(instance, spec, plan, typ, start)
 	ev.Commit, ev.Error = commit, err.Error()
-	if _, rerr := e.recorder.Record(ctx, ev); rerr != nil {
+	// Recorded even when the job's context ended (a user's cancel): the
+	// row is the cancel's record.
+	if _, rerr := e.recorder.Record(context.WithoutCancel(ctx), ev); rerr != nil {
 		e.log.Error("recording a failed release in history failed", "error", rerr)
 	}
 	e.log.Warn("release failed", "instance", instance, "error", err)
@@ -741,6 +865,15 @@ type imageCache struct {
 	images Images
 	byKey  map[listKey]cached
 	tags   map[string]cachedTags
+	found  map[string]cachedExists
+	// offline answers only what was read before (a plan under the git
+	// lock): a read not made yet sets missed and fails.
+	offline, missed bool
+}
+
+type cachedExists struct {
+	ok  bool
+	err error
 }
 
 // listKey is a repository's list under one filter.
@@ -757,7 +890,21 @@ type cachedTags struct {
 }
 
 func newImageCache(images Images) *imageCache {
-	return &imageCache{images: images, byKey: map[listKey]cached{}, tags: map[string]cachedTags{}}
+	return &imageCache{images: images, byKey: map[listKey]cached{}, tags: map[string]cachedTags{}, found: map[string]cachedExists{}}
+}
+
+// exists checks that ref is in its registry, once per plan.
+func (c *imageCache) exists(ctx context.Context, ref string) (bool, error) {
+	if r, ok := c.found[ref]; ok {
+		return r.ok, r.err
+	}
+	if c.offline {
+		c.missed = true
+		return false, errRegistryUnderLock
+	}
+	ok, err := c.images.Exists(ctx, ref)
+	c.found[ref] = cachedExists{ok, err}
+	return ok, err
 }
 
 // get lists every image of a repository, newest first.
@@ -770,6 +917,10 @@ func (c *imageCache) matching(ctx context.Context, repo string, f registry.Filte
 	if r, ok := c.byKey[key]; ok {
 		return r.imgs, r.err
 	}
+	if c.offline {
+		c.missed = true
+		return nil, errRegistryUnderLock
+	}
 	imgs, err := c.images.ImagesMatching(ctx, repo, f.Match)
 	c.byKey[key] = cached{imgs, err}
 	return imgs, err
@@ -778,6 +929,10 @@ func (c *imageCache) matching(ctx context.Context, repo string, f registry.Filte
 func (c *imageCache) tagList(ctx context.Context, repo string) ([]string, error) {
 	if r, ok := c.tags[repo]; ok {
 		return r.tags, r.err
+	}
+	if c.offline {
+		c.missed = true
+		return nil, errRegistryUnderLock
 	}
 	tags, err := c.images.Tags(ctx, repo)
 	c.tags[repo] = cachedTags{tags, err}

@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 )
@@ -154,6 +156,18 @@ func TestPlan(t *testing.T) {
 		{"unused repository", Spec{Services: []platform.ID{id("web")}, Image: "reg/db:5"}, []row{
 			{"web", "skip", ReasonNotUsed, ""},
 		}},
+		// A scoped instance's release of all: only what is in its scope.
+		{"all latest, scope of another namespace", Spec{All: true, AllLatest: true, Scope: &auth.Scope{Namespaces: []string{"team-b"}}}, nil},
+		{"all latest, scope of another path", Spec{All: true, AllLatest: true, Scope: &auth.Scope{Namespaces: []string{"default"}, Paths: []string{"teams/b"}}}, []row{
+			{"drift", "skip", ReasonNotInGit, ""}, // only in the cluster: in scope by namespace
+		}},
+		{"all latest, scope of the file", Spec{All: true, AllLatest: true, Scope: &auth.Scope{Namespaces: []string{"default"}, Paths: []string{"apps.yaml"}}}, []row{
+			{"current", "update", "", "web:reg/web:1.1->reg/web:1.2"},
+			{"drift", "skip", ReasonNotInGit, ""},
+			{"frozen", "skip", "locked: incident 7", ""},
+			{"web", "update", "", "web:reg/web:1.0->reg/web:1.2"},
+		}},
+		{"named service outside the scope", Spec{Services: []platform.ID{id("web")}, AllLatest: true, Scope: &auth.Scope{Namespaces: []string{"team-b"}}}, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, err := e.Plan(ctx, tc.spec)
@@ -318,6 +332,7 @@ func TestRolloutOfADeletedWorkloadFails(t *testing.T) {
 // registry no longer offers; the job plans 1.2).
 func TestAutomatedMessageFollowsTheExecutedPlan(t *testing.T) {
 	e, repo, _, rec := newTestEngine(t)
+	automate(t, repo.Dir(), id("web"), id("current"))
 	spec := Spec{Services: []platform.ID{id("web"), id("current")}, AllLatest: true, User: "fluxd", Automated: true,
 		Message: "automated release of default:deployment/web web=reg/web:1.3; default:deployment/current web=reg/web:1.3"}
 	if _, err := e.Execute(context.Background(), "team-a", spec, history.AutomatedRelease, ExecOptions{}); err != nil {
@@ -342,5 +357,53 @@ func TestAutomatedMessageFollowsTheExecutedPlan(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("history messages (-want +got):\n%s", diff)
+	}
+}
+
+// automate writes fluxd.io/automated: "true" on the services in the
+// test repository's apps.yaml, as 'fluxctl automate' does.
+func automate(t *testing.T, dir string, ids ...platform.ID) {
+	t.Helper()
+	f := filepath.Join(dir, "apps.yaml")
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if b, err = gitrepo.SetAnnotations(b, id, map[string]string{AnnotationAutomated: "true"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(f, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// guardedCluster refuses to apply one workload, as platform/kube does one
+// git may not apply (in fluxd's namespace, or running as its
+// ServiceAccount).
+type guardedCluster struct {
+	*recCluster
+	refuse platform.ID
+}
+
+func (c guardedCluster) MayApply(id platform.ID, _ []byte) error {
+	if id == c.refuse {
+		return errors.New("git may not apply objects in fluxd's own namespace")
+	}
+	return nil
+}
+
+// A release of a workload the cluster would refuse to apply fails before
+// its commit: nothing is pushed half done.
+func TestExecuteRefusedByTheClusterCommitsNothing(t *testing.T) {
+	e, repo, cluster, _ := newTestEngine(t)
+	e.cluster = guardedCluster{recCluster: cluster, refuse: id("web")}
+	_, err := e.Execute(context.Background(), "team-a", Spec{Services: []platform.ID{id("web"), id("current")}, AllLatest: true, User: "dana"}, history.Release, ExecOptions{})
+	if err == nil || !strings.Contains(err.Error(), "nothing was committed") || !strings.Contains(err.Error(), "fluxd's own namespace") {
+		t.Fatalf("err = %v", err)
+	}
+	if repo.files != nil || len(cluster.applied) != 0 {
+		t.Errorf("committed %v, applied %v", repo.files, cluster.applied)
 	}
 }

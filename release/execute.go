@@ -1,7 +1,6 @@
 package release
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ const (
 	StageRollingBack = "rolling back"
 	StageDone        = "done"
 	StageFailed      = "failed"
+	StageCancelled   = "cancelled"
 )
 
 // goneAfter is how long a followed workload may be absent from the
@@ -83,6 +83,9 @@ type ExecOptions struct {
 	// Started, when set, is when the job began (a taken-over job began
 	// before this fluxd), for history.
 	Started time.Time
+	// RolloutStarted, when set, is when a taken-over job's rollout began:
+	// its RolloutTimeout runs from then, not again from the take-over.
+	RolloutStarted time.Time
 }
 
 // JobTrailer is the commit message line naming the job that pushed it.
@@ -104,6 +107,9 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 	defer e.deploy.Unlock()
 	start := time.Now()
 	res, gens, err := e.pushAndApply(ctx, instance, spec, o, report, start)
+	if ae := (*applyError)(nil); errors.As(err, &ae) {
+		return nil, e.applyFailed(ctx, instance, spec, res, gens, ae, o, report, start)
+	}
 	if err != nil || res.Commit == "" {
 		return res, err
 	}
@@ -222,8 +228,15 @@ func (e *Engine) Resume(ctx context.Context, instance string, spec Spec, plan *P
 		cause := fmt.Errorf("the release of commit %.12s was being rolled back when fluxd stopped", commit)
 		return nil, e.failAndRollBack(ctx, instance, spec, plan, commit, cause, o, report, start)
 	}
+	if err := e.stillReleased(ctx, plan, commit, o.JobID); err != nil {
+		return nil, e.fail(ctx, instance, spec, plan, start, commit, fmt.Errorf("taking over the job that pushed commit %.12s: %w", commit, err))
+	}
 	report(Progress{Stage: StageApplying, Commit: commit})
 	gens, err := e.applyFromGit(ctx, plan)
+	if ae := (*applyError)(nil); errors.As(err, &ae) {
+		ae.commit = commit
+		return nil, e.applyFailed(ctx, instance, spec, &Result{Plan: plan, Commit: commit}, gens, ae, o, report, start)
+	}
 	if err != nil {
 		return nil, e.fail(ctx, instance, spec, plan, start, commit, fmt.Errorf("taking over the job that pushed commit %.12s: %w", commit, err))
 	}
@@ -242,6 +255,7 @@ func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]
 		return nil, err
 	}
 	gens := map[platform.ID]int64{}
+	var failed applyError
 	for _, it := range plan.Items {
 		if it.Action != Update {
 			continue
@@ -258,9 +272,17 @@ func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]
 		if err != nil {
 			return nil, err
 		}
-		if gens[it.Service], err = e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc); err != nil {
-			return nil, fmt.Errorf("applying %s: %w", it.Service, err)
+		gen, err := e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc)
+		if err != nil {
+			// The others are still applied and followed (as Execute
+			// does).
+			failed.add(it.Service, err)
+			continue
 		}
+		gens[it.Service] = gen
+	}
+	if failed.errs != nil {
+		return gens, &failed
 	}
 	return gens, nil
 }
@@ -284,21 +306,45 @@ func (e *Engine) FindJobCommit(ctx context.Context, id string) (string, error) {
 // lock. It returns the generations the rollouts must reach; a Result
 // without a commit means there was nothing to change.
 func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o ExecOptions, report func(Progress), start time.Time) (*Result, map[platform.ID]int64, error) {
-	if err := e.lockDeploy(ctx); err != nil {
+	planErr := func(err error) (*Result, map[platform.ID]int64, error) {
 		if stopping(ctx) {
 			return nil, nil, e.interrupted(instance, "", err)
 		}
-		return nil, nil, err
+		return nil, nil, e.cancelledEarly(ctx, instance, spec, start, err)
+	}
+	if err := spec.Validate(); err != nil {
+		return planErr(err)
+	}
+	report(Progress{Stage: StageCloning})
+	// The registry is read before the git lock is taken (planWarm), and
+	// the plan under the lock answers from those reads: a registry that
+	// stalls holds this job, never git.
+	lister := newImageCache(e.images)
+	var plan *Plan
+	var m *gitrepo.Manifests
+	for attempt := 1; ; attempt++ {
+		if err := e.planWarm(ctx, spec, lister); err != nil {
+			return planErr(err)
+		}
+		if err := e.lockDeploy(ctx); err != nil {
+			return planErr(err)
+		}
+		p, pm, retry, err := e.planLocked(ctx, spec, lister)
+		if err == nil && !retry {
+			plan, m = p, pm
+			break
+		}
+		e.unlockDeploy()
+		if err != nil {
+			return planErr(err)
+		}
+		if attempt == warmAttempts {
+			return planErr(fluxerr.New(fluxerr.Unavailable, errors.New("git changed while the release read the registry, several times in a row"),
+				"Nothing was changed. Try the release again; if it keeps failing, something pushes to the branch continuously."))
+		}
 	}
 	defer e.unlockDeploy()
-	report(Progress{Stage: StageCloning})
-	plan, m, err := e.plan(ctx, spec)
-	if err != nil {
-		if stopping(ctx) {
-			return nil, nil, e.interrupted(instance, "", err)
-		}
-		return nil, nil, err
-	}
+	var err error
 	if o.Checksum != "" && o.Checksum != plan.Checksum {
 		err := fluxerr.New(fluxerr.Precondition, fmt.Errorf("the plan you confirmed no longer matches: %s", e.WhatChanged(o.Checksum, plan)),
 			"Nothing was changed. Look at the new plan (release --dry-run) and confirm it again.")
@@ -309,11 +355,14 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		report(Progress{Stage: StageDone})
 		return res, nil, nil
 	}
-	author := gitrepo.Signature{Name: spec.User}
+	author := authorOf(spec.User)
 	var files map[string][]byte
 	for attempt := 1; ; attempt++ {
 		report(Progress{Stage: StageEditing})
 		if files, err = e.edit(plan, m); err != nil {
+			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
+		}
+		if err = e.mayApply(plan, files); err != nil {
 			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
 		}
 		report(Progress{Stage: StageCommitting, Plan: plan})
@@ -322,10 +371,10 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 			msg += "\n" + JobTrailer(o.JobID) + "\n"
 		}
 		var commit string
-		commit, err = e.repo.Commit(ctx, plan.Revision, files, msg, author)
+		commit, err = e.commitChecked(ctx, plan.Revision, files, imageChanges(plan), msg, author)
 		if err == nil {
 			if cerr := ctx.Err(); cerr != nil {
-				return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("cancelled before the push; nothing was pushed: %w", context.Cause(ctx)))
+				return nil, nil, e.dropLocalCommit(ctx, instance, spec, plan, start)
 			}
 			report(Progress{Stage: StagePushing})
 			err = e.repo.Push(ctx, commit)
@@ -353,19 +402,47 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		if !errors.Is(err, gitrepo.ErrMoved) || attempt == pushRetries {
 			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
 		}
-		// Someone else pushed: keep their commit, and make the same edits
-		// again on top of it.
-		e.log.Info("the branch moved during the release; re-applying the edits on the new revision", "attempt", attempt, "error", err)
-		rev, m2, merr := e.manifests(ctx)
-		if merr != nil {
-			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", merr)
+		// Someone else pushed: keep their commit, and plan again from it.
+		// Locks, automation and filters are read there. A plan a person
+		// confirmed must come out the same (what they pushed touched
+		// nothing being released); otherwise nothing is pushed. An
+		// automated job's plan is fluxd's own: it goes on with the new
+		// one, which leaves out what no longer qualifies.
+		e.log.Info("the branch moved during the release; planning again from the new head", "attempt", attempt, "error", err)
+		// Under the git lock: the registry reads are the ones this job
+		// made before taking it (planLocked reads nothing more).
+		var now *Plan
+		var m2 *gitrepo.Manifests
+		_, perr := e.fetch(ctx)
+		if perr == nil {
+			var retry bool
+			now, m2, retry, perr = e.planLocked(ctx, spec, lister)
+			if perr == nil && retry {
+				perr = errors.New("the new head needs registry reads this release had not made (try the release again)")
+			}
 		}
-		plan.Revision, m = rev, m2
+		if perr != nil {
+			if by := e.movedBy(ctx, plan.Revision, e.lastRev, planFiles(plan)); by != "" {
+				perr = fmt.Errorf("%w; changed by %s", perr, by)
+			}
+			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("the branch moved while fluxd pushed, and planning again from the new head fails: %w; nothing was pushed", perr))
+		}
+		if !spec.Automated && now.Checksum != plan.Checksum {
+			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", e.movedUnderPlan(ctx, plan, now))
+		}
+		plan, m = now, m2
+		res.Plan = plan
+		if plan.Updates() == 0 {
+			e.log.Info("the branch moved during an automated release, and nothing is left to release at the new head", "revision", plan.Revision)
+			report(Progress{Stage: StageDone})
+			return res, nil, nil
+		}
 	}
 	e.log.Info("release pushed", "instance", instance, "commit", res.Commit, "updates", plan.Updates(), "user", spec.User)
 	e.pushed(res.Commit)
 	report(Progress{Stage: StageApplying, Commit: res.Commit})
 	gens := map[platform.ID]int64{}
+	var failed applyError
 	for _, it := range plan.Items {
 		if it.Action != Update {
 			continue
@@ -378,13 +455,42 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 			gen, err = e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc)
 		}
 		if err != nil {
-			return nil, nil, e.fail(ctx, instance, spec, plan, start, res.Commit,
-				fmt.Errorf("commit %.12s was pushed, but applying %s failed: %w", res.Commit, it.Service, err))
+			// The others are still applied and followed, and the
+			// release fails as a whole (rolled back when asked).
+			failed.add(it.Service, err)
+			continue
 		}
 		gens[it.Service] = gen
 		e.log.Info("applied", "service", it.Service.String(), "commit", res.Commit, "generation", gen)
 	}
+	if failed.errs != nil {
+		failed.commit = res.Commit
+		return res, gens, &failed
+	}
 	return res, gens, nil
+}
+
+// mayApply refuses, before the commit, a release whose edited workloads
+// the cluster would refuse to apply: otherwise the commit would be pushed
+// and its apply fail, half done.
+func (e *Engine) mayApply(plan *Plan, files map[string][]byte) error {
+	c, ok := e.cluster.(applyChecker)
+	if !ok {
+		return nil
+	}
+	for _, it := range plan.Items {
+		if it.Action != Update {
+			continue
+		}
+		doc, err := e.workloadDoc(it.File, files[it.File], it.Service)
+		if err == nil {
+			err = c.MayApply(it.Service, doc)
+		}
+		if err != nil {
+			return fmt.Errorf("nothing was committed: %w", err)
+		}
+	}
+	return nil
 }
 
 // pushLanded tells, after a push that failed in a way that leaves its
@@ -437,6 +543,9 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 		every = 250 * time.Millisecond
 	}
 	deadline := time.Now().Add(o.RolloutTimeout)
+	if !o.RolloutStarted.IsZero() {
+		deadline = o.RolloutStarted.Add(o.RolloutTimeout)
+	}
 	var last string
 	missing := map[platform.ID]time.Time{}
 	for {
@@ -544,7 +653,8 @@ func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan 
 			e.log.Error("recording the rollback in history failed", "error", err)
 		}
 	}
-	o.Checksum = ""
+	// The rollback's rollout has a timeout of its own, from now.
+	o.Checksum, o.RolloutStarted = "", time.Time{}
 	return revert, e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
 		report(Progress{Stage: StageRollingBack, Workloads: w, Commit: commit})
 	})
@@ -565,16 +675,19 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 			return "", nil, err
 		}
 		back.Revision = rev
-		if files, err = e.edit(back, m); err != nil {
-			return "", nil, err
-		}
-		if e.unchanged(files) {
+		todo := stillToRevert(back, m)
+		if todo.Updates() == 0 {
 			// git has the revert already (a fluxd that stopped while it
 			// rolled back had pushed it): apply and follow it, no commit.
-			revert = ""
+			revert, files = "", nil
 			break
 		}
-		if revert, err = e.repo.Commit(ctx, rev, files, msg, gitrepo.Signature{Name: spec.User}); err == nil {
+		// A container git holds at a third image (a person's fix since
+		// the release) refuses the edit: a rollback overwrites nothing.
+		if files, err = e.edit(todo, m); err != nil {
+			return "", nil, err
+		}
+		if revert, err = e.commitChecked(ctx, rev, files, imageChanges(todo), msg, authorOf(spec.User)); err == nil {
 			err = e.repo.Push(ctx, revert)
 		}
 		if err == nil {
@@ -587,7 +700,14 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 	}
 	gens := map[platform.ID]int64{}
 	for _, it := range back.Items {
-		doc, err := e.workloadDoc(it.File, files[it.File], it.Service)
+		content, ok := files[it.File]
+		if !ok {
+			var err error
+			if content, err = gitrepo.ReadFile(e.repo.Dir(), it.File); err != nil {
+				return revert, nil, err
+			}
+		}
+		doc, err := e.workloadDoc(it.File, content, it.Service)
 		if err != nil {
 			return revert, nil, err
 		}
@@ -598,13 +718,30 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 	return revert, gens, nil
 }
 
-// unchanged reports whether every edited file equals the clone's copy.
-func (e *Engine) unchanged(files map[string][]byte) bool {
-	for f, b := range files {
-		cur, err := gitrepo.ReadFile(e.repo.Dir(), f)
-		if err != nil || !bytes.Equal(cur, b) {
-			return false
+// stillToRevert is the revert plan back without the containers git
+// already holds at their image from before the release.
+func stillToRevert(back *Plan, m *gitrepo.Manifests) *Plan {
+	todo := &Plan{Revision: back.Revision}
+	for _, it := range back.Items {
+		def, ok := m.Workloads[it.Service]
+		left := it
+		left.Updates = nil
+		for _, u := range it.Updates {
+			done := false
+			if ok {
+				for _, c := range def.Containers {
+					if c.Name == u.Container && c.Image == u.Target {
+						done = true
+					}
+				}
+			}
+			if !done {
+				left.Updates = append(left.Updates, u)
+			}
+		}
+		if len(left.Updates) > 0 {
+			todo.Items = append(todo.Items, left)
 		}
 	}
-	return true
+	return todo
 }

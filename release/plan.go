@@ -3,6 +3,7 @@ package release
 import (
 	"time"
 
+	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 )
 
@@ -47,6 +48,10 @@ type Spec struct {
 	// Force releases services named explicitly although they are locked,
 	// and pins manifests whose images have no tag.
 	Force bool
+	// Scope, when set, is the scope of the instance that asked: the
+	// release considers only the services in it (with All: every service
+	// in it), when it is planned and again when its job runs.
+	Scope *auth.Scope `json:",omitempty"`
 }
 
 // Action is what a plan does with a service.
@@ -72,6 +77,7 @@ const (
 	ReasonNotFound     = "image not found"
 	ReasonRegistry     = "cannot read the registry"
 	ReasonNoContainers = "no containers with images"
+	ReasonNotAutomated = "no longer automated (read at the commit the release was made on)"
 )
 
 // ContainerUpdate is one container's change.

@@ -2,6 +2,9 @@ package release
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -83,15 +86,35 @@ func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange
 	if ch.Message != "" {
 		msg += "\n" + ch.Message + "\n"
 	}
-	commit, err := e.repo.Commit(ctx, rev, map[string][]byte{def.File: out}, msg, gitrepo.Signature{Name: ch.User})
+	// A trailer of its own lets a push whose outcome is unclear be found.
+	var raw [8]byte
+	_, _ = rand.Read(raw[:])
+	trailerID := "policy-" + hex.EncodeToString(raw[:])
+	msg += "\n" + JobTrailer(trailerID) + "\n"
+	var changes []gitrepo.Change
+	for k, v := range ch.Set {
+		changes = append(changes, gitrepo.Change{Workload: ch.Service, Annotation: k, From: def.Annotations[k], To: v})
+	}
+	commit, err := e.commitChecked(ctx, rev, map[string][]byte{def.File: out}, changes, msg, authorOf(ch.User))
 	if err == nil {
 		err = e.repo.Push(ctx, commit)
+		if err != nil && !errors.Is(err, gitrepo.ErrMoved) && !stopping(ctx) {
+			// A timeout may strike after the remote took the push: look
+			// before recording a failure.
+			if _, landed, lerr := e.pushLanded(ctx, commit, trailerID); lerr == nil && landed {
+				e.log.Warn("the policy push reported an error, but the remote has the commit", "commit", commit, "error", err)
+				err = nil
+			}
+		}
+	}
+	if err != nil {
+		commit = ""
 	}
 	ev := history.Event{Instance: instance, Type: ch.Type, Services: []string{ch.Service.String()}, User: ch.User, Message: ch.Message, StartedAt: start, EndedAt: time.Now(), Commit: commit}
 	if err != nil {
 		ev.Type, ev.Error = history.Failed, fmt.Sprintf("%s: %v", ch.Type, err)
 	}
-	if _, rerr := e.recorder.Record(ctx, ev); rerr != nil {
+	if _, rerr := e.recorder.Record(context.WithoutCancel(ctx), ev); rerr != nil {
 		e.log.Error("recording a policy change in history failed", "error", rerr)
 	}
 	if err != nil {
@@ -107,4 +130,14 @@ func titleOf(t history.Type) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// authorOf is the commit author for the user a caller named: a plain name,
+// or git's "Name <email>" form split into its parts. A user that is
+// neither is passed on whole, and the repository's commit refuses it.
+func authorOf(user string) gitrepo.Signature {
+	if s, err := gitrepo.ParseUser(user); err == nil {
+		return s
+	}
+	return gitrepo.Signature{Name: user}
 }

@@ -62,6 +62,16 @@ type Queue struct {
 
 	onUpdate func(JobUpdate)
 	onLog    func(history.JobLogLine)
+
+	// known are the jobs this queue has taken in (enqueued, recovered or
+	// adopted), so that adopt never takes one twice.
+	known map[string]bool
+	// stopped is set once Run has returned (fluxd stops, or this replica
+	// stepped down): jobs enqueued then are only stored, for the leader.
+	stopped bool
+	// adoptEvery is how often Run looks in the store for queued jobs it
+	// does not hold (see adopt).
+	adoptEvery time.Duration
 }
 
 // OnEnd sets a function called after every job ends (the automator's
@@ -86,6 +96,9 @@ type resumePoint struct {
 	plan   *Plan
 	// rollingBack: the job was rolling its release back.
 	rollingBack bool
+	// rolloutStarted is when the job's log says its rollout began (zero
+	// if it had not, or the store keeps no logs).
+	rolloutStarted time.Time
 }
 
 // NewQueue returns a Queue. rolloutTimeout bounds each job's rollout
@@ -93,7 +106,7 @@ type resumePoint struct {
 // spec sets one; rollback is the default of RollbackOnFailure.
 func NewQueue(exec Executor, store JobStore, rolloutTimeout time.Duration, rollback bool, log *slog.Logger) *Queue {
 	return &Queue{exec: exec, store: store, rolloutTimeout: rolloutTimeout, rollback: rollback, log: log.With("component", "jobs"),
-		subs: map[string]map[chan JobUpdate]struct{}{}, wake: make(chan struct{}, 1)}
+		subs: map[string]map[chan JobUpdate]struct{}{}, wake: make(chan struct{}, 1), known: map[string]bool{}, adoptEvery: 5 * time.Second}
 }
 
 // Recover carries on with the jobs a previous fluxd left live (this one
@@ -112,16 +125,23 @@ func (q *Queue) Recover(ctx context.Context) error {
 		return err
 	}
 	var first, rest []*entry
+	q.mu.Lock()
+	for _, j := range live {
+		q.known[j.ID] = true
+	}
+	q.mu.Unlock()
 	for _, j := range live {
 		var spec Spec
 		if err := json.Unmarshal(j.Spec, &spec); err != nil {
 			return fmt.Errorf("job %s: reading its spec: %w", j.ID, err)
 		}
 		e := &entry{job: j, spec: spec, checksum: j.Checksum}
+		var rolloutStarted time.Time
 		if ls, ok := q.store.(JobLogStore); ok {
 			// Carry on numbering the log the previous fluxd wrote.
 			if lines, err := ls.JobLog(ctx, j.Instance, j.ID, 0); err == nil && len(lines) > 0 {
 				e.log.seq = lines[len(lines)-1].Seq
+				rolloutStarted = rolloutStart(lines)
 			}
 		}
 		if j.State != history.JobRunning {
@@ -147,7 +167,7 @@ func (q *Queue) Recover(ctx context.Context) error {
 			q.failStale(ctx, j, fmt.Sprintf("fluxd stopped after the job pushed commit %.12s, but its plan was not saved; check the cluster, then release again", commit))
 			continue
 		}
-		e.job.Commit, e.resume = commit, &resumePoint{commit: commit, plan: &plan, rollingBack: j.Stage == StageRollingBack}
+		e.job.Commit, e.resume = commit, &resumePoint{commit: commit, plan: &plan, rollingBack: j.Stage == StageRollingBack, rolloutStarted: rolloutStarted}
 		first = append(first, e)
 		if e.resume.rollingBack {
 			q.log.Warn("job was rolling back when its fluxd stopped; taking it over: finishing the rollback", "job", j.ID, "commit", commit)
@@ -160,6 +180,74 @@ func (q *Queue) Recover(ctx context.Context) error {
 	q.mu.Unlock()
 	q.poke()
 	return nil
+}
+
+// adopt takes in the queued jobs of the store that this queue does not
+// hold: a job a stepping-down leader accepted and stored after this
+// replica's Recover had read the store. Without it, no replica would ever
+// run such a job. Only queued jobs are adopted; a running one is its
+// runner's, or Recover's at the next start.
+func (q *Queue) adopt(ctx context.Context) {
+	live, err := q.store.LiveJobs(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			q.log.Warn("looking for queued jobs another fluxd stored failed", "error", err)
+		}
+		return
+	}
+	var took []*entry
+	q.mu.Lock()
+	for _, j := range live {
+		if j.State != history.JobQueued || q.known[j.ID] {
+			continue
+		}
+		var spec Spec
+		if err := json.Unmarshal(j.Spec, &spec); err != nil {
+			q.log.Error("a queued job's spec cannot be read; it is left as it is", "job", j.ID, "error", err)
+			q.known[j.ID] = true
+			continue
+		}
+		q.known[j.ID] = true
+		e := &entry{job: j, spec: spec, checksum: j.Checksum}
+		q.pending = append(q.pending, e)
+		took = append(took, e)
+	}
+	q.mu.Unlock()
+	for _, e := range took {
+		q.log.Warn("took in a job another fluxd accepted as it stepped down", "job", e.job.ID, "instance", e.job.Instance)
+		q.writeLog(ctx, e, "taken in by this fluxd: the fluxd that accepted it stepped down")
+		q.publish(e)
+	}
+	if len(took) > 0 {
+		q.poke()
+	}
+}
+
+// stop ends Run's hold on the queue: the jobs still queued stay in the
+// store, for whoever leads next; this replica forgets them.
+func (q *Queue) stop() {
+	q.mu.Lock()
+	q.stopped = true
+	left := q.pending
+	q.pending = nil
+	for _, e := range left {
+		delete(q.known, e.job.ID)
+	}
+	q.mu.Unlock()
+	for _, e := range left {
+		q.closeSubs(e.job.ID)
+	}
+}
+
+// rolloutStart is when a job's log first reached the rollout: the time
+// its rollout timeout runs from, however often it is taken over.
+func rolloutStart(lines []history.JobLogLine) time.Time {
+	for _, l := range lines {
+		if l.Stage == StageRollingOut {
+			return l.Time
+		}
+	}
+	return time.Time{}
 }
 
 // failStale marks a job that cannot be carried on failed, in history too.
@@ -182,11 +270,25 @@ func (q *Queue) Enqueue(ctx context.Context, instance string, spec Spec, checksu
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])
 	j := history.Job{ID: hex.EncodeToString(raw[:]), Instance: instance, State: history.JobQueued, Stage: StageQueued, Spec: specJSON, Checksum: checksum, CreatedAt: time.Now()}
+	q.mu.Lock()
+	q.known[j.ID] = true
+	q.mu.Unlock()
 	if j.Seq, err = q.store.SaveJob(ctx, j); err != nil {
 		return JobUpdate{}, err
 	}
 	q.mu.Lock()
 	e := &entry{job: j, spec: spec, checksum: checksum}
+	if q.stopped {
+		// This replica stepped down (or fluxd is stopping) while the
+		// call was accepted: the stored job is the leader's to run (its
+		// adopt finds it), or the next fluxd's (Recover).
+		delete(q.known, j.ID)
+		q.mu.Unlock()
+		q.log.Warn("job stored for the leader: this fluxd no longer runs jobs", "job", j.ID, "instance", instance)
+		u := JobUpdate{Job: j}
+		q.publishUpdate(u)
+		return u, nil
+	}
 	q.pending = append(q.pending, e)
 	u := q.updateLocked(e)
 	q.mu.Unlock()
@@ -204,8 +306,16 @@ func (q *Queue) poke() {
 	}
 }
 
-// Run executes queued jobs one at a time until ctx ends.
+// Run executes queued jobs one at a time until ctx ends. Meanwhile it
+// adopts the queued jobs that another fluxd stored and will not run (see
+// adopt). When it returns, the jobs still queued are left in the store.
 func (q *Queue) Run(ctx context.Context) {
+	q.mu.Lock()
+	q.stopped = false
+	q.mu.Unlock()
+	defer q.stop()
+	adopt := time.NewTicker(q.adoptEvery)
+	defer adopt.Stop()
 	for {
 		q.mu.Lock()
 		if len(q.pending) == 0 {
@@ -214,6 +324,9 @@ func (q *Queue) Run(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-q.wake:
+				continue
+			case <-adopt.C:
+				q.adopt(ctx)
 				continue
 			}
 		}
@@ -284,7 +397,7 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 		q.writeLog(ctx, e, fmt.Sprintf("taken over by this fluxd after commit %.12s was pushed", e.resume.commit))
 	}
 	if r := e.resume; r != nil {
-		o.RollingBack, o.Started = r.rollingBack, e.job.StartedAt
+		o.RollingBack, o.Started, o.RolloutStarted = r.rollingBack, e.job.StartedAt, r.rolloutStarted
 		res, err = q.exec.Resume(ctx, e.job.Instance, e.spec, r.plan, r.commit, typ, o)
 	} else {
 		res, err = q.exec.Execute(ctx, e.job.Instance, e.spec, typ, o)
@@ -304,7 +417,7 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 	e.job.FinishedAt = time.Now()
 	switch {
 	case err != nil && e.cancelled:
-		e.job.State, e.job.Stage, e.job.Error = history.JobCancelled, StageFailed, "cancelled: "+err.Error()
+		e.job.State, e.job.Stage, e.job.Error = history.JobCancelled, StageCancelled, "cancelled: "+err.Error()
 	case err != nil:
 		e.job.State, e.job.Stage, e.job.Error = history.JobFailed, StageFailed, err.Error()
 	default:
@@ -313,10 +426,14 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 			e.job.Plan = b
 		}
 	}
-	q.running = nil
 	q.mu.Unlock()
 	timer.end(e.job.State)
+	// Saved before the job leaves q.running: a read in between finds its
+	// end in one place or the other, never "running" in the store alone.
 	q.save(context.WithoutCancel(ctx), e)
+	q.mu.Lock()
+	q.running = nil
+	q.mu.Unlock()
 	q.log.Info("job ended", "job", e.job.ID, "state", string(e.job.State), "commit", e.job.Commit, "error", e.job.Error)
 	q.writeLog(ctx, e, endLine(e.job))
 	q.publish(e)
@@ -399,7 +516,7 @@ func (q *Queue) Cancel(ctx context.Context, instance, id string) (JobUpdate, err
 	for i, e := range q.pending {
 		if e.job.ID == id && e.job.Instance == instance {
 			q.pending = append(q.pending[:i], q.pending[i+1:]...)
-			e.job.State, e.job.Stage, e.job.FinishedAt, e.job.Error = history.JobCancelled, StageFailed, time.Now(), "cancelled while queued"
+			e.job.State, e.job.Stage, e.job.FinishedAt, e.job.Error = history.JobCancelled, StageCancelled, time.Now(), "cancelled while queued"
 			q.mu.Unlock()
 			q.save(ctx, e)
 			q.record(ctx, e.job, history.Cancelled)
@@ -441,6 +558,11 @@ func (q *Queue) Watch(ctx context.Context, instance, id string) (<-chan JobUpdat
 	q.mu.Lock()
 	if e := q.findLocked(id); e == nil || e.job.State.Final() {
 		q.mu.Unlock()
+		// The job ended between the first read and now: its end is in
+		// the store, and is what the watcher must see last.
+		if last, err := q.Get(ctx, instance, id); err == nil && last.Job.State != first.Job.State {
+			ch <- last
+		}
 		close(ch)
 		return ch, nil
 	}
@@ -483,19 +605,35 @@ func (q *Queue) updateLocked(e *entry) JobUpdate {
 	return u
 }
 
-// publish sends the entry's state to its watchers, dropping an update
-// for a watcher too slow to take it rather than blocking the job.
+// publish sends the entry's state to its watchers without blocking the
+// job: a watcher too slow to take it loses its oldest update instead, so
+// that the newest (the job's end, last of all) is always there to read.
 func (q *Queue) publish(e *entry) {
 	q.mu.Lock()
 	u := q.updateLocked(e)
 	for ch := range q.subs[e.job.ID] {
-		select {
-		case ch <- u:
-		default:
-		}
+		offer(ch, u)
 	}
 	q.mu.Unlock()
 	q.publishUpdate(u)
+}
+
+// offer puts u in ch, dropping ch's oldest update if it is full. Only
+// publish sends, under q.mu, so after one drop the send cannot block.
+func offer(ch chan JobUpdate, u JobUpdate) {
+	select {
+	case ch <- u:
+		return
+	default:
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	select {
+	case ch <- u:
+	default:
+	}
 }
 
 func (q *Queue) publishUpdate(u JobUpdate) {

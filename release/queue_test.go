@@ -132,8 +132,8 @@ func TestQueueRunsInOrderAndCancels(t *testing.T) {
 			stages = append(stages, u.Job.Stage)
 		}
 	}
-	if len(stages) < 3 || stages[0] != StageQueued || stages[len(stages)-1] != StageFailed {
-		t.Errorf("watched stages %v; want queued ... failed", stages)
+	if len(stages) < 3 || stages[0] != StageQueued || stages[len(stages)-1] != StageCancelled {
+		t.Errorf("watched stages %v; want queued ... cancelled", stages)
 	}
 	if u := waitState(t, q, "team", a.Job.ID, history.JobSucceeded); u.Job.Commit != "commit-a" {
 		t.Errorf("job a: %+v", u.Job)

@@ -76,6 +76,15 @@ type Report struct {
 	Problems []string
 	// Err is a failure of the sync as a whole; "" when it ran.
 	Err string
+	// Requests is how many requests the sync sent to the API server,
+	// when the Applier counts them (see RequestCounter); -1 when not.
+	Requests int64
+}
+
+// RequestCounter is an Applier that counts its requests to the API
+// server (kubesync.Applier does).
+type RequestCounter interface {
+	Requests() int64
 }
 
 // Failed reports whether anything failed.
@@ -113,6 +122,8 @@ type Syncer struct {
 	kick    chan struct{} // "sync soon": a buffer of one, sends never block
 	run     sync.Mutex    // one sync at a time
 	running atomic.Bool   // Run is running: this replica leads
+	// fetchNext makes Run's next sync fetch git first (Start).
+	fetchNext atomic.Bool
 
 	mu           sync.Mutex // guards the fields below
 	kicked       string     // the revision of the last kick
@@ -141,6 +152,23 @@ func (s *Syncer) Kick(rev string) {
 	}
 }
 
+// ErrNotRunning is a Start on a replica whose sync does not run.
+var ErrNotRunning = errors.New("the sync does not run on this fluxd replica (it runs on the leader)")
+
+// Start asks Run for a sync soon, git fetched first, and returns at
+// once: its outcome goes to the history and Last like any other sync's.
+func (s *Syncer) Start() error {
+	if !s.Running() {
+		return ErrNotRunning
+	}
+	s.fetchNext.Store(true)
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+	return nil
+}
+
 // Running reports whether Run runs: on the leader only, with
 // --leader-elect.
 func (s *Syncer) Running() bool { return s.running.Load() }
@@ -158,11 +186,11 @@ func (s *Syncer) Run(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-s.kick:
-			if s.synced() {
+			if !s.fetchNext.Load() && s.synced() {
 				continue // the timer keeps running
 			}
 		}
-		if _, err := s.Sync(ctx, false, false); err != nil && ctx.Err() == nil {
+		if _, err := s.Sync(ctx, s.fetchNext.Swap(false), false); err != nil && ctx.Err() == nil {
 			s.log.Warn("sync failed", "error", err)
 		}
 		if !t.Stop() {
@@ -186,14 +214,26 @@ func (s *Syncer) Sync(ctx context.Context, fetch, dryRun bool) (*Report, error) 
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	if dryRun {
-		return s.sync(parent, ctx, fetch, dryRun)
+		return s.sync(parent, ctx, fetch, dryRun, nil)
 	}
 	var rep *Report
 	var err error
-	xerr := s.clone.Exclusive(ctx, func() error {
-		rep, err = s.sync(parent, ctx, fetch, dryRun)
-		return nil
-	})
+	var xerr error
+	// A release waiting to apply stops the sync between objects: the
+	// release applies, then the sync starts again from git (which now
+	// holds the release's commit), up to maxYields times.
+	for yields := 0; ; yields++ {
+		yield := s.yielder(yields)
+		xerr = s.clone.Exclusive(ctx, func() error {
+			rep, err = s.sync(parent, ctx, fetch, dryRun, yield)
+			return nil
+		})
+		if xerr != nil || !errors.Is(err, platform.ErrPreempted) {
+			break
+		}
+		s.log.Debug("the sync stopped between objects for a release; syncing again after it", "applied", rep.Count(platform.ActionCreated)+rep.Count(platform.ActionChanged))
+		fetch = false
+	}
 	if xerr != nil {
 		rep = &Report{Started: time.Now(), Err: xerr.Error()}
 		if parent.Err() == nil {
@@ -205,7 +245,7 @@ func (s *Syncer) Sync(ctx context.Context, fetch, dryRun bool) (*Report, error) 
 }
 
 // sync is one sync; a real one runs inside the clone's Exclusive.
-func (s *Syncer) sync(parent, ctx context.Context, fetch, dryRun bool) (*Report, error) {
+func (s *Syncer) sync(parent, ctx context.Context, fetch, dryRun bool, yield func() bool) (*Report, error) {
 	rep := &Report{Started: time.Now(), DryRun: dryRun}
 	var objs *gitrepo.Objects
 	err := s.clone.Read(ctx, fetch, dryRun, func(rev, root string, paths []string) error {
@@ -236,11 +276,25 @@ func (s *Syncer) sync(parent, ctx context.Context, fetch, dryRun bool) (*Report,
 	for _, p := range objs.Problems {
 		rep.Problems = append(rep.Problems, p.Error())
 	}
-	opts := platform.SyncOptions{Prune: s.cfg.Prune, DryRun: dryRun}
+	opts := platform.SyncOptions{Prune: s.cfg.Prune, DryRun: dryRun, Yield: yield}
 	if len(rep.Problems) > 0 {
 		opts.NoPrune = "some files could not be read, and their objects would look deleted"
 	}
+	rep.Requests = -1
+	counter, counts := s.applier.(RequestCounter)
+	var before int64
+	if counts {
+		before = counter.Requests()
+	}
 	rep.Results, err = s.applier.Apply(ctx, objs.Objects, opts)
+	if counts {
+		rep.Requests = counter.Requests() - before
+	}
+	if errors.Is(err, platform.ErrPreempted) {
+		// Not a sync's end: the caller syncs again after the release.
+		rep.Duration = time.Since(rep.Started)
+		return rep, err
+	}
 	if err != nil {
 		rep.Err = err.Error()
 	}
@@ -270,7 +324,7 @@ func (s *Syncer) finish(ctx context.Context, rep *Report) {
 	}
 	s.mu.Unlock()
 	attrs := []any{"revision", short(rep.Revision), "objects", len(rep.Results), "created", rep.Count(platform.ActionCreated),
-		"changed", rep.Count(platform.ActionChanged), "deleted", rep.Count(platform.ActionDeleted), "duration", rep.Duration.Round(time.Millisecond)}
+		"changed", rep.Count(platform.ActionChanged), "deleted", rep.Count(platform.ActionDeleted), "duration", rep.Duration.Round(time.Millisecond), "requests", rep.Requests}
 	switch {
 	case rep.Failed():
 		s.log.Warn("sync failed", append(attrs, "failures", failures)...)
@@ -287,6 +341,26 @@ func (s *Syncer) finish(ctx context.Context, rep *Report) {
 	if _, err := s.recorder.Record(context.WithoutCancel(ctx), ev); err != nil {
 		s.log.Warn("recording the sync in the history failed", "error", err)
 	}
+}
+
+// maxYields bounds how often one sync stops for releases: a stream of
+// releases must not starve it.
+const maxYields = 50
+
+// Contender is a Clone that tells whether a release waits to apply
+// (release.Engine is one).
+type Contender interface {
+	DeployWaiting() bool
+}
+
+// yielder is the sync's Yield: whether a release waits, unless the sync
+// yielded maxYields times already.
+func (s *Syncer) yielder(yields int) func() bool {
+	c, ok := s.clone.(Contender)
+	if !ok || yields >= maxYields {
+		return nil
+	}
+	return c.DeployWaiting
 }
 
 // synced reports whether the last sync applied the revision of the last
@@ -315,8 +389,14 @@ func summary(rep *Report) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Sync of %s: %d created, %d changed, %d deleted", short(rep.Revision),
 		rep.Count(platform.ActionCreated), rep.Count(platform.ActionChanged), rep.Count(platform.ActionDeleted))
+	// Failures are counted after a semicolon, so that the objects listed
+	// under the line never read as if they had failed.
 	if rep.Failed() {
-		b.WriteString(", failed")
+		if n := rep.Count(platform.ActionFailed); n > 0 {
+			fmt.Fprintf(&b, "; %d failed", n)
+		} else {
+			b.WriteString("; the sync failed")
+		}
 	}
 	listed, more := 0, 0
 	for _, r := range rep.Results {

@@ -119,3 +119,59 @@ func TestSyncRecordsChangesAndEachNewFailureOnce(t *testing.T) {
 		t.Errorf("a dry run: %v, %d events", err, len(rec.evs))
 	}
 }
+
+// contendedClone is a clone where a release waits to apply while
+// waiting is set; Exclusive counts its callers, as the engine's lock would
+// pass to the waiting release between them.
+type contendedClone struct {
+	dirClone
+	waiting    bool
+	exclusives int
+}
+
+func (c *contendedClone) DeployWaiting() bool { return c.waiting }
+
+func (c *contendedClone) Exclusive(_ context.Context, fn func() error) error {
+	c.exclusives++
+	return fn()
+}
+
+// yieldingApplier yields, once, when asked to and a release waits.
+type yieldingApplier struct {
+	clone *contendedClone
+	calls int
+}
+
+func (a *yieldingApplier) Apply(_ context.Context, objs []platform.Object, opts platform.SyncOptions) ([]platform.ObjectResult, error) {
+	a.calls++
+	if opts.Yield != nil && opts.Yield() {
+		a.clone.waiting = false // the release goes, then the sync again
+		return []platform.ObjectResult{{Ref: objs[0].Ref(), Action: platform.ActionSkipped}}, platform.ErrPreempted
+	}
+	return []platform.ObjectResult{{Ref: objs[0].Ref(), Action: platform.ActionCreated}}, nil
+}
+
+// TestSyncYieldsToAReleaseAndSyncsAgain: a sync asked to stop for a
+// release leaves the apply lock, then syncs again from git; the stop is
+// neither a failure nor recorded, only the sync that ran to its end is.
+func TestSyncYieldsToAReleaseAndSyncsAgain(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	if err := os.WriteFile(filepath.Join(root, "a.yaml"), []byte("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, namespace: ns}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	clone := &contendedClone{dirClone: dirClone{root: root, rev: "0123456789abcdef"}, waiting: true}
+	app := &yieldingApplier{clone: clone}
+	rec := &memRecorder{}
+	s := New(Config{Interval: time.Minute}, clone, app, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rep, err := s.Sync(context.Background(), false, false)
+	if err != nil || rep.Failed() || rep.Count(platform.ActionCreated) != 1 {
+		t.Fatalf("sync = %+v, %v; want the second run's report, created", rep, err)
+	}
+	if app.calls != 2 || clone.exclusives != 2 || clone.reads != 2 {
+		t.Errorf("%d applies, %d exclusive sections, %d reads of git; want 2 of each (git read again after the release)", app.calls, clone.exclusives, clone.reads)
+	}
+	if len(rec.evs) != 1 {
+		t.Errorf("%d history events, want 1 (the stop is not recorded)", len(rec.evs))
+	}
+}

@@ -64,7 +64,7 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, ev := range evs {
 			after = ev.ID
-			if ev.Instance != "" && ev.Instance != c.id.Instance {
+			if ev.Instance != "" && ev.Instance != c.id.Instance || ev.Audience != nil && !ev.Audience(c.id) {
 				continue
 			}
 			if send("id: %s\nevent: %s\ndata: %s\n\n", hub.eventID(ev.ID), ev.Type, ev.Data) != nil {

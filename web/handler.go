@@ -14,6 +14,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -60,7 +61,11 @@ type Config struct {
 	SessionTTL time.Duration
 	// MaxSessions bounds the sessions kept (default 10000).
 	MaxSessions int
-	Log         *slog.Logger
+	// TrustedProxies are the proxies (an Ingress) whose X-Forwarded-For
+	// names the client: failed sign-ins are counted by that address.
+	// Empty: the connection's address, and no header, is believed.
+	TrustedProxies []netip.Prefix
+	Log            *slog.Logger
 }
 
 // Validate reports every problem of the configuration.
@@ -385,13 +390,12 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnsupportedMediaType, "send the sign-in form as JSON, with 'Content-Type: application/json': {\"token\": \"fxd_…\", \"name\": \"you\"}")
 		return
 	}
-	// Only failed sign-ins count, per client address: a caller guessing
-	// tokens is slowed down without locking out everyone else.
-	failures := h.signIns.limiter(clientIP(r))
-	if failures.Tokens() < 1 {
-		writeError(w, http.StatusTooManyRequests, "too many failed sign-ins from your address just now: wait a minute and try again")
-		return
-	}
+	// Only failed sign-ins count, per client address; a token that
+	// authenticates is never refused for failures, its address's or
+	// anyone else's (behind an Ingress, every user shares one address).
+	// Tokens are 256-bit random values: guessing is not what this limit
+	// stops, but a flood of failures filling the log.
+	failures := h.signIns.limiter(h.clientIP(r))
 	var req signInRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10)).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "the sign-in form could not be read: send JSON {\"token\": \"fxd_…\", \"name\": \"you\"}")
@@ -408,10 +412,11 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	}
 	id, err := h.cfg.Auth.Authenticate(req.Token)
 	if err != nil {
-		if errors.Is(err, auth.ErrUnknownToken) {
-			failures.Allow()
+		if errors.Is(err, auth.ErrUnknownToken) && !failures.Allow() {
+			writeError(w, http.StatusTooManyRequests, "too many failed sign-ins from your address just now: wait a minute and try again")
+			return
 		}
-		h.log.Info("sign-in refused", "remote", r.RemoteAddr, "error", err)
+		h.log.Info("sign-in refused", "remote", h.clientIP(r), "error", err)
 		writeError(w, authStatus(err), tokenError(err).Error())
 		return
 	}
@@ -503,12 +508,74 @@ func (f *failures) limiter(addr string) *rate.Limiter {
 	return l
 }
 
-// clientIP is the address the request comes from (the connection's: no
-// forwarding header is trusted).
-func clientIP(r *http.Request) string {
+// clientIP is the address the request comes from: the connection's,
+// unless that is a trusted proxy (Config.TrustedProxies), whose
+// X-Forwarded-For is read from the right, past every trusted proxy, to
+// the first address no trusted proxy has: the client's as the outermost
+// trusted proxy saw it. What a client wrote itself further left is never
+// believed.
+func (h *Handler) clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
+	}
+	if !h.trusted(host) {
+		return host
+	}
+	var hops []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		for _, hop := range strings.Split(v, ",") {
+			if hop = strings.TrimSpace(hop); hop != "" {
+				hops = append(hops, hop)
+			}
+		}
+	}
+	for i := len(hops) - 1; i >= 0; i-- {
+		addr, err := netip.ParseAddr(hops[i])
+		if err != nil {
+			return host // a malformed hop: the proxy's own address
+		}
+		if !h.trusted(addr.String()) {
+			return addr.Unmap().String()
+		}
 	}
 	return host
+}
+
+// trusted says whether addr is one of the trusted proxies.
+func (h *Handler) trusted(addr string) bool {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return false
+	}
+	ip = ip.Unmap()
+	for _, p := range h.cfg.TrustedProxies {
+		if p.Contains(ip) {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseTrustedProxies parses --web-trusted-proxies: CIDRs or single
+// addresses, separated by commas.
+func ParseTrustedProxies(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	var errs []error
+	for _, s := range list {
+		s = strings.TrimSpace(s)
+		if s == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(s); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		errs = append(errs, fmt.Errorf("--web-trusted-proxies: %q is neither a CIDR (10.0.0.0/8) nor an address", s))
+	}
+	return out, errors.Join(errs...)
 }

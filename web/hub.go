@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/fluxd/fluxd/internal/auth"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
@@ -24,6 +25,9 @@ type Event struct {
 	// Type is the SSE event name: "job", "log", "notify" or "automation".
 	Type string
 	Data []byte
+	// Audience, when set, says which callers an event for everyone ("")
+	// is for: those whose instance's scope holds what it is about.
+	Audience func(auth.Identity) bool
 }
 
 // Hub keeps the most recent events, so that a page that lost its
@@ -86,7 +90,7 @@ func (h *Hub) PublishJob(instance string, u *fluxdv1.WatchJobResponse) {
 	// Every field but the plan (a clone would copy the plan first).
 	j := u.Job
 	job := &fluxdv1.Job{Id: j.Id, State: j.State, Stage: j.Stage, Error: j.Error, CreatedAt: j.CreatedAt, FinishedAt: j.FinishedAt,
-		QueuePosition: j.QueuePosition, Commit: j.Commit}
+		QueuePosition: j.QueuePosition, Commit: j.Commit, User: j.User, Type: j.Type}
 	ev := &fluxdv1.WatchJobResponse{Job: job}
 	h.mu.Lock()
 	last := h.progress[job.Id]
@@ -117,6 +121,16 @@ var marshal = protojson.MarshalOptions{EmitUnpopulated: true}
 
 // Publish adds an event of typ for instance ("" for everyone).
 func (h *Hub) Publish(instance, typ string, m proto.Message) {
+	h.publish(instance, typ, m, nil)
+}
+
+// PublishTo adds an event of typ for the callers audience accepts, of
+// any instance.
+func (h *Hub) PublishTo(audience func(auth.Identity) bool, typ string, m proto.Message) {
+	h.publish("", typ, m, audience)
+}
+
+func (h *Hub) publish(instance, typ string, m proto.Message, audience func(auth.Identity) bool) {
 	data, err := marshal.Marshal(m)
 	if err != nil {
 		return
@@ -124,7 +138,7 @@ func (h *Hub) Publish(instance, typ string, m proto.Message) {
 	h.mu.Lock()
 	if instance == "" {
 		for _, r := range h.rings {
-			h.add(r, Event{Instance: instance, Type: typ, Data: data})
+			h.add(r, Event{Instance: instance, Type: typ, Data: data, Audience: audience})
 		}
 	} else {
 		h.add(h.ring(instance), Event{Instance: instance, Type: typ, Data: data})

@@ -82,9 +82,9 @@ func unmarshalEvent(b []byte, m *fluxdv1.WatchJobResponse) error {
 func TestHubJobEventKeepsEveryFieldButThePlan(t *testing.T) {
 	t.Parallel()
 	j := &fluxdv1.Job{Id: "j", State: fluxdv1.JobState_JOB_STATE_FAILED, Stage: "failed", Error: "e", CreatedAt: timestamppb.Now(),
-		FinishedAt: timestamppb.Now(), QueuePosition: 2, Plan: &fluxdv1.Plan{Checksum: "c"}, Commit: "abc"}
-	if n := j.ProtoReflect().Descriptor().Fields().Len(); n != 9 {
-		t.Fatalf("Job has %d fields now; PublishJob copies 8 (all but the plan): copy the new ones too, then fix this count", n)
+		FinishedAt: timestamppb.Now(), QueuePosition: 2, Plan: &fluxdv1.Plan{Checksum: "c"}, Commit: "abc", User: "u", Type: "release"}
+	if n := j.ProtoReflect().Descriptor().Fields().Len(); n != 11 {
+		t.Fatalf("Job has %d fields now; PublishJob copies 10 (all but the plan): copy the new ones too, then fix this count", n)
 	}
 	h := NewHub(4)
 	h.PublishJob("a", &fluxdv1.WatchJobResponse{Job: j})

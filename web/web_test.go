@@ -30,6 +30,7 @@ var testTokens = tokens{
 	"fxd_viewer":   {Instance: "a", Role: auth.Viewer},
 	"fxd_deployer": {Instance: "a", Role: auth.Deployer},
 	"fxd_other":    {Instance: "b", Role: auth.Viewer},
+	"fxd_scoped":   {Instance: "c", Role: auth.Viewer, Scope: &auth.Scope{Namespaces: []string{"c"}}},
 }
 
 func newTestServer(t *testing.T) (*httptest.Server, *Hub) {
@@ -302,14 +303,21 @@ func TestSignInLimitsFailuresAndSessions(t *testing.T) {
 	if h.sessions.get(keys[39], time.Now()) != nil || renewed == "" {
 		t.Error("the session presented at a new sign-in is still live")
 	}
-	// Failures: after the burst, refused even with a good token.
+	// Failures: after the burst, wrong tokens are answered 429; a token
+	// that authenticates is never refused for them (behind an Ingress,
+	// everyone shares the address that failed).
 	for i := 0; i < 10; i++ {
 		if code, _ := signIn(t, srv, "fxd_wrong", "application/json", ""); code != http.StatusUnauthorized {
 			t.Fatalf("failed sign-in %d: %d, want 401", i, code)
 		}
 	}
-	if code, _ := signIn(t, srv, "fxd_viewer", "application/json", ""); code != http.StatusTooManyRequests {
-		t.Errorf("a sign-in after 10 failures from one address: %d, want 429", code)
+	for i := 0; i < 2; i++ {
+		if code, _ := signIn(t, srv, "fxd_wrong", "application/json", ""); code != http.StatusTooManyRequests {
+			t.Errorf("failed sign-in %d after 10 failures from one address: %d, want 429", 11+i, code)
+		}
+	}
+	if code, _ := signIn(t, srv, "fxd_viewer", "application/json", ""); code != http.StatusOK {
+		t.Errorf("a good token after 12 failures from its address: %d, want 200", code)
 	}
 	// Another address is not locked out.
 	if l := h.signIns.limiter("192.0.2.1"); l.Tokens() < 1 {
@@ -378,5 +386,94 @@ func TestSecureCookieBehindAProxy(t *testing.T) {
 	who.Header.Set("Cookie", ck.Name+"="+ck.Value)
 	if r, err := http.DefaultClient.Do(who); err != nil || r.StatusCode != http.StatusOK {
 		t.Errorf("the __Host- cookie does not sign in: %v %v", r, err)
+	}
+}
+
+// A notification meant for the callers whose scope holds a service using
+// its repository reaches those, and not a scoped caller whose scope holds
+// none (which would learn of another team's repository).
+func TestNotificationsReachOnlyTheirAudience(t *testing.T) {
+	srv, hub := newTestServer(t)
+	scoped := openEvents(t, srv, "fxd_scoped", "")
+	unscoped := openEvents(t, srv, "fxd_other", "")
+	readEvents(t, scoped, 1)
+	readEvents(t, unscoped, 1)
+	inNamespace := func(ns string) func(auth.Identity) bool {
+		return func(id auth.Identity) bool { return id.Scope.Contains(ns, "") }
+	}
+	hub.PublishTo(inNamespace("b"), "notify", &fluxdv1.ImageNotification{Repository: "reg/b-app"})
+	hub.PublishTo(inNamespace("c"), "notify", &fluxdv1.ImageNotification{Repository: "reg/c-app"})
+	if got := readEvents(t, unscoped, 2); len(got) != 2 {
+		t.Errorf("the unscoped caller got %v, want both notifications", got)
+	}
+	// The scoped caller's first event is c's: b's was never sent to it.
+	sc := bufio.NewScanner(scoped.Body)
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "data: ") {
+			if !strings.Contains(line, "reg/c-app") {
+				t.Errorf("the scoped caller got %s, want only reg/c-app", line)
+			}
+			break
+		}
+	}
+}
+
+// signInFrom signs in with X-Forwarded-For set to xff.
+func signInFrom(t *testing.T, srv *httptest.Server, token, xff string) int {
+	t.Helper()
+	req, _ := http.NewRequest("POST", srv.URL+"/api/session", strings.NewReader(`{"token":"`+token+`"}`))
+	req.Header.Set("Content-Type", "application/json")
+	if xff != "" {
+		req.Header.Set("X-Forwarded-For", xff)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Behind trusted proxies (--web-trusted-proxies), failed sign-ins count
+// per client as X-Forwarded-For names it, read from the right; from any
+// other peer the header is ignored.
+func TestSignInFailuresCountPerForwardedClient(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		proxies []string
+		// after 10 failures from attacker, other's wrong token answers
+		otherWrong int
+	}{
+		{"behind a trusted proxy", []string{"127.0.0.0/8"}, http.StatusUnauthorized},
+		{"no trusted proxy: the header is not believed", nil, http.StatusTooManyRequests},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			srv, _ := newTestServer(t)
+			h := srv.Config.Handler.(*Handler)
+			p, err := ParseTrustedProxies(tc.proxies)
+			if err != nil {
+				t.Fatal(err)
+			}
+			h.cfg.TrustedProxies = p
+			// The attacker writes an address of its own at the left:
+			// the proxy appends the real one, which is what counts.
+			for i := 0; i < 10; i++ {
+				signInFrom(t, srv, "fxd_wrong", "192.0.2.99, 203.0.113.5")
+			}
+			if code := signInFrom(t, srv, "fxd_wrong", "203.0.113.5"); code != http.StatusTooManyRequests {
+				t.Errorf("the attacker's 11th failure: %d, want 429", code)
+			}
+			if code := signInFrom(t, srv, "fxd_wrong", "198.51.100.7"); code != tc.otherWrong {
+				t.Errorf("another client's failure: %d, want %d", code, tc.otherWrong)
+			}
+			if code := signInFrom(t, srv, "fxd_viewer", "203.0.113.5"); code != http.StatusOK {
+				t.Errorf("a good token from the attacker's address: %d, want 200", code)
+			}
+		})
+	}
+	if _, err := ParseTrustedProxies([]string{"10.0.0.0/8", "192.0.2.1", "not-a-cidr"}); err == nil || !strings.Contains(err.Error(), `"not-a-cidr"`) {
+		t.Errorf("a malformed --web-trusted-proxies: %v", err)
 	}
 }

@@ -115,6 +115,10 @@ func dial(rawURL, token, caFile, certFile, keyFile string) (*grpc.ClientConn, er
 	return conn, nil
 }
 
+// fluxdErrorDomain is the domain of the ErrorInfo fluxd puts on every
+// error it answers (daemon.ErrorDomain; fluxctl does not import daemon).
+const fluxdErrorDomain = "fluxd.io"
+
 // explain turns an error into what a person should read.
 func explain(err error, g *globals) string {
 	st, ok := status.FromError(err)
@@ -128,9 +132,15 @@ func explain(err error, g *globals) string {
 	// fluxd's humane errors carry their help text in an ErrorInfo detail;
 	// one of them may be Unavailable (git cannot be read yet), which is
 	// not fluxd being unreachable.
+	// Any ErrorInfo of fluxd's domain means fluxd answered: the failure
+	// is on its side (its own request to a registry, say), never this
+	// connection's, whatever words about TLS the message holds.
 	for _, d := range st.Details() {
-		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetMetadata()["help"] != "" {
-			return st.Message() + "\n\n" + info.GetMetadata()["help"]
+		if info, ok := d.(*errdetails.ErrorInfo); ok && (info.GetMetadata()["help"] != "" || info.GetDomain() == fluxdErrorDomain) {
+			if help := info.GetMetadata()["help"]; help != "" {
+				return st.Message() + "\n\n" + help
+			}
+			return st.Message()
 		}
 	}
 	switch st.Code() {

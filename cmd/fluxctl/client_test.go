@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -57,5 +58,29 @@ func TestExplainUnavailableIsHumane(t *testing.T) {
 	}
 	if got := explain(errors.New("plain"), g); got != "plain" {
 		t.Errorf("explain(plain) = %q", got)
+	}
+}
+
+// A failure of fluxd's own request (to a registry, say) is fluxd's
+// answer: fluxctl must not blame its own connection for it, whatever the
+// message says about TLS.
+func TestExplainDoesNotBlameTheConnectionForFluxdsOwnFailure(t *testing.T) {
+	t.Parallel()
+	g := &globals{url: "https://fluxd.example:3030", timeout: time.Second}
+	msg := `fluxd's request to registry 10.0.0.1:5000 for 10.0.0.1:5000/x failed: registry 10.0.0.1:5000: tls: first record does not look like a TLS handshake`
+	st, err := status.New(codes.Unavailable, msg).WithDetails(&errdetails.ErrorInfo{Reason: "UNAVAILABLE", Domain: "fluxd.io"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := explain(st.Err(), g)
+	if strings.Contains(got, "speaks plaintext") || strings.Contains(got, "cannot reach fluxd") {
+		t.Fatalf("fluxctl blamed its connection to fluxd for fluxd's registry request:\n%s", got)
+	}
+	if !strings.Contains(got, "registry 10.0.0.1:5000") {
+		t.Fatalf("the message lost what failed:\n%s", got)
+	}
+	// Without fluxd's ErrorInfo, the same words are about this connection.
+	if got := explain(status.Error(codes.Unavailable, "tls: first record does not look like a TLS handshake"), g); !strings.Contains(got, "speaks plaintext") {
+		t.Fatalf("a TLS mismatch of fluxctl's own connection is no longer explained:\n%s", got)
 	}
 }

@@ -2,15 +2,17 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
@@ -35,7 +37,7 @@ message shows its further lines indented under its row.`,
 			if err := checkOutput(g.output); err != nil {
 				return err
 			}
-			if err := q.validate(); err != nil {
+			if err := q.validate(time.Now()); err != nil {
 				return err
 			}
 			if len(args) == 1 {
@@ -49,6 +51,8 @@ message shows its further lines indented under its row.`,
 	cmd.Flags().Int32Var(&q.limit, "limit", 50, "at most this many events")
 	cmd.Flags().StringVar(&q.typ, "type", "", "only events of this type: "+strings.Join(eventTypes, ", "))
 	cmd.Flags().StringVar(&q.user, "user", "", "only events of users whose name contains this")
+	cmd.Flags().StringVar(&q.since, "since", "", "only events that ended since then: a duration back from now (90m, 2h, 3d), a date (2026-11-30) or a time (RFC 3339)")
+	cmd.Flags().StringVar(&q.until, "until", "", "only events that ended before then, in the same forms as --since")
 	addOutputFlag(cmd, g)
 	return cmd
 }
@@ -57,9 +61,24 @@ message shows its further lines indented under its row.`,
 type historyQuery struct {
 	service, typ, user string
 	limit              int32
+	// since and until are as typed; sinceAt and untilAt as read by
+	// validate, against its clock.
+	since, until     string
+	sinceAt, untilAt time.Time
 }
 
-func (q historyQuery) validate() error {
+// validate checks the query and reads its times against now.
+func (q *historyQuery) validate(now time.Time) error {
+	var err error
+	if q.sinceAt, err = parseWhen(q.since, now); err != nil {
+		return fmt.Errorf("--since %s: %w", q.since, err)
+	}
+	if q.untilAt, err = parseWhen(q.until, now); err != nil {
+		return fmt.Errorf("--until %s: %w", q.until, err)
+	}
+	if !q.sinceAt.IsZero() && !q.untilAt.IsZero() && !q.sinceAt.Before(q.untilAt) {
+		return fmt.Errorf("--since %s is not before --until %s: no event could match", q.since, q.until)
+	}
 	if q.typ != "" && !slices.Contains(eventTypes, q.typ) {
 		return fmt.Errorf("--type %s: there is no such event type; use one of %s", q.typ, strings.Join(eventTypes, ", "))
 	}
@@ -90,11 +109,18 @@ type changeJSON struct {
 }
 
 func runHistory(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, q historyQuery, output string, now time.Time) error {
-	resp, err := c.History(ctx, &fluxdv1.HistoryRequest{Service: q.service, Limit: q.limit, Type: q.typ, User: q.user})
+	req := &fluxdv1.HistoryRequest{Service: q.service, Limit: q.limit, Type: q.typ, User: q.user}
+	if !q.sinceAt.IsZero() {
+		req.Since = timestamppb.New(q.sinceAt)
+	}
+	if !q.untilAt.IsZero() {
+		req.Until = timestamppb.New(q.untilAt)
+	}
+	resp, err := c.History(ctx, req)
 	if err != nil {
 		return err
 	}
-	if output == "json" {
+	if output != "table" {
 		out := []eventJSON{}
 		for _, ev := range resp.GetEvents() {
 			ej := eventJSON{ID: ev.GetId(), Type: ev.GetType(), Services: ev.GetServices(), User: ev.GetUser(), Message: ev.GetMessage(),
@@ -107,16 +133,14 @@ func runHistory(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, q
 			}
 			out = append(out, ej)
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeData(w, output, out)
 	}
 	if len(resp.GetEvents()) == 0 {
 		_, err := fmt.Fprintln(w, "No events recorded.")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "TIME\tTYPE\tUSER\tDESCRIPTION")
+	fmt.Fprintln(tw, "ENDED\tTYPE\tUSER\tDESCRIPTION")
 	for _, ev := range resp.GetEvents() {
 		// When it ended: rows are in the order they were recorded, and a
 		// release that failed or was rolled back ends after its rollback.
@@ -169,4 +193,34 @@ func ago(d time.Duration) string {
 		return fmt.Sprintf("%dh ago", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// parseWhen reads a point in time as people type it: a duration back from
+// now (Go's, plus days: "3d"), a date (local midnight), a local date and
+// time, or RFC 3339. "" is no time.
+func parseWhen(s string, now time.Time) (time.Time, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if days, ok := strings.CutSuffix(s, "d"); ok {
+		if n, err := strconv.Atoi(days); err == nil && n >= 0 {
+			return now.AddDate(0, 0, -n), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, errors.New("give a duration back from now without a sign, such as 2h")
+		}
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02", "2006-01-02 15:04", "2006-01-02 15:04:05", "2006-01-02T15:04", "2006-01-02T15:04:05"} {
+		if t, err := time.ParseInLocation(layout, s, now.Location()); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, errors.New("not a time: give a duration back from now (90m, 2h, 3d), a date (2026-11-30), a local time (2026-11-30 14:00) or RFC 3339 (2026-11-30T14:00:00Z)")
 }

@@ -64,8 +64,9 @@ func TestHistoryOutput(t *testing.T) {
 // any call, naming the types.
 func TestHistoryFilters(t *testing.T) {
 	c := &historyClient{}
-	q := historyQuery{service: "worker", typ: "lock", user: "alex", limit: 5}
-	if err := q.validate(); err != nil {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	q := historyQuery{service: "worker", typ: "lock", user: "alex", limit: 5, since: "2h", until: "2026-12-01T11:30:00Z"}
+	if err := q.validate(now); err != nil {
 		t.Fatal(err)
 	}
 	if err := runHistory(context.Background(), &bytes.Buffer{}, c, q, "table", time.Now()); err != nil {
@@ -75,7 +76,15 @@ func TestHistoryFilters(t *testing.T) {
 	if c.got.GetService() != want.Service || c.got.GetType() != want.Type || c.got.GetUser() != want.User || c.got.GetLimit() != want.Limit {
 		t.Errorf("request = %v, want %v", c.got, want)
 	}
-	err := historyQuery{typ: "relase"}.validate()
+	if !c.got.GetSince().AsTime().Equal(now.Add(-2*time.Hour)) || !c.got.GetUntil().AsTime().Equal(now.Add(-30*time.Minute)) {
+		t.Errorf("since, until = %v, %v; want 10:00 and 11:30", c.got.GetSince().AsTime(), c.got.GetUntil().AsTime())
+	}
+	for _, bad := range []historyQuery{{since: "yesterday"}, {since: "-2h"}, {since: "1h", until: "2h"}} {
+		if err := bad.validate(now); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	err := (&historyQuery{typ: "relase"}).validate(now)
 	if err == nil || !strings.Contains(err.Error(), `--type relase: there is no such event type; use one of release, automated-release`) {
 		t.Errorf("unknown type: %v", err)
 	}
@@ -98,6 +107,25 @@ func TestAgo(t *testing.T) {
 	for d, want := range map[time.Duration]string{0: "just now", 40 * time.Second: "40s ago", 90 * time.Second: "1m ago", 3 * time.Hour: "3h ago", 72 * time.Hour: "3d ago"} {
 		if got := ago(d); got != want {
 			t.Errorf("ago(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestParseWhen(t *testing.T) {
+	t.Parallel()
+	loc := time.FixedZone("X", 3600)
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, loc)
+	for in, want := range map[string]time.Time{
+		"":                     {},
+		"90m":                  now.Add(-90 * time.Minute),
+		"3d":                   now.AddDate(0, 0, -3),
+		"2026-11-30":           time.Date(2026, 11, 30, 0, 0, 0, 0, loc),
+		"2026-11-30 14:05":     time.Date(2026, 11, 30, 14, 5, 0, 0, loc),
+		"2026-11-30T14:05:00Z": time.Date(2026, 11, 30, 14, 5, 0, 0, time.UTC),
+	} {
+		got, err := parseWhen(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("parseWhen(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
 }

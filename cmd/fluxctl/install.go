@@ -18,8 +18,8 @@ func newInstallCommand() *cobra.Command {
 		Short: "Print the manifests that install fluxd in a cluster (pipe them to kubectl apply -f -)",
 		Long: `Print fluxd's install manifests (deploy/ of the repository: Namespace under
 restricted Pod Security, ServiceAccount and least-privilege RBAC, a Deployment
-of two replicas with leader election, Services, a PodDisruptionBudget and a
-NetworkPolicy), customised, and a Secret fluxd-git holding --git-url.
+of one replica by default (--replicas 2 or more runs them with leader election
+on a shared PostgreSQL), Services, a PodDisruptionBudget and a NetworkPolicy), customised, and a Secret fluxd-git holding --git-url.
 
 The output holds --git-url as given: if it carries a token, treat it as a
 secret. Create the Secret fluxd-tokens too (see the README, Installing in a

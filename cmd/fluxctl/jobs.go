@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -40,12 +39,15 @@ func newJobsCommand(g *globals) *cobra.Command {
 }
 
 func newJobCommand(g *globals) *cobra.Command {
-	var watch bool
+	var watch, log bool
 	cmd := &cobra.Command{
 		Use:   "job ID",
 		Short: "Show one release job; --watch follows it until it ends",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(g.output); err != nil {
+				return err
+			}
 			if watch {
 				// Following a job may take as long as its rollout.
 				g.timeout = 24 * time.Hour
@@ -58,11 +60,20 @@ func newJobCommand(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				return printJobs(cmd.OutOrStdout(), []*fluxdv1.Job{resp.GetJob()}, "table", time.Now())
+				if g.output != "table" {
+					return writeData(cmd.OutOrStdout(), g.output, toJobJSON(resp.GetJob(), time.Now()))
+				}
+				printJob(cmd.OutOrStdout(), resp.GetJob(), time.Now())
+				if log {
+					return printJobLog(ctx, cmd.OutOrStdout(), c, args[0])
+				}
+				return nil
 			})
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the job until it ends")
+	cmd.Flags().BoolVar(&log, "log", false, "print the job's log after it")
+	addOutputFlag(cmd, g)
 	return cmd
 }
 
@@ -96,43 +107,90 @@ func stateName(s fluxdv1.JobState) string {
 }
 
 type jobJSON struct {
-	ID         string     `json:"id"`
-	State      string     `json:"state"`
-	Stage      string     `json:"stage"`
-	Position   int32      `json:"queuePosition,omitempty"`
-	Commit     string     `json:"commit,omitempty"`
-	Error      string     `json:"error,omitempty"`
-	CreatedAt  time.Time  `json:"createdAt"`
-	FinishedAt *time.Time `json:"finishedAt,omitempty"`
+	ID         string       `json:"id"`
+	Type       string       `json:"type,omitempty"`
+	User       string       `json:"user,omitempty"`
+	State      string       `json:"state"`
+	Stage      string       `json:"stage"`
+	Position   int32        `json:"queuePosition,omitempty"`
+	Changes    []changeJSON `json:"changes"`
+	Commit     string       `json:"commit,omitempty"`
+	Error      string       `json:"error,omitempty"`
+	CreatedAt  time.Time    `json:"createdAt"`
+	FinishedAt *time.Time   `json:"finishedAt,omitempty"`
+	// DurationSeconds is from creation to the end, or to now for a job
+	// still live.
+	DurationSeconds float64 `json:"durationSeconds"`
+}
+
+func toJobJSON(j *fluxdv1.Job, now time.Time) jobJSON {
+	jj := jobJSON{ID: j.GetId(), Type: j.GetType(), User: j.GetUser(), State: stateName(j.GetState()), Stage: j.GetStage(), Position: j.GetQueuePosition(),
+		Changes: jobChanges(j), Commit: j.GetCommit(), Error: j.GetError(), CreatedAt: j.GetCreatedAt().AsTime()}
+	end := now
+	if j.GetFinishedAt() != nil {
+		t := j.GetFinishedAt().AsTime()
+		jj.FinishedAt, end = &t, t
+	}
+	jj.DurationSeconds = end.Sub(jj.CreatedAt).Round(time.Millisecond).Seconds()
+	return jj
+}
+
+// jobChanges are the image changes a job's plan makes.
+func jobChanges(j *fluxdv1.Job) []changeJSON {
+	out := []changeJSON{}
+	for _, it := range j.GetPlan().GetItems() {
+		for _, u := range it.GetUpdates() {
+			out = append(out, changeJSON{Service: it.GetService(), Container: u.GetContainer(), From: u.GetCurrent(), To: u.GetTarget()})
+		}
+	}
+	return out
+}
+
+// changesCell says a job's changes in one table cell: the first, and how
+// many more.
+func changesCell(chs []changeJSON) string {
+	if len(chs) == 0 {
+		return "-"
+	}
+	c := chs[0]
+	s := fmt.Sprintf("%s %s: %s -> %s", shortService(c.Service), c.Container, c.From, shortTarget(c.From, c.To))
+	if len(chs) > 1 {
+		s += fmt.Sprintf(" (+%d more)", len(chs)-1)
+	}
+	return s
+}
+
+// shortService drops the namespace and kind of "default:deployment/web"
+// when the table has little room: the JSON keeps the whole ID.
+func shortService(id string) string {
+	if _, name, ok := strings.Cut(id, "/"); ok {
+		return name
+	}
+	return id
 }
 
 func printJobs(w io.Writer, jobs []*fluxdv1.Job, output string, now time.Time) error {
-	if output == "json" {
+	if output != "table" {
 		out := []jobJSON{}
 		for _, j := range jobs {
-			jj := jobJSON{ID: j.GetId(), State: stateName(j.GetState()), Stage: j.GetStage(), Position: j.GetQueuePosition(), Commit: j.GetCommit(), Error: j.GetError(), CreatedAt: j.GetCreatedAt().AsTime()}
-			if j.GetFinishedAt() != nil {
-				t := j.GetFinishedAt().AsTime()
-				jj.FinishedAt = &t
-			}
-			out = append(out, jj)
+			out = append(out, toJobJSON(j, now))
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeData(w, output, out)
 	}
 	if len(jobs) == 0 {
 		_, err := fmt.Fprintln(w, "No jobs.")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tCREATED\tSTATE\tSTAGE\tCOMMIT\tERROR")
+	fmt.Fprintln(tw, "JOB\tCREATED\tTYPE\tUSER\tSTATE\tSTAGE\tTOOK\tCHANGES\tCOMMIT\tERROR")
 	for _, j := range jobs {
-		state := stateName(j.GetState())
+		jj := toJobJSON(j, now)
+		state := jj.State
 		if p := j.GetQueuePosition(); p > 0 {
 			state += fmt.Sprintf(" (#%d)", p)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.12s\t%s\n", j.GetId(), ago(now.Sub(j.GetCreatedAt().AsTime())), state, j.GetStage(), j.GetCommit(), j.GetError())
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%.12s\t%s\n", j.GetId(), ago(now.Sub(jj.CreatedAt)), orDash(jj.Type), orDash(jj.User), state, j.GetStage(),
+			took(time.Duration(jj.DurationSeconds*float64(time.Second))), changesCell(jj.Changes), orDash(j.GetCommit()), j.GetError())
 	}
 	return tw.Flush()
 }
@@ -177,7 +235,7 @@ func followJob(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, id
 		fmt.Fprintf(w, "Released: commit %.12s pushed, applied and rolled out.\n", last.GetCommit())
 		return nil
 	case fluxdv1.JobState_JOB_STATE_CANCELLED:
-		return fmt.Errorf("job %s was cancelled: %s", id, last.GetError())
+		return cancelledError(id, last.GetError())
 	case fluxdv1.JobState_JOB_STATE_FAILED:
 		return fmt.Errorf("job %s failed: %s", id, last.GetError())
 	}
@@ -207,3 +265,75 @@ func (v *lineView) update(u *fluxdv1.WatchJobResponse) {
 }
 
 func (v *lineView) close() {}
+
+// cancelledError says a job was cancelled once: the job's own error already
+// starts with "cancelled" ("cancelled while queued", "cancelled: ...").
+func cancelledError(id, why string) error {
+	why = strings.TrimPrefix(why, "cancelled: ")
+	if strings.HasPrefix(why, "cancelled") {
+		return fmt.Errorf("job %s was %s", id, why)
+	}
+	return fmt.Errorf("job %s was cancelled: %s", id, why)
+}
+
+// took is a duration as a person reads it.
+func took(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Hour:
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Minute).String()
+}
+
+// printJob shows one job: what it is, how it went, and its plan.
+func printJob(w io.Writer, j *fluxdv1.Job, now time.Time) {
+	jj := toJobJSON(j, now)
+	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	state := jj.State
+	if jj.Position > 0 {
+		state += fmt.Sprintf(" (position %d in the queue)", jj.Position)
+	}
+	fmt.Fprintf(tw, "Job:\t%s\n", jj.ID)
+	fmt.Fprintf(tw, "Type:\t%s\n", orDash(jj.Type))
+	fmt.Fprintf(tw, "User:\t%s\n", orDash(jj.User))
+	fmt.Fprintf(tw, "State:\t%s (stage %s)\n", state, jj.Stage)
+	fmt.Fprintf(tw, "Created:\t%s (%s)\n", jj.CreatedAt.Local().Format("2006-01-02 15:04:05"), ago(now.Sub(jj.CreatedAt)))
+	if jj.FinishedAt != nil {
+		fmt.Fprintf(tw, "Ended:\t%s, after %s\n", jj.FinishedAt.Local().Format("2006-01-02 15:04:05"), took(time.Duration(jj.DurationSeconds*float64(time.Second))))
+	}
+	if jj.Commit != "" {
+		fmt.Fprintf(tw, "Commit:\t%s\n", jj.Commit)
+	}
+	if jj.Error != "" {
+		fmt.Fprintf(tw, "Error:\t%s\n", jj.Error)
+	}
+	tw.Flush()
+	if len(jj.Changes) > 0 {
+		fmt.Fprintln(w, "Changes:")
+		for _, c := range jj.Changes {
+			fmt.Fprintf(w, "  %s %s: %s -> %s\n", c.Service, c.Container, c.From, shortTarget(c.From, c.To))
+		}
+	}
+}
+
+// printJobLog prints a job's log, every page of it.
+func printJobLog(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, id string) error {
+	fmt.Fprintln(w, "Log:")
+	var after int64
+	for {
+		resp, err := c.GetJobLog(ctx, &fluxdv1.GetJobLogRequest{Id: id, After: after})
+		if err != nil {
+			return err
+		}
+		lines := resp.GetLines()
+		if len(lines) == 0 {
+			return nil
+		}
+		for _, l := range lines {
+			fmt.Fprintf(w, "  %s  %-12s %s\n", l.GetTime().AsTime().Local().Format("15:04:05.000"), l.GetStage(), l.GetText())
+			after = l.GetSeq()
+		}
+	}
+}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -128,10 +127,8 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 			rows = append(rows, row)
 		}
 	}
-	if output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rows)
+	if output != "table" {
+		return writeData(w, output, rows)
 	}
 	// Notes on a container (warnings, a refresh under way, paging) go
 	// below the table, so that a long one does not widen the IMAGE column.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -88,7 +87,7 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 	if err != nil {
 		return err
 	}
-	if output == "json" {
+	if output != "table" {
 		out := []serviceJSON{}
 		for _, s := range resp.GetServices() {
 			sj := serviceJSON{ID: s.GetId(), Status: s.GetStatus(), InGit: s.GetInGit(), Automated: s.GetAutomated(), Locked: s.GetLocked(), LockMsg: s.GetLockMessage(), Containers: []containerJSON{}}
@@ -109,9 +108,15 @@ func runListServices(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClie
 			}
 			out = append(out, sj)
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeData(w, output, out)
+	}
+	if len(resp.GetServices()) == 0 {
+		if namespace != "" {
+			_, err := fmt.Fprintf(w, "No services in namespace %q: it is empty, does not exist, or is not one fluxd watches (its --watch-namespace) or may show to your token's instance. 'fluxctl list-services' without -n lists every namespace's.\n", namespace)
+			return err
+		}
+		_, err := fmt.Fprintln(w, "No services: fluxd sees no workload in the namespaces it watches, nor any in git under its --git-path.")
+		return err
 	}
 	// The SYNC and GOAL columns show only when fluxd syncs or an image
 	// differs from git's, so the common table stays narrow.

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -121,5 +122,24 @@ func TestLockNote(t *testing.T) {
 		if got := lockNote(&fluxdv1.Service{Locked: true, LockMessage: tc.msg, LockedBy: tc.by}); got != tc.want {
 			t.Errorf("lockNote(%q, by %q) = %q, want %q", tc.msg, tc.by, got, tc.want)
 		}
+	}
+}
+
+// An empty or unknown namespace is said to be one, not shown as a bare
+// header.
+func TestListServicesEmptyNamespace(t *testing.T) {
+	var out bytes.Buffer
+	if err := runListServices(context.Background(), &out, stubClient{}, "nope", "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), `No services in namespace "nope"`) {
+		t.Errorf("got:\n%s", out.String())
+	}
+	out.Reset()
+	if err := runListServices(context.Background(), &out, stubClient{}, "", "table"); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(out.String(), "No services:") {
+		t.Errorf("got:\n%s", out.String())
 	}
 }

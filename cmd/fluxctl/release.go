@@ -67,7 +67,7 @@ exits non-zero if it failed.`,
 	f.BoolVar(&rf.spec.All, "all", false, "release all services")
 	f.StringSliceVarP(&rf.spec.Files, "file", "f", nil, "release the services defined in this file of the repository (repeatable)")
 	f.StringSliceVar(&rf.spec.Exclude, "exclude", nil, "service to leave out (repeatable)")
-	f.StringVarP(&rf.spec.Image, "update-image", "i", "", "image reference to release")
+	f.StringVarP(&rf.spec.Image, "update-image", "i", "", "image to release: REPOSITORY:TAG, or a tag alone (1.2.0) for the named services' own repository")
 	f.BoolVar(&rf.spec.AllLatest, "update-all-images", false, "release the newest image of every container")
 	f.BoolVar(&rf.dryRun, "dry-run", false, "only show the plan; change nothing")
 	f.BoolVarP(&rf.yes, "yes", "y", false, "release without asking for confirmation")
@@ -75,7 +75,7 @@ exits non-zero if it failed.`,
 	f.BoolVar(&rf.rollback, "rollback-on-failure", false, "if the rollout fails, revert the release (a new commit, re-applied and followed)")
 	f.DurationVar(&rf.rolloutTimeout, "rollout-timeout", 0, "fail the release if its rollout takes longer (default: fluxd's --rollout-timeout)")
 	f.BoolVar(&rf.spec.Force, "force", false, "release named services even if locked, and pin manifests whose images have no tag")
-	f.StringVar(&rf.spec.User, "user", "", "who is releasing (default: $USER)")
+	f.StringVar(&rf.spec.User, "user", "", "who is releasing: a name, or git's form \"Jane Doe <jane@example.com>\" (default: git config user.name and user.email, else $USER)")
 	f.StringVarP(&rf.spec.Message, "message", "m", "", "why")
 	return cmd
 }

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"encoding/json"
+	"io"
+	"slices"
+
 	"context"
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"os/user"
+	"sigs.k8s.io/yaml"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -52,6 +59,7 @@ func newRootCommand() (*cobra.Command, *globals) {
 		newSyncCommand(g),
 		newListImagesCommand(g),
 		newReleaseCommand(g),
+		newRollbackCommand(g),
 		newPolicyCommand(g),
 		newAutomateCommand(g),
 		newDeautomateCommand(g),
@@ -64,6 +72,7 @@ func newRootCommand() (*cobra.Command, *globals) {
 		newNotifyCommand(g),
 		newInstallCommand(),
 	)
+	wireCompletions(root, g)
 	return root, g
 }
 
@@ -95,21 +104,63 @@ func (g *globals) call(ctx context.Context, fn func(context.Context, fluxdv1.Flu
 	return fn(ctx, fluxdv1.NewFluxServiceClient(conn))
 }
 
-// addOutputFlag adds -o to a listing command.
-func addOutputFlag(cmd *cobra.Command, g *globals) {
-	cmd.Flags().StringVarP(&g.output, "output", "o", "table", "output format: table or json")
+// callUnbounded is call without the --timeout: for a call that lasts as
+// long as the work it waits for, which fluxd bounds itself.
+func (g *globals) callUnbounded(ctx context.Context, fn func(context.Context, fluxdv1.FluxServiceClient) error) error {
+	conn, err := dial(g.url, g.token, g.caFile, g.certFile, g.keyFile)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	return fn(ctx, fluxdv1.NewFluxServiceClient(conn))
 }
 
+// addOutputFlag adds -o to a listing command.
+func addOutputFlag(cmd *cobra.Command, g *globals) {
+	cmd.Flags().StringVarP(&g.output, "output", "o", "table", "output format: table, json or yaml")
+	_ = cmd.RegisterFlagCompletionFunc("output", fixed(outputs))
+}
+
+// outputs are the values of -o.
+var outputs = []string{"table", "json", "yaml"}
+
 func checkOutput(o string) error {
-	if o != "table" && o != "json" {
-		return errors.New("-o " + o + ": use table or json")
+	if !slices.Contains(outputs, o) {
+		return errors.New("-o " + o + ": use table, json or yaml")
 	}
 	return nil
 }
 
-// currentUser names who runs fluxctl, for commits and history: $USER, else
-// the account name.
+// writeData prints v, a command's JSON form, as -o asked: indented JSON,
+// or the same document as YAML (keys sorted).
+func writeData(w io.Writer, output string, v any) error {
+	if output == "yaml" {
+		j, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		y, err := yaml.JSONToYAML(j)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(y)
+		return err
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// currentUser names who runs fluxctl, for commits and history, as Flux
+// v1's fluxctl did: git's "Name <email>" from git config user.name and
+// user.email where git has them, else $USER, else the account name.
 func currentUser() string {
+	if name := gitConfig("user.name"); name != "" {
+		if email := gitConfig("user.email"); email != "" {
+			return name + " <" + email + ">"
+		}
+		return name
+	}
 	if u := os.Getenv("USER"); u != "" {
 		return u
 	}
@@ -117,4 +168,16 @@ func currentUser() string {
 		return u.Username
 	}
 	return ""
+}
+
+// gitConfig is one value of git's configuration, or "" when git is not
+// installed or the key is not set.
+func gitConfig(key string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "git", "config", "--get", key).Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
 }

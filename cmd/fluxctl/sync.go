@@ -2,7 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -14,26 +14,78 @@ import (
 )
 
 func newSyncCommand(g *globals) *cobra.Command {
-	var dryRun bool
+	var dryRun, noWait bool
 	cmd := &cobra.Command{
 		Use:   "sync",
 		Short: "Apply git to the cluster now (fluxd started with --sync-interval)",
 		Long: "Fetch git and apply every object under fluxd's --git-path now, instead of at the next\n" +
 			"commit or --sync-interval. With --dry-run, change nothing and print what would change,\n" +
-			"object by object, with the fields that differ.",
+			"object by object, with the fields that differ. It waits for the sync however long it\n" +
+			"takes (fluxd bounds it with --sync-timeout; --timeout, when given, bounds the wait),\n" +
+			"saying every 10 s that it is still syncing; --no-wait starts it and returns at once.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkOutput(g.output); err != nil {
 				return err
 			}
-			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+			if noWait && dryRun {
+				return errors.New("--no-wait and --dry-run together: a dry run's answer is its report; drop --no-wait")
+			}
+			if noWait {
+				return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+					return startSync(ctx, cmd.OutOrStdout(), c)
+				})
+			}
+			// A sync takes as long as it takes (fluxd bounds it with
+			// --sync-timeout): --timeout bounds it only when given.
+			call := g.callUnbounded
+			if cmd.Flags().Changed("timeout") {
+				call = g.call
+			}
+			return call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+				stop := progress(cmd.ErrOrStderr(), "syncing", 10*time.Second)
+				defer stop()
 				return runSync(ctx, cmd.OutOrStdout(), c, dryRun, g.output)
 			})
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "change nothing: print what a sync would change")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "start the sync and return at once; its outcome is in 'fluxctl history' and on the status page")
 	addOutputFlag(cmd, g)
 	return cmd
+}
+
+// startSync starts a sync without waiting for it.
+func startSync(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient) error {
+	resp, err := c.Sync(ctx, &fluxdv1.SyncRequest{NoWait: true})
+	if err != nil {
+		return err
+	}
+	if !resp.GetStarted() {
+		return errors.New("fluxd did not say it started the sync (an older fluxd ignores --no-wait?); run 'fluxctl sync' without it")
+	}
+	fmt.Fprintln(w, "Sync started: fluxd fetches git and applies it now. 'fluxctl history' shows what it changed.")
+	return nil
+}
+
+// progress writes "still <what> (Ns)" to w every interval until stopped,
+// so that a long call is seen to be alive.
+func progress(w io.Writer, what string, interval time.Duration) (stop func()) {
+	done := make(chan struct{})
+	start := time.Now()
+	go func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				fmt.Fprintf(w, "still %s (%s)...\n", what, time.Since(start).Round(time.Second))
+			}
+		}
+	}()
+	return func() { close(done) }
 }
 
 type syncObjectJSON struct {
@@ -65,14 +117,12 @@ func runSync(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, dryR
 	for _, o := range resp.GetObjects() {
 		failed = failed || o.GetAction() == "failed"
 	}
-	if output == "json" {
+	if output != "table" {
 		out := syncJSON{Revision: resp.GetRevision(), DryRun: resp.GetDryRun(), Objects: []syncObjectJSON{}, Problems: resp.GetProblems(), Error: resp.GetError(), DurationMs: resp.GetDurationMs()}
 		for _, o := range resp.GetObjects() {
 			out.Objects = append(out.Objects, syncObjectJSON{o.GetObject(), o.GetSource(), o.GetAction(), o.GetError(), o.GetDiff()})
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(out); err != nil {
+		if err := writeData(w, output, out); err != nil {
 			return err
 		}
 	} else {

@@ -44,6 +44,17 @@ func registryKeychains(ctx context.Context, cluster secretReader, secrets []stri
 	}, credentialsTTL)}
 	if len(secrets) > 0 {
 		names := append([]string(nil), secrets...)
+		// Read and checked now: a malformed Secret fails the start,
+		// naming what is wrong, rather than being passed over later.
+		cfgs, err := cluster.NamedSecrets(ctx, names)
+		if err != nil {
+			return nil, fmt.Errorf("--registry-secret: %w", err)
+		}
+		for i, cfg := range cfgs {
+			if err := oci.CheckDockerConfig("--registry-secret "+names[i], cfg); err != nil {
+				return nil, err
+			}
+		}
 		keychains = append(keychains, oci.NewSecretKeychain(func(ctx context.Context) ([]oci.Credentials, error) {
 			cfgs, err := cluster.NamedSecrets(ctx, names)
 			if err != nil {

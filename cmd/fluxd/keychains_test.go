@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -82,5 +84,54 @@ func TestRegistryKeychains(t *testing.T) {
 	}
 	if _, err := registryKeychains(context.Background(), cluster, nil, filepath.Join(t.TempDir(), "missing.yaml")); err == nil {
 		t.Error("a missing --registry-credentials file was accepted")
+	}
+}
+
+// A malformed --registry-secret or --registry-credentials fails the
+// start, naming what is wrong (and never quoting a password).
+func TestMalformedRegistryCredentialsFailAtStart(t *testing.T) {
+	dir := t.TempDir()
+	file := func(content string) string {
+		p := filepath.Join(dir, strconv.Itoa(len(content))+".yaml")
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cluster := fakeSecrets{named: map[string][]byte{
+		"ops/notjson":  []byte(`{"auths": hunter2`),
+		"ops/empty":    []byte(`{"auths":{}}`),
+		"ops/badhost":  []byte(`{"auths":{"not a host/x":{"username":"u","password":"hunter2"}}}`),
+		"ops/nocreds":  []byte(`{"auths":{"r.example":{}}}`),
+		"ops/regcred":  config("ops"),
+		"ops/badauth":  []byte(`{"auths":{"r.example":{"auth":"%%%hunter2"}}}`),
+		"ops/dockerio": []byte(`{"auths":{"https://index.docker.io/v1/":{"username":"u","password":"pw"}}}`),
+	}}
+	for _, tc := range []struct {
+		name, credFile string
+		secrets        []string
+		want           string // "" accepted
+	}{
+		{"secret not JSON", "", []string{"ops/notjson"}, "--registry-secret ops/notjson"},
+		{"secret without registries", "", []string{"ops/empty"}, "holds no registry credentials"},
+		{"secret with a bad host", "", []string{"ops/badhost"}, `"not a host/x" is not a registry host`},
+		{"secret without credentials", "", []string{"ops/nocreds"}, "registry r.example has no username"},
+		{"secret with bad auth", "", []string{"ops/badauth"}, "--registry-secret ops/badauth"},
+		{"a good secret", "", []string{"ops/regcred"}, ""},
+		{"docker's own Hub key", "", []string{"ops/dockerio"}, ""},
+		{"file with a bad host", file("registries:\n  'https://r.example/x y': {username: u, password: hunter2}\n"), nil, "is not a registry host"},
+		{"file entry without credentials", file("registries:\n  r.example: {username: u}\n"), nil, "neither a username with a password"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := registryKeychains(context.Background(), cluster, tc.secrets, tc.credFile)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			case err != nil && strings.Contains(err.Error(), "hunter2"):
+				t.Fatalf("the error quotes a secret: %v", err)
+			}
+		})
 	}
 }

@@ -57,6 +57,7 @@ type flags struct {
 	historyDBStatementTimeout time.Duration
 
 	gitURL, gitBranch         string
+	gitAllowInsecure          bool
 	gitPaths                  []string
 	gitUser, gitEmail         string
 	gitPollInterval           time.Duration
@@ -75,6 +76,7 @@ type flags struct {
 	webListen                 string
 	webAllowWithoutClientCert bool
 	webSecureCookie           bool
+	webTrustedProxies         []string
 	webhookSecretFile         string
 	registryRate              float64
 	registryBurst             int
@@ -90,6 +92,8 @@ type flags struct {
 	listMin, listMax       time.Duration
 	registryCredentials    string
 	registryPageSize       int
+	registryMaxTagPages    int
+	registryMaxTagBytes    int64
 	registrySecrets        []string
 
 	kubeQPS   float32
@@ -131,6 +135,7 @@ func newRootCommand() *cobra.Command {
 	fs.IntVar(&f.historyDBMaxConns, "history-db-max-conns", 10, "PostgreSQL connections fluxd may open (0 to 1000; every replica opens this many)")
 	fs.DurationVar(&f.historyDBStatementTimeout, "history-db-statement-timeout", 30*time.Second, "PostgreSQL ends a statement that runs longer, in whole milliseconds rounded up (0: never)")
 	fs.StringVar(&f.gitURL, "git-url", "", "git remote of the manifests: file://, http(s):// (credentials in the URL are never logged), ssh://[git@]host[:port]/path or git@host:path")
+	fs.BoolVar(&f.gitAllowInsecure, "git-allow-insecure", false, "accept a plaintext --git-url (http://, git://) to a host other than this one: whoever is on the network path could change what fluxd applies (credentials in such a URL are always warned about)")
 	fs.StringVar(&f.gitSSHKeyFile, "git-ssh-key-file", "", "private key (ed25519 recommended, no passphrase) for an SSH --git-url (default: one fluxd generates and keeps in STATE_DIR/ssh/identity; 'fluxctl identity' prints its public key)")
 	fs.StringVar(&f.gitSSHKeySecret, "git-ssh-key-secret", "", "keep the SSH key in this Kubernetes Secret, NAME in $POD_NAMESPACE or NAMESPACE/NAME, under the key \"identity\": read from it, or generated and written into it when it holds none (the Secret must exist; the install ships it empty). Replaces --git-ssh-key-file")
 	fs.DurationVar(&f.gitCloneRetryMax, "git-clone-retry-max", time.Minute, "while the first clone fails (remote unreachable, deploy key not added yet), fluxd serves and retries it, waiting 1s, then twice as long each time up to this")
@@ -150,6 +155,7 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.webhookListen, "webhook-listen", "", "address for registry push webhooks at POST /v1/notify (default: off)")
 	fs.StringVar(&f.webListen, "web-listen", "", "address for the status page, e.g. 127.0.0.1:3031 (default: off); sign in with an API token. With --tls-client-ca-file it requires client certificates as the API does")
 	fs.BoolVar(&f.webSecureCookie, "web-secure-cookie", false, "the status page is reached over HTTPS through a TLS-terminating proxy: make its session cookie Secure (named __Host-fluxd_session) and send HSTS, as under --tls-cert-file")
+	fs.StringSliceVar(&f.webTrustedProxies, "web-trusted-proxies", nil, "CIDRs (or addresses) of the proxies in front of the status page, e.g. an Ingress controller's pod network: the client's address is read from their X-Forwarded-For (for counting failed sign-ins per client); default none, the connection's address")
 	fs.BoolVar(&f.webAllowWithoutClientCert, "web-allow-without-client-cert", false, "with --tls-client-ca-file: serve the status page without asking for a client certificate (the API still requires one; a token is still needed)")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the webhooks' shared secret (required with --webhook-listen)")
 	fs.Float64Var(&f.registryRate, "registry-rate", 100, "registry requests per second per host; a 429 halves it for that host, successes restore it")
@@ -161,6 +167,8 @@ func newRootCommand() *cobra.Command {
 	fs.DurationVar(&f.automationShort, "automation-short-wait", 15*time.Second, "automator: wait after a release before checking the service again")
 	fs.DurationVar(&f.automationLong, "automation-long-wait", time.Minute, "automator: wait after a check that found nothing newer")
 	fs.DurationVar(&f.automationMaxBackoff, "automation-max-backoff", 10*time.Minute, "automator: longest wait before retrying a failing service (the wait doubles per failure from --automation-short-wait)")
+	fs.IntVar(&f.registryMaxTagPages, "registry-max-tag-pages", oci.DefaultMaxTagPages, "most tag-list pages fluxd follows for one repository; a registry that pages on and on fails with an error saying so")
+	fs.Int64Var(&f.registryMaxTagBytes, "registry-max-tag-list-bytes", oci.DefaultMaxTagListBytes, "most bytes fluxd reads of one repository's tag list, across its pages")
 	fs.IntVar(&f.registryPageSize, "registry-page-size", 1000, "tags per tag-list page asked of registries (the n parameter); smaller for registries that reject large pages, 0 to send none")
 	fs.StringVar(&f.registryCredentials, "registry-credentials", "", "YAML file of per-registry credentials: registries: {HOST: {username, password | passwordFile | token}}; re-read every minute and after a 401")
 	fs.StringSliceVar(&f.registrySecrets, "registry-secret", nil, "NAMESPACE/NAME of a dockerconfigjson Secret with registry credentials for every workload (repeatable); re-read every minute and after a 401")
@@ -239,7 +247,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	gcfg := gogit.Config{
 		URL: f.gitURL, Branch: f.gitBranch, Paths: f.gitPaths,
 		User: f.gitUser, Email: f.gitEmail, Dir: filepath.Join(f.stateDir, "repo"), Timeout: f.gitTimeout,
-		SSHKeyFile: f.gitSSHKeyFile, KnownHostsFile: f.gitSSHKnownHostsFile,
+		SSHKeyFile: f.gitSSHKeyFile, KnownHostsFile: f.gitSSHKnownHostsFile, AllowInsecure: f.gitAllowInsecure,
 	}
 	if f.gitSSHKeySecret != "" && f.gitSSHKeyFile != "" {
 		return errors.New("invalid configuration: --git-ssh-key-secret and --git-ssh-key-file both name the SSH key; give one")
@@ -253,8 +261,12 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		gcfg.SSHKeySource = "the Secret " + f.gitSSHKeySecret
 		gcfg.SSHKey = []byte("-")
 	}
-	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax)); err != nil {
+	proxiesErr := validateWebProxies(f.webTrustedProxies)
+	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax), proxiesErr); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", indent(err))
+	}
+	if w := gogit.PlaintextWarning(f.gitURL); w != "" {
+		log.Warn(w, "component", "git")
 	}
 	// Ends the clone's retries on any return below.
 	ctx, stop := context.WithCancel(ctx)
@@ -296,6 +308,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	warnUnscoped(tokens.Instances(), log)
 
 	kcfg := kube.Config{Kubeconfig: f.kubeconfig, Context: f.kubeContext, Namespaces: f.namespaces, QPS: f.kubeQPS, Burst: f.kubeBurst}
 	rc, err := kube.RESTConfig(kcfg)
@@ -337,7 +350,8 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		Rate:       oci.RateConfig{Rate: f.registryRate, Burst: f.registryBurst},
 		RecheckMin: f.recheckMin, RecheckMax: f.recheckMax,
 		ListMin: f.listMin, ListMax: f.listMax,
-		PageSize: pageSize(f.registryPageSize),
+		PageSize:    pageSize(f.registryPageSize),
+		MaxTagPages: f.registryMaxTagPages, MaxTagListBytes: f.registryMaxTagBytes,
 	})
 	if err != nil {
 		return err
@@ -396,7 +410,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return ctx.Err()
 	}
 	engine := release.NewEngine(repo, images, cluster, store, log)
-	syncs, err := newSyncer(f.sync, syncSource(gcfg.URL, gcfg.Branch, gcfg.Paths), rc, engine, store, reg, log)
+	guard := newGuard(ctx, f.sync, rc, log)
+	cluster.SetGuard(guard)
+	syncs, err := newSyncer(f.sync, syncSource(gcfg.URL, gcfg.Branch, gcfg.Paths), rc, guard, engine, store, reg, log)
 	if err != nil {
 		return err
 	}
@@ -417,17 +433,20 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	}
 	jobs := release.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
 	jobs.Instrument(release.NewMetrics(reg))
-	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg}, engine, jobs, clock.RealClock{}, log)
+	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg, Scopes: tokens.ScopeOf}, engine, jobs, clock.RealClock{}, log)
 	jobs.OnEnd(func(history.Job) { auto.Poke() })
 	// Ready is what the health service (Kubernetes' readiness probe)
 	// reports, besides the git remote's state: the cluster caches and the
 	// database.
-	ready := func(ctx context.Context) error { return errors.Join(cluster.Ready(ctx), store.Ping(ctx)) }
+	ready := func(ctx context.Context) error {
+		return errors.Join(daemon.NotReady("cluster", cluster.Ready(ctx)), daemon.NotReady("database", store.Ping(ctx)))
+	}
 	deps := daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo, SSHKey: repo, Ready: ready}
 	if syncs != nil {
 		deps.Sync = syncs
 	}
 	d := daemon.New(cfg, deps, log)
+	engine.OnRevision(d.GitMoved)
 	registerGitMetrics(reg, repo)
 	srv := daemon.NewServer(d, tokens, log, daemon.WithMetrics(reg))
 	// Only the leader runs jobs and automation: first it carries on with
@@ -509,6 +528,10 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 			return err
 		}
 		srv.FollowLeader(self, leadership, peer)
+		if peer != nil {
+			// A forwarded call is taken only with a replica certificate.
+			srv.RequireReplicaCerts(peer.RootCAs)
+		}
 		g.Go(func() error {
 			// Campaign only once cloned: a replica that cannot reach git
 			// would hold the Lease and lead nothing (lead waits for the
@@ -533,10 +556,13 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		}
 		return nil
 	})
-	health.serve(d.HealthHandler())
+	health.serve(d.HealthHandlerWith(tokens))
 	if wh != nil {
 		if f.leaderElect {
 			wh.FollowLeader(leadership, peer)
+			if peer != nil {
+				wh.RequireReplicaCerts(peer.RootCAs)
+			}
 		}
 		g.Go(func() error { wh.Run(ctx); return nil })
 		g.Go(func() error { return serveHTTP(ctx, wlis, wh, "webhooks", log) })

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/platform/kube/gitguard"
 	"github.com/fluxd/fluxd/platform/kube/sync"
 	"github.com/fluxd/fluxd/release"
 	"github.com/fluxd/fluxd/syncer"
@@ -20,14 +22,17 @@ import (
 
 // syncFlags are the continuous sync's flags.
 type syncFlags struct {
-	interval  time.Duration
-	prune     bool
-	pruneNS   bool
-	pruneAll  bool
-	deny      []string
-	nss       []string
-	inventory string
-	timeout   time.Duration
+	interval time.Duration
+	prune    bool
+	pruneNS  bool
+	pruneAll bool
+	deny     []string
+	// allowConversion, allowOwnNS and allowOwnSA lift the guard's
+	// default refusals (gitguard.Config).
+	allowConversion, allowOwnNS, allowOwnSA bool
+	nss                                     []string
+	inventory                               string
+	timeout                                 time.Duration
 }
 
 func (f *syncFlags) register(fs *pflag.FlagSet) {
@@ -35,7 +40,10 @@ func (f *syncFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.prune, "sync-prune", false, "with --sync-interval: delete objects fluxd applied that have left git (never others; an object annotated fluxd.io/prune: disabled is kept)")
 	fs.BoolVar(&f.pruneNS, "sync-prune-namespaces", false, "with --sync-prune: also delete Namespaces and CustomResourceDefinitions that left git, and so everything in them (without it, only one annotated fluxd.io/prune: enabled)")
 	fs.BoolVar(&f.pruneAll, "sync-prune-all", false, "with --sync-prune: prune even when git holds nothing or more than half of what fluxd created left git at once (held back and reported otherwise, as an empty checkout or a wrong --git-path looks like that)")
-	fs.StringSliceVar(&f.deny, "sync-deny-kinds", kubesync.DefaultDenyKinds, "kinds (KIND or KIND.GROUP) git may not apply: whoever can push to git gets what fluxd's RBAC allows, so cluster-wide RBAC and admission webhooks/policies are refused by default; --sync-deny-kinds= (empty) allows every kind")
+	fs.StringSliceVar(&f.deny, "sync-deny-kinds", gitguard.DefaultDenyKinds, "kinds (KIND or KIND.GROUP) git may not apply: whoever can push to git gets what fluxd's RBAC allows, so cluster-wide RBAC, admission webhooks/policies and APIServices are refused by default; --sync-deny-kinds= (empty) allows every kind")
+	fs.BoolVar(&f.allowConversion, "sync-allow-conversion-webhooks", false, "let git apply CustomResourceDefinitions whose conversion calls a webhook (refused by default: the API server would send every object of the kind to the Service a commit names)")
+	fs.BoolVar(&f.allowOwnNS, "sync-allow-own-namespace", false, "let git apply objects in fluxd's own namespace ($POD_NAMESPACE and its ServiceAccount's), by the sync or a release (refused by default: fluxd's Secrets, RBAC and Deployment live there)")
+	fs.BoolVar(&f.allowOwnSA, "sync-allow-own-service-account", false, "let git apply pods (in any workload, by the sync or a release) that run as fluxd's ServiceAccount, and token Secrets for it (refused by default: they would have fluxd's rights)")
 	fs.StringSliceVar(&f.nss, "sync-namespaces", nil, "the only namespaces git may apply namespaced objects (and Namespaces) to (default: any)")
 	fs.StringVar(&f.inventory, "sync-inventory", "", "NAMESPACE/NAME of the ConfigMap where the sync lists what it applied, for --sync-prune (default: $POD_NAMESPACE/fluxd-sync-HASH, HASH derived from --git-url, --git-branch and --git-path, so that two fluxd instances never share one); a sync finding an inventory written for another source prunes nothing")
 	fs.DurationVar(&f.timeout, "sync-timeout", 5*time.Minute, "how long one sync may take")
@@ -44,7 +52,7 @@ func (f *syncFlags) register(fs *pflag.FlagSet) {
 // newSyncer builds the sync from its flags, or returns nil when it is off.
 // The sync reads git through the release engine (one clone, one fetch for
 // both) and is kicked by every fetch that finds a new commit.
-func newSyncer(f syncFlags, source string, rc *rest.Config, engine *release.Engine, rec syncer.Recorder, reg prometheus.Registerer, log *slog.Logger) (*syncer.Syncer, error) {
+func newSyncer(f syncFlags, source string, rc *rest.Config, guard *gitguard.Guard, engine *release.Engine, rec syncer.Recorder, reg prometheus.Registerer, log *slog.Logger) (*syncer.Syncer, error) {
 	if f.interval == 0 {
 		if f.prune {
 			return nil, errors.New("--sync-prune needs --sync-interval: fluxd prunes only when it syncs")
@@ -56,7 +64,7 @@ func newSyncer(f syncFlags, source string, rc *rest.Config, engine *release.Engi
 	}
 	ns, name, ok := strings.Cut(f.inventory, "/")
 	cfg := syncer.Config{Interval: f.interval, Prune: f.prune, Timeout: f.timeout}
-	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name, Source: source, PruneNamespaces: f.pruneNS, PruneAll: f.pruneAll, DenyKinds: f.deny, Namespaces: f.nss}
+	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name, Source: source, PruneNamespaces: f.pruneNS, PruneAll: f.pruneAll, Guard: guard, Namespaces: f.nss}
 	var errs []error
 	if !ok || ns == "" || name == "" {
 		errs = append(errs, fmt.Errorf("--sync-inventory %q is not NAMESPACE/NAME", f.inventory))
@@ -72,6 +80,20 @@ func newSyncer(f syncFlags, source string, rc *rest.Config, engine *release.Engi
 	engine.OnRevision(s.Kick)
 	registerSyncMetrics(reg, s)
 	return s, nil
+}
+
+// newGuard is what git may apply, by the sync and by releases, from the
+// flags and who fluxd is in the cluster (asked of the API server once, at
+// start).
+func newGuard(ctx context.Context, f syncFlags, rc *rest.Config, log *slog.Logger) *gitguard.Guard {
+	self, err := gitguard.Discover(ctx, rc, gitguard.PodNamespace())
+	if err != nil {
+		log.Warn("cannot tell fluxd's ServiceAccount: git's pods that would run as it cannot be refused", "component", "sync", "error", err)
+	}
+	log.Info("git may not apply objects in fluxd's namespace nor pods running as its ServiceAccount", "component", "sync", "self", self.String(),
+		"allow_own_namespace", f.allowOwnNS, "allow_own_service_account", f.allowOwnSA)
+	return gitguard.New(gitguard.Config{DenyKinds: f.deny, AllowConversionWebhooks: f.allowConversion, Self: self,
+		AllowOwnNamespace: f.allowOwnNS, AllowOwnServiceAccount: f.allowOwnSA})
 }
 
 // syncSource names what the sync applies, credentials left out of the
@@ -101,13 +123,14 @@ var (
 	syncFailedDesc   = prometheus.NewDesc("fluxd_sync_failed", "1 when the last sync failed, on any object or file.", nil, nil)
 	syncObjectsDesc  = prometheus.NewDesc("fluxd_sync_objects", "Objects the last sync applied or found unchanged.", nil, nil)
 	syncFailedObjs   = prometheus.NewDesc("fluxd_sync_failed_objects", "Objects the last sync could not apply, and files it could not read.", nil, nil)
+	syncRequestsDesc = prometheus.NewDesc("fluxd_sync_kube_requests", "Requests the last sync sent to the Kubernetes API server (a sync that finds nothing changed sends a few, whatever the number of objects).", nil, nil)
 )
 
 // syncCollector exports the last sync's report, when there is one.
 type syncCollector struct{ s *syncer.Syncer }
 
 func (c syncCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{syncLastDesc, syncDurationDesc, syncFailedDesc, syncObjectsDesc, syncFailedObjs} {
+	for _, d := range []*prometheus.Desc{syncLastDesc, syncDurationDesc, syncFailedDesc, syncObjectsDesc, syncFailedObjs, syncRequestsDesc} {
 		ch <- d
 	}
 }
@@ -126,4 +149,7 @@ func (c syncCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(syncFailedDesc, prometheus.GaugeValue, failed)
 	ch <- prometheus.MustNewConstMetric(syncObjectsDesc, prometheus.GaugeValue, float64(len(r.Results)-r.Count(platform.ActionFailed)))
 	ch <- prometheus.MustNewConstMetric(syncFailedObjs, prometheus.GaugeValue, float64(r.Count(platform.ActionFailed)+len(r.Problems)))
+	if r.Requests >= 0 {
+		ch <- prometheus.MustNewConstMetric(syncRequestsDesc, prometheus.GaugeValue, float64(r.Requests))
+	}
 }

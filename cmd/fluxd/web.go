@@ -32,25 +32,42 @@ func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Serve
 	// A pass of the automator may change any service's state: the event
 	// carries nothing, the page reads its services again.
 	auto.OnChange(func() { hub.Publish("", "automation", &emptypb.Empty{}) })
-	// A notification goes to every instance only when a service uses its
-	// repository (every instance sees every service, so it tells them
-	// nothing new); a repository no service uses is nobody's business,
-	// and its name is not passed on.
+	// A notification goes to the instances whose scope holds a service
+	// that uses its repository (every unscoped instance sees every
+	// service, so it tells them nothing new); a repository no service in
+	// a caller's scope uses is none of its business, and its name is not
+	// passed on.
 	d.OnNotify(func(repo string, tags int) {
 		at := time.Now()
 		go func() {
 			svcs, err := d.Services(ctx, auth.Identity{}, "")
-			if err != nil || !usesRepository(svcs, repo) {
+			if err != nil {
 				return
 			}
-			hub.Publish("", "notify", &fluxdv1.ImageNotification{Repository: repo, Tags: int32(tags), At: timestamppb.New(at)})
+			users := usesRepository(svcs, repo)
+			if len(users) == 0 {
+				return
+			}
+			audience := func(id auth.Identity) bool {
+				for _, s := range users {
+					if id.Scope.Contains(s.ID.Namespace, s.File()) {
+						return true
+					}
+				}
+				return false
+			}
+			hub.PublishTo(audience, "notify", &fluxdv1.ImageNotification{Repository: repo, Tags: int32(tags), At: timestamppb.New(at)})
 		}()
 	})
 	conn, err := srv.InProcess()
 	if err != nil {
 		return err
 	}
-	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, Live: leads, SecureCookie: f.webSecureCookie, Log: log})
+	proxies, err := web.ParseTrustedProxies(f.webTrustedProxies)
+	if err != nil {
+		return err
+	}
+	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, Live: leads, SecureCookie: f.webSecureCookie, TrustedProxies: proxies, Log: log})
 	if err != nil {
 		return err
 	}
@@ -79,15 +96,23 @@ func webListener(f flags, lis net.Listener, log *slog.Logger) (net.Listener, err
 	return f.tls.secure(lis, "the status page", clientCerts, log, "http/1.1")
 }
 
-// usesRepository says whether a container of svcs, in the cluster or in
-// git, runs an image of repo.
-func usesRepository(svcs []daemon.Service, repo string) bool {
+// usesRepository returns the services of svcs with a container, in the
+// cluster or in git, that runs an image of repo.
+func usesRepository(svcs []daemon.Service, repo string) []daemon.Service {
+	var out []daemon.Service
 	for _, s := range svcs {
 		for _, c := range s.Containers {
 			if ref, err := registry.ParseRef(c.Image); err == nil && ref.Repository == repo {
-				return true
+				out = append(out, s)
+				break
 			}
 		}
 	}
-	return false
+	return out
+}
+
+// validateWebProxies checks --web-trusted-proxies at start.
+func validateWebProxies(list []string) error {
+	_, err := web.ParseTrustedProxies(list)
+	return err
 }

@@ -122,11 +122,11 @@ func TestWebListenerRequiresClientCertsWithTheAPI(t *testing.T) {
 func TestNotifyOnlyForRepositoriesInUse(t *testing.T) {
 	t.Parallel()
 	svcs := []daemon.Service{{Containers: []platform.Container{{Name: "app", Image: "registry.example/team/app:1.2.0"}}}}
-	if !usesRepository(svcs, "registry.example/team/app") {
+	if len(usesRepository(svcs, "registry.example/team/app")) == 0 {
 		t.Error("a repository a service runs is not found")
 	}
 	for _, repo := range []string{"registry.example/team/secret", "registry.example/team", "team/app"} {
-		if usesRepository(svcs, repo) {
+		if len(usesRepository(svcs, repo)) > 0 {
 			t.Errorf("%s is taken for a repository in use", repo)
 		}
 	}

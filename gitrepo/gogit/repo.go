@@ -63,6 +63,10 @@ type Config struct {
 	// OpenSSH's known_hosts form. Required for an SSH remote: a host
 	// whose key it does not list is refused, never accepted.
 	KnownHostsFile string
+	// AllowInsecure accepts a plaintext remote (http://, git://) on
+	// another host (--git-allow-insecure); without it Validate refuses
+	// one. A loopback remote is always accepted.
+	AllowInsecure bool
 }
 
 // PokeInterval is the least time between two clone attempts that calls
@@ -80,6 +84,8 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("--git-url is empty"))
 	} else if _, err := transport.NewEndpoint(c.URL); err != nil {
 		errs = append(errs, fmt.Errorf("--git-url %s is not a git URL: %s (the URL's credentials are not shown)", Redact(c.URL), redactError(c.URL, err)))
+	} else if err := checkPlaintext(c.URL, c.AllowInsecure); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Branch == "" {
 		errs = append(errs, errors.New("--git-branch is empty"))
@@ -140,6 +146,9 @@ type Repo struct {
 
 	// ops times network operations by kind and result; nil: not timed.
 	ops *prometheus.HistogramVec
+
+	// snaps are the revisions' snapshots readers read (see Snapshot).
+	snaps snapshots
 }
 
 // Instrument times the clone's network operations in
@@ -414,6 +423,9 @@ func (r *Repo) Clone(ctx context.Context) error {
 
 func (r *Repo) clone(ctx context.Context) error {
 	if err := os.RemoveAll(r.cfg.Dir); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(r.snapshotRoot()); err != nil {
 		return err
 	}
 	var repo *git.Repository

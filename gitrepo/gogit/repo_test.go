@@ -14,7 +14,7 @@ import (
 )
 
 // git runs the git CLI: a second, independent client of the same remote.
-func gitCLI(t *testing.T, dir string, args ...string) string {
+func gitCLI(t testing.TB, dir string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
@@ -28,7 +28,7 @@ func gitCLI(t *testing.T, dir string, args ...string) string {
 }
 
 // newRemote makes a bare repository with deploy/app.yaml on branch prod.
-func newRemote(t *testing.T) (url, bare string) {
+func newRemote(t testing.TB) (url, bare string) {
 	t.Helper()
 	dir := t.TempDir()
 	bare = filepath.Join(dir, "remote.git")
@@ -71,7 +71,7 @@ func commitAndPush(ctx context.Context, r *Repo, base string, files map[string][
 	return commit, r.Push(ctx, commit)
 }
 
-func open(t *testing.T, url string) *Repo {
+func open(t testing.TB, url string) *Repo {
 	t.Helper()
 	r, err := Open(context.Background(), Config{URL: url, Branch: "prod", Paths: []string{"deploy"}, User: "fluxd", Email: "fluxd@example.com", Dir: filepath.Join(t.TempDir(), "clone")})
 	if err != nil {

@@ -102,6 +102,14 @@ func (s *Store) Events(ctx context.Context, instance string, q history.Query) ([
 		args = append(args, q.User)
 		filters += fmt.Sprintf(` AND strpos(lower(e."user"), lower($%d)) > 0`, len(args))
 	}
+	if !q.Since.IsZero() {
+		args = append(args, q.Since.UnixNano())
+		filters += fmt.Sprintf(` AND e.ended_at >= $%d`, len(args))
+	}
+	if !q.Until.IsZero() {
+		args = append(args, q.Until.UnixNano())
+		filters += fmt.Sprintf(` AND e.ended_at < $%d`, len(args))
+	}
 	query := `SELECT ` + eventColumns + ` FROM events e WHERE e.instance = $1` + filters + ` ORDER BY e.id DESC LIMIT $2`
 	if q.Service != "" {
 		// From the service's index to its events, newest first.

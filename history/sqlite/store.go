@@ -240,6 +240,14 @@ func (s *Store) Events(ctx context.Context, instance string, q history.Query) ([
 		query += ` AND instr(lower(e.user), lower(?)) > 0`
 		args = append(args, q.User)
 	}
+	if !q.Since.IsZero() {
+		query += ` AND e.ended_at >= ?`
+		args = append(args, q.Since.UnixNano())
+	}
+	if !q.Until.IsZero() {
+		query += ` AND e.ended_at < ?`
+		args = append(args, q.Until.UnixNano())
+	}
 	query += order
 	args = append(args, limit)
 	rows, err := s.db.QueryContext(ctx, query, args...)

@@ -48,6 +48,7 @@ func Run(t *testing.T, f Factory) {
 		{"LiveJobsOldestFirst", testLiveJobs},
 		{"RegistryCache", testRegistryCache},
 		{"EventsFilteredByTypeAndUser", testEventsFilteredByTypeAndUser},
+		{"EventsBetween", testEventsBetween},
 		{"JobLogKeptAndKeyedByInstance", testJobLog},
 		{"Export", testExport},
 		{"Ping", testPing},
@@ -550,6 +551,41 @@ func testEventsFilteredByTypeAndUser(t *testing.T, f Factory) {
 		{history.Query{User: "ALI"}, []string{"alice", "Alice"}},
 		{history.Query{Type: history.Failed, User: "ali", Service: "ns:deployment/a"}, []string{"alice"}},
 		{history.Query{Type: history.Rollback}, nil},
+	} {
+		evs, err := s.Events(ctx, "i", tc.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, ev := range evs {
+			got = append(got, ev.User)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%+v (-want +got):\n%s", tc.q, diff)
+		}
+	}
+}
+
+// Since and Until keep the events that ended in [Since, Until), with a
+// service and without.
+func testEventsBetween(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, _ := open(t, f)
+	t0 := time.Date(2026, 12, 1, 6, 0, 0, 0, time.UTC)
+	for i, user := range []string{"h0", "h1", "h2", "h3"} {
+		at := t0.Add(time.Duration(i) * time.Hour)
+		record(t, s, history.Event{Instance: "i", Type: history.Release, User: user, Services: []string{"ns:deployment/a"},
+			StartedAt: at.Add(-time.Minute), EndedAt: at})
+	}
+	for _, tc := range []struct {
+		q    history.Query
+		want []string
+	}{
+		{history.Query{Since: t0.Add(time.Hour)}, []string{"h3", "h2", "h1"}},
+		{history.Query{Until: t0.Add(time.Hour)}, []string{"h0"}},
+		{history.Query{Since: t0.Add(time.Hour), Until: t0.Add(3 * time.Hour)}, []string{"h2", "h1"}},
+		{history.Query{Since: t0.Add(30 * time.Minute), Until: t0.Add(150 * time.Minute), Service: "ns:deployment/a"}, []string{"h2", "h1"}},
+		{history.Query{Since: t0.Add(5 * time.Hour)}, nil},
 	} {
 		evs, err := s.Events(ctx, "i", tc.q)
 		if err != nil {

@@ -48,6 +48,8 @@ type Identity struct {
 	Instance string
 	// Role bounds what the caller may do.
 	Role Role
+	// Scope is where the instance may act; nil: everywhere.
+	Scope *Scope
 }
 
 // Allows reports whether the identity holds at least the role need.

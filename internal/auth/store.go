@@ -25,12 +25,16 @@ const TokenPrefix = "fxd_"
 // file changes, so a token created while fluxd runs works at once.
 //
 // The file has one token per line: "sha256:<hex> <instance> <role>".
-// Blank lines and lines starting with '#' are ignored.
+// A line "scope <instance> namespaces=NS[,NS...] [paths=PATH[,PATH...]]"
+// gives an instance its scope (at most one per instance; it applies to
+// all of the instance's tokens). Blank lines and lines starting with '#'
+// are ignored.
 type Store struct {
 	path string
 
 	mu      sync.Mutex
 	entries []entry
+	scopes  map[string]*Scope
 	modTime time.Time
 	size    int64
 }
@@ -99,37 +103,93 @@ func (s *Store) reload() error {
 	if s.entries != nil && fi.ModTime().Equal(s.modTime) && fi.Size() == s.size {
 		return nil
 	}
-	entries, err := parseFile(s.path)
+	entries, scopes, err := parseFile(s.path)
 	if err != nil {
 		return err
 	}
-	s.entries, s.modTime, s.size = entries, fi.ModTime(), fi.Size()
+	s.entries, s.scopes, s.modTime, s.size = entries, scopes, fi.ModTime(), fi.Size()
 	return nil
 }
 
-func parseFile(path string) ([]entry, error) {
+// ScopeOf is instance's scope, nil when it has none, from the tokens file
+// as it is now (read again when it changed; when it cannot be read, as it
+// was last read).
+func (s *Store) ScopeOf(instance string) *Scope {
+	_ = s.reload()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.scopes[instance]
+}
+
+// Instances lists the instances the tokens file names (by a token or a
+// scope line) with their scopes, nil for an unscoped one.
+func (s *Store) Instances() map[string]*Scope {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]*Scope{}
+	for _, e := range s.entries {
+		out[e.id.Instance] = e.id.Scope
+	}
+	for inst, sc := range s.scopes {
+		out[inst] = sc
+	}
+	return out
+}
+
+func parseFile(path string) ([]entry, map[string]*Scope, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, fmt.Errorf("reading tokens file: %w", err)
+		return nil, nil, fmt.Errorf("reading tokens file: %w", err)
 	}
 	defer f.Close()
 	entries := []entry{}
+	scopes := map[string]*Scope{}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
 			continue
 		}
+		if fields := strings.Fields(line); fields[0] == "scope" {
+			inst, scope, err := parseScopeLine(fields)
+			if err == nil && scopes[inst] != nil {
+				err = fmt.Errorf("instance %s has a scope already, on an earlier line: give each instance one scope line", inst)
+			}
+			if err != nil {
+				return nil, nil, fmt.Errorf("tokens file %s, line %d: %w", path, n, err)
+			}
+			scopes[inst] = scope
+			continue
+		}
 		e, err := parseLine(line)
 		if err != nil {
-			return nil, fmt.Errorf("tokens file %s, line %d: %w", path, n, err)
+			return nil, nil, fmt.Errorf("tokens file %s, line %d: %w", path, n, err)
 		}
 		entries = append(entries, e)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading tokens file %s: %w", path, err)
+		return nil, nil, fmt.Errorf("reading tokens file %s: %w", path, err)
 	}
-	return entries, nil
+	// A scope line applies to the instance's tokens wherever it is.
+	for i := range entries {
+		entries[i].id.Scope = scopes[entries[i].id.Instance]
+	}
+	return entries, scopes, nil
+}
+
+// parseScopeLine parses "scope <instance> namespaces=... [paths=...]".
+func parseScopeLine(fields []string) (string, *Scope, error) {
+	if len(fields) < 3 {
+		return "", nil, errors.New(`want "scope <instance> namespaces=NS[,NS...] [paths=PATH[,PATH...]]"`)
+	}
+	if err := ValidateInstance(fields[1]); err != nil {
+		return "", nil, err
+	}
+	s, err := parseScope(fields[2:])
+	if err != nil {
+		return "", nil, fmt.Errorf("scope of %s: %w", fields[1], err)
+	}
+	return fields[1], s, nil
 }
 
 func parseLine(line string) (entry, error) {
@@ -168,7 +228,7 @@ func Create(path string, id Identity) (string, error) {
 	if id.Role < Viewer || id.Role > Admin {
 		return "", fmt.Errorf("unknown role %v", id.Role)
 	}
-	if _, err := parseFile(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if _, _, err := parseFile(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("refusing to append to a tokens file that does not parse: %w", err)
 	}
 	var raw [32]byte
@@ -190,4 +250,41 @@ func Create(path string, id Identity) (string, error) {
 		return "", fmt.Errorf("writing tokens file: %w", err)
 	}
 	return token, nil
+}
+
+// AddScope gives instance its scope in the tokens file at path (created,
+// mode 0600, if needed) by appending a scope line, unless the file gives
+// it that scope already. It refuses to change a scope the file gives it
+// already: that is an edit of the file, which the operator makes.
+func AddScope(path, instance string, scope *Scope) error {
+	if err := ValidateInstance(instance); err != nil {
+		return err
+	}
+	fields := []string{"namespaces=" + strings.Join(scope.Namespaces, ",")}
+	if len(scope.Paths) > 0 {
+		fields = append(fields, "paths="+strings.Join(scope.Paths, ","))
+	}
+	sc, err := parseScope(fields)
+	if err != nil {
+		return err
+	}
+	_, scopes, err := parseFile(path)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("refusing to append to a tokens file that does not parse: %w", err)
+	}
+	if old := scopes[instance]; old != nil {
+		if old.String() == sc.String() {
+			return nil
+		}
+		return fmt.Errorf("instance %s has the scope %s in %s already; edit its scope line there to change it", instance, old, path)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("opening tokens file: %w", err)
+	}
+	if _, err := fmt.Fprintf(f, "scope %s %s\n", instance, sc); err != nil {
+		f.Close()
+		return fmt.Errorf("writing tokens file: %w", err)
+	}
+	return f.Close()
 }

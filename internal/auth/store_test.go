@@ -43,8 +43,8 @@ func TestCreateAndAuthenticate(t *testing.T) {
 		want  Identity
 		err   error
 	}{
-		{admin, Identity{"team-a", Admin}, nil},
-		{viewer, Identity{"team-b", Viewer}, nil},
+		{admin, Identity{Instance: "team-a", Role: Admin}, nil},
+		{viewer, Identity{Instance: "team-b", Role: Viewer}, nil},
 		{"", Identity{}, ErrUnknownToken},
 		{admin + "x", Identity{}, ErrUnknownToken},
 		{"fxd_nope", Identity{}, ErrUnknownToken},

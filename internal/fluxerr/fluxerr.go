@@ -21,6 +21,9 @@ const (
 	Unimplemented
 	// Unavailable is a dependency that cannot be reached just now.
 	Unavailable
+	// Forbidden is a request the caller may not make, whatever its
+	// arguments.
+	Forbidden
 )
 
 // Error is an error with a kind and a help text for a person.

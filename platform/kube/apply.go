@@ -27,29 +27,53 @@ var resources = map[string]schema.GroupVersionResource{
 // Apply applies one workload's manifest (YAML or JSON) with server-side
 // apply, as field manager "fluxd", taking over conflicting fields: git is
 // the source of truth. It returns the workload's generation after the
-// apply, which its rollout must reach.
+// apply, which its rollout must reach. A workload an autoscaler targets
+// is applied without spec.replicas (autoscale.go).
 func (c *Cluster) Apply(ctx context.Context, id platform.ID, manifest []byte) (int64, error) {
-	var obj unstructured.Unstructured
-	if err := yaml.Unmarshal(manifest, &obj.Object); err != nil {
-		return 0, fmt.Errorf("applying %s: the manifest does not parse: %w", id, err)
-	}
-	if got := strings.ToLower(obj.GetKind()); got != id.Kind || obj.GetName() != id.Name {
-		return 0, fmt.Errorf("applying %s: the manifest is a %s named %q", id, obj.GetKind(), obj.GetName())
-	}
-	if obj.GetNamespace() == "" {
-		obj.SetNamespace(id.Namespace)
-	}
-	gvr, ok := resources[id.Kind]
-	if !ok {
-		return 0, fmt.Errorf("applying %s: fluxd does not manage kind %s", id, id.Kind)
+	obj, gvr, err := c.parse(id, manifest)
+	if err != nil {
+		return 0, err
 	}
 	if c.dynamic == nil {
 		return 0, fmt.Errorf("applying %s: no dynamic client", id)
 	}
-	out, err := c.dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Apply(ctx, obj.GetName(), &obj,
+	if c.autoscaled(ctx, id) {
+		c.leaveReplicas(ctx, gvr, obj)
+	}
+	out, err := c.dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Apply(ctx, obj.GetName(), obj,
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
 		return 0, fmt.Errorf("applying %s to the cluster: %w", id, err)
 	}
 	return out.GetGeneration(), nil
+}
+
+// MayApply says, before a release commits anything, whether Apply would
+// refuse manifest: it does not parse, is not the workload id, or is what
+// git may not apply (SetGuard).
+func (c *Cluster) MayApply(id platform.ID, manifest []byte) error {
+	_, _, err := c.parse(id, manifest)
+	return err
+}
+
+// parse reads a workload's manifest and checks it as Apply does.
+func (c *Cluster) parse(id platform.ID, manifest []byte) (*unstructured.Unstructured, schema.GroupVersionResource, error) {
+	var obj unstructured.Unstructured
+	if err := yaml.Unmarshal(manifest, &obj.Object); err != nil {
+		return nil, schema.GroupVersionResource{}, fmt.Errorf("applying %s: the manifest does not parse: %w", id, err)
+	}
+	if got := strings.ToLower(obj.GetKind()); got != id.Kind || obj.GetName() != id.Name {
+		return nil, schema.GroupVersionResource{}, fmt.Errorf("applying %s: the manifest is a %s named %q", id, obj.GetKind(), obj.GetName())
+	}
+	if obj.GetNamespace() == "" {
+		obj.SetNamespace(id.Namespace)
+	}
+	if err := c.guard.Check(&obj); err != nil {
+		return nil, schema.GroupVersionResource{}, fmt.Errorf("applying %s: %w", id, err)
+	}
+	gvr, ok := resources[id.Kind]
+	if !ok {
+		return nil, schema.GroupVersionResource{}, fmt.Errorf("applying %s: fluxd does not manage kind %s", id, id.Kind)
+	}
+	return &obj, gvr, nil
 }

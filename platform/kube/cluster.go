@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/platform/kube/gitguard"
 )
 
 // Config says how to reach the cluster and what to watch.
@@ -59,7 +60,16 @@ type Cluster struct {
 	pingMu  sync.Mutex
 	pingAt  time.Time
 	pingErr error
+
+	// guard refuses what git may not apply (SetGuard); nil refuses
+	// nothing.
+	guard *gitguard.Guard
 }
+
+// SetGuard makes Apply refuse, as the sync does, a workload git may not
+// apply: one in fluxd's own namespace, or one whose pods would run as
+// fluxd's ServiceAccount. Call before the first Apply.
+func (c *Cluster) SetGuard(g *gitguard.Guard) { c.guard = g }
 
 // pingTTL is how long Ready reuses the API server check's result.
 const pingTTL = 10 * time.Second

@@ -26,12 +26,25 @@ func status(caughtUp bool, r platform.Replicas) string {
 	return "updating"
 }
 
+// updatedOnly counts a workload's pods for a rollout's progress: ready and
+// available count updated pods only. The controllers' status counts every
+// pod, old ones too, so that during a rollout "3/3 ready" could mean three
+// old pods and no new one. Their counts of updated pods that are ready are
+// not in the status; at least ready minus the old pods are, and that lower
+// bound is exact whenever the old pods are all ready (as they are while a
+// rollout replaces them) or gone.
+func updatedOnly(desired, total, updated, ready, available int32) platform.Replicas {
+	old := max(total-updated, 0)
+	return platform.Replicas{Desired: desired, Updated: updated,
+		Ready: min(max(ready-old, 0), updated), Available: min(max(available-old, 0), updated)}
+}
+
 func fromDeployment(d *appsv1.Deployment) platform.Workload {
 	desired := int32(1)
 	if d.Spec.Replicas != nil {
 		desired = *d.Spec.Replicas
 	}
-	r := platform.Replicas{Desired: desired, Updated: d.Status.UpdatedReplicas, Ready: d.Status.ReadyReplicas, Available: d.Status.AvailableReplicas}
+	r := updatedOnly(desired, d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas)
 	w := platform.Workload{
 		ID:         platform.ID{Namespace: d.Namespace, Kind: "deployment", Name: d.Name},
 		Containers: containers(d.Spec.Template.Spec),
@@ -52,7 +65,7 @@ func fromStatefulSet(s *appsv1.StatefulSet) platform.Workload {
 	if s.Spec.Replicas != nil {
 		desired = *s.Spec.Replicas
 	}
-	r := platform.Replicas{Desired: desired, Updated: s.Status.UpdatedReplicas, Ready: s.Status.ReadyReplicas, Available: s.Status.AvailableReplicas}
+	r := updatedOnly(desired, s.Status.Replicas, s.Status.UpdatedReplicas, s.Status.ReadyReplicas, s.Status.AvailableReplicas)
 	return platform.Workload{
 		ID:         platform.ID{Namespace: s.Namespace, Kind: "statefulset", Name: s.Name},
 		Containers: containers(s.Spec.Template.Spec),
@@ -64,7 +77,7 @@ func fromStatefulSet(s *appsv1.StatefulSet) platform.Workload {
 
 func fromDaemonSet(d *appsv1.DaemonSet) platform.Workload {
 	// A DaemonSet is judged by its scheduled counts.
-	r := platform.Replicas{Desired: d.Status.DesiredNumberScheduled, Updated: d.Status.UpdatedNumberScheduled, Ready: d.Status.NumberReady, Available: d.Status.NumberAvailable}
+	r := updatedOnly(d.Status.DesiredNumberScheduled, d.Status.CurrentNumberScheduled, d.Status.UpdatedNumberScheduled, d.Status.NumberReady, d.Status.NumberAvailable)
 	return platform.Workload{
 		ID:         platform.ID{Namespace: d.Namespace, Kind: "daemonset", Name: d.Name},
 		Containers: containers(d.Spec.Template.Spec),

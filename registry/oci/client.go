@@ -82,6 +82,12 @@ type Config struct {
 	// Stalled requests fail, are retried like 5xx, and never hold up the
 	// scans of other repositories.
 	RequestTimeout, ScanTimeout time.Duration
+	// MaxTagPages and MaxTagListBytes cap one repository's tag list: the
+	// pages followed and the bytes read across them. Defaults
+	// DefaultMaxTagPages and DefaultMaxTagListBytes. A list beyond
+	// either fails with an error that says so.
+	MaxTagPages     int
+	MaxTagListBytes int64
 	// Log hears of tags a registry lists that break the OCI tag grammar
 	// (they are dropped): a warning the first time for each repository,
 	// at debug level after. Default: discard.
@@ -171,6 +177,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MaxTagPages <= 0 {
+		cfg.MaxTagPages = DefaultMaxTagPages
+	}
+	if cfg.MaxTagListBytes <= 0 {
+		cfg.MaxTagListBytes = DefaultMaxTagListBytes
+	}
 	plat, err := v1.ParsePlatform(cfg.Platform)
 	if err != nil {
 		return nil, fmt.Errorf("--registry-platform %q: %w", cfg.Platform, err)
@@ -202,7 +214,7 @@ func New(cfg Config) (*Client, error) {
 	opts := []remote.Option{
 		remote.WithAuthFromKeychain(keys),
 		remote.WithUserAgent("fluxd"),
-		remote.WithTransport(limiter),
+		remote.WithTransport(capTransport{limiter}),
 		// 429, 408 and 5xx are retried up to 5 times, 0.5 s, 1 s, 2 s, 4 s
 		// apart, each ±50 % so that many fluxds do not retry in step.
 		remote.WithRetryBackoff(remote.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 5}),
@@ -330,7 +342,7 @@ func (c *Client) listTags(ctx context.Context, repository string) ([]string, err
 	if err != nil {
 		return nil, fluxerr.New(fluxerr.User, fmt.Errorf("%q is not a valid image repository: %w", repository, err), "")
 	}
-	tags, err := c.puller.Load().List(ctx, repo)
+	tags, err := c.pagedList(ctx, repo)
 	if unauthorized(err) {
 		// Credentials may have rotated, or come from a source whose
 		// secret holds other credentials for this registry: read them
@@ -338,13 +350,35 @@ func (c *Client) listTags(ctx context.Context, repository string) ([]string, err
 		refused := c.chain.refuse(repo.Name())
 		if c.refreshCredentials() || refused {
 			c.renewPuller()
-			tags, err = c.puller.Load().List(ctx, repo)
+			tags, err = c.pagedList(ctx, repo)
 		}
 	}
 	if err != nil {
 		return nil, c.explain(repository, repo, err)
 	}
 	return c.validTags(ctx, repository, tags), nil
+}
+
+// pagedList reads a tag list page by page, within MaxTagPages pages and
+// MaxTagListBytes bytes.
+func (c *Client) pagedList(ctx context.Context, repo name.Repository) ([]string, error) {
+	ctx = withListBudget(ctx, c.cfg.MaxTagListBytes)
+	l, err := c.puller.Load().Lister(ctx, repo)
+	if err != nil {
+		return nil, err
+	}
+	var tags []string
+	for pages := 0; l.HasNext(); pages++ {
+		if pages == c.cfg.MaxTagPages {
+			return nil, &pagesError{c.cfg.MaxTagPages}
+		}
+		page, err := l.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		tags = append(tags, page.Tags...)
+	}
+	return tags, nil
 }
 
 // validTags drops the tags that break the OCI grammar, before anything
@@ -476,6 +510,13 @@ func (c *Client) Refresh(ctx context.Context, repository string) ([]registry.Ima
 		}
 	}
 	return c.scan(ctx, repository, nil, true)
+}
+
+// RefreshTags reads a repository's tag list now (a notification), and
+// nothing else: under version, alphabetical or numerical order the list
+// is all a plan or a listing needs, and they read the tags they show.
+func (c *Client) RefreshTags(ctx context.Context, repository string) ([]string, error) {
+	return c.tags(ctx, repository, true)
 }
 
 // recheck is the wait before the next HEAD of a mutable tag whose digest
@@ -842,24 +883,32 @@ func platformImage(idx v1.ImageIndex, want v1.Platform) (v1.Image, error) {
 // fluxd offered (never the credentials), or says it offered none.
 func (c *Client) explain(repository string, repo name.Repository, err error) error {
 	host := repo.RegistryStr()
+	// Callers see the host and the status, never the registry's body.
+	c.cfg.Log.Debug("registry request failed", "component", "registry", "registry", host, "repository", repository, "error", err)
+	safe := &registryError{host: host, cause: cause(err), err: err}
+	if errors.Is(err, errTagListTooBig) {
+		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("reading the tags of %s: %w", repository, safe),
+			fmt.Sprintf("fluxd reads at most %d pages and %d MiB of a repository's tag list, so that a registry cannot hold it with an endless list. Remove old tags from the repository, or raise the caps (--registry-max-tag-pages, --registry-max-tag-list-bytes).", c.cfg.MaxTagPages, c.cfg.MaxTagListBytes>>20))
+	}
 	var te *transport.Error
 	if errors.As(err, &te) {
 		switch te.StatusCode {
 		case http.StatusUnauthorized, http.StatusForbidden:
-			return c.refused(host, repository, repo, err)
+			return c.refused(host, repository, repo, safe)
 		case http.StatusNotFound:
 			return fluxerr.New(fluxerr.Missing, fmt.Errorf("repository %s was not found on registry %s", repository, host),
 				"Check the image name for typos; the repository may also be private to credentials fluxd does not have.")
 		case http.StatusTooManyRequests:
-			return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("registry %s is rate-limiting fluxd: %w", host, err), "Wait and try again, or give fluxd credentials with a higher pull limit.")
+			return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("registry %s is rate-limiting fluxd (%s)", host, safe.cause), "Wait and try again, or give fluxd credentials with a higher pull limit.")
 		}
 	}
 	msg := err.Error()
 	if strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "i/o timeout") || strings.Contains(msg, "dial tcp") {
-		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("cannot reach registry %s for %s: %w", host, repository, err),
-			"Check the registry's address in the image reference, that it is up, and that fluxd's network can reach it.")
+		return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("fluxd cannot reach registry %s for %s: %w", host, repository, safe),
+			"This is fluxd's own request to the registry, not your connection to fluxd. Check the registry's address in the image reference, that it is up, and that fluxd's network can reach it.")
 	}
-	return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("reading %s from registry %s: %w", repository, host, err), "")
+	return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("fluxd's request to registry %s for %s failed: %w", host, repository, safe),
+		"This is fluxd's own request to the registry, not your connection to fluxd. The registry's full answer is in fluxd's log at debug level.")
 }
 
 // refused explains a 401 or 403.

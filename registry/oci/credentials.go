@@ -5,10 +5,12 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -63,6 +65,9 @@ func parseCredentials(path string, b []byte) ([]byte, error) {
 	}
 	auths := map[string]auth{}
 	for host, c := range f.Registries {
+		if err := checkRegistryHost(host); err != nil {
+			return nil, fmt.Errorf("--registry-credentials %s: %w", path, err)
+		}
 		pw := c.Password
 		if c.PasswordFile != "" {
 			raw, err := os.ReadFile(c.PasswordFile)
@@ -99,3 +104,44 @@ func yamlLines(err error) string {
 // yamlLine keeps the line numbers and the unknown field names (keys, not
 // values) of a yaml error.
 var yamlLine = regexp.MustCompile(`line \d+(: field \S+ not found)?`)
+
+// CheckDockerConfig checks credentials in config.json form (a
+// dockerconfigjson Secret's) as fluxd starts: they parse, and name at
+// least one registry, each a valid registry host. An operator's named
+// credentials that are malformed fail fluxd's start rather than being
+// passed over at every scan.
+func CheckDockerConfig(source string, b []byte) error {
+	cf, err := parseDockerConfig(source, b)
+	if err != nil {
+		return err
+	}
+	if len(cf.AuthConfigs) == 0 {
+		return fmt.Errorf("%s holds no registry credentials: expected {\"auths\": {\"HOST\": {\"auth\": \"BASE64(user:password)\"}}}", source)
+	}
+	for host, ac := range cf.AuthConfigs {
+		if err := checkRegistryHost(host); err != nil {
+			return fmt.Errorf("%s: %w", source, err)
+		}
+		if ac.Username == "" && ac.Password == "" && ac.Auth == "" && ac.IdentityToken == "" && ac.RegistryToken == "" {
+			return fmt.Errorf("%s: registry %s has no username, password, auth or token", source, host)
+		}
+	}
+	return nil
+}
+
+// checkRegistryHost checks a credentials entry's key: a registry host
+// (with a port, optionally), or a URL of one as docker writes for Docker
+// Hub (https://index.docker.io/v1/).
+func checkRegistryHost(host string) error {
+	h := host
+	if u, err := url.Parse(host); err == nil && u.Scheme != "" && u.Host != "" {
+		switch strings.TrimSuffix(u.Path, "/") {
+		case "", "/v1", "/v2":
+			h = u.Host
+		}
+	}
+	if _, err := name.NewRegistry(h, name.StrictValidation); err != nil || h == "" || strings.ContainsAny(h, " /") {
+		return fmt.Errorf("%q is not a registry host (write it as registry.example or registry.example:5000)", host)
+	}
+	return nil
+}

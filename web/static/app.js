@@ -8,6 +8,7 @@ const S = {
   es: null,             // the EventSource
   jobs: new Map(),      // job id -> latest WatchJobResponse-like {job, workloads}
   logs: new Map(),      // job id -> [{seq, time, stage, text}]
+  plans: new Map(),     // job id -> its plan: the one confirmed here, or read with the job
   notifications: [],    // newest first
   timer: null,          // the current view's refresh timer
   view: null,           // {name, arg, refresh()}
@@ -178,7 +179,11 @@ function onJob(ev) {
   const v = S.view;
   if (!v) return;
   if (prev && prev.job.state !== u.job.state) announce('Job ' + id + ' ' + stateWord(u.job.state));
-  if (v.name === 'job' && v.arg === id) renderJobHead(u);
+  if (v.name === 'job' && v.arg === id) {
+    renderJobHead(u);
+    // A job opened while queued had no plan yet: read it once it has one.
+    if (!S.plans.has(id) && prev && prev.job.stage !== u.job.stage && u.job.stage !== 'queued' && u.job.stage !== 'cloning') v.refresh();
+  }
   if (v.name === 'jobs' && !jobsTimer) {
     // Read the jobs again at most once a second, however many events.
     jobsTimer = setTimeout(() => { jobsTimer = null; if (S.view && S.view.name === 'jobs') S.view.refresh(); }, 1000);
@@ -320,13 +325,15 @@ function serviceRow(s, newest, planKnown) {
   const r = s.replicas || {};
   const containers = el('ul', {class: 'plain'}, (s.containers || []).map((c) => el('li', {},
     el('strong', {}, c.name), c.init ? ' (init)' : '', el('br'),
-    'running ', el('code', {}, c.image), el('br'),
+    s.status === 'not in cluster' ? [el('span', {class: 'muted'}, 'not in the cluster'), el('br')] : ['running ', el('code', {}, c.image), el('br')],
     s.inGit ? ['git ', el('code', {}, c.gitImage || '—'), c.goal ? el('span', {class: 'warn'}, ' (not running yet)') : '', el('br')] : el('span', {class: 'muted'}, 'not in git'),
     planKnown && s.inGit ? ['newest allowed ', newest[c.name] ? el('code', {class: 'run'}, newest[c.name]) : el('span', {class: 'muted'}, newest._reason ? 'not released: ' + newest._reason : 'up to date')] : '')));
   const policy = !s.inGit ? el('span', {class: 'muted'}, 'no policy: not in git') : el('div', {},
     s.automated ? el('span', {class: 'badge run'}, 'automated') : el('span', {class: 'badge muted'}, 'manual'), ' ',
     s.locked ? el('span', {class: 'badge warn'}, 'locked') : '',
-    s.locked ? el('div', {class: 'warn'}, 'locked', s.lockedBy ? ' by ' + s.lockedBy : '', s.lockedAt ? ' ' + ago(s.lockedAt) : '', s.lockMessage ? ' — ' + s.lockMessage : '') : '',
+    // The badge says locked; the line under it says by whom, when and why,
+    // when any of those is known.
+    s.locked && (s.lockedBy || s.lockedAt || s.lockMessage) ? el('div', {class: 'warn'}, 'locked', s.lockedBy ? ' by ' + s.lockedBy : '', s.lockedAt ? ' ' + ago(s.lockedAt) : '', s.lockMessage ? ' — ' + s.lockMessage : '') : '',
     Object.entries(s.tagFilters || {}).map(([k, v]) => el('div', {}, 'filter ', el('code', {}, k + ' = ' + v))),
     (s.warnings || []).map((w) => el('div', {class: 'warn', role: 'note'}, '⚠ ' + w)));
   return el('tr', {'data-service': s.id},
@@ -418,6 +425,9 @@ async function startRelease(spec) {
   if (answer !== 'release') return;
   try {
     const r = await api('Release', {spec, kind: 'RELEASE_KIND_EXECUTE', checksum: plan.checksum});
+    // The job runs the plan confirmed here (fluxd checks its checksum):
+    // its view shows it at once, before the queued job has a plan of its own.
+    S.plans.set(r.jobId, plan);
     location.hash = '#/job/' + r.jobId;
   } catch (e) {
     tell('The release was refused', e.message);
@@ -536,8 +546,8 @@ function jobView(id) {
   setView('job', id, async () => {
     try {
       const [g, l] = await Promise.all([api('GetJob', {id}), readLog(id)]);
-      // The plan is read here once; events carry the job without it.
-      if (S.view && S.view.name === 'job' && S.view.arg === id) S.view.plan = g.job.plan;
+      // The plan is read here; events carry the job without it.
+      if (g.job.plan && (g.job.plan.items || []).length) S.plans.set(id, g.job.plan);
       const known = S.jobs.get(id);
       renderJobHead(known && !final(g.job.state) ? known : {job: g.job, workloads: []});
       const lines = l.lines || [];
@@ -573,7 +583,7 @@ function renderJobHead(u) {
   const head = document.getElementById('job-head');
   if (!head) return;
   const j = u.job;
-  const plan = j.plan || (S.view && S.view.name === 'job' && S.view.arg === j.id ? S.view.plan : null);
+  const plan = j.plan || S.plans.get(j.id);
   const canCancel = S.session.canAct && !final(j.state);
   head.replaceChildren(
     el('p', {}, el('span', {class: 'badge ' + stateClass(j.state), id: 'job-state'}, stateWord(j.state)), ' stage ', el('strong', {id: 'job-stage'}, j.stage),
@@ -639,9 +649,11 @@ function historyView() {
 function historyTable(evs) {
   return el('table', {id: 'history', 'aria-label': 'History'},
     el('caption', {}, evs.length + ' events, newest first'),
-    el('thead', {}, el('tr', {}, ['When', 'Type', 'Services', 'User', 'What', 'Commit'].map((h) => el('th', {scope: 'col'}, h)))),
+    el('thead', {}, el('tr', {}, ['Ended', 'Type', 'Services', 'User', 'What', 'Commit'].map((h) => el('th', {scope: 'col'}, h)))),
     el('tbody', {}, evs.map((e) => el('tr', {},
-      el('td', {}, when(e.startedAt)),
+      // When it ended, as fluxctl history shows it: rows are in the order
+      // they were recorded, and a failed release ends after its rollback.
+      el('td', {}, when(e.endedAt || e.startedAt)),
       el('td', {}, el('span', {class: 'badge ' + (e.error ? 'bad' : 'muted')}, e.type)),
       el('td', {}, (e.services || []).map((s) => el('div', {}, el('a', {href: '#/service/' + encodeURIComponent(s)}, s)))),
       el('td', {}, e.user || ''),

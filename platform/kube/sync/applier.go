@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
@@ -22,11 +24,14 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/platform/kube/gitguard"
 )
 
 // FieldManager is fluxd's server-side apply field manager; a release
@@ -50,10 +55,11 @@ type Config struct {
 	// PruneAll lets a sync prune when git holds nothing or more than
 	// half of the inventory left git at once (held back otherwise).
 	PruneAll bool
-	// DenyKinds are kinds git may not apply ("Kind" or "Kind.group"),
-	// e.g. ClusterRole.rbac.authorization.k8s.io: a commit holding one
-	// fails that object, and the sync leaves such objects alone.
-	DenyKinds []string
+	// Guard refuses what git may not apply (kinds such as
+	// ClusterRole.rbac.authorization.k8s.io, fluxd's own namespace and
+	// ServiceAccount): a commit holding one fails that object, and the
+	// sync leaves such objects alone. nil refuses nothing.
+	Guard *gitguard.Guard
 	// Namespaces, when set, are the only namespaces git may apply
 	// namespaced objects (and Namespace objects) in.
 	Namespaces []string
@@ -79,10 +85,15 @@ func (c Config) Validate() error {
 
 // Applier applies sets of objects to one cluster.
 type Applier struct {
-	cfg Config
-	c   client.Client
-	rm  *ssa.ResourceManager
-	log *slog.Logger
+	cfg  Config
+	c    client.Client
+	rm   *ssa.ResourceManager
+	log  *slog.Logger
+	live *liveView  // the applied kinds' metadata, watched
+	seen *witnesses // what the API server answered this sync
+	// requests counts every request sent to the API server.
+	requests atomic.Int64
+	stop     context.CancelFunc // ends the informers
 }
 
 // New returns an Applier for the cluster rc reaches.
@@ -99,17 +110,36 @@ func New(rc *rest.Config, cfg Config, log *slog.Logger) (*Applier, error) {
 	// controller-runtime logs through a global logger and prints a
 	// stack trace when none was set: hand it the sync's.
 	setLoggerOnce.Do(func() { ctrllog.SetLogger(logr.FromSlogHandler(log.With("component", "sync").Handler())) })
+	a := &Applier{cfg: cfg, log: log.With("component", "sync"), seen: &witnesses{}}
+	rc = rest.CopyConfig(rc)
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt: rt, n: &a.requests} })
 	// The client's REST mapper is controller-runtime's dynamic one: it
-	// learns a kind a CRD of this very sync brought.
-	c, err := client.New(rc, client.Options{})
+	// learns a kind a CRD of this very sync brought. Every read and
+	// apply through it notes the object's witness.
+	base, err := client.NewWithWatch(rc, client.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("creating the sync's Kubernetes client: %w", err)
 	}
-	poller := polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{})
-	rm := ssa.NewResourceManager(c, poller, ssa.Owner{Field: FieldManager, Group: "fluxd.io"})
-	rm.SetConcurrency(cfg.Concurrency)
-	return &Applier{cfg: cfg, c: c, rm: rm, log: log.With("component", "sync")}, nil
+	a.c = interceptor.NewClient(base, interceptor.Funcs{Get: a.seen.get, Patch: a.seen.patch})
+	mc, err := metadata.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("creating the sync's Kubernetes metadata client: %w", err)
+	}
+	var ctx context.Context
+	ctx, a.stop = context.WithCancel(context.Background())
+	a.live = newLiveView(ctx, mc, cfg.Namespaces, a.log)
+	poller := polling.NewStatusPoller(a.c, a.c.RESTMapper(), polling.Options{})
+	a.rm = ssa.NewResourceManager(a.c, poller, ssa.Owner{Field: FieldManager, Group: "fluxd.io"})
+	a.rm.SetConcurrency(cfg.Concurrency)
+	return a, nil
 }
+
+// Close stops watching the cluster.
+func (a *Applier) Close() { a.stop() }
+
+// Requests is how many requests the Applier has sent to the API server,
+// its informers' lists and watches included.
+func (a *Applier) Requests() int64 { return a.requests.Load() }
 
 var setLoggerOnce sync.Once
 
@@ -122,6 +152,14 @@ type item struct {
 	// unscoped is set while the cluster does not know the kind: whether
 	// it is namespaced (and so its key) cannot be told.
 	unscoped bool
+	// digest is its rendered form's; change how it stands against the
+	// inventory and the cluster (change.go); witness what the cluster
+	// said of it after this sync, when it said anything.
+	digest   string
+	change   change
+	witness  witness
+	informer informerKey
+	watched  bool
 }
 
 // Apply applies objs (or, with opts.DryRun, says what applying them would
@@ -134,11 +172,12 @@ type item struct {
 func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platform.SyncOptions) ([]platform.ObjectResult, error) {
 	inv, invErr := a.readInventory(ctx)
 	if invErr != nil {
-		inv = inventory{}
+		inv = newInventory()
 		opts.NoPrune = "the inventory could not be used"
 	}
+	a.seen.reset()
 	items, results, refused := a.prepare(objs)
-	a.leaveReplicasToAutoscalers(ctx, items)
+	a.leaveReplicasToAutoscalers(ctx, items, opts.DryRun)
 	var defs, classes, rest []*item
 	for _, it := range items {
 		switch {
@@ -150,6 +189,7 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 			rest = append(rest, it)
 		}
 	}
+	preempted := false
 	for i, stage := range [][]*item{defs, classes, rest} {
 		if len(stage) == 0 {
 			continue
@@ -168,16 +208,46 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 			}
 			stage = kept
 		}
+		a.classify(ctx, inv, stage)
+		for _, it := range stage {
+			if it.change == changeNone {
+				it.res.Action, it.witness = platform.ActionUnchanged, inv.entries[it.key].Witness
+			}
+		}
 		if opts.DryRun {
-			a.diff(ctx, stage, crdKinds(defs))
+			var look []*item
+			for _, it := range stage {
+				if it.change != changeNone {
+					look = append(look, it)
+				}
+			}
+			a.diff(ctx, look, crdKinds(defs))
 		} else {
-			a.apply(ctx, stage)
+			var slow []*item
+			slow, preempted = a.quick(ctx, stage, inv, opts.Yield)
+			if !preempted {
+				preempted = a.apply(ctx, slow, opts.Yield)
+			}
+			for _, it := range slow {
+				if it.res.Action != "" {
+					it.witness = a.seen.of(it.key)
+				}
+			}
+		}
+		if preempted {
+			break
 		}
 		if i < 2 && !opts.DryRun {
 			a.wait(ctx, stage)
 		}
 	}
+	if preempted {
+		opts.NoPrune = "the sync stopped for a release"
+	}
 	for _, it := range items {
+		if it.res.Action == "" {
+			it.res.Action, it.res.Error = platform.ActionSkipped, "not applied yet: the sync stopped for a release, and applies it next"
+		}
 		results = append(results, *it.res)
 	}
 	for _, it := range items {
@@ -198,6 +268,9 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 		if err := a.writeInventory(context.WithoutCancel(ctx), inventoryAfter(inv, items, keep)); err != nil {
 			return results, err
 		}
+	}
+	if preempted {
+		return results, platform.ErrPreempted
 	}
 	return results, held
 }
@@ -258,7 +331,31 @@ func (a *Applier) scopeOne(it *item) {
 // apply applies one stage: all at once through ssa.ApplyAll, and when
 // that fails (one object refused fails the batch), object by object, so
 // that the others are applied and the refused one is named.
-func (a *Applier) apply(ctx context.Context, stage []*item) {
+//
+// With yield, the stage goes in batches, yield asked before each: once it
+// says so, the rest is left (Action "") and it returns true.
+func (a *Applier) apply(ctx context.Context, stage []*item, yield func() bool) (preempted bool) {
+	if yield == nil || len(stage) <= yieldBatch {
+		if len(stage) > 0 && (yield == nil || !yield()) {
+			a.applyBatch(ctx, stage)
+			return false
+		}
+		return len(stage) > 0
+	}
+	for i := 0; i < len(stage); i += yieldBatch {
+		if yield() {
+			return true
+		}
+		a.applyBatch(ctx, stage[i:min(i+yieldBatch, len(stage))])
+	}
+	return false
+}
+
+// yieldBatch is how many objects the slow way applies between asking
+// whether to yield: each costs a read and a dry run.
+const yieldBatch = 20
+
+func (a *Applier) applyBatch(ctx context.Context, stage []*item) {
 	us := make([]*unstructured.Unstructured, len(stage))
 	for i, it := range stage {
 		us[i] = it.u

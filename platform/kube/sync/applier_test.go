@@ -45,8 +45,10 @@ func TestInventoryAfterKeepsWhatExists(t *testing.T) {
 		u.SetName(r.Name)
 		return &item{u: u, key: keyOf(u), res: &platform.ObjectResult{Ref: r, Action: action}}
 	}
-	old := inventory{refKey(ref("ConfigMap", "updated-but-failed")): ref("ConfigMap", "updated-but-failed"), refKey(ref("ConfigMap", "left-git")): ref("ConfigMap", "left-git"),
-		refKey(ref("ConfigMap", "listed-changed")): ref("ConfigMap", "listed-changed")}
+	old := newInventory()
+	for _, n := range []string{"updated-but-failed", "left-git", "listed-changed"} {
+		old.entries[refKey(ref("ConfigMap", n))] = entry{Ref: ref("ConfigMap", n), Prune: true}
+	}
 	optIn := mk(ref("ConfigMap", "adopted-opted-in"), platform.ActionUnchanged)
 	optIn.u.SetAnnotations(map[string]string{platform.AnnotationPrune: "enabled"})
 	items := []*item{
@@ -58,11 +60,14 @@ func TestInventoryAfterKeepsWhatExists(t *testing.T) {
 		mk(ref("ConfigMap", "listed-changed"), platform.ActionChanged),
 		optIn,
 	}
-	got := inventoryAfter(old, items, []platform.ObjectRef{ref("ConfigMap", "left-git")})
+	got := inventoryAfter(old, items, []entry{old.entries[refKey(ref("ConfigMap", "left-git"))]})
 	var names []string
-	for _, r := range got {
-		names = append(names, r.Name)
+	for _, e := range got.entries {
+		if e.Prune {
+			names = append(names, e.Ref.Name)
+		}
 	}
+	// Adopted objects are listed, with their digests, but not prunable.
 	want := []string{"adopted-opted-in", "created", "left-git", "listed-changed", "updated-but-failed"}
 	if diff := cmp.Diff(want, names, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("inventory (-want +got):\n%s", diff)
@@ -77,10 +82,13 @@ func TestPruneHeldBackWhenMostLeavesGit(t *testing.T) {
 	ref := func(name string) platform.ObjectRef {
 		return platform.ObjectRef{APIVersion: "v1", Kind: "ConfigMap", Namespace: "ns", Name: name}
 	}
-	inv := inventory{}
+	inv := newInventory()
 	for _, n := range []string{"a", "b", "c"} {
-		inv[refKey(ref(n))] = ref(n)
+		inv.entries[refKey(ref(n))] = entry{Ref: ref(n), Prune: true}
 	}
+	// An adopted entry that left git is not fluxd's to prune: it does
+	// not count.
+	inv.entries[refKey(ref("adopted"))] = entry{Ref: ref("adopted")}
 	one := &unstructured.Unstructured{}
 	one.SetAPIVersion("v1")
 	one.SetKind("ConfigMap")

@@ -6,7 +6,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"sort"
+	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,10 +18,32 @@ import (
 	"github.com/fluxd/fluxd/platform"
 )
 
-// The inventory is a ConfigMap holding, under inventoryKey, the JSON list
-// of the objects the sync applied. Pruning deletes only objects listed
-// there: an object fluxd never applied is never its to delete.
-const inventoryKey = "objects.json"
+// The inventory lists every object the sync applied, with what it knows
+// of each: whether pruning may delete it (fluxd created it, or it opted
+// in), the digest of its rendered form as last applied, and the witness
+// of its live copy right after (uid, resourceVersion, generation). Pruning
+// deletes only objects listed as prunable: an object fluxd never created
+// is never its to delete. The digest and witness let a sync skip every
+// object that changed neither in git nor in the cluster (see change.go).
+//
+// A ConfigMap holds at most 1 MiB, about 5,000 entries, so the inventory
+// is sharded: the ConfigMap NAME holds the shard count and the first
+// shard, NAME-1 … NAME-(n-1) the others. An entry's shard is a hash of its
+// key, so a change to one object rewrites one shard, and only shards whose
+// content changed are written: a sync that changed nothing writes nothing.
+const (
+	entriesKey = "entries.json" // a shard's entries
+	shardsKey  = "shards"       // in the first ConfigMap: how many shards
+	legacyKey  = "objects.json" // the single-ConfigMap list of refs before shards; read, never written
+)
+
+// shardTarget is the size the shards are sized for; shardMax the most one
+// may hold (an unlucky hash adds a shard). Both leave room under the API
+// server's 1 MiB for the ConfigMap's metadata.
+const (
+	shardTarget = 512 << 10
+	shardMax    = 900 << 10
+)
 
 // The inventory names the source it lists objects of (git URL, branch,
 // paths: Config.Source) and a hash of it, so that two fluxd instances (or
@@ -46,86 +70,256 @@ func (e *foreignInventoryError) Error() string {
 	return fmt.Sprintf("the sync inventory ConfigMap %s/%s lists the objects of another source (%s), not of this fluxd's (%s): another fluxd shares it, or --git-url, --git-branch or --git-path changed; this sync applied git but pruned nothing and left the inventory alone. Give each fluxd its own --sync-inventory (the default is derived from the source), or delete the ConfigMap if that source is gone (nothing it lists will then be pruned)", e.ns, e.name, e.theirs, e.ours)
 }
 
-// inventory maps object keys to their refs.
-type inventory map[string]platform.ObjectRef
+// witness is what the cluster said of an object right after fluxd applied
+// it (or found it equal to git): while its live copy still shows the same,
+// nobody changed it since.
+type witness struct {
+	UID, RV string
+	Gen     int64
+}
+
+// entry is one object of the inventory.
+type entry struct {
+	Ref platform.ObjectRef
+	// Prune: fluxd created it, or it opted in; pruning may delete it.
+	Prune bool
+	// Digest is that of its rendered form as last applied; "" unknown.
+	Digest string
+	// Witness is its live copy's after that apply; zero unknown.
+	Witness witness
+}
+
+// inventory is the entries by object key, and the shards as read, so
+// that only changed ones are written back.
+type inventory struct {
+	entries map[string]entry
+	stored  []string // each shard's entries.json as read, by index
+	ours    bool     // the first ConfigMap carries our owner annotation
+}
+
+func newInventory() inventory { return inventory{entries: map[string]entry{}} }
+
+// wireEntry is an entry as stored: short keys, as there are thousands.
+type wireEntry struct {
+	APIVersion string `json:"v"`
+	Kind       string `json:"k"`
+	Namespace  string `json:"ns,omitempty"`
+	Name       string `json:"n"`
+	Prune      bool   `json:"p,omitempty"`
+	Digest     string `json:"d,omitempty"`
+	UID        string `json:"u,omitempty"`
+	RV         string `json:"rv,omitempty"`
+	Gen        int64  `json:"g,omitempty"`
+}
+
+func (a *Applier) shardName(i int) string {
+	if i == 0 {
+		return a.cfg.InventoryName
+	}
+	return fmt.Sprintf("%s-%d", a.cfg.InventoryName, i)
+}
 
 func (a *Applier) readInventory(ctx context.Context) (inventory, error) {
+	inv := newInventory()
 	var cm corev1.ConfigMap
 	err := a.c.Get(ctx, client.ObjectKey{Namespace: a.cfg.InventoryNamespace, Name: a.cfg.InventoryName}, &cm)
 	if apierrors.IsNotFound(err) {
-		return inventory{}, nil
+		return inv, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the sync inventory ConfigMap %s/%s: %w (fluxd needs get, create and patch on it)", a.cfg.InventoryNamespace, a.cfg.InventoryName, err)
+		return inventory{}, fmt.Errorf("reading the sync inventory ConfigMap %s/%s: %w (fluxd needs get, create, patch and delete on it and on %s-N)", a.cfg.InventoryNamespace, a.cfg.InventoryName, err, a.cfg.InventoryName)
 	}
 	if owner := cm.Annotations[annotationOwner]; owner != "" && owner != OwnerOf(a.cfg.Source) {
 		theirs := cm.Annotations[annotationSource]
 		if theirs == "" {
 			theirs = "owner " + owner
 		}
-		return nil, &foreignInventoryError{ns: a.cfg.InventoryNamespace, name: a.cfg.InventoryName, theirs: theirs, ours: a.cfg.Source}
+		return inventory{}, &foreignInventoryError{ns: a.cfg.InventoryNamespace, name: a.cfg.InventoryName, theirs: theirs, ours: a.cfg.Source}
+	} else if owner != "" {
+		inv.ours = true
 	}
-	var refs []platform.ObjectRef
-	if raw := cm.Data[inventoryKey]; raw != "" {
+	broken := func(name string, err error) error {
+		return fmt.Errorf("the sync inventory ConfigMap %s/%s does not parse (%w); fluxd will not prune until it is fixed or the inventory (%s and %s-N) deleted (deleting it makes fluxd forget what it applied, so nothing is pruned until it is applied again)", a.cfg.InventoryNamespace, name, err, a.cfg.InventoryName, a.cfg.InventoryName)
+	}
+	if raw := cm.Data[legacyKey]; raw != "" {
+		// Written before shards: refs of prunable objects, nothing else.
+		var refs []platform.ObjectRef
 		if err := json.Unmarshal([]byte(raw), &refs); err != nil {
-			return nil, fmt.Errorf("the sync inventory ConfigMap %s/%s does not parse (%w); fluxd will not prune until it is fixed or deleted (deleting it makes fluxd forget what it applied, so nothing is pruned until it is applied again)", a.cfg.InventoryNamespace, a.cfg.InventoryName, err)
+			return inventory{}, broken(a.cfg.InventoryName, err)
+		}
+		for _, r := range refs {
+			inv.entries[refKey(r)] = entry{Ref: r, Prune: true}
+		}
+		inv.stored = []string{""}
+		return inv, nil
+	}
+	n := 1
+	if s := cm.Data[shardsKey]; s != "" {
+		if n, err = strconv.Atoi(s); err != nil || n < 1 {
+			return inventory{}, broken(a.cfg.InventoryName, fmt.Errorf("%s is %q", shardsKey, s))
 		}
 	}
-	inv := inventory{}
-	for _, r := range refs {
-		inv[refKey(r)] = r
+	inv.stored = make([]string, n)
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			cm = corev1.ConfigMap{}
+			err := a.c.Get(ctx, client.ObjectKey{Namespace: a.cfg.InventoryNamespace, Name: a.shardName(i)}, &cm)
+			if apierrors.IsNotFound(err) {
+				// A write cut short: what it held is forgotten, so those
+				// objects are not pruned (never the other way round).
+				continue
+			}
+			if err != nil {
+				return inventory{}, fmt.Errorf("reading the sync inventory ConfigMap %s/%s: %w", a.cfg.InventoryNamespace, a.shardName(i), err)
+			}
+		}
+		raw := cm.Data[entriesKey]
+		inv.stored[i] = raw
+		if raw == "" {
+			continue
+		}
+		var ws []wireEntry
+		if err := json.Unmarshal([]byte(raw), &ws); err != nil {
+			return inventory{}, broken(a.shardName(i), err)
+		}
+		for _, w := range ws {
+			e := entry{Ref: platform.ObjectRef{APIVersion: w.APIVersion, Kind: w.Kind, Namespace: w.Namespace, Name: w.Name}, Prune: w.Prune, Digest: w.Digest,
+				Witness: witness{UID: w.UID, RV: w.RV, Gen: w.Gen}}
+			inv.entries[refKey(e.Ref)] = e
+		}
 	}
 	return inv, nil
 }
 
-// writeInventory stores inv, creating the ConfigMap the first time.
-func (a *Applier) writeInventory(ctx context.Context, inv inventory) error {
-	refs := make([]platform.ObjectRef, 0, len(inv))
-	for _, r := range inv {
-		refs = append(refs, r)
+// shards encodes the entries into as few shards as keep each under
+// shardMax, every entry in the shard its key hashes to, each sorted.
+func shards(entries map[string]entry) ([]string, error) {
+	keys := make([]string, 0, len(entries))
+	enc := map[string][]byte{}
+	total := 0
+	for k, e := range entries {
+		b, err := json.Marshal(wireEntry{APIVersion: e.Ref.APIVersion, Kind: e.Ref.Kind, Namespace: e.Ref.Namespace, Name: e.Ref.Name, Prune: e.Prune,
+			Digest: e.Digest, UID: e.Witness.UID, RV: e.Witness.RV, Gen: e.Witness.Gen})
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+		enc[k] = b
+		total += len(b) + 1
 	}
-	sort.Slice(refs, func(i, j int) bool { return refs[i].String() < refs[j].String() })
-	b, err := json.Marshal(refs)
+	sort.Strings(keys)
+	n := max(1, (total+shardTarget-1)/shardTarget)
+	for ; ; n++ {
+		buckets := make([][]string, n)
+		sizes := make([]int, n)
+		fits := true
+		for _, k := range keys {
+			i := shardOf(k, n)
+			buckets[i] = append(buckets[i], k)
+			if sizes[i] += len(enc[k]) + 1; sizes[i] > shardMax {
+				fits = false
+			}
+		}
+		if !fits {
+			continue
+		}
+		out := make([]string, n)
+		for i, b := range buckets {
+			buf := make([]byte, 0, sizes[i]+2)
+			buf = append(buf, '[')
+			for j, k := range b {
+				if j > 0 {
+					buf = append(buf, ',')
+				}
+				buf = append(buf, enc[k]...)
+			}
+			out[i] = string(append(buf, ']'))
+		}
+		return out, nil
+	}
+}
+
+func shardOf(key string, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(key))
+	return int(h.Sum32() % uint32(n))
+}
+
+// writeInventory stores inv, writing only the shards that changed: the
+// others first, then the first (which says how many there are), then
+// deleting shards no longer counted. A write cut short leaves entries
+// forgotten, never invented: what is forgotten is not pruned.
+func (a *Applier) writeInventory(ctx context.Context, inv inventory) error {
+	data, err := shards(inv.entries)
 	if err != nil {
 		return err
 	}
-	cm := &corev1.ConfigMap{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: a.cfg.InventoryNamespace, Name: a.cfg.InventoryName, Labels: map[string]string{"app.kubernetes.io/managed-by": "fluxd"},
-			Annotations: map[string]string{annotationSource: a.cfg.Source, annotationOwner: OwnerOf(a.cfg.Source)}},
-		Data: map[string]string{inventoryKey: string(b)},
+	write := func(i int) error {
+		d := map[string]string{entriesKey: data[i]}
+		if i == 0 {
+			d[shardsKey] = strconv.Itoa(len(data))
+		}
+		cm := &corev1.ConfigMap{
+			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: a.cfg.InventoryNamespace, Name: a.shardName(i), Labels: map[string]string{"app.kubernetes.io/managed-by": "fluxd"},
+				Annotations: map[string]string{annotationSource: a.cfg.Source, annotationOwner: OwnerOf(a.cfg.Source)}},
+			Data: d,
+		}
+		if err := a.c.Patch(ctx, cm, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+			return fmt.Errorf("writing the sync inventory ConfigMap %s/%s: %w", a.cfg.InventoryNamespace, a.shardName(i), err)
+		}
+		return nil
 	}
-	if err := a.c.Patch(ctx, cm, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-		return fmt.Errorf("writing the sync inventory ConfigMap %s/%s: %w", a.cfg.InventoryNamespace, a.cfg.InventoryName, err)
+	changed := func(i int) bool { return i >= len(inv.stored) || inv.stored[i] != data[i] }
+	for i := 1; i < len(data); i++ {
+		if changed(i) {
+			if err := write(i); err != nil {
+				return err
+			}
+		}
+	}
+	if changed(0) || len(data) != len(inv.stored) || !inv.ours {
+		if err := write(0); err != nil {
+			return err
+		}
+	}
+	for i := len(data); i < len(inv.stored); i++ {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: a.cfg.InventoryNamespace, Name: a.shardName(i)}}
+		if err := a.c.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("deleting the sync inventory ConfigMap %s/%s, a shard no longer used: %w", a.cfg.InventoryNamespace, a.shardName(i), err)
+		}
 	}
 	return nil
 }
 
-// inventoryAfter is the inventory once a sync is done: the objects of git
-// this sync created, those listed already, those of git annotated
-// fluxd.io/prune: enabled, and the old entries that were kept (not
-// pruned, or not yet). An object of git that existed before fluxd applied
-// it (adopted: its first apply changed it or found it unchanged) is not
-// listed, so pruning never deletes what fluxd did not create.
-func inventoryAfter(old inventory, items []*item, keep []platform.ObjectRef) inventory {
-	inv := inventory{}
+// inventoryAfter is the inventory once a sync is done: every object of git
+// this sync applied or found unchanged, with its new digest and witness
+// (failed ones as they were), and the old prunable entries that were kept
+// (not pruned, or not yet). An object is prunable when this sync created
+// it, when it was prunable already, or when it is annotated fluxd.io/prune:
+// enabled in git; an object of git that existed before fluxd applied it
+// (adopted: its first apply changed it or found it unchanged) is listed
+// but not prunable, so pruning never deletes what fluxd did not create.
+func inventoryAfter(old inventory, items []*item, keep []entry) inventory {
+	inv := newInventory()
+	inv.stored, inv.ours = old.stored, old.ours
 	for _, it := range items {
-		r, listed := old[it.key]
+		prev, listed := old.entries[it.key]
 		switch it.res.Action {
-		case platform.ActionFailed, platform.ActionSkipped:
+		case platform.ActionFailed, platform.ActionSkipped, "":
 			if listed {
-				inv[it.key] = r
+				inv.entries[it.key] = prev
 			}
-		case platform.ActionCreated:
-			inv[it.key] = refOf(it.u)
-		default:
-			if listed || it.u.GetAnnotations()[platform.AnnotationPrune] == "enabled" {
-				inv[it.key] = refOf(it.u)
-			}
+			continue
 		}
+		e := entry{Ref: refOf(it.u), Prune: prev.Prune, Digest: it.digest, Witness: it.witness}
+		if it.res.Action == platform.ActionCreated || it.u.GetAnnotations()[platform.AnnotationPrune] == "enabled" {
+			e.Prune = true
+		}
+		inv.entries[it.key] = e
 	}
-	for _, r := range keep {
-		inv[refKey(r)] = r
+	for _, e := range keep {
+		inv.entries[refKey(e.Ref)] = e
 	}
 	return inv
 }

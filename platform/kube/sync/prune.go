@@ -18,7 +18,7 @@ import (
 // nothing though it could: git holds nothing, or more than half of the
 // inventory (of more than one object) left it at once, as an empty
 // checkout or a mistyped path would look, unless Config.PruneAll.
-func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, refused map[string]bool, opts platform.SyncOptions) (results []platform.ObjectResult, keep []platform.ObjectRef, held error) {
+func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, refused map[string]bool, opts platform.SyncOptions) (results []platform.ObjectResult, keep []entry, held error) {
 	inGit := map[string]bool{}
 	for k := range refused {
 		inGit[k] = true // refused, so not fluxd's to delete either
@@ -26,25 +26,32 @@ func (a *Applier) prune(ctx context.Context, inv inventory, items []*item, refus
 	for _, it := range items {
 		inGit[it.key] = true
 	}
-	var stale []platform.ObjectRef
-	for k, r := range inv {
+	// Only prunable entries count: one fluxd adopted is forgotten when it
+	// leaves git.
+	var stale []entry
+	prunable := 0
+	for k, e := range inv.entries {
+		if !e.Prune {
+			continue
+		}
+		prunable++
 		if !inGit[k] {
-			stale = append(stale, r)
+			stale = append(stale, e)
 		}
 	}
 	if !opts.Prune || opts.NoPrune != "" {
 		return nil, stale, nil // remembered, for a sync that may prune
 	}
-	if !a.cfg.PruneAll && len(stale) > 0 && (len(items) == 0 || len(stale) > 1 && 2*len(stale) > len(inv)) {
-		return nil, stale, fmt.Errorf("pruning held back: git now holds %d objects and %d of the %d objects fluxd created would be deleted; an empty checkout, a wrong --git-path or branch, or a bad merge looks like this. Nothing was deleted; if the objects really left git, start fluxd once with --sync-prune-all", len(items), len(stale), len(inv))
+	if !a.cfg.PruneAll && len(stale) > 0 && (len(items) == 0 || len(stale) > 1 && 2*len(stale) > prunable) {
+		return nil, stale, fmt.Errorf("pruning held back: git now holds %d objects and %d of the %d objects fluxd created would be deleted; an empty checkout, a wrong --git-path or branch, or a bad merge looks like this. Nothing was deleted; if the objects really left git, start fluxd once with --sync-prune-all", len(items), len(stale), prunable)
 	}
-	for _, r := range stale {
-		res, kept := a.pruneOne(ctx, r, opts.DryRun)
+	for _, e := range stale {
+		res, kept := a.pruneOne(ctx, e.Ref, opts.DryRun)
 		if res.Action != "" {
 			results = append(results, res)
 		}
 		if kept {
-			keep = append(keep, r)
+			keep = append(keep, e)
 		}
 	}
 	return results, keep, nil

@@ -1868,6 +1868,10 @@ type Job struct {
 	QueuePosition int32                  `protobuf:"varint,7,opt,name=queue_position,json=queuePosition,proto3" json:"queue_position,omitempty"`
 	Plan          *Plan                  `protobuf:"bytes,8,opt,name=plan,proto3" json:"plan,omitempty"`
 	Commit        string                 `protobuf:"bytes,9,opt,name=commit,proto3" json:"commit,omitempty"`
+	// user is who asked for the release ("automator" for the automator's).
+	User string `protobuf:"bytes,10,opt,name=user,proto3" json:"user,omitempty"`
+	// type is "release" or "automated-release", as history records it.
+	Type          string `protobuf:"bytes,11,opt,name=type,proto3" json:"type,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1961,6 +1965,20 @@ func (x *Job) GetPlan() *Plan {
 func (x *Job) GetCommit() string {
 	if x != nil {
 		return x.Commit
+	}
+	return ""
+}
+
+func (x *Job) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *Job) GetType() string {
+	if x != nil {
+		return x.Type
 	}
 	return ""
 }
@@ -3272,7 +3290,11 @@ type HistoryRequest struct {
 	// "unlock", "policy"); empty means all.
 	Type string `protobuf:"bytes,3,opt,name=type,proto3" json:"type,omitempty"`
 	// user limits the events to users whose name contains it.
-	User          string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
+	User string `protobuf:"bytes,4,opt,name=user,proto3" json:"user,omitempty"`
+	// since and until keep the events that ended in [since, until); unset
+	// leaves that side open.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=since,proto3" json:"since,omitempty"`
+	Until         *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=until,proto3" json:"until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3333,6 +3355,20 @@ func (x *HistoryRequest) GetUser() string {
 		return x.User
 	}
 	return ""
+}
+
+func (x *HistoryRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *HistoryRequest) GetUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Until
+	}
+	return nil
 }
 
 type HistoryResponse struct {
@@ -3544,7 +3580,11 @@ func (x *NotifyImageResponse) GetTags() int32 {
 type SyncRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// dry_run changes nothing: the response says what a sync would do.
-	DryRun        bool `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,1,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// no_wait starts the sync (git fetched first) and answers at once,
+	// with started set; its outcome is in the history and on the status
+	// page. Not with dry_run.
+	NoWait        bool `protobuf:"varint,2,opt,name=no_wait,json=noWait,proto3" json:"no_wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3582,6 +3622,13 @@ func (*SyncRequest) Descriptor() ([]byte, []int) {
 func (x *SyncRequest) GetDryRun() bool {
 	if x != nil {
 		return x.DryRun
+	}
+	return false
+}
+
+func (x *SyncRequest) GetNoWait() bool {
+	if x != nil {
+		return x.NoWait
 	}
 	return false
 }
@@ -3681,7 +3728,9 @@ type SyncResponse struct {
 	// error is a failure of the sync as a whole (the inventory unreadable).
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// duration_ms is how long the sync took.
-	DurationMs    int64 `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	DurationMs int64 `protobuf:"varint,6,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// started is set, alone, when no_wait started the sync.
+	Started       bool `protobuf:"varint,7,opt,name=started,proto3" json:"started,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3756,6 +3805,13 @@ func (x *SyncResponse) GetDurationMs() int64 {
 		return x.DurationMs
 	}
 	return 0
+}
+
+func (x *SyncResponse) GetStarted() bool {
+	if x != nil {
+		return x.Started
+	}
+	return false
 }
 
 var File_fluxd_v1_fluxd_proto protoreflect.FileDescriptor
@@ -3907,7 +3963,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x0fReleaseResponse\x12\"\n" +
 	"\x04plan\x18\x01 \x01(\v2\x0e.fluxd.v1.PlanR\x04plan\x12\x15\n" +
 	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x16\n" +
-	"\x06commit\x18\x03 \x01(\tR\x06commit\"\xc6\x02\n" +
+	"\x06commit\x18\x03 \x01(\tR\x06commit\"\xee\x02\n" +
 	"\x03Job\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12(\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x12.fluxd.v1.JobStateR\x05state\x12\x14\n" +
@@ -3919,7 +3975,10 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"finishedAt\x12%\n" +
 	"\x0equeue_position\x18\a \x01(\x05R\rqueuePosition\x12\"\n" +
 	"\x04plan\x18\b \x01(\v2\x0e.fluxd.v1.PlanR\x04plan\x12\x16\n" +
-	"\x06commit\x18\t \x01(\tR\x06commit\"\x1f\n" +
+	"\x06commit\x18\t \x01(\tR\x06commit\x12\x12\n" +
+	"\x04user\x18\n" +
+	" \x01(\tR\x04user\x12\x12\n" +
+	"\x04type\x18\v \x01(\tR\x04type\"\x1f\n" +
 	"\rGetJobRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"1\n" +
 	"\x0eGetJobResponse\x12\x1f\n" +
@@ -4010,12 +4069,14 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\achanges\x18\b \x03(\v2\x10.fluxd.v1.ChangeR\achanges\x12\x16\n" +
 	"\x06commit\x18\t \x01(\tR\x06commit\x12\x14\n" +
 	"\x05error\x18\n" +
-	" \x01(\tR\x05error\"h\n" +
+	" \x01(\tR\x05error\"\xcc\x01\n" +
 	"\x0eHistoryRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
 	"\x04type\x18\x03 \x01(\tR\x04type\x12\x12\n" +
-	"\x04user\x18\x04 \x01(\tR\x04user\":\n" +
+	"\x04user\x18\x04 \x01(\tR\x04user\x120\n" +
+	"\x05since\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x120\n" +
+	"\x05until\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05until\":\n" +
 	"\x0fHistoryResponse\x12'\n" +
 	"\x06events\x18\x01 \x03(\v2\x0f.fluxd.v1.EventR\x06events\"*\n" +
 	"\x12NotifyImageRequest\x12\x14\n" +
@@ -4030,16 +4091,17 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\n" +
 	"repository\x18\x01 \x01(\tR\n" +
 	"repository\x12\x12\n" +
-	"\x04tags\x18\x02 \x01(\x05R\x04tags\"&\n" +
+	"\x04tags\x18\x02 \x01(\x05R\x04tags\"?\n" +
 	"\vSyncRequest\x12\x17\n" +
-	"\adry_run\x18\x01 \x01(\bR\x06dryRun\"~\n" +
+	"\adry_run\x18\x01 \x01(\bR\x06dryRun\x12\x17\n" +
+	"\ano_wait\x18\x02 \x01(\bR\x06noWait\"~\n" +
 	"\n" +
 	"SyncObject\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12\x16\n" +
 	"\x06action\x18\x03 \x01(\tR\x06action\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\x12\x12\n" +
-	"\x04diff\x18\x05 \x03(\tR\x04diff\"\xc6\x01\n" +
+	"\x04diff\x18\x05 \x03(\tR\x04diff\"\xe0\x01\n" +
 	"\fSyncResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x17\n" +
 	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12.\n" +
@@ -4047,7 +4109,8 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\bproblems\x18\x04 \x03(\tR\bproblems\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1f\n" +
 	"\vduration_ms\x18\x06 \x01(\x03R\n" +
-	"durationMs*P\n" +
+	"durationMs\x12\x18\n" +
+	"\astarted\x18\a \x01(\bR\astarted*P\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_VIEWER\x10\x01\x12\x11\n" +
@@ -4203,50 +4266,52 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	60, // 35: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
 	60, // 36: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
 	48, // 37: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
-	49, // 38: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
-	60, // 39: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
-	56, // 40: fluxd.v1.SyncResponse.objects:type_name -> fluxd.v1.SyncObject
-	3,  // 41: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	4,  // 42: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
-	11, // 43: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	14, // 44: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	20, // 45: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	26, // 46: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	28, // 47: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	31, // 48: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	33, // 49: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	35, // 50: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
-	38, // 51: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	40, // 52: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	42, // 53: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	44, // 54: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	46, // 55: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	50, // 56: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	52, // 57: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	55, // 58: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
-	6,  // 59: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	5,  // 60: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
-	12, // 61: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	18, // 62: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	24, // 63: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	27, // 64: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	30, // 65: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	32, // 66: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	34, // 67: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	37, // 68: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
-	39, // 69: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	41, // 70: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	43, // 71: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	45, // 72: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	47, // 73: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	51, // 74: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	54, // 75: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	57, // 76: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
-	59, // [59:77] is the sub-list for method output_type
-	41, // [41:59] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	60, // 38: fluxd.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
+	60, // 39: fluxd.v1.HistoryRequest.until:type_name -> google.protobuf.Timestamp
+	49, // 40: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
+	60, // 41: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
+	56, // 42: fluxd.v1.SyncResponse.objects:type_name -> fluxd.v1.SyncObject
+	3,  // 43: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
+	4,  // 44: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
+	11, // 45: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	14, // 46: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	20, // 47: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	26, // 48: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	28, // 49: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	31, // 50: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	33, // 51: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	35, // 52: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
+	38, // 53: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	40, // 54: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	42, // 55: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	44, // 56: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	46, // 57: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	50, // 58: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	52, // 59: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	55, // 60: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
+	6,  // 61: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	5,  // 62: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
+	12, // 63: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	18, // 64: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	24, // 65: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	27, // 66: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	30, // 67: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	32, // 68: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	34, // 69: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	37, // 70: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
+	39, // 71: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	41, // 72: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	43, // 73: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	45, // 74: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	47, // 75: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	51, // 76: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	54, // 77: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	57, // 78: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
+	61, // [61:79] is the sub-list for method output_type
+	43, // [43:61] is the sub-list for method input_type
+	43, // [43:43] is the sub-list for extension type_name
+	43, // [43:43] is the sub-list for extension extendee
+	0,  // [0:43] is the sub-list for field type_name
 }
 
 func init() { file_fluxd_v1_fluxd_proto_init() }

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+func sampleJob(t0 time.Time) *fluxdv1.Job {
+	return &fluxdv1.Job{Id: "j-7", State: fluxdv1.JobState_JOB_STATE_SUCCEEDED, Stage: "done", Type: "release", User: "Jane Doe <jane@example.com>",
+		CreatedAt: timestamppb.New(t0), FinishedAt: timestamppb.New(t0.Add(83 * time.Second)), Commit: "0123456789abcdef",
+		Plan: &fluxdv1.Plan{Items: []*fluxdv1.PlanItem{
+			{Service: "default:deployment/web", Action: "update", Updates: []*fluxdv1.ContainerUpdate{{Container: "app", Current: "reg/web:1.0", Target: "reg/web:1.1"}}},
+			{Service: "default:deployment/api", Action: "update", Updates: []*fluxdv1.ContainerUpdate{{Container: "app", Current: "reg/api:2.0", Target: "reg/api:2.1"}}},
+		}}}
+}
+
+// jobs and job say what a job changed, who asked, its type and how long it
+// took, in the table and in JSON.
+func TestJobsSayWhatAndWho(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	var out bytes.Buffer
+	if err := printJobs(&out, []*fluxdv1.Job{sampleJob(t0)}, "table", t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"TYPE", "USER", "TOOK", "CHANGES", "release", "Jane Doe <jane@example.com>", "1m23s", "web app: reg/web:1.0 -> 1.1 (+1 more)", "0123456789ab"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("jobs table lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := printJobs(&out, []*fluxdv1.Job{sampleJob(t0)}, "json", t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"type": "release"`, `"durationSeconds": 83`, `"from": "reg/api:2.0"`, `"to": "reg/api:2.1"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("jobs JSON lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	printJob(&out, sampleJob(t0), t0.Add(time.Hour))
+	for _, want := range []string{"Job:", "j-7", "User:", "Ended:", "after 1m23s", "default:deployment/api app: reg/api:2.0 -> 2.1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("job view lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// historyOnly answers History from memory.
+type historyOnly struct {
+	fluxdv1.FluxServiceClient
+	events []*fluxdv1.Event
+}
+
+func (h historyOnly) History(context.Context, *fluxdv1.HistoryRequest, ...grpc.CallOption) (*fluxdv1.HistoryResponse, error) {
+	return &fluxdv1.HistoryResponse{Events: h.events}, nil
+}
+
+// rollback goes back to the image before the last release that
+// succeeded, skipping failed releases, their rollbacks and other events.
+func TestPreviousImage(t *testing.T) {
+	ch := func(from, to string) []*fluxdv1.Change {
+		return []*fluxdv1.Change{{Service: "default:deployment/web", Container: "app", From: from, To: to}}
+	}
+	h := historyOnly{events: []*fluxdv1.Event{ // newest first
+		{Type: "lock"},
+		{Type: "rollback", Changes: ch("reg/web:1.3", "reg/web:1.2")},
+		{Type: "failed", Changes: ch("reg/web:1.2", "reg/web:1.3"), Error: "rollout failed"},
+		{Type: "automated-release", Changes: ch("reg/web:1.1", "reg/web:1.2")},
+		{Type: "release", Changes: ch("reg/web:1.0", "reg/web:1.1")},
+	}}
+	if got, err := previousImage(context.Background(), h, "web"); err != nil || got != "reg/web:1.1" {
+		t.Errorf("previousImage = %q, %v; want reg/web:1.1", got, err)
+	}
+	if _, err := previousImage(context.Background(), historyOnly{}, "web"); err == nil || !strings.Contains(err.Error(), "--to IMAGE") {
+		t.Errorf("with no release recorded: %v", err)
+	}
+}

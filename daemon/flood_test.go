@@ -1,0 +1,201 @@
+package daemon
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/http2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/regtest"
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// 10,000 health checks without a token cost at most one readiness check
+// (a database ping) a second, and a release planned meanwhile is planned
+// as without them.
+func TestTenThousandHealthChecksCostAFewPings(t *testing.T) {
+	reg := regtest.New(0)
+	t.Cleanup(reg.Close)
+	ctx := context.Background()
+	if err := reg.PushVersions(ctx, reg.Host()+"/team/app", 0, 3, time.Now().Add(-time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	var pings atomic.Int64
+	f, _, _ := realReleaserWith(t, func(d *Deps) {
+		d.Ready = func(context.Context) error { pings.Add(1); return nil }
+	}, reg.Host()+"/team/app:"+regtest.Version(0))
+	h := healthpb.NewHealthClient(f.conn)
+
+	start := time.Now()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	checks := make(chan struct{}, 10000)
+	for range 10000 {
+		checks <- struct{}{}
+	}
+	close(checks)
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range checks {
+				resp, err := h.Check(ctx, &healthpb.HealthCheckRequest{})
+				if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	// A viewer's plan, during the flood.
+	plan, err := f.client.Release(withToken(f.tokens[auth.Viewer]), &fluxdv1.ReleaseRequest{Kind: fluxdv1.ReleaseKind_RELEASE_KIND_PLAN,
+		Spec: &fluxdv1.ReleaseSpec{All: true, Image: reg.Host() + "/team/app:" + regtest.Version(2)}})
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err != nil {
+		t.Fatalf("a plan during the flood: %v", err)
+	}
+	if n := len(plan.GetPlan().GetItems()); n != 1 || plan.GetPlan().GetItems()[0].GetAction() != "update" {
+		t.Fatalf("a plan during the flood: %v", plan.GetPlan())
+	}
+	if n := failed.Load(); n != 0 {
+		t.Fatalf("%d of 10,000 health checks failed", n)
+	}
+	// One computation per second of the flood, and one more at its edge.
+	if n, most := pings.Load(), int64(elapsed/time.Second)+2; n > most {
+		t.Fatalf("10,000 health checks in %v made %d readiness checks (database pings), want at most %d", elapsed.Round(time.Millisecond), n, most)
+	}
+	t.Logf("10,000 health checks in %v: %d readiness checks", elapsed.Round(time.Millisecond), pings.Load())
+}
+
+// Many Watch streams share one ticker: they cost the checks of one.
+func TestHealthWatchStreamsShareOneTicker(t *testing.T) {
+	var pings atomic.Int64
+	f := newFixtureWith(t, Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{},
+		Ready: func(context.Context) error { pings.Add(1); return nil }})
+	h := healthpb.NewHealthClient(f.conn)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	start := time.Now()
+	for range 200 {
+		w, err := h.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp, err := w.Recv(); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("watch: %v %v", resp, err)
+		}
+	}
+	elapsed := time.Since(start)
+	if n, most := pings.Load(), int64(elapsed/time.Second)+2; n > most {
+		t.Fatalf("200 Watch streams over %v made %d readiness checks, want at most %d", elapsed.Round(time.Millisecond), n, most)
+	}
+}
+
+// The server accepts at most its connection limit: one more client
+// waits until a connection closes.
+func TestServerLimitsConnections(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	d := New(Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}}, log)
+	srv := NewServer(d, oneToken("x"), log, WithMaxConnections(2))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis, time.Second) }()
+	defer func() { cancel(); <-done }()
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", lis.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	h := healthpb.NewHealthClient(conn)
+	cctx, ccancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	_, err = h.Check(cctx, &healthpb.HealthCheckRequest{})
+	ccancel()
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("a third connection was served while two were held: %v", err)
+	}
+	held[0].Close()
+	cctx, ccancel = context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	if _, err := h.Check(cctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err != nil {
+		t.Fatalf("after one connection closed: %v", err)
+	}
+	held[1].Close()
+}
+
+// A client that pings faster than the keepalive policy allows is sent
+// away (GOAWAY, ENHANCE_YOUR_CALM): pings cost the server work before any
+// token is shown.
+func TestServerSendsAwayClientsThatPingTooOften(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	d := New(Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}}, log)
+	srv := NewServer(d, oneToken("x"), log)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis, time.Second) }()
+	defer func() { cancel(); <-done }()
+
+	conn, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
+	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
+		t.Fatal(err)
+	}
+	fr := http2.NewFramer(conn, conn)
+	if err := fr.WriteSettings(); err != nil {
+		t.Fatal(err)
+	}
+	goaway := make(chan http2.ErrCode, 1)
+	go func() {
+		for {
+			f, err := fr.ReadFrame()
+			if err != nil {
+				close(goaway)
+				return
+			}
+			if g, ok := f.(*http2.GoAwayFrame); ok {
+				goaway <- g.ErrCode
+				return
+			}
+		}
+	}()
+	for i := range 10 {
+		if err := fr.WritePing(false, [8]byte{byte(i)}); err != nil {
+			break // sent away already
+		}
+	}
+	code, ok := <-goaway
+	if !ok || code != http2.ErrCodeEnhanceYourCalm {
+		t.Fatalf("10 pings at once: GOAWAY %v (received: %v), want ENHANCE_YOUR_CALM", code, ok)
+	}
+}

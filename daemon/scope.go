@@ -1,0 +1,121 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/fluxerr"
+	"github.com/fluxd/fluxd/registry"
+)
+
+// Instance scopes. A token's instance may have a scope (auth.Scope:
+// namespaces, optionally git paths). The interceptors put the caller's
+// identity, scope included, in the call's context; servicesBuilt, which
+// every call that lists, names, plans or notifies about services reads,
+// keeps only the services in it. A service outside the scope is thus,
+// to the caller, one that does not exist: "not found", with suggestions
+// drawn from its own services only. What does not go through the view
+// of services says so below.
+
+// inScope returns the services of all in sc.
+func inScope(sc *auth.Scope, all []Service) []Service {
+	out := make([]Service, 0, len(all))
+	for _, s := range all {
+		if sc.Contains(s.ID.Namespace, s.File()) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// File is the repository file that defines s, "" when git does not.
+func (s Service) File() string {
+	if s.def == nil {
+		return ""
+	}
+	return s.def.File
+}
+
+// scopedEvents keeps the events a scoped caller may see: those that name
+// a service in its scope, each trimmed to the services (and image
+// changes) in it. An event naming no service (a sync that failed as a
+// whole) is about everyone's objects, and left out.
+func (d *Daemon) scopedEvents(ctx context.Context, evs []history.Event) ([]history.Event, error) {
+	if identity(ctx).Scope == nil {
+		return evs, nil
+	}
+	svcs, err := d.services(ctx)
+	if err != nil {
+		return nil, err
+	}
+	mine := map[string]bool{}
+	for _, s := range svcs {
+		mine[s.ID.String()] = true
+	}
+	out := evs[:0:0]
+	for _, ev := range evs {
+		var keep []string
+		for _, s := range ev.Services {
+			if mine[s] {
+				keep = append(keep, s)
+			}
+		}
+		if len(keep) == 0 {
+			continue
+		}
+		ev.Services = keep
+		var changes []history.Change
+		for _, c := range ev.Changes {
+			if mine[c.Service] {
+				changes = append(changes, c)
+			}
+		}
+		ev.Changes = changes
+		out = append(out, ev)
+	}
+	return out, nil
+}
+
+// checkNotifyScope refuses a scoped caller's notification of a repository
+// that no service in its scope runs, as "not found": the repository is
+// none of its business.
+func (d *Daemon) checkNotifyScope(ctx context.Context, ref registry.Ref) error {
+	if identity(ctx).Scope == nil {
+		return nil
+	}
+	svcs, err := d.services(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range svcs {
+		for _, c := range s.Containers {
+			if r, err := registry.ParseRef(c.Image); err == nil && r.Repository == ref.Repository {
+				return nil
+			}
+		}
+		for _, img := range s.GitImages {
+			if r, err := registry.ParseRef(img); err == nil && r.Repository == ref.Repository {
+				return nil
+			}
+		}
+	}
+	return fluxerr.New(fluxerr.Missing, fmt.Errorf("no service of instance %s runs an image of %s", identity(ctx).Instance, ref.Repository),
+		"A notification refreshes a repository your services use; 'fluxctl list-services' lists them and their images.")
+}
+
+// errSyncScoped refuses a scoped caller's sync: a sync applies every
+// object under --git-path, every team's, beyond any scope.
+var errSyncScoped = errors.New("a sync applies every object in git, every instance's, so an instance with a scope may not run one")
+
+// checkSyncScope refuses a scoped caller's sync.
+func checkSyncScope(ctx context.Context) error {
+	id := identity(ctx)
+	if id.Scope == nil {
+		return nil
+	}
+	return fluxerr.New(fluxerr.Forbidden, errSyncScoped,
+		fmt.Sprintf("Instance %s may act only in %s. The sync runs by itself on fluxd's --sync-interval and on every new commit; an operator with an unscoped instance's token can run it now.", id.Instance, id.Scope))
+}

@@ -1,0 +1,128 @@
+package gitguard
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+func obj(t *testing.T, y string) *unstructured.Unstructured {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	if err := yaml.Unmarshal([]byte(y), &u.Object); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+const podSpec = `
+      containers: [{name: app, image: reg/app:1}]`
+
+// What git may apply, by default and with each flag: every dangerous
+// object is refused by default, with the flag that allows it named, and
+// allowed by that flag; ordinary objects pass.
+func TestGuardRefusesWhatCouldTakeOverTheCluster(t *testing.T) {
+	t.Parallel()
+	self := Self{Namespaces: []string{"fluxd"}, ServiceAccount: "fluxd/fluxd"}
+	deployment := func(ns, sa string) string {
+		s := "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: " + ns + "}\nspec:\n  template:\n    spec:" + podSpec
+		if sa != "" {
+			s += "\n      serviceAccountName: " + sa
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name, yaml string
+		flag       string // "" : allowed by default
+		allow      func(*Config)
+	}{
+		{"APIService", "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: {name: v1.evil.example}\nspec: {group: evil.example, version: v1, service: {name: x, namespace: y}}", "--sync-deny-kinds", func(c *Config) { c.DenyKinds = nil }},
+		{"MutatingAdmissionPolicy", "apiVersion: admissionregistration.k8s.io/v1beta1\nkind: MutatingAdmissionPolicy\nmetadata: {name: p}", "--sync-deny-kinds", func(c *Config) { c.DenyKinds = nil }},
+		{"MutatingAdmissionPolicyBinding", "apiVersion: admissionregistration.k8s.io/v1beta1\nkind: MutatingAdmissionPolicyBinding\nmetadata: {name: p}", "--sync-deny-kinds", func(c *Config) { c.DenyKinds = nil }},
+		{"ClusterRoleBinding", "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: p}", "--sync-deny-kinds", func(c *Config) { c.DenyKinds = nil }},
+		{"CRD with a conversion webhook", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: ws.x.io}\nspec:\n  conversion:\n    strategy: Webhook\n    webhook: {clientConfig: {service: {name: evil, namespace: x}}}", "--sync-allow-conversion-webhooks", func(c *Config) { c.AllowConversionWebhooks = true }},
+		{"CRD without conversion", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: ws.x.io}\nspec: {group: x.io}", "", nil},
+		{"CRD with conversion None", "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: ws.x.io}\nspec: {conversion: {strategy: None}}", "", nil},
+		{"ConfigMap in fluxd's namespace", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: fluxd}", "--sync-allow-own-namespace", func(c *Config) { c.AllowOwnNamespace = true }},
+		{"fluxd's Namespace itself", "apiVersion: v1\nkind: Namespace\nmetadata: {name: fluxd}", "--sync-allow-own-namespace", func(c *Config) { c.AllowOwnNamespace = true }},
+		{"ConfigMap elsewhere", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: apps}", "", nil},
+		{"Deployment as fluxd's SA", deployment("fluxd", "fluxd"), "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnServiceAccount = true }},
+		{"Deployment as another SA in fluxd's namespace", deployment("fluxd", "web"), "--sync-allow-own-namespace", func(c *Config) { c.AllowOwnNamespace = true }},
+		{"Deployment named like fluxd's SA elsewhere", deployment("apps", "fluxd"), "", nil},
+		{"Pod as fluxd's SA (deprecated field)", "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: fluxd}\nspec:\n  serviceAccount: fluxd" + strings.ReplaceAll(podSpec, "\n      ", "\n  "), "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnServiceAccount = true }},
+		{"CronJob as fluxd's SA", "apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: c, namespace: fluxd}\nspec:\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          serviceAccountName: fluxd\n          containers: [{name: a, image: b}]", "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnServiceAccount = true }},
+		{"a custom resource's pod template as fluxd's SA", "apiVersion: argoproj.io/v1alpha1\nkind: Rollout\nmetadata: {name: r, namespace: fluxd}\nspec:\n  template:\n    spec:\n      serviceAccountName: fluxd\n      containers: [{name: a, image: b}]", "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnServiceAccount = true }},
+		{"token Secret for fluxd's SA", "apiVersion: v1\nkind: Secret\nmetadata: {name: t, namespace: fluxd, annotations: {kubernetes.io/service-account.name: fluxd}}\ntype: kubernetes.io/service-account-token", "--sync-allow-own-service-account", func(c *Config) { c.AllowOwnServiceAccount = true }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := Config{DenyKinds: DefaultDenyKinds, Self: self}
+			// Objects in fluxd's namespace are refused as such first:
+			// the ServiceAccount's cases are seen with it allowed.
+			cfg.AllowOwnNamespace = tc.flag == "--sync-allow-own-service-account"
+			err := New(cfg).Check(obj(t, tc.yaml))
+			if tc.flag == "" {
+				if err != nil {
+					t.Fatalf("refused by default: %v", err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.flag) {
+				t.Fatalf("by default: %v; want a refusal naming %s", err, tc.flag)
+			}
+			tc.allow(&cfg)
+			if err := New(cfg).Check(obj(t, tc.yaml)); err != nil {
+				t.Errorf("with %s: still refused: %v", tc.flag, err)
+			}
+		})
+	}
+}
+
+// A pod with no serviceAccountName runs as "default": when fluxd runs as
+// its namespace's default ServiceAccount, such a pod is refused too.
+func TestGuardDefaultServiceAccount(t *testing.T) {
+	t.Parallel()
+	g := New(Config{Self: Self{Namespaces: []string{"ops"}, ServiceAccount: "ops/default"}, AllowOwnNamespace: true})
+	err := g.Check(obj(t, "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: ops}\nspec:\n  template:\n    spec:"+podSpec))
+	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "spec.template.spec") {
+		t.Errorf("a pod of the default ServiceAccount, fluxd's: %v", err)
+	}
+}
+
+// Without knowing who fluxd is (no $POD_NAMESPACE, not a ServiceAccount),
+// only the kind checks apply; a nil Guard refuses nothing.
+func TestGuardUnknownSelf(t *testing.T) {
+	t.Parallel()
+	g := New(Config{DenyKinds: DefaultDenyKinds})
+	if err := g.Check(obj(t, deploymentYAML)); err != nil {
+		t.Errorf("unknown self: %v", err)
+	}
+	var none *Guard
+	if err := none.Check(obj(t, "apiVersion: apiregistration.k8s.io/v1\nkind: APIService\nmetadata: {name: x}")); err != nil {
+		t.Errorf("nil guard: %v", err)
+	}
+}
+
+const deploymentYAML = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  template:\n    spec:" + podSpec
+
+func TestServiceAccountOf(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"system:serviceaccount:fluxd:fluxd": "fluxd/fluxd",
+		"system:serviceaccount:a:b:c":       "a/b:c",
+		"kubernetes-admin":                  "",
+		"system:serviceaccount:x":           "",
+	} {
+		ns, name, ok := serviceAccountOf(in)
+		got := ""
+		if ok {
+			got = ns + "/" + name
+		}
+		if got != want {
+			t.Errorf("serviceAccountOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
