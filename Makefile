@@ -73,6 +73,17 @@ test-postgres: deps
 test-unit:
 	go test -short -count=1 ./...
 
+## torture: the randomized torture suite on the local stack (docs/torture.md):
+## two replicas on PostgreSQL, STEPS random operations drawn from SEED (default:
+## a fresh seed, printed), then six checks; ENFORCE lists the checks whose
+## violations fail the run (default all: abcdef), the others are reported
+STEPS ?= 60
+ENFORCE ?= abcdef
+.PHONY: torture
+torture: deps
+	@bin=$$(stack/build.sh) && FLUXD_STACK_BIN="$$bin" FLUXD_TORTURE_SEED='$(SEED)' FLUXD_TORTURE_STEPS='$(STEPS)' \
+		FLUXD_TORTURE_ENFORCE='$(ENFORCE)' go test -count=1 -run '^TestTorture$$' -timeout 60m -v ./e2e/
+
 ## vet: go vet
 vet:
 	go vet ./...

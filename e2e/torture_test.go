@@ -1,0 +1,733 @@
+package e2e
+
+// The torture suite (issue 26): a seeded, randomized run of what users,
+// people with git, the registry, operators and the network do to two
+// fluxd replicas on PostgreSQL with leader election, a real registry and
+// a smart-HTTP git remote; then, once everything has settled, the checks
+// of internal/torture judge from outside what git, the history database
+// and the cluster hold. See docs/torture.md.
+//
+// It runs only when asked: make torture SEED=… STEPS=… (FLUXD_TORTURE_SEED,
+// FLUXD_TORTURE_STEPS; FLUXD_TORTURE_ENFORCE lists the checks whose
+// violations fail the test, the others are reported).
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/fluxd/fluxd/history"
+	historystore "github.com/fluxd/fluxd/history/store"
+	"github.com/fluxd/fluxd/internal/localstack"
+	"github.com/fluxd/fluxd/internal/pgserver"
+	"github.com/fluxd/fluxd/internal/tlsfiles"
+	"github.com/fluxd/fluxd/internal/torture"
+	"github.com/fluxd/fluxd/release"
+)
+
+// tortureServices are the run's workloads: tt-d shares tt-a's repository,
+// so that one image release moves two services.
+var tortureServices = []torture.Service{
+	{Name: "tt-a", Repo: "torture-a"},
+	{Name: "tt-b", Repo: "torture-b"},
+	{Name: "tt-c", Repo: "torture-c"},
+	{Name: "tt-d", Repo: "torture-a"},
+}
+
+const (
+	tortureDir    = "torture"
+	tortureLease  = "fluxd-torture"
+	tortureSettle = 5 * time.Minute
+)
+
+func tortureManifest(s torture.Service, image string, automated bool) string {
+	auto := ""
+	if automated {
+		auto = fmt.Sprintf("    fluxd.io/automated: \"true\"\n    fluxd.io/automated-by: %q\n    fluxd.io/tag-all: \"semver:^1\"\n", instance)
+	}
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+  namespace: default
+  annotations:
+    torture.fluxd.io/owner: team-%[1]s
+%[3]sspec:
+  replicas: 1
+  minReadySeconds: 2
+  selector:
+    matchLabels: {app: %[1]s}
+  template:
+    metadata:
+      labels: {app: %[1]s}
+    spec:
+      containers:
+        - name: app
+          image: %[2]s
+`, s.Name, image, auto)
+}
+
+// TestTorture is the randomized torture run. It skips unless
+// FLUXD_TORTURE_STEPS is set.
+func TestTorture(t *testing.T) {
+	steps, _ := strconv.Atoi(os.Getenv("FLUXD_TORTURE_STEPS"))
+	if steps <= 0 {
+		t.Skip("the torture suite runs when asked: make torture SEED=… STEPS=… (FLUXD_TORTURE_STEPS)")
+	}
+	seed := time.Now().UnixNano() % 1_000_000_000
+	if s := os.Getenv("FLUXD_TORTURE_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseInt(s, 10, 64); err != nil {
+			t.Fatalf("FLUXD_TORTURE_SEED=%q: %v", s, err)
+		}
+	}
+	enforce := torture.AllChecks
+	if e, ok := os.LookupEnv("FLUXD_TORTURE_ENFORCE"); ok {
+		enforce = e
+	}
+	ops := torture.Generate(seed, steps, tortureServices)
+	fmt.Fprintf(os.Stderr, "torture: seed %d, %d steps, checks enforced %q (replay: make torture SEED=%d STEPS=%d)\n", seed, steps, enforce, seed, steps)
+	if testing.Short() {
+		t.Skip("needs the local stack")
+	}
+	r := newTortureRun(t, seed)
+	// The log is printed under -v, and always when the run fails.
+	defer func() {
+		t.Logf("torture: seed %d, %d steps; replay: make torture SEED=%d STEPS=%d\noperation log:\n%s", seed, steps, seed, steps, r.log.String())
+		t.Logf("replica logs: %s, %s", stack.Log("fluxd-torture-a"), stack.Log("fluxd-torture-b"))
+	}()
+	for _, op := range ops {
+		r.do(op)
+		time.Sleep(op.Pause)
+	}
+	r.logf("-- %d steps done; settling (at most %v)", steps, tortureSettle)
+	obs := r.settle()
+	vs := torture.Check(obs)
+	enforced, reported := torture.Enforced(vs, enforce)
+	stats := fmt.Sprintf("%d commits (%d by people), %d jobs, %d history rows, %d violations (%d enforced)",
+		len(obs.Order), len(obs.PersonCommits), len(obs.Jobs), len(obs.Events), len(vs), len(enforced))
+	r.logf("-- %s", stats)
+	fmt.Fprintf(os.Stderr, "torture: seed %d steps %d: %s\n", seed, steps, stats)
+	summary := map[string]int{}
+	for _, v := range vs {
+		summary[v.Check]++
+	}
+	fmt.Fprintf(os.Stderr, "torture: seed %d steps %d: violations by check %v (enforced %q)\n", seed, steps, summary, enforce)
+	for _, v := range reported {
+		t.Logf("torture: not enforced here (FLUXD_TORTURE_ENFORCE=%q): %s", enforce, v)
+	}
+	for _, v := range enforced {
+		t.Errorf("torture: %s", v)
+	}
+}
+
+// tortureReplica is one of the two fluxd replicas.
+type tortureReplica struct {
+	name string
+	f    *localstack.Fluxd
+	hook string // webhook address
+}
+
+type tortureRun struct {
+	t      *testing.T
+	kc     *kubernetes.Clientset
+	remote *tortureRemote
+	tmp    string // the run's temporary directory
+	bare   string // the run's git repository
+	dbURL  string
+	dbPass string
+
+	replicas   [2]*tortureReplica
+	startArgs  func(hook string) []string
+	tokens     map[string]string
+	tokensFile string
+	caFile     string
+	hc         *http.Client
+
+	mu      sync.Mutex
+	log     strings.Builder
+	jobs    []string // job IDs the run started, oldest first
+	persons []string // commits people pushed
+
+	commits map[string]*torture.Commit // read so far, by hash (observe)
+}
+
+func (r *tortureRun) logf(format string, args ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fmt.Fprintf(&r.log, "%s ", time.Now().UTC().Format("15:04:05.000"))
+	fmt.Fprintf(&r.log, format, args...)
+	r.log.WriteByte('\n')
+}
+
+func newTortureRun(t *testing.T, seed int64) *tortureRun {
+	ctx := testContext(t)
+	r := &tortureRun{t: t, kc: kubeClient(t), commits: map[string]*torture.Commit{}}
+	// The registry: every repository at 1.0.0.
+	t0 := time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC)
+	repos := map[string]bool{}
+	for _, s := range tortureServices {
+		if !repos[s.Repo] {
+			repos[s.Repo] = true
+			if err := stack.PushImage(ctx, s.Repo, torture.InitialTag, t0); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// A git repository of the run's own, served over smart HTTP to fluxd;
+	// people push to it directly with the git CLI.
+	dir := t.TempDir()
+	r.bare = filepath.Join(dir, "git", "torture.git")
+	r.tmp = dir
+	seedDir := filepath.Join(dir, "seed")
+	gitCLI(t, "", "init", "-q", "--bare", "-b", "main", r.bare)
+	gitCLI(t, r.bare, "config", "http.receivepack", "true")
+	gitCLI(t, "", "init", "-q", "-b", "main", seedDir)
+	gitCLI(t, seedDir, "remote", "add", "origin", r.bare)
+	if err := os.MkdirAll(filepath.Join(seedDir, tortureDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var all []string
+	for i, s := range tortureServices {
+		m := tortureManifest(s, stack.Registry+"/"+s.Repo+":"+torture.InitialTag, i%2 == 0)
+		if err := os.WriteFile(filepath.Join(seedDir, tortureDir, s.Name+".yaml"), []byte(m), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, m)
+	}
+	gitCLI(t, seedDir, "add", ".")
+	gitCLI(t, seedDir, "-c", "user.name=torture-seed", "-c", "user.email=seed@torture.invalid", "commit", "-q", "-m", "The torture run's services")
+	gitCLI(t, seedDir, "push", "-q", "origin", "main")
+	kubectlApply(t, strings.Join(all, "---\n"))
+	t.Cleanup(func() {
+		for _, s := range tortureServices {
+			_ = r.kc.AppsV1().Deployments("default").Delete(context.Background(), s.Name, metav1.DeleteOptions{})
+		}
+		_ = r.kc.CoordinationV1().Leases("default").Delete(context.Background(), tortureLease, metav1.DeleteOptions{})
+	})
+	r.remote = newTortureRemote(t, r.bare)
+
+	// PostgreSQL, shared by the replicas, and replica TLS.
+	url, srv := pgserver.Database(t)
+	localstack.NoteSecret("the PostgreSQL password", srv.Password)
+	r.dbURL, r.dbPass = url, srv.PasswordFile()
+	pki := t.TempDir()
+	caCert, caKey := writeCert(t, pki, "replica-ca", true, nil, nil, nil)
+	writeCert(t, pki, "replica", false, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, caCert, caKey)
+	r.caFile = filepath.Join(pki, "replica-ca.crt")
+	pool, err := tlsfiles.Pool(r.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.hc = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	secretFile := filepath.Join(t.TempDir(), "webhook-secret")
+	if err := os.WriteFile(secretFile, []byte(webhookSecret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.startArgs = func(hook string) []string {
+		return []string{
+			"--tls-cert-file=" + filepath.Join(pki, "replica.crt"), "--tls-key-file=" + filepath.Join(pki, "replica.key"), "--replica-ca-file=" + r.caFile,
+			"--git-url=" + r.remote.url, "--git-branch=main", "--git-path=" + tortureDir, "--git-timeout=5s", "--git-poll-interval=2s",
+			"--leader-elect", "--leader-elect-lease-name=" + tortureLease,
+			"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
+			"--history-db=" + r.dbURL, "--history-db-password-file=" + r.dbPass,
+			"--automation-short-wait=3s", "--automation-long-wait=10s", "--automation-max-backoff=30s",
+			"--rollout-timeout=60s", "--sync-interval=15s", "--shutdown-grace=5s",
+			"--webhook-listen=" + hook, "--webhook-secret-file=" + secretFile,
+		}
+	}
+	for i := range r.replicas {
+		r.start(i)
+	}
+	r.logf("-- seed %d: services %v, registry %s, git %s", seed, tortureServices, stack.Registry, r.remote.url)
+	return r
+}
+
+// start starts replica i (again, on its state directory).
+func (r *tortureRun) start(i int) {
+	name := "fluxd-torture-" + string(rune('a'+i))
+	hook, err := localstack.FreeAddr()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	args := r.startArgs(hook)
+	if r.tokens != nil {
+		args = append(args, "--tokens-file="+r.tokensFile)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	f, err := stack.StartNamedFluxd(ctx, name, filepath.Join(binDir, "fluxd"), instance, r.tokens, args...)
+	if err != nil {
+		r.t.Fatalf("starting %s: %v (log: %s)", name, err, stack.Log(name))
+	}
+	if r.tokens == nil {
+		r.tokens, r.tokensFile = f.Tokens, f.TokensFile
+	}
+	pid := f.PID
+	r.t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	r.replicas[i] = &tortureReplica{name: name, f: f, hook: hook}
+	r.logf("   started %s pid %d at %s", name, pid, f.Addr)
+}
+
+// leader returns the index of the replica holding the lease, or -1.
+func (r *tortureRun) leader() int {
+	l, err := r.kc.CoordinationV1().Leases("default").Get(context.Background(), tortureLease, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return -1
+	}
+	for i, rep := range r.replicas {
+		if strings.HasPrefix(*l.Spec.HolderIdentity, rep.f.Addr+"#") {
+			return i
+		}
+	}
+	return -1
+}
+
+// pick resolves "leader" or "follower" to a replica index.
+func (r *tortureRun) pick(role string) int {
+	l := r.leader()
+	if l < 0 {
+		l = 0
+	}
+	if role == "follower" {
+		return 1 - l
+	}
+	return l
+}
+
+func (r *tortureRun) fluxctl(role, user string, args ...string) (string, error) {
+	rep := r.replicas[r.pick(role)]
+	env := []string{"FLUX_URL=https://" + rep.f.Addr, "FLUX_CA_FILE=" + r.caFile, "FLUX_TOKEN=" + r.tokens["deployer"], "FLUX_TIMEOUT=20s", "USER=" + user,
+		// fluxctl names its user from git's config before $USER: none here.
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1"}
+	out, stderr, code := fluxctl(r.t, env, args...)
+	if code != 0 {
+		return out, fmt.Errorf("fluxctl %s via %s: exit %d: %s", strings.Join(args, " "), rep.name, code, firstLines(out+stderr, 3))
+	}
+	return out, nil
+}
+
+func firstLines(s string, n int) string {
+	ls := strings.Split(strings.TrimSpace(s), "\n")
+	if len(ls) > n {
+		ls = ls[:n]
+	}
+	return strings.Join(ls, " | ")
+}
+
+func svcByName(name string) torture.Service {
+	for _, s := range tortureServices {
+		if s.Name == name {
+			return s
+		}
+	}
+	return torture.Service{}
+}
+
+// do carries out one operation and logs what happened.
+func (r *tortureRun) do(op torture.Op) {
+	r.logf("%s", op)
+	note := func(err error) {
+		if err != nil {
+			r.logf("      -> %v", err)
+		}
+	}
+	ctx := testContext(r.t)
+	img := func(repo, tag string) string { return stack.Registry + "/" + repo + ":" + tag }
+	user := fmt.Sprintf("torture-%d", op.Step)
+	switch op.Kind {
+	case torture.Release:
+		note(r.release(op.Replica, user, op.Service, img(op.Repo, op.Tag)))
+	case torture.RaceHotfix:
+		hot := img(op.Repo, op.HotfixTag())
+		fn := func() {
+			err := r.person(op.Step, "race hotfix of "+op.Service, op.Service, func(y string) string {
+				return torture.SetLocked(torture.SetImage(y, hot), true)
+			})
+			r.logf("      (interposed before fluxd's push) a person pushed %s and a lock of %s: %v", hot, op.Service, err)
+		}
+		// Armed once the job is queued, so that it meets the release's
+		// push rather than a policy command's.
+		// A target of its own, so that the release has something to push
+		// (the drawn tag may be what the service runs already).
+		target := fmt.Sprintf("%s-race.%d", op.Tag, op.Step)
+		err := stack.PushImage(ctx, op.Repo, target, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(op.Step)*time.Minute))
+		if err == nil {
+			err = r.release(op.Replica, user, op.Service, img(op.Repo, target))
+		}
+		note(err)
+		if err == nil {
+			r.remote.interpose.Store(&fn)
+		}
+	case torture.Cancel:
+		r.mu.Lock()
+		var id string
+		if n := len(r.jobs); n > op.Back {
+			id = r.jobs[n-1-op.Back]
+		}
+		r.mu.Unlock()
+		if id == "" {
+			r.logf("      -> no job to cancel")
+			return
+		}
+		out, err := r.fluxctl(op.Replica, user, "cancel", id)
+		r.logf("      -> cancel %s: %s", id, firstLines(out, 1))
+		note(err)
+	case torture.PushTag:
+		note(stack.PushImage(ctx, op.Repo, op.Tag, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(op.Step)*time.Minute)))
+	case torture.Notify:
+		body := `{"events":[{"action":"push","target":{"repository":"` + op.Repo + `","tag":"` + op.Tag + `"},"request":{"host":"` + stack.Registry + `"}}]}`
+		rep := r.replicas[r.pick(op.Replica)]
+		resp, err := r.hc.Post("https://"+rep.hook+"/v1/notify?token="+webhookSecret, "application/json", strings.NewReader(body))
+		if err == nil {
+			resp.Body.Close()
+			r.logf("      -> webhook to %s: %s", rep.name, resp.Status)
+		}
+		note(err)
+	case torture.LockCLI:
+		_, err := r.fluxctl(op.Replica, user, "lock", op.Service, "-m", "torture step "+strconv.Itoa(op.Step))
+		note(err)
+	case torture.UnlockCLI:
+		_, err := r.fluxctl(op.Replica, user, "unlock", op.Service)
+		note(err)
+	case torture.Automate:
+		_, err := r.fluxctl(op.Replica, user, "automate", op.Service)
+		note(err)
+	case torture.Deautomate:
+		_, err := r.fluxctl(op.Replica, user, "deautomate", op.Service)
+		note(err)
+	case torture.LockGit:
+		note(r.person(op.Step, "Lock "+op.Service+" by hand", op.Service, func(y string) string { return torture.SetLocked(y, true) }))
+	case torture.UnlockGit:
+		note(r.person(op.Step, "Unlock "+op.Service+" by hand", op.Service, func(y string) string { return torture.SetLocked(y, false) }))
+	case torture.Hotfix:
+		hot := img(op.Repo, op.Tag)
+		note(r.person(op.Step, "Hotfix "+op.Service+" to "+op.Tag, op.Service, func(y string) string { return torture.SetImage(y, hot) }))
+	case torture.Term, torture.Kill:
+		i := r.pick(op.Replica)
+		rep := r.replicas[i]
+		sig := syscall.SIGTERM
+		if op.Kind == torture.Kill {
+			sig = syscall.SIGKILL
+		}
+		was := r.leader()
+		_ = syscall.Kill(rep.f.PID, sig)
+		err := poll(context.Background(), 40*time.Second, func() error {
+			if processRuns(rep.f.PID) {
+				return fmt.Errorf("%s (pid %d) still runs %v after %v", rep.name, rep.f.PID, 40*time.Second, sig)
+			}
+			return nil
+		})
+		note(err)
+		r.logf("      -> %v to %s (leader was %d)", sig, rep.name, was)
+		r.start(i)
+	case torture.Stall:
+		r.remote.stalled.Store(true)
+		time.AfterFunc(op.For, func() { r.remote.stalled.Store(false) })
+	case torture.Refuse:
+		r.remote.refuse.Store(true)
+	case torture.LoseReply:
+		r.remote.loseReply.Store(true)
+	}
+}
+
+// release starts a release and remembers its job.
+func (r *tortureRun) release(role, user, svc, image string) error {
+	out, err := r.fluxctl(role, user, "release", "-y", "--no-wait", "-s", svc, "-i", image)
+	if err != nil {
+		return err
+	}
+	if _, rest, ok := strings.Cut(out, "Job "); ok {
+		id := strings.Fields(rest)[0]
+		r.mu.Lock()
+		r.jobs = append(r.jobs, id)
+		r.mu.Unlock()
+		r.logf("      -> job %s", id)
+		return nil
+	}
+	ls := strings.Split(strings.TrimSpace(out), "\n")
+	r.logf("      -> %s", ls[len(ls)-1])
+	return nil
+}
+
+// person edits a service's manifest as a person does: fetch, edit, commit
+// with the git CLI, push straight to the repository (not through the
+// remote fluxd uses); a push refused because fluxd pushed first is tried
+// again from the new head.
+func (r *tortureRun) person(step int, msg, svc string, edit func(string) string) error {
+	who := fmt.Sprintf("person-%d", step)
+	// A clone of the person's own: an interposed push runs beside the
+	// run's next operations.
+	work, err := os.MkdirTemp(r.tmp, who+"-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(work)
+	if _, err := gitRun("", "clone", "-q", "-b", "main", r.bare, work); err != nil {
+		return err
+	}
+	var last error
+	for attempt := 0; attempt < 5; attempt++ {
+		if _, err := gitRun(work, "fetch", "-q", "origin"); err != nil {
+			return err
+		}
+		if _, err := gitRun(work, "reset", "-q", "--hard", "origin/main"); err != nil {
+			return err
+		}
+		path := filepath.Join(work, tortureDir, svc+".yaml")
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		y := edit(string(b))
+		if y == string(b) {
+			return errors.New("the edit changes nothing")
+		}
+		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+			return err
+		}
+		if _, err := gitRun(work, "-c", "user.name="+who, "-c", "user.email="+who+"@torture.invalid", "commit", "-q", "-am", msg); err != nil {
+			return err
+		}
+		if _, last = gitRun(work, "push", "-q", "origin", "HEAD:main"); last == nil {
+			head, err := gitRun(work, "rev-parse", "HEAD")
+			if err != nil {
+				return err
+			}
+			r.mu.Lock()
+			r.persons = append(r.persons, head)
+			r.mu.Unlock()
+			r.logf("      -> %s pushed %.12s", who, head)
+			return nil
+		}
+	}
+	return fmt.Errorf("a person's push, five times refused: %w", last)
+}
+
+func gitRun(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("git %s: %v: %s", strings.Join(args, " "), err, firstLines(string(out), 3))
+	}
+	return strings.TrimSpace(string(out)), nil
+}
+
+// settle lifts every fault, waits until no job is live, git's head has
+// stayed put for a while and the cluster runs what it says (or until
+// tortureSettle has passed), and reads what the checkers judge.
+func (r *tortureRun) settle() *torture.Observation {
+	r.remote.stalled.Store(false)
+	r.remote.refuse.Store(false)
+	r.remote.loseReply.Store(false)
+	r.remote.interpose.Store(nil)
+	deadline := time.Now().Add(tortureSettle)
+	var obs *torture.Observation
+	var lastHead string
+	stable := 0
+	for {
+		var err error
+		obs, err = r.observe()
+		if err != nil {
+			r.t.Fatalf("reading the run's outcome: %v", err)
+		}
+		live := 0
+		for _, j := range obs.Jobs {
+			if j.State == "queued" || j.State == "running" {
+				live++
+			}
+		}
+		inSync := len(torture.CheckOutcomes(&torture.Observation{Head: obs.Head, Commits: obs.Commits, Cluster: obs.Cluster})) == 0
+		if obs.Head == lastHead && live == 0 && inSync {
+			stable++
+		} else {
+			stable = 0
+		}
+		lastHead = obs.Head
+		if stable >= 3 || time.Now().After(deadline) {
+			r.logf("   settled: head %.12s, %d live jobs, cluster in sync %v", obs.Head, live, inSync)
+			return obs
+		}
+		time.Sleep(5 * time.Second)
+	}
+}
+
+// observe reads git (with the git CLI), the history database and the
+// cluster.
+func (r *tortureRun) observe() (*torture.Observation, error) {
+	o := &torture.Observation{Commits: map[string]*torture.Commit{}, FluxdCommitter: "fluxd"}
+	head, err := gitRun(r.bare, "rev-parse", "refs/heads/main")
+	if err != nil {
+		return nil, err
+	}
+	o.Head = head
+	list, err := gitRun(r.bare, "rev-list", "--topo-order", "--reverse", "--parents", head)
+	if err != nil {
+		return nil, err
+	}
+	for _, l := range strings.Split(list, "\n") {
+		f := strings.Fields(l)
+		if c, ok := r.commits[f[0]]; ok {
+			o.Commits[c.Hash] = c
+			o.Order = append(o.Order, c.Hash)
+			continue
+		}
+		c := &torture.Commit{Hash: f[0], Parents: f[1:]}
+		meta, err := gitRun(r.bare, "log", "-1", "--format=%cn%x00%B", c.Hash)
+		if err != nil {
+			return nil, err
+		}
+		c.Committer, c.Message, _ = strings.Cut(meta, "\x00")
+		names, err := gitRun(r.bare, "ls-tree", "-r", "--name-only", c.Hash, "--", tortureDir+"/")
+		if err != nil {
+			return nil, err
+		}
+		files := map[string][]byte{}
+		for _, n := range strings.Fields(names) {
+			b, err := exec.Command("git", "-C", r.bare, "show", c.Hash+":"+n).Output()
+			if err != nil {
+				return nil, fmt.Errorf("git show %s:%s: %w", c.Hash, n, err)
+			}
+			files[n] = b
+		}
+		if c.Workloads, err = torture.ParseWorkloads(files); err != nil {
+			return nil, fmt.Errorf("commit %s: %w", c.Hash, err)
+		}
+		o.Commits[c.Hash] = c
+		o.Order = append(o.Order, c.Hash)
+		r.commits[c.Hash] = c
+	}
+	r.mu.Lock()
+	o.PersonCommits = append([]string(nil), r.persons...)
+	r.mu.Unlock()
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s, err := historystore.Open(ctx, historystore.Config{URL: r.dbURL, PasswordFile: r.dbPass})
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	jobs, err := s.Jobs(ctx, instance, 100000)
+	if err != nil {
+		return nil, err
+	}
+	for _, hj := range jobs {
+		o.Jobs = append(o.Jobs, tortureJob(hj))
+	}
+	evs, err := s.Events(ctx, instance, history.Query{Limit: 100000})
+	if err != nil {
+		return nil, err
+	}
+	for _, ev := range evs {
+		te := torture.Event{ID: ev.ID, Type: string(ev.Type), Services: ev.Services, User: ev.User, Commit: ev.Commit, Error: ev.Error}
+		for _, c := range ev.Changes {
+			te.Changes = append(te.Changes, torture.Update{Service: c.Service, Container: c.Container, From: c.From, To: c.To})
+		}
+		o.Events = append(o.Events, te)
+	}
+
+	o.Cluster = map[string]map[string]string{}
+	for _, svc := range tortureServices {
+		d, err := r.kc.AppsV1().Deployments("default").Get(ctx, svc.Name, metav1.GetOptions{})
+		if err != nil {
+			continue
+		}
+		imgs := map[string]string{}
+		for _, c := range d.Spec.Template.Spec.Containers {
+			imgs[c.Name] = c.Image
+		}
+		o.Cluster[svc.ID()] = imgs
+	}
+	return o, nil
+}
+
+// tortureJob is a history job as the checkers see it: its spec's user,
+// and its recorded plan's changes.
+func tortureJob(hj history.Job) torture.Job {
+	j := torture.Job{ID: hj.ID, State: string(hj.State), Commit: hj.Commit, Error: hj.Error}
+	var spec release.Spec
+	if json.Unmarshal(hj.Spec, &spec) == nil {
+		j.User, j.Automated = spec.User, spec.Automated
+	}
+	var plan release.Plan
+	if len(hj.Plan) > 0 && json.Unmarshal(hj.Plan, &plan) == nil {
+		for _, it := range plan.Items {
+			if it.Action != release.Update {
+				continue
+			}
+			for _, u := range it.Updates {
+				j.Updates = append(j.Updates, torture.Update{Service: it.Service.String(), Container: u.Container, From: u.Current, To: u.Target})
+			}
+		}
+	}
+	return j
+}
+
+// tortureRemote serves the run's bare repository over smart HTTP (git's
+// own http-backend) to fluxd, with the faults the run draws: a stall,
+// a refused push, a push whose reply is lost, a person's push just before
+// fluxd's.
+type tortureRemote struct {
+	url       string
+	stalled   atomic.Bool
+	refuse    atomic.Bool
+	loseReply atomic.Bool
+	interpose atomic.Pointer[func()]
+}
+
+func newTortureRemote(t *testing.T, bare string) *tortureRemote {
+	backend := &cgi.Handler{Path: "/usr/lib/git-core/git-http-backend", Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(bare), "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=fluxd"}}
+	rm := &tortureRemote{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if rm.stalled.Load() {
+			for rm.stalled.Load() {
+				select {
+				case <-req.Context().Done():
+					return
+				case <-time.After(100 * time.Millisecond):
+				}
+			}
+		}
+		if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/git-receive-pack") {
+			if f := rm.interpose.Swap(nil); f != nil {
+				(*f)()
+			}
+			if rm.refuse.Swap(false) {
+				http.Error(w, "the remote refuses this push (torture)", http.StatusServiceUnavailable)
+				return
+			}
+			if rm.loseReply.Swap(false) {
+				// The push lands; its reply is lost.
+				backend.ServeHTTP(httptest.NewRecorder(), req)
+				http.Error(w, "connection lost after the push (torture)", http.StatusBadGateway)
+				return
+			}
+		}
+		backend.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	rm.url = srv.URL + "/" + filepath.Base(bare)
+	return rm
+}

@@ -1,0 +1,21 @@
+// Package torture is the model half of fluxd's randomized torture suite
+// (e2e/torture_test.go): the seeded operation log that the suite plays
+// against two fluxd replicas on the real stack, and the checkers that
+// judge, from outside, what the run left in git, in the history database
+// and in the cluster.
+//
+// Both halves are plain functions over plain values, so that a run can be
+// replayed from its seed (Generate is deterministic) and each checker is
+// tested on hand-made histories without a stack (check_test.go).
+//
+// The invariants, one checker each (see docs/torture.md):
+//
+//	(a) every fluxd commit's diff from its parent is exactly its job's
+//	    recorded plan, from → to (a revert: the plan inverted; a policy
+//	    commit: no image at all);
+//	(b) no locked service was ever changed by fluxd;
+//	(c) every person's commit is an ancestor of the head;
+//	(d) no job is still queued or running once the run has settled;
+//	(e) each job's recorded outcome matches git and the cluster;
+//	(f) there is exactly one history row per job outcome.
+package torture

@@ -1,0 +1,190 @@
+package torture
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+)
+
+// Kind is what an operation does.
+type Kind string
+
+// The operations the suite draws from.
+const (
+	// Release is 'fluxctl release -s S -i REPO:TAG', as a user of its own.
+	Release Kind = "release"
+	// Cancel cancels one of the last few jobs the suite started.
+	Cancel Kind = "cancel"
+	// PushTag pushes a new tag of a repository to the registry.
+	PushTag Kind = "push-tag"
+	// Notify sends the registry's webhook for a repository's newest tag.
+	Notify Kind = "notify"
+	// LockCLI and UnlockCLI are 'fluxctl lock' and 'fluxctl unlock'.
+	LockCLI   Kind = "lock-cli"
+	UnlockCLI Kind = "unlock-cli"
+	// LockGit and UnlockGit are a person's hand-written commits that set
+	// or remove fluxd.io/locked, pushed with the git CLI.
+	LockGit   Kind = "lock-git"
+	UnlockGit Kind = "unlock-git"
+	// Automate and Deautomate are 'fluxctl automate' and 'deautomate'.
+	Automate   Kind = "automate"
+	Deautomate Kind = "deautomate"
+	// Hotfix is a person's direct image edit, pushed with the git CLI.
+	Hotfix Kind = "hotfix"
+	// RaceHotfix is issue 26's first reproduction: a release of a service
+	// while a person pushes a hotfix of it, and a lock, just before
+	// fluxd's push reaches the remote.
+	RaceHotfix Kind = "race-hotfix"
+	// Term and Kill stop a replica with SIGTERM or SIGKILL; it is started
+	// again at once, on the same state.
+	Term Kind = "sigterm"
+	Kill Kind = "sigkill"
+	// Stall makes the git remote hang every request for a while.
+	Stall Kind = "stall"
+	// Refuse makes the remote refuse fluxd's next push (nothing lands).
+	Refuse Kind = "refuse-push"
+	// LoseReply lets fluxd's next push land but answers it with an
+	// error, as a connection lost after the remote took the push does.
+	LoseReply Kind = "lose-push-reply"
+)
+
+// weights say how often each kind is drawn.
+var weights = []struct {
+	kind Kind
+	w    int
+}{
+	{Release, 20}, {Cancel, 6}, {PushTag, 10}, {Notify, 6},
+	{LockCLI, 5}, {UnlockCLI, 5}, {LockGit, 4}, {UnlockGit, 4},
+	{Automate, 3}, {Deautomate, 3}, {Hotfix, 8}, {RaceHotfix, 4},
+	{Term, 3}, {Kill, 3}, {Stall, 2}, {Refuse, 2}, {LoseReply, 2},
+}
+
+// Service is a workload of the run: its name (a Deployment in namespace
+// default) and the repository of its one container's image.
+type Service struct {
+	Name, Repo string
+}
+
+// ID is the service's ID as fluxd writes it.
+func (s Service) ID() string { return "default:deployment/" + s.Name }
+
+// Op is one operation of a run.
+type Op struct {
+	Step int
+	Kind Kind
+	// Service is the service it concerns (release, policy, hotfix).
+	Service string
+	// Repo and Tag name an image (release, push-tag, notify, hotfix).
+	Repo, Tag string
+	// Replica is "leader" or "follower": which replica a SIGTERM or
+	// SIGKILL stops, or which one a command or webhook is sent to.
+	Replica string
+	// Back is how far back Cancel reaches: 0 is the last job started.
+	Back int
+	// For is how long a Stall lasts.
+	For time.Duration
+	// Pause is how long the suite waits after the operation.
+	Pause time.Duration
+}
+
+// String is the operation as the log prints it, one line.
+func (o Op) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%3d %-15s", o.Step, o.Kind)
+	if o.Service != "" {
+		fmt.Fprintf(&b, " svc=%s", o.Service)
+	}
+	if o.Repo != "" {
+		fmt.Fprintf(&b, " image=%s:%s", o.Repo, o.Tag)
+	}
+	if o.Kind == Cancel {
+		fmt.Fprintf(&b, " back=%d", o.Back)
+	}
+	if o.For > 0 {
+		fmt.Fprintf(&b, " for=%v", o.For)
+	}
+	fmt.Fprintf(&b, " via=%s pause=%v", o.Replica, o.Pause)
+	return b.String()
+}
+
+// Log prints ops, a line each.
+func Log(ops []Op) string {
+	var b strings.Builder
+	for _, o := range ops {
+		b.WriteString(o.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// InitialTag is the tag every repository starts with; new tags count up
+// from it (1.0.1, 1.0.2, …), so that semver filters see each as newer.
+const InitialTag = "1.0.0"
+
+// Generate draws steps operations over services from seed. It depends on
+// nothing but its arguments, so a seed replays the same run.
+func Generate(seed int64, steps int, services []Service) []Op {
+	r := rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x746f7274757265))
+	total := 0
+	for _, w := range weights {
+		total += w.w
+	}
+	tags := map[string][]string{} // repo → tags pushed, oldest first
+	for _, s := range services {
+		tags[s.Repo] = []string{InitialTag}
+	}
+	hotfixes := 0
+	replica := func() string {
+		if r.IntN(2) == 0 {
+			return "leader"
+		}
+		return "follower"
+	}
+	var ops []Op
+	for step := 1; step <= steps; step++ {
+		n := r.IntN(total)
+		var kind Kind
+		for _, w := range weights {
+			if n < w.w {
+				kind = w.kind
+				break
+			}
+			n -= w.w
+		}
+		svc := services[r.IntN(len(services))]
+		op := Op{Step: step, Kind: kind, Replica: replica(), Pause: time.Duration(r.IntN(2000)) * time.Millisecond}
+		switch kind {
+		case Release, RaceHotfix:
+			ts := tags[svc.Repo]
+			// Mostly the newest tag, sometimes an older one (a downgrade).
+			tag := ts[len(ts)-1]
+			if r.IntN(4) == 0 {
+				tag = ts[r.IntN(len(ts))]
+			}
+			op.Service, op.Repo, op.Tag = svc.Name, svc.Repo, tag
+		case PushTag:
+			ts := tags[svc.Repo]
+			tag := fmt.Sprintf("1.0.%d", len(ts))
+			tags[svc.Repo] = append(ts, tag)
+			op.Repo, op.Tag = svc.Repo, tag
+		case Notify:
+			ts := tags[svc.Repo]
+			op.Repo, op.Tag = svc.Repo, ts[len(ts)-1]
+		case Hotfix:
+			hotfixes++
+			op.Service, op.Repo, op.Tag = svc.Name, svc.Repo, fmt.Sprintf("1.0.%d-hotfix.%d", len(tags[svc.Repo])-1, hotfixes)
+		case LockCLI, UnlockCLI, LockGit, UnlockGit, Automate, Deautomate:
+			op.Service = svc.Name
+		case Cancel:
+			op.Back = r.IntN(3)
+		case Stall:
+			op.For = time.Duration(2+r.IntN(7)) * time.Second
+		}
+		ops = append(ops, op)
+	}
+	return ops
+}
+
+// HotfixTag is the tag a RaceHotfix's person pushes.
+func (o Op) HotfixTag() string { return fmt.Sprintf("%s-hotfix.race%d", o.Tag, o.Step) }
