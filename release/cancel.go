@@ -9,18 +9,24 @@ import (
 )
 
 // cancelledEarly returns err of a release that ended before it planned
-// (waiting for the apply lock, or while planning); when a user's cancel
-// ended it, the cancel is recorded in history, naming the services asked
-// for, since no plan names them.
-func (e *Engine) cancelledEarly(ctx context.Context, instance string, spec Spec, start time.Time, err error) error {
-	if !userCancelled(ctx) {
-		return err
-	}
-	err = fmt.Errorf("cancelled before the release was planned; nothing was changed: %w", err)
+// (waiting for the apply lock, or while planning). A job's end is
+// recorded in history, naming the services asked for, since no plan
+// names them: as cancelled when a user's cancel ended it, else as failed.
+func (e *Engine) cancelledEarly(ctx context.Context, instance string, spec Spec, jobID string, start time.Time, err error) error {
 	plan := &Plan{}
 	for _, id := range spec.Services {
 		plan.Items = append(plan.Items, Item{Service: id, Action: Update})
 	}
+	if !userCancelled(ctx) {
+		if jobID == "" {
+			return err // no job: the caller hears of it, and nothing ran
+		}
+		// A job that fails before its plan (a service locked while it
+		// waited in the queue or while another replica took it over):
+		// its outcome is recorded, as every job's is.
+		return e.failAs(ctx, history.Failed, instance, spec, plan, start, "", fmt.Errorf("nothing was changed: %w", err))
+	}
+	err = fmt.Errorf("cancelled before the release was planned; nothing was changed: %w", err)
 	return e.failAs(context.WithoutCancel(ctx), history.Cancelled, instance, spec, plan, start, "", err)
 }
 

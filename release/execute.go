@@ -310,7 +310,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		if stopping(ctx) {
 			return nil, nil, e.interrupted(instance, "", err)
 		}
-		return nil, nil, e.cancelledEarly(ctx, instance, spec, start, err)
+		return nil, nil, e.cancelledEarly(ctx, instance, spec, o.JobID, start, err)
 	}
 	if err := spec.Validate(); err != nil {
 		return planErr(err)
