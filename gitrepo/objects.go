@@ -194,7 +194,12 @@ func ParseObjects(file string, content []byte) ([]platform.Object, []error) {
 func toObject(file string, n *yaml.Node) (platform.Object, error) {
 	// An item of a list may alias an anchor of another item: marshalled
 	// alone, the alias would name an anchor it no longer has.
-	b, err := yaml.Marshal(expandAliases(n, 0))
+	budget := maxAliasExpansion
+	expanded := expandAliases(n, 0, &budget)
+	if budget < 0 {
+		return platform.Object{}, Problem{File: file, Line: n.Line, Err: fmt.Errorf("its aliases expand to more than %d YAML nodes (an alias bomb?); no manifest needs that many", maxAliasExpansion)}
+	}
+	b, err := yaml.Marshal(expanded)
 	if err != nil {
 		return platform.Object{}, Problem{File: file, Line: n.Line, Err: err}
 	}
@@ -224,22 +229,48 @@ func checkObject(o platform.Object) error {
 	return nil
 }
 
+// maxAliasExpansion bounds the nodes expandAliases copies for one object:
+// each level of aliases naming the one before twice doubles them, so a
+// file of a few hundred bytes could otherwise expand past memory, under
+// the locks every release waits for. yaml.v3's decoder refuses such
+// documents the same way ("excessive aliasing").
+const maxAliasExpansion = 100_000
+
 // expandAliases returns n with every alias replaced by a copy of what it
-// names (n itself when it holds none), as a decoder reads it.
-func expandAliases(n *yaml.Node, depth int) *yaml.Node {
-	if n == nil || depth > 100 || !hasAlias(n, 0) {
+// names (n itself when it holds none), as a decoder reads it. It stops
+// copying, leaving *budget negative, once it has copied *budget nodes.
+func expandAliases(n *yaml.Node, depth int, budget *int) *yaml.Node {
+	if n == nil || depth > 100 || *budget < 0 {
+		return n
+	}
+	if !hasAlias(n, 0) {
+		// Shared, not copied, but written out once more per reference:
+		// it counts as many times.
+		spend(n, budget)
 		return n
 	}
 	if n.Kind == yaml.AliasNode {
-		return expandAliases(n.Alias, depth+1)
+		return expandAliases(n.Alias, depth+1, budget)
 	}
+	*budget -= len(n.Content) + 1
 	c := *n
 	c.Anchor = ""
 	c.Content = make([]*yaml.Node, len(n.Content))
 	for i, x := range n.Content {
-		c.Content[i] = expandAliases(x, depth+1)
+		c.Content[i] = expandAliases(x, depth+1, budget)
 	}
 	return &c
+}
+
+// spend takes n's nodes from *budget, stopping once it is negative.
+func spend(n *yaml.Node, budget *int) {
+	*budget--
+	for _, x := range n.Content {
+		if *budget < 0 {
+			return
+		}
+		spend(x, budget)
+	}
 }
 
 func hasAlias(n *yaml.Node, depth int) bool {
