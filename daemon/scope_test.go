@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,6 +92,11 @@ func (scopeSync) Sync(context.Context, bool, bool) (*syncer.Report, error) {
 	return scopeSync{}.Last(), nil
 }
 func (scopeSync) Running() bool { return true }
+
+// scopeSyncStarts counts the syncs started without waiting (--no-wait).
+var scopeSyncStarts atomic.Int32
+
+func (scopeSync) Start() error { scopeSyncStarts.Add(1); return nil }
 func (scopeSync) Last() *syncer.Report {
 	return &syncer.Report{Revision: "rev", Results: []platform.ObjectResult{
 		{Ref: platform.ObjectRef{APIVersion: "apps/v1", Kind: "Deployment", Namespace: "a", Name: "web"}, Action: platform.ActionUnchanged},
@@ -339,4 +345,16 @@ func serviceIDs(ls *fluxdv1.ListServicesResponse) string {
 		ids = append(ids, s.GetId())
 	}
 	return strings.Join(ids, " ")
+}
+
+// A scoped caller may not start a sync without waiting for it either: a
+// sync applies every team's objects (found by review: --no-wait skipped
+// the check).
+func TestScopedCallerCannotStartASync(t *testing.T) {
+	f, _ := scopedFixture(t)
+	before := scopeSyncStarts.Load()
+	_, err := f.client.Sync(withToken(f.tokens[auth.Admin]), &fluxdv1.SyncRequest{NoWait: true})
+	if status.Code(err) != codes.PermissionDenied || scopeSyncStarts.Load() != before {
+		t.Errorf("scoped sync --no-wait: %v, %d started; want PermissionDenied and none", err, scopeSyncStarts.Load()-before)
+	}
 }

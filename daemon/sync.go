@@ -123,6 +123,9 @@ type syncStarter interface{ Start() error }
 
 // StartSync starts a sync (git fetched first) and returns at once.
 func (d *Daemon) StartSync(ctx context.Context, _ auth.Identity) error {
+	if err := checkSyncScope(ctx); err != nil {
+		return err
+	}
 	st, ok := d.deps.Sync.(syncStarter)
 	if d.deps.Sync == nil || !ok {
 		return fluxerr.New(fluxerr.Precondition, errors.New("this fluxd does not sync git to the cluster"),
