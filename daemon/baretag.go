@@ -36,12 +36,22 @@ func (d *Daemon) imageForTag(ctx context.Context, ids []platform.ID, tag string)
 		if err != nil {
 			return "", err
 		}
-		for _, c := range svc.Containers {
-			ref, err := registry.ParseRef(c.Image)
+		// git's images: the plan edits git, and the cluster may run a
+		// mirror's copy (an admission webhook's rewrite) or an older
+		// repository git has moved on from.
+		images := svc.GitImages
+		if len(images) == 0 {
+			images = map[string]string{}
+			for _, c := range svc.Containers {
+				images[c.Name] = c.Image
+			}
+		}
+		for name, image := range images {
+			ref, err := registry.ParseRef(image)
 			if err != nil {
 				continue
 			}
-			repos[ref.Repository] = append(repos[ref.Repository], id.String()+" "+c.Name)
+			repos[ref.Repository] = append(repos[ref.Repository], id.String()+" "+name)
 		}
 	}
 	switch len(repos) {
@@ -55,6 +65,7 @@ func (d *Daemon) imageForTag(ctx context.Context, ids []platform.ID, tag string)
 	}
 	var names []string
 	for repo, where := range repos {
+		sort.Strings(where)
 		names = append(names, repo+" ("+strings.Join(where, ", ")+")")
 	}
 	sort.Strings(names)

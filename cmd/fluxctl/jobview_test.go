@@ -83,3 +83,17 @@ func TestPreviousImage(t *testing.T) {
 		t.Errorf("with no release recorded: %v", err)
 	}
 }
+
+// After a batch that changed several services, rollback takes the named
+// service's own image (found by review).
+func TestPreviousImageAfterABatch(t *testing.T) {
+	h := historyOnly{events: []*fluxdv1.Event{{Type: "automated-release", Changes: []*fluxdv1.Change{
+		{Service: "default:deployment/api", Container: "app", From: "reg/api:3.0", To: "reg/api:3.1"},
+		{Service: "default:deployment/web", Container: "app", From: "reg/web:1.0", To: "reg/web:1.1"},
+	}}}}
+	for _, typed := range []string{"web", "default/web", "deployment/web", "deploy/web", "default:deployment/web"} {
+		if got, err := previousImage(context.Background(), h, typed); err != nil || got != "reg/web:1.0" {
+			t.Errorf("previousImage(%q) = %q, %v; want reg/web:1.0", typed, got, err)
+		}
+	}
+}

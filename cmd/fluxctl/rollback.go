@@ -76,9 +76,10 @@ func previousImage(ctx context.Context, c fluxdv1.FluxServiceClient, service str
 		if t := ev.GetType(); t != "release" && t != "automated-release" || ev.GetError() != "" {
 			continue
 		}
+		// A batch changes other services too: only this one's count.
 		froms := map[string]bool{}
 		for _, ch := range ev.GetChanges() {
-			if ch.GetFrom() != "" && ch.GetFrom() != ch.GetTo() {
+			if names(ch.GetService(), service) && ch.GetFrom() != "" && ch.GetFrom() != ch.GetTo() {
 				froms[ch.GetFrom()] = true
 			}
 		}
@@ -97,4 +98,26 @@ func previousImage(ctx context.Context, c fluxdv1.FluxServiceClient, service str
 		return "", fmt.Errorf("the last release of %s changed several images (%s): say which to go back to with --to IMAGE", service, strings.Join(list, ", "))
 	}
 	return "", fmt.Errorf("no release of %s is recorded, so there is no previous image to roll back to: give one with --to IMAGE ('fluxctl list-images %s' lists them)", service, service)
+}
+
+// names says whether what a person typed (a full ID, namespace/name,
+// kind/name or name, as fluxd resolves it) names the service id
+// ("namespace:kind/name"). fluxd's history query resolved it already; this
+// only tells the services of one event apart.
+func names(id, typed string) bool {
+	if id == typed {
+		return true
+	}
+	ns, rest, _ := strings.Cut(id, ":")
+	kind, name, _ := strings.Cut(rest, "/")
+	first, last, qualified := strings.Cut(typed, "/")
+	if !qualified {
+		return typed == name
+	}
+	if last != name {
+		return false
+	}
+	k := strings.TrimSuffix(strings.SplitN(strings.ToLower(first), ".", 2)[0], "s")
+	short := map[string]string{"deploy": "deployment", "st": "statefulset", "d": "daemonset", "cj": "cronjob"} // "sts", "ds" lost their "s" above
+	return first == ns || k == kind || short[k] == kind
 }
