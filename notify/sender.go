@@ -80,7 +80,7 @@ func NewSender(cfg SenderConfig, store Outbox, receivers Receivers) *Sender {
 		cfg.MaxRetryAfter = time.Hour
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{}
+		cfg.Client = &http.Client{CheckRedirect: sameHostRedirect}
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
@@ -337,4 +337,18 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// sameHostRedirect follows a receiver's redirects on its own host only:
+// Go drops Authorization on a redirect to another host, but not the
+// other headers a secret travels in (GitLab's PRIVATE-TOKEN, a webhook's
+// signature), so a receiver must not send them elsewhere.
+func sameHostRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 {
+		return errors.New("stopped after 5 redirects")
+	}
+	if req.URL.Host != via[0].URL.Host {
+		return fmt.Errorf("refusing a redirect to another host (%s): a receiver's credentials go only to its own", req.URL.Host)
+	}
+	return nil
 }
