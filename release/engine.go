@@ -426,7 +426,7 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 	if spec.Image != "" {
 		// Before any request: fluxd reads only registries its services
 		// use, so a caller cannot make it contact any host it names.
-		if err := watched(spec.Image, m, ws); err != nil {
+		if err := watched(spec.Image, m, ws, spec.Scope); err != nil {
 			return nil, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
@@ -14,20 +15,36 @@ import (
 // a service it watches runs, so that a caller cannot make it send
 // requests to a host of the caller's choosing (an internal address, a
 // cloud metadata service).
-func watched(image string, m *gitrepo.Manifests, ws []platform.Workload) error {
+//
+// With a scope, only the services in it count: a scoped instance may not
+// read, through a plan's errors, the tags of a repository only another
+// team's services run.
+func watched(image string, m *gitrepo.Manifests, ws []platform.Workload, scope *auth.Scope) error {
 	ref, err := registry.ParseRef(image)
 	if err != nil {
 		return fluxerr.New(fluxerr.User, err, "")
 	}
 	var running []string
 	if m != nil {
-		for _, def := range m.Workloads {
+		for id, def := range m.Workloads {
+			if scope != nil && !scope.Contains(id.Namespace, def.File) {
+				continue
+			}
 			for _, c := range def.Containers {
 				running = append(running, c.Image)
 			}
 		}
 	}
 	for _, w := range ws {
+		if scope != nil {
+			file := ""
+			if m != nil && m.Workloads[w.ID] != nil {
+				file = m.Workloads[w.ID].File
+			}
+			if !scope.Contains(w.ID.Namespace, file) {
+				continue
+			}
+		}
 		for _, c := range w.Containers {
 			running = append(running, c.Image)
 		}
