@@ -11,6 +11,9 @@ import (
 // the annotation, as written, that set it.
 type entry struct {
 	value, source string
+	// implicit marks a value no annotation states (the lock message of an
+	// ignored workload): it never disagrees.
+	implicit bool
 }
 
 // reading is what one dialect's annotations on a workload say, keyed by
@@ -44,7 +47,7 @@ func Read(raw map[string]string) (map[string]string, []string) {
 		for _, k := range sortedKeys(r) {
 			e := r[k]
 			if w, ok := won[k]; ok {
-				if !same(k, w.value, e.value) {
+				if !e.implicit && !w.implicit && !same(k, w.value, e.value) {
 					warnings = append(warnings, fmt.Sprintf("policy annotations disagree: %s: %q is overridden by %s: %q (fluxd.io/ wins, then fluxcd.io/, flux.weave.works/, keel.sh/); remove the one you do not mean",
 						e.source, raw[e.source], w.source, raw[w.source]))
 				}
@@ -131,24 +134,24 @@ func readFlux(raw map[string]string, prefix string) (reading, []string) {
 		}
 		switch {
 		case name == "automated":
-			r[Automated] = entry{boolean(v), k}
+			r[Automated] = entry{value: boolean(v), source: k}
 		case name == "locked":
-			r[Locked] = entry{boolean(v), k}
+			r[Locked] = entry{value: boolean(v), source: k}
 		case name == "locked_msg":
-			r[LockMessage] = entry{v, k}
+			r[LockMessage] = entry{value: v, source: k}
 		case name == "locked_user":
-			r[LockedBy] = entry{v, k}
+			r[LockedBy] = entry{value: v, source: k}
 		case strings.HasPrefix(name, "tag.") && len(name) > len("tag."):
-			r[TagPrefix+name[len("tag."):]] = entry{fluxFilter(v), k}
+			r[TagPrefix+name[len("tag."):]] = entry{value: fluxFilter(v), source: k}
 		}
 	}
 	switch ig := prefix + "ignore"; raw[ig] {
 	case "true":
 		// Flux v1 leaves an ignored workload out of releases: so does a
 		// lock, which is how fluxd shows it.
-		r[Locked] = entry{"true", ig}
+		r[Locked] = entry{value: "true", source: ig}
 		if _, ok := r[LockMessage]; !ok {
-			r[LockMessage] = entry{"ignored (" + ig + ": \"true\")", ig}
+			r[LockMessage] = entry{value: "ignored (" + ig + ": \"true\")", source: ig, implicit: true}
 		}
 		warnings = append(warnings, ig+": \"true\": fluxd does not release this workload (it shows as locked), but its sync still applies it: leaving an object out of the sync is not built yet")
 	case "sync_only":
@@ -246,9 +249,9 @@ func readKeel(raw map[string]string) (reading, []string) {
 	}
 	src := KeelPolicy
 	automate := func(filter string) reading {
-		return reading{Automated: {"true", src}, TagAll: {filter, src}}
+		return reading{Automated: {value: "true", source: src}, TagAll: {value: filter, source: src}}
 	}
-	off := reading{Automated: {"false", src}}
+	off := reading{Automated: {value: "false", source: src}}
 	p = strings.TrimSpace(p)
 	switch {
 	case strings.HasPrefix(p, "glob:"):
@@ -261,7 +264,7 @@ func readKeel(raw map[string]string) (reading, []string) {
 		return automate("regex:" + re), nil
 	case p == "all":
 		r := automate("semver:major")
-		r[TagPrerelease] = entry{"true", src}
+		r[TagPrerelease] = entry{value: "true", source: src}
 		return r, nil
 	case p == "major" || p == "minor" || p == "patch":
 		return automate("semver:" + p), nil
