@@ -476,5 +476,6 @@ func policyOf(def *gitrepo.Definition) (map[string]string, string, []string) {
 			warnings = append(warnings, fmt.Sprintf("%s: invalid policy in git (%s): %v", c.Name, def.File, err))
 		}
 	}
+	warnings = append(warnings, def.Warnings...)
 	return filters, def.Annotations[release.AnnotationTagOrder], dedupe(warnings)
 }

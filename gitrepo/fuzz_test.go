@@ -5,6 +5,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+
+	"github.com/fluxd/fluxd/policy"
 )
 
 // Seeds for both fuzzers: the styles the table tests cover, in one place.
@@ -174,16 +176,17 @@ func FuzzSetAnnotations(f *testing.F) {
 			return
 		}
 		want := *def
-		want.Annotations = map[string]string{}
-		for k, v := range def.Annotations {
-			want.Annotations[k] = v
+		want.RawAnnotations = map[string]string{}
+		for k, v := range def.RawAnnotations {
+			want.RawAnnotations[k] = v
 		}
 		set := func(v string) {
 			if v == "" {
-				delete(want.Annotations, key)
+				delete(want.RawAnnotations, key)
 			} else {
-				want.Annotations[key] = v
+				want.RawAnnotations[key] = v
 			}
+			want.Annotations, want.Warnings = policy.Read(want.RawAnnotations)
 		}
 		set(value)
 		checkEdit(t, []byte(content), out, &want, nil, map[string]string{key: value})

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/policy"
 )
 
 // Container is one container of a workload definition.
@@ -34,8 +35,16 @@ type Definition struct {
 	// Line is where the definition starts in the file.
 	Line       int
 	Containers []Container
-	// Annotations are the workload's metadata.annotations.
+	// Annotations are the workload's metadata.annotations with its policy
+	// in fluxd's own vocabulary (policy.Read): what every reader of a
+	// policy reads, whichever tool's annotations git holds.
 	Annotations map[string]string
+	// RawAnnotations are the metadata.annotations as written, for edits
+	// (policy.Write) and checks of what a commit changed.
+	RawAnnotations map[string]string
+	// Warnings say where the policy annotations disagree or ask for what
+	// fluxd cannot do.
+	Warnings []string
 	// Digest identifies what the definition says (its YAML tree; comments
 	// and layout aside): see digest.
 	Digest string
@@ -279,7 +288,7 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 	var defs []*Definition
 	h := sha256.New()
 	err := eachWorkload(content, func(w workload) error {
-		def := &Definition{ID: w.id, File: file, Line: w.obj.Line, Annotations: map[string]string{}, Digest: digest(h, w.obj)}
+		def := &Definition{ID: w.id, File: file, Line: w.obj.Line, RawAnnotations: map[string]string{}, Digest: digest(h, w.obj)}
 		for _, c := range containerNodes(w.obj, w.id.Kind) {
 			def.Containers = append(def.Containers, Container{Name: c.name, Image: c.image.Value, Init: c.init})
 		}
@@ -291,9 +300,10 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 		}
 		if ann := lookup(w.obj, "metadata", "annotations"); ann != nil && ann.Kind == yaml.MappingNode {
 			for i := 0; i+1 < len(ann.Content); i += 2 {
-				def.Annotations[ann.Content[i].Value] = ann.Content[i+1].Value
+				def.RawAnnotations[ann.Content[i].Value] = ann.Content[i+1].Value
 			}
 		}
+		def.Annotations, def.Warnings = policy.Read(def.RawAnnotations)
 		defs = append(defs, def)
 		return nil
 	})

@@ -3,6 +3,7 @@ package release
 import (
 	"fmt"
 
+	"github.com/fluxd/fluxd/policy"
 	"github.com/fluxd/fluxd/registry"
 )
 
@@ -10,11 +11,11 @@ import (
 // all containers; the order applies to glob and regex filters (semver
 // filters order by version).
 const (
-	AnnotationTagPrefix = "fluxd.io/tag."
-	AnnotationTagAll    = "fluxd.io/tag-all"
-	AnnotationTagOrder  = "fluxd.io/tag-order"
+	AnnotationTagPrefix = policy.TagPrefix
+	AnnotationTagAll    = policy.TagAll
+	AnnotationTagOrder  = policy.TagOrder
 	// AnnotationTagPrerelease "true" lets semver filters pass pre-releases.
-	AnnotationTagPrerelease = "fluxd.io/tag-prerelease"
+	AnnotationTagPrerelease = policy.TagPrerelease
 )
 
 // ContainerFilter returns the tag filter a workload's annotations set for

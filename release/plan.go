@@ -5,15 +5,17 @@ import (
 
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/policy"
 )
 
-// Annotations on a workload in git that set its policies.
+// Annotations on a workload in git that set its policies: the vocabulary
+// lives in package policy, which also reads Flux v1's and Keel's.
 const (
-	AnnotationAutomated   = "fluxd.io/automated"
-	AnnotationLocked      = "fluxd.io/locked"
-	AnnotationLockMessage = "fluxd.io/lock-message"
-	AnnotationLockedBy    = "fluxd.io/locked-by"
-	AnnotationLockedAt    = "fluxd.io/locked-at"
+	AnnotationAutomated   = policy.Automated
+	AnnotationLocked      = policy.Locked
+	AnnotationLockMessage = policy.LockMessage
+	AnnotationLockedBy    = policy.LockedBy
+	AnnotationLockedAt    = policy.LockedAt
 )
 
 // Spec says what to release.

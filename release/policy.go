@@ -14,11 +14,12 @@ import (
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/policy"
 )
 
 // AnnotationAutomatedBy names the instance that automated a workload; its
 // automated releases are recorded in that instance's history.
-const AnnotationAutomatedBy = "fluxd.io/automated-by"
+const AnnotationAutomatedBy = policy.AutomatedBy
 
 // PolicyChange is a change of a workload's policy annotations in git.
 type PolicyChange struct {
@@ -65,11 +66,23 @@ func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange
 		return "", fluxerr.New(fluxerr.User, fmt.Errorf("%s is built by the kustomization %s, where fluxd cannot write its annotations", ch.Service, def.File),
 			"fluxd keeps policies as annotations on the workload; in a kustomize layout add them yourself, in the base or in a patch of that kustomization (commonAnnotations applies to every object). Nothing was changed.")
 	}
+	// The change is written in the dialect the workload uses (fluxcd.io/
+	// stays fluxcd.io/): what is written, and compared, is raw.
+	raw := policy.Write(def.RawAnnotations, ch.Set)
+	same = true
+	for k, v := range raw {
+		if def.RawAnnotations[k] != v {
+			same = false
+		}
+	}
+	if same {
+		return "", nil
+	}
 	content, err := gitrepo.ReadFile(e.repo.Dir(), def.File)
 	if err != nil {
 		return "", err
 	}
-	out, err := gitrepo.SetAnnotations(content, ch.Service, ch.Set)
+	out, err := gitrepo.SetAnnotations(content, ch.Service, raw)
 	if err != nil {
 		return "", fluxerr.New(fluxerr.User, err, "")
 	}
@@ -78,7 +91,7 @@ func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange
 		user = "unknown"
 	}
 	var keys []string
-	for k, v := range ch.Set {
+	for k, v := range raw {
 		keys = append(keys, fmt.Sprintf("%s=%q", k, v))
 	}
 	sort.Strings(keys)
@@ -87,13 +100,13 @@ func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange
 		msg += "\n" + ch.Message + "\n"
 	}
 	// A trailer of its own lets a push whose outcome is unclear be found.
-	var raw [8]byte
-	_, _ = rand.Read(raw[:])
-	trailerID := "policy-" + hex.EncodeToString(raw[:])
+	var nonce [8]byte
+	_, _ = rand.Read(nonce[:])
+	trailerID := "policy-" + hex.EncodeToString(nonce[:])
 	msg += "\n" + JobTrailer(trailerID) + "\n"
 	var changes []gitrepo.Change
-	for k, v := range ch.Set {
-		changes = append(changes, gitrepo.Change{Workload: ch.Service, Annotation: k, From: def.Annotations[k], To: v})
+	for k, v := range raw {
+		changes = append(changes, gitrepo.Change{Workload: ch.Service, Annotation: k, From: def.RawAnnotations[k], To: v})
 	}
 	commit, err := e.commitChecked(ctx, rev, map[string][]byte{def.File: out}, changes, msg, authorOf(ch.User))
 	if err == nil {

@@ -1,0 +1,79 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestFluxV1WorkloadAutomatedByNotification: a workload as a Flux v1
+// repository has it (fluxcd.io/automated, fluxcd.io/tag.<container>:
+// semver:~1.2, no fluxd.io/ annotation) is automated by fluxd through an
+// image notification, within its Flux v1 filter; `fluxctl lock` on it then
+// writes Flux v1's fluxcd.io/locked.
+func TestFluxV1WorkloadAutomatedByNotification(t *testing.T) {
+	f := sharedFluxd(t)
+	kc := kubeClient(t)
+	ctx := testContext(t)
+	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=erin"}
+	viewer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}
+	app := stack.Registry + "/fluxv1app:"
+	t0 := time.Date(2026, 4, 1, 0, 0, 0, 0, time.UTC)
+	if err := stack.PushImage(ctx, "fluxv1app", "1.2.0", t0); err != nil {
+		t.Fatal(err)
+	}
+	const path = "deploy/fluxv1.yaml"
+	pushManifest(t, "Add a Flux v1 workload", map[string]string{path: policyDeployment("fluxv1", app+"1.2.0",
+		map[string]string{"fluxcd.io/automated": "true", "fluxcd.io/tag.app": "semver:~1.2"})})
+	t.Cleanup(func() { removeManifest(t, path, "fluxv1") })
+
+	// fluxd reads it as automated with the Flux v1 filter.
+	if err := poll(ctx, 60*time.Second, func() error {
+		out, _, _ := fluxctl(t, viewer, "list-services", "-o", "json")
+		if !strings.Contains(out, "default:deployment/fluxv1") || !strings.Contains(out, "semver:~1.2") {
+			return fmt.Errorf("list-services does not show fluxv1 with its Flux v1 filter:\n%s", out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// New builds: one inside ~1.2, one outside it. A notification releases
+	// the one inside.
+	for i, tag := range []string{"1.2.7", "1.3.0"} {
+		if err := stack.PushImage(ctx, "fluxv1app", tag, t0.Add(time.Duration(i+1)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, stderr, code := fluxctl(t, deployer, "notify", app+"1.3.0"); code != 0 {
+		t.Fatalf("notify: exit %d\n%s%s", code, out, stderr)
+	}
+	waitRolledOut(t, kc, map[string][]string{"fluxv1": {"app=" + app + "1.2.7"}})
+	if y := gitShowRemote(t, path); !strings.Contains(y, "image: "+app+"1.2.7") || !strings.Contains(y, `fluxcd.io/automated: "true"`) {
+		t.Errorf("git after the automated release:\n%s", y)
+	}
+
+	// A lock keeps the Flux v1 prefix.
+	if out, stderr, code := fluxctl(t, deployer, "lock", "fluxv1", "-m", "incident 7"); code != 0 {
+		t.Fatalf("lock: exit %d\n%s%s", code, out, stderr)
+	}
+	y := gitShowRemote(t, path)
+	for _, want := range []string{`fluxcd.io/locked: "true"`, `fluxcd.io/locked_msg: "incident 7"`, `fluxcd.io/locked_user: "erin"`} {
+		if !strings.Contains(y, want) {
+			t.Errorf("after fluxctl lock, git lacks %s:\n%s", want, y)
+		}
+	}
+	if strings.Contains(y, "fluxd.io/locked:") {
+		t.Errorf("after fluxctl lock, git has fluxd's own lock on a Flux v1 workload:\n%s", y)
+	}
+}
+
+// gitShowRemote is a file as the stack's git remote holds it now.
+func gitShowRemote(t *testing.T, path string) string {
+	t.Helper()
+	clone := filepath.Join(t.TempDir(), "show")
+	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+	return gitCLI(t, clone, "show", "HEAD:"+path)
+}

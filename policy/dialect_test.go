@@ -1,0 +1,296 @@
+package policy
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fluxd/fluxd/registry"
+)
+
+// pol is the part of a read policy the tests compare: fluxd's own keys.
+func pol(ann map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range ann {
+		if strings.HasPrefix(k, "fluxd.io/") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// Each case is one rule of Flux v1 (fluxcd/flux pkg/policy and the
+// "automated image update" reference) or of Keel (keel-hq/keel
+// internal/policy), named after it.
+func TestReadPeerRules(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		raw  map[string]string
+		want map[string]string
+		// warn is a part of the one warning expected; "" expects none.
+		warn string
+	}{
+		{name: "flux v1: fluxcd.io/automated true automates, every tag by default (glob:*)",
+			raw:  map[string]string{"fluxcd.io/automated": "true"},
+			want: map[string]string{Automated: "true", TagAll: "glob:*"}},
+		{name: "flux v1: flux.weave.works/automated is the same policy under the older prefix",
+			raw:  map[string]string{"flux.weave.works/automated": "true"},
+			want: map[string]string{Automated: "true", TagAll: "glob:*"}},
+		{name: "flux v1: a boolean policy is on only when \"true\"",
+			raw:  map[string]string{"fluxcd.io/automated": "yes", "fluxcd.io/locked": "false"},
+			want: map[string]string{Automated: "false", Locked: "false", TagAll: "glob:*"}},
+		{name: "flux v1: locked with locked_msg and locked_user",
+			raw:  map[string]string{"fluxcd.io/locked": "true", "fluxcd.io/locked_msg": "incident 42", "fluxcd.io/locked_user": "alex <alex@example.com>"},
+			want: map[string]string{Locked: "true", LockMessage: "incident 42", LockedBy: "alex <alex@example.com>", TagAll: "glob:*"}},
+		{name: "flux v1: tag.<container> semver:~1.2 is a Masterminds range",
+			raw:  map[string]string{"fluxcd.io/automated": "true", "fluxcd.io/tag.app": "semver:~1.2"},
+			want: map[string]string{Automated: "true", TagPrefix + "app": "semver:~1.2", TagAll: "glob:*"}},
+		{name: "flux v1: tag.<container> glob:1.21.* is a glob",
+			raw:  map[string]string{"fluxcd.io/tag.chart-image": "glob:1.21.*"},
+			want: map[string]string{TagPrefix + "chart-image": "glob:1.21.*", TagAll: "glob:*"}},
+		{name: "flux v1: a pattern with no prefix is a glob",
+			raw:  map[string]string{"fluxcd.io/tag.app": "master-*"},
+			want: map[string]string{TagPrefix + "app": "glob:master-*", TagAll: "glob:*"}},
+		{name: "flux v1: glob:* means every tag",
+			raw:  map[string]string{"fluxcd.io/automated": "true", "fluxcd.io/tag.app": "glob:*"},
+			want: map[string]string{Automated: "true", TagPrefix + "app": "glob:*", TagAll: "glob:*"}},
+		{name: "flux v1: in a glob only * is special",
+			raw:  map[string]string{"fluxcd.io/tag.app": "glob:v?.[1]"},
+			want: map[string]string{TagPrefix + "app": `glob:v\?.\[1]`, TagAll: "glob:*"}},
+		{name: "flux v1: regexp: and regex: are both regular expressions",
+			raw:  map[string]string{"fluxcd.io/tag.a": "regexp:^prod-[0-9a-f]{7}$", "fluxcd.io/tag.b": "regex:^v1"},
+			want: map[string]string{TagPrefix + "a": "regex:^prod-[0-9a-f]{7}$", TagPrefix + "b": "regex:^v1", TagAll: "glob:*"}},
+		{name: "flux v1: ignore true leaves the workload out of releases",
+			raw:  map[string]string{"fluxcd.io/ignore": "true"},
+			want: map[string]string{Locked: "true", LockMessage: `ignored (fluxcd.io/ignore: "true")`, TagAll: "glob:*"},
+			warn: "leaving an object out of the sync is not built yet"},
+		{name: "flux v1: ignore sync_only still releases",
+			raw:  map[string]string{"fluxcd.io/automated": "true", "fluxcd.io/ignore": "sync_only"},
+			want: map[string]string{Automated: "true", TagAll: "glob:*"},
+			warn: `"sync_only"`},
+		{name: "flux v1: both prefixes agreeing is no conflict",
+			raw:  map[string]string{"fluxcd.io/automated": "true", "flux.weave.works/automated": "true"},
+			want: map[string]string{Automated: "true", TagAll: "glob:*"}},
+		{name: "precedence: fluxcd.io/ wins over flux.weave.works/, with a warning",
+			raw:  map[string]string{"fluxcd.io/automated": "false", "flux.weave.works/automated": "true"},
+			want: map[string]string{Automated: "false", TagAll: "glob:*"},
+			warn: `flux.weave.works/automated: "true" is overridden by fluxcd.io/automated: "false"`},
+		{name: "precedence: fluxd's own wins over Flux v1, with a warning",
+			raw:  map[string]string{Automated: "true", "fluxcd.io/automated": "false", "fluxcd.io/tag.app": "semver:~1.2", TagPrefix + "app": "semver:~2"},
+			want: map[string]string{Automated: "true", TagPrefix + "app": "semver:~2"},
+			warn: `fluxcd.io/tag.app: "semver:~1.2" is overridden by fluxd.io/tag.app: "semver:~2"`},
+		{name: "precedence: fluxd's own automation keeps fluxd's default filter beside a Flux v1 lock",
+			raw:  map[string]string{Automated: "true", "fluxcd.io/locked": "true"},
+			want: map[string]string{Automated: "true", Locked: "true"}},
+		{name: "fluxd: own annotations are read as written",
+			raw:  map[string]string{Automated: "true", TagAll: "semver:minor", "other/x": "y"},
+			want: map[string]string{Automated: "true", TagAll: "semver:minor"}},
+
+		{name: "keel: policy all is any newer version, pre-releases included",
+			raw:  map[string]string{KeelPolicy: "all"},
+			want: map[string]string{Automated: "true", TagAll: "semver:major", TagPrerelease: "true"}},
+		{name: "keel: policy major is any newer version",
+			raw:  map[string]string{KeelPolicy: "major"},
+			want: map[string]string{Automated: "true", TagAll: "semver:major"}},
+		{name: "keel: policy minor keeps the major version",
+			raw:  map[string]string{KeelPolicy: "minor"},
+			want: map[string]string{Automated: "true", TagAll: "semver:minor"}},
+		{name: "keel: policy patch keeps the major and minor versions",
+			raw:  map[string]string{KeelPolicy: "patch"},
+			want: map[string]string{Automated: "true", TagAll: "semver:patch"}},
+		{name: "keel: policy force takes any new tag",
+			raw:  map[string]string{KeelPolicy: "force"},
+			want: map[string]string{Automated: "true", TagAll: "glob:*"}},
+		{name: "keel: force with match-tag true follows the running tag's digest: not implemented, not automated",
+			raw:  map[string]string{KeelPolicy: "force", KeelMatchTag: "true"},
+			want: map[string]string{Automated: "false"},
+			warn: "not implemented yet"},
+		{name: "keel: match-tag is read only with force",
+			raw:  map[string]string{KeelPolicy: "minor", KeelMatchTag: "true"},
+			want: map[string]string{Automated: "true", TagAll: "semver:minor"}},
+		{name: "keel: glob: is a glob where only * is special",
+			raw:  map[string]string{KeelPolicy: "glob:build-*"},
+			want: map[string]string{Automated: "true", TagAll: "glob:build-*"}},
+		{name: "keel: regexp: is a regular expression",
+			raw:  map[string]string{KeelPolicy: "regexp:^([a-zA-Z]+)$"},
+			want: map[string]string{Automated: "true", TagAll: "regex:^([a-zA-Z]+)$"}},
+		{name: "keel: a bad regexp is the nil policy",
+			raw:  map[string]string{KeelPolicy: "regexp:(["},
+			want: map[string]string{Automated: "false"},
+			warn: "is not a regular expression"},
+		{name: "keel: an unknown policy is the nil policy",
+			raw:  map[string]string{KeelPolicy: "sometimes"},
+			want: map[string]string{Automated: "false"},
+			warn: "is not a Keel policy"},
+		{name: "precedence: fluxd's own filter wins over Keel's, with a warning",
+			raw:  map[string]string{KeelPolicy: "minor", TagAll: "semver:patch"},
+			want: map[string]string{Automated: "true", TagAll: "semver:patch"},
+			warn: `keel.sh/policy: "minor" is overridden by fluxd.io/tag-all: "semver:patch"`},
+		{name: "precedence: Flux v1 wins over Keel, with a warning",
+			raw:  map[string]string{KeelPolicy: "minor", "fluxcd.io/automated": "false"},
+			want: map[string]string{Automated: "false", TagAll: "semver:minor"},
+			warn: `keel.sh/policy: "minor" is overridden by fluxcd.io/automated: "false"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			before := map[string]string{}
+			for k, v := range tc.raw {
+				before[k] = v
+			}
+			got, warnings := Read(tc.raw)
+			if diff := cmp.Diff(tc.want, pol(got)); diff != "" {
+				t.Errorf("policy (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, tc.raw); diff != "" {
+				t.Errorf("Read changed its input (-before +after):\n%s", diff)
+			}
+			for k, v := range tc.raw {
+				if got[k] != v && !strings.HasPrefix(k, "fluxd.io/") {
+					t.Errorf("annotation %s = %q was not kept as written (got %q)", k, v, got[k])
+				}
+			}
+			switch {
+			case tc.warn == "" && len(warnings) > 0:
+				t.Errorf("warnings = %q; want none", warnings)
+			case tc.warn != "" && !strings.Contains(strings.Join(warnings, "\n"), tc.warn):
+				t.Errorf("warnings = %q; want one containing %q", warnings, tc.warn)
+			}
+			// Every filter read is one fluxd can parse.
+			for k, v := range pol(got) {
+				if k == TagAll || strings.HasPrefix(k, TagPrefix) {
+					if _, err := registry.ParseFilter(v, ""); err != nil {
+						t.Errorf("%s = %q does not parse: %v", k, v, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// The filters read from a peer's patterns pass the tags the peer passed.
+func TestReadFiltersMatchLikeThePeer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		raw        map[string]string
+		pass, fail []string
+	}{
+		{name: "flux v1: glob:* passes every tag, latest and commit tags included",
+			raw: map[string]string{"fluxcd.io/tag.app": "glob:*"}, pass: []string{"latest", "1.2.3", "main-3f2a1b0", "v2"}},
+		{name: "flux v1: no tag filter passes every tag",
+			raw: map[string]string{"fluxcd.io/automated": "true"}, pass: []string{"latest", "main-3f2a1b0"}},
+		{name: "flux v1: in a glob, ? is a literal character",
+			raw: map[string]string{"fluxcd.io/tag.app": "glob:v?"}, fail: []string{"v1", "va"}},
+		{name: "flux v1: semver:~1.2 passes 1.2.x only",
+			raw: map[string]string{"fluxcd.io/tag.app": "semver:~1.2"}, pass: []string{"1.2.0", "1.2.9"}, fail: []string{"1.3.0", "1.1.9", "latest"}},
+		{name: "keel: glob:build-* passes build tags only",
+			raw: map[string]string{KeelPolicy: "glob:build-*"}, pass: []string{"build-1", "build-abc"}, fail: []string{"1.0.0", "latest"}},
+		{name: "keel: force passes any tag",
+			raw: map[string]string{KeelPolicy: "force"}, pass: []string{"latest", "1.0.0", "dev"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ann, _ := Read(tc.raw)
+			pattern := ann[TagPrefix+"app"]
+			if pattern == "" {
+				pattern = ann[TagAll]
+			}
+			f, err := registry.ParseFilter(pattern, "")
+			if err != nil {
+				t.Fatalf("ParseFilter(%q): %v", pattern, err)
+			}
+			for _, tag := range tc.pass {
+				if !f.Match(tag) {
+					t.Errorf("%s does not pass %q", f, tag)
+				}
+			}
+			for _, tag := range tc.fail {
+				if f.Match(tag) {
+					t.Errorf("%s passes %q", f, tag)
+				}
+			}
+		})
+	}
+}
+
+// Write keeps each policy in the dialect the workload uses.
+func TestWriteKeepsTheDialectInUse(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		raw, set map[string]string
+		want     map[string]string
+	}{
+		{name: "flux v1: fluxctl lock on a fluxcd.io/ workload writes fluxcd.io/locked, locked_msg and locked_user",
+			raw:  map[string]string{"fluxcd.io/automated": "true"},
+			set:  map[string]string{Locked: "true", LockMessage: "incident 42", LockedBy: "alex", LockedAt: "2026-12-01T15:00:00Z"},
+			want: map[string]string{"fluxcd.io/locked": "true", "fluxcd.io/locked_msg": "incident 42", "fluxcd.io/locked_user": "alex", LockedAt: "2026-12-01T15:00:00Z"}},
+		{name: "flux v1: the older prefix stays flux.weave.works/",
+			raw:  map[string]string{"flux.weave.works/automated": "true"},
+			set:  map[string]string{Automated: "", AutomatedBy: ""},
+			want: map[string]string{"flux.weave.works/automated": "", AutomatedBy: ""}},
+		{name: "flux v1: fluxctl unlock removes the lock and an ignore",
+			raw:  map[string]string{"fluxcd.io/locked": "true", "fluxcd.io/locked_msg": "m", "fluxcd.io/ignore": "true"},
+			set:  map[string]string{Locked: "", LockMessage: "", LockedBy: "", LockedAt: ""},
+			want: map[string]string{"fluxcd.io/locked": "", "fluxcd.io/locked_msg": "", "fluxcd.io/locked_user": "", "fluxcd.io/ignore": "", LockedAt: ""}},
+		{name: "flux v1: a semver range stays fluxcd.io/tag.<container>",
+			raw:  map[string]string{"fluxcd.io/automated": "true", "fluxcd.io/tag.app": "glob:*"},
+			set:  map[string]string{TagPrefix + "app": "semver:~1.2"},
+			want: map[string]string{"fluxcd.io/tag.app": "semver:~1.2"}},
+		{name: "flux v1 cannot say semver:minor: fluxd's own, and the Flux v1 filter goes",
+			raw:  map[string]string{"fluxcd.io/automated": "true", "fluxcd.io/tag.app": "glob:*"},
+			set:  map[string]string{TagPrefix + "app": "semver:minor"},
+			want: map[string]string{TagPrefix + "app": "semver:minor", "fluxcd.io/tag.app": ""}},
+		{name: "both flux v1 prefixes: written under fluxcd.io/, the older one removed",
+			raw:  map[string]string{"fluxcd.io/automated": "true", "flux.weave.works/automated": "true"},
+			set:  map[string]string{Automated: ""},
+			want: map[string]string{"fluxcd.io/automated": "", "flux.weave.works/automated": ""}},
+		{name: "fluxd's own annotation is written where it is, and a disagreeing Flux v1 one removed",
+			raw:  map[string]string{Locked: "true", "fluxcd.io/locked": "false"},
+			set:  map[string]string{Locked: ""},
+			want: map[string]string{Locked: "", "fluxcd.io/locked": ""}},
+		{name: "a workload with no annotations gets fluxd's own",
+			raw:  map[string]string{},
+			set:  map[string]string{Automated: "true", AutomatedBy: "team"},
+			want: map[string]string{Automated: "true", AutomatedBy: "team"}},
+		{name: "keel: a lock is fluxd's own, keel.sh/policy stays",
+			raw:  map[string]string{KeelPolicy: "minor"},
+			set:  map[string]string{Locked: "true"},
+			want: map[string]string{Locked: "true"}},
+		{name: "keel: deautomating moves Keel's filter to fluxd's own",
+			raw:  map[string]string{KeelPolicy: "all"},
+			set:  map[string]string{Automated: "", AutomatedBy: ""},
+			want: map[string]string{KeelPolicy: "", Automated: "", AutomatedBy: "", TagAll: "semver:major", TagPrerelease: "true"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got := Write(tc.raw, tc.set)
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Fatalf("Write (-want +got):\n%s", diff)
+			}
+			// What is written reads back as the policy asked for.
+			after := map[string]string{}
+			for k, v := range tc.raw {
+				after[k] = v
+			}
+			for k, v := range got {
+				if v == "" {
+					delete(after, k)
+				} else {
+					after[k] = v
+				}
+			}
+			read, warnings := Read(after)
+			for k, v := range tc.set {
+				if !same(k, v, read[k]) && !(v == "" && (k == TagAll || strings.HasPrefix(k, TagPrefix))) {
+					t.Errorf("after writing, %s reads %q; want %q", k, read[k], v)
+				}
+			}
+			if len(warnings) > 0 {
+				t.Errorf("after writing, warnings %q; want none", warnings)
+			}
+		})
+	}
+}
