@@ -91,7 +91,7 @@ func (f *forwarder) target(ctx context.Context, method string) (*grpc.ClientConn
 	if f.peer == nil {
 		return nil, fluxerr.New(fluxerr.Precondition, fmt.Errorf("this fluxd replica follows the leader at %s, and does not forward calls to it without replica TLS", addr),
 			"A forwarded call carries your token, and the leader's address comes from a Lease that others may be able to write, so fluxd forwards only to a leader whose certificate it can verify. "+
-				"Call the leader at "+addr+" directly, or give the replicas --tls-cert-file, --tls-key-file and --replica-ca-file (see the README, Running several replicas).")
+				"Call the leader at "+addr+" directly, or give the replicas --tls-cert-file, --tls-key-file and --replica-ca-file (see docs/replicas.md).")
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -22,8 +22,7 @@ of one replica by default (--replicas 2 or more runs them with leader election
 on a shared PostgreSQL), Services, a PodDisruptionBudget and a NetworkPolicy), customised, and a Secret fluxd-git holding --git-url.
 
 The output holds --git-url as given: if it carries a token, treat it as a
-secret. Create the Secret fluxd-tokens too (see the README, Installing in a
-cluster). With an SSH --git-url, fluxd keeps its deploy key in the Secret
+secret. Create the Secret fluxd-tokens too (see docs/install.md). With an SSH --git-url, fluxd keeps its deploy key in the Secret
 fluxd-ssh, which the output ships empty: fluxd generates the key into it, and
 'fluxctl identity' prints the public key to add, with write access, while fluxd
 waits for it. Create the ConfigMap fluxd-known-hosts (key "known_hosts") too.`,

@@ -61,6 +61,6 @@ func NotImplemented(what, issue string) *Error {
 	return &Error{
 		Kind: Unimplemented,
 		Err:  errors.New(what + " is not implemented in this version of fluxd"),
-		Help: "It is planned (" + issue + "); see the feature table in the README for what works today.",
+		Help: "It is planned (" + issue + "); docs/README.md says what works today.",
 	}
 }
