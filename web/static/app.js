@@ -344,10 +344,10 @@ function servicesView() {
     // The namespaces offered are the services'; one from the URL that
     // none has yet is kept, so the filter it asks for shows.
     const nss = Array.from(new Set(all.map((s) => namespaceOf(s.id)).concat(f.ns ? [f.ns] : []))).sort();
-    nsSel.replaceChildren(el('option', {value: ''}, 'all namespaces'), nss.map((n) => el('option', {value: n, selected: n === f.ns}, n)));
+    nsSel.replaceChildren(el('option', {value: ''}, 'all namespaces'), ...nss.map((n) => el('option', {value: n, selected: n === f.ns}, n)));
     const inScope = all.filter((s) => (!f.ns || namespaceOf(s.id) === f.ns) && matches(s, f.q));
     const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.health : undefined;
-    counts.replaceChildren(healths.map(([h, cls]) => {
+    counts.replaceChildren(...healths.map(([h, cls]) => {
       const n = inScope.filter((s) => healthOf(s).includes(h)).length;
       return el('button', {type: 'button', class: 'count ' + cls, 'data-health': h, 'aria-pressed': f.health === h ? 'true' : 'false',
         'aria-label': n + ' ' + h + (f.health === h ? ', shown alone: click to show all' : ': click to show only these'),
