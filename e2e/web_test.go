@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fluxd/fluxd/internal/localstack"
 )
@@ -34,12 +35,14 @@ func TestStatusPageInBrowser(t *testing.T) {
 		t.Fatalf("no chromium: run 'make deps' (hack/deps.sh installs Debian's chromium): %v", err)
 	}
 	img := faultService(t, "web-e2e", "webapp", 2, 0, "1.1.0", "1.2.0-broken")
+	const forge = "https://forge.example/fluxd/commit"
 	webAddr, err := localstack.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := startFaultFluxd(t, "fluxd-web", "web-e2e", nil, "--web-listen="+webAddr, "--rollout-timeout=1m",
-		"--sync-interval=1h") // a sync at start: the page shows each service's state against git
+		"--sync-interval=1h", // a sync at start: the page shows each service's state against git
+		"--git-web-url="+forge)
 	base := "http://" + webAddr
 	waitHTTP(t, base+"/")
 	deployer := []string{"FLUX_URL=grpc://" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"]}
@@ -53,7 +56,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	defer cancel()
 	ctx, cancel := chromedp.NewContext(actx)
 	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 4*time.Minute)
+	ctx, cancel = context.WithTimeout(ctx, 6*time.Minute)
 	defer cancel()
 	// The page's console: an uncaught exception or a Content-Security-
 	// Policy refusal fails the test.
@@ -235,6 +238,96 @@ func TestStatusPageInBrowser(t *testing.T) {
 	if !strings.Contains(hist, "default:deployment/webapp") || strings.Contains(hist, "automate") {
 		t.Errorf("history filtered to failed events:\n%s", hist)
 	}
+	// The filter is in the URL: a reload shows the same.
+	browse(t, ctx, "history filter after a reload",
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(`#history caption`)))
+	kept := value(t, ctx, chromedp.Evaluate[[]string](`[location.hash, document.getElementById('f-type').value, document.getElementById('f-user').value]`))
+	if strings.Join(kept, " ") != "#/history?type=failed&user=web-e2e failed web-e2e" {
+		t.Errorf("after a reload, the history's URL and filters are %q", kept)
+	}
+
+	// Links: a history row's commit links to the forge (--git-web-url),
+	// and to the job that made it; the job links its commit, its
+	// service and the service's history; the jobs list links commits.
+	browse(t, ctx, "history links",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/history'`, chromedp.EvalIgnoreExceptions),
+		chromedp.WaitVisible(chromedp.CSS(`#history a.job-link`)))
+	links := value(t, ctx, chromedp.Evaluate[[]string](`(() => {
+		const a = document.querySelector('#history a.job-link'), c = a.closest('tr').querySelector('a.commit');
+		return [a.getAttribute('href'), c ? c.href : '', c ? c.textContent : ''];
+	})()`))
+	if !strings.HasPrefix(links[0], "#/job/") || !strings.HasPrefix(links[1], forge+"/") || len(strings.TrimPrefix(links[1], forge+"/")) != 40 || !strings.HasPrefix(strings.TrimPrefix(links[1], forge+"/"), links[2]) {
+		t.Fatalf("a history row's job and commit links: %q", links)
+	}
+	browse(t, ctx, "from history to the job, and to its service's history",
+		chromedp.Click(chromedp.CSS(`#history a.job-link`)),
+		chromedp.WaitVisible(chromedp.CSS(`#job-commit a.commit`)),
+		waitText(`#job-services`, "default:deployment/webapp"),
+		chromedp.Click(chromedp.CSS(`#job-services a[href^="#/history"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#history caption`)))
+	jobCommit := value(t, ctx, chromedp.Evaluate[string](`document.querySelector('#history') && document.getElementById('f-service').value`))
+	if jobCommit != "default:deployment/webapp" {
+		t.Errorf("the job's history link opens the history of %q, want default:deployment/webapp", jobCommit)
+	}
+	browse(t, ctx, "jobs link commits",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/jobs'`, chromedp.EvalIgnoreExceptions),
+		chromedp.WaitVisible(chromedp.CSS(`#jobs a.commit[href^="`+forge+`/"]`)))
+
+	// Drift: the deployment scaled by hand. A shared link with the
+	// services' filters shows it alone, its health count pressed; the
+	// filters change the URL; a search that matches nothing says so.
+	if out, stderr, code := run(t, []string{"KUBECONFIG=" + stack.Kubeconfig}, filepath.Join(stackBinDir(t), "kubectl"), "scale", "deployment/webapp", "--replicas=3", "-n", "default"); code != 0 {
+		t.Fatalf("kubectl scale: %s%s", out, stderr)
+	}
+	browse(t, ctx, "a shared link with filters",
+		// The link opened afresh: the page is loaded again.
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/services?q=webapp&ns=default&health=drifted'`, chromedp.EvalIgnoreExceptions),
+		chromedp.Reload(),
+		waitText(row, "3 replicas, git says 2"),
+		waitText(`#services caption`, "1 of "),
+		shot("services-filtered"))
+	filters := value(t, ctx, chromedp.Evaluate[[]string](`[document.getElementById('svc-q').value, document.getElementById('svc-ns').value,
+		document.querySelector('[data-health="drifted"]').getAttribute('aria-pressed'), document.querySelector('[data-health="drifted"]').textContent,
+		String(document.querySelectorAll('#services tbody tr').length)]`))
+	if strings.Join(filters, "|") != "webapp|default|true|1 drifted|1" {
+		t.Errorf("the services' filters from a shared link (search, namespace, drifted pressed, its count, rows): %q", filters)
+	}
+	browse(t, ctx, "filters change the URL",
+		chromedp.Click(chromedp.CSS(`[data-health="drifted"]`)),
+		waitAttr(`[data-health="drifted"]`, "aria-pressed", "false"),
+		chromedp.Evaluate[chromedp.Void](`(() => { const i = document.getElementById('svc-q'); i.value = 'no-such-service'; i.dispatchEvent(new Event('input')); })()`),
+		waitText(`#services-empty`, "No service matches"))
+	if h := value(t, ctx, chromedp.Evaluate[string](`location.hash`)); h != "#/services?q=no-such-service&ns=default" {
+		t.Errorf("the URL after unpressing drifted and searching: %q", h)
+	}
+	browse(t, ctx, "clear the filters",
+		chromedp.Click(chromedp.ID("clear-filters")),
+		chromedp.WaitVisible(chromedp.CSS(row)))
+	if h := value(t, ctx, chromedp.Evaluate[string](`location.hash`)); h != "#/services" {
+		t.Errorf("the URL after clearing the filters: %q", h)
+	}
+
+	// Sync from the page: its dry run first, which changes nothing; then,
+	// confirmed, git applied (the replicas back to git's 2).
+	browse(t, ctx, "sync: the dry run",
+		chromedp.Click(chromedp.ID("sync")),
+		chromedp.WaitVisible(chromedp.ID("confirm-sync")),
+		waitText(`#sync-dialog`, "webapp"),
+		waitText(`#sync-dialog`, "configured"),
+		shot("sync-dry-run"))
+	if n := deploymentReplicas(t, "webapp"); n != 3 {
+		t.Errorf("after the dry run, webapp has %d replicas, want the 3 it was scaled to", n)
+	}
+	browse(t, ctx, "sync: confirmed",
+		chromedp.Click(chromedp.ID("confirm-sync")),
+		chromedp.WaitVisible(chromedp.ID("sync-result")),
+		waitText(`#sync-result`, "configured"),
+		chromedp.Click(chromedp.ID("close-sync")),
+		waitText(row, "synced"))
+	if n := deploymentReplicas(t, "webapp"); n != 2 {
+		t.Errorf("after the sync, webapp has %d replicas, want git's 2", n)
+	}
 
 	// Automated (within semver, so that the broken pre-release it runs is
 	// left for a version), the service awaits an image: the page says when it last
@@ -245,11 +338,11 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	browse(t, ctx, "awaiting an image",
 		chromedp.Evaluate[chromedp.Void](`location.hash = '#/services'`, chromedp.EvalIgnoreExceptions),
-		waitText(row, "awaiting an image"),
-		waitText(row, "last looked"),
+		waitText(row, "up to date"),
+		waitText(row, "last checked"),
 		shot("services-automated"))
 	awaiting := value(t, ctx, chromedp.Text(chromedp.CSS(row)))
-	if !strings.Contains(awaiting, "nothing newer") || !strings.Contains(awaiting, "next look in") {
+	if !strings.Contains(awaiting, "nothing newer") || !strings.Contains(awaiting, "next check in") {
 		t.Errorf("the automated service's row:\n%s", awaiting)
 	}
 	if err := stack.PushImage(context.Background(), "webapp", "1.3.0", time.Date(2026, 9, 2, 0, 0, 0, 0, time.UTC)); err != nil {
@@ -262,6 +355,64 @@ func TestStatusPageInBrowser(t *testing.T) {
 		waitText(`#notification-list`, stack.Registry+"/webapp"),
 		waitText(row, img+"1.3.0"),
 		shot("notification"))
+
+	// On a phone the tables reflow: one card per row, each value under
+	// its column's heading, nothing wider than the screen.
+	browse(t, ctx, "on a phone",
+		chromedp.EmulateViewport(390, 844, chromedp.EmulatePortrait, chromedp.EmulateMobile),
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/services?q=webapp'`, chromedp.EvalIgnoreExceptions),
+		chromedp.Reload(),
+		chromedp.WaitVisible(chromedp.CSS(row)),
+		shot("phone-services"))
+	phone := func(sel string) []string {
+		return value(t, ctx, chromedp.Evaluate[[]string](fmt.Sprintf(`(() => {
+			const tr = document.querySelector(%q), td = tr.querySelector('td:nth-child(2)');
+			return [getComputedStyle(tr).display, getComputedStyle(td, '::before').content, String(document.documentElement.scrollWidth <= 390), String(window.innerWidth)];
+		})()`, sel)))
+	}
+	if got := phone(row); got[0] != "block" || got[1] != `"Status"` || got[2] != "true" {
+		t.Errorf("the services on a phone (row display, the Status cell's label, page within 390 px, window width): %q", got)
+	}
+	browse(t, ctx, "jobs on a phone",
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/jobs'`, chromedp.EvalIgnoreExceptions),
+		chromedp.WaitVisible(chromedp.CSS(`#jobs tbody tr`)),
+		shot("phone-jobs"))
+	if got := phone(`#jobs tbody tr`); got[0] != "block" || got[1] != `"State"` || got[2] != "true" {
+		t.Errorf("the jobs on a phone (row display, the State cell's label, page within 390 px, window width): %q", got)
+	}
+}
+
+// deploymentReplicas is a Deployment's spec.replicas in the stack's cluster.
+func deploymentReplicas(t *testing.T, name string) int32 {
+	t.Helper()
+	d, err := kubeClient(t).AppsV1().Deployments("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Spec.Replicas == nil {
+		return 1
+	}
+	return *d.Spec.Replicas
+}
+
+// waitAttr waits until the element's attribute is want.
+func waitAttr(sel, attr, want string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.getAttribute(%q) || '' : ''; })()`, sel, attr)
+		var got string
+		for {
+			if v, err := chromedp.Evaluate[string](js)(ctx, tg); err == nil {
+				if got = v; got == want {
+					return nil
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for %s's %s to be %q (it is %q): %w", sel, attr, want, got, ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	})
 }
 
 // checkWebSecurity checks, as a client other than the page, what the page

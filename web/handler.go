@@ -69,7 +69,14 @@ type Config struct {
 	// every replica finds them and a restart does not lose them;
 	// without it they are kept in this process's memory.
 	Sessions SessionStore
-	Log      *slog.Logger
+	// GitWebURL, when set, is the forge's prefix for commits (--git-web-url):
+	// GitWebURL + "/" + COMMIT is a commit's page, and the page links
+	// commits there.
+	GitWebURL string
+	// Syncs says fluxd syncs git to the cluster (--sync-interval): the
+	// page offers a Sync, its dry run shown first.
+	Syncs bool
+	Log   *slog.Logger
 }
 
 // Validate reports every problem of the configuration.
@@ -83,6 +90,9 @@ func (c Config) Validate() error {
 	}
 	if c.Hub == nil {
 		errs = append(errs, errors.New("web: no event hub"))
+	}
+	if err := ValidateGitWebURL(c.GitWebURL); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
 }
@@ -305,10 +315,10 @@ func sameOrigin(r *http.Request) error {
 // its role allows.
 var pageMethods = map[string]bool{
 	"ListServices": true, "ListImages": true, "Release": true, "GetJob": true, "CancelJob": true,
-	"ListJobs": true, "GetJobLog": true, "Lock": true, "Unlock": true, "History": true,
+	"ListJobs": true, "GetJobLog": true, "Lock": true, "Unlock": true, "History": true, "Sync": true,
 }
 
-const pageMethodList = "ListServices, ListImages, Release, GetJob, CancelJob, ListJobs, GetJobLog, Lock, Unlock, History"
+const pageMethodList = "ListServices, ListImages, Release, GetJob, CancelJob, ListJobs, GetJobLog, Lock, Unlock, History, Sync"
 
 // call serves the JSON API: the request goes, with the caller's token,
 // to the gRPC server's interceptors and methods.
@@ -385,6 +395,10 @@ type sessionInfo struct {
 	// on the leader, the event stream does not tell of them, the page
 	// polls.
 	LiveEvents bool `json:"liveEvents"`
+	// GitWebURL is the forge's commit prefix (--git-web-url), or empty.
+	GitWebURL string `json:"gitWebUrl,omitempty"`
+	// Syncs says fluxd syncs git to the cluster: the page offers Sync.
+	Syncs bool `json:"syncs"`
 }
 
 func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
@@ -469,7 +483,8 @@ func (h *Handler) signOut(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) info(c caller) sessionInfo {
-	si := sessionInfo{Instance: c.id.Instance, Role: c.id.Role.String(), CanAct: c.id.Allows(auth.Deployer), LiveEvents: h.cfg.Live == nil || h.cfg.Live()}
+	si := sessionInfo{Instance: c.id.Instance, Role: c.id.Role.String(), CanAct: c.id.Allows(auth.Deployer), LiveEvents: h.cfg.Live == nil || h.cfg.Live(),
+		GitWebURL: strings.TrimRight(h.cfg.GitWebURL, "/"), Syncs: h.cfg.Syncs}
 	if c.session != nil {
 		si.Name, si.CSRF = c.session.name, c.session.csrf
 	}

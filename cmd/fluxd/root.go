@@ -77,6 +77,7 @@ type flags struct {
 	webAllowWithoutClientCert bool
 	webSecureCookie           bool
 	webTrustedProxies         []string
+	gitWebURL                 string
 	webhookSecretFile         string
 	registryRate              float64
 	registryBurst             int
@@ -156,6 +157,7 @@ func newRootCommand() *cobra.Command {
 	fs.StringVar(&f.webhookListen, "webhook-listen", "", "address for registry push webhooks at POST /v1/notify (default: off)")
 	fs.StringVar(&f.webListen, "web-listen", "", "address for the status page, e.g. 127.0.0.1:3031 (default: off); sign in with an API token. With --tls-client-ca-file it requires client certificates as the API does")
 	fs.BoolVar(&f.webSecureCookie, "web-secure-cookie", false, "the status page is reached over HTTPS through a TLS-terminating proxy: make its session cookie Secure (named __Host-fluxd_session) and send HSTS, as under --tls-cert-file")
+	fs.StringVar(&f.gitWebURL, "git-web-url", "", "prefix of the forge's commit pages, such that PREFIX/COMMIT is a commit's page (e.g. https://github.com/org/repo/commit): the status page links commits there")
 	fs.StringSliceVar(&f.webTrustedProxies, "web-trusted-proxies", nil, "CIDRs (or addresses) of the proxies in front of the status page, e.g. an Ingress controller's pod network: the client's address is read from their X-Forwarded-For (for counting failed sign-ins per client); default none, the connection's address")
 	fs.BoolVar(&f.webAllowWithoutClientCert, "web-allow-without-client-cert", false, "with --tls-client-ca-file: serve the status page without asking for a client certificate (the API still requires one; a token is still needed)")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the webhooks' shared secret (required with --webhook-listen)")
@@ -263,7 +265,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		gcfg.SSHKeySource = "the Secret " + f.gitSSHKeySecret
 		gcfg.SSHKey = []byte("-")
 	}
-	proxiesErr := validateWebProxies(f.webTrustedProxies)
+	proxiesErr := validateWebFlags(f)
 	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax), proxiesErr, f.notify.validate()); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", indent(err))
 	}

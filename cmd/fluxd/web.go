@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -87,7 +88,8 @@ func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Serve
 	if err != nil {
 		return err
 	}
-	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, Sessions: store, SecureCookie: f.webSecureCookie, TrustedProxies: proxies, Log: log})
+	h, err := web.New(ctx, web.Config{Auth: tokens, Conn: conn, Hub: hub, Sessions: store, SecureCookie: f.webSecureCookie, TrustedProxies: proxies,
+		GitWebURL: f.gitWebURL, Syncs: f.sync.interval > 0, Log: log})
 	if err != nil {
 		return err
 	}
@@ -131,8 +133,8 @@ func usesRepository(svcs []daemon.Service, repo string) []daemon.Service {
 	return out
 }
 
-// validateWebProxies checks --web-trusted-proxies at start.
-func validateWebProxies(list []string) error {
-	_, err := web.ParseTrustedProxies(list)
-	return err
+// validateWebFlags checks --web-trusted-proxies and --git-web-url at start.
+func validateWebFlags(f flags) error {
+	_, err := web.ParseTrustedProxies(f.webTrustedProxies)
+	return errors.Join(err, web.ValidateGitWebURL(f.gitWebURL))
 }

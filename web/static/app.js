@@ -219,7 +219,8 @@ function stopView() {
 function route() {
   if (!S.session) return;
   stopView();
-  const [, name, ...rest] = (location.hash || '#/services').split('/');
+  const [path] = (location.hash || '#/services').split('?');
+  const [, name, ...rest] = path.split('/');
   const arg = decodeURIComponent(rest.join('/'));
   for (const a of document.querySelectorAll('[data-nav]')) {
     const cur = a.dataset.nav === name || (a.dataset.nav === 'services' && name === 'service') || (a.dataset.nav === 'jobs' && name === 'job');
@@ -254,6 +255,29 @@ function setView(name, arg, refresh, every) {
 }
 document.addEventListener('visibilitychange', () => { if (!document.hidden) refreshView(); });
 
+// commitLink shows a commit; with fluxd's --git-web-url, as a link to
+// its page on the forge.
+function commitLink(c) {
+  if (!c) return '';
+  const short = el('code', {}, c.slice(0, 12));
+  const base = S.session && S.session.gitWebUrl;
+  if (!base) return short;
+  return el('a', {href: base + '/' + encodeURIComponent(c), class: 'commit', rel: 'noreferrer noopener', target: '_blank', title: 'commit ' + c + ' on the forge'}, short);
+}
+
+function serviceLink(id) { return el('a', {href: '#/service/' + encodeURIComponent(id)}, id); }
+
+// jobsByCommit maps each job's commit to the job, so that a history row
+// (which knows its commit) links to the job that made it.
+async function jobsByCommit() {
+  const m = new Map();
+  try {
+    const r = await api('ListJobs', {limit: 200});
+    for (const j of r.jobs || []) if (j.commit) m.set(j.commit, j.id);
+  } catch (_) { /* the history still shows, without job links */ }
+  return m;
+}
+
 function errorBox(e) { return el('p', {class: 'error', role: 'alert'}, e.message || String(e)); }
 
 // ---- services ----
@@ -262,17 +286,88 @@ function stateWord(s) { return stateWords[s] || s; }
 function final(s) { return s === 'JOB_STATE_SUCCEEDED' || s === 'JOB_STATE_FAILED' || s === 'JOB_STATE_CANCELLED'; }
 function stateClass(s) { return {JOB_STATE_SUCCEEDED: 'ok', JOB_STATE_FAILED: 'bad', JOB_STATE_CANCELLED: 'warn'}[s] || 'run'; }
 
+// hashParams are the filters kept in the URL's hash (#/services?q=web).
+function hashParams() { return new URLSearchParams(location.hash.split('?')[1] || ''); }
+
+// keepInHash writes a view's filters into the URL, without a new history
+// entry or a hashchange (which would build the view again): a reload or
+// a shared link shows the same.
+function keepInHash(view, params) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v) q.set(k, v);
+  const h = '#/' + view + (q.toString() ? '?' + q : '');
+  if (location.hash !== h) history.replaceState(null, '', h);
+}
+
+// The health of a service, as the counts above the services name it: one
+// of ready, progressing or failed, and drifted and locked besides.
+const healths = [['ready', 'ok'], ['progressing', 'run'], ['failed', 'bad'], ['drifted', 'warn'], ['locked', 'warn']];
+function healthOf(s) {
+  const h = [];
+  if (s.syncState === 'failed' || (s.automation && s.automation.state === 'failing')) h.push('failed');
+  else h.push(s.status === 'ready' ? 'ready' : 'progressing');
+  if (s.syncState === 'drifted') h.push('drifted');
+  if (s.locked) h.push('locked');
+  return h;
+}
+
+function namespaceOf(id) { return id.split(':')[0]; }
+
+// matches says whether a service matches the search: its name or one of
+// its images (running or in git) contains it.
+function matches(s, q) {
+  if (!q) return true;
+  q = q.toLowerCase();
+  if (s.id.toLowerCase().includes(q)) return true;
+  return (s.containers || []).some((c) => (c.image || '').toLowerCase().includes(q) || (c.gitImage || '').toLowerCase().includes(q));
+}
+
 function servicesView() {
+  const p = hashParams();
+  const f = {q: p.get('q') || '', ns: p.get('ns') || '', health: p.get('health') || ''};
+  const search = el('input', {id: 'svc-q', type: 'search', value: f.q, placeholder: 'name or image', autocomplete: 'off'});
+  const nsSel = el('select', {id: 'svc-ns'});
+  const counts = el('div', {id: 'health-counts', class: 'counts', role: 'group', 'aria-label': 'Health: show only'});
+  const form = el('form', {class: 'filters', role: 'search', 'aria-label': 'Filter services'},
+    el('label', {}, 'Search', search), el('label', {}, 'Namespace', nsSel), counts);
+  form.addEventListener('submit', (ev) => ev.preventDefault());
+  const syncBtn = S.session.canAct && S.session.syncs
+    ? el('button', {type: 'button', id: 'sync', onclick: startSync, title: 'Apply everything in git to the cluster, its dry run shown first'}, 'Sync…') : '';
   const body = el('div', {id: 'services-body'}, el('p', {class: 'muted'}, 'Loading…'));
-  main().replaceChildren(el('h1', {}, 'Services'), el('div', {id: 'notifications'}), body);
+  main().replaceChildren(el('div', {class: 'title'}, el('h1', {}, 'Services'), syncBtn), el('div', {id: 'notifications'}), form, body);
   renderNotifications();
+  let last = null;
+  const render = () => {
+    if (!last) return;
+    const [list, plan] = last;
+    const all = list.services || [];
+    // The namespaces offered are the services'; one from the URL that
+    // none has yet is kept, so the filter it asks for shows.
+    const nss = Array.from(new Set(all.map((s) => namespaceOf(s.id)).concat(f.ns ? [f.ns] : []))).sort();
+    nsSel.replaceChildren(el('option', {value: ''}, 'all namespaces'), ...nss.map((n) => el('option', {value: n, selected: n === f.ns}, n)));
+    const inScope = all.filter((s) => (!f.ns || namespaceOf(s.id) === f.ns) && matches(s, f.q));
+    const focused = document.activeElement && document.activeElement.dataset ? document.activeElement.dataset.health : undefined;
+    counts.replaceChildren(...healths.map(([h, cls]) => {
+      const n = inScope.filter((s) => healthOf(s).includes(h)).length;
+      return el('button', {type: 'button', class: 'count ' + cls, 'data-health': h, 'aria-pressed': f.health === h ? 'true' : 'false',
+        'aria-label': n + ' ' + h + (f.health === h ? ', shown alone: click to show all' : ': click to show only these'),
+        onclick: () => { f.health = f.health === h ? '' : h; keep(); render(); }}, el('strong', {}, String(n)), ' ', h);
+    }));
+    if (focused) { const b = counts.querySelector('[data-health="' + focused + '"]'); if (b) b.focus(); }
+    const shown = inScope.filter((s) => !f.health || healthOf(s).includes(f.health));
+    body.replaceChildren(servicesTable(list, plan, shown, f));
+  };
+  const keep = () => keepInHash('services', f);
+  search.addEventListener('input', () => { f.q = search.value.trim(); keep(); render(); });
+  nsSel.addEventListener('change', () => { f.ns = nsSel.value; keep(); render(); });
+  S.clearFilters = () => { f.q = ''; f.ns = ''; f.health = ''; search.value = ''; keep(); render(); };
   setView('services', '', async () => {
     try {
-      const [list, plan] = await Promise.all([
+      last = await Promise.all([
         api('ListServices', {}),
         api('Release', {spec: {all: true, allLatest: true, user: user()}, kind: 'RELEASE_KIND_PLAN'}).catch((e) => ({error: e.message})),
       ]);
-      body.replaceChildren(servicesTable(list, plan));
+      render();
     } catch (e) {
       body.replaceChildren(errorBox(e));
     }
@@ -300,14 +395,18 @@ function newestByContainer(plan, id) {
   return out;
 }
 
-function servicesTable(list, plan) {
+function servicesTable(list, plan, shown, f) {
   const git = list.git || {};
-  const head = el('p', {class: 'muted'}, 'Git ', el('code', {}, (git.revision || '').slice(0, 12)),
+  const total = (list.services || []).length;
+  const head = el('p', {class: 'muted'}, 'Git ', commitLink(git.revision),
     git.lastSync ? ', last synced ' + ago(git.lastSync) : '', git.error ? el('span', {class: 'bad'}, ' — git error: ' + git.error) : '',
     plan.error ? el('span', {class: 'warn'}, ' — newest images unknown: ' + plan.error) : '');
-  const rows = (list.services || []).map((s) => serviceRow(s, newestByContainer(plan, s.id), !plan.error));
-  return el('div', {}, head, el('table', {id: 'services', 'aria-label': 'Services'},
-    el('caption', {}, (list.services || []).length + ' services; each container\'s running image, the image git asks for, and the newest its policy allows'),
+  const rows = shown.map((s) => serviceRow(s, newestByContainer(plan, s.id), !plan.error));
+  const filtered = f.q || f.ns || f.health;
+  return el('div', {}, head, filtered && !shown.length ? el('p', {id: 'services-empty', role: 'status'}, 'No service matches the filters. ',
+    el('button', {type: 'button', id: 'clear-filters', onclick: () => S.clearFilters()}, 'Show all ' + total + ' services')) : '',
+  el('table', {id: 'services', 'aria-label': 'Services'},
+    el('caption', {}, (filtered ? shown.length + ' of ' + total : total) + ' services; each container\'s running image, the image git asks for, and the newest its policy allows'),
     el('thead', {}, el('tr', {}, ['Service', 'Status', 'Containers', 'Automation', 'Policy', 'Actions'].map((h) => el('th', {scope: 'col'}, h)))),
     el('tbody', {}, rows)));
 }
@@ -360,13 +459,14 @@ function automationCell(s) {
         el('div', {}, 'failed ' + a.failures + ' times; next retry ' + until(a.next)));
       break;
     case 'refreshing':
-      parts.push(el('span', {class: 'badge run'}, 'looking for images'));
+      parts.push(el('span', {class: 'badge run'}, 'refreshing'));
       break;
     default:
-      parts.push(el('span', {class: 'badge ok'}, a.state === 'uptodate' ? 'awaiting an image' : a.state));
-      if (a.next) parts.push(el('div', {}, 'next look ' + until(a.next)));
+      // The words of 'fluxctl list-services': up to date, waiting.
+      parts.push(el('span', {class: 'badge ok'}, a.state === 'uptodate' ? 'up to date' : a.state));
+      if (a.next) parts.push(el('div', {}, 'next check ' + until(a.next)));
   }
-  if (a.lastCheck) parts.push(el('div', {class: 'muted'}, 'last looked ' + ago(a.lastCheck) + (a.decision ? ': ' + a.decision : '')));
+  if (a.lastCheck) parts.push(el('div', {class: 'muted'}, 'last checked ' + ago(a.lastCheck) + (a.decision ? ': ' + a.decision : '')));
   else if (a.decision) parts.push(el('div', {class: 'muted'}, a.decision));
   return el('div', {}, parts);
 }
@@ -434,6 +534,73 @@ async function startRelease(spec) {
   }
 }
 
+// startSync shows what a sync would change (a dry run: fluxd changes
+// nothing) and applies git only once confirmed. A sync applies git as it
+// is then: should git move meanwhile, the result says so.
+async function startSync() {
+  const btn = document.getElementById('sync');
+  if (btn) btn.disabled = true;
+  let dry;
+  try {
+    announce('Sync: dry run…');
+    dry = await api('Sync', {dryRun: true});
+  } catch (e) {
+    if (btn) btn.disabled = false;
+    return tell('Could not run the dry run of a sync', e.message);
+  }
+  if (btn) btn.disabled = false;
+  const changes = (dry.objects || []).filter((o) => o.action !== 'unchanged');
+  const unchanged = (dry.objects || []).length - changes.length;
+  const d = el('dialog', {'aria-labelledby': 'sync-title', id: 'sync-dialog'},
+    el('h2', {id: 'sync-title'}, 'Sync: what it would change'),
+    el('p', {class: 'muted'}, 'Dry run at revision ', commitLink(dry.revision), ': ', changes.length + ' to change, ' + unchanged + ' unchanged. Nothing was changed yet.'),
+    dry.error ? el('p', {class: 'error'}, dry.error) : '',
+    (dry.problems || []).map((pr) => el('p', {class: 'warn', role: 'note'}, '⚠ ' + pr)),
+    syncTable(changes, 'Changes of the sync'),
+    el('form', {method: 'dialog', class: 'actions'},
+      el('button', {value: 'sync', class: 'primary', id: 'confirm-sync'}, changes.length ? 'Confirm: sync ' + changes.length + ' change(s)' : 'Sync anyway'),
+      el('button', {value: 'cancel', id: 'cancel-sync'}, 'Cancel')));
+  document.body.append(d);
+  d.showModal();
+  const answer = await new Promise((res) => d.addEventListener('close', () => res(d.returnValue), {once: true}));
+  d.remove();
+  if (answer !== 'sync') return;
+  if (btn) { btn.disabled = true; btn.textContent = 'Syncing…'; }
+  let done;
+  try {
+    done = await api('Sync', {});
+  } catch (e) {
+    return tell('The sync failed', e.message);
+  } finally {
+    if (btn) { btn.disabled = false; btn.textContent = 'Sync…'; }
+  }
+  const did = (done.objects || []).filter((o) => o.action !== 'unchanged');
+  const r = el('dialog', {'aria-labelledby': 'sync-result-title', id: 'sync-result'},
+    el('h2', {id: 'sync-result-title'}, done.error || did.some((o) => o.action === 'failed') ? 'Synced, with failures' : 'Synced'),
+    el('p', {}, 'Revision ', commitLink(done.revision), ': ' + did.length + ' changed' + (done.durationMs ? ', in ' + done.durationMs + ' ms' : '') + '.',
+      done.revision !== dry.revision ? el('strong', {class: 'warn'}, ' Git moved since the dry run: this applied the newer revision.') : ''),
+    done.error ? el('p', {class: 'error'}, done.error) : '',
+    syncTable(did, 'What the sync did'),
+    el('form', {method: 'dialog'}, el('button', {class: 'primary', id: 'close-sync'}, 'Close')));
+  document.body.append(r);
+  r.showModal();
+  announce('Synced: ' + did.length + ' changed');
+  r.addEventListener('close', () => r.remove(), {once: true});
+  refreshView();
+}
+
+function syncTable(objs, label) {
+  if (!objs.length) return el('p', {class: 'muted'}, 'Everything in the cluster is as git says.');
+  const cls = {created: 'run', configured: 'run', deleted: 'warn', failed: 'bad', skipped: 'muted'};
+  return el('table', {'aria-label': label, class: 'sync-objects'},
+    el('thead', {}, el('tr', {}, ['Object', 'Action', 'Source', 'Changes'].map((h) => el('th', {scope: 'col'}, h)))),
+    el('tbody', {}, objs.map((o) => el('tr', {},
+      el('td', {}, el('code', {}, o.object)),
+      el('td', {}, el('span', {class: 'badge ' + (cls[o.action] || 'muted')}, o.action)),
+      el('td', {}, o.source ? el('code', {}, o.source) : ''),
+      el('td', {}, (o.diff || []).map((x) => el('div', {}, el('code', {}, x))), o.error ? el('div', {class: 'bad'}, o.error) : '')))));
+}
+
 function planTable(plan) {
   return el('table', {'aria-label': 'Plan'},
     el('thead', {}, el('tr', {}, ['Service', 'Action', 'Changes or reason'].map((h) => el('th', {scope: 'col'}, h)))),
@@ -476,11 +643,11 @@ function serviceView(id) {
   main().replaceChildren(el('h1', {}, id), acts, el('h2', {}, 'Images'), imgs, el('h2', {}, 'History'), hist);
   setView('service', id, async () => {
     try {
-      const [li, h, ls] = await Promise.all([api('ListImages', {service: id, limit: 30}), api('History', {service: id, limit: 50}), api('ListServices', {})]);
+      const [li, h, ls, jobs] = await Promise.all([api('ListImages', {service: id, limit: 30}), api('History', {service: id, limit: 50}), api('ListServices', {}), jobsByCommit()]);
       const s = (ls.services || []).find((x) => x.id === id);
       if (s) acts.replaceChildren(serviceActions(s), automationCell(s));
       imgs.replaceChildren(...((li.services || [])[0] || {containers: []}).containers.map(imagesTable));
-      hist.replaceChildren(historyTable(h.events || []));
+      hist.replaceChildren(historyTable(h.events || [], jobs), el('p', {}, el('a', {href: '#/history?service=' + encodeURIComponent(id)}, 'All of its history')));
     } catch (e) {
       imgs.replaceChildren(errorBox(e));
     }
@@ -518,7 +685,7 @@ function jobsView() {
       const r = await api('ListJobs', {limit: 30});
       body.replaceChildren(el('table', {id: 'jobs', 'aria-label': 'Jobs'},
         el('caption', {}, 'Release jobs, newest first; they run one at a time'),
-        el('thead', {}, el('tr', {}, ['Job', 'State', 'Stage', 'Services', 'Created', 'Error'].map((h) => el('th', {scope: 'col'}, h)))),
+        el('thead', {}, el('tr', {}, ['Job', 'State', 'Stage', 'Services', 'Commit', 'Created', 'Error'].map((h) => el('th', {scope: 'col'}, h)))),
         el('tbody', {}, (r.jobs || []).map((j) => {
           const live = S.jobs.get(j.id);
           if (live && !final(j.state)) j = Object.assign({}, j, live.job, {plan: j.plan});
@@ -526,7 +693,8 @@ function jobsView() {
             el('td', {}, el('a', {href: '#/job/' + j.id}, j.id)),
             el('td', {}, el('span', {class: 'badge ' + stateClass(j.state)}, stateWord(j.state)), j.queuePosition ? ' #' + j.queuePosition : ''),
             el('td', {}, j.stage),
-            el('td', {}, ((j.plan && j.plan.items) || []).filter((it) => it.action === 'update').map((it) => el('div', {}, it.service))),
+            el('td', {}, ((j.plan && j.plan.items) || []).filter((it) => it.action === 'update').map((it) => el('div', {}, serviceLink(it.service)))),
+            el('td', {}, commitLink(j.commit)),
             el('td', {}, when(j.createdAt)),
             el('td', {class: 'bad'}, j.error || ''));
         }))));
@@ -587,9 +755,12 @@ function renderJobHead(u) {
   const canCancel = S.session.canAct && !final(j.state);
   head.replaceChildren(
     el('p', {}, el('span', {class: 'badge ' + stateClass(j.state), id: 'job-state'}, stateWord(j.state)), ' stage ', el('strong', {id: 'job-stage'}, j.stage),
-      j.queuePosition ? ' — position ' + j.queuePosition + ' in the queue' : '', j.commit ? [' — commit ', el('code', {}, j.commit.slice(0, 12))] : '',
+      j.queuePosition ? ' — position ' + j.queuePosition + ' in the queue' : '', j.commit ? [' — commit ', el('span', {id: 'job-commit'}, commitLink(j.commit))] : '',
       ' — created ', when(j.createdAt), j.finishedAt ? ', ended ' + when(j.finishedAt) : ''),
     j.error ? el('p', {class: 'error', id: 'job-error', role: 'alert'}, j.error) : '',
+    plan && (plan.items || []).some((it) => it.action === 'update') ? el('p', {id: 'job-services'}, 'Services: ',
+      plan.items.filter((it) => it.action === 'update').map((it) => el('span', {class: 'svc'}, serviceLink(it.service), ' (',
+        el('a', {href: '#/history?service=' + encodeURIComponent(it.service)}, 'history'), ') '))) : '',
     (u.workloads || []).length ? el('table', {'aria-label': 'Rollout progress'},
       el('thead', {}, el('tr', {}, ['Workload', 'Updated', 'Ready', 'Available'].map((h) => el('th', {scope: 'col'}, h)))),
       el('tbody', {}, u.workloads.map((w) => {
@@ -634,19 +805,23 @@ function historyView() {
   const form = el('form', {class: 'filters', role: 'search', 'aria-label': 'Filter history'},
     el('label', {}, 'Service', svc), el('label', {}, 'Type', typ), el('label', {}, 'User', usr),
     el('button', {type: 'submit'}, 'Filter'));
-  form.addEventListener('submit', (ev) => { ev.preventDefault(); S.view.refresh(); });
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    keepInHash('history', {service: svc.value.trim(), type: typ.value, user: usr.value.trim()});
+    S.view.refresh();
+  });
   main().replaceChildren(el('h1', {}, 'History'), form, body);
   setView('history', '', async () => {
     try {
-      const r = await api('History', {service: svc.value.trim(), type: typ.value, user: usr.value.trim(), limit: 200});
-      body.replaceChildren(historyTable(r.events || []));
+      const [r, jobs] = await Promise.all([api('History', {service: svc.value.trim(), type: typ.value, user: usr.value.trim(), limit: 200}), jobsByCommit()]);
+      body.replaceChildren(historyTable(r.events || [], jobs));
     } catch (e) {
       body.replaceChildren(errorBox(e));
     }
   }, 0);
 }
 
-function historyTable(evs) {
+function historyTable(evs, jobs) {
   return el('table', {id: 'history', 'aria-label': 'History'},
     el('caption', {}, evs.length + ' events, newest first'),
     el('thead', {}, el('tr', {}, ['Ended', 'Type', 'Services', 'User', 'What', 'Commit'].map((h) => el('th', {scope: 'col'}, h)))),
@@ -655,11 +830,27 @@ function historyTable(evs) {
       // they were recorded, and a failed release ends after its rollback.
       el('td', {}, when(e.endedAt || e.startedAt)),
       el('td', {}, el('span', {class: 'badge ' + (e.error ? 'bad' : 'muted')}, e.type)),
-      el('td', {}, (e.services || []).map((s) => el('div', {}, el('a', {href: '#/service/' + encodeURIComponent(s)}, s)))),
+      el('td', {}, (e.services || []).map((s) => el('div', {}, serviceLink(s)))),
       el('td', {}, e.user || ''),
       el('td', {}, e.message || '', (e.changes || []).map((c) => el('div', {}, c.container, ': ', el('code', {}, c.from), ' → ', el('code', {}, c.to))), e.error ? el('div', {class: 'bad'}, e.error) : ''),
-      el('td', {}, el('code', {}, (e.commit || '').slice(0, 12)))))));
+      el('td', {}, commitLink(e.commit), jobs && jobs.get(e.commit) ? [' ', el('a', {href: '#/job/' + jobs.get(e.commit), class: 'job-link'}, 'job ' + jobs.get(e.commit))] : '')))));
 }
+
+// On a narrow screen the tables reflow into cards (style.css); each cell
+// is labelled with its column's heading, which the CSS shows before it.
+function labelCells(root) {
+  const tables = Array.from(root.querySelectorAll('table'));
+  if (root.tagName === 'TABLE') tables.push(root);
+  for (const t of tables) {
+    const heads = Array.from(t.querySelectorAll('thead th')).map((th) => th.textContent);
+    for (const tr of t.querySelectorAll('tbody > tr')) {
+      Array.from(tr.children).forEach((td, i) => { if (heads[i] && !td.hasAttribute('data-label')) td.setAttribute('data-label', heads[i]); });
+    }
+  }
+}
+new MutationObserver((ms) => {
+  for (const m of ms) for (const n of m.addedNodes) if (n.nodeType === 1) labelCells(n.closest('table') || n);
+}).observe(document.documentElement, {childList: true, subtree: true});
 
 window.addEventListener('hashchange', route);
 document.addEventListener('DOMContentLoaded', boot);
