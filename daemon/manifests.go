@@ -80,6 +80,12 @@ func (d *Daemon) refreshLocked() <-chan struct{} {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		d.refreshing, d.readErr = nil, err
+		defer func() { // before the unlock
+			if d.again {
+				d.again = false
+				d.refreshLocked()
+			}
+		}()
 		if err != nil {
 			d.log.Warn("reading the manifests failed; answering from the last copy", "error", err)
 			return
@@ -107,9 +113,21 @@ func (d *Daemon) readManifestsNow(ctx context.Context) (*gitrepo.Manifests, erro
 }
 
 // GitMoved tells the daemon that git has a new revision (a push of
-// fluxd's own, an automated release's included, or a fetch): listings
-// read git again, so they never show the revision before as "git says".
-func (d *Daemon) GitMoved(string) { d.invalidate() }
+// fluxd's own, an automated release's included, or a fetch): it reads git
+// again at once, in the background, so that listings never show the
+// revision before as "git says". A read already under way may have begun
+// before the push: what it finds is not kept, and another read follows it.
+func (d *Daemon) GitMoved(string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.readAt = time.Time{}
+	d.gen++ // an older read never replaces the next one
+	if d.refreshing != nil {
+		d.again = true
+		return
+	}
+	d.refreshLocked()
+}
 
 // invalidate makes the next listing call read git again (it keeps the
 // copy to answer from if the remote stalls).

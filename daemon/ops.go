@@ -477,7 +477,13 @@ func (d *Daemon) SetPolicy(ctx context.Context, id auth.Identity, name string, u
 			set[release.AnnotationLockedAt] = ""
 		}
 	}
-	defer d.invalidate()
+	// The next listing shows the change: git is read again before this
+	// returns (below), not on the listing's time.
+	defer func() {
+		if _, err := d.readManifestsNow(ctx); err != nil {
+			d.invalidate()
+		}
+	}()
 	msg := ""
 	if u.Locked != nil && *u.Locked {
 		msg = u.LockMessage
