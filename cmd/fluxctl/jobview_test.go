@@ -97,3 +97,31 @@ func TestPreviousImageAfterABatch(t *testing.T) {
 		}
 	}
 }
+
+// servicesOnly answers ListServices from memory.
+type servicesOnly struct {
+	fluxdv1.FluxServiceClient
+	services []*fluxdv1.Service
+}
+
+func (s servicesOnly) ListServices(context.Context, *fluxdv1.ListServicesRequest, ...grpc.CallOption) (*fluxdv1.ListServicesResponse, error) {
+	return &fluxdv1.ListServicesResponse{Services: s.services}, nil
+}
+
+// A rollback of an automated service nothing holds is refused: the
+// automator would undo it (found by the new-user trial).
+func TestRollbackRefusesAnAutomatedService(t *testing.T) {
+	c := servicesOnly{services: []*fluxdv1.Service{
+		{Id: "default:deployment/worker", Automated: true},
+		{Id: "default:deployment/held", Automated: true, Locked: true},
+		{Id: "default:deployment/web"},
+	}}
+	if err := notAutomated(context.Background(), c, "worker"); err == nil || !strings.Contains(err.Error(), "fluxctl deautomate worker") {
+		t.Errorf("rollback of an automated service: %v; want it refused, saying how to stop the automator", err)
+	}
+	for _, ok := range []string{"held", "web"} {
+		if err := notAutomated(context.Background(), c, ok); err != nil {
+			t.Errorf("rollback of %s: %v", ok, err)
+		}
+	}
+}

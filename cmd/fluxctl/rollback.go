@@ -24,7 +24,8 @@ release that changed it and releases that release's "from" image, through
 git: a plan you confirm, one commit, an apply and the rollout followed.
 --to IMAGE releases an earlier image instead (fluxctl history SERVICE lists
 them). Where the last release changed containers of several repositories,
-give --to.`,
+give --to. An automated service is refused unless it is locked: the
+automator would undo the rollback (deautomate or lock it first).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if rf.spec.User == "" {
@@ -35,6 +36,9 @@ give --to.`,
 				g.timeout = 24 * time.Hour
 			}
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
+				if err := notAutomated(ctx, c, args[0]); err != nil {
+					return err
+				}
 				image := to
 				if image == "" {
 					var err error
@@ -120,4 +124,22 @@ func names(id, typed string) bool {
 	k := strings.TrimSuffix(strings.SplitN(strings.ToLower(first), ".", 2)[0], "s")
 	short := map[string]string{"deploy": "deployment", "st": "statefulset", "d": "daemonset", "cj": "cronjob"} // "sts", "ds" lost their "s" above
 	return first == ns || k == kind || short[k] == kind
+}
+
+// notAutomated refuses to roll back a service the automator releases and
+// nothing holds: it would release the newer image again at its next pass,
+// undoing the rollback (as Argo CD refuses a rollback under auto-sync).
+func notAutomated(ctx context.Context, c fluxdv1.FluxServiceClient, service string) error {
+	resp, err := c.ListServices(ctx, &fluxdv1.ListServicesRequest{})
+	if err != nil {
+		return err
+	}
+	for _, s := range resp.GetServices() {
+		if names(s.GetId(), service) && s.GetAutomated() && !s.GetLocked() {
+			return fmt.Errorf(`%s is automated: the automator would release its newest image again at its next pass, undoing the rollback.
+Stop it first, then roll back:
+  fluxctl deautomate %s        # or: fluxctl lock %s -m "rolled back: why"`, s.GetId(), service, service)
+		}
+	}
+	return nil
 }
