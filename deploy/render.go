@@ -7,6 +7,7 @@ package deploy
 import (
 	"bytes"
 	"embed"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"strings"
@@ -135,7 +136,9 @@ func Render(o Options) ([]byte, error) {
 	}
 	if o.GitURL != "" {
 		var s yaml.Node
-		secret := fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata:\n  name: fluxd-git\n  namespace: %s\ntype: Opaque\nstringData:\n  url: %q\n", o.Namespace, o.GitURL)
+		// data, not stringData: the API server stores only data, so a
+		// stringData Secret reads as "configured" on every re-apply.
+		secret := fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata:\n  name: fluxd-git\n  namespace: %s\ntype: Opaque\ndata:\n  url: %s\n", o.Namespace, base64.StdEncoding.EncodeToString([]byte(o.GitURL)))
 		if err := yaml.Unmarshal([]byte(secret), &s); err != nil {
 			return nil, err
 		}

@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/base64"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,7 +27,7 @@ type object struct {
 			}
 		}
 	}
-	StringData map[string]string `yaml:"stringData"`
+	Data map[string]string `yaml:"data"`
 }
 
 func decodeAll(t *testing.T, b []byte) []object {
@@ -83,7 +84,7 @@ func TestRenderCustomises(t *testing.T) {
 		t.Errorf("fluxd container: image %s, args %s", c.Image, args)
 	}
 	last := objs[len(objs)-1]
-	if last.Kind != "Secret" || last.Metadata.Name != "fluxd-git" || last.Metadata.Namespace != "gitops" || last.StringData["url"] != "ssh://git@git.example/org/manifests.git" {
+	if last.Kind != "Secret" || last.Metadata.Name != "fluxd-git" || last.Metadata.Namespace != "gitops" || last.Data["url"] != base64.StdEncoding.EncodeToString([]byte("ssh://git@git.example/org/manifests.git")) {
 		t.Errorf("git Secret: %+v", last)
 	}
 }

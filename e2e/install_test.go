@@ -67,6 +67,27 @@ func TestFluxctlInstallIsAccepted(t *testing.T) {
 			t.Errorf("the dry run lacks %q:\n%s", want, o)
 		}
 	}
+	// Applied, then applied again unchanged: kubectl says every object is
+	// unchanged, so that re-running the install shows only what changed.
+	if o, e, c := run(t, env, kubectl, "apply", "-f", write("install.yaml", out)); c != 0 {
+		t.Fatalf("kubectl apply of fluxctl install's output: exit %d\n%s%s", c, o, e)
+	}
+	o, e, c = run(t, env, kubectl, "apply", "-f", write("install.yaml", out))
+	if c != 0 {
+		t.Fatalf("applying the install again: exit %d\n%s%s", c, o, e)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(o), "\n") {
+		// kubectl's client-side apply always sends a PodDisruptionBudget's
+		// selector (its patch strategy is "replace"), so it says
+		// "configured" for it whatever changed; kubectl diff below shows
+		// nothing did.
+		if !strings.HasSuffix(line, " unchanged") && line != "poddisruptionbudget.policy/fluxd configured" {
+			t.Errorf("applying the same install again: %q; want every object unchanged", line)
+		}
+	}
+	if o, e, c := run(t, env, kubectl, "diff", "-f", write("install.yaml", out)); c != 0 {
+		t.Errorf("kubectl diff of the applied install: exit %d, want 0 (no difference)\n%s%s", c, o, e)
+	}
 
 	// The HA variant: two replicas with --leader-elect on the PostgreSQL
 	// database of a Secret, accepted as well; what the server would store
