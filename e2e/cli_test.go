@@ -95,8 +95,8 @@ func TestFluxctlErrorsAreHumane(t *testing.T) {
 			[]string{"needs the deployer role"}},
 		{"unknown service", []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"]}, []string{"automate", "helloword"},
 			[]string{`no service "helloword"`, "Did you mean default:deployment/helloworld?"}},
-		{"bad output", []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}, []string{"list-services", "-o", "yaml"},
-			[]string{"use table or json"}},
+		{"bad output", []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}, []string{"list-services", "-o", "xml"},
+			[]string{"use table, json or yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, stderr, code := fluxctl(t, tc.env, tc.args...)

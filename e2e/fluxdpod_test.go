@@ -96,6 +96,11 @@ func TestFluxdInAPod(t *testing.T) {
 		if after := remoteHead(t); after == before {
 			t.Fatalf("the remote's head did not move: the pod pushed nothing")
 		}
+		// The shared stack's worker is the release tests' (release_test.go
+		// runs later and expects 1.0.0): put it back.
+		if out, stderr, code := fluxctl(t, admin, "release", "-y", "-s", "default:deployment/worker", "--update-image", stack.Registry+"/worker:1.0.0"); code != 0 {
+			t.Fatalf("putting worker back: exit %d\n%s%s", code, out, stderr)
+		}
 	})
 
 	t.Run("kubectl logs", func(t *testing.T) {

@@ -627,7 +627,7 @@ func TestFailingRollout(t *testing.T) {
 		}
 		queued := strings.Fields(strings.SplitN(out, "Job ", 2)[1])[0]
 		out, _, _ = fluxctl(t, viewer, "job", queued)
-		if !strings.Contains(out, "queued (#1)") {
+		if !strings.Contains(out, "queued (position 1 in the queue)") {
 			t.Errorf("the second job does not show its queue position:\n%s", out)
 		}
 		head := remoteHead(t)

@@ -280,6 +280,12 @@ func diffAt(a, b any, path string) (string, any, any, bool) {
 			av, inA := a[k]
 			bv, inB := b[k]
 			if !inA || !inB {
+				// An empty mapping and none are one to the API server
+				// (an unlock that removes the last annotation may leave
+				// "annotations: {}" in the file).
+				if emptyMap(av) && emptyMap(bv) {
+					continue
+				}
 				return path + "." + k, av, bv, false
 			}
 			if p, x, y, same := diffAt(av, bv, path+"."+k); !same {
@@ -370,4 +376,13 @@ func sortedKeys[V any](m map[string]V) []string {
 func IsRenderError(err error) bool {
 	var re *RenderError
 	return errors.As(err, &re)
+}
+
+// emptyMap says whether v is absent, null or a mapping with no keys.
+func emptyMap(v any) bool {
+	if v == nil {
+		return true
+	}
+	m, ok := v.(map[string]any)
+	return ok && len(m) == 0
 }

@@ -75,6 +75,11 @@ func TestCheckRender(t *testing.T) {
 		changes []Change
 		moved   []string // nil: accepted
 	}{{
+		name:    "an unlock that leaves an empty annotations mapping",
+		files:   map[string]string{"apps/web.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: default\n  annotations:\n    fluxd.io/locked: \"true\"\n"},
+		overlay: map[string]string{"apps/web.yaml": "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: default\n  annotations: {}\n"},
+		changes: []Change{{Workload: dep("web"), Annotation: "fluxd.io/locked", From: "true", To: ""}},
+	}, {
 		name:    "the planned image, nothing else",
 		files:   map[string]string{"apps/web.yaml": deploy("web", "reg/web:1.0.0", 2), "apps/api.yaml": deploy("api", "reg/api:1", 1)},
 		overlay: map[string]string{"apps/web.yaml": deploy("web", "reg/web:1.1.0", 2)},
