@@ -108,7 +108,7 @@ type Daemon struct {
 	refreshing   chan struct{} // closed when the background read ends
 	refreshSince time.Time     // when it began
 	readErr      error         // the last read's error, nil after a success
-	again        bool          // git moved during the background read: read once more after it
+	moved        uint64        // counts GitMoved calls: a read begun before the last one is stale
 	gen          uint64        // counts stored copies, so an older read never replaces a newer one
 
 	refreshes singleflight.Group // registry refreshes by repository

@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/internal/fluxerr"
 )
 
 // The manifests in git, as listing calls see them. A read fetches the
@@ -58,6 +60,9 @@ func (d *Daemon) readManifests(ctx context.Context) (*gitrepo.Manifests, error) 
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.manifests == nil {
+		if d.readErr == nil {
+			return nil, fluxerr.New(fluxerr.Unavailable, errors.New("git has not been read yet"), "fluxd reads the manifests in the background; try again in a moment.")
+		}
 		return nil, d.readErr
 	}
 	return d.manifests, nil
@@ -71,7 +76,7 @@ func (d *Daemon) refreshLocked() <-chan struct{} {
 	}
 	done := make(chan struct{})
 	d.refreshing, d.refreshSince = done, time.Now()
-	gen := d.gen
+	gen, moved := d.gen, d.moved
 	go func() {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
@@ -81,8 +86,11 @@ func (d *Daemon) refreshLocked() <-chan struct{} {
 		defer d.mu.Unlock()
 		d.refreshing, d.readErr = nil, err
 		defer func() { // before the unlock
-			if d.again {
-				d.again = false
+			if d.moved != moved {
+				// git moved while this read ran: what it found may be
+				// the revision before. It answers until the next read,
+				// which starts now.
+				d.readAt = time.Time{}
 				d.refreshLocked()
 			}
 		}()
@@ -116,17 +124,15 @@ func (d *Daemon) readManifestsNow(ctx context.Context) (*gitrepo.Manifests, erro
 // fluxd's own, an automated release's included, or a fetch): it reads git
 // again at once, in the background, so that listings never show the
 // revision before as "git says". A read already under way may have begun
-// before the push: what it finds is not kept, and another read follows it.
+// before the push: another read follows it at once.
 func (d *Daemon) GitMoved(string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.readAt = time.Time{}
-	d.gen++ // an older read never replaces the next one
-	if d.refreshing != nil {
-		d.again = true
-		return
+	d.moved++
+	if d.refreshing == nil {
+		d.refreshLocked()
 	}
-	d.refreshLocked()
 }
 
 // invalidate makes the next listing call read git again (it keeps the
