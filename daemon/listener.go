@@ -24,15 +24,29 @@ type limitListener struct {
 	perAddr int
 	mu      sync.Mutex
 	byAddr  map[string]int
+	// closed ends an Accept waiting for a free connection: gRPC's Stop
+	// closes the listener, then waits for Serve's Accept to return before
+	// it closes any connection.
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
 func newLimitListener(l net.Listener, n, perAddr int) net.Listener {
-	return &limitListener{Listener: l, sem: make(chan struct{}, n), perAddr: perAddr, byAddr: map[string]int{}}
+	return &limitListener{Listener: l, sem: make(chan struct{}, n), perAddr: perAddr, byAddr: map[string]int{}, closed: make(chan struct{})}
+}
+
+func (l *limitListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
-		l.sem <- struct{}{}
+		select {
+		case l.sem <- struct{}{}:
+		case <-l.closed:
+			return nil, net.ErrClosed
+		}
 		c, err := l.Listener.Accept()
 		if err != nil {
 			<-l.sem

@@ -72,3 +72,34 @@ func TestOneClientCannotHoldEveryConnection(t *testing.T) {
 		t.Fatalf("another client while one holds its share of connections: %v %v", resp, err)
 	}
 }
+
+// A server holding its most connections still stops when asked (SIGTERM):
+// gRPC's Stop waits for the listener's Accept to return before it closes
+// connections, so an Accept waiting for a free connection must end.
+func TestServerStopsWhileAtItsConnectionLimit(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	d := New(Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}}, log)
+	srv := NewServer(d, oneToken("x"), log, WithMaxConnections(2))
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis, 100*time.Millisecond) }()
+	for range 2 {
+		h := healthpb.NewHealthClient(dialFrom(t, "127.0.0.1", lis.Addr().String()))
+		if _, err := h.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Serve: %v", err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Serve did not return a minute after it was asked to stop, holding its most connections")
+	}
+}
