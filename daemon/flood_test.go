@@ -79,7 +79,9 @@ func TestTenThousandHealthChecksCostAFewPings(t *testing.T) {
 	t.Logf("10,000 health checks in %v: %d readiness checks", elapsed.Round(time.Millisecond), pings.Load())
 }
 
-// Many Watch streams share one ticker: they cost the checks of one.
+// Many Watch streams share one ticker: they cost the checks of one. And
+// they are bounded (maxHealthWatches), as each holds a connection busy
+// without a token.
 func TestHealthWatchStreamsShareOneTicker(t *testing.T) {
 	var pings atomic.Int64
 	f := newFixtureWith(t, Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{},
@@ -87,9 +89,14 @@ func TestHealthWatchStreamsShareOneTicker(t *testing.T) {
 	h := healthpb.NewHealthClient(f.conn)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	first, closeFirst := context.WithCancel(ctx)
 	start := time.Now()
-	for range 200 {
-		w, err := h.Watch(ctx, &healthpb.HealthCheckRequest{})
+	for i := range maxHealthWatches {
+		sctx := ctx
+		if i == 0 {
+			sctx = first
+		}
+		w, err := h.Watch(sctx, &healthpb.HealthCheckRequest{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +106,30 @@ func TestHealthWatchStreamsShareOneTicker(t *testing.T) {
 	}
 	elapsed := time.Since(start)
 	if n, most := pings.Load(), int64(elapsed/time.Second)+2; n > most {
-		t.Fatalf("200 Watch streams over %v made %d readiness checks, want at most %d", elapsed.Round(time.Millisecond), n, most)
+		t.Fatalf("%d Watch streams over %v made %d readiness checks, want at most %d", maxHealthWatches, elapsed.Round(time.Millisecond), n, most)
+	}
+	// One more is refused (it would hold its connection, with no
+	// token); when one closes, another may open.
+	w, err := h.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err == nil {
+		_, err = w.Recv()
+	}
+	if status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("Watch stream %d: %v, want ResourceExhausted", maxHealthWatches+1, err)
+	}
+	closeFirst()
+	for try := 0; ; try++ {
+		w, err := h.Watch(ctx, &healthpb.HealthCheckRequest{})
+		if err == nil {
+			_, err = w.Recv()
+		}
+		if err == nil {
+			break
+		}
+		if status.Code(err) != codes.ResourceExhausted || try == 3000 {
+			t.Fatalf("a Watch stream after one closed: %v", err)
+		}
+		time.Sleep(10 * time.Millisecond) // the server sees the close soon
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -73,7 +74,16 @@ type healthServer struct {
 	notReady error // the last check's, to log changes only
 
 	watch healthWatch // the Watch streams' one ticker
+
+	// watching counts the open Watch streams, at most maxHealthWatches.
+	watching atomic.Int64
 }
+
+// maxHealthWatches bounds the open health Watch streams, from all clients
+// together: a stream keeps its connection from ever going idle, and
+// needs no token. Kubernetes' probes call Check; a watcher beyond the
+// bound is refused (ResourceExhausted) and may poll Check instead.
+const maxHealthWatches = 64
 
 // healthChecked are the services Check answers for: the server as a
 // whole ("") and the fluxd API.
@@ -120,6 +130,11 @@ func (h *healthServer) Watch(req *healthpb.HealthCheckRequest, stream grpc.Serve
 	if !healthChecked[req.GetService()] {
 		return stream.Send(&healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVICE_UNKNOWN})
 	}
+	if h.watching.Add(1) > maxHealthWatches {
+		h.watching.Add(-1)
+		return status.Errorf(codes.ResourceExhausted, "%d health Watch streams are open already, fluxd's limit: close one, or call Check (every few seconds) instead", maxHealthWatches)
+	}
+	defer h.watching.Add(-1)
 	// The streams share one ticker (subscribe): many streams cost no
 	// more checks than one.
 	defer h.subscribe()()

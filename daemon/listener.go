@@ -5,31 +5,92 @@ import (
 	"crypto/tls"
 	"errors"
 	"net"
+	"net/netip"
 	"sync"
 
 	"google.golang.org/grpc/credentials"
 )
 
 // limitListener accepts at most n connections at once: Accept waits
-// while n are open. (x/net/netutil's does the same, but hides the
-// connection it wraps, which tlsInfo must reach.)
+// while n are open. Of those, one client address (an IPv4 address, an
+// IPv6 /64) may hold at most perAddr: a connection beyond that is closed
+// as soon as it is accepted, so that no one client (the health service
+// needs no token) can fill the n and keep everyone else waiting. (x/net/
+// netutil's limit does neither, and hides the connection it wraps, which
+// tlsInfo must reach.)
 type limitListener struct {
 	net.Listener
-	sem chan struct{}
+	sem     chan struct{}
+	perAddr int
+	mu      sync.Mutex
+	byAddr  map[string]int
+	// closed ends an Accept waiting for a free connection: gRPC's Stop
+	// closes the listener, then waits for Serve's Accept to return before
+	// it closes any connection.
+	closed    chan struct{}
+	closeOnce sync.Once
 }
 
-func newLimitListener(l net.Listener, n int) net.Listener {
-	return &limitListener{Listener: l, sem: make(chan struct{}, n)}
+func newLimitListener(l net.Listener, n, perAddr int) net.Listener {
+	return &limitListener{Listener: l, sem: make(chan struct{}, n), perAddr: perAddr, byAddr: map[string]int{}, closed: make(chan struct{})}
+}
+
+func (l *limitListener) Close() error {
+	l.closeOnce.Do(func() { close(l.closed) })
+	return l.Listener.Close()
 }
 
 func (l *limitListener) Accept() (net.Conn, error) {
-	l.sem <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
+	for {
+		select {
+		case l.sem <- struct{}{}:
+		case <-l.closed:
+			return nil, net.ErrClosed
+		}
+		c, err := l.Listener.Accept()
+		if err != nil {
+			<-l.sem
+			return nil, err
+		}
+		key := addrKey(c.RemoteAddr())
+		l.mu.Lock()
+		over := key != "" && l.byAddr[key] >= l.perAddr
+		if !over && key != "" {
+			l.byAddr[key]++
+		}
+		l.mu.Unlock()
+		if over {
+			_ = c.Close()
+			<-l.sem
+			continue
+		}
+		return &limitedConn{Conn: c, release: func() {
+			if key != "" {
+				l.mu.Lock()
+				if l.byAddr[key]--; l.byAddr[key] <= 0 {
+					delete(l.byAddr, key)
+				}
+				l.mu.Unlock()
+			}
+			<-l.sem
+		}}, nil
 	}
-	return &limitedConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+// addrKey is the client a connection counts against: its IPv4 address,
+// or its IPv6 address's /64 (one host commonly holds a whole /64), or ""
+// (not counted) for an address that is not IP.
+func addrKey(a net.Addr) string {
+	ap, err := netip.ParseAddrPort(a.String())
+	if err != nil {
+		return ""
+	}
+	ip := ap.Addr().Unmap()
+	if ip.Is6() {
+		p, _ := ip.Prefix(64)
+		return p.String()
+	}
+	return ip.String()
 }
 
 type limitedConn struct {

@@ -42,8 +42,9 @@ type Server struct {
 	log  *slog.Logger
 	grpc *grpc.Server
 	fwd  *forwarder // nil: this replica serves everything itself
-	// maxConns bounds the connections Serve accepts.
-	maxConns int
+	// maxConns bounds the connections Serve accepts, maxConnsPerAddr
+	// those of one client address.
+	maxConns, maxConnsPerAddr int
 	// replicaCAs sign the certificates of replicas whose forwarded
 	// calls are taken (RequireReplicaCerts).
 	replicaCAs *x509.CertPool
@@ -66,8 +67,8 @@ var _ fluxdv1.FluxServiceServer = (*Server)(nil)
 type ServerOption func(*serverOptions)
 
 type serverOptions struct {
-	metrics  prometheus.Registerer
-	maxConns int
+	metrics                   prometheus.Registerer
+	maxConns, maxConnsPerAddr int
 }
 
 // Limits on what any client, before it shows a token, can hold of the
@@ -77,6 +78,11 @@ const (
 	// DefaultMaxConnections bounds the API's open connections; more
 	// wait in the listener's backlog until one closes.
 	DefaultMaxConnections = 1024
+	// DefaultMaxConnectionsPerAddress bounds the connections of one
+	// client address (IPv4 address, IPv6 /64), well below
+	// DefaultMaxConnections: one client, with no token, cannot hold
+	// them all. More are closed at once.
+	DefaultMaxConnectionsPerAddress = 64
 	// maxConcurrentStreams bounds the calls in flight on one connection.
 	maxConcurrentStreams = 256
 	// keepaliveMinTime is the least interval between a client's
@@ -93,6 +99,13 @@ const (
 // DefaultMaxConnections).
 func WithMaxConnections(n int) ServerOption {
 	return func(o *serverOptions) { o.maxConns = n }
+}
+
+// WithMaxConnectionsPerAddress bounds the open connections of one client
+// address (default DefaultMaxConnectionsPerAddress, and never more than
+// the connection limit); more are closed as soon as they are accepted.
+func WithMaxConnectionsPerAddress(n int) ServerOption {
+	return func(o *serverOptions) { o.maxConnsPerAddr = n }
 }
 
 // WithMetrics counts every call by method and gRPC code, and times it
@@ -126,7 +139,10 @@ func NewServer(d *Daemon, a Authenticator, log *slog.Logger, opts ...ServerOptio
 	if o.maxConns <= 0 {
 		o.maxConns = DefaultMaxConnections
 	}
-	s.maxConns = o.maxConns
+	if o.maxConnsPerAddr <= 0 {
+		o.maxConnsPerAddr = DefaultMaxConnectionsPerAddress
+	}
+	s.maxConns, s.maxConnsPerAddr = o.maxConns, min(o.maxConnsPerAddr, o.maxConns)
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...),
 		grpc.ForceServerCodecV2(newViewCodec(d)),
 		grpc.Creds(tlsInfo{}),
@@ -164,7 +180,7 @@ func (s *Server) InProcess() (*grpc.ClientConn, error) {
 // giving in-flight calls up to grace to finish.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, grace time.Duration) error {
 	g, ctx := errgroup.WithContext(ctx)
-	lis = newLimitListener(lis, s.maxConns)
+	lis = newLimitListener(lis, s.maxConns, s.maxConnsPerAddr)
 	g.Go(func() error {
 		s.log.Info("serving the fluxd API", "address", lis.Addr().String())
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

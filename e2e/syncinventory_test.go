@@ -231,7 +231,7 @@ func TestSyncRefusesDeniedKindsAndItsInventory(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, err := kubesync.New(rc, kubesync.Config{InventoryNamespace: invNS, InventoryName: "deny-inv", Source: "file:///deny.git branch main paths x",
-		Guard: gitguard.New(gitguard.Config{DenyKinds: gitguard.DefaultDenyKinds}), Namespaces: []string{invNS}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		Guard: gitguard.New(gitguard.Config{DenyKinds: gitguard.DefaultDenyKinds, Namespaces: []string{invNS}})}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -228,11 +228,12 @@ func (e *Engine) Resume(ctx context.Context, instance string, spec Spec, plan *P
 		cause := fmt.Errorf("the release of commit %.12s was being rolled back when fluxd stopped", commit)
 		return nil, e.failAndRollBack(ctx, instance, spec, plan, commit, cause, o, report, start)
 	}
-	if err := e.stillReleased(ctx, plan, commit, o.JobID); err != nil {
-		return nil, e.fail(ctx, instance, spec, plan, start, commit, fmt.Errorf("taking over the job that pushed commit %.12s: %w", commit, err))
-	}
 	report(Progress{Stage: StageApplying, Commit: commit})
-	gens, err := e.applyFromGit(ctx, plan)
+	// Checked on the fetch that is applied, under the same lock: a revert
+	// pushed meanwhile is either seen by the check or not applied.
+	gens, err := e.applyFromGit(ctx, plan, func(m *gitrepo.Manifests) error {
+		return e.stillReleased(ctx, plan, commit, o.JobID, m)
+	})
 	if ae := (*applyError)(nil); errors.As(err, &ae) {
 		ae.commit = commit
 		return nil, e.applyFailed(ctx, instance, spec, &Result{Plan: plan, Commit: commit}, gens, ae, o, report, start)
@@ -244,8 +245,9 @@ func (e *Engine) Resume(ctx context.Context, instance string, spec Spec, plan *P
 	return e.finish(ctx, instance, spec, &Result{Plan: plan, Commit: commit}, gens, typ, o, report, start)
 }
 
-// applyFromGit applies the plan's updated workloads as the branch has them.
-func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]int64, error) {
+// applyFromGit applies the plan's updated workloads as the branch has them,
+// once check (if not nil) passes on the same fetch, under the same lock.
+func (e *Engine) applyFromGit(ctx context.Context, plan *Plan, check func(*gitrepo.Manifests) error) (map[platform.ID]int64, error) {
 	if err := e.lockDeploy(ctx); err != nil {
 		return nil, err
 	}
@@ -253,6 +255,11 @@ func (e *Engine) applyFromGit(ctx context.Context, plan *Plan) (map[platform.ID]
 	_, m, err := e.manifests(ctx)
 	if err != nil {
 		return nil, err
+	}
+	if check != nil {
+		if err := check(m); err != nil {
+			return nil, err
+		}
 	}
 	gens := map[platform.ID]int64{}
 	var failed applyError

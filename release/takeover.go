@@ -4,30 +4,26 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/fluxd/fluxd/gitrepo"
 )
 
 // stillReleased checks, before a taken-over job applies and follows its
 // release, that git still holds it: the job's commit is in the branch (a
 // force-push did not take it away) and every planned container is at its
 // target (nobody reverted it while fluxd restarted). A job whose release
-// git no longer holds must not report success.
-func (e *Engine) stillReleased(ctx context.Context, plan *Plan, commit, jobID string) error {
+// git no longer holds must not report success. m is the branch's
+// workloads, just fetched; the caller holds the git lock, so the branch
+// checked is the one applied (applyFromGit).
+func (e *Engine) stillReleased(ctx context.Context, plan *Plan, commit, jobID string, m *gitrepo.Manifests) error {
 	if jobID != "" {
-		found, err := e.FindJobCommit(ctx, jobID)
+		found, err := e.repo.FindCommit(ctx, JobTrailer(jobID), 2000)
 		if err != nil {
 			return fmt.Errorf("looking for the commit in the branch: %w", err)
 		}
 		if found != commit {
 			return fmt.Errorf("the branch no longer has commit %.12s (it was force-pushed away while fluxd restarted), so the release is not in git; nothing was applied. Look at the branch's history, then release again if it is still wanted", commit)
 		}
-	}
-	if err := e.lockGit(ctx); err != nil {
-		return err
-	}
-	defer e.unlockGit()
-	_, m, err := e.readManifests(ctx, jobID == "")
-	if err != nil {
-		return err
 	}
 	var moved []string
 	for _, it := range plan.Items {

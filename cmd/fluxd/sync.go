@@ -44,7 +44,7 @@ func (f *syncFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.allowConversion, "sync-allow-conversion-webhooks", false, "let git apply CustomResourceDefinitions whose conversion calls a webhook (refused by default: the API server would send every object of the kind to the Service a commit names)")
 	fs.BoolVar(&f.allowOwnNS, "sync-allow-own-namespace", false, "let git apply objects in fluxd's own namespace ($POD_NAMESPACE and its ServiceAccount's), by the sync or a release (refused by default: fluxd's Secrets, RBAC and Deployment live there)")
 	fs.BoolVar(&f.allowOwnSA, "sync-allow-own-service-account", false, "let git apply pods (in any workload, by the sync or a release) that run as fluxd's ServiceAccount, and token Secrets for it (refused by default: they would have fluxd's rights)")
-	fs.StringSliceVar(&f.nss, "sync-namespaces", nil, "the only namespaces git may apply namespaced objects (and Namespaces) to (default: any)")
+	fs.StringSliceVar(&f.nss, "sync-namespaces", nil, "the only namespaces git may apply namespaced objects (and Namespaces) to, by the sync or a release (default: any)")
 	fs.StringVar(&f.inventory, "sync-inventory", "", "NAMESPACE/NAME of the ConfigMap where the sync lists what it applied, for --sync-prune (default: $POD_NAMESPACE/fluxd-sync-HASH, HASH derived from --git-url, --git-branch and --git-path, so that two fluxd instances never share one); a sync finding an inventory written for another source prunes nothing")
 	fs.DurationVar(&f.timeout, "sync-timeout", 5*time.Minute, "how long one sync may take")
 }
@@ -64,7 +64,7 @@ func newSyncer(f syncFlags, source string, rc *rest.Config, guard *gitguard.Guar
 	}
 	ns, name, ok := strings.Cut(f.inventory, "/")
 	cfg := syncer.Config{Interval: f.interval, Prune: f.prune, Timeout: f.timeout}
-	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name, Source: source, PruneNamespaces: f.pruneNS, PruneAll: f.pruneAll, Guard: guard, Namespaces: f.nss}
+	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name, Source: source, PruneNamespaces: f.pruneNS, PruneAll: f.pruneAll, Guard: guard}
 	var errs []error
 	if !ok || ns == "" || name == "" {
 		errs = append(errs, fmt.Errorf("--sync-inventory %q is not NAMESPACE/NAME", f.inventory))
@@ -93,7 +93,7 @@ func newGuard(ctx context.Context, f syncFlags, rc *rest.Config, log *slog.Logge
 	log.Info("git may not apply objects in fluxd's namespace nor pods running as its ServiceAccount", "component", "sync", "self", self.String(),
 		"allow_own_namespace", f.allowOwnNS, "allow_own_service_account", f.allowOwnSA)
 	return gitguard.New(gitguard.Config{DenyKinds: f.deny, AllowConversionWebhooks: f.allowConversion, Self: self,
-		AllowOwnNamespace: f.allowOwnNS, AllowOwnServiceAccount: f.allowOwnSA})
+		AllowOwnNamespace: f.allowOwnNS, AllowOwnServiceAccount: f.allowOwnSA, Namespaces: f.nss})
 }
 
 // syncSource names what the sync applies, credentials left out of the

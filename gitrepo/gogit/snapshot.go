@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
 	"sync"
 
@@ -165,17 +166,39 @@ func (r *Repo) writeSnapshot(ctx context.Context, rev string) (*snapshot, error)
 			_ = os.RemoveAll(tmp)
 		}
 	}()
+	// Every write goes through troot, which never follows a link out of
+	// the snapshot.
+	troot, err := os.OpenRoot(tmp)
+	if err != nil {
+		return nil, err
+	}
+	defer troot.Close()
 	prev := r.latestSnapshot()
 	s := &snapshot{dir: filepath.Join(root, rev), blobs: map[string]plumbing.Hash{}}
+	files, dirs := map[string]bool{}, map[string]bool{}
 	err = tree.Files().ForEach(func(f *object.File) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if !filepath.IsLocal(filepath.FromSlash(f.Name)) {
+		rel := filepath.FromSlash(f.Name)
+		if !filepath.IsLocal(rel) {
 			return fmt.Errorf("the tree holds the path %q, outside the repository", f.Name)
 		}
-		p := filepath.Join(tmp, filepath.FromSlash(f.Name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		// A tree with two entries of one name (git fsck refuses it; a
+		// push may not) would have a file or link stand where a
+		// directory's files go: MkdirAll would follow a link there.
+		if files[f.Name] || dirs[f.Name] {
+			return fmt.Errorf("the tree holds two entries named %q (git fsck calls this duplicateEntries); rewrite the commit that made it", f.Name)
+		}
+		for d := path.Dir(f.Name); d != "."; d = path.Dir(d) {
+			if files[d] {
+				return fmt.Errorf("the tree holds two entries named %q (git fsck calls this duplicateEntries); rewrite the commit that made it", d)
+			}
+			dirs[d] = true
+		}
+		files[f.Name] = true
+		p := filepath.Join(tmp, rel)
+		if err := troot.MkdirAll(filepath.Dir(rel), 0o755); err != nil {
 			return err
 		}
 		switch f.Mode {
@@ -187,7 +210,7 @@ func (r *Repo) writeSnapshot(ctx context.Context, rev string) (*snapshot, error)
 			if err != nil {
 				return err
 			}
-			return os.Symlink(target, p)
+			return troot.Symlink(target, rel)
 		default:
 			return nil // a submodule: nothing to read
 		}
@@ -203,9 +226,9 @@ func (r *Repo) writeSnapshot(ctx context.Context, rev string) (*snapshot, error)
 		// (gitrepo.ReadFile: no symbolic link on the way is followed,
 		// whatever revision the working tree is at.)
 		if b, err := gitrepo.ReadFile(r.cfg.Dir, filepath.FromSlash(f.Name)); err == nil && plumbing.ComputeHash(plumbing.BlobObject, b) == f.Hash {
-			return os.WriteFile(p, b, 0o444)
+			return troot.WriteFile(rel, b, 0o444)
 		}
-		return writeBlob(f, p)
+		return writeBlob(f, troot, rel)
 	})
 	if err != nil {
 		return nil, err
@@ -237,13 +260,13 @@ func (r *Repo) latestSnapshot() *snapshot {
 	return nil
 }
 
-func writeBlob(f *object.File, p string) error {
+func writeBlob(f *object.File, root *os.Root, p string) error {
 	rd, err := f.Reader()
 	if err != nil {
 		return err
 	}
 	defer rd.Close()
-	w, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	w, err := root.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,8 @@
 // Guard refuses, by default, the objects with which a commit could take
 // over the cluster or fluxd itself: cluster-wide RBAC, admission control,
 // API aggregation, CRD conversion webhooks, anything in fluxd's own
-// namespace, and any pod that would run as fluxd's ServiceAccount. Each
+// namespace, any pod that would run as fluxd's ServiceAccount, and, with
+// --sync-namespaces, anything outside the namespaces it lists. Each
 // has a flag that allows it.
 //
 // The continuous sync (platform/kube/sync) and a release's apply of a

@@ -52,6 +52,10 @@ type Config struct {
 	// token Secret that would run as, or mint a token for, fluxd's
 	// ServiceAccount.
 	AllowOwnServiceAccount bool
+	// Namespaces, when set (--sync-namespaces), are the only namespaces
+	// git may apply namespaced objects (and Namespace objects) in, by
+	// the sync or a release.
+	Namespaces []string
 }
 
 // Self is who fluxd is in the cluster.
@@ -147,6 +151,15 @@ func (g *Guard) Check(u *unstructured.Unstructured) error {
 	return nil
 }
 
+// Namespaces are the only namespaces git may apply to (Config.Namespaces),
+// or nil: any.
+func (g *Guard) Namespaces() []string {
+	if g == nil {
+		return nil
+	}
+	return g.cfg.Namespaces
+}
+
 // Refuse is Check's reason, or "".
 func (g *Guard) Refuse(u *unstructured.Unstructured) string {
 	if g == nil {
@@ -167,6 +180,9 @@ func (g *Guard) Refuse(u *unstructured.Unstructured) string {
 	ns := u.GetNamespace()
 	if gvk.Group == "" && gvk.Kind == "Namespace" {
 		ns = u.GetName()
+	}
+	if len(g.cfg.Namespaces) > 0 && ns != "" && !slices.Contains(g.cfg.Namespaces, ns) {
+		return fmt.Sprintf("namespace %s is not one git may apply to (--sync-namespaces %s); move the object to one of those namespaces, or start fluxd with a --sync-namespaces that includes %s", ns, strings.Join(g.cfg.Namespaces, ","), ns)
 	}
 	if !g.cfg.AllowOwnNamespace && ns != "" && slices.Contains(g.cfg.Self.Namespaces, ns) {
 		return fmt.Sprintf("git may not apply objects in fluxd's own namespace %s: its Secrets, RBAC and Deployment there are fluxd's; apply it by hand, or start fluxd with --sync-allow-own-namespace", ns)

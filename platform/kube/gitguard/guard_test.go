@@ -126,3 +126,32 @@ func TestServiceAccountOf(t *testing.T) {
 		}
 	}
 }
+
+// --sync-namespaces is the guard's: git may apply only in the listed
+// namespaces (a Namespace object by its name), cluster-scoped objects
+// pass, and without the flag every namespace is allowed.
+func TestGuardRefusesNamespacesOutsideSyncNamespaces(t *testing.T) {
+	t.Parallel()
+	g := New(Config{Namespaces: []string{"apps", "web"}})
+	for _, tc := range []struct {
+		yaml    string
+		refused bool
+	}{
+		{"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: evil, namespace: kube-system}\nspec:\n  template:\n    spec:" + podSpec, true},
+		{"apiVersion: v1\nkind: Namespace\nmetadata: {name: kube-system}", true},
+		{"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: apps}\nspec:\n  template:\n    spec:" + podSpec, false},
+		{"apiVersion: v1\nkind: Namespace\nmetadata: {name: web}", false},
+		{"apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: ws.x.io}\nspec: {group: x.io}", false},
+	} {
+		err := g.Check(obj(t, tc.yaml))
+		if tc.refused && (!errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "--sync-namespaces apps,web")) {
+			t.Errorf("%s: %v; want a refusal naming --sync-namespaces apps,web", tc.yaml, err)
+		}
+		if !tc.refused && err != nil {
+			t.Errorf("%s: refused: %v", tc.yaml, err)
+		}
+		if err := New(Config{}).Check(obj(t, tc.yaml)); err != nil {
+			t.Errorf("%s without --sync-namespaces: refused: %v", tc.yaml, err)
+		}
+	}
+}

@@ -57,12 +57,11 @@ type Config struct {
 	PruneAll bool
 	// Guard refuses what git may not apply (kinds such as
 	// ClusterRole.rbac.authorization.k8s.io, fluxd's own namespace and
-	// ServiceAccount): a commit holding one fails that object, and the
-	// sync leaves such objects alone. nil refuses nothing.
+	// ServiceAccount, namespaces outside --sync-namespaces): a commit
+	// holding one fails that object, and the sync leaves such objects
+	// alone. nil refuses nothing. The sync watches only the Guard's
+	// namespaces, when it names some.
 	Guard *gitguard.Guard
-	// Namespaces, when set, are the only namespaces git may apply
-	// namespaced objects (and Namespace objects) in.
-	Namespaces []string
 	// WaitTimeout bounds the wait for CRDs and Namespaces to be
 	// established before the objects that need them are applied; zero
 	// means one minute.
@@ -127,7 +126,7 @@ func New(rc *rest.Config, cfg Config, log *slog.Logger) (*Applier, error) {
 	}
 	var ctx context.Context
 	ctx, a.stop = context.WithCancel(context.Background())
-	a.live = newLiveView(ctx, mc, cfg.Namespaces, a.log)
+	a.live = newLiveView(ctx, mc, cfg.Guard.Namespaces(), a.log)
 	poller := polling.NewStatusPoller(a.c, a.c.RESTMapper(), polling.Options{})
 	a.rm = ssa.NewResourceManager(a.c, poller, ssa.Owner{Field: FieldManager, Group: "fluxd.io"})
 	a.rm.SetConcurrency(cfg.Concurrency)

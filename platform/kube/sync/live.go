@@ -16,7 +16,7 @@ import (
 )
 
 // liveView watches, metadata only, every kind the sync applies: one
-// informer per resource (per namespace with Config.Namespaces, whose RBAC
+// informer per resource (per namespace of the Guard's --sync-namespaces, whose RBAC
 // may not reach further), started the first time a sync applies that
 // kind and kept for the process's life. It is how a sync knows which
 // objects changed in the cluster since fluxd applied them without asking
