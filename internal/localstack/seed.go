@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,13 +20,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
-	"k8s.io/client-go/tools/clientcmd"
 )
 
 // manifests are the example workloads; "REGISTRY" stands for the
@@ -186,44 +177,17 @@ func git(ctx context.Context, args ...string) error {
 // server-side apply, and waits until the Deployments have rolled out on
 // the fake nodes.
 func (s *Stack) applyManifests(ctx context.Context) error {
-	rc, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
-	if err != nil {
-		return err
-	}
-	dc, err := discovery.NewDiscoveryClientForConfig(rc)
-	if err != nil {
-		return err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
 	files, err := s.renderManifests()
 	if err != nil {
 		return err
 	}
 	for fname, b := range files {
-		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
-		for {
-			var obj unstructured.Unstructured
-			if err := dec.Decode(&obj.Object); errors.Is(err, io.EOF) {
-				break
-			} else if err != nil {
-				return fmt.Errorf("%s: %w", fname, err)
-			}
-			if len(obj.Object) == 0 {
-				continue
-			}
-			gvk := obj.GroupVersionKind()
-			m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-			if err != nil {
-				return fmt.Errorf("%s: %w", fname, err)
-			}
-			if _, err := dyn.Resource(m.Resource).Namespace(obj.GetNamespace()).Apply(ctx, obj.GetName(), &obj,
-				metav1.ApplyOptions{FieldManager: "fluxd-stack", Force: true}); err != nil {
-				return fmt.Errorf("applying %s %s from %s: %w", gvk.Kind, obj.GetName(), fname, err)
-			}
+		objs, err := decodeObjects(b)
+		if err != nil {
+			return fmt.Errorf("%s: %w", fname, err)
+		}
+		if err := s.apply(ctx, objs); err != nil {
+			return fmt.Errorf("%s: %w", fname, err)
 		}
 	}
 	c, err := s.client()
