@@ -3,7 +3,6 @@ package daemon
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -136,26 +135,17 @@ func TestHealthWatchStreamsShareOneTicker(t *testing.T) {
 // The server accepts at most its connection limit: one more client
 // waits until a connection closes.
 func TestServerLimitsConnections(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	d := New(Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}}, log)
-	srv := NewServer(d, oneToken("x"), log, WithMaxConnections(2))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis, time.Second) }()
-	defer func() { cancel(); <-done }()
+	addr, ctx, stop := serveStub(t, time.Second, WithMaxConnections(2))
+	defer func() { <-stop() }()
 	var held []net.Conn
 	for range 2 {
-		c, err := net.Dial("tcp", lis.Addr().String())
+		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		held = append(held, c)
 	}
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,19 +170,10 @@ func TestServerLimitsConnections(t *testing.T) {
 // away (GOAWAY, ENHANCE_YOUR_CALM): pings cost the server work before any
 // token is shown.
 func TestServerSendsAwayClientsThatPingTooOften(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	d := New(Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}}, log)
-	srv := NewServer(d, oneToken("x"), log)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis, time.Second) }()
-	defer func() { cancel(); <-done }()
+	addr, _, stop := serveStub(t, time.Second)
+	defer func() { <-stop() }()
 
-	conn, err := net.Dial("tcp", lis.Addr().String())
+	conn, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}

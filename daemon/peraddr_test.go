@@ -32,22 +32,13 @@ func dialFrom(t *testing.T, from, addr string) *grpc.ClientConn {
 // beyond its per-address share its connections are closed, and a client
 // from another address is still served.
 func TestOneClientCannotHoldEveryConnection(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	d := New(Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}}, log)
-	srv := NewServer(d, oneToken("x"), log, WithMaxConnections(4), WithMaxConnectionsPerAddress(2))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis, time.Second) }()
-	t.Cleanup(func() { cancel(); <-done }) // after the clients' cleanups below
+	addr, ctx, stop := serveStub(t, time.Second, WithMaxConnections(4), WithMaxConnectionsPerAddress(2))
+	t.Cleanup(func() { <-stop() }) // after the clients' cleanups below
 
 	// The flooder: one connection per Watch stream, as many as the cap.
 	watching := 0
 	for range 4 {
-		h := healthpb.NewHealthClient(dialFrom(t, "127.0.0.1", lis.Addr().String()))
+		h := healthpb.NewHealthClient(dialFrom(t, "127.0.0.1", addr))
 		wctx, wcancel := context.WithTimeout(ctx, 30*time.Second)
 		w, err := h.Watch(wctx, &healthpb.HealthCheckRequest{})
 		if err == nil {
@@ -65,7 +56,7 @@ func TestOneClientCannotHoldEveryConnection(t *testing.T) {
 	}
 
 	// Someone else, from another address.
-	h := healthpb.NewHealthClient(dialFrom(t, "127.0.0.2", lis.Addr().String()))
+	h := healthpb.NewHealthClient(dialFrom(t, "127.0.0.2", addr))
 	cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
 	defer ccancel()
 	if resp, err := h.Check(cctx, &healthpb.HealthCheckRequest{}); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
@@ -77,29 +68,36 @@ func TestOneClientCannotHoldEveryConnection(t *testing.T) {
 // gRPC's Stop waits for the listener's Accept to return before it closes
 // connections, so an Accept waiting for a free connection must end.
 func TestServerStopsWhileAtItsConnectionLimit(t *testing.T) {
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	d := New(Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}}, log)
-	srv := NewServer(d, oneToken("x"), log, WithMaxConnections(2))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis, 100*time.Millisecond) }()
+	addr, ctx, stop := serveStub(t, 100*time.Millisecond, WithMaxConnections(2))
 	for range 2 {
-		h := healthpb.NewHealthClient(dialFrom(t, "127.0.0.1", lis.Addr().String()))
+		h := healthpb.NewHealthClient(dialFrom(t, "127.0.0.1", addr))
 		if _, err := h.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cancel()
 	select {
-	case err := <-done:
+	case err := <-stop():
 		if err != nil {
 			t.Fatalf("Serve: %v", err)
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("Serve did not return a minute after it was asked to stop, holding its most connections")
 	}
+}
+
+// serveStub serves a Daemon of stubs on a loopback port, with opts. stop
+// ends Serve and returns the channel its error arrives on.
+func serveStub(t *testing.T, grace time.Duration, opts ...ServerOption) (addr string, ctx context.Context, stop func() <-chan error) {
+	t.Helper()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	d := New(Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}}, log)
+	srv := NewServer(d, oneToken("x"), log, opts...)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis, grace) }()
+	return lis.Addr().String(), ctx, func() <-chan error { cancel(); return done }
 }
