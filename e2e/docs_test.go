@@ -29,6 +29,7 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -159,60 +160,33 @@ func TestWorkflowGuide(t *testing.T) {
 	}
 
 	env := startDemo(t)
-	runGuide(t, "workflow.md", steps, newGuideShell(t, env))
+	runGuide(t, "workflow.md", steps, newGuideShell(t, env), nil)
 }
 
-// installSetup are the install guide's lines the test does not run as
-// written.
-var installSetup = map[string]guideSubstitute{
-	"ssh-keyscan git.example.com > known_hosts": {
-		why:     "git.example.com does not exist: the test writes a known_hosts line of a made-up host key",
-		instead: `ssh-keygen -q -t ed25519 -N '' -f hostkey && echo "git.example.com $(cut -d' ' -f1,2 hostkey.pub)" > known_hosts`,
-	},
-}
-
-// installMarker begins the install guide's blocks that run.
-const installMarker = "# tested: TestInstallGuide"
-
-// docs/install.md's blocks marked installMarker run, in order, against a
-// stack of their own (a real API server with RBAC and Pod Security
-// admission; kwok nodes, which run no containers, so nothing that needs
-// fluxd in a pod is among them). The objects they create stay with that
-// stack, which stops when the test ends.
-func TestInstallGuide(t *testing.T) {
-	if testing.Short() {
-		t.Skip("needs the local stack")
-	}
-	root, err := localstack.ModuleRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	steps, setup, err := guideSteps(filepath.Join(root, "docs", "install.md"), installMarker, installSetup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line, sub := range installSetup {
-		if !setup[line] {
-			t.Errorf("the guide lacks %q (%s)", line, sub.why)
-		}
-	}
-	if len(steps) < 15 {
-		t.Fatalf("the guide has %d commands in its tested blocks; the parser or the guide is wrong", len(steps))
-	}
-	st := startGuideStack(t)
-	env := []string{
-		"KUBECONFIG=" + st.Kubeconfig,
-		"PATH=" + binDir + ":" + stackBinDir(t) + ":" + os.Getenv("PATH"),
-	}
-	runGuide(t, "install.md", steps, newGuideShell(t, env))
+// guideHooks adapt a guide's lines to the stack a test runs them on.
+type guideHooks struct {
+	// before may rewrite a line's command, or say not to run it.
+	before func(s *guideStep) (run bool)
+	// after runs once a line has passed its checks, with its output.
+	after func(i int, s guideStep, out string)
+	// timeout bounds each line; 3 minutes when zero.
+	timeout time.Duration
 }
 
 // runGuide runs a guide's steps in sh, each as the guide says it ends.
-func runGuide(t *testing.T, name string, steps []guideStep, sh *guideShell) {
+// hooks may be nil.
+func runGuide(t *testing.T, name string, steps []guideStep, sh *guideShell, hooks *guideHooks) {
 	t.Helper()
+	if hooks == nil {
+		hooks = &guideHooks{}
+	}
+	timeout := cmp.Or(hooks.timeout, 3*time.Minute)
 	for i, s := range steps {
+		if hooks.before != nil && !hooks.before(&s) {
+			continue
+		}
 		start := time.Now()
-		out, code, err := sh.run(i, s.command, 3*time.Minute)
+		out, code, err := sh.run(i, s.command, timeout)
 		took := time.Since(start).Round(10 * time.Millisecond)
 		if err != nil {
 			t.Fatalf("%s:%d: %s\n%v\noutput so far:\n%s", name, s.line, s.command, err, out)
@@ -225,6 +199,9 @@ func runGuide(t *testing.T, name string, steps []guideStep, sh *guideShell) {
 			t.Fatalf("%s:%d: %q exited %d:\n%s", name, s.line, s.command, code, out)
 		case s.expect != "" && !strings.Contains(out, s.expect):
 			t.Fatalf("%s:%d: the output of %q lacks %q:\n%s", name, s.line, s.command, s.expect, out)
+		}
+		if hooks.after != nil {
+			hooks.after(i, s, out)
 		}
 	}
 }
@@ -262,13 +239,21 @@ func startDemo(t *testing.T) []string {
 // does, stopped when the test ends.
 func startGuideStack(t *testing.T) *localstack.Stack {
 	t.Helper()
+	return startGuideStackWith(t, localstack.Options{})
+}
+
+// startGuideStackWith is startGuideStack with options (Dir and BinDir are
+// the test's).
+func startGuideStackWith(t *testing.T, opts localstack.Options) *localstack.Stack {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	dir, err := os.MkdirTemp("", "fluxd-guide-stack-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := localstack.Start(ctx, localstack.Options{Dir: dir, BinDir: stackBinDir(t)})
+	opts.Dir, opts.BinDir = dir, stackBinDir(t)
+	st, err := localstack.Start(ctx, opts)
 	if err != nil {
 		t.Fatalf("starting the guide's stack: %v (logs in %s)", err, dir)
 	}
@@ -295,6 +280,7 @@ type guideShell struct {
 	stdin *os.File // the script, fed a line at a time
 	codes *bufio.Reader
 	dir   string // the lines' output files
+	work  string // the working directory
 }
 
 func newGuideShell(t *testing.T, env []string) *guideShell {
@@ -322,7 +308,7 @@ func newGuideShell(t *testing.T, env []string) *guideShell {
 	}
 	scriptR.Close()
 	codeW.Close()
-	sh := &guideShell{cmd: cmd, stdin: scriptW, codes: bufio.NewReader(codeR), dir: outDir}
+	sh := &guideShell{cmd: cmd, stdin: scriptW, codes: bufio.NewReader(codeR), dir: outDir, work: work}
 	t.Cleanup(func() {
 		scriptW.Close()
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
@@ -335,9 +321,13 @@ func newGuideShell(t *testing.T, env []string) *guideShell {
 	return sh
 }
 
+// outFile is where step i's output goes (a command left running in the
+// background keeps writing there).
+func (sh *guideShell) outFile(i int) string { return filepath.Join(sh.dir, strconv.Itoa(i)+".out") }
+
 // run runs step i's command and returns its output and exit code.
 func (sh *guideShell) run(i int, command string, timeout time.Duration) (string, int, error) {
-	out := filepath.Join(sh.dir, strconv.Itoa(i)+".out")
+	out := sh.outFile(i)
 	// A group, not a subshell: assignments and cd last. Its stdin is not
 	// the script's.
 	script := fmt.Sprintf("{\n%s\n} >%q 2>&1 </dev/null; echo $? >&3\n", command, out)

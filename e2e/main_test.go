@@ -22,11 +22,12 @@ var (
 	stack  *localstack.Stack
 	binDir string // fluxd and fluxctl, built from this tree
 
-	fluxdOnce   sync.Once
-	fluxd       *localstack.Fluxd
-	fluxdErr    error
-	metricsAddr string // the shared fluxd's Prometheus endpoint
-	webhookAddr string // the shared fluxd's webhook endpoint
+	fluxdOnce     sync.Once
+	fluxd         *localstack.Fluxd
+	fluxdErr      error
+	metricsAddr   string // the shared fluxd's Prometheus endpoint
+	webhookAddr   string // the shared fluxd's webhook endpoint
+	sharedWebAddr string // the shared fluxd's status page
 )
 
 // webhookSecret is the shared fluxd's webhook secret.
@@ -75,6 +76,9 @@ func sharedFluxd(t *testing.T) *localstack.Fluxd {
 		if webhookAddr, fluxdErr = localstack.FreeAddr(); fluxdErr != nil {
 			return
 		}
+		if sharedWebAddr, fluxdErr = localstack.FreeAddr(); fluxdErr != nil {
+			return
+		}
 		secretFile := filepath.Join(stack.Dir, "webhook-secret")
 		localstack.NoteSecret("the shared fluxd's webhook secret", webhookSecret)
 		if fluxdErr = os.WriteFile(secretFile, []byte(webhookSecret+"\n"), 0o600); fluxdErr != nil {
@@ -83,7 +87,7 @@ func sharedFluxd(t *testing.T) *localstack.Fluxd {
 		// Short automation waits, so the automation test needs no long sleeps.
 		fluxd, fluxdErr = stack.StartFluxd(ctx, filepath.Join(binDir, "fluxd"), instance,
 			"--automation-short-wait=1s", "--automation-long-wait=2s", "--git-poll-interval=2s",
-			"--metrics-listen="+metricsAddr, "--webhook-listen="+webhookAddr, "--webhook-secret-file="+secretFile)
+			"--metrics-listen="+metricsAddr, "--webhook-listen="+webhookAddr, "--webhook-secret-file="+secretFile, "--web-listen="+sharedWebAddr)
 	})
 	if fluxdErr != nil {
 		t.Fatalf("starting fluxd: %v\nits log: %s", fluxdErr, stack.Log("fluxd"))

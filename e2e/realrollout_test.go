@@ -48,11 +48,13 @@ spec:
 `
 
 // Rollouts on the real node fail the ways pods really fail, and each
-// failed release ends with the pod's own reason, in fluxctl's error and in
-// the history, and with --rollback-on-failure the previous image runs
-// again: a container that exits at once (CrashLoopBackOff and its exit
-// code), an image no node can pull (ErrImagePull / ImagePullBackOff), and a
-// readiness probe that never passes (the kubelet's probe failure).
+// failed release ends with the pod's own reason, in fluxctl's error, in
+// the history and on the status page (in headless Chromium: the job's
+// page and the history's failed events), and with --rollback-on-failure
+// the previous image runs again: a container that exits at once
+// (CrashLoopBackOff and its exit code), an image no node can pull
+// (ErrImagePull / ImagePullBackOff), and a readiness probe that never
+// passes (the kubelet's probe failure).
 func TestRealRollouts(t *testing.T) {
 	kc := requireRealNode(t)
 	f := sharedFluxd(t)
@@ -67,6 +69,11 @@ func TestRealRollouts(t *testing.T) {
 	manifest := strings.NewReplacer("NODE", localstack.RealNodeName, "TAINT", localstack.RealNodeTaint, "IMAGE", good).Replace(realAppManifest)
 	addToGitAndCluster(t, "realapp.yaml", manifest)
 	waitRealApp(t, kc, good)
+	page := openStatusPage(t, "http://"+sharedWebAddr, f.Tokens["viewer"])
+	seenJobs := map[string]bool{}
+	for _, j := range listJobs(t, viewer) {
+		seenJobs[j.ID] = true
+	}
 
 	cases := []struct {
 		name  string
@@ -105,9 +112,27 @@ func TestRealRollouts(t *testing.T) {
 					t.Errorf("the history lacks %q:\n%s", want, hist)
 				}
 			}
+			// The status page says the same: the job's page shows the
+			// pod's reason and the rollback.
+			id := newFailedJob(t, viewer, seenJobs, "default:deployment/realapp")
+			pageErr := page.jobError(t, id, strings.ReplaceAll(tc.name, " ", "-"))
+			for _, want := range append([]string{"the rollout of default:deployment/realapp failed", "rolled back in commit"}, tc.want...) {
+				if !containsAny(pageErr, want) {
+					t.Errorf("the status page's error of job %s lacks %q:\n%s", id, want, pageErr)
+				}
+			}
 			// The rollback: the previous image runs again, Ready.
 			waitRealApp(t, kc, good)
 		})
+	}
+	// The history's failed events on the page carry each reason.
+	hist := page.failedHistory(t, "default:deployment/realapp")
+	for _, tc := range cases {
+		for _, want := range tc.want {
+			if !containsAny(hist, want) {
+				t.Errorf("the status page's failed history of realapp lacks %q (%s):\n%s", want, tc.name, hist)
+			}
+		}
 	}
 }
 

@@ -13,18 +13,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/fluxd/fluxd/internal/auth"
 )
@@ -110,7 +113,7 @@ func (s *Stack) InstallFluxdPod(ctx context.Context, o FluxdPodOptions) (*FluxdP
 		return nil, fmt.Errorf("reading fluxctl install's output: %w", err)
 	}
 	// The Secrets and the ConfigMap a user creates by hand (docs/install.md).
-	tokensFile := filepath.Join(s.Dir, "fluxd-pod-tokens")
+	tokensFile := filepath.Join(s.Dir, "fluxd-pod-tokens-"+o.Namespace)
 	_ = os.Remove(tokensFile)
 	for _, role := range []auth.Role{auth.Admin, auth.Deployer, auth.Viewer} {
 		tok, err := auth.Create(tokensFile, auth.Identity{Instance: o.Instance, Role: role})
@@ -137,7 +140,12 @@ func (s *Stack) InstallFluxdPod(ctx context.Context, o FluxdPodOptions) (*FluxdP
 			"type": "Opaque", "stringData": map[string]any{"tokens": string(tokens), "webhook-secret": fp.WebhookSecret}}),
 		object("v1", "ConfigMap", o.Namespace, "fluxd-known-hosts", map[string]any{
 			"data": map[string]any{"known_hosts": string(knownHosts)}}))
+	// A state directory per namespace: two installs on one stack never
+	// share a SQLite history.
 	state := filepath.Join(s.Dir, "fluxd-pod-state")
+	if o.Namespace != "fluxd" {
+		state += "-" + o.Namespace
+	}
 	if err := os.MkdirAll(state, 0o755); err != nil {
 		return nil, err
 	}
@@ -232,7 +240,7 @@ func (s *Stack) podPatch(d *unstructured.Unstructured, fp *FluxdPod, state strin
 	spec["nodeSelector"] = map[string]any{"kubernetes.io/hostname": sel["kubernetes.io/hostname"]}
 	for _, v := range spec["volumes"].([]any) {
 		v := v.(map[string]any)
-		if v["name"] == "state" {
+		if v["name"] == "state" && state != "" {
 			delete(v, "emptyDir")
 			v["hostPath"] = map[string]any{"path": state, "type": "Directory"}
 		}
@@ -271,11 +279,72 @@ func (s *Stack) podPatch(d *unstructured.Unstructured, fp *FluxdPod, state strin
 			p["containerPort"] = int64(n)
 		}
 	}
+	// Adapting a Deployment again (after a user's kubectl apply) replaces
+	// the variables rather than adding them twice.
 	env, _ := c["env"].([]any)
+	env = slices.DeleteFunc(slices.Clone(env), func(e any) bool {
+		n, _ := e.(map[string]any)["name"].(string)
+		return n == "KUBERNETES_SERVICE_HOST" || n == "KUBERNETES_SERVICE_PORT"
+	})
 	c["env"] = append(env,
 		map[string]any{"name": "KUBERNETES_SERVICE_HOST", "value": api.Hostname()},
 		map[string]any{"name": "KUBERNETES_SERVICE_PORT", "value": api.Port()})
 	return nil
+}
+
+// AdaptFluxdInstall makes an install a user applied as docs/install.md
+// says (the Deployment fluxd in namespace ns, and that Namespace) run on
+// the stack's real node, with the changes InstallFluxdPod makes to what
+// it applies (see the top of this file) but its state volume, which stays
+// as rendered. It returns the pod's addresses (no tokens: the user made
+// them). Run it again after each apply of the rendered install, which
+// puts the rendered listeners and Pod Security level back.
+func (s *Stack) AdaptFluxdInstall(ctx context.Context, ns string) (*FluxdPod, error) {
+	if !s.HasRealNode() {
+		return nil, errors.New("fluxd in a pod needs the real node (the stack was started without it)")
+	}
+	c, err := s.client()
+	if err != nil {
+		return nil, err
+	}
+	n, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("the install's namespace: %w", err)
+	}
+	if n.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		n.Labels["pod-security.kubernetes.io/enforce"] = "privileged"
+		if _, err := c.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+			return nil, fmt.Errorf("labelling namespace %s privileged: %w", ns, err)
+		}
+	}
+	rc, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	deployments := dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}).Namespace(ns)
+	fp := &FluxdPod{Namespace: ns}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := deployments.Get(ctx, "fluxd", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if err := s.podPatch(d, fp, "", nil); err != nil {
+			return err
+		}
+		_, err = deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: "fluxd-stack"})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("adapting deployment %s/fluxd to the stack: %w", ns, err)
+	}
+	return fp, nil
 }
 
 func containsPrefix(args []any, prefix string) bool {

@@ -1,0 +1,113 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
+)
+
+// statusPage is fluxd's status page open in headless Chromium, signed in.
+type statusPage struct {
+	ctx   context.Context
+	shots string // the test's artifact directory
+}
+
+// openStatusPage starts Debian's chromium headless on the page at base
+// and signs in with token. The browser stops when the test ends.
+func openStatusPage(t *testing.T, base, token string) *statusPage {
+	t.Helper()
+	browser, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("no chromium: run 'make deps' (hack/deps.sh installs Debian's chromium): %v", err)
+	}
+	waitHTTP(t, base+"/")
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelTab := chromedp.NewContext(actx)
+	ctx, cancelTime := context.WithTimeout(ctx, 15*time.Minute)
+	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })
+	if err := chromedp.Do(ctx); err != nil {
+		t.Fatalf("starting chromium: %v", err)
+	}
+	browse(t, ctx, "sign in to the status page",
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.SendKeys(chromedp.ID("name"), "Rollout Watcher"),
+		chromedp.KeyEvent(kb.Enter),
+		chromedp.WaitVisible(chromedp.ID("services")))
+	return &statusPage{ctx: ctx, shots: screenshotDir(t)}
+}
+
+// jobError opens job id's page, waits until it says the job failed, saves
+// a screenshot named shot, and returns the error the page shows.
+func (p *statusPage) jobError(t *testing.T, id, shot string) string {
+	t.Helper()
+	browse(t, p.ctx, "job "+id,
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/job/`+id+`'`, chromedp.EvalIgnoreExceptions),
+		waitText(`#job-state`, "failed"),
+		chromedp.WaitVisible(chromedp.ID("job-error")),
+		p.shot("job-"+shot))
+	return value(t, p.ctx, chromedp.Text(chromedp.ID("job-error")))
+}
+
+// failedHistory opens the history filtered to service's failed events and
+// returns the table's rows as text.
+func (p *statusPage) failedHistory(t *testing.T, service string) string {
+	t.Helper()
+	browse(t, p.ctx, "failed history of "+service,
+		chromedp.Evaluate[chromedp.Void](`location.hash = '#/history?service=`+url.QueryEscape(service)+`&type=failed'`, chromedp.EvalIgnoreExceptions),
+		waitText(`#history caption`, "events"),
+		p.shot("history-failed"))
+	return value(t, p.ctx, chromedp.Text(chromedp.CSS(`#history tbody`)))
+}
+
+func (p *statusPage) shot(name string) chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		b, err := chromedp.FullScreenshot(100)(ctx, tg)
+		if err != nil {
+			return err
+		}
+		return saveScreenshot(p.shots, name, b)
+	})
+}
+
+// listJobs is 'fluxctl jobs -o json'.
+func listJobs(t *testing.T, env []string) []jobJSON {
+	t.Helper()
+	out, stderr, code := fluxctl(t, env, "jobs", "-o", "json")
+	var jobs []jobJSON
+	if code != 0 || json.Unmarshal([]byte(out), &jobs) != nil {
+		t.Fatalf("jobs: exit %d\n%s%s", code, out, stderr)
+	}
+	return jobs
+}
+
+// newFailedJob returns the ID of the one failed job of service not in
+// seen, and adds it there.
+func newFailedJob(t *testing.T, env []string, seen map[string]bool, service string) string {
+	t.Helper()
+	var found []string
+	var all []string
+	for _, j := range listJobs(t, env) {
+		all = append(all, fmt.Sprintf("%s %s %q", j.ID, j.State, j.Error))
+		if !seen[j.ID] && j.State == "failed" && strings.Contains(j.Error, service) {
+			found = append(found, j.ID)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("want one new failed job of %s, found %v among %v", service, found, all)
+	}
+	seen[found[0]] = true
+	return found[0]
+}
