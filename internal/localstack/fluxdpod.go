@@ -20,14 +20,12 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/retry"
 
 	"github.com/fluxd/fluxd/internal/auth"
 )
@@ -279,8 +277,8 @@ func (s *Stack) podPatch(d *unstructured.Unstructured, fp *FluxdPod, state strin
 			p["containerPort"] = int64(n)
 		}
 	}
-	// Adapting a Deployment again (after a user's kubectl apply) replaces
-	// the variables rather than adding them twice.
+	// Adapting a Deployment twice replaces the variables rather than
+	// adding them again.
 	env, _ := c["env"].([]any)
 	env = slices.DeleteFunc(slices.Clone(env), func(e any) bool {
 		n, _ := e.(map[string]any)["name"].(string)
@@ -292,59 +290,53 @@ func (s *Stack) podPatch(d *unstructured.Unstructured, fp *FluxdPod, state strin
 	return nil
 }
 
-// AdaptFluxdInstall makes an install a user applied as docs/install.md
-// says (the Deployment fluxd in namespace ns, and that Namespace) run on
-// the stack's real node, with the changes InstallFluxdPod makes to what
-// it applies (see the top of this file) but its state volume, which stays
-// as rendered. It returns the pod's addresses (no tokens: the user made
-// them). Run it again after each apply of the rendered install, which
-// puts the rendered listeners and Pod Security level back.
-func (s *Stack) AdaptFluxdInstall(ctx context.Context, ns string) (*FluxdPod, error) {
+// AdaptFluxdManifests changes an install rendered by 'fluxctl install'
+// (the Deployment fluxd and its Namespace ns) so that it runs on the
+// stack's real node, as InstallFluxdPod changes what it applies (see the
+// top of this file), but for the state volume, which stays as rendered.
+// It returns the manifests, one JSON document each, and the addresses
+// the pod will listen on (no tokens: the user made them). Changing the
+// file before kubectl applies it, rather than the objects after, keeps
+// kubectl's record of what was applied true, so that a later apply of
+// another rendering merges as it would on a cluster.
+func (s *Stack) AdaptFluxdManifests(rendered []byte, ns string) ([]byte, *FluxdPod, error) {
 	if !s.HasRealNode() {
-		return nil, errors.New("fluxd in a pod needs the real node (the stack was started without it)")
+		return nil, nil, errors.New("fluxd in a pod needs the real node (the stack was started without it)")
 	}
-	c, err := s.client()
+	objs, err := decodeObjects(rendered)
 	if err != nil {
-		return nil, err
+		return nil, nil, fmt.Errorf("reading the rendered install: %w", err)
 	}
-	n, err := c.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("the install's namespace: %w", err)
-	}
-	if n.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
-		if n.Labels == nil {
-			n.Labels = map[string]string{}
-		}
-		n.Labels["pod-security.kubernetes.io/enforce"] = "privileged"
-		if _, err := c.CoreV1().Namespaces().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-			return nil, fmt.Errorf("labelling namespace %s privileged: %w", ns, err)
-		}
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", s.Kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	dyn, err := dynamic.NewForConfig(rc)
-	if err != nil {
-		return nil, err
-	}
-	deployments := dyn.Resource(schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}).Namespace(ns)
 	fp := &FluxdPod{Namespace: ns}
-	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		d, err := deployments.Get(ctx, "fluxd", metav1.GetOptions{})
+	var adapted bool
+	var out bytes.Buffer
+	for _, obj := range objs {
+		switch {
+		case obj.GetKind() == "Deployment" && obj.GetName() == "fluxd" && obj.GetNamespace() == ns:
+			if err := s.podPatch(obj, fp, "", nil); err != nil {
+				return nil, nil, err
+			}
+			adapted = true
+		case obj.GetKind() == "Namespace" && obj.GetName() == ns:
+			labels := obj.GetLabels()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			labels["pod-security.kubernetes.io/enforce"] = "privileged"
+			obj.SetLabels(labels)
+		}
+		b, err := obj.MarshalJSON()
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		if err := s.podPatch(d, fp, "", nil); err != nil {
-			return err
-		}
-		_, err = deployments.Update(ctx, d, metav1.UpdateOptions{FieldManager: "fluxd-stack"})
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("adapting deployment %s/fluxd to the stack: %w", ns, err)
+		out.WriteString("---\n")
+		out.Write(b)
+		out.WriteString("\n")
 	}
-	return fp, nil
+	if !adapted {
+		return nil, nil, fmt.Errorf("the rendered install has no Deployment %s/fluxd", ns)
+	}
+	return out.Bytes(), fp, nil
 }
 
 func containsPrefix(args []any, prefix string) bool {
