@@ -62,9 +62,13 @@ type guideStep struct {
 	command string // as the shell runs it (continuations joined)
 	fails   bool   // must exit non-zero
 	expect  string // must appear in the output, when not empty
+	tested  string // the test its block's first line names ("# tested: TestX"), if any
 }
 
-var guideMarker = regexp.MustCompile(`\s#\s*(expect|fails):\s*(.*?)\s*$`)
+var (
+	guideMarker = regexp.MustCompile(`\s#\s*(expect|fails):\s*(.*?)\s*$`)
+	testedBy    = regexp.MustCompile(`^#\s*tested:\s*(Test\w+)\s*$`)
+)
 
 // guideSteps reads the ```sh blocks of a Markdown file, in order; with a
 // marker, only the blocks whose first line it is. A line of subs is not
@@ -78,6 +82,7 @@ func guideSteps(path, marker string, subs map[string]guideSubstitute) (steps []g
 	setup = map[string]bool{}
 	var (
 		inBlock bool
+		tested  string     // the block's "# tested: TestX"
 		first   bool       // the block's first line is next
 		skip    bool       // the block lacks the marker
 		pending *guideStep // a command continued with a backslash
@@ -102,6 +107,10 @@ func guideSteps(path, marker string, subs map[string]guideSubstitute) (steps []g
 		if first {
 			first = false
 			skip = marker != "" && trimmed != marker
+			tested = ""
+			if m := testedBy.FindStringSubmatch(trimmed); m != nil {
+				tested = m[1]
+			}
 		}
 		if skip {
 			continue
@@ -112,7 +121,7 @@ func guideSteps(path, marker string, subs map[string]guideSubstitute) (steps []g
 			if trimmed == "" || strings.HasPrefix(trimmed, "#") {
 				continue
 			}
-			pending = &guideStep{line: n, command: text}
+			pending = &guideStep{line: n, command: text, tested: tested}
 		}
 		if strings.HasSuffix(trimmed, `\`) {
 			continue
@@ -160,7 +169,7 @@ func TestWorkflowGuide(t *testing.T) {
 	}
 
 	env := startDemo(t)
-	runGuide(t, "workflow.md", steps, newGuideShell(t, env), nil)
+	runGuide(t, "workflow.md", steps, newGuideShell(t, env))
 }
 
 // guideHooks adapt a guide's lines to the stack a test runs them on.
@@ -174,8 +183,13 @@ type guideHooks struct {
 }
 
 // runGuide runs a guide's steps in sh, each as the guide says it ends.
-// hooks may be nil.
-func runGuide(t *testing.T, name string, steps []guideStep, sh *guideShell, hooks *guideHooks) {
+func runGuide(t *testing.T, name string, steps []guideStep, sh *guideShell) {
+	t.Helper()
+	runGuideWith(t, name, steps, sh, nil)
+}
+
+// runGuideWith is runGuide with hooks, which may be nil.
+func runGuideWith(t *testing.T, name string, steps []guideStep, sh *guideShell, hooks *guideHooks) {
 	t.Helper()
 	if hooks == nil {
 		hooks = &guideHooks{}
@@ -398,6 +412,15 @@ func TestGuideStepsParsesBlocks(t *testing.T) {
 	want = []guideStep{{line: 3, command: "kubectl apply -f x.yaml"}, {line: 4, command: "touch k"}}
 	if fmt.Sprint(steps) != fmt.Sprint(want) || !setup["ssh-keyscan h > k"] {
 		t.Errorf("marked steps:\n got %+v\nwant %+v (setup %v)", steps, want, setup)
+	}
+	// A block whose first line names a test keeps that name on its lines.
+	steps, _, err = guideSteps(writeTemp(t, "```sh\n# tested: TestOther\nhelm version\n```\n\n```sh\nkubectl version\n```\n"), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []guideStep{{line: 3, command: "helm version", tested: "TestOther"}, {line: 7, command: "kubectl version"}}
+	if fmt.Sprint(steps) != fmt.Sprint(want) {
+		t.Errorf("steps of a block naming its test:\n got %+v\nwant %+v", steps, want)
 	}
 	if _, _, err := guideSteps(writeTemp(t, "```sh\nfluxctl version\n"), "", guideSetup); err == nil {
 		t.Error("an unclosed block is not reported")

@@ -26,7 +26,9 @@ import (
 // replacement, must still match a line of the guide.
 //
 // The guide is read whole, whatever its sections, so a section added
-// later (a Helm install, say) runs too.
+// later runs too; a block whose first line is "# tested: TestX" is TestX's
+// to run (with its own setup: the Helm section's TestHelmGuide builds
+// helm and runs from a checkout), and TestX must exist.
 
 // installReplacement is a text of the guide's commands the test replaces
 // wherever it appears: an example name that is the stack's on the stack.
@@ -103,7 +105,7 @@ func TestInstallGuide(t *testing.T) {
 		{"svc/fluxd 3030:3030", func() string { return "svc/fluxd " + local + ":3030" }, "a free local port"},
 		{"localhost:3030", func() string { return "localhost:" + local }, "a free local port"},
 	}
-	used := map[string]bool{}
+	used, delegated := map[string]bool{}, map[string]bool{}
 	// The reader's Go caches: make image builds from them, not from an
 	// empty module cache under the shell's scratch HOME.
 	goEnv, err := exec.Command("go", "env", "GOMODCACHE", "GOCACHE").Output()
@@ -140,6 +142,13 @@ func TestInstallGuide(t *testing.T) {
 			}
 			pod = fp
 		}
+		if s.tested != "" && s.tested != "TestInstallGuide" {
+			// A block another test owns (its first line says which) runs
+			// there, with that test's setup.
+			delegated[s.tested] = true
+			t.Logf("install.md:%d run by %s: %s", s.line, s.tested, s.command)
+			return false
+		}
 		for _, sk := range installSkips {
 			if strings.HasPrefix(s.command, sk.prefix) {
 				used[sk.prefix] = true
@@ -151,6 +160,7 @@ func TestInstallGuide(t *testing.T) {
 			if strings.Contains(s.command, r.old) {
 				used[r.old] = true
 				s.command = strings.ReplaceAll(s.command, r.old, r.new())
+				s.expect = strings.ReplaceAll(s.expect, r.old, r.new())
 			}
 		}
 		return true
@@ -190,7 +200,13 @@ func TestInstallGuide(t *testing.T) {
 			}
 		}
 	}
-	runGuide(t, "install.md", steps, sh, hooks)
+	runGuideWith(t, "install.md", steps, sh, hooks)
+
+	for name := range delegated {
+		if !testExists(t, name) {
+			t.Errorf("install.md names %s as the test of some of its blocks, but no such test is in e2e/", name)
+		}
+	}
 
 	for _, sk := range installSkips {
 		if !used[sk.prefix] {
@@ -251,4 +267,23 @@ func kubeClientOf(t *testing.T, st *localstack.Stack) *kubernetes.Clientset {
 		t.Fatal(err)
 	}
 	return kubernetes.NewForConfigOrDie(rc)
+}
+
+// testExists reports whether this package declares the test name.
+func testExists(t *testing.T, name string) bool {
+	t.Helper()
+	files, err := filepath.Glob("*_test.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), "\nfunc "+name+"(t *testing.T) {") {
+			return true
+		}
+	}
+	return false
 }
