@@ -403,6 +403,10 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 	ctx = withJob(ctx, e.job.ID)
 	if e.resume != nil {
 		q.writeLog(ctx, e, fmt.Sprintf("taken over by this fluxd after commit %.12s was pushed", e.resume.commit))
+		// The log has told the push already: this fluxd pushes nothing.
+		q.mu.Lock()
+		e.log.commit = e.resume.commit
+		q.mu.Unlock()
 	}
 	if r := e.resume; r != nil {
 		o.RollingBack, o.Started, o.RolloutStarted = r.rollingBack, e.job.StartedAt, r.rolloutStarted
