@@ -14,7 +14,6 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -39,6 +38,7 @@ import (
 	historystore "github.com/fluxd/fluxd/history/store"
 	"github.com/fluxd/fluxd/internal/localstack"
 	"github.com/fluxd/fluxd/internal/pgserver"
+	"github.com/fluxd/fluxd/internal/testcerts"
 	"github.com/fluxd/fluxd/internal/tlsfiles"
 	"github.com/fluxd/fluxd/internal/torture"
 	"github.com/fluxd/fluxd/release"
@@ -231,8 +231,9 @@ func newTortureRun(t *testing.T, seed int64) *tortureRun {
 	localstack.NoteSecret("the PostgreSQL password", srv.Password)
 	r.dbURL, r.dbPass = url, srv.PasswordFile()
 	pki := t.TempDir()
-	caCert, caKey := writeCert(t, pki, "replica-ca", true, nil, nil, nil)
-	writeCert(t, pki, "replica", false, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, caCert, caKey)
+	replicaCA := testcerts.NewCA(t, "replica-ca")
+	replicaCA.WriteFiles(t, filepath.Join(pki, "replica-ca.crt"), "")
+	replicaCA.WriteLeaf(t, pki, testcerts.Leaf{Name: "replica", DNSNames: []string{"fluxd-replica"}})
 	r.caFile = filepath.Join(pki, "replica-ca.crt")
 	pool, err := tlsfiles.Pool(r.caFile)
 	if err != nil {
