@@ -28,6 +28,7 @@ import (
 	"github.com/fluxd/fluxd/internal/auth"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/release/jobs"
 )
 
 // readOnlyRPCs are the FluxService methods a viewer may call. This list is
@@ -240,7 +241,7 @@ func TestAnotherInstanceSeesNoJobsOrHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	q := release.NewQueue(noExecutor{}, store, time.Minute, false, slog.New(slog.DiscardHandler))
+	q := jobs.NewQueue(noExecutor{}, store, time.Minute, false, slog.New(slog.DiscardHandler))
 	f := newFixtureWith(t, Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: q, History: store})
 
 	job, err := q.Enqueue(ctx, "team-a", release.Spec{All: true, AllLatest: true, User: "alice"}, "")

@@ -37,6 +37,7 @@ import (
 	"github.com/fluxd/fluxd/platform/kube"
 	"github.com/fluxd/fluxd/registry/oci"
 	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/release/jobs"
 )
 
 // flags are the daemon's command-line flags; run turns them into the
@@ -439,18 +440,18 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if lis, err = f.tls.secure(lis, "the API", true, log, "h2"); err != nil {
 		return err
 	}
-	jobs := release.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
-	jobs.Instrument(release.NewMetrics(reg))
-	jobs.NotifyStarts(store)
-	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg, Scopes: tokens.ScopeOf}, engine, jobs, clock.RealClock{}, log)
-	jobs.OnEnd(func(history.Job) { auto.Poke() })
+	queue := jobs.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
+	queue.Instrument(jobs.NewMetrics(reg))
+	queue.NotifyStarts(store)
+	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg, Scopes: tokens.ScopeOf}, engine, queue, clock.RealClock{}, log)
+	queue.OnEnd(func(history.Job) { auto.Poke() })
 	// Ready is what the health service (Kubernetes' readiness probe)
 	// reports, besides the git remote's state: the cluster caches and the
 	// database.
 	ready := func(ctx context.Context) error {
 		return errors.Join(daemon.NotReady("cluster", cluster.Ready(ctx)), daemon.NotReady("database", store.Ping(ctx)))
 	}
-	deps := daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: jobs, Git: repo, SSHKey: repo, Ready: ready}
+	deps := daemon.Deps{Cluster: cluster, Releaser: engine, Images: images, History: store, Automator: auto, Jobs: queue, Git: repo, SSHKey: repo, Ready: ready}
 	if syncs != nil {
 		deps.Sync = syncs
 	}
@@ -470,11 +471,11 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		if err := store.Wait(ctx); err != nil {
 			return
 		}
-		if err := jobs.Recover(ctx); err != nil {
+		if err := queue.Recover(ctx); err != nil {
 			log.Error("cannot carry on with the jobs a previous fluxd left; they stay as they are", "error", err)
 		}
 		done := make(chan struct{})
-		go func() { jobs.Run(ctx); close(done) }()
+		go func() { queue.Run(ctx); close(done) }()
 		sent := make(chan struct{})
 		go func() { sender.Run(ctx); close(sent) }()
 		defer func() { <-sent }()
@@ -529,7 +530,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	}))
 	if f.webListen != "" {
 		// Before the jobs run: it sets the queue's hooks.
-		if err := startWeb(ctx, g, f, srv, d, jobs, auto, tokens, store, log); err != nil {
+		if err := startWeb(ctx, g, f, srv, d, queue, auto, tokens, store, log); err != nil {
 			return err
 		}
 	}
