@@ -15,7 +15,7 @@ import (
 	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/platform/kube/gitguard"
-	"github.com/fluxd/fluxd/platform/kube/sync"
+	kubesync "github.com/fluxd/fluxd/platform/kube/sync"
 	"github.com/fluxd/fluxd/release"
 	"github.com/fluxd/fluxd/syncer"
 )
