@@ -19,6 +19,7 @@ import (
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
 	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/release/jobs"
 )
 
 // ContainerImages is one container's current image, what its repository
@@ -233,7 +234,7 @@ type ReleaseRequest struct {
 // ReleaseResult is a plan, and for an execution the job that runs it.
 type ReleaseResult struct {
 	Plan *release.Plan
-	Job  *release.JobUpdate
+	Job  *jobs.JobUpdate
 }
 
 // Release plans a release for the caller's instance, or queues its
