@@ -261,8 +261,8 @@ func (s Spec) Validate() error {
 		ref, err := registry.ParseRef(s.Image)
 		if err != nil {
 			errs = append(errs, err)
-		} else if ref.Tag == "" {
-			errs = append(errs, fmt.Errorf("image %q names a digest; release a tag", s.Image))
+		} else if ref.Digest != "" {
+			errs = append(errs, fmt.Errorf("image %q names a digest; release a tag (with fluxd.io/pin-digest on the workload, the release writes the tag's digest itself)", s.Image))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
