@@ -303,7 +303,14 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 				def.RawAnnotations[ann.Content[i].Value] = ann.Content[i+1].Value
 			}
 		}
-		def.Annotations, def.Warnings = policy.Read(def.RawAnnotations)
+		// Keel reads its policy from the labels too.
+		labels := map[string]string{}
+		if l := lookup(w.obj, "metadata", "labels"); l != nil && l.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(l.Content); i += 2 {
+				labels[l.Content[i].Value] = l.Content[i+1].Value
+			}
+		}
+		def.Annotations, def.Warnings = policy.ReadObject(def.RawAnnotations, labels)
 		defs = append(defs, def)
 		return nil
 	})

@@ -269,10 +269,15 @@ func readKeel(raw map[string]string) (reading, []string) {
 	case p == "major" || p == "minor" || p == "patch":
 		return automate("semver:" + p), nil
 	case p == "force":
+		// Keel's force updates to whatever is pushed, a new push of the
+		// running tag included: fluxd pins digests to see those.
 		if raw[KeelMatchTag] == "true" {
-			return off, []string{src + ": force with " + KeelMatchTag + ": \"true\" follows new pushes of the running tag, which needs pinned digests: not implemented yet, so fluxd does not automate this workload"}
+			// ... of the running tag only.
+			return reading{Automated: {value: "true", source: src}, PinDigest: {value: "true", source: src}, FollowTag: {value: "true", source: KeelMatchTag}}, nil
 		}
-		return automate("glob:*"), nil
+		r := automate("glob:*")
+		r[PinDigest] = entry{value: "true", source: src}
+		return r, nil
 	}
 	return off, []string{fmt.Sprintf("%s: %q is not a Keel policy (all, major, minor, patch, force, glob:PATTERN, regexp:PATTERN), so, as in Keel, nothing is automated", src, p)}
 }
@@ -284,7 +289,7 @@ func ownPolicyKey(k string) bool {
 	case Automated, Locked, LockMessage, LockedBy, TagAll, TagPrerelease:
 		return true
 	}
-	return strings.HasPrefix(k, TagPrefix) && len(k) > len(TagPrefix)
+	return (strings.HasPrefix(k, TagPrefix) && len(k) > len(TagPrefix)) || pinKey(k)
 }
 
 func fluxSource(k string) bool {
@@ -294,7 +299,7 @@ func fluxSource(k string) bool {
 // same compares two values of policy k as their readers do.
 func same(k, a, b string) bool {
 	switch k {
-	case Automated, Locked, TagPrerelease:
+	case Automated, Locked, TagPrerelease, PinDigest, FollowTag:
 		return (a == "true") == (b == "true")
 	}
 	if strings.HasPrefix(k, TagPrefix) || k == TagAll {
