@@ -45,6 +45,9 @@ type Definition struct {
 	// Warnings say where the policy annotations disagree or ask for what
 	// fluxd cannot do.
 	Warnings []string
+	// Dialects are the policy dialects its annotations and labels are
+	// written in (policy.Dialects), for fluxctl check.
+	Dialects []string
 	// Digest identifies what the definition says (its YAML tree; comments
 	// and layout aside): see digest.
 	Digest string
@@ -311,6 +314,7 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 			}
 		}
 		def.Annotations, def.Warnings = policy.ReadObject(def.RawAnnotations, labels)
+		def.Dialects = policy.Dialects(def.RawAnnotations, labels)
 		defs = append(defs, def)
 		return nil
 	})
