@@ -60,7 +60,7 @@ func (ArgoCDImageUpdater) Read(root string, dirs []string) ([]Service, []string,
 // (their names without the prefix).
 func argoService(id, file string, line int, ann map[string]string) Service {
 	s := Service{ID: id, File: file, Line: line, Source: "argocd-image-updater", Dialects: []string{"argocd-image-updater"},
-		Suggest: map[string]string{},
+		Suggest:  map[string]string{},
 		Warnings: []string{"fluxd does not read Argo CD Image Updater's annotations: write the suggested fluxd annotations on the workloads that run these images (fluxd.io/tag.<container>, fluxd.io/automated)"}}
 	known := map[string]bool{"image-list": true, "write-back-method": true, "update-strategy": true, "allow-tags": true, "ignore-tags": true}
 	switch wb := ann["write-back-method"]; {
