@@ -145,17 +145,15 @@ func readFlux(raw map[string]string, prefix string) (reading, []string) {
 			r[TagPrefix+name[len("tag."):]] = entry{value: fluxFilter(v), source: k}
 		}
 	}
-	switch ig := prefix + "ignore"; raw[ig] {
-	case "true":
+	if ig := prefix + "ignore"; raw[ig] == "true" {
 		// Flux v1 leaves an ignored workload out of releases: so does a
-		// lock, which is how fluxd shows it.
+		// lock, which is how fluxd shows it. The sync leaves it out too
+		// (platform/kube/sync, FluxIgnore); "sync_only" concerns pruning
+		// alone.
 		r[Locked] = entry{value: "true", source: ig}
 		if _, ok := r[LockMessage]; !ok {
 			r[LockMessage] = entry{value: "ignored (" + ig + ": \"true\")", source: ig, implicit: true}
 		}
-		warnings = append(warnings, ig+": \"true\": fluxd does not release this workload (it shows as locked), but its sync still applies it: leaving an object out of the sync is not built yet")
-	case "sync_only":
-		warnings = append(warnings, ig+": \"sync_only\": fluxd's sync still applies this workload: leaving an object out of the sync is not built yet")
 	}
 	return r, warnings
 }

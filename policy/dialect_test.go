@@ -62,14 +62,12 @@ func TestReadPeerRules(t *testing.T) {
 		{name: "flux v1: regexp: and regex: are both regular expressions",
 			raw:  map[string]string{"fluxcd.io/tag.a": "regexp:^prod-[0-9a-f]{7}$", "fluxcd.io/tag.b": "regex:^v1"},
 			want: map[string]string{TagPrefix + "a": "regex:^prod-[0-9a-f]{7}$", TagPrefix + "b": "regex:^v1", TagAll: "glob:*"}},
-		{name: "flux v1: ignore true leaves the workload out of releases",
+		{name: "flux v1: ignore true leaves the workload out of releases (and the sync leaves it out too)",
 			raw:  map[string]string{"fluxcd.io/ignore": "true"},
-			want: map[string]string{Locked: "true", LockMessage: `ignored (fluxcd.io/ignore: "true")`, TagAll: "glob:*"},
-			warn: "leaving an object out of the sync is not built yet"},
-		{name: "flux v1: ignore sync_only still releases",
+			want: map[string]string{Locked: "true", LockMessage: `ignored (fluxcd.io/ignore: "true")`, TagAll: "glob:*"}},
+		{name: "flux v1: ignore sync_only still releases (it only keeps the object from being pruned)",
 			raw:  map[string]string{"fluxcd.io/automated": "true", "fluxcd.io/ignore": "sync_only"},
-			want: map[string]string{Automated: "true", TagAll: "glob:*"},
-			warn: `"sync_only"`},
+			want: map[string]string{Automated: "true", TagAll: "glob:*"}},
 		{name: "flux v1: both prefixes agreeing is no conflict",
 			raw:  map[string]string{"fluxcd.io/automated": "true", "flux.weave.works/automated": "true"},
 			want: map[string]string{Automated: "true", TagAll: "glob:*"}},
@@ -367,5 +365,26 @@ func TestPinned(t *testing.T) {
 	}
 	if Pinned(map[string]string{PinDigestPrefix + "web": "true"}, "app") {
 		t.Error("a pin on web pins app")
+	}
+}
+
+// Flux v1's FAQ: ignore "true" (git or cluster) leaves an object out of
+// the sync and of garbage collection; "sync_only" out of garbage
+// collection only; any other value is no ignore.
+func TestFluxIgnore(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ann        map[string]string
+		value, key string
+	}{
+		{map[string]string{"fluxcd.io/ignore": "true"}, "true", "fluxcd.io/ignore"},
+		{map[string]string{"flux.weave.works/ignore": "sync_only"}, "sync_only", "flux.weave.works/ignore"},
+		{map[string]string{"fluxcd.io/ignore": "false"}, "", ""},
+		{map[string]string{"fluxcd.io/ignore": "yes"}, "", ""},
+		{map[string]string{"ignore": "true"}, "", ""},
+	} {
+		if v, k := FluxIgnore(tc.ann); v != tc.value || k != tc.key {
+			t.Errorf("FluxIgnore(%v) = %q, %q; want %q, %q", tc.ann, v, k, tc.value, tc.key)
+		}
 	}
 }
