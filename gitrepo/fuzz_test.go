@@ -189,6 +189,7 @@ func FuzzSetAnnotations(f *testing.F) {
 				want.RawAnnotations[key] = v
 			}
 			want.Annotations, want.Warnings = policy.Read(want.RawAnnotations)
+			want.Dialects = policy.Dialects(want.RawAnnotations, nil)
 		}
 		set(value)
 		checkEdit(t, []byte(content), out, &want, nil, map[string]string{key: value})
