@@ -1,6 +1,8 @@
 package check
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -103,5 +105,27 @@ func TestRepositoryBadPath(t *testing.T) {
 		if _, err := Repository("testdata/peers", []string{p}); err == nil || !strings.Contains(err.Error(), "git path") {
 			t.Errorf("path %q: %v; want an error about the git path", p, err)
 		}
+	}
+}
+
+// A pinned workload that a kustomization builds is reported as not
+// released (pins in images: entries are not built), as the plan says.
+func TestRepositoryKustomizePinIsNotBuilt(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	for name, content := range map[string]string{
+		"kustomization.yaml": "resources: [web.yaml]\ncommonAnnotations:\n  fluxd.io/pin-digest: \"true\"\n",
+		"web.yaml":           "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  template:\n    spec:\n      containers:\n        - {name: app, image: reg/web:1.0.0}\n",
+	} {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := Repository(root, nil)
+	if err != nil || len(r.Services) != 1 {
+		t.Fatalf("%+v %v", r, err)
+	}
+	if s := r.Services[0]; !s.Containers[0].Pinned || !strings.Contains(strings.Join(s.Warnings, "\n"), "not implemented yet") {
+		t.Errorf("%+v; want the pin reported, with a warning that it is not built", s)
 	}
 }

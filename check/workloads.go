@@ -34,6 +34,9 @@ func (Workloads) Read(root string, dirs []string) ([]Service, []string, error) {
 		for _, c := range def.Containers {
 			ct := Container{Name: c.Name, Image: c.Image, Pinned: policy.Pinned(ann, c.Name)}
 			ct.FollowsTag = ct.Pinned && policy.FollowsTag(ann)
+			if ct.Pinned && def.Built {
+				s.Warnings = append(s.Warnings, c.Name+": pinning digests through a kustomization's images: entries is not implemented yet, so fluxd does not release this container; pin the image in the base instead")
+			}
 			f, err := release.ContainerFilter(ann, c.Name)
 			if err != nil {
 				s.Warnings = append(s.Warnings, c.Name+": "+err.Error())
