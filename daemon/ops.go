@@ -623,7 +623,7 @@ func (d *Daemon) needsMetadata(ctx context.Context, repository string) bool {
 				continue
 			}
 			f, ferr := containerFilter(s.annotations, c.Name, ref)
-			if ferr != nil || f.NeedsMetadata() || f.Order == "" {
+			if ferr != nil || f.NeedsMetadata() || f.Order == "" || pinnedMutable(s.annotations, c.Name, ref) {
 				return true
 			}
 		}

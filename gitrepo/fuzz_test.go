@@ -117,6 +117,8 @@ func FuzzSetImages(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add(s, "reg/app:2")
 		f.Add(s, "a,b: #c\n'\"\\\u2028")
+		// A pinned image, as a release under fluxd.io/pin-digest writes it.
+		f.Add(s, "reg:5000/app:latest@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
 	}
 	for _, s := range valueSeeds {
 		f.Add(s, "reg/app:2")
@@ -187,6 +189,7 @@ func FuzzSetAnnotations(f *testing.F) {
 				want.RawAnnotations[key] = v
 			}
 			want.Annotations, want.Warnings = policy.Read(want.RawAnnotations)
+			want.Dialects = policy.Dialects(want.RawAnnotations, nil)
 		}
 		set(value)
 		checkEdit(t, []byte(content), out, &want, nil, map[string]string{key: value})

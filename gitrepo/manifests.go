@@ -45,6 +45,9 @@ type Definition struct {
 	// Warnings say where the policy annotations disagree or ask for what
 	// fluxd cannot do.
 	Warnings []string
+	// Dialects are the policy dialects its annotations and labels are
+	// written in (policy.Dialects), for fluxctl check.
+	Dialects []string
 	// Digest identifies what the definition says (its YAML tree; comments
 	// and layout aside): see digest.
 	Digest string
@@ -303,7 +306,15 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 				def.RawAnnotations[ann.Content[i].Value] = ann.Content[i+1].Value
 			}
 		}
-		def.Annotations, def.Warnings = policy.Read(def.RawAnnotations)
+		// Keel reads its policy from the labels too.
+		labels := map[string]string{}
+		if l := lookup(w.obj, "metadata", "labels"); l != nil && l.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(l.Content); i += 2 {
+				labels[l.Content[i].Value] = l.Content[i+1].Value
+			}
+		}
+		def.Annotations, def.Warnings = policy.ReadObject(def.RawAnnotations, labels)
+		def.Dialects = policy.Dialects(def.RawAnnotations, labels)
 		defs = append(defs, def)
 		return nil
 	})
