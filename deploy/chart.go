@@ -59,7 +59,14 @@ const (
 	phVolumes   = "__FLUXD_VOLUMES__"
 	phPod       = "__FLUXD_POD__"
 	phKnownOpt  = "__FLUXD_KNOWN_HOSTS_OPTIONAL__"
+	phCluster   = "__FLUXD_CLUSTER_ROLE__"
 )
+
+// baseClusterRole is the base's one cluster-wide object. Helm owns an
+// object for one release only, so a second release in a cluster (fluxd
+// in another namespace) needs a name of its own: the chart's value
+// clusterRoleName, by default this.
+const baseClusterRole = "fluxd-workloads"
 
 // preamble starts every generated template: the values' checks (one
 // message listing every problem) and the variables the objects use.
@@ -142,6 +149,15 @@ func chartObject(doc *yaml.Node) (string, error) {
 		}
 	} else if get(obj, "metadata", "namespace") == baseNamespace {
 		set(obj, phNamespace, "metadata", "namespace")
+	}
+	if kind == "ClusterRole" {
+		if n := get(obj, "metadata", "name"); n != baseClusterRole {
+			return "", fmt.Errorf("a ClusterRole %q: the chart names only %q after its value clusterRoleName (chart.go)", n, baseClusterRole)
+		}
+		set(obj, phCluster, "metadata", "name")
+	}
+	if get(obj, "roleRef", "kind") == "ClusterRole" && get(obj, "roleRef", "name") == baseClusterRole {
+		set(obj, phCluster, "roleRef", "name")
 	}
 	if kind == "Namespace" && get(obj, "metadata", "name") == baseNamespace {
 		set(obj, phNamespace, "metadata", "name")
@@ -250,6 +266,7 @@ func expand(text, baseStrategy string) (string, error) {
 		phImage, "{{ $.Values.image | quote }}",
 		phReplicas, "{{ int $.Values.replicas }}",
 		phKnownOpt, "{{ not $ssh }}",
+		phCluster, fmt.Sprintf("{{ $.Values.clusterRoleName | default %q }}", baseClusterRole),
 	)
 	var out strings.Builder
 	for _, line := range strings.SplitAfter(text, "\n") {

@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -284,6 +286,7 @@ func TestChartRefusesBadValues(t *testing.T) {
 		{"bad namespaces and replicas", map[string]any{"image": "r/f:1", "git": map[string]any{"url": "https://h/r.git"}, "watchNamespaces": []any{"Apps", "ok"}, "replicas": 2},
 			[]string{`watchNamespaces: "Apps" is not a namespace name`, "replicas above 1 need historyDBSecret"}},
 		{"a string for a list", map[string]any{"image": "r/f:1", "git": map[string]any{"url": "https://h/r.git"}, "watchNamespaces": "apps,web"}, []string{"watchNamespaces must be a list, e.g. --set 'watchNamespaces={a,b}'"}},
+		{"a bad ClusterRole name", map[string]any{"image": "r/f:1", "git": map[string]any{"url": "https://h/r.git"}, "clusterRoleName": "Fluxd Workloads"}, []string{`clusterRoleName "Fluxd Workloads" is not a ClusterRole name`}},
 		{"zero replicas", map[string]any{"image": "r/f:1", "git": map[string]any{"url": "https://h/r.git"}, "replicas": 0}, []string{"replicas must be at least 1"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -297,6 +300,26 @@ func TestChartRefusesBadValues(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A second release in one cluster names its ClusterRole apart (Helm owns
+// an object for one release only), and its bindings grant that one.
+func TestChartClusterRoleName(t *testing.T) {
+	out, err := helmTemplate(t, "team-b", map[string]any{"image": "r/f:1", "git": map[string]any{"url": "https://h/r.git"},
+		"watchNamespaces": []any{"apps", "web"}, "clusterRoleName": "fluxd-workloads-team-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := objects(t, out)
+	if _, ok := objs["ClusterRole/<nil>/fluxd-workloads-team-b"]; !ok {
+		t.Errorf("no ClusterRole fluxd-workloads-team-b in %v", slices.Sorted(maps.Keys(objs)))
+	}
+	for _, ns := range []string{"apps", "web"} {
+		rb, _ := objs["RoleBinding/"+ns+"/fluxd-workloads-team-b"].(map[string]any)
+		if ref, _ := rb["roleRef"].(map[string]any); ref["name"] != "fluxd-workloads-team-b" {
+			t.Errorf("the RoleBinding in %s grants %v, want the ClusterRole fluxd-workloads-team-b", ns, rb["roleRef"])
+		}
 	}
 }
 

@@ -47,6 +47,10 @@ as 'fluxctl install' does (deploy.Options.Validate).
 {{- if and $db (or (gt (len $db) 253) (not (regexMatch `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$` $db))) -}}
 {{- $errs = append $errs (printf "historyDBSecret %q is not a Secret name" $db) -}}
 {{- end -}}
+{{- $cr := toString (.Values.clusterRoleName | default "") -}}
+{{- if and $cr (or (gt (len $cr) 253) (not (regexMatch `^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$` $cr))) -}}
+{{- $errs = append $errs (printf "clusterRoleName %q is not a ClusterRole name (lower-case letters, digits, '-' and '.')" $cr) -}}
+{{- end -}}
 {{- if $errs -}}
 {{- fail (printf "fluxd's chart values:\n  - %s" (join "\n  - " $errs)) -}}
 {{- end -}}
