@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -100,8 +101,8 @@ func TestHelmTemplateIsAccepted(t *testing.T) {
 }
 
 // helmNS is the namespace of the Helm-installed fluxd, apart from
-// TestFluxdInAPod's.
-const helmNS = "fluxd-helm"
+// TestFluxdInAPod's and docs/install.md's (TestHelmGuide).
+const helmNS = "fluxd-helm-pod"
 
 // 'helm install' of the chart on the real node gives a Ready fluxd pod
 // from fluxd's own image, which fluxctl reaches through 'kubectl
@@ -361,4 +362,70 @@ func portForward(t *testing.T, kubectl, addr string) string {
 		}
 	}()
 	return local
+}
+
+// helmGuideMarker marks the blocks of docs/install.md's "Install with
+// Helm" that TestHelmGuide runs.
+const helmGuideMarker = "# tested: TestHelmGuide"
+
+// docs/install.md's "Install with Helm" runs as written, with the helm
+// CLI built from its module, from a checkout's root, on the stack.
+func TestHelmGuide(t *testing.T) {
+	root, err := localstack.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps, _, err := guideSteps(filepath.Join(root, "docs", "install.md"), helmGuideMarker, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(steps) < 8 {
+		t.Fatalf("the Helm section has %d commands in its tested blocks; the parser or the guide is wrong", len(steps))
+	}
+	helm := helmCLI(t)
+	kc := kubeClient(t)
+	t.Cleanup(func() {
+		_ = kc.CoreV1().Namespaces().Delete(context.Background(), "fluxd-helm", metav1.DeleteOptions{})
+	})
+	sh := newGuideShell(t, []string{
+		"KUBECONFIG=" + stack.Kubeconfig,
+		"PATH=" + filepath.Dir(helm) + ":" + binDir + ":" + stackBinDir(t) + ":" + os.Getenv("PATH"),
+	})
+	// "From its root": the checkout's deploy/ in the shell's directory.
+	if out, code, err := sh.run(-1, "ln -s "+filepath.Join(root, "deploy")+" deploy", time.Minute); err != nil || code != 0 {
+		t.Fatalf("linking the checkout's deploy/: exit %d %v\n%s", code, err, out)
+	}
+	runGuide(t, "install.md", steps, sh)
+}
+
+// helmCLI builds the helm CLI at the version of go.mod's Helm module,
+// once, into a cache directory of its own, and returns its path.
+func helmCLI(t *testing.T) string {
+	t.Helper()
+	version := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, d := range bi.Deps {
+			if d.Path == "helm.sh/helm/v3" {
+				version = d.Version
+			}
+		}
+	}
+	if version == "" {
+		t.Fatal("the test binary was built without helm.sh/helm/v3")
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(cache, "fluxd-helm", version)
+	bin := filepath.Join(dir, "helm")
+	if _, err := os.Stat(bin); err == nil {
+		return bin
+	}
+	cmd := exec.Command("go", "install", "helm.sh/helm/v3/cmd/helm@"+version)
+	cmd.Env = append(os.Environ(), "GOBIN="+dir, "CGO_ENABLED=0", "GOFLAGS=-mod=mod")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go install helm.sh/helm/v3/cmd/helm@%s: %v\n%s", version, err, out)
+	}
+	return bin
 }
