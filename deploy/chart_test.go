@@ -19,6 +19,7 @@ import (
 	"go.yaml.in/yaml/v3"
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/lint/support"
 
 	"github.com/fluxd/fluxd/internal/giturl"
 )
@@ -341,5 +342,21 @@ func TestChartNotes(t *testing.T) {
 		if !strings.Contains(rel.Info.Notes, w) {
 			t.Errorf("the notes lack %q:\n%s", w, rel.Info.Notes)
 		}
+	}
+}
+
+// 'helm lint --strict' finds nothing to say about the chart (Chart.yaml,
+// values, templates, rendered objects), given its required values.
+func TestChartLints(t *testing.T) {
+	lint := action.NewLint()
+	lint.Strict, lint.Namespace = true, "fluxd"
+	res := lint.Run([]string{ChartDir}, map[string]any{"image": "reg.example/fluxd:v1", "git": map[string]any{"url": "git@h:org/r.git"}})
+	for _, m := range res.Messages {
+		if m.Severity >= support.WarningSev {
+			t.Errorf("helm lint: %s", m)
+		}
+	}
+	for _, err := range res.Errors {
+		t.Errorf("helm lint: %v", err)
 	}
 }
