@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -402,17 +401,17 @@ func TestHelmGuide(t *testing.T) {
 // once, into a cache directory of its own, and returns its path.
 func helmCLI(t *testing.T) string {
 	t.Helper()
-	version := ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, d := range bi.Deps {
-			if d.Path == "helm.sh/helm/v3" {
-				version = d.Version
-			}
-		}
+	root, err := localstack.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
 	}
-	if version == "" {
-		t.Fatal("the test binary was built without helm.sh/helm/v3")
+	list := exec.Command("go", "list", "-m", "-f", "{{.Version}}", "helm.sh/helm/v3")
+	list.Dir = root
+	out, err := list.Output()
+	if err != nil {
+		t.Fatalf("go list -m helm.sh/helm/v3: %v", err)
 	}
+	version := strings.TrimSpace(string(out))
 	cache, err := os.UserCacheDir()
 	if err != nil {
 		t.Fatal(err)
