@@ -316,6 +316,9 @@ func readyPod(ctx context.Context, t *testing.T, kc *kubernetes.Clientset, not s
 		}
 		return ready != nil, nil
 	})
+	if wait.Interrupted(err) || errors.Is(err, context.DeadlineExceeded) || ctx.Err() != nil {
+		t.Fatalf("no Ready fluxd pod in %s (other than %q) within 2 minutes; pods: %s", helmNS, not, last)
+	}
 	if err != nil {
 		t.Fatalf("waiting for a Ready fluxd pod in %s (not %q): %v; pods: %s", helmNS, not, err, last)
 	}
