@@ -91,13 +91,15 @@ torture: deps
 vet:
 	go vet ./...
 
-## generate: regenerate the protobuf code with pinned generators
+## generate: regenerate the protobuf code with pinned generators, and the Helm chart's templates from deploy/
 generate:
 	hack/generate.sh
+	go test -count=1 -run '^TestChartIsGenerated$$' ./deploy -update
 
-## check-generate: fail when the checked-in protobuf code or the generated docs are stale
+## check-generate: fail when the checked-in protobuf code, the Helm chart or the generated docs are stale
 check-generate:
 	hack/generate.sh --check
+	go test -count=1 -run '^TestChart' ./deploy
 	go test -count=1 -run 'TestCLIReference|TestFlagReference' ./cmd/fluxctl ./cmd/fluxd
 
 ## docs: regenerate docs/cli.md and docs/fluxd-flags.md from the commands' own flags
