@@ -33,6 +33,9 @@ type Field struct {
 	Path []string
 	// Key and Value are the scalar's mapping entry.
 	Key, Value *yaml.Node
+	// Flow says the entry is inside a flow collection ({...}), where a
+	// plain value must not hold ",[]{}".
+	Flow bool
 }
 
 // Image is one image found in values, a "container" of the HelmRelease.
@@ -81,7 +84,7 @@ func Find(annotations map[string]string, values *yaml.Node) ([]Image, []string) 
 		}
 	}
 	if values != nil && values.Kind == yaml.MappingNode {
-		walk(values, nil, func(img Image) {
+		walk(values, nil, values.Style&yaml.FlowStyle != 0, func(img Image) {
 			for _, f := range img.Fields() {
 				if claimed[f.Value] {
 					return // the annotations name it already
@@ -104,7 +107,7 @@ func Find(annotations map[string]string, values *yaml.Node) ([]Image, []string) 
 
 // walk calls fn for every mapping under m (at path) that holds an image,
 // in document order, depth first.
-func walk(m *yaml.Node, path []string, fn func(Image)) {
+func walk(m *yaml.Node, path []string, flow bool, fn func(Image)) {
 	if len(path) > maxDepth {
 		return
 	}
@@ -112,7 +115,7 @@ func walk(m *yaml.Node, path []string, fn func(Image)) {
 	if len(path) == 0 {
 		name = ChartImage
 	}
-	if img, ok := container(m, path); ok {
+	if img, ok := container(m, path, flow); ok {
 		img.Name = name
 		fn(img)
 	}
@@ -121,14 +124,14 @@ func walk(m *yaml.Node, path []string, fn func(Image)) {
 		if v.Kind != yaml.MappingNode || k.Kind != yaml.ScalarNode || k.Value == "<<" || k.Value == "image" {
 			continue
 		}
-		walk(v, append(path[:len(path):len(path)], k.Value), fn)
+		walk(v, append(path[:len(path):len(path)], k.Value), flow || v.Style&yaml.FlowStyle != 0, fn)
 	}
 }
 
 // container reads the image of mapping m (at path), Flux v1's
 // interpretAsContainer: its image entry is a string (with an optional
 // sibling tag) or a mapping with a repository.
-func container(m *yaml.Node, path []string) (Image, bool) {
+func container(m *yaml.Node, path []string, flow bool) (Image, bool) {
 	key, v := entry(m, "image")
 	if v == nil {
 		return Image{}, false
@@ -136,25 +139,26 @@ func container(m *yaml.Node, path []string) (Image, bool) {
 	at := func(k string) []string { return append(path[:len(path):len(path)], k) }
 	switch {
 	case str(v):
-		img := Image{Image: &Field{Path: at("image"), Key: key, Value: v}, Ref: v.Value}
+		img := Image{Image: &Field{Path: at("image"), Key: key, Value: v, Flow: flow}, Ref: v.Value}
 		if tk, tv := entry(m, "tag"); tv != nil && str(tv) {
-			img.Tag = &Field{Path: at("tag"), Key: tk, Value: tv}
+			img.Tag = &Field{Path: at("tag"), Key: tk, Value: tv, Flow: flow}
 			img.Ref = v.Value + ":" + tv.Value
 		}
 		return img, valid(img.Ref)
 	case v.Kind == yaml.MappingNode:
 		img := Image{}
+		flow := flow || v.Style&yaml.FlowStyle != 0
 		rk, rv := entry(v, "repository")
 		if rv == nil || !str(rv) {
 			return Image{}, false
 		}
 		sub := at("image")
-		img.Repository = &Field{Path: append(sub[:len(sub):len(sub)], "repository"), Key: rk, Value: rv}
+		img.Repository = &Field{Path: append(sub[:len(sub):len(sub)], "repository"), Key: rk, Value: rv, Flow: flow}
 		if gk, gv := entry(v, "registry"); gv != nil && str(gv) {
-			img.Registry = &Field{Path: append(sub[:len(sub):len(sub)], "registry"), Key: gk, Value: gv}
+			img.Registry = &Field{Path: append(sub[:len(sub):len(sub)], "registry"), Key: gk, Value: gv, Flow: flow}
 		}
 		if tk, tv := entry(v, "tag"); tv != nil && str(tv) {
-			img.Tag = &Field{Path: append(sub[:len(sub):len(sub)], "tag"), Key: tk, Value: tv}
+			img.Tag = &Field{Path: append(sub[:len(sub):len(sub)], "tag"), Key: tk, Value: tv, Flow: flow}
 		}
 		img.Ref = compose(img)
 		return img, valid(img.Ref)
@@ -205,7 +209,9 @@ func field(values *yaml.Node, p string) (*Field, error) {
 	keys := strings.Split(p, ".")
 	var key *yaml.Node
 	n := values
+	flow := false
 	for i, k := range keys {
+		flow = flow || n != nil && n.Style&yaml.FlowStyle != 0
 		if k == "" {
 			return nil, fmt.Errorf("path %q has an empty key", p)
 		}
@@ -217,7 +223,7 @@ func field(values *yaml.Node, p string) (*Field, error) {
 	if !str(n) {
 		return nil, fmt.Errorf("spec.values.%s is not a string", p)
 	}
-	return &Field{Path: keys, Key: key, Value: n}, nil
+	return &Field{Path: keys, Key: key, Value: n, Flow: flow}, nil
 }
 
 // compose is the image reference the parts of a mapping form make.
@@ -272,9 +278,10 @@ func (img Image) Split(ref string) ([]Assign, error) {
 		reg := domain
 		if old := strings.TrimSuffix(img.Registry.Value.Value, "/"); old != "" && strings.HasPrefix(name, old+"/") {
 			reg, rest = old, strings.TrimPrefix(name, old+"/")
-		} else if reg == "" {
-			reg = "docker.io"
 		}
+		// An image that names no registry leaves the field empty, so
+		// that the values compose exactly ref again (charts write no
+		// registry then, as Flux v1 did).
 		out = append(out, Assign{img.Registry, reg})
 		if img.Tag != nil {
 			out = append(out, Assign{img.Repository, rest}, Assign{img.Tag, tag})

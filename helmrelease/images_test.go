@@ -144,6 +144,8 @@ func TestSplit(t *testing.T) {
 			want: map[string]string{"image.repository": "team/app:2"}},
 		{name: "fluxd/registry with a port", values: "image: {registry: \"127.0.0.1:5000\", repository: team/app, tag: \"1\"}\n", to: "127.0.0.1:5000/team/app:2",
 			want: map[string]string{"image.registry": "127.0.0.1:5000", "image.repository": "team/app", "image.tag": "2"}},
+		{name: "fluxd/an image naming no registry empties the registry field", values: "image: {registry: quay.io, repository: team/app, tag: \"1\"}\n", to: "team/app:2",
+			want: map[string]string{"image.registry": "", "image.repository": "team/app", "image.tag": "2"}},
 		{name: "fluxd/a separate tag needs a tag", values: "image: {repository: app, tag: \"1\"}\n", to: "app@sha256:" + strings.Repeat("a", 64),
 			err: "has no tag"},
 	} {
