@@ -430,6 +430,9 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 		e.job.State, e.job.Stage, e.job.Error = history.JobFailed, StageFailed, err.Error()
 	default:
 		e.job.State, e.job.Stage, e.job.Commit = history.JobSucceeded, StageDone, res.Commit
+		if res.NotRolledOut != "" {
+			e.job.Stage, e.job.Error = StageNotRolledOut, res.NotRolledOut
+		}
 		if b, err := json.Marshal(res.Plan); err == nil {
 			e.job.Plan = b
 		}
