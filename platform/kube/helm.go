@@ -67,30 +67,18 @@ func (c *Cluster) watchHelm(ctx context.Context, namespaces []string, resync tim
 }
 
 // discoverHelm starts the informers of the groups now served; it reports
-// whether every group is watched.
+// whether every group is watched. Discovery runs without the lock, so that
+// a slow API server never holds Workloads.
 func (c *Cluster) discoverHelm(ctx context.Context, namespaces []string, resync time.Duration) bool {
-	c.helm.mu.Lock()
-	defer c.helm.mu.Unlock()
 	all := true
 	for _, g := range helmGroups {
-		if _, ok := c.helm.informers[g.group]; ok {
+		c.helm.mu.Lock()
+		_, watched := c.helm.informers[g.group]
+		c.helm.mu.Unlock()
+		if watched {
 			continue
 		}
-		version := ""
-		for _, v := range g.versions {
-			list, err := c.client.Discovery().ServerResourcesForGroupVersion(g.group + "/" + v)
-			if err != nil {
-				continue
-			}
-			for _, r := range list.APIResources {
-				if r.Name == "helmreleases" {
-					version = v
-				}
-			}
-			if version != "" {
-				break
-			}
-		}
+		version := servedVersion(c, g.group, g.versions)
 		if version == "" {
 			all = false
 			continue
@@ -107,13 +95,32 @@ func (c *Cluster) discoverHelm(ctx context.Context, namespaces []string, resync 
 			f.Start(ctx.Done())
 			infs = append(infs, inf)
 		}
+		c.helm.mu.Lock()
 		if c.helm.informers == nil {
 			c.helm.informers = map[string][]cache.SharedIndexInformer{}
 		}
 		c.helm.informers[g.group] = infs
+		c.helm.mu.Unlock()
 		slog.Default().Info("watching HelmReleases", "component", "cluster", "apiVersion", g.group+"/"+version)
 	}
 	return all
+}
+
+// servedVersion is the first of versions at which the API server serves
+// group's helmreleases; "" when none.
+func servedVersion(c *Cluster, group string, versions []string) string {
+	for _, v := range versions {
+		list, err := c.client.Discovery().ServerResourcesForGroupVersion(group + "/" + v)
+		if err != nil {
+			continue
+		}
+		for _, r := range list.APIResources {
+			if r.Name == "helmreleases" {
+				return v
+			}
+		}
+	}
+	return ""
 }
 
 // kickHelm asks watchHelm to look for HelmRelease CRDs now.
