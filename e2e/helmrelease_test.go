@@ -16,6 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/history/sqlite"
 )
 
 //go:embed testdata/helmrelease-crds.yaml
@@ -155,11 +158,27 @@ spec:
 				t.Errorf("git after the automated release lacks %q:\n%s", want, y)
 			}
 		}
+		// The history row, read from fluxd's SQLite file: a workload
+		// automated by Flux v1's annotation names no fluxd instance
+		// (fluxd.io/automated-by), so its automated releases are recorded
+		// under the automator's default instance, "default", which the
+		// e2e instance's tokens do not see.
+		store, err := sqlite.Open(ctx, filepath.Join(stack.Dir, "fluxd-helm", "history.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer store.Close()
 		if err := poll(ctx, 60*time.Second, func() error {
-			if types := historyTypes(t, viewer, "default:helmrelease/hrauto"); !strings.Contains(strings.Join(types, " "), "automated-release") {
-				return fmt.Errorf("history of hrauto: %v", types)
+			evs, err := store.Events(ctx, "default", history.Query{Service: "default:helmrelease/hrauto"})
+			if err != nil {
+				return err
 			}
-			return nil
+			for _, ev := range evs {
+				if ev.Type == history.AutomatedRelease && len(ev.Changes) == 1 && ev.Changes[0].Container == "chart-image" && ev.Changes[0].To == app+":1.0.1" {
+					return nil
+				}
+			}
+			return fmt.Errorf("history of hrauto has no automated release of chart-image to 1.0.1: %+v", evs)
 		}); err != nil {
 			t.Fatal(err)
 		}
