@@ -1,10 +1,18 @@
 package kube
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/fluxd/fluxd/platform"
 )
@@ -61,5 +69,61 @@ func TestFromHelmRelease(t *testing.T) {
 				t.Errorf("RolledOut(2) = %v, want %v", got, tc.rolledOutAtGen2)
 			}
 		})
+	}
+}
+
+// A cluster without the HelmRelease CRD lists its workloads as before
+// and watches no HelmRelease; once the CRD is served, the next discovery
+// watches them and they are listed. (Narrow: fake clients; the e2e test
+// TestHelmReleases runs it on the real control plane.)
+func TestHelmReleaseCRDAbsentThenServed(t *testing.T) {
+	client := fake.NewClientset(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hello"}})
+	hr := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+		"metadata": map[string]any{"name": "web", "namespace": "default"},
+		"spec":     map[string]any{"values": map[string]any{"image": "reg/web:1"}},
+	}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{
+			{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"}: "HelmReleaseList",
+			{Group: "helm.fluxcd.io", Version: "v1", Resource: "helmreleases"}:         "HelmReleaseList",
+		}, hr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newCluster(client, "fake", Config{Namespaces: []string{"default"}})
+	c.dynamic = dyn
+	c.Start(ctx)
+	if err := c.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ids := func() []string {
+		ws, err := c.Workloads(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, w := range ws {
+			out = append(out, w.ID.String())
+		}
+		return out
+	}
+	if c.discoverHelm(ctx, c.namespaces, 0) {
+		t.Fatal("discovery says HelmReleases are served, with no CRD")
+	}
+	if diff := cmp.Diff([]string{"default:deployment/hello"}, ids()); diff != "" {
+		t.Errorf("without the CRD, Workloads (-want +got):\n%s", diff)
+	}
+	client.Resources = append(client.Resources, &metav1.APIResourceList{
+		GroupVersion: "helm.toolkit.fluxcd.io/v2",
+		APIResources: []metav1.APIResource{{Name: "helmreleases", Namespaced: true, Kind: "HelmRelease"}},
+	})
+	c.discoverHelm(ctx, c.namespaces, 0)
+	want := []string{"default:deployment/hello", "default:helmrelease/web"}
+	deadline := time.Now().Add(10 * time.Second)
+	for diff := cmp.Diff(want, ids()); diff != ""; diff = cmp.Diff(want, ids()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("with the CRD served, Workloads (-want +got):\n%s", diff)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
