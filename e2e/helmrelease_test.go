@@ -224,6 +224,14 @@ spec:
 		if !strings.Contains(hist, "not rolled out") {
 			t.Errorf("history does not say the release was not rolled out:\n%s", hist)
 		}
+		// automate writes fluxd's own annotation on a HelmRelease that
+		// had none, as on any workload.
+		if out, stderr, code := fluxctl(t, deployer, "automate", "hr/hrflat"); code != 0 {
+			t.Fatalf("automate: exit %d\n%s%s", code, out, stderr)
+		}
+		if y := gitShowRemote(t, dir+"/hrflat.yaml"); !strings.Contains(y, `fluxd.io/automated: "true"`) {
+			t.Errorf("git after automate:\n%s", y)
+		}
 	})
 }
 
