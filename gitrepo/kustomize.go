@@ -147,6 +147,13 @@ func (k *kustomizer) workloads(rel string) ([]*Definition, error) {
 			return nil, err
 		}
 		for _, d := range defs {
+			if d.ID.Kind == platform.KindHelmRelease {
+				// A release edits a kustomization's images: entries,
+				// which do not reach a HelmRelease's values: not
+				// implemented, so it is not offered as a service (the
+				// sync applies it as git has it).
+				continue
+			}
 			d.Line, d.Built = 0, true
 			out = append(out, d)
 		}

@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fluxd/fluxd/helmrelease"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/policy"
 )
@@ -295,6 +297,10 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 		for _, c := range containerNodes(w.obj, w.id.Kind) {
 			def.Containers = append(def.Containers, Container{Name: c.name, Image: c.image.Value, Init: c.init})
 		}
+		var helmWarnings []string
+		if w.id.Kind == platform.KindHelmRelease {
+			def.Containers, helmWarnings = helmContainers(w.obj)
+		}
 		if r := lookup(w.obj, "spec", "replicas"); r != nil && r.Kind == yaml.ScalarNode {
 			if n, err := strconv.ParseInt(r.Value, 10, 32); err == nil {
 				n := int32(n)
@@ -315,6 +321,7 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 		}
 		def.Annotations, def.Warnings = policy.ReadObject(def.RawAnnotations, labels)
 		def.Dialects = policy.Dialects(def.RawAnnotations, labels)
+		def.Warnings = append(def.Warnings, helmWarnings...)
 		defs = append(defs, def)
 		return nil
 	})
@@ -416,12 +423,13 @@ func workloadID(obj *yaml.Node, kind string) (platform.ID, bool) {
 	if k := scalar(obj, "kind"); k != "" {
 		kind = k
 	}
-	kind = strings.ToLower(kind)
-	switch kind {
-	case "deployment", "statefulset", "daemonset", "cronjob":
-	default:
+	switch {
+	case helmrelease.IsHelmRelease(scalar(obj, "apiVersion"), kind):
+	case !slices.Contains(platform.Kinds, strings.ToLower(kind)) || strings.ToLower(kind) == platform.KindHelmRelease:
+		// A HelmRelease of another API group (not Flux's) is not one.
 		return platform.ID{}, false
 	}
+	kind = strings.ToLower(kind)
 	name := scalar(lookup(obj, "metadata"), "name")
 	if name == "" {
 		return platform.ID{}, false

@@ -241,6 +241,9 @@ type Result struct {
 	Plan *Plan
 	// Commit is the pushed commit; empty when there was nothing to change.
 	Commit string
+	// NotRolledOut, when set, says the release was committed and
+	// applied, but nothing reported on its rollout (StageNotRolledOut).
+	NotRolledOut string
 }
 
 // Validate checks a spec on its own, before anything is read.

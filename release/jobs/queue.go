@@ -434,6 +434,9 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 		e.job.State, e.job.Stage, e.job.Error = history.JobFailed, release.StageFailed, err.Error()
 	default:
 		e.job.State, e.job.Stage, e.job.Commit = history.JobSucceeded, release.StageDone, res.Commit
+		if res.NotRolledOut != "" {
+			e.job.Stage, e.job.Error = release.StageNotRolledOut, res.NotRolledOut
+		}
 		if b, err := json.Marshal(res.Plan); err == nil {
 			e.job.Plan = b
 		}
