@@ -20,6 +20,7 @@ import (
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/release/jobs"
 )
 
 // User is the user automated releases are made as.
@@ -34,8 +35,8 @@ type Planner interface {
 // Jobs is the release job queue: automated releases are jobs like any
 // other, listed, watched, cancelled and taken over like them.
 type Jobs interface {
-	Enqueue(ctx context.Context, instance string, spec release.Spec, checksum string) (release.JobUpdate, error)
-	Get(ctx context.Context, instance, id string) (release.JobUpdate, error)
+	Enqueue(ctx context.Context, instance string, spec release.Spec, checksum string) (jobs.JobUpdate, error)
+	Get(ctx context.Context, instance, id string) (jobs.JobUpdate, error)
 }
 
 // Config sets the automator's timing.

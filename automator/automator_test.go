@@ -18,6 +18,7 @@ import (
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/release/jobs"
 )
 
 func svc(name string) platform.ID {
@@ -73,19 +74,19 @@ type fakeJobs struct {
 	specs  []release.Spec
 }
 
-func (j *fakeJobs) Enqueue(_ context.Context, instance string, spec release.Spec, _ string) (release.JobUpdate, error) {
+func (j *fakeJobs) Enqueue(_ context.Context, instance string, spec release.Spec, _ string) (jobs.JobUpdate, error) {
 	job := history.Job{ID: "job" + string(rune('1'+len(j.queued))), Instance: instance, State: history.JobQueued}
 	j.queued, j.specs = append(j.queued, job), append(j.specs, spec)
-	return release.JobUpdate{Job: job}, nil
+	return jobs.JobUpdate{Job: job}, nil
 }
 
-func (j *fakeJobs) Get(_ context.Context, instance, id string) (release.JobUpdate, error) {
+func (j *fakeJobs) Get(_ context.Context, instance, id string) (jobs.JobUpdate, error) {
 	for _, job := range j.queued {
 		if job.ID == id && job.Instance == instance {
-			return release.JobUpdate{Job: job}, nil
+			return jobs.JobUpdate{Job: job}, nil
 		}
 	}
-	return release.JobUpdate{}, errors.New("no such job")
+	return jobs.JobUpdate{}, errors.New("no such job")
 }
 
 func (j *fakeJobs) end(state history.JobState) { j.queued[len(j.queued)-1].State = state }

@@ -44,6 +44,8 @@ func TestReleaseBareTag(t *testing.T) {
 		wl("web", "reg.example/team/web:1.0.0"),
 		wl("web2", "reg.example/team/web:1.0.1"),
 		wl("sidecar", "reg.example/team/web:1.0.0", "reg.example/envoy:1.30"),
+		// Pinned by digest (fluxd.io/pin-digest): the same repository.
+		wl("pinned", "reg.example/team/web:1.0.0@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"),
 	}}
 	rel := &specReleaser{}
 	f := newFixtureWith(t, Config{}, Deps{Cluster: cluster, Releaser: rel, Jobs: stubJobs{}})
@@ -59,8 +61,11 @@ func TestReleaseBareTag(t *testing.T) {
 	if err := plan("reg.example/other:3", "web"); err != nil {
 		t.Fatal(err)
 	}
-	if got := []string{rel.specs[0].Image, rel.specs[1].Image}; got[0] != "reg.example/team/web:1.2.0" || got[1] != "reg.example/other:3" {
-		t.Errorf("planned images %q; want the bare tag on the services' repository, and a full image as given", got)
+	if err := plan("1.2.0", "web", "pinned"); err != nil {
+		t.Fatal(err)
+	}
+	if got := []string{rel.specs[0].Image, rel.specs[1].Image, rel.specs[2].Image}; got[0] != "reg.example/team/web:1.2.0" || got[1] != "reg.example/other:3" || got[2] != "reg.example/team/web:1.2.0" {
+		t.Errorf("planned images %q; want the bare tag on the services' repository (a pinned one's too), and a full image as given", got)
 	}
 	for _, tc := range []struct {
 		services []string

@@ -12,6 +12,7 @@ import (
 	"github.com/fluxd/fluxd/platform"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/release/jobs"
 )
 
 // Conversions between domain types and protobuf live here, and only here.
@@ -127,7 +128,7 @@ var jobStates = map[history.JobState]fluxdv1.JobState{
 	history.JobCancelled: fluxdv1.JobState_JOB_STATE_CANCELLED,
 }
 
-func jobToProto(u release.JobUpdate) *fluxdv1.Job {
+func jobToProto(u jobs.JobUpdate) *fluxdv1.Job {
 	j := u.Job
 	out := &fluxdv1.Job{
 		Id: j.ID, State: jobStates[j.State], Stage: j.Stage, Error: j.Error, Commit: j.Commit,
@@ -187,7 +188,7 @@ func gitStatusToProto(st gitrepo.RemoteStatus) *fluxdv1.GitRemoteStatus {
 
 // WatchJobResponse is a job update as WatchJob streams it; the web page's
 // live events carry the same.
-func WatchJobResponse(u release.JobUpdate) *fluxdv1.WatchJobResponse {
+func WatchJobResponse(u jobs.JobUpdate) *fluxdv1.WatchJobResponse {
 	resp := &fluxdv1.WatchJobResponse{Job: jobToProto(u)}
 	for _, w := range u.Workloads {
 		resp.Workloads = append(resp.Workloads, &fluxdv1.WorkloadProgress{Service: w.Service.String(), Replicas: replicasToProto(w.Replicas)})

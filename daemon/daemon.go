@@ -17,6 +17,7 @@ import (
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/registry"
 	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/release/jobs"
 	"github.com/fluxd/fluxd/syncer"
 )
 
@@ -36,11 +37,11 @@ type Releaser interface {
 
 // Jobs queues and runs release executions.
 type Jobs interface {
-	Enqueue(ctx context.Context, instance string, spec release.Spec, checksum string) (release.JobUpdate, error)
-	Get(ctx context.Context, instance, id string) (release.JobUpdate, error)
-	List(ctx context.Context, instance string, limit int) ([]release.JobUpdate, error)
-	Cancel(ctx context.Context, instance, id string) (release.JobUpdate, error)
-	Watch(ctx context.Context, instance, id string) (<-chan release.JobUpdate, error)
+	Enqueue(ctx context.Context, instance string, spec release.Spec, checksum string) (jobs.JobUpdate, error)
+	Get(ctx context.Context, instance, id string) (jobs.JobUpdate, error)
+	List(ctx context.Context, instance string, limit int) ([]jobs.JobUpdate, error)
+	Cancel(ctx context.Context, instance, id string) (jobs.JobUpdate, error)
+	Watch(ctx context.Context, instance, id string) (<-chan jobs.JobUpdate, error)
 }
 
 // Automation is the automator as the daemon sees it: told when there may

@@ -2,15 +2,10 @@ package daemon
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
 	"path/filepath"
 	"strings"
@@ -25,6 +20,7 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/testcerts"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
@@ -60,21 +56,11 @@ func follower(t *testing.T, leader string, peer *tls.Config) (fluxdv1.FluxServic
 	return fluxdv1.NewFluxServiceClient(conn), tok
 }
 
-// selfSigned returns a TLS certificate of a CA of its own, for name.
+// selfSigned returns a TLS certificate of a CA of its own, for name, and
+// a pool that trusts it.
 func selfSigned(t *testing.T, name string) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name}, DNSNames: []string{name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	pool := x509.NewCertPool()
-	pool.AddCert(c)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+	ca := testcerts.NewCA(t, name)
+	return ca.TLS, ca.Pool()
 }
 
 // Without replica TLS a follower forwards nothing: the caller is told to

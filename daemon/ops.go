@@ -19,6 +19,7 @@ import (
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
 	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/release/jobs"
 )
 
 // ContainerImages is one container's current image, what its repository
@@ -233,7 +234,7 @@ type ReleaseRequest struct {
 // ReleaseResult is a plan, and for an execution the job that runs it.
 type ReleaseResult struct {
 	Plan *release.Plan
-	Job  *release.JobUpdate
+	Job  *jobs.JobUpdate
 }
 
 // Release plans a release for the caller's instance, or queues its
@@ -622,7 +623,7 @@ func (d *Daemon) needsMetadata(ctx context.Context, repository string) bool {
 				continue
 			}
 			f, ferr := containerFilter(s.annotations, c.Name, ref)
-			if ferr != nil || f.NeedsMetadata() || f.Order == "" {
+			if ferr != nil || f.NeedsMetadata() || f.Order == "" || pinnedMutable(s.annotations, c.Name, ref) {
 				return true
 			}
 		}

@@ -110,8 +110,11 @@ func resolveIn(all []Service, name string) (Service, error) {
 // kubectlKind reads a kind as kubectl accepts it: singular or plural, its
 // short name, with or without its API group.
 func kubectlKind(s string) (string, bool) {
-	s = strings.TrimSuffix(strings.TrimSuffix(strings.ToLower(s), ".apps"), ".batch")
-	short := map[string]string{"deploy": "deployment", "sts": "statefulset", "ds": "daemonset", "cj": "cronjob"}
+	s = strings.ToLower(s)
+	for _, group := range []string{".apps", ".batch", ".helm.toolkit.fluxcd.io", ".helm.fluxcd.io"} {
+		s = strings.TrimSuffix(s, group)
+	}
+	short := map[string]string{"deploy": "deployment", "sts": "statefulset", "ds": "daemonset", "cj": "cronjob", "hr": "helmrelease"}
 	if k, ok := short[s]; ok {
 		return k, true
 	}

@@ -19,6 +19,7 @@ func TestResolve(t *testing.T) {
 		svc("prod", "deployment", "redis"),
 		svc("prod", "statefulset", "db"),
 		svc("deploy", "deployment", "web"),
+		svc("apps", "helmrelease", "podinfo"),
 	}
 	for _, tc := range []struct {
 		in, want string
@@ -41,6 +42,10 @@ func TestResolve(t *testing.T) {
 		{in: "sts/db", want: "prod:statefulset/db"},
 		{in: "statefulset/helloworld", kind: fluxerr.Missing, msg: `no service "statefulset/helloworld"`},
 		{in: "deployment/redis", kind: fluxerr.User, msg: "ambiguous"},
+		// HelmReleases, as kubectl names them.
+		{in: "hr/podinfo", want: "apps:helmrelease/podinfo"},
+		{in: "helmreleases.helm.toolkit.fluxcd.io/podinfo", want: "apps:helmrelease/podinfo"},
+		{in: "apps:helmrelease/podinfo", want: "apps:helmrelease/podinfo"},
 		// A namespace named like a kind is a namespace first.
 		{in: "deploy/web", want: "deploy:deployment/web"},
 	} {

@@ -28,6 +28,7 @@ import (
 	"github.com/fluxd/fluxd/internal/auth"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/release/jobs"
 )
 
 // readOnlyRPCs are the FluxService methods a viewer may call. This list is
@@ -64,24 +65,8 @@ func newRequest(t *testing.T, m protoreflect.MethodDescriptor) proto.Message {
 // call's error (for a stream, the first receive's).
 func invoke(ctx context.Context, t *testing.T, conn *grpc.ClientConn, m protoreflect.MethodDescriptor, req proto.Message) error {
 	t.Helper()
-	full := "/" + string(m.Parent().FullName()) + "/" + string(m.Name())
-	mt, err := protoregistry.GlobalTypes.FindMessageByName(m.Output().FullName())
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp := mt.New().Interface()
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if !m.IsStreamingClient() && !m.IsStreamingServer() {
-		return conn.Invoke(ctx, full, req, resp)
-	}
-	st, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: m.IsStreamingServer(), ClientStreams: m.IsStreamingClient()}, full)
-	if err != nil {
-		return err
-	}
-	_ = st.SendMsg(req)
-	_ = st.CloseSend()
-	return st.RecvMsg(resp)
+	_, err := invokeResp(ctx, t, conn, m, req)
+	return err
 }
 
 // refusedByAuth says whether an error is the interceptors' refusal, as
@@ -240,7 +225,7 @@ func TestAnotherInstanceSeesNoJobsOrHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { store.Close() })
-	q := release.NewQueue(noExecutor{}, store, time.Minute, false, slog.New(slog.DiscardHandler))
+	q := jobs.NewQueue(noExecutor{}, store, time.Minute, false, slog.New(slog.DiscardHandler))
 	f := newFixtureWith(t, Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: q, History: store})
 
 	job, err := q.Enqueue(ctx, "team-a", release.Spec{All: true, AllLatest: true, User: "alice"}, "")

@@ -29,6 +29,7 @@ import (
 	"github.com/fluxd/fluxd/platform"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/release/jobs"
 )
 
 // stubCluster is the daemon's own Cluster interface, satisfied in memory.
@@ -69,21 +70,21 @@ func (stubReleaser) Manifests(context.Context) (string, *gitrepo.Manifests, erro
 // stubJobs knows no jobs.
 type stubJobs struct{}
 
-func (stubJobs) Enqueue(context.Context, string, release.Spec, string) (release.JobUpdate, error) {
-	return release.JobUpdate{}, errors.New("stubJobs does not run jobs")
+func (stubJobs) Enqueue(context.Context, string, release.Spec, string) (jobs.JobUpdate, error) {
+	return jobs.JobUpdate{}, errors.New("stubJobs does not run jobs")
 }
 
-func (stubJobs) Get(_ context.Context, _, id string) (release.JobUpdate, error) {
-	return release.JobUpdate{}, fluxerr.New(fluxerr.Missing, fmt.Errorf("there is no job %q", id), "")
+func (stubJobs) Get(_ context.Context, _, id string) (jobs.JobUpdate, error) {
+	return jobs.JobUpdate{}, fluxerr.New(fluxerr.Missing, fmt.Errorf("there is no job %q", id), "")
 }
 
-func (j stubJobs) List(context.Context, string, int) ([]release.JobUpdate, error) { return nil, nil }
+func (j stubJobs) List(context.Context, string, int) ([]jobs.JobUpdate, error) { return nil, nil }
 
-func (j stubJobs) Cancel(ctx context.Context, instance, id string) (release.JobUpdate, error) {
+func (j stubJobs) Cancel(ctx context.Context, instance, id string) (jobs.JobUpdate, error) {
 	return j.Get(ctx, instance, id)
 }
 
-func (j stubJobs) Watch(ctx context.Context, instance, id string) (<-chan release.JobUpdate, error) {
+func (j stubJobs) Watch(ctx context.Context, instance, id string) (<-chan jobs.JobUpdate, error) {
 	_, err := j.Get(ctx, instance, id)
 	return nil, err
 }

@@ -30,6 +30,28 @@ const (
 	baseImage     = "fluxd:latest"
 )
 
+// What the install adds for an SSH remote, and for replicas on a shared
+// database (as deploy/ha does). The chart's templates (chart.go) are
+// generated from these too, so that the two add the same.
+var (
+	sshArgs = []string{"--git-ssh-key-secret=fluxd-ssh", "--git-ssh-known-hosts-file=/etc/fluxd/known_hosts/known_hosts"}
+	// $(...) is the kubelet's expansion, not doubled.
+	dbArgs = []string{"--history-db=$(HISTORY_DB)", "--history-db-password-file=/etc/fluxd/history-db/password"}
+)
+
+const (
+	leaderElectArg = "--leader-elect"
+	haStrategy     = "{type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}"
+	// The %s of these three is the Secret Options.HistoryDBSecret names.
+	dbEnv    = "{name: HISTORY_DB, valueFrom: {secretKeyRef: {name: %s, key: url}}}"
+	dbMount  = "{name: history-db, mountPath: /etc/fluxd/history-db, readOnly: true}"
+	dbVolume = "{name: history-db, secret: {secretName: %s, defaultMode: 0440, items: [{key: password, path: password}]}}"
+	// gitSecret holds --git-url: namespace %s, url %s (base64).
+	// data, not stringData: the API server stores only data, so a
+	// stringData Secret reads as "configured" on every re-apply.
+	gitSecret = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: fluxd-git\n  namespace: %s\ntype: Opaque\ndata:\n  url: %s\n"
+)
+
 // Options customise the install.
 type Options struct {
 	// Namespace is fluxd's own; default "fluxd".
@@ -136,9 +158,7 @@ func Render(o Options) ([]byte, error) {
 	}
 	if o.GitURL != "" {
 		var s yaml.Node
-		// data, not stringData: the API server stores only data, so a
-		// stringData Secret reads as "configured" on every re-apply.
-		secret := fmt.Sprintf("apiVersion: v1\nkind: Secret\nmetadata:\n  name: fluxd-git\n  namespace: %s\ntype: Opaque\ndata:\n  url: %s\n", o.Namespace, base64.StdEncoding.EncodeToString([]byte(o.GitURL)))
+		secret := fmt.Sprintf(gitSecret, o.Namespace, base64.StdEncoding.EncodeToString([]byte(o.GitURL)))
 		if err := yaml.Unmarshal([]byte(secret), &s); err != nil {
 			return nil, err
 		}
@@ -209,7 +229,7 @@ func customise(obj *yaml.Node, o Options, watched bool) {
 		}
 		var kept []*yaml.Node
 		for _, a := range args.Content {
-			if strings.HasPrefix(a.Value, "--namespaces=") || strings.HasPrefix(a.Value, "--git-branch=") || strings.HasPrefix(a.Value, "--git-path=") || strings.HasPrefix(a.Value, "--git-ssh-") {
+			if customisedArg(a.Value) {
 				continue
 			}
 			kept = append(kept, a)
@@ -230,8 +250,9 @@ func customise(obj *yaml.Node, o Options, watched bool) {
 			// generates the key into it: one for every replica, printed
 			// by 'fluxctl identity') and the known_hosts the base mounts
 			// (ConfigMap fluxd-known-hosts): no accept-any host key.
-			add("--git-ssh-key-secret=fluxd-ssh")
-			add("--git-ssh-known-hosts-file=/etc/fluxd/known_hosts/known_hosts")
+			for _, a := range sshArgs {
+				add(a)
+			}
 			// Required then: without it the pod waits, with the kubelet's
 			// event naming the missing ConfigMap, rather than fluxd
 			// failing on a missing file and restarting.
@@ -246,26 +267,36 @@ func customise(obj *yaml.Node, o Options, watched bool) {
 			}
 		}
 		if o.Replicas > 1 || o.HistoryDBSecret != "" {
-			// As deploy/ha's patch: the database from the Secret. $(...)
-			// is the kubelet's expansion, not doubled.
-			for _, a := range []string{"--history-db=$(HISTORY_DB)", "--history-db-password-file=/etc/fluxd/history-db/password"} {
+			// As deploy/ha's patch: the database from the Secret.
+			for _, a := range dbArgs {
 				kept = append(kept, &yaml.Node{Kind: yaml.ScalarNode, Value: a})
 			}
-			appendYAML(lookup(c, "env"), fmt.Sprintf("{name: HISTORY_DB, valueFrom: {secretKeyRef: {name: %s, key: url}}}", o.HistoryDBSecret))
-			appendYAML(lookup(c, "volumeMounts"), "{name: history-db, mountPath: /etc/fluxd/history-db, readOnly: true}")
-			appendYAML(lookup(obj, "spec", "template", "spec", "volumes"), fmt.Sprintf("{name: history-db, secret: {secretName: %s, defaultMode: 0440, items: [{key: password, path: password}]}}", o.HistoryDBSecret))
+			appendYAML(lookup(c, "env"), fmt.Sprintf(dbEnv, o.HistoryDBSecret))
+			appendYAML(lookup(c, "volumeMounts"), dbMount)
+			appendYAML(lookup(obj, "spec", "template", "spec", "volumes"), fmt.Sprintf(dbVolume, o.HistoryDBSecret))
 		}
 		if o.Replicas > 1 {
-			kept = append(kept, &yaml.Node{Kind: yaml.ScalarNode, Value: "--leader-elect"})
+			kept = append(kept, &yaml.Node{Kind: yaml.ScalarNode, Value: leaderElectArg})
 			if r := lookup(obj, "spec", "replicas"); r != nil {
 				r.Value, r.Tag, r.Style = fmt.Sprint(o.Replicas), "!!int", 0
 			}
 			if st := lookup(obj, "spec", "strategy"); st != nil {
-				*st = *parseYAML("{type: RollingUpdate, rollingUpdate: {maxSurge: 1, maxUnavailable: 0}}")
+				*st = *parseYAML(haStrategy)
 			}
 		}
 		args.Content = kept
 	}
+}
+
+// customisedArg says whether the base's argument a is one the install
+// sets from its options (and so drops from the base's).
+func customisedArg(a string) bool {
+	for _, p := range []string{"--namespaces=", "--git-branch=", "--git-path=", "--git-ssh-"} {
+		if strings.HasPrefix(a, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseYAML parses a snippet of this file's own (it cannot fail on them).

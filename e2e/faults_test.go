@@ -12,18 +12,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fluxd/fluxd/internal/githttp"
 	"github.com/fluxd/fluxd/internal/localstack"
 )
 
@@ -328,40 +326,19 @@ func TestQueuedReleasesSurviveOtherCommits(t *testing.T) {
 }
 
 // gitProxy serves the stack's bare repository over smart HTTP (git's own
-// http-backend) and can stall (hang every request, as a remote behind a
-// dead load balancer does) or let someone else push just before fluxd's
-// next push reaches the remote.
+// http-backend), with the faults of githttp.Remote; url is the
+// repository's http:// URL.
 type gitProxy struct {
-	srv       *httptest.Server
-	url       string // the repository's http:// URL
-	stalled   atomic.Bool
-	interpose atomic.Pointer[func()]
+	*githttp.Remote
+	url string
 }
 
 func newGitProxy(t *testing.T) *gitProxy {
 	t.Helper()
 	bare := strings.TrimPrefix(stack.GitURL, "file://")
 	gitCLI(t, bare, "config", "http.receivepack", "true")
-	backend := &cgi.Handler{Path: "/usr/lib/git-core/git-http-backend", Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(bare), "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=fluxd"}}
-	p := &gitProxy{}
-	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if p.stalled.Load() {
-			select {
-			case <-r.Context().Done():
-			case <-time.After(2 * time.Minute):
-			}
-			return
-		}
-		if r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
-			if f := p.interpose.Swap(nil); f != nil {
-				(*f)()
-			}
-		}
-		backend.ServeHTTP(w, r)
-	}))
-	t.Cleanup(p.srv.Close)
-	p.url = p.srv.URL + "/" + filepath.Base(bare)
-	return p
+	r := githttp.Serve(t, filepath.Dir(bare), githttp.Options{})
+	return &gitProxy{Remote: r, url: r.RepoURL(bare)}
 }
 
 // A git remote that stops answering: list-services, list-images and
@@ -381,7 +358,7 @@ func TestGitRemoteStallsAndRecovers(t *testing.T) {
 		t.Fatalf("list-services: %s%s", out, stderr)
 	}
 
-	proxy.stalled.Store(true)
+	proxy.Stalled.Store(true)
 	// The stall shows, named, in list-services and in the metrics.
 	if err := poll(context.Background(), 30*time.Second, func() error {
 		out, stderr, code := fluxctl(t, env, "list-services")
@@ -409,7 +386,7 @@ func TestGitRemoteStallsAndRecovers(t *testing.T) {
 		t.Logf("%v answered in %v during the stall", args, time.Since(start).Round(time.Millisecond))
 	}
 
-	proxy.stalled.Store(false)
+	proxy.Stalled.Store(false)
 	if err := poll(context.Background(), 30*time.Second, func() error {
 		if got := metric(t, metrics, "fluxd_git_up"); got != "1" {
 			return fmt.Errorf("fluxd_git_up = %q", got)
@@ -426,7 +403,7 @@ func TestGitRemoteStallsAndRecovers(t *testing.T) {
 		interposed = true
 		pushManifest(t, "Someone else's change", map[string]string{"faults-stall/NOTES.md": "pushed during fluxd's push\n"})
 	}
-	proxy.interpose.Store(&push)
+	proxy.Interpose.Store(&push)
 	out, stderr, code := fluxctl(t, env, "release", "-y", "-s", "stallapp", "-i", img+"1.1.0")
 	if code != 0 {
 		t.Fatalf("release with a push in between: exit %d\n%s%s\nlog: %s", code, out, stderr, stack.Log("fluxd-stall"))

@@ -53,7 +53,7 @@ func TestHotfixPushedDuringAReleaseIsKept(t *testing.T) {
 		interposed = true
 		pushManifest(t, "Hotfix hotfixweb and lock it", map[string]string{"inv-hotfix/hotfixweb.yaml": hotfix})
 	}
-	proxy.interpose.Store(&push)
+	proxy.Interpose.Store(&push)
 	out, stderr, code := fluxctl(t, env, "release", "-y", "-s", "hotfixweb", "-i", img+"1.1.0")
 	if !interposed {
 		t.Fatalf("the proxy never saw fluxd's push (exit %d)\n%s%s", code, out, stderr)

@@ -668,6 +668,11 @@ func TestRestartTakesOverTheRunningJob(t *testing.T) {
 		t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-restart"))
 	}
 	env := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=gina"}
+	// The broken image is pushed here too, so this test runs alone
+	// (TestFailingRollout pushes the same one; a second push is a no-op).
+	if err := stack.PushImage(ctx, "redis", "7.3.0-broken", time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
 	good := images(t, kc)["redis"]
 	out, stderr, code := fluxctl(t, env, "release", "-y", "--no-wait", "-s", "redis", "-i", reg+"/redis:7.3.0-broken", "--rollout-timeout", "120s")
 	if code != 0 {

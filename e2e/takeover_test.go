@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/fluxd/fluxd/internal/localstack"
 	"github.com/fluxd/fluxd/internal/pgserver"
+	"github.com/fluxd/fluxd/internal/testcerts"
 	"github.com/fluxd/fluxd/internal/tlsfiles"
 )
 
@@ -122,8 +122,9 @@ func testLeaderFailover(t *testing.T, name, dir string, dbFlags ...string) {
 	// 127.0.0.1 for fluxctl and fluxd-replica for each other), signed by
 	// the replica CA, which followers require of the leader.
 	pki := t.TempDir()
-	caCert, caKey := writeCert(t, pki, "replica-ca", true, nil, nil, nil)
-	writeCert(t, pki, "replica", false, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, caCert, caKey)
+	replicaCA := testcerts.NewCA(t, "replica-ca")
+	replicaCA.WriteFiles(t, filepath.Join(pki, "replica-ca.crt"), "")
+	replicaCA.WriteLeaf(t, pki, testcerts.Leaf{Name: "replica", DNSNames: []string{"fluxd-replica"}})
 	caFile := filepath.Join(pki, "replica-ca.crt")
 	common := []string{"--tls-cert-file=" + filepath.Join(pki, "replica.crt"), "--tls-key-file=" + filepath.Join(pki, "replica.key"), "--replica-ca-file=" + caFile,
 		"--git-path=" + dir, "--leader-elect", "--leader-elect-lease-name=" + haLease,

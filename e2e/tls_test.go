@@ -1,48 +1,13 @@
 package e2e
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-)
 
-// writeCert writes a certificate for 127.0.0.1 signed by ca (self-signed
-// CA when ca is nil) and its key, and returns them for signing more.
-func writeCert(t *testing.T, dir, name string, isCA bool, usage []x509.ExtKeyUsage, caCert *x509.Certificate, caKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	if isCA {
-		tmpl.IsCA, tmpl.BasicConstraintsValid, tmpl.KeyUsage = true, true, x509.KeyUsageCertSign
-	} else {
-		tmpl.KeyUsage, tmpl.ExtKeyUsage, tmpl.IPAddresses = x509.KeyUsageDigitalSignature, usage, []net.IP{net.ParseIP("127.0.0.1")}
-		tmpl.DNSNames = []string{"fluxd-replica"} // the name replicas check
-	}
-	parent, signer := tmpl, key
-	if caCert != nil {
-		parent, signer = caCert, caKey
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	os.WriteFile(filepath.Join(dir, name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
-	os.WriteFile(filepath.Join(dir, name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600)
-	c, _ := x509.ParseCertificate(der)
-	return c, key
-}
+	"github.com/fluxd/fluxd/internal/testcerts"
+)
 
 // fluxd serving TLS with client certificates required: fluxctl gets in
 // with the CA and a client certificate, and each wrong set-up fails with a
@@ -50,13 +15,13 @@ func writeCert(t *testing.T, dir, name string, isCA bool, usage []x509.ExtKeyUsa
 func TestFluxctlOverTLS(t *testing.T) {
 	sharedFluxd(t)
 	dir := t.TempDir()
-	serverAuth, clientAuth := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	caCert, caKey := writeCert(t, dir, "ca", true, nil, nil, nil)
-	writeCert(t, dir, "server", false, serverAuth, caCert, caKey)
-	writeCert(t, dir, "client", false, clientAuth, caCert, caKey)
-	otherCA, otherKey := writeCert(t, dir, "other-ca", true, nil, nil, nil)
-	writeCert(t, dir, "stranger", false, clientAuth, otherCA, otherKey)
 	p := func(n string) string { return filepath.Join(dir, n) }
+	serverAuth, clientAuth := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
+	ca, otherCA := testcerts.NewCA(t, "ca"), testcerts.NewCA(t, "other-ca")
+	ca.WriteFiles(t, p("ca.crt"), "")
+	ca.WriteLeaf(t, dir, testcerts.Leaf{Name: "server", Usage: serverAuth})
+	ca.WriteLeaf(t, dir, testcerts.Leaf{Name: "client", Usage: clientAuth})
+	otherCA.WriteLeaf(t, dir, testcerts.Leaf{Name: "stranger", Usage: clientAuth})
 	pushManifest(t, "A directory for the TLS fluxd", map[string]string{"faults-tls/README.md": "no manifests here\n"})
 	f := startFaultFluxd(t, "fluxd-tls", "faults-tls", nil, "--tls-cert-file="+p("server.crt"), "--tls-key-file="+p("server.key"), "--tls-client-ca-file="+p("ca.crt"))
 	env := func(extra ...string) []string {

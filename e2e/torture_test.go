@@ -14,20 +14,16 @@ package e2e
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -37,8 +33,10 @@ import (
 
 	"github.com/fluxd/fluxd/history"
 	historystore "github.com/fluxd/fluxd/history/store"
+	"github.com/fluxd/fluxd/internal/githttp"
 	"github.com/fluxd/fluxd/internal/localstack"
 	"github.com/fluxd/fluxd/internal/pgserver"
+	"github.com/fluxd/fluxd/internal/testcerts"
 	"github.com/fluxd/fluxd/internal/tlsfiles"
 	"github.com/fluxd/fluxd/internal/torture"
 	"github.com/fluxd/fluxd/release"
@@ -150,7 +148,7 @@ type tortureReplica struct {
 type tortureRun struct {
 	t      *testing.T
 	kc     *kubernetes.Clientset
-	remote *tortureRemote
+	remote *githttp.Remote
 	tmp    string // the run's temporary directory
 	bare   string // the run's git repository
 	dbURL  string
@@ -224,15 +222,16 @@ func newTortureRun(t *testing.T, seed int64) *tortureRun {
 		}
 		_ = r.kc.CoordinationV1().Leases("default").Delete(context.Background(), tortureLease, metav1.DeleteOptions{})
 	})
-	r.remote = newTortureRemote(t, r.bare)
+	r.remote = githttp.Serve(t, filepath.Dir(r.bare), githttp.Options{})
 
 	// PostgreSQL, shared by the replicas, and replica TLS.
 	url, srv := pgserver.Database(t)
 	localstack.NoteSecret("the PostgreSQL password", srv.Password)
 	r.dbURL, r.dbPass = url, srv.PasswordFile()
 	pki := t.TempDir()
-	caCert, caKey := writeCert(t, pki, "replica-ca", true, nil, nil, nil)
-	writeCert(t, pki, "replica", false, []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}, caCert, caKey)
+	replicaCA := testcerts.NewCA(t, "replica-ca")
+	replicaCA.WriteFiles(t, filepath.Join(pki, "replica-ca.crt"), "")
+	replicaCA.WriteLeaf(t, pki, testcerts.Leaf{Name: "replica", DNSNames: []string{"fluxd-replica"}})
 	r.caFile = filepath.Join(pki, "replica-ca.crt")
 	pool, err := tlsfiles.Pool(r.caFile)
 	if err != nil {
@@ -246,7 +245,7 @@ func newTortureRun(t *testing.T, seed int64) *tortureRun {
 	r.startArgs = func(hook string) []string {
 		return []string{
 			"--tls-cert-file=" + filepath.Join(pki, "replica.crt"), "--tls-key-file=" + filepath.Join(pki, "replica.key"), "--replica-ca-file=" + r.caFile,
-			"--git-url=" + r.remote.url, "--git-branch=main", "--git-path=" + tortureDir, "--git-timeout=5s", "--git-poll-interval=2s",
+			"--git-url=" + r.remote.RepoURL(r.bare), "--git-branch=main", "--git-path=" + tortureDir, "--git-timeout=5s", "--git-poll-interval=2s",
 			"--leader-elect", "--leader-elect-lease-name=" + tortureLease,
 			"--leader-elect-lease-duration=3s", "--leader-elect-renew-deadline=2s", "--leader-elect-retry-period=500ms",
 			"--history-db=" + r.dbURL, "--history-db-password-file=" + r.dbPass,
@@ -258,7 +257,7 @@ func newTortureRun(t *testing.T, seed int64) *tortureRun {
 	for i := range r.replicas {
 		r.start(i)
 	}
-	r.logf("-- seed %d: services %v, registry %s, git %s", seed, tortureServices, stack.Registry, r.remote.url)
+	r.logf("-- seed %d: services %v, registry %s, git %s", seed, tortureServices, stack.Registry, r.remote.RepoURL(r.bare))
 	return r
 }
 
@@ -376,7 +375,7 @@ func (r *tortureRun) do(op torture.Op) {
 		}
 		note(err)
 		if err == nil {
-			r.remote.interpose.Store(&fn)
+			r.remote.Interpose.Store(&fn)
 		}
 	case torture.Cancel:
 		r.mu.Lock()
@@ -441,12 +440,12 @@ func (r *tortureRun) do(op torture.Op) {
 		r.logf("      -> %v to %s (leader was %d)", sig, rep.name, was)
 		r.start(i)
 	case torture.Stall:
-		r.remote.stalled.Store(true)
-		time.AfterFunc(op.For, func() { r.remote.stalled.Store(false) })
+		r.remote.Stalled.Store(true)
+		time.AfterFunc(op.For, func() { r.remote.Stalled.Store(false) })
 	case torture.Refuse:
-		r.remote.refuse.Store(true)
+		r.remote.Refuse.Store(true)
 	case torture.LoseReply:
-		r.remote.loseReply.Store(true)
+		r.remote.LoseReply.Store(true)
 	}
 }
 
@@ -538,10 +537,7 @@ func gitRun(dir string, args ...string) (string, error) {
 // stayed put for a while and the cluster runs what it says (or until
 // tortureSettle has passed), and reads what the checkers judge.
 func (r *tortureRun) settle() *torture.Observation {
-	r.remote.stalled.Store(false)
-	r.remote.refuse.Store(false)
-	r.remote.loseReply.Store(false)
-	r.remote.interpose.Store(nil)
+	r.remote.Reset()
 	deadline := time.Now().Add(tortureSettle)
 	var obs *torture.Observation
 	var lastHead string
@@ -683,51 +679,4 @@ func tortureJob(hj history.Job) torture.Job {
 		}
 	}
 	return j
-}
-
-// tortureRemote serves the run's bare repository over smart HTTP (git's
-// own http-backend) to fluxd, with the faults the run draws: a stall,
-// a refused push, a push whose reply is lost, a person's push just before
-// fluxd's.
-type tortureRemote struct {
-	url       string
-	stalled   atomic.Bool
-	refuse    atomic.Bool
-	loseReply atomic.Bool
-	interpose atomic.Pointer[func()]
-}
-
-func newTortureRemote(t *testing.T, bare string) *tortureRemote {
-	backend := &cgi.Handler{Path: "/usr/lib/git-core/git-http-backend", Env: []string{"GIT_PROJECT_ROOT=" + filepath.Dir(bare), "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=fluxd"}}
-	rm := &tortureRemote{}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if rm.stalled.Load() {
-			for rm.stalled.Load() {
-				select {
-				case <-req.Context().Done():
-					return
-				case <-time.After(100 * time.Millisecond):
-				}
-			}
-		}
-		if req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/git-receive-pack") {
-			if f := rm.interpose.Swap(nil); f != nil {
-				(*f)()
-			}
-			if rm.refuse.Swap(false) {
-				http.Error(w, "the remote refuses this push (torture)", http.StatusServiceUnavailable)
-				return
-			}
-			if rm.loseReply.Swap(false) {
-				// The push lands; its reply is lost.
-				backend.ServeHTTP(httptest.NewRecorder(), req)
-				http.Error(w, "connection lost after the push (torture)", http.StatusBadGateway)
-				return
-			}
-		}
-		backend.ServeHTTP(w, req)
-	}))
-	t.Cleanup(srv.Close)
-	rm.url = srv.URL + "/" + filepath.Base(bare)
-	return rm
 }

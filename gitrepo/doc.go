@@ -6,7 +6,9 @@
 // files, in kind: List and in typed lists (DeploymentList, StatefulSetList,
 // DaemonSetList, CronJobList, ...), whose items may leave out kind and
 // apiVersion as kubectl allows; WorkloadDocument then gives such an item
-// the list's.
+// the list's. A Flux HelmRelease is a workload too (helm.go): its
+// containers are the images of its spec.values (package helmrelease), and
+// SetImages writes them there, in the form they have.
 //
 // Editing: SetImages changes container images and SetAnnotations sets or
 // removes (value "") metadata.annotations, in any valid YAML: block or flow

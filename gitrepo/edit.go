@@ -69,6 +69,9 @@ func SetImages(content []byte, id platform.ID, changes map[string]ImageChange) (
 	if err != nil {
 		return nil, err
 	}
+	if id.Kind == platform.KindHelmRelease {
+		return setHelmImages(content, w, id, changes)
+	}
 	var edits []edit
 	done := map[string]bool{}
 	images := map[string]string{}

@@ -6,6 +6,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/policy"
 )
 
@@ -18,6 +19,9 @@ var fuzzSeeds = []string{
 	"kind: Deployment\r\nmetadata:\r\n  name: app\r\n  annotations:\r\n    a: |\r\n      x\r\n    b: \"c\\\"\"\r\nspec: {template: {spec: {containers: [{name: a, image: x}]}}}\r\n",
 	typedLists,
 	multiDoc,
+	helmRelease("  values:\n    image: reg/app:1 # pinned\n    backend:\n      image: {repository: 'reg/api', tag: \"1\"}\n"),
+	helmRelease("  values:\n    image:\n      registry: reg.io\n      repository: >-\n        team/app\n      tag: |-\n        v1\n"),
+	"apiVersion: helm.fluxcd.io/v1\nkind: HelmRelease\nmetadata:\n  name: hr\n  annotations:\n    repository.fluxcd.io/app: a.b\n    tag.fluxcd.io/app: a.t\nspec: {values: {a: {b: reg/app, t: '1'}}}\n",
 }
 
 // Most mutations of a whole file leave no workload to edit, so content
@@ -29,6 +33,9 @@ var (
 			return deployment("      - name: app\n        image: " + v + "\n        ports: []\n")
 		},
 		func(v string) string { return deployment("      - {name: app, image: " + v + "}\n") },
+		func(v string) string {
+			return helmRelease("  values:\n    web:\n      image:\n        repository: " + v + "\n        tag: \"1\"\n")
+		},
 	}
 	annotationTemplates = []func(string) string{
 		func(v string) string {
@@ -84,7 +91,11 @@ func checkEdit(t *testing.T, before, after []byte, want *Definition, images, ann
 	// The edited workload's document as a whole: only the intended
 	// values, checked above, may differ.
 	if err := verifyEdit(before, after, w, func(w, g map[string]any) error {
-		if err := setImages(w, want.ID.Kind, images); err != nil {
+		if want.ID.Kind == platform.KindHelmRelease {
+			if err := setHelmWant(before, want.ID, w, images); err != nil {
+				return err
+			}
+		} else if err := setImages(w, want.ID.Kind, images); err != nil {
 			return err
 		}
 		if annotations == nil {
@@ -117,6 +128,8 @@ func FuzzSetImages(f *testing.F) {
 	for _, s := range fuzzSeeds {
 		f.Add(s, "reg/app:2")
 		f.Add(s, "a,b: #c\n'\"\\\u2028")
+		// A pinned image, as a release under fluxd.io/pin-digest writes it.
+		f.Add(s, "reg:5000/app:latest@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")
 	}
 	for _, s := range valueSeeds {
 		f.Add(s, "reg/app:2")
@@ -187,6 +200,7 @@ func FuzzSetAnnotations(f *testing.F) {
 				want.RawAnnotations[key] = v
 			}
 			want.Annotations, want.Warnings = policy.Read(want.RawAnnotations)
+			want.Dialects = policy.Dialects(want.RawAnnotations, nil)
 		}
 		set(value)
 		checkEdit(t, []byte(content), out, &want, nil, map[string]string{key: value})

@@ -79,7 +79,7 @@ func newKustomizer(root string) (*kustomizer, error) {
 // root) and returns the objects it makes, each named by the
 // kustomization's file.
 func (k *kustomizer) build(rel string) ([]platform.Object, error) {
-	dir := "/" + filepath.ToSlash(rel)
+	dir := path.Clean("/" + filepath.ToSlash(rel)) // "/." for the root is "/"
 	file := path.Join(filepath.ToSlash(rel), kustomizationIn(k.fs, dir))
 	if err := k.checkLocal(dir, map[string]bool{}); err != nil {
 		return nil, err // a Problem naming the file and line
@@ -114,7 +114,7 @@ func kustomizationIn(fs filesys.FileSystem, dir string) string {
 
 // buildYAML runs kustomize on rel and returns each resource's YAML.
 func (k *kustomizer) buildYAML(rel string) (file string, docs [][]byte, err error) {
-	dir := "/" + filepath.ToSlash(rel)
+	dir := path.Clean("/" + filepath.ToSlash(rel)) // "/." for the root is "/"
 	file = path.Join(filepath.ToSlash(rel), kustomizationIn(k.fs, dir))
 	if err := k.checkLocal(dir, map[string]bool{}); err != nil {
 		return file, nil, err // a Problem naming the file and line
@@ -147,6 +147,13 @@ func (k *kustomizer) workloads(rel string) ([]*Definition, error) {
 			return nil, err
 		}
 		for _, d := range defs {
+			if d.ID.Kind == platform.KindHelmRelease {
+				// A release edits a kustomization's images: entries,
+				// which do not reach a HelmRelease's values: not
+				// implemented, so it is not offered as a service (the
+				// sync applies it as git has it).
+				continue
+			}
 			d.Line, d.Built = 0, true
 			out = append(out, d)
 		}

@@ -87,3 +87,22 @@ func TestSetKustomizeImages(t *testing.T) {
 		})
 	}
 }
+
+// A kustomization at the repository's root (--git-path .) builds: its
+// directory was "/." in kustomize's in-memory copy, which it refused.
+func TestFindWorkloadsBuildsARootKustomization(t *testing.T) {
+	t.Parallel()
+	root := writeTree(t, map[string]string{
+		"kustomization.yaml": "namespace: prod\nresources: [web.yaml]\n",
+		"web.yaml":           kustBase,
+	})
+	dirs, _ := ResolvePaths(root, []string{"."})
+	m, err := FindWorkloads(root, dirs)
+	if err != nil || len(m.Problems) > 0 {
+		t.Fatalf("%v %v", err, m.Problems)
+	}
+	def := m.Workloads[platform.ID{Namespace: "prod", Kind: "deployment", Name: "web"}]
+	if def == nil || !def.Built || def.File != "kustomization.yaml" {
+		t.Fatalf("the root kustomization's workload = %+v (all: %v)", def, m.Workloads)
+	}
+}

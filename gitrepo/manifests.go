@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fluxd/fluxd/helmrelease"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/policy"
 )
@@ -45,6 +47,9 @@ type Definition struct {
 	// Warnings say where the policy annotations disagree or ask for what
 	// fluxd cannot do.
 	Warnings []string
+	// Dialects are the policy dialects its annotations and labels are
+	// written in (policy.Dialects), for fluxctl check.
+	Dialects []string
 	// Digest identifies what the definition says (its YAML tree; comments
 	// and layout aside): see digest.
 	Digest string
@@ -292,6 +297,10 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 		for _, c := range containerNodes(w.obj, w.id.Kind) {
 			def.Containers = append(def.Containers, Container{Name: c.name, Image: c.image.Value, Init: c.init})
 		}
+		var helmWarnings []string
+		if w.id.Kind == platform.KindHelmRelease {
+			def.Containers, helmWarnings = helmContainers(w.obj)
+		}
 		if r := lookup(w.obj, "spec", "replicas"); r != nil && r.Kind == yaml.ScalarNode {
 			if n, err := strconv.ParseInt(r.Value, 10, 32); err == nil {
 				n := int32(n)
@@ -303,7 +312,16 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 				def.RawAnnotations[ann.Content[i].Value] = ann.Content[i+1].Value
 			}
 		}
-		def.Annotations, def.Warnings = policy.Read(def.RawAnnotations)
+		// Keel reads its policy from the labels too.
+		labels := map[string]string{}
+		if l := lookup(w.obj, "metadata", "labels"); l != nil && l.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(l.Content); i += 2 {
+				labels[l.Content[i].Value] = l.Content[i+1].Value
+			}
+		}
+		def.Annotations, def.Warnings = policy.ReadObject(def.RawAnnotations, labels)
+		def.Dialects = policy.Dialects(def.RawAnnotations, labels)
+		def.Warnings = append(def.Warnings, helmWarnings...)
 		defs = append(defs, def)
 		return nil
 	})
@@ -405,12 +423,13 @@ func workloadID(obj *yaml.Node, kind string) (platform.ID, bool) {
 	if k := scalar(obj, "kind"); k != "" {
 		kind = k
 	}
-	kind = strings.ToLower(kind)
-	switch kind {
-	case "deployment", "statefulset", "daemonset", "cronjob":
-	default:
+	switch {
+	case helmrelease.IsHelmRelease(scalar(obj, "apiVersion"), kind):
+	case !slices.Contains(platform.Kinds, strings.ToLower(kind)) || strings.ToLower(kind) == platform.KindHelmRelease:
+		// A HelmRelease of another API group (not Flux's) is not one.
 		return platform.ID{}, false
 	}
+	kind = strings.ToLower(kind)
 	name := scalar(lookup(obj, "metadata"), "name")
 	if name == "" {
 		return platform.ID{}, false

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/fluxd/fluxd/helmrelease"
 	"github.com/fluxd/fluxd/platform"
 )
 
@@ -175,7 +176,7 @@ func index(objs *Objects) map[string]platform.Object {
 
 func isWorkloadKind(kind string) bool {
 	switch strings.ToLower(kind) {
-	case "deployment", "statefulset", "daemonset", "cronjob":
+	case "deployment", "statefulset", "daemonset", "cronjob", platform.KindHelmRelease:
 		return true
 	}
 	return false
@@ -185,7 +186,8 @@ func isWorkloadKind(kind string) bool {
 // names it (namespace "default" when it sets none).
 func workloadOf(m map[string]any) (platform.ID, bool) {
 	kind, _ := m["kind"].(string)
-	if !isWorkloadKind(kind) {
+	apiVersion, _ := m["apiVersion"].(string)
+	if !isWorkloadKind(kind) || strings.EqualFold(kind, platform.KindHelmRelease) && !helmrelease.IsHelmRelease(apiVersion, kind) {
 		return platform.ID{}, false
 	}
 	md, _ := m["metadata"].(map[string]any)
@@ -230,6 +232,9 @@ func apply(obj map[string]any, c Change) error {
 		}
 		ann[c.Annotation] = c.To
 		return nil
+	}
+	if c.Workload.Kind == platform.KindHelmRelease {
+		return applyHelm(obj, c)
 	}
 	path := []string{"spec", "template", "spec"}
 	if c.Workload.Kind == "cronjob" {

@@ -11,7 +11,7 @@ import (
 // only cmd wires in. This keeps it so.
 func TestDomainImportsNoDatabase(t *testing.T) {
 	forbidden := []string{"github.com/mattn/go-sqlite3", "github.com/jackc/pgx", "github.com/fluxd/fluxd/history/sqlite", "github.com/fluxd/fluxd/history/postgres", "github.com/fluxd/fluxd/history/store"}
-	for _, pkg := range []string{".", "../release", "../automator", "../daemon"} {
+	for _, pkg := range []string{".", "../release", "../release/jobs", "../automator", "../daemon"} {
 		out, err := exec.Command("go", "list", "-deps", pkg).Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v", pkg, err)

@@ -11,7 +11,7 @@ import (
 // one replica) and history/postgres (a server the replicas share) both
 // satisfy it and pass the same contract tests (history/storetest).
 //
-// Consumers still declare the few methods they use (release.JobStore,
+// Consumers still declare the few methods they use (jobs.JobStore,
 // oci.Cache, daemon.History); Store is what an adapter must provide, so
 // a new kind of record is one more small interface embedded here, one
 // more set of contract tests, and a migration per dialect.

@@ -11,7 +11,13 @@ var ErrNotFound = errors.New("workload not found")
 
 // Kinds are the workload kinds fluxd manages, in lower case as they appear
 // in IDs.
-var Kinds = []string{"deployment", "statefulset", "daemonset", "cronjob"}
+var Kinds = []string{"deployment", "statefulset", "daemonset", "cronjob", KindHelmRelease}
+
+// KindHelmRelease is a Flux HelmRelease (helm.toolkit.fluxcd.io, or Flux
+// v1's helm.fluxcd.io/v1): its containers are the images its values name
+// (package helmrelease), and its rollout is its controller's Ready
+// condition.
+const KindHelmRelease = "helmrelease"
 
 // ID identifies a workload as namespace:kind/name, the Flux convention.
 type ID struct {

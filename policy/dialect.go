@@ -145,17 +145,15 @@ func readFlux(raw map[string]string, prefix string) (reading, []string) {
 			r[TagPrefix+name[len("tag."):]] = entry{value: fluxFilter(v), source: k}
 		}
 	}
-	switch ig := prefix + "ignore"; raw[ig] {
-	case "true":
+	if ig := prefix + "ignore"; raw[ig] == "true" {
 		// Flux v1 leaves an ignored workload out of releases: so does a
-		// lock, which is how fluxd shows it.
+		// lock, which is how fluxd shows it. The sync leaves it out too
+		// (platform/kube/sync, FluxIgnore); "sync_only" concerns pruning
+		// alone.
 		r[Locked] = entry{value: "true", source: ig}
 		if _, ok := r[LockMessage]; !ok {
 			r[LockMessage] = entry{value: "ignored (" + ig + ": \"true\")", source: ig, implicit: true}
 		}
-		warnings = append(warnings, ig+": \"true\": fluxd does not release this workload (it shows as locked), but its sync still applies it: leaving an object out of the sync is not built yet")
-	case "sync_only":
-		warnings = append(warnings, ig+": \"sync_only\": fluxd's sync still applies this workload: leaving an object out of the sync is not built yet")
 	}
 	return r, warnings
 }
@@ -269,10 +267,15 @@ func readKeel(raw map[string]string) (reading, []string) {
 	case p == "major" || p == "minor" || p == "patch":
 		return automate("semver:" + p), nil
 	case p == "force":
+		// Keel's force updates to whatever is pushed, a new push of the
+		// running tag included: fluxd pins digests to see those.
 		if raw[KeelMatchTag] == "true" {
-			return off, []string{src + ": force with " + KeelMatchTag + ": \"true\" follows new pushes of the running tag, which needs pinned digests: not implemented yet, so fluxd does not automate this workload"}
+			// ... of the running tag only.
+			return reading{Automated: {value: "true", source: src}, PinDigest: {value: "true", source: src}, FollowTag: {value: "true", source: KeelMatchTag}}, nil
 		}
-		return automate("glob:*"), nil
+		r := automate("glob:*")
+		r[PinDigest] = entry{value: "true", source: src}
+		return r, nil
 	}
 	return off, []string{fmt.Sprintf("%s: %q is not a Keel policy (all, major, minor, patch, force, glob:PATTERN, regexp:PATTERN), so, as in Keel, nothing is automated", src, p)}
 }
@@ -284,7 +287,7 @@ func ownPolicyKey(k string) bool {
 	case Automated, Locked, LockMessage, LockedBy, TagAll, TagPrerelease:
 		return true
 	}
-	return strings.HasPrefix(k, TagPrefix) && len(k) > len(TagPrefix)
+	return (strings.HasPrefix(k, TagPrefix) && len(k) > len(TagPrefix)) || pinKey(k)
 }
 
 func fluxSource(k string) bool {
@@ -294,7 +297,7 @@ func fluxSource(k string) bool {
 // same compares two values of policy k as their readers do.
 func same(k, a, b string) bool {
 	switch k {
-	case Automated, Locked, TagPrerelease:
+	case Automated, Locked, TagPrerelease, PinDigest, FollowTag:
 		return (a == "true") == (b == "true")
 	}
 	if strings.HasPrefix(k, TagPrefix) || k == TagAll {

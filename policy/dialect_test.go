@@ -62,14 +62,12 @@ func TestReadPeerRules(t *testing.T) {
 		{name: "flux v1: regexp: and regex: are both regular expressions",
 			raw:  map[string]string{"fluxcd.io/tag.a": "regexp:^prod-[0-9a-f]{7}$", "fluxcd.io/tag.b": "regex:^v1"},
 			want: map[string]string{TagPrefix + "a": "regex:^prod-[0-9a-f]{7}$", TagPrefix + "b": "regex:^v1", TagAll: "glob:*"}},
-		{name: "flux v1: ignore true leaves the workload out of releases",
+		{name: "flux v1: ignore true leaves the workload out of releases (and the sync leaves it out too)",
 			raw:  map[string]string{"fluxcd.io/ignore": "true"},
-			want: map[string]string{Locked: "true", LockMessage: `ignored (fluxcd.io/ignore: "true")`, TagAll: "glob:*"},
-			warn: "leaving an object out of the sync is not built yet"},
-		{name: "flux v1: ignore sync_only still releases",
+			want: map[string]string{Locked: "true", LockMessage: `ignored (fluxcd.io/ignore: "true")`, TagAll: "glob:*"}},
+		{name: "flux v1: ignore sync_only still releases (it only keeps the object from being pruned)",
 			raw:  map[string]string{"fluxcd.io/automated": "true", "fluxcd.io/ignore": "sync_only"},
-			want: map[string]string{Automated: "true", TagAll: "glob:*"},
-			warn: `"sync_only"`},
+			want: map[string]string{Automated: "true", TagAll: "glob:*"}},
 		{name: "flux v1: both prefixes agreeing is no conflict",
 			raw:  map[string]string{"fluxcd.io/automated": "true", "flux.weave.works/automated": "true"},
 			want: map[string]string{Automated: "true", TagAll: "glob:*"}},
@@ -100,13 +98,22 @@ func TestReadPeerRules(t *testing.T) {
 		{name: "keel: policy patch keeps the major and minor versions",
 			raw:  map[string]string{KeelPolicy: "patch"},
 			want: map[string]string{Automated: "true", TagAll: "semver:patch"}},
-		{name: "keel: policy force takes any new tag",
+		{name: "keel: policy force takes any new tag, a new push of the running tag included (digests pinned)",
 			raw:  map[string]string{KeelPolicy: "force"},
-			want: map[string]string{Automated: "true", TagAll: "glob:*"}},
-		{name: "keel: force with match-tag true follows the running tag's digest: not implemented, not automated",
+			want: map[string]string{Automated: "true", TagAll: "glob:*", PinDigest: "true"}},
+		{name: "keel: force with match-tag true follows new pushes of the running tag only",
 			raw:  map[string]string{KeelPolicy: "force", KeelMatchTag: "true"},
-			want: map[string]string{Automated: "false"},
-			warn: "not implemented yet"},
+			want: map[string]string{Automated: "true", PinDigest: "true", FollowTag: "true"}},
+		{name: "keel: force with match-tag other than true takes any new tag",
+			raw:  map[string]string{KeelPolicy: "force", KeelMatchTag: "false"},
+			want: map[string]string{Automated: "true", TagAll: "glob:*", PinDigest: "true"}},
+		{name: "precedence: fluxd's own pin-digest false wins over Keel's force, with a warning",
+			raw:  map[string]string{KeelPolicy: "force", PinDigest: "false"},
+			want: map[string]string{Automated: "true", TagAll: "glob:*", PinDigest: "false"},
+			warn: `keel.sh/policy: "force" is overridden by fluxd.io/pin-digest: "false"`},
+		{name: "fluxd: pin-digest is read as written",
+			raw:  map[string]string{Automated: "true", PinDigest: "true", PinDigestPrefix + "sidecar": "false"},
+			want: map[string]string{Automated: "true", PinDigest: "true", PinDigestPrefix + "sidecar": "false"}},
 		{name: "keel: match-tag is read only with force",
 			raw:  map[string]string{KeelPolicy: "minor", KeelMatchTag: "true"},
 			want: map[string]string{Automated: "true", TagAll: "semver:minor"}},
@@ -292,5 +299,92 @@ func TestWriteKeepsTheDialectInUse(t *testing.T) {
 				t.Errorf("after writing, warnings %q; want none", warnings)
 			}
 		})
+	}
+}
+
+// Keel reads keel.sh/policy from the annotations, then from the labels
+// (GetPolicyFromLabelsOrAnnotations), with keel.sh/match-tag from the
+// same place.
+func TestReadObjectKeelLabels(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name        string
+		ann, labels map[string]string
+		want        map[string]string
+		warn        string
+	}{
+		{name: "keel: a policy label automates like the annotation",
+			labels: map[string]string{KeelPolicy: "minor"},
+			want:   map[string]string{Automated: "true", TagAll: "semver:minor"}},
+		{name: "keel: the annotation wins over the label",
+			ann:    map[string]string{KeelPolicy: "patch"},
+			labels: map[string]string{KeelPolicy: "major"},
+			want:   map[string]string{Automated: "true", TagAll: "semver:patch"}},
+		{name: "keel: match-tag is read from the labels with a policy label",
+			ann:    map[string]string{KeelMatchTag: "false"},
+			labels: map[string]string{KeelPolicy: "force", KeelMatchTag: "true"},
+			want:   map[string]string{Automated: "true", PinDigest: "true", FollowTag: "true"}},
+		{name: "keel: a bad policy label says it is a label",
+			labels: map[string]string{KeelPolicy: "sometimes"},
+			want:   map[string]string{Automated: "false"},
+			warn:   `keel.sh/policy (a label): "sometimes" is not a Keel policy`},
+		{name: "keel: labels without a policy change nothing",
+			labels: map[string]string{"app": "web"},
+			want:   map[string]string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, warnings := ReadObject(tc.ann, tc.labels)
+			if diff := cmp.Diff(tc.want, pol(got)); diff != "" {
+				t.Errorf("policy (-want +got):\n%s", diff)
+			}
+			if _, ok := got[KeelPolicy]; ok && tc.ann[KeelPolicy] == "" {
+				t.Errorf("the label %s shows among the annotations: %v", KeelPolicy, got)
+			}
+			if v, ok := tc.ann[KeelMatchTag]; ok && got[KeelMatchTag] != v {
+				t.Errorf("annotation %s = %q not kept (got %q)", KeelMatchTag, v, got[KeelMatchTag])
+			}
+			switch {
+			case tc.warn == "" && len(warnings) > 0:
+				t.Errorf("warnings = %q; want none", warnings)
+			case tc.warn != "" && !strings.Contains(strings.Join(warnings, "\n"), tc.warn):
+				t.Errorf("warnings = %q; want one containing %q", warnings, tc.warn)
+			}
+		})
+	}
+}
+
+// A pin on one container wins over the workload's.
+func TestPinned(t *testing.T) {
+	t.Parallel()
+	ann := map[string]string{PinDigest: "true", PinDigestPrefix + "sidecar": "false", PinDigestPrefix + "web": "true"}
+	for c, want := range map[string]bool{"app": true, "sidecar": false, "web": true} {
+		if got := Pinned(ann, c); got != want {
+			t.Errorf("Pinned(%s) = %v; want %v", c, got, want)
+		}
+	}
+	if Pinned(map[string]string{PinDigestPrefix + "web": "true"}, "app") {
+		t.Error("a pin on web pins app")
+	}
+}
+
+// Flux v1's FAQ: ignore "true" (git or cluster) leaves an object out of
+// the sync and of garbage collection; "sync_only" out of garbage
+// collection only; any other value is no ignore.
+func TestFluxIgnore(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		ann        map[string]string
+		value, key string
+	}{
+		{map[string]string{"fluxcd.io/ignore": "true"}, "true", "fluxcd.io/ignore"},
+		{map[string]string{"flux.weave.works/ignore": "sync_only"}, "sync_only", "flux.weave.works/ignore"},
+		{map[string]string{"fluxcd.io/ignore": "false"}, "", ""},
+		{map[string]string{"fluxcd.io/ignore": "yes"}, "", ""},
+		{map[string]string{"ignore": "true"}, "", ""},
+	} {
+		if v, k := FluxIgnore(tc.ann); v != tc.value || k != tc.key {
+			t.Errorf("FluxIgnore(%v) = %q, %q; want %q, %q", tc.ann, v, k, tc.value, tc.key)
+		}
 	}
 }

@@ -20,6 +20,7 @@ func TestWriteReadsBackRandomized(t *testing.T) {
 		{"fluxcd.io/locked_user", "u"}, {"fluxcd.io/tag.app", "semver:~1.2"}, {"fluxcd.io/tag.app", "glob:*"}, {"fluxcd.io/ignore", "true"},
 		{"flux.weave.works/automated", "true"}, {"flux.weave.works/locked", "true"}, {"flux.weave.works/tag.app", "regexp:^v"},
 		{KeelPolicy, "minor"}, {KeelPolicy, "all"}, {KeelPolicy, "force"}, {KeelMatchTag, "true"},
+		{PinDigest, "true"}, {PinDigest, "false"}, {PinDigestPrefix + "app", "true"}, {FollowTag, "true"},
 		{"other.example/keep", "me"},
 	}
 	changes := []map[string]string{
@@ -32,6 +33,8 @@ func TestWriteReadsBackRandomized(t *testing.T) {
 		{TagPrefix + "app": ""},
 		{TagAll: "glob:v?"},
 		{TagPrerelease: "true"},
+		{PinDigest: "true"},
+		{PinDigest: "false", FollowTag: ""},
 	}
 	for seed := uint64(1); seed <= 2000; seed++ {
 		r := rand.New(rand.NewPCG(seed, 22))

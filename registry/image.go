@@ -42,8 +42,13 @@ func ValidTag(s string) bool { return validTag.MatchString(s) }
 type Ref struct {
 	// Repository as written, e.g. "127.0.0.1:5000/app" or "nginx".
 	Repository string
-	// Tag; "latest" when the reference has none. Empty for a digest.
+	// Tag; "latest" when the reference has neither a tag nor a digest.
+	// Empty for a digest written alone (repo@sha256:...); kept when both
+	// are written (repo:tag@sha256:..., a pinned image).
 	Tag string
+	// Digest is the manifest digest pinned with @, e.g. "sha256:...";
+	// empty when none is written.
+	Digest string
 }
 
 // ParseRef parses an image reference such as "reg:5000/app:1.2". It keeps
@@ -54,12 +59,16 @@ func ParseRef(s string) (Ref, error) {
 		return Ref{}, BadRef(s, err)
 	}
 	if i := strings.Index(s, "@"); i >= 0 {
-		// A digest wins over a tag written with it: repo:tag@sha256:...
-		repo := s[:i]
+		// A digest pins the image; a tag written with it says which tag
+		// it was read from (repo:tag@sha256:...), and is kept.
+		repo, tag, digest := s[:i], "", s[i+1:]
 		if j := strings.LastIndex(repo, ":"); j > strings.LastIndex(repo, "/") {
-			repo = repo[:j]
+			repo, tag = repo[:j], repo[j+1:]
 		}
-		return Ref{Repository: repo}, nil
+		if tag != "" && !ValidTag(tag) {
+			return Ref{}, fmt.Errorf("%q is not a valid image reference: tag %q must start with a letter, a digit or _", s, tag)
+		}
+		return Ref{Repository: repo, Tag: tag, Digest: digest}, nil
 	}
 	repo, tag := s, "latest"
 	if i := strings.LastIndex(s, ":"); i > strings.LastIndex(s, "/") {
@@ -92,8 +101,30 @@ func (e badRef) Error() string {
 
 func (e badRef) Unwrap() error { return e.err }
 
-// String returns repository:tag.
+// String returns repository:tag (without the digest: the tag as a
+// registry is asked for it).
 func (r Ref) String() string { return r.Repository + ":" + r.Tag }
+
+// Pinned returns repository:tag@digest, the reference a release writes
+// for an image pinned by digest; without a digest it is String.
+func (r Ref) Pinned() string {
+	if r.Digest == "" {
+		return r.String()
+	}
+	if r.Tag == "" {
+		return r.Repository + "@" + r.Digest
+	}
+	return r.String() + "@" + r.Digest
+}
+
+// PinDigest returns image (repository:tag, with or without a digest)
+// pinned to digest: repository:tag@digest.
+func PinDigest(image, digest string) string {
+	if i := strings.Index(image, "@"); i >= 0 {
+		image = image[:i]
+	}
+	return image + "@" + digest
+}
 
 // HasTag reports whether the reference s names a tag or digest explicitly,
 // rather than leaving the tag to default to "latest".

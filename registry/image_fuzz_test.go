@@ -27,8 +27,24 @@ func FuzzParseRef(f *testing.F) {
 		if _, err := name.NewRepository(ref.Repository, name.WeakValidation); err != nil {
 			t.Fatalf("ParseRef(%q) = %+v: the repository does not parse: %v", s, ref, err)
 		}
+		if (ref.Digest != "") != strings.Contains(s, "@") {
+			t.Fatalf("ParseRef(%q) = %+v: the digest is not the one written", s, ref)
+		}
+		if ref.Digest != "" {
+			// A pinned reference reads back as written, digest and tag
+			// alike, and pinning it again to its digest changes nothing.
+			if ref.Pinned() != s {
+				t.Errorf("ParseRef(%q) = %+v, whose Pinned is %q", s, ref, ref.Pinned())
+			}
+			if ref.Tag != "" && PinDigest(s, ref.Digest) != s {
+				t.Errorf("PinDigest(%q, %q) = %q", s, ref.Digest, PinDigest(s, ref.Digest))
+			}
+			if _, err := name.NewDigest(ref.Repository+"@"+ref.Digest, name.WeakValidation); err != nil {
+				t.Errorf("ParseRef(%q) = %+v: the digest does not parse: %v", s, ref, err)
+			}
+		}
 		if ref.Tag == "" {
-			if !strings.Contains(s, "@") {
+			if ref.Digest == "" {
 				t.Fatalf("ParseRef(%q) = %+v: no tag, and no digest either", s, ref)
 			}
 			return
@@ -36,10 +52,10 @@ func FuzzParseRef(f *testing.F) {
 		if !ValidTag(ref.Tag) {
 			t.Errorf("ParseRef(%q) = %+v: the tag breaks the OCI grammar", s, ref)
 		}
-		if !tagged && (ref.Tag != "latest" || ref.Repository != s) {
+		if !tagged && ref.Digest == "" && (ref.Tag != "latest" || ref.Repository != s) {
 			t.Errorf("ParseRef(%q) = %+v, but HasTag says it has no tag", s, ref)
 		}
-		again, err := ParseRef(ref.String())
+		again, err := ParseRef(ref.Pinned())
 		if err != nil || again != ref {
 			t.Errorf("ParseRef(%q) = %+v, whose String %q parses as %+v (%v)", s, ref, ref.String(), again, err)
 		}

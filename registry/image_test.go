@@ -16,12 +16,14 @@ func TestParseRef(t *testing.T) {
 		want Ref
 		err  bool
 	}{
-		{in: "127.0.0.1:5000/app:1.2", want: Ref{"127.0.0.1:5000/app", "1.2"}},
-		{in: "127.0.0.1:5000/app", want: Ref{"127.0.0.1:5000/app", "latest"}},
-		{in: "nginx", want: Ref{"nginx", "latest"}},
-		{in: "ghcr.io/org/app@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", want: Ref{"ghcr.io/org/app", ""}},
-		// Found by FuzzParseRef: the tag was left in the repository.
-		{in: "reg:5000/app:1.2@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", want: Ref{"reg:5000/app", ""}},
+		{in: "127.0.0.1:5000/app:1.2", want: Ref{Repository: "127.0.0.1:5000/app", Tag: "1.2"}},
+		{in: "127.0.0.1:5000/app", want: Ref{Repository: "127.0.0.1:5000/app", Tag: "latest"}},
+		{in: "nginx", want: Ref{Repository: "nginx", Tag: "latest"}},
+		{in: "ghcr.io/org/app@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", want: Ref{Repository: "ghcr.io/org/app", Digest: "sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}},
+		// Found by FuzzParseRef: the tag was left in the repository. A
+		// pinned image keeps its tag beside the digest.
+		{in: "reg:5000/app:1.2@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", want: Ref{Repository: "reg:5000/app", Tag: "1.2", Digest: "sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}},
+		{in: "reg/app:-x@sha256:" + "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", err: true},
 		{in: "Bad Ref!", err: true},
 		// Found by FuzzParseRef: go-containerregistry lets a tag start with . or -.
 		{in: "reg/app:.0", err: true},

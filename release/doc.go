@@ -7,5 +7,7 @@
 //
 // The package depends only on domain packages; the cluster, the git clone,
 // the registry and the history store come in through the small interfaces
-// in engine.go.
+// in engine.go. The job queue that runs releases one at a time, with its
+// persistence and watchers, is release/jobs: it imports this package,
+// never the other way round.
 package release

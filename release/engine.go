@@ -18,6 +18,7 @@ import (
 	"github.com/fluxd/fluxd/internal/editdistance"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/policy"
 	"github.com/fluxd/fluxd/registry"
 )
 
@@ -240,6 +241,9 @@ type Result struct {
 	Plan *Plan
 	// Commit is the pushed commit; empty when there was nothing to change.
 	Commit string
+	// NotRolledOut, when set, says the release was committed and
+	// applied, but nothing reported on its rollout (StageNotRolledOut).
+	NotRolledOut string
 }
 
 // Validate checks a spec on its own, before anything is read.
@@ -261,8 +265,8 @@ func (s Spec) Validate() error {
 		ref, err := registry.ParseRef(s.Image)
 		if err != nil {
 			errs = append(errs, err)
-		} else if ref.Tag == "" {
-			errs = append(errs, fmt.Errorf("image %q names a digest; release a tag", s.Image))
+		} else if ref.Digest != "" {
+			errs = append(errs, fmt.Errorf("image %q names a digest; release a tag (with fluxd.io/pin-digest on the workload, the release writes the tag's digest itself)", s.Image))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -490,7 +494,7 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			if spec.AllLatest {
 				planLatest(ctx, &item, def, lister, spec.Force)
 			} else {
-				planImage(ctx, &item, def, target, spec.Force)
+				planImage(ctx, &item, def, target, spec.Force, lister)
 			}
 		}
 		// With all services and one image, services that do not run the
@@ -586,8 +590,8 @@ func unversioned(c gitrepo.Container, target string) string {
 	return fmt.Sprintf("container %s runs %q, which has no tag; use --force to pin it to %s", c.Name, c.Image, target)
 }
 
-func planImage(_ context.Context, item *Item, def *gitrepo.Definition, target registry.Ref, force bool) {
-	var already, untagged []string
+func planImage(ctx context.Context, item *Item, def *gitrepo.Definition, target registry.Ref, force bool, lister *imageCache) {
+	var already, untagged, problems []string
 	for _, c := range def.Containers {
 		ref, err := registry.ParseRef(c.Image)
 		if err != nil || ref.Repository != target.Repository {
@@ -597,7 +601,24 @@ func planImage(_ context.Context, item *Item, def *gitrepo.Definition, target re
 			untagged = append(untagged, unversioned(c, target.String()))
 			continue
 		}
-		if ref.Tag == target.Tag && registry.HasTag(c.Image) {
+		pinned := policy.Pinned(def.Annotations, c.Name)
+		if msg := pinProblem(def, c, ref, pinned); msg != "" && pinned {
+			problems = append(problems, msg)
+			continue
+		}
+		if pinned {
+			u, reason := planDigest(ctx, lister, c, ref, target.Tag)
+			switch {
+			case reason != "":
+				problems = append(problems, reason)
+			case u == nil:
+				already = append(already, c.Name)
+			default:
+				item.Updates = append(item.Updates, *u)
+			}
+			continue
+		}
+		if ref.Tag == target.Tag && ref.Digest == "" && registry.HasTag(c.Image) {
 			already = append(already, c.Name)
 			continue
 		}
@@ -607,6 +628,9 @@ func planImage(_ context.Context, item *Item, def *gitrepo.Definition, target re
 	case len(item.Updates) > 0:
 		// resolveTarget checked that the image exists.
 		item.Action = Update
+	case len(problems) > 0:
+		item.Action, item.Reason = Skip, strings.Join(problems, "; ")
+		item.Warnings = append(item.Warnings, problems...)
 	case len(untagged) > 0:
 		item.Action, item.Reason = Skip, strings.Join(untagged, "; ")
 	case len(already) > 0:
@@ -631,6 +655,11 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 			problem(false, "%s: image %q is pinned by digest or invalid", c.Name, c.Image)
 			continue
 		}
+		pinned := policy.Pinned(def.Annotations, c.Name)
+		if msg := pinProblem(def, c, ref, pinned); msg != "" {
+			problem(pinned, "%s", msg)
+			continue
+		}
 		untagged := !registry.HasTag(c.Image)
 		f, err := ContainerFilter(def.Annotations, c.Name)
 		if err == nil && !untagged {
@@ -640,6 +669,14 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 		}
 		if err != nil {
 			problem(true, "%s: invalid policy: %v", c.Name, err)
+			continue
+		}
+		if pinned && !untagged && followsTag(def, f, ref.Tag) {
+			if u, reason := planDigest(ctx, lister, c, ref, ref.Tag); reason != "" {
+				problem(false, "%s", reason)
+			} else if u != nil {
+				item.Updates = append(item.Updates, *u)
+			}
 			continue
 		}
 		newest, cands, err := lister.newest(ctx, ref.Repository, f)
@@ -666,7 +703,16 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 				continue
 			}
 		} else {
+			if newest.Tag == ref.Tag && !pinned {
+				continue
+			}
 			if newest.Tag == ref.Tag {
+				// A pinned tag that moved is released again.
+				if u, reason := planDigest(ctx, lister, c, ref, ref.Tag); reason != "" {
+					problem(false, "%s", reason)
+				} else if u != nil {
+					item.Updates = append(item.Updates, *u)
+				}
 				continue
 			}
 			if f.NeedsMetadata() {
@@ -676,6 +722,14 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 			} else if !f.Newer(newest.Tag, ref.Tag) {
 				continue
 			}
+		}
+		if pinned {
+			if u, reason := planDigest(ctx, lister, c, ref, newest.Tag); reason != "" {
+				problem(false, "%s", reason)
+			} else if u != nil {
+				item.Updates = append(item.Updates, *u)
+			}
+			continue
 		}
 		item.Updates = append(item.Updates, ContainerUpdate{Container: c.Name, Current: c.Image, Target: ref.Repository + ":" + newest.Tag})
 	}

@@ -125,6 +125,11 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 		err := e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
 			report(Progress{Stage: StageRollingOut, Workloads: w, Commit: res.Commit})
 		})
+		var nr *NotRolledOut
+		if errors.As(err, &nr) {
+			e.log.Warn("release applied, not rolled out: nothing reported on its rollout", "commit", res.Commit, "why", nr.Error())
+			res.NotRolledOut, err = nr.Error(), nil
+		}
 		if err != nil {
 			if stopping(ctx) {
 				// fluxd is stopping: the release stays pushed and
@@ -136,6 +141,9 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 	}
 	ev := event(instance, spec, plan, typ, start)
 	ev.Commit = res.Commit
+	if res.NotRolledOut != "" {
+		ev.Message += "; " + res.NotRolledOut
+	}
 	// An automated batch is one commit, but each service gets a history
 	// row of its own, naming the images that triggered its release.
 	evs := []history.Event{ev}
@@ -146,6 +154,10 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 		if _, err := e.recorder.Record(ctx, ev); err != nil {
 			e.log.Error("recording the release in history failed", "error", err, "commit", res.Commit)
 		}
+	}
+	if res.NotRolledOut != "" {
+		report(Progress{Stage: StageNotRolledOut, Commit: res.Commit})
+		return res, nil
 	}
 	report(Progress{Stage: StageDone, Commit: res.Commit})
 	return res, nil
@@ -601,6 +613,9 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 			return nil
 		}
 		if time.Now().After(deadline) {
+			if nr := unreported(ws, gens, o.RolloutTimeout); nr != nil && len(progress) == len(gens) {
+				return nr
+			}
 			for _, p := range progress {
 				if !p.Done {
 					r := p.Replicas

@@ -18,7 +18,7 @@ var ErrCancelled = errors.New("cancelled by a user")
 
 // ErrInterrupted is returned for a job whose fluxd stopped while it ran:
 // nothing was recorded or reverted, and the stored job stays live so that
-// the next fluxd to lead carries it on (Queue.Recover).
+// the next fluxd to lead carries it on (jobs.Queue.Recover, in release/jobs).
 var ErrInterrupted = errors.New("fluxd stopped while the job ran; it is left for the next fluxd to carry on")
 
 // userCancelled reports whether ctx ended because a user cancelled the
@@ -32,8 +32,9 @@ func userCancelled(ctx context.Context) bool {
 // still ends when fluxd stops.
 type rootKey struct{}
 
-// withRoot records root, fluxd's own context, in a job's context.
-func withRoot(job, root context.Context) context.Context {
+// WithRoot records root, fluxd's own context, in a job's context: the
+// queue calls it for every job it runs.
+func WithRoot(job, root context.Context) context.Context {
 	return context.WithValue(job, rootKey{}, root)
 }
 

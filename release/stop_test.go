@@ -229,44 +229,6 @@ func edit(t *testing.T, dir, old, new string) {
 	}
 }
 
-// A queue whose fluxd stops leaves the running job live in the store (not
-// failed, not cancelled), and the next queue on that store carries it on.
-func TestQueueStopLeavesTheRunningJobLive(t *testing.T) {
-	q, g, store := newQueue(t)
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { q.Run(ctx); close(done) }()
-	u, err := q.Enqueue(context.Background(), "team", Spec{Message: "a"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	<-g.started
-	stop()
-	<-done
-	j, err := store.Job(context.Background(), "team", u.Job.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if j.State != history.JobRunning {
-		t.Fatalf("after a stop the job is %s (%s); want it left running for a take-over", j.State, j.Error)
-	}
-	if evs, _ := store.Events(context.Background(), "team", history.Query{}); len(evs) != 0 {
-		t.Errorf("history = %+v; want nothing recorded for a stop", evs)
-	}
-	q2 := NewQueue(g, store, 0, false, q.log)
-	if err := q2.Recover(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go q2.Run(rctx)
-	if got := <-g.started; got != "a" {
-		t.Errorf("the next fluxd ran %q; want the interrupted job again", got)
-	}
-	g.release <- struct{}{}
-	waitState(t, q2, "team", u.Job.ID, history.JobSucceeded)
-}
-
 // readyCluster's workloads have rolled out whatever is applied.
 type readyCluster struct{ recCluster }
 
@@ -283,7 +245,7 @@ func TestStopDuringRollbackIsFinishedByTheNextFluxd(t *testing.T) {
 	root, stop := context.WithCancel(context.Background())
 	job, cancelJob := context.WithCancelCause(root)
 	defer cancelJob(nil)
-	ctx := withRoot(job, root)
+	ctx := WithRoot(job, root)
 	var stages []string
 	var mu sync.Mutex
 	report := func(p Progress) {

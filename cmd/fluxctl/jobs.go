@@ -232,6 +232,11 @@ func followJob(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, id
 	}
 	switch last.GetState() {
 	case fluxdv1.JobState_JOB_STATE_SUCCEEDED:
+		if last.GetStage() == stageNotRolledOut {
+			// Not a failure, and not a rollout either: say which.
+			fmt.Fprintf(w, "Committed and applied, NOT rolled out: commit %.12s pushed and applied; %s.\n", last.GetCommit(), strings.TrimPrefix(last.GetError(), "committed and applied, not rolled out: "))
+			return nil
+		}
 		fmt.Fprintf(w, "Released: commit %.12s pushed, applied and rolled out.\n", last.GetCommit())
 		return nil
 	case fluxdv1.JobState_JOB_STATE_CANCELLED:
@@ -241,6 +246,11 @@ func followJob(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, id
 	}
 	return fmt.Errorf("job %s is still %s, but fluxd stopped sending its progress (it may be restarting, or another replica taking over: the job is carried on, not lost); follow it with 'fluxctl job %s --watch'", id, stateName(last.GetState()), id)
 }
+
+// stageNotRolledOut is the stage of a job whose release was committed
+// and applied but whose rollout nothing reported on (a HelmRelease with
+// no helm-controller): release.StageNotRolledOut.
+const stageNotRolledOut = "applied, not rolled out"
 
 // lineView prints a line per change.
 type lineView struct {

@@ -15,6 +15,7 @@ import (
 
 func newListImagesCommand(g *globals) *cobra.Command {
 	var limit, offset int
+	var digests bool
 	cmd := &cobra.Command{
 		Use:   "list-images SERVICE",
 		Short: "List the images available to each container of a service, newest first",
@@ -22,7 +23,8 @@ func newListImagesCommand(g *globals) *cobra.Command {
 repository, newest first (images without a creation time last). '->' marks
 the running tag and '*' the ones its policy ranks higher; tags the
 container's tag filter does not pass are marked "filtered out", and a filter
-that passes nothing is reported as a warning.
+that passes nothing is reported as a warning. --digests adds each image's
+manifest digest (what a pinned container, fluxd.io/pin-digest, runs).
 SERVICE is namespace:kind/name, or namespace/name or name where unambiguous.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -30,12 +32,13 @@ SERVICE is namespace:kind/name, or namespace/name or name where unambiguous.`,
 				return err
 			}
 			return g.call(cmd.Context(), func(ctx context.Context, c fluxdv1.FluxServiceClient) error {
-				return runListImages(ctx, cmd.OutOrStdout(), c, args[0], offset, limit, g.output)
+				return runListImages(ctx, cmd.OutOrStdout(), c, args[0], offset, limit, g.output, digests)
 			})
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 10, "show at most this many tags per container (0: all)")
 	cmd.Flags().IntVar(&offset, "offset", 0, "skip this many tags per container first (to page through big repositories)")
+	cmd.Flags().BoolVar(&digests, "digests", false, "show each image's manifest digest")
 	addOutputFlag(cmd, g)
 	return cmd
 }
@@ -74,7 +77,7 @@ type containerImagesJSON struct {
 	Images    []imageJSON `json:"images"`
 }
 
-func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, service string, offset, limit int, output string) error {
+func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, service string, offset, limit int, output string, digests bool) error {
 	resp, err := c.ListImages(ctx, &fluxdv1.ListImagesRequest{Service: service, Limit: int32(max(limit, 0)), Offset: int32(max(offset, 0))})
 	if err != nil {
 		return err
@@ -96,10 +99,17 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 			for i, t := range ci.GetPassing() {
 				rank[t] = i + 1
 			}
+			// A pinned image (repo:tag@digest) runs its tag.
+			current, runDigest, _ := strings.Cut(ci.GetCurrent(), "@")
 			running := -1
 			for i, img := range ci.GetAvailable() {
-				if img.GetRef() == ci.GetCurrent() {
+				if img.GetRef() == current {
 					running = i
+				}
+			}
+			if running >= 0 && runDigest != "" {
+				if d := ci.GetAvailable()[running].GetDigest(); d != "" && d != runDigest {
+					row.Warnings = append(row.Warnings, fmt.Sprintf("runs %s pinned at %s; the tag has moved to %s since", current, runDigest, d))
 				}
 			}
 			runTag := ""
@@ -133,11 +143,15 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 	// Notes on a container (warnings, a refresh under way, paging) go
 	// below the table, so that a long one does not widen the IMAGE column.
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
-	fmt.Fprintln(tw, "SERVICE\tCONTAINER\tIMAGE\tCREATED")
+	if digests {
+		fmt.Fprintln(tw, "SERVICE\tCONTAINER\tIMAGE\tCREATED\tDIGEST")
+	} else {
+		fmt.Fprintln(tw, "SERVICE\tCONTAINER\tIMAGE\tCREATED")
+	}
 	var notes []string
 	marked := false
 	for _, r := range rows {
-		repo := r.Current
+		repo, _, _ := strings.Cut(r.Current, "@")
 		if i := strings.LastIndex(repo, ":"); i > strings.LastIndex(repo, "/") {
 			repo = repo[:i]
 		}
@@ -191,6 +205,14 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 			}
 			if img.Filtered {
 				created += "  (filtered out)"
+			}
+			if digests {
+				digest := img.Digest
+				if digest == "" {
+					digest = "-"
+				}
+				fmt.Fprintf(tw, "\t\t%-2s %s\t%s\t%s\n", mark, img.Tag, created, digest)
+				continue
 			}
 			fmt.Fprintf(tw, "\t\t%-2s %s\t%s\n", mark, img.Tag, created)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,10 +45,40 @@ func TestListImagesWhileCreationTimesAreFetched(t *testing.T) {
 	for _, o := range []string{"table", "json"} {
 		t.Run(o, func(t *testing.T) {
 			var buf bytes.Buffer
-			if err := runListImages(context.Background(), &buf, c, "app", 0, 3, o); err != nil {
+			if err := runListImages(context.Background(), &buf, c, "app", 0, 3, o, false); err != nil {
 				t.Fatal(err)
 			}
 			golden(t, "list-images-fetching."+o, buf.Bytes())
+		})
+	}
+}
+
+// A pinned container (repo:tag@digest) runs its tag: --digests shows
+// every image's digest, and a tag that moved since it was pinned is
+// said below the table.
+func TestListImagesDigests(t *testing.T) {
+	at := func(h int) *timestamppb.Timestamp {
+		return timestamppb.New(time.Date(2026, 3, 1, h, 0, 0, 0, time.UTC))
+	}
+	old := "sha256:" + strings.Repeat("a", 64)
+	moved := "sha256:" + strings.Repeat("b", 64)
+	c := imagesClient{resp: &fluxdv1.ListImagesResponse{Services: []*fluxdv1.ServiceImages{{
+		Service: "default:deployment/app",
+		Containers: []*fluxdv1.ContainerImages{{
+			Container: "app", Current: "reg/app:latest@" + old, Total: 2, TimesRead: 2,
+			Available: []*fluxdv1.ImageInfo{
+				{Ref: "reg/app:latest", Tag: "latest", Digest: moved, CreatedAt: at(2)},
+				{Ref: "reg/app:1.0.0", Tag: "1.0.0", Digest: old, CreatedAt: at(1)},
+			},
+		}},
+	}}}}
+	for _, o := range []string{"table", "json"} {
+		t.Run(o, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := runListImages(context.Background(), &buf, c, "app", 0, 10, o, true); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "list-images-digests."+o, buf.Bytes())
 		})
 	}
 }

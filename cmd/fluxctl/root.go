@@ -70,6 +70,7 @@ func newRootCommand() (*cobra.Command, *globals) {
 		newJobCommand(g),
 		newCancelCommand(g),
 		newNotifyCommand(g),
+		newCheckCommand(g),
 		newInstallCommand(),
 	)
 	wireCompletions(root, g)

@@ -1,7 +1,11 @@
 package main
 
 import (
+	"context"
+	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"sync/atomic"
 )
@@ -46,4 +50,26 @@ func (h *startupHealth) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// startHealth serves health probes on addr (none when it is empty) from
+// now until ctx ends, and returns the startup health and a function that
+// waits for the listener to stop.
+func startHealth(ctx context.Context, addr string, log *slog.Logger) (*startupHealth, func(), error) {
+	health := &startupHealth{}
+	if addr == "" {
+		return health, func() {}, nil
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, nil, fmt.Errorf("listening for health probes on %s: %w", addr, err)
+	}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := serveHTTP(ctx, lis, health, "health", log); err != nil {
+			log.Error("the health listener stopped", "error", err)
+		}
+	}()
+	return health, func() { <-served }, nil
 }

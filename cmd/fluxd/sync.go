@@ -15,7 +15,7 @@ import (
 	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/platform/kube/gitguard"
-	"github.com/fluxd/fluxd/platform/kube/sync"
+	kubesync "github.com/fluxd/fluxd/platform/kube/sync"
 	"github.com/fluxd/fluxd/release"
 	"github.com/fluxd/fluxd/syncer"
 )
@@ -49,29 +49,37 @@ func (f *syncFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.timeout, "sync-timeout", 5*time.Minute, "how long one sync may take")
 }
 
+// validate checks the sync's flags, so that fluxd refuses them before it
+// opens anything (configure) as well as where they are used (newSyncer).
+func (f syncFlags) validate() error {
+	if f.interval == 0 {
+		if f.prune {
+			return errors.New("--sync-prune needs --sync-interval: fluxd prunes only when it syncs")
+		}
+		return nil
+	}
+	var errs []error
+	if f.inventory != "" {
+		if ns, name, ok := strings.Cut(f.inventory, "/"); !ok || ns == "" || name == "" {
+			errs = append(errs, fmt.Errorf("--sync-inventory %q is not NAMESPACE/NAME", f.inventory))
+		}
+	}
+	return errors.Join(append(errs, syncer.Config{Interval: f.interval, Prune: f.prune, Timeout: f.timeout}.Validate())...)
+}
+
 // newSyncer builds the sync from its flags, or returns nil when it is off.
 // The sync reads git through the release engine (one clone, one fetch for
 // both) and is kicked by every fetch that finds a new commit.
 func newSyncer(f syncFlags, source string, rc *rest.Config, guard *gitguard.Guard, engine *release.Engine, rec syncer.Recorder, reg prometheus.Registerer, log *slog.Logger) (*syncer.Syncer, error) {
-	if f.interval == 0 {
-		if f.prune {
-			return nil, errors.New("--sync-prune needs --sync-interval: fluxd prunes only when it syncs")
-		}
-		return nil, nil
+	if err := f.validate(); err != nil || f.interval == 0 {
+		return nil, err
 	}
 	if f.inventory == "" {
 		f.inventory = defaultInventory(envOr("POD_NAMESPACE", "default"), source)
 	}
-	ns, name, ok := strings.Cut(f.inventory, "/")
+	ns, name, _ := strings.Cut(f.inventory, "/")
 	cfg := syncer.Config{Interval: f.interval, Prune: f.prune, Timeout: f.timeout}
 	kcfg := kubesync.Config{InventoryNamespace: ns, InventoryName: name, Source: source, PruneNamespaces: f.pruneNS, PruneAll: f.pruneAll, Guard: guard}
-	var errs []error
-	if !ok || ns == "" || name == "" {
-		errs = append(errs, fmt.Errorf("--sync-inventory %q is not NAMESPACE/NAME", f.inventory))
-	}
-	if err := errors.Join(append(errs, cfg.Validate())...); err != nil {
-		return nil, err
-	}
 	applier, err := kubesync.New(rc, kcfg, log)
 	if err != nil {
 		return nil, err

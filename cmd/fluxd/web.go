@@ -18,7 +18,7 @@ import (
 	"github.com/fluxd/fluxd/internal/auth"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/registry"
-	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/release/jobs"
 	"github.com/fluxd/fluxd/web"
 )
 
@@ -34,7 +34,7 @@ type liveStore interface {
 // startWeb serves the status page on --web-listen, its live events fed by
 // the job queue and the daemon's notifications of whichever replica leads,
 // through the store: every replica's page is live.
-func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Server, d *daemon.Daemon, jobs *release.Queue, auto *automator.Automator, tokens *auth.Store, store liveStore, log *slog.Logger) error {
+func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Server, d *daemon.Daemon, queue *jobs.Queue, auto *automator.Automator, tokens *auth.Store, store liveStore, log *slog.Logger) error {
 	hub := web.NewHub(0).UseStore(store)
 	g.Go(func() error {
 		if store.Wait(ctx) != nil {
@@ -48,8 +48,8 @@ func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Serve
 		hub.Run(ctx, wake, poll, log)
 		return nil
 	})
-	jobs.OnUpdate(func(u release.JobUpdate) { hub.PublishJob(u.Job.Instance, daemon.WatchJobResponse(u)) })
-	jobs.OnLog(func(l history.JobLogLine) { hub.Publish(l.Instance, "log", daemon.JobLogLine(l)) })
+	queue.OnUpdate(func(u jobs.JobUpdate) { hub.PublishJob(u.Job.Instance, daemon.WatchJobResponse(u)) })
+	queue.OnLog(func(l history.JobLogLine) { hub.Publish(l.Instance, "log", daemon.JobLogLine(l)) })
 	// A pass of the automator may change any service's state: the event
 	// carries nothing, the page reads its services again.
 	auto.OnChange(func() { hub.Publish("", "automation", &emptypb.Empty{}) })

@@ -1,69 +1,29 @@
 package main
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"io"
 	"log/slog"
-	"math/big"
 	"net"
-	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/fluxd/fluxd/daemon"
+	"github.com/fluxd/fluxd/internal/testcerts"
 	"github.com/fluxd/fluxd/platform"
 )
-
-// writeTestCert writes a certificate for 127.0.0.1 signed by caCert (self
-// signed CA when nil) and its key.
-func writeTestCert(t *testing.T, dir, name string, isCA bool, caCert *x509.Certificate, caKey *ecdsa.PrivateKey) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: name}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour)}
-	if isCA {
-		tmpl.IsCA, tmpl.BasicConstraintsValid, tmpl.KeyUsage = true, true, x509.KeyUsageCertSign
-	} else {
-		tmpl.KeyUsage, tmpl.IPAddresses = x509.KeyUsageDigitalSignature, []net.IP{net.ParseIP("127.0.0.1")}
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
-	}
-	parent, signer := tmpl, key
-	if caCert != nil {
-		parent, signer = caCert, caKey
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, signer)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	if err := os.WriteFile(filepath.Join(dir, name+".crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, name+".key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	return c, key
-}
 
 // With --tls-client-ca-file the status page requires a client
 // certificate as the API does; --web-allow-without-client-cert opts out.
 func TestWebListenerRequiresClientCertsWithTheAPI(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	ca, caKey := writeTestCert(t, dir, "ca", true, nil, nil)
-	writeTestCert(t, dir, "server", false, ca, caKey)
-	writeTestCert(t, dir, "client", false, ca, caKey)
+	ca := testcerts.NewCA(t, "ca")
+	ca.WriteFiles(t, filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"))
+	ca.WriteLeaf(t, dir, testcerts.Leaf{Name: "server"})
+	ca.WriteLeaf(t, dir, testcerts.Leaf{Name: "client"})
 	p := func(n string) string { return filepath.Join(dir, n) }
-	roots := x509.NewCertPool()
-	roots.AddCert(ca)
+	roots := ca.Pool()
 	client, err := tls.LoadX509KeyPair(p("client.crt"), p("client.key"))
 	if err != nil {
 		t.Fatal(err)

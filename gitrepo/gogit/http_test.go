@@ -2,42 +2,19 @@ package gogit
 
 import (
 	"context"
-	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/internal/githttp"
 )
-
-// smartHTTP serves the bare repositories under root with git's own
-// http-backend (smart HTTP, push enabled), behind basic auth.
-func smartHTTP(t *testing.T, root, user, password string) *httptest.Server {
-	t.Helper()
-	backend := &cgi.Handler{
-		Path: "/usr/lib/git-core/git-http-backend",
-		Env:  []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1", "REMOTE_USER=" + user},
-	}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		u, p, ok := r.BasicAuth()
-		if !ok || u != user || p != password {
-			w.Header().Set("WWW-Authenticate", `Basic realm="git"`)
-			http.Error(w, "unauthorized", http.StatusUnauthorized)
-			return
-		}
-		backend.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
 
 func TestSmartHTTPWithCredentials(t *testing.T) {
 	_, bare := newRemote(t)
 	// http-backend refuses pushes unless receive-pack is enabled.
 	gitCLI(t, bare, "config", "http.receivepack", "true")
-	srv := smartHTTP(t, filepath.Dir(bare), "fluxd", "s3cret-token")
+	srv := githttp.Serve(t, filepath.Dir(bare), githttp.Options{User: "fluxd", Password: "s3cret-token"})
 	host := strings.TrimPrefix(srv.URL, "http://")
 	ctx := context.Background()
 

@@ -3,36 +3,13 @@ package gogit
 import (
 	"context"
 	"errors"
-	"net/http"
-	"net/http/cgi"
-	"net/http/httptest"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/internal/githttp"
 )
-
-// stallingHTTP serves the bare repositories under root with git's
-// http-backend, except while stalled: then requests hang (as a remote
-// behind a dead load balancer does) until the client gives up.
-func stallingHTTP(t *testing.T, root string, stalled *atomic.Bool) *httptest.Server {
-	t.Helper()
-	backend := &cgi.Handler{Path: "/usr/lib/git-core/git-http-backend", Env: []string{"GIT_PROJECT_ROOT=" + root, "GIT_HTTP_EXPORT_ALL=1"}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if stalled.Load() {
-			select {
-			case <-r.Context().Done():
-			case <-time.After(time.Minute):
-			}
-			return
-		}
-		backend.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	return srv
-}
 
 // A remote that stops answering fails fetches after --git-timeout instead
 // of holding fluxd; a caller waiting for the clone gives up with its own
@@ -40,8 +17,7 @@ func stallingHTTP(t *testing.T, root string, stalled *atomic.Bool) *httptest.Ser
 func TestStalledRemote(t *testing.T) {
 	_, bare := newRemote(t)
 	gitCLI(t, bare, "config", "http.receivepack", "true")
-	var stalled atomic.Bool
-	srv := stallingHTTP(t, filepath.Dir(bare), &stalled)
+	srv := githttp.Serve(t, filepath.Dir(bare), githttp.Options{})
 	ctx := context.Background()
 	r, err := Open(ctx, Config{URL: srv.URL + "/remote.git", Branch: "prod", User: "fluxd", Email: "f@f", Dir: filepath.Join(t.TempDir(), "clone"), Timeout: 3 * time.Second}) // generous: git http-backend forks per request, slow on a loaded machine
 	if err != nil {
@@ -52,7 +28,7 @@ func TestStalledRemote(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	stalled.Store(true)
+	srv.Stalled.Store(true)
 	done := make(chan error, 1)
 	go func() { _, err := r.Sync(ctx); done <- err }()
 	// While that fetch hangs, another caller waits for the clone only as
@@ -79,7 +55,7 @@ func TestStalledRemote(t *testing.T) {
 		t.Errorf("status after the timeout = %+v; want the error, nothing waiting", st)
 	}
 
-	stalled.Store(false)
+	srv.Stalled.Store(false)
 	commit, err := commitAndPush(ctx, r, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:3\n")}, "Release a:3", gitrepo.Signature{Name: "carol"})
 	if err != nil {
 		t.Fatalf("after the remote recovered: %v", err)

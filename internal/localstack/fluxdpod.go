@@ -60,6 +60,25 @@ type FluxdPodOptions struct {
 	Instance string
 	// Args are added to fluxd's.
 	Args []string
+	// Install, when set, installs fluxd instead of 'fluxctl install' and
+	// an apply (the Helm chart's tests install with Helm). The namespace,
+	// the Secret fluxd-tokens and the ConfigMap fluxd-known-hosts exist
+	// when it is called.
+	Install func(ctx context.Context, in FluxdPodInstall) error
+}
+
+// FluxdPodInstall is what an installer of fluxd's pod is given.
+type FluxdPodInstall struct {
+	Namespace string
+	// GitURL is the stack's SSH remote; GitBranch and GitPath its branch
+	// and the manifests' path in it.
+	GitURL, GitBranch, GitPath string
+	// Image is fluxd's image.
+	Image string
+	// Patch makes an install's objects run on the stack, as they are for
+	// 'fluxctl install' (see the top of this file): the installer calls it
+	// on what it renders, every time it renders (a Helm post-renderer).
+	Patch func(objs []*unstructured.Unstructured) error
 }
 
 // FluxdPod is fluxd running in the cluster.
@@ -101,17 +120,13 @@ func (s *Stack) InstallFluxdPod(ctx context.Context, o FluxdPodOptions) (*FluxdP
 		return nil, fmt.Errorf("starting the SSH git remote: %w", err)
 	}
 	fp := &FluxdPod{Namespace: o.Namespace, GitURL: gs.GitURL, Tokens: map[string]string{}}
-	rendered, err := exec.CommandContext(ctx, o.Fluxctl, "install", "--namespace", o.Namespace,
-		"--git-url", gs.GitURL, "--git-branch", s.GitBranch, "--git-path", s.GitPath, "--image", o.Image).Output()
-	if err != nil {
-		return nil, fmt.Errorf("fluxctl install: %w%s", err, stderrOf(err))
-	}
-	objs, err := decodeObjects(rendered)
-	if err != nil {
-		return nil, fmt.Errorf("reading fluxctl install's output: %w", err)
-	}
 	// The Secrets and the ConfigMap a user creates by hand (docs/install.md).
-	tokensFile := filepath.Join(s.Dir, "fluxd-pod-tokens-"+o.Namespace)
+	// Files of their own per namespace: two installs share no state.
+	suffix := ""
+	if o.Namespace != "fluxd" {
+		suffix = "-" + o.Namespace
+	}
+	tokensFile := filepath.Join(s.Dir, "fluxd-pod-tokens"+suffix)
 	_ = os.Remove(tokensFile)
 	for _, role := range []auth.Role{auth.Admin, auth.Deployer, auth.Viewer} {
 		tok, err := auth.Create(tokensFile, auth.Identity{Instance: o.Instance, Role: role})
@@ -133,44 +148,60 @@ func (s *Stack) InstallFluxdPod(ctx context.Context, o FluxdPodOptions) (*FluxdP
 	if err != nil {
 		return nil, err
 	}
-	objs = append(objs,
+	prereqs := []*unstructured.Unstructured{
 		object("v1", "Secret", o.Namespace, "fluxd-tokens", map[string]any{
 			"type": "Opaque", "stringData": map[string]any{"tokens": string(tokens), "webhook-secret": fp.WebhookSecret}}),
 		object("v1", "ConfigMap", o.Namespace, "fluxd-known-hosts", map[string]any{
-			"data": map[string]any{"known_hosts": string(knownHosts)}}))
-	// A state directory per namespace: two installs on one stack never
-	// share a SQLite history.
-	state := filepath.Join(s.Dir, "fluxd-pod-state")
-	if o.Namespace != "fluxd" {
-		state += "-" + o.Namespace
-	}
+			"data": map[string]any{"known_hosts": string(knownHosts)}})}
+	state := filepath.Join(s.Dir, "fluxd-pod-state"+suffix)
 	if err := os.MkdirAll(state, 0o755); err != nil {
 		return nil, err
 	}
 	if err := os.Chown(state, 65532, 65532); err != nil {
 		return nil, err
 	}
-	var deployment *unstructured.Unstructured
-	for _, obj := range objs {
-		if obj.GetKind() == "Deployment" && obj.GetName() == "fluxd" {
-			deployment = obj
+	patch := func(objs []*unstructured.Unstructured) error {
+		var deployment *unstructured.Unstructured
+		for _, obj := range objs {
+			if obj.GetKind() == "Deployment" && obj.GetName() == "fluxd" {
+				deployment = obj
+			}
+			if obj.GetKind() == "Namespace" && obj.GetName() == o.Namespace {
+				privileged(obj)
+			}
 		}
-		if obj.GetKind() == "Namespace" && obj.GetName() == o.Namespace {
-			// The host's network and a hostPath are not "restricted":
-			// enforce "privileged", still warn and audit "restricted".
-			labels := obj.GetLabels()
-			labels["pod-security.kubernetes.io/enforce"] = "privileged"
-			obj.SetLabels(labels)
+		if deployment == nil {
+			return errors.New("the install has no Deployment fluxd")
 		}
+		return s.podPatch(deployment, fp, state, o.Args)
 	}
-	if deployment == nil {
-		return nil, errors.New("fluxctl install rendered no Deployment fluxd")
-	}
-	if err := s.podPatch(deployment, fp, state, o.Args); err != nil {
-		return nil, err
-	}
-	if err := s.apply(ctx, objs); err != nil {
-		return nil, err
+	if o.Install != nil {
+		ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": o.Namespace}}}
+		privileged(ns)
+		if err := s.apply(ctx, append([]*unstructured.Unstructured{ns}, prereqs...)); err != nil {
+			return nil, err
+		}
+		if err := o.Install(ctx, FluxdPodInstall{Namespace: o.Namespace, GitURL: gs.GitURL, GitBranch: s.GitBranch, GitPath: s.GitPath,
+			Image: o.Image, Patch: patch}); err != nil {
+			return nil, err
+		}
+	} else {
+		rendered, err := exec.CommandContext(ctx, o.Fluxctl, "install", "--namespace", o.Namespace,
+			"--git-url", gs.GitURL, "--git-branch", s.GitBranch, "--git-path", s.GitPath, "--image", o.Image).Output()
+		if err != nil {
+			return nil, fmt.Errorf("fluxctl install: %w%s", err, stderrOf(err))
+		}
+		objs, err := decodeObjects(rendered)
+		if err != nil {
+			return nil, fmt.Errorf("reading fluxctl install's output: %w", err)
+		}
+		objs = append(objs, prereqs...)
+		if err := patch(objs); err != nil {
+			return nil, fmt.Errorf("fluxctl install's output: %w", err)
+		}
+		if err := s.apply(ctx, objs); err != nil {
+			return nil, err
+		}
 	}
 	// The pod serves before git is cloned: the deploy key it generated
 	// into fluxd-ssh is what 'fluxctl identity' prints; the stack's sshd
@@ -211,11 +242,29 @@ func (s *Stack) InstallFluxdPod(ctx context.Context, o FluxdPodOptions) (*FluxdP
 	return fp, nil
 }
 
+// privileged makes a Namespace enforce the "privileged" Pod Security
+// level: the host's network and a hostPath are not "restricted". It still
+// warns and audits "restricted".
+func privileged(ns *unstructured.Unstructured) {
+	labels := ns.GetLabels()
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	labels["pod-security.kubernetes.io/enforce"] = "privileged"
+	labels["pod-security.kubernetes.io/warn"] = "restricted"
+	labels["pod-security.kubernetes.io/audit"] = "restricted"
+	ns.SetLabels(labels)
+}
+
 // podPatch makes the rendered Deployment run on the stack (see the top of
-// this file) and fills fp's addresses.
+// this file) and fills fp's addresses, once: a second render (an upgrade)
+// keeps them.
 func (s *Stack) podPatch(d *unstructured.Unstructured, fp *FluxdPod, state string, extra []string) error {
 	addrs := map[string]*string{"listen": &fp.Addr, "webhook-listen": &fp.WebhookAddr, "metrics-listen": &fp.MetricsAddr, "health-listen": &fp.HealthAddr, "web-listen": &fp.WebAddr}
 	for _, p := range addrs {
+		if *p != "" {
+			continue
+		}
 		a, err := FreeAddr()
 		if err != nil {
 			return err

@@ -1,59 +1,16 @@
 package tlsfiles
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/fluxd/fluxd/internal/testcerts"
 )
-
-// testCA signs serving certificates for 127.0.0.1.
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newCA(t *testing.T) *testCA {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageCertSign, BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, _ := x509.ParseCertificate(der)
-	return &testCA{c, key, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue writes a certificate with serial for 127.0.0.1 and its key.
-func (ca *testCA) issue(t *testing.T, serial int64, certFile, keyFile string, usage x509.ExtKeyUsage) {
-	t.Helper()
-	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: "fluxd"}, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage}, IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, _ := x509.MarshalECPrivateKey(key)
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // A rotated key pair (cert-manager rewriting the mounted files) is served
 // from the next handshake on, without a restart; a client certificate is
@@ -63,12 +20,15 @@ func TestServerReloadsRotatedCertificates(t *testing.T) {
 	recheck = 0
 	defer func() { recheck = old }()
 	dir := t.TempDir()
-	ca := newCA(t)
+	ca := testcerts.NewCA(t, "test CA")
 	caFile, cert, key := filepath.Join(dir, "ca.crt"), filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	os.WriteFile(caFile, ca.pem, 0o600)
-	ca.issue(t, 10, cert, key, x509.ExtKeyUsageServerAuth)
+	ca.WriteFiles(t, caFile, "")
+	issue := func(serial int64, certFile, keyFile string, usage x509.ExtKeyUsage) {
+		ca.Issue(t, testcerts.Leaf{Name: "fluxd", Serial: serial, Usage: []x509.ExtKeyUsage{usage}}).WriteFiles(t, certFile, keyFile)
+	}
+	issue(10, cert, key, x509.ExtKeyUsageServerAuth)
 	ccert, ckey := filepath.Join(dir, "client.crt"), filepath.Join(dir, "client.key")
-	ca.issue(t, 20, ccert, ckey, x509.ExtKeyUsageClientAuth)
+	issue(20, ccert, ckey, x509.ExtKeyUsageClientAuth)
 
 	srv, err := Server(cert, key, []string{caFile})
 	if err != nil {
@@ -113,7 +73,7 @@ func TestServerReloadsRotatedCertificates(t *testing.T) {
 	if got, err := serial(client); err != nil || got != 10 {
 		t.Fatalf("first certificate: serial %d, %v", got, err)
 	}
-	ca.issue(t, 11, cert, key, x509.ExtKeyUsageServerAuth)
+	issue(11, cert, key, x509.ExtKeyUsageServerAuth)
 	if got, err := serial(client); err != nil || got != 11 {
 		t.Errorf("after the rotation: serial %d, %v; want the new certificate", got, err)
 	}

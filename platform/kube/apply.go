@@ -5,11 +5,14 @@ import (
 	"fmt"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/yaml"
 
+	"github.com/fluxd/fluxd/helmrelease"
 	"github.com/fluxd/fluxd/platform"
 )
 
@@ -43,7 +46,13 @@ func (c *Cluster) Apply(ctx context.Context, id platform.ID, manifest []byte) (i
 	out, err := c.dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Apply(ctx, obj.GetName(), obj,
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
+		if id.Kind == platform.KindHelmRelease && meta.IsNoMatchError(err) || apierrors.IsNotFound(err) && id.Kind == platform.KindHelmRelease {
+			return 0, fmt.Errorf("applying %s to the cluster: %w; the cluster does not serve %s: install Flux's helm-controller (or its HelmRelease CRD) first", id, err, gvr.GroupVersion())
+		}
 		return 0, fmt.Errorf("applying %s to the cluster: %w", id, err)
+	}
+	if id.Kind == platform.KindHelmRelease {
+		c.kickHelm()
 	}
 	return out.GetGeneration(), nil
 }
@@ -72,6 +81,14 @@ func (c *Cluster) parse(id platform.ID, manifest []byte) (*unstructured.Unstruct
 		return nil, schema.GroupVersionResource{}, fmt.Errorf("applying %s: %w", id, err)
 	}
 	gvr, ok := resources[id.Kind]
+	if id.Kind == platform.KindHelmRelease {
+		// A HelmRelease is applied at the version git writes.
+		gv, err := schema.ParseGroupVersion(obj.GetAPIVersion())
+		if err != nil || !helmrelease.IsHelmRelease(obj.GetAPIVersion(), obj.GetKind()) {
+			return nil, schema.GroupVersionResource{}, fmt.Errorf("applying %s: apiVersion %q is not a Flux HelmRelease's (helm.toolkit.fluxcd.io/v2, or helm.fluxcd.io/v1)", id, obj.GetAPIVersion())
+		}
+		gvr, ok = gv.WithResource("helmreleases"), true
+	}
 	if !ok {
 		return nil, schema.GroupVersionResource{}, fmt.Errorf("applying %s: fluxd does not manage kind %s", id, id.Kind)
 	}

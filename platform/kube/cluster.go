@@ -64,6 +64,12 @@ type Cluster struct {
 	// guard refuses what git may not apply (SetGuard); nil refuses
 	// nothing.
 	guard *gitguard.Guard
+
+	// helm is the HelmRelease informers, started once their CRD is
+	// served (helm.go); namespaces and resync are theirs.
+	helm       helmWatch
+	namespaces []string
+	resync     time.Duration
 }
 
 // SetGuard makes Apply refuse, as the sync does, a workload git may not
@@ -160,11 +166,13 @@ func New(rc *rest.Config, cfg Config) (*Cluster, error) {
 }
 
 func newCluster(client kubernetes.Interface, host string, cfg Config) *Cluster {
-	c := &Cluster{client: client, host: host}
+	c := &Cluster{client: client, host: host, resync: cfg.Resync}
+	c.helm.kick = make(chan struct{}, 1)
 	namespaces := cfg.Namespaces
 	if len(namespaces) == 0 {
 		namespaces = []string{corev1.NamespaceAll}
 	}
+	c.namespaces = namespaces
 	for _, ns := range namespaces {
 		f := informers.NewSharedInformerFactoryWithOptions(client, cfg.Resync, informers.WithNamespace(ns), informers.WithTransform(stripManagedFields))
 		apps, batch := f.Apps().V1(), f.Batch().V1()
@@ -203,6 +211,7 @@ func (c *Cluster) Start(ctx context.Context) {
 	for _, f := range c.factories {
 		f.Start(ctx.Done())
 	}
+	go c.watchHelm(ctx, c.namespaces, c.resync)
 }
 
 // WaitForSync waits until the informers' caches are filled, or ctx ends.
@@ -303,6 +312,7 @@ func (c *Cluster) Workloads(ctx context.Context) ([]platform.Workload, error) {
 			out = append(out, fromCronJob(cj))
 		}
 	}
+	out = append(out, c.helmReleases()...)
 	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
 	return out, ctx.Err()
 }

@@ -159,6 +159,9 @@ type item struct {
 	witness  witness
 	informer informerKey
 	watched  bool
+	// liveIgnore names Flux v1's ignore annotation when the object in
+	// the cluster carries it with "true" (ignore.go).
+	liveIgnore string
 }
 
 // Apply applies objs (or, with opts.DryRun, says what applying them would
@@ -208,6 +211,7 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 			stage = kept
 		}
 		a.classify(ctx, inv, stage)
+		stage = leaveIgnored(stage)
 		for _, it := range stage {
 			if it.change == changeNone {
 				it.res.Action, it.witness = platform.ActionUnchanged, inv.entries[it.key].Witness
@@ -290,6 +294,13 @@ func (a *Applier) prepare(objs []platform.Object) ([]*item, []platform.ObjectRes
 		if why := a.refuse(u); why != "" {
 			// Not applied, and not pruned either: left alone.
 			it.res.Action, it.res.Error = platform.ActionFailed, why
+			failed = append(failed, *it.res)
+			refused[it.key] = true
+			continue
+		}
+		if why := ignoredInGit(u.GetAnnotations()); why != "" {
+			// Not applied, and not pruned either: left alone.
+			it.res.Action, it.res.Error = platform.ActionSkipped, why
 			failed = append(failed, *it.res)
 			refused[it.key] = true
 			continue

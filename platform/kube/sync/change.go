@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/policy"
 )
 
 // A sync sends an object to the API server only when it changed in git
@@ -94,7 +95,13 @@ func (a *Applier) classify(ctx context.Context, inv inventory, items []*item) {
 		if !it.watched || !ok {
 			continue
 		}
-		it.change = changeOf(inv.entries[it.key], it, get(inf, it.u.GetNamespace(), it.u.GetName()))
+		live := get(inf, it.u.GetNamespace(), it.u.GetName())
+		it.change = changeOf(inv.entries[it.key], it, live)
+		if live != nil {
+			if v, key := policy.FluxIgnore(live.GetAnnotations()); v == "true" {
+				it.liveIgnore = key
+			}
+		}
 	}
 }
 

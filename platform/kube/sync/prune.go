@@ -76,6 +76,10 @@ func (a *Applier) pruneOne(ctx context.Context, r platform.ObjectRef, dryRun boo
 		res.Action, res.Error = platform.ActionSkipped, ""
 		return res, true
 	}
+	if why := notPrunedIgnored(live.GetAnnotations()); why != "" {
+		res.Action, res.Error = platform.ActionSkipped, why
+		return res, true
+	}
 	if gk := live.GroupVersionKind().GroupKind(); (gk.Kind == "Namespace" && gk.Group == "" || gk.Kind == "CustomResourceDefinition" && gk.Group == "apiextensions.k8s.io") &&
 		!a.cfg.PruneNamespaces && ann != "enabled" {
 		// Deleting one deletes everything in it (or every resource of

@@ -1,7 +1,8 @@
-package release
+package jobs
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"path/filepath"
@@ -9,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fluxd/fluxd/release"
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/history/sqlite"
@@ -26,14 +29,14 @@ type gateExec struct {
 	checksums map[string]string
 }
 
-func (g *gateExec) Execute(ctx context.Context, _ string, spec Spec, _ history.Type, o ExecOptions) (*Result, error) {
+func (g *gateExec) Execute(ctx context.Context, _ string, spec release.Spec, _ history.Type, o release.ExecOptions) (*release.Result, error) {
 	g.started <- spec.Message
-	o.Report(Progress{Stage: StageEditing})
+	o.Report(release.Progress{Stage: release.StageEditing})
 	select {
 	case <-g.release:
 	case <-ctx.Done():
-		if stopping(ctx) {
-			return nil, ErrInterrupted // as the Engine does
+		if !errors.Is(context.Cause(ctx), release.ErrCancelled) {
+			return nil, release.ErrInterrupted // fluxd stops, as the Engine tells it
 		}
 		return nil, ctx.Err()
 	}
@@ -44,11 +47,11 @@ func (g *gateExec) Execute(ctx context.Context, _ string, spec Spec, _ history.T
 	}
 	g.checksums[spec.Message] = o.Checksum
 	g.mu.Unlock()
-	return &Result{Plan: &Plan{}, Commit: "commit-" + spec.Message}, nil
+	return &release.Result{Plan: &release.Plan{}, Commit: "commit-" + spec.Message}, nil
 }
 
 // Resume records a take-over as "resume:<commit>".
-func (g *gateExec) Resume(ctx context.Context, instance string, spec Spec, plan *Plan, commit string, typ history.Type, o ExecOptions) (*Result, error) {
+func (g *gateExec) Resume(ctx context.Context, instance string, spec release.Spec, plan *release.Plan, commit string, typ history.Type, o release.ExecOptions) (*release.Result, error) {
 	spec.Message = "resume:" + commit
 	return g.Execute(ctx, instance, spec, typ, o)
 }
@@ -88,13 +91,13 @@ func TestQueueRunsInOrderAndCancels(t *testing.T) {
 	defer cancel()
 	go q.Run(ctx)
 
-	a, _ := q.Enqueue(ctx, "team", Spec{Message: "a"}, "")
+	a, _ := q.Enqueue(ctx, "team", release.Spec{Message: "a"}, "")
 	if got := <-g.started; got != "a" {
 		t.Fatalf("started %s first", got)
 	}
-	b, _ := q.Enqueue(ctx, "team", Spec{Message: "b"}, "")
-	c, _ := q.Enqueue(ctx, "team", Spec{Message: "c"}, "")
-	d, _ := q.Enqueue(ctx, "team", Spec{Message: "d"}, "")
+	b, _ := q.Enqueue(ctx, "team", release.Spec{Message: "b"}, "")
+	c, _ := q.Enqueue(ctx, "team", release.Spec{Message: "c"}, "")
+	d, _ := q.Enqueue(ctx, "team", release.Spec{Message: "d"}, "")
 	if b.Position != 1 || c.Position != 2 || d.Position != 3 {
 		t.Errorf("positions %d %d %d, want 1 2 3", b.Position, c.Position, d.Position)
 	}
@@ -132,7 +135,7 @@ func TestQueueRunsInOrderAndCancels(t *testing.T) {
 			stages = append(stages, u.Job.Stage)
 		}
 	}
-	if len(stages) < 3 || stages[0] != StageQueued || stages[len(stages)-1] != StageCancelled {
+	if len(stages) < 3 || stages[0] != release.StageQueued || stages[len(stages)-1] != release.StageCancelled {
 		t.Errorf("watched stages %v; want queued ... cancelled", stages)
 	}
 	if u := waitState(t, q, "team", a.Job.ID, history.JobSucceeded); u.Job.Commit != "commit-a" {
@@ -159,15 +162,15 @@ func TestQueueRecoverTakesOverLiveJobs(t *testing.T) {
 	g.pushed = map[string]string{"pushed-unsaved": "c2"}
 	for _, j := range []history.Job{
 		// Pushed, commit saved: taken over.
-		{ID: "pushed", Instance: "team", State: history.JobRunning, Stage: StageRollingOut, Spec: []byte(`{"Message":"p"}`), Plan: plan, Commit: "c1", CreatedAt: now},
+		{ID: "pushed", Instance: "team", State: history.JobRunning, Stage: release.StageRollingOut, Spec: []byte(`{"Message":"p"}`), Plan: plan, Commit: "c1", CreatedAt: now},
 		// Not pushed: runs again.
-		{ID: "unpushed", Instance: "team", State: history.JobRunning, Stage: StageEditing, Spec: []byte(`{"Message":"u"}`), CreatedAt: now},
+		{ID: "unpushed", Instance: "team", State: history.JobRunning, Stage: release.StageEditing, Spec: []byte(`{"Message":"u"}`), CreatedAt: now},
 		// Pushed, but the commit was not saved before the kill: found by
 		// its trailer, taken over.
-		{ID: "pushed-unsaved", Instance: "team", State: history.JobRunning, Stage: StagePushing, Spec: []byte(`{"Message":"x"}`), Plan: plan, CreatedAt: now},
+		{ID: "pushed-unsaved", Instance: "team", State: history.JobRunning, Stage: release.StagePushing, Spec: []byte(`{"Message":"x"}`), Plan: plan, CreatedAt: now},
 		// Pushed with no plan saved: cannot be taken over; failed.
-		{ID: "planless", Instance: "team", State: history.JobRunning, Stage: StageApplying, Spec: []byte(`{"Message":"y"}`), Commit: "c3", CreatedAt: now},
-		{ID: "queued", Instance: "team", State: history.JobQueued, Stage: StageQueued, Spec: []byte(`{"Message":"q"}`), Checksum: "confirmed", CreatedAt: now},
+		{ID: "planless", Instance: "team", State: history.JobRunning, Stage: release.StageApplying, Spec: []byte(`{"Message":"y"}`), Commit: "c3", CreatedAt: now},
+		{ID: "queued", Instance: "team", State: history.JobQueued, Stage: release.StageQueued, Spec: []byte(`{"Message":"q"}`), Checksum: "confirmed", CreatedAt: now},
 	} {
 		if _, err := store.SaveJob(ctx, j); err != nil {
 			t.Fatal(err)
@@ -203,4 +206,42 @@ func TestQueueRecoverTakesOverLiveJobs(t *testing.T) {
 		t.Errorf("the queued job ran with checksum %q after the restart; want the one it was confirmed with", g.checksums["q"])
 	}
 	g.mu.Unlock()
+}
+
+// A queue whose fluxd stops leaves the running job live in the store (not
+// failed, not cancelled), and the next queue on that store carries it on.
+func TestQueueStopLeavesTheRunningJobLive(t *testing.T) {
+	q, g, store := newQueue(t)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { q.Run(ctx); close(done) }()
+	u, err := q.Enqueue(context.Background(), "team", release.Spec{Message: "a"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-g.started
+	stop()
+	<-done
+	j, err := store.Job(context.Background(), "team", u.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j.State != history.JobRunning {
+		t.Fatalf("after a stop the job is %s (%s); want it left running for a take-over", j.State, j.Error)
+	}
+	if evs, _ := store.Events(context.Background(), "team", history.Query{}); len(evs) != 0 {
+		t.Errorf("history = %+v; want nothing recorded for a stop", evs)
+	}
+	q2 := NewQueue(g, store, 0, false, q.log)
+	if err := q2.Recover(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go q2.Run(rctx)
+	if got := <-g.started; got != "a" {
+		t.Errorf("the next fluxd ran %q; want the interrupted job again", got)
+	}
+	g.release <- struct{}{}
+	waitState(t, q2, "team", u.Job.ID, history.JobSucceeded)
 }

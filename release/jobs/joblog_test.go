@@ -1,10 +1,12 @@
-package release
+package jobs
 
 import (
 	"context"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/fluxd/fluxd/release"
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/platform"
@@ -23,7 +25,7 @@ func TestJobLogIsWrittenAndKept(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go q.Run(ctx)
-	u, err := q.Enqueue(ctx, "a", Spec{Message: "one", User: "ann"}, "")
+	u, err := q.Enqueue(ctx, "a", release.Spec{Message: "one", User: "ann"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,18 +67,18 @@ func TestProgressLines(t *testing.T) {
 	t.Parallel()
 	var l jobLog
 	id := platform.ID{Namespace: "default", Kind: "deployment", Name: "web"}
-	plan := &Plan{Items: []Item{{Service: id, Action: Update, Updates: []ContainerUpdate{{Container: "app", Current: "r/web:1", Target: "r/web:2"}}}}}
+	plan := &release.Plan{Items: []release.Item{{Service: id, Action: release.Update, Updates: []release.ContainerUpdate{{Container: "app", Current: "r/web:1", Target: "r/web:2"}}}}}
 	steps := []struct {
-		p    Progress
+		p    release.Progress
 		want []string
 	}{
-		{Progress{Stage: StageCloning}, []string{"fetching the git remote and planning the release"}},
-		{Progress{Stage: StageCommitting, Plan: plan}, []string{"committing", "default:deployment/web: container app: r/web:1 -> r/web:2"}},
-		{Progress{Stage: StageApplying, Commit: "0123456789abcdef"}, []string{"pushed commit 0123456789ab", "applying to the cluster"}},
-		{Progress{Stage: StageRollingOut, Commit: "0123456789abcdef", Workloads: []WorkloadProgress{{Service: id, Replicas: platform.Replicas{Desired: 2, Updated: 1}}}},
+		{release.Progress{Stage: release.StageCloning}, []string{"fetching the git remote and planning the release"}},
+		{release.Progress{Stage: release.StageCommitting, Plan: plan}, []string{"committing", "default:deployment/web: container app: r/web:1 -> r/web:2"}},
+		{release.Progress{Stage: release.StageApplying, Commit: "0123456789abcdef"}, []string{"pushed commit 0123456789ab", "applying to the cluster"}},
+		{release.Progress{Stage: release.StageRollingOut, Commit: "0123456789abcdef", Workloads: []release.WorkloadProgress{{Service: id, Replicas: platform.Replicas{Desired: 2, Updated: 1}}}},
 			[]string{"following the rollout", "default:deployment/web: 1/2 updated, 0 ready, 0 available"}},
-		{Progress{Stage: StageRollingOut, Commit: "0123456789abcdef", Workloads: []WorkloadProgress{{Service: id, Replicas: platform.Replicas{Desired: 2, Updated: 1}}}}, nil},
-		{Progress{Stage: StageRollingOut, Workloads: []WorkloadProgress{{Service: id, Replicas: platform.Replicas{Desired: 2, Updated: 2, Ready: 2, Available: 2}, Done: true}}},
+		{release.Progress{Stage: release.StageRollingOut, Commit: "0123456789abcdef", Workloads: []release.WorkloadProgress{{Service: id, Replicas: platform.Replicas{Desired: 2, Updated: 1}}}}, nil},
+		{release.Progress{Stage: release.StageRollingOut, Workloads: []release.WorkloadProgress{{Service: id, Replicas: platform.Replicas{Desired: 2, Updated: 2, Ready: 2, Available: 2}, Done: true}}},
 			[]string{"default:deployment/web: rolled out (2/2 ready)"}},
 	}
 	for i, s := range steps {

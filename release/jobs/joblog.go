@@ -1,10 +1,12 @@
-package release
+package jobs
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fluxd/fluxd/release"
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/fluxerr"
@@ -51,7 +53,7 @@ func (q *Queue) JobLog(ctx context.Context, instance, id string, after int64) ([
 // progressLines says in words what a progress report adds to the job's
 // log: a new stage, the plan being committed, the commit pushed, each
 // workload's replicas as they change.
-func (l *jobLog) progressLines(p Progress) []string {
+func (l *jobLog) progressLines(p release.Progress) []string {
 	var out []string
 	if p.Commit != "" && p.Commit != l.commit {
 		l.commit = p.Commit
@@ -60,26 +62,26 @@ func (l *jobLog) progressLines(p Progress) []string {
 	if p.Stage != l.stage {
 		l.stage = p.Stage
 		switch p.Stage {
-		case StageCloning:
+		case release.StageCloning:
 			out = append(out, "fetching the git remote and planning the release")
-		case StageEditing:
+		case release.StageEditing:
 			out = append(out, "editing the manifests")
-		case StageCommitting:
+		case release.StageCommitting:
 			out = append(out, "committing")
-		case StagePushing:
+		case release.StagePushing:
 			out = append(out, "pushing the commit")
-		case StageApplying:
+		case release.StageApplying:
 			out = append(out, "applying to the cluster")
-		case StageRollingOut:
+		case release.StageRollingOut:
 			out = append(out, "following the rollout")
-		case StageRollingBack:
+		case release.StageRollingBack:
 			out = append(out, fmt.Sprintf("rolling back commit %.12s", p.Commit))
-		case StageDone:
+		case release.StageDone:
 		default:
 			out = append(out, p.Stage)
 		}
 	}
-	if p.Plan != nil && p.Stage == StageCommitting {
+	if p.Plan != nil && p.Stage == release.StageCommitting {
 		for _, it := range p.Plan.Items {
 			for _, u := range it.Updates {
 				out = append(out, fmt.Sprintf("%s: container %s: %s -> %s", it.Service, u.Container, u.Current, u.Target))

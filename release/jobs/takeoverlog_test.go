@@ -1,4 +1,4 @@
-package release
+package jobs
 
 import (
 	"context"
@@ -9,16 +9,17 @@ import (
 	"time"
 
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/release"
 )
 
 // reportingExec takes a job over as the Engine does: it reports the
 // commit it carries on with, then the rollout.
 type reportingExec struct{ gateExec }
 
-func (r *reportingExec) Resume(_ context.Context, _ string, _ Spec, _ *Plan, commit string, _ history.Type, o ExecOptions) (*Result, error) {
-	o.Report(Progress{Stage: StageApplying, Commit: commit})
-	o.Report(Progress{Stage: StageRollingOut, Commit: commit})
-	return &Result{Plan: &Plan{}, Commit: commit}, nil
+func (r *reportingExec) Resume(_ context.Context, _ string, _ release.Spec, _ *release.Plan, commit string, _ history.Type, o release.ExecOptions) (*release.Result, error) {
+	o.Report(release.Progress{Stage: release.StageApplying, Commit: commit})
+	o.Report(release.Progress{Stage: release.StageRollingOut, Commit: commit})
+	return &release.Result{Plan: &release.Plan{}, Commit: commit}, nil
 }
 
 // A job taken over after its push says so once, and does not say it
@@ -28,12 +29,12 @@ func TestTakenOverJobsLogDoesNotSayItPushedAgain(t *testing.T) {
 	ctx := context.Background()
 	q := NewQueue(&reportingExec{}, store, 0, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	plan := []byte(`{"Items":[{"Service":{"Namespace":"default","Kind":"deployment","Name":"app"},"Action":"update"}]}`)
-	job := history.Job{ID: "j", Instance: "team", State: history.JobRunning, Stage: StageRollingOut, Spec: []byte(`{"Message":"m"}`), Plan: plan, Commit: "0123456789abcdef", CreatedAt: time.Now()}
+	job := history.Job{ID: "j", Instance: "team", State: history.JobRunning, Stage: release.StageRollingOut, Spec: []byte(`{"Message":"m"}`), Plan: plan, Commit: "0123456789abcdef", CreatedAt: time.Now()}
 	if _, err := store.SaveJob(ctx, job); err != nil {
 		t.Fatal(err)
 	}
 	// What the first fluxd wrote before it stopped.
-	if err := store.AppendJobLog(ctx, history.JobLogLine{JobID: "j", Instance: "team", Seq: 1, Time: time.Now(), Stage: StageApplying, Text: "pushed commit 0123456789ab"}); err != nil {
+	if err := store.AppendJobLog(ctx, history.JobLogLine{JobID: "j", Instance: "team", Seq: 1, Time: time.Now(), Stage: release.StageApplying, Text: "pushed commit 0123456789ab"}); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.Recover(ctx); err != nil {

@@ -1,9 +1,11 @@
-package release
+package jobs
 
 import (
 	"context"
 	"encoding/json"
 	"time"
+
+	"github.com/fluxd/fluxd/release"
 
 	"github.com/fluxd/fluxd/history"
 )
@@ -29,30 +31,11 @@ func (q *Queue) noticeStarted(ctx context.Context, e *entry, typ history.Type, c
 	q.mu.Lock()
 	planJSON := e.job.Plan
 	q.mu.Unlock()
-	plan := &Plan{}
+	plan := &release.Plan{}
 	_ = json.Unmarshal(planJSON, plan)
-	ev := event(e.job.Instance, e.spec, plan, typ, time.Now())
+	ev := release.NewEvent(e.job.Instance, e.spec, plan, typ, time.Now())
 	ev.Commit, ev.Job = commit, e.job.ID
 	if _, err := q.notifier.Notify(context.WithoutCancel(ctx), history.Notice{Event: ev, Started: true}); err != nil {
 		q.log.Warn("storing the notice of a release rolling out failed; its receivers will not hear of its start", "job", e.job.ID, "error", err)
 	}
-}
-
-// jobKey keys the ID of the job a release runs for in its context.
-type jobKey struct{}
-
-// withJob is ctx carrying the job's ID, for the events the engine
-// records while running it.
-func withJob(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, jobKey{}, id)
-}
-
-// jobRecorder names the job in each event recorded while running one.
-type jobRecorder struct{ Recorder }
-
-func (r jobRecorder) Record(ctx context.Context, ev history.Event) (int64, error) {
-	if id, ok := ctx.Value(jobKey{}).(string); ok && ev.Job == "" {
-		ev.Job = id
-	}
-	return r.Recorder.Record(ctx, ev)
 }

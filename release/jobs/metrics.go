@@ -1,7 +1,9 @@
-package release
+package jobs
 
 import (
 	"time"
+
+	"github.com/fluxd/fluxd/release"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -92,7 +94,7 @@ func (q *Queue) startTimer(e *entry, typ history.Type) *jobTimer {
 
 // stage notes a stage reached: the first after the push ends the release.
 func (t *jobTimer) stage(s string) {
-	if t.m == nil || !t.pushed.IsZero() || (s != StageApplying && s != StageRollingOut) {
+	if t.m == nil || !t.pushed.IsZero() || (s != release.StageApplying && s != release.StageRollingOut) {
 		return
 	}
 	t.pushed = time.Now()

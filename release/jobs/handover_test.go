@@ -1,4 +1,4 @@
-package release
+package jobs
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/fluxd/fluxd/release"
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/history/postgres"
@@ -83,7 +85,7 @@ func testSteppingDown(t *testing.T, oldStore, newStore replicaStore) {
 
 	// The call the old leader accepted a moment before it stepped down
 	// is stored now.
-	u, err := old.Enqueue(ctx, "team", Spec{Message: "late"}, "")
+	u, err := old.Enqueue(ctx, "team", release.Spec{Message: "late"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

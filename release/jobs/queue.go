@@ -1,4 +1,4 @@
-package release
+package jobs
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/fluxd/fluxd/release"
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/fluxerr"
@@ -27,10 +29,12 @@ type JobStore interface {
 // Executor executes a release, or finishes one another fluxd pushed;
 // *Engine is one.
 type Executor interface {
-	Execute(ctx context.Context, instance string, spec Spec, typ history.Type, o ExecOptions) (*Result, error)
-	Resume(ctx context.Context, instance string, spec Spec, plan *Plan, commit string, typ history.Type, o ExecOptions) (*Result, error)
+	Execute(ctx context.Context, instance string, spec release.Spec, typ history.Type, o release.ExecOptions) (*release.Result, error)
+	Resume(ctx context.Context, instance string, spec release.Spec, plan *release.Plan, commit string, typ history.Type, o release.ExecOptions) (*release.Result, error)
 	FindJobCommit(ctx context.Context, id string) (string, error)
 }
+
+var _ Executor = (*release.Engine)(nil)
 
 // JobUpdate is a job as it is now, sent to watchers on every change.
 type JobUpdate struct {
@@ -38,7 +42,7 @@ type JobUpdate struct {
 	// Position is the job's place in the queue, 1 for the next to run;
 	// 0 once it runs or has ended.
 	Position  int
-	Workloads []WorkloadProgress
+	Workloads []release.WorkloadProgress
 }
 
 // Queue runs release jobs one at a time, in the order they came, for all
@@ -82,11 +86,11 @@ func (q *Queue) OnEnd(f func(history.Job)) { q.onEnd = f }
 
 type entry struct {
 	job       history.Job
-	spec      Spec
+	spec      release.Spec
 	checksum  string
 	cancel    context.CancelCauseFunc
 	cancelled bool
-	workloads []WorkloadProgress
+	workloads []release.WorkloadProgress
 	// resume is set for a job another fluxd pushed and did not finish.
 	resume *resumePoint
 	// log is what the job's log has told so far.
@@ -97,7 +101,7 @@ type entry struct {
 
 type resumePoint struct {
 	commit string
-	plan   *Plan
+	plan   *release.Plan
 	// rollingBack: the job was rolling its release back.
 	rollingBack bool
 	// rolloutStarted is when the job's log says its rollout began (zero
@@ -135,7 +139,7 @@ func (q *Queue) Recover(ctx context.Context) error {
 	}
 	q.mu.Unlock()
 	for _, j := range live {
-		var spec Spec
+		var spec release.Spec
 		if err := json.Unmarshal(j.Spec, &spec); err != nil {
 			return fmt.Errorf("job %s: reading its spec: %w", j.ID, err)
 		}
@@ -161,17 +165,17 @@ func (q *Queue) Recover(ctx context.Context) error {
 			}
 		}
 		if commit == "" {
-			e.job.State, e.job.Stage = history.JobQueued, StageQueued
+			e.job.State, e.job.Stage = history.JobQueued, release.StageQueued
 			first = append(first, e)
 			q.log.Warn("job was running when its fluxd stopped, before it pushed; running it again", "job", j.ID)
 			continue
 		}
-		var plan Plan
+		var plan release.Plan
 		if err := json.Unmarshal(j.Plan, &plan); err != nil || len(plan.Items) == 0 {
 			q.failStale(ctx, j, fmt.Sprintf("fluxd stopped after the job pushed commit %.12s, but its plan was not saved; check the cluster, then release again", commit))
 			continue
 		}
-		e.job.Commit, e.resume = commit, &resumePoint{commit: commit, plan: &plan, rollingBack: j.Stage == StageRollingBack, rolloutStarted: rolloutStarted}
+		e.job.Commit, e.resume = commit, &resumePoint{commit: commit, plan: &plan, rollingBack: j.Stage == release.StageRollingBack, rolloutStarted: rolloutStarted}
 		first = append(first, e)
 		if e.resume.rollingBack {
 			q.log.Warn("job was rolling back when its fluxd stopped; taking it over: finishing the rollback", "job", j.ID, "commit", commit)
@@ -205,7 +209,7 @@ func (q *Queue) adopt(ctx context.Context) {
 		if j.State != history.JobQueued || q.known[j.ID] {
 			continue
 		}
-		var spec Spec
+		var spec release.Spec
 		if err := json.Unmarshal(j.Spec, &spec); err != nil {
 			q.log.Error("a queued job's spec cannot be read; it is left as it is", "job", j.ID, "error", err)
 			q.known[j.ID] = true
@@ -247,7 +251,7 @@ func (q *Queue) stop() {
 // its rollout timeout runs from, however often it is taken over.
 func rolloutStart(lines []history.JobLogLine) time.Time {
 	for _, l := range lines {
-		if l.Stage == StageRollingOut {
+		if l.Stage == release.StageRollingOut {
 			return l.Time
 		}
 	}
@@ -256,7 +260,7 @@ func rolloutStart(lines []history.JobLogLine) time.Time {
 
 // failStale marks a job that cannot be carried on failed, in history too.
 func (q *Queue) failStale(ctx context.Context, j history.Job, why string) {
-	j.State, j.Stage, j.Error, j.FinishedAt = history.JobFailed, StageFailed, why, time.Now()
+	j.State, j.Stage, j.Error, j.FinishedAt = history.JobFailed, release.StageFailed, why, time.Now()
 	if _, err := q.store.SaveJob(ctx, j); err != nil {
 		q.log.Error("saving job failed", "job", j.ID, "error", err)
 	}
@@ -266,14 +270,14 @@ func (q *Queue) failStale(ctx context.Context, j history.Job, why string) {
 
 // Enqueue adds a release job for instance and returns it at once.
 // checksum, when set, must still match when the job runs.
-func (q *Queue) Enqueue(ctx context.Context, instance string, spec Spec, checksum string) (JobUpdate, error) {
+func (q *Queue) Enqueue(ctx context.Context, instance string, spec release.Spec, checksum string) (JobUpdate, error) {
 	specJSON, err := json.Marshal(spec)
 	if err != nil {
 		return JobUpdate{}, err
 	}
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])
-	j := history.Job{ID: hex.EncodeToString(raw[:]), Instance: instance, State: history.JobQueued, Stage: StageQueued, Spec: specJSON, Checksum: checksum, CreatedAt: time.Now()}
+	j := history.Job{ID: hex.EncodeToString(raw[:]), Instance: instance, State: history.JobQueued, Stage: release.StageQueued, Spec: specJSON, Checksum: checksum, CreatedAt: time.Now()}
 	q.mu.Lock()
 	q.known[j.ID] = true
 	q.mu.Unlock()
@@ -338,10 +342,10 @@ func (q *Queue) Run(ctx context.Context) {
 		q.pending = q.pending[1:]
 		jobCtx, cancel := context.WithCancelCause(ctx)
 		e.cancel = cancel
-		jobCtx = withRoot(jobCtx, ctx)
+		jobCtx = release.WithRoot(jobCtx, ctx)
 		e.job.State = history.JobRunning
 		if e.resume == nil {
-			e.job.Stage, e.job.StartedAt = StageCloning, time.Now()
+			e.job.Stage, e.job.StartedAt = release.StageCloning, time.Now()
 		}
 		q.running = e
 		q.mu.Unlock()
@@ -365,12 +369,12 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 		typ = history.AutomatedRelease
 	}
 	timer := q.startTimer(e, typ)
-	o := ExecOptions{
+	o := release.ExecOptions{
 		Checksum:          e.checksum,
 		RolloutTimeout:    timeout,
 		RollbackOnFailure: q.rollback || e.spec.RollbackOnFailure,
 		JobID:             e.job.ID,
-		Report: func(p Progress) {
+		Report: func(p release.Progress) {
 			timer.stage(p.Stage)
 			q.mu.Lock()
 			lines := e.log.progressLines(p)
@@ -393,14 +397,14 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 			}
 			q.writeLog(ctx, e, lines...)
 			q.publish(e)
-			if p.Stage == StageRollingOut && p.Commit != "" {
+			if p.Stage == release.StageRollingOut && p.Commit != "" {
 				q.noticeStarted(ctx, e, typ, p.Commit)
 			}
 		},
 	}
-	var res *Result
+	var res *release.Result
 	var err error
-	ctx = withJob(ctx, e.job.ID)
+	ctx = release.WithJob(ctx, e.job.ID)
 	if e.resume != nil {
 		q.writeLog(ctx, e, fmt.Sprintf("taken over by this fluxd after commit %.12s was pushed", e.resume.commit))
 		// The log has told the push already: this fluxd pushes nothing.
@@ -414,7 +418,7 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 	} else {
 		res, err = q.exec.Execute(ctx, e.job.Instance, e.spec, typ, o)
 	}
-	if errors.Is(err, ErrInterrupted) {
+	if errors.Is(err, release.ErrInterrupted) {
 		// fluxd is stopping: the stored job stays running (with its
 		// commit and plan if it pushed), for Recover to carry on.
 		q.mu.Lock()
@@ -429,11 +433,14 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 	e.job.FinishedAt = time.Now()
 	switch {
 	case err != nil && e.cancelled:
-		e.job.State, e.job.Stage, e.job.Error = history.JobCancelled, StageCancelled, "cancelled: "+err.Error()
+		e.job.State, e.job.Stage, e.job.Error = history.JobCancelled, release.StageCancelled, "cancelled: "+err.Error()
 	case err != nil:
-		e.job.State, e.job.Stage, e.job.Error = history.JobFailed, StageFailed, err.Error()
+		e.job.State, e.job.Stage, e.job.Error = history.JobFailed, release.StageFailed, err.Error()
 	default:
-		e.job.State, e.job.Stage, e.job.Commit = history.JobSucceeded, StageDone, res.Commit
+		e.job.State, e.job.Stage, e.job.Commit = history.JobSucceeded, release.StageDone, res.Commit
+		if res.NotRolledOut != "" {
+			e.job.Stage, e.job.Error = release.StageNotRolledOut, res.NotRolledOut
+		}
 		if b, err := json.Marshal(res.Plan); err == nil {
 			e.job.Plan = b
 		}
@@ -457,7 +464,7 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 
 // record notes a job's end in history, where the engine did not.
 func (q *Queue) record(ctx context.Context, j history.Job, typ history.Type) {
-	var spec Spec
+	var spec release.Spec
 	_ = json.Unmarshal(j.Spec, &spec)
 	ev := history.Event{Instance: j.Instance, Type: typ, User: spec.User, Message: spec.Message, Error: fmt.Sprintf("job %s: %s", j.ID, j.Error), Job: j.ID, StartedAt: j.CreatedAt, EndedAt: time.Now()}
 	for _, id := range spec.Services {
@@ -528,7 +535,7 @@ func (q *Queue) Cancel(ctx context.Context, instance, id string) (JobUpdate, err
 	for i, e := range q.pending {
 		if e.job.ID == id && e.job.Instance == instance {
 			q.pending = append(q.pending[:i], q.pending[i+1:]...)
-			e.job.State, e.job.Stage, e.job.FinishedAt, e.job.Error = history.JobCancelled, StageCancelled, time.Now(), "cancelled while queued"
+			e.job.State, e.job.Stage, e.job.FinishedAt, e.job.Error = history.JobCancelled, release.StageCancelled, time.Now(), "cancelled while queued"
 			q.mu.Unlock()
 			q.save(ctx, e)
 			q.record(ctx, e.job, history.Cancelled)
@@ -541,7 +548,7 @@ func (q *Queue) Cancel(ctx context.Context, instance, id string) (JobUpdate, err
 	}
 	if e := q.running; e != nil && e.job.ID == id && e.job.Instance == instance {
 		e.cancelled = true
-		e.cancel(ErrCancelled)
+		e.cancel(release.ErrCancelled)
 		u := q.updateLocked(e)
 		q.mu.Unlock()
 		return u, nil
@@ -608,7 +615,7 @@ func (q *Queue) findLocked(id string) *entry {
 }
 
 func (q *Queue) updateLocked(e *entry) JobUpdate {
-	u := JobUpdate{Job: e.job, Workloads: append([]WorkloadProgress(nil), e.workloads...)}
+	u := JobUpdate{Job: e.job, Workloads: append([]release.WorkloadProgress(nil), e.workloads...)}
 	for i, p := range q.pending {
 		if p == e {
 			u.Position = i + 1

@@ -1,8 +1,10 @@
-package release
+package jobs
 
 import (
 	"context"
 	"testing"
+
+	"github.com/fluxd/fluxd/release"
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/platform"
@@ -11,11 +13,11 @@ import (
 // chattyExec reports many rollout updates, then succeeds.
 type chattyExec struct{ gateExec }
 
-func (c *chattyExec) Execute(ctx context.Context, _ string, spec Spec, _ history.Type, o ExecOptions) (*Result, error) {
+func (c *chattyExec) Execute(ctx context.Context, _ string, spec release.Spec, _ history.Type, o release.ExecOptions) (*release.Result, error) {
 	for i := 0; i < 300; i++ {
-		o.Report(Progress{Stage: StageRollingOut, Commit: "c1", Workloads: []WorkloadProgress{{Service: id("web"), Replicas: replicas(int32(i))}}})
+		o.Report(release.Progress{Stage: release.StageRollingOut, Commit: "c1", Workloads: []release.WorkloadProgress{{Service: id("web"), Replicas: replicas(int32(i))}}})
 	}
-	return &Result{Plan: &Plan{}, Commit: "c1"}, nil
+	return &release.Result{Plan: &release.Plan{}, Commit: "c1"}, nil
 }
 
 func replicas(n int32) platform.Replicas { return platform.Replicas{Desired: 300, Updated: n} }
@@ -28,7 +30,7 @@ func TestSlowWatcherGetsTheFinalUpdate(t *testing.T) {
 	q.exec = &chattyExec{}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	u, err := q.Enqueue(ctx, "team", Spec{Message: "a"}, "")
+	u, err := q.Enqueue(ctx, "team", release.Spec{Message: "a"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,4 +48,8 @@ func TestSlowWatcherGetsTheFinalUpdate(t *testing.T) {
 	if last.Job.State != history.JobSucceeded {
 		t.Fatalf("the watcher's last of %d updates is %s at stage %q; want the job's end, succeeded", n, last.Job.State, last.Job.Stage)
 	}
+}
+
+func id(name string) platform.ID {
+	return platform.ID{Namespace: "default", Kind: "deployment", Name: name}
 }

@@ -1,4 +1,4 @@
-package release
+package jobs
 
 import (
 	"context"
@@ -7,30 +7,33 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/fluxd/fluxd/release"
+
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/history/sqlite"
 	"github.com/fluxd/fluxd/platform"
 )
 
 // rolloutExec pushes a one-service plan, reports its rollout, and
-// records the release as the Engine does (through a jobRecorder).
+// records the release as the Engine does (naming the job its context
+// carries).
 type rolloutExec struct {
 	gateExec
-	rec Recorder
+	rec release.Recorder
 }
 
-func (r *rolloutExec) Execute(ctx context.Context, instance string, spec Spec, typ history.Type, o ExecOptions) (*Result, error) {
+func (r *rolloutExec) Execute(ctx context.Context, instance string, spec release.Spec, typ history.Type, o release.ExecOptions) (*release.Result, error) {
 	id, _ := platform.ParseID("prod:deployment/web")
-	plan := &Plan{Items: []Item{{Service: id, Action: Update, Updates: []ContainerUpdate{{Container: "app", Current: "reg/app:1", Target: "reg/app:2"}}}}}
-	o.Report(Progress{Stage: StageCommitting, Plan: plan})
-	o.Report(Progress{Stage: StageRollingOut, Commit: "c0ffee"})
-	o.Report(Progress{Stage: StageRollingOut, Commit: "c0ffee"}) // progress: no second notice
-	ev := event(instance, spec, plan, typ, o.Started)
-	ev.Commit = "c0ffee"
+	plan := &release.Plan{Items: []release.Item{{Service: id, Action: release.Update, Updates: []release.ContainerUpdate{{Container: "app", Current: "reg/app:1", Target: "reg/app:2"}}}}}
+	o.Report(release.Progress{Stage: release.StageCommitting, Plan: plan})
+	o.Report(release.Progress{Stage: release.StageRollingOut, Commit: "c0ffee"})
+	o.Report(release.Progress{Stage: release.StageRollingOut, Commit: "c0ffee"}) // progress: no second notice
+	ev := release.NewEvent(instance, spec, plan, typ, o.Started)
+	ev.Commit, ev.Job = "c0ffee", release.JobID(ctx)
 	if _, err := r.rec.Record(ctx, ev); err != nil {
 		return nil, err
 	}
-	return &Result{Plan: plan, Commit: "c0ffee"}, nil
+	return &release.Result{Plan: plan, Commit: "c0ffee"}, nil
 }
 
 // TestJobNoticesNameTheJob: a job whose release starts rolling out
@@ -42,14 +45,14 @@ func TestJobNoticesNameTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer store.Close()
-	exec := &rolloutExec{rec: jobRecorder{store}}
+	exec := &rolloutExec{rec: store}
 	q := NewQueue(exec, store, 0, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	q.NotifyStarts(store)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go q.Run(ctx)
 	id, _ := platform.ParseID("prod:deployment/web")
-	u, err := q.Enqueue(ctx, "team", Spec{Services: []platform.ID{id}, User: "ann"}, "")
+	u, err := q.Enqueue(ctx, "team", release.Spec{Services: []platform.ID{id}, User: "ann"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,167 @@
+package gitrepo
+
+import (
+	"fmt"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/fluxd/fluxd/helmrelease"
+	"github.com/fluxd/fluxd/platform"
+)
+
+// A HelmRelease's containers are the images in its spec.values
+// (helmrelease.Find), and a release writes the new image into the fields
+// that hold it, in the form they have: only the bytes of those values
+// change, as for a Deployment's image.
+
+// helmAnnotations are a HelmRelease object's metadata.annotations.
+func helmAnnotations(obj *yaml.Node) map[string]string {
+	out := map[string]string{}
+	if ann := lookup(obj, "metadata", "annotations"); ann != nil && ann.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(ann.Content); i += 2 {
+			out[ann.Content[i].Value] = ann.Content[i+1].Value
+		}
+	}
+	return out
+}
+
+// helmImages are the images in a HelmRelease object's spec.values.
+func helmImages(obj *yaml.Node) ([]helmrelease.Image, []string) {
+	return helmrelease.Find(helmAnnotations(obj), lookup(obj, "spec", "values"))
+}
+
+// helmContainers are a HelmRelease object's images as containers.
+func helmContainers(obj *yaml.Node) ([]Container, []string) {
+	imgs, warnings := helmImages(obj)
+	var out []Container
+	for _, img := range imgs {
+		out = append(out, Container{Name: img.Name, Image: img.Ref})
+	}
+	return out, warnings
+}
+
+// helmEdits are the edits that set the images of HelmRelease w in
+// content (SetImages), and the values the decoded object must then hold,
+// by path under spec.values.
+func helmEdits(content []byte, w workload, id platform.ID, changes map[string]ImageChange) ([]edit, map[string]helmValue, error) {
+	imgs, _ := helmImages(w.obj)
+	var edits []edit
+	values := map[string]helmValue{}
+	done := map[string]bool{}
+	for _, img := range imgs {
+		ch, ok := changes[img.Name]
+		if !ok {
+			continue
+		}
+		if img.Ref != ch.From {
+			return nil, nil, &ConflictError{ID: id, What: fmt.Sprintf("container %s's image", img.Name), Want: ch.From, Got: img.Ref}
+		}
+		assigns, err := img.Split(ch.To)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: container %s: %w", id, img.Name, err)
+		}
+		for _, a := range assigns {
+			path := strings.Join(a.Field.Path, ".")
+			if a.Value == a.Field.Value.Value {
+				continue
+			}
+			flow := a.Field.Flow
+			vt, err := valueSpan(content, a.Field.Key, a.Field.Value, nodeContext{flow: flow, indent: a.Field.Key.Column - 1})
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: container %s: finding spec.values.%s: %w", id, img.Name, path, err)
+			}
+			text, err := encodeImage(a.Value, a.Field.Value.Style, flow)
+			if err != nil {
+				return nil, nil, fmt.Errorf("%s: container %s: %w", id, img.Name, err)
+			}
+			edits = append(edits, edit{vt.span, vt.replace(text)})
+			values[path] = helmValue{a.Field.Path, a.Value}
+		}
+		done[img.Name] = true
+	}
+	for name := range changes {
+		if !done[name] {
+			return nil, nil, fmt.Errorf("%s has no container %q (no image of that name in spec.values): %w", id, name, ErrNoSuchContainer)
+		}
+	}
+	return edits, values, nil
+}
+
+// helmValue is one string to set under spec.values.
+type helmValue struct {
+	path  []string
+	value string
+}
+
+// setHelmValues is helmEdits on a decoded object, for verifyEdit.
+func setHelmValues(obj map[string]any, values map[string]helmValue) error {
+	spec, _ := get(obj, "spec").(map[string]any)
+	vals, _ := get(spec, "values").(map[string]any)
+	if vals == nil {
+		return fmt.Errorf("spec.values is not a mapping of strings")
+	}
+	for _, v := range values {
+		if err := helmrelease.Set(vals, v.path, v.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setHelmImages is SetImages for a HelmRelease.
+func setHelmImages(content []byte, w workload, id platform.ID, changes map[string]ImageChange) ([]byte, error) {
+	edits, values, err := helmEdits(content, w, id, changes)
+	if err != nil {
+		return nil, err
+	}
+	out, err := applyEdits(content, edits)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", id, err)
+	}
+	err = verifyEdit(content, out, w, func(want, _ map[string]any) error {
+		return setHelmValues(want, values)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: setting images in spec.values: %w", id, err)
+	}
+	return out, nil
+}
+
+// applyHelm is a planned image change made to a rendered HelmRelease, for
+// CheckRender: the rules that found the container set its fields.
+func applyHelm(obj map[string]any, c Change) error {
+	spec, _ := obj["spec"].(map[string]any)
+	vals, _ := spec["values"].(map[string]any)
+	ann := map[string]string{}
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		if a, ok := md["annotations"].(map[string]any); ok {
+			for k, v := range a {
+				ann[k] = fmt.Sprint(v)
+			}
+		}
+	}
+	imgs, _, err := helmrelease.FindIn(ann, vals)
+	if err != nil {
+		return err
+	}
+	for _, img := range imgs {
+		if img.Name != c.Container {
+			continue
+		}
+		if img.Ref != c.From {
+			return fmt.Errorf("container %s runs %s at the parent commit, not %s as planned", c.Container, img.Ref, c.From)
+		}
+		assigns, err := img.Split(c.To)
+		if err != nil {
+			return err
+		}
+		for _, a := range assigns {
+			if err := helmrelease.Set(vals, a.Field.Path, a.Value); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("has no container %s in spec.values at the parent commit, although the plan changes it", c.Container)
+}

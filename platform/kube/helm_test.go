@@ -1,0 +1,129 @@
+package kube
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/fluxd/fluxd/platform"
+)
+
+// TestFromHelmRelease: a HelmRelease has rolled out when its controller
+// says Ready (Flux v1: Released) at its generation, and is stuck when it
+// says False there; its containers are its values' images.
+func TestFromHelmRelease(t *testing.T) {
+	t.Parallel()
+	hr := func(apiVersion string, gen int64, status map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": apiVersion, "kind": "HelmRelease",
+			"metadata": map[string]any{"name": "web", "namespace": "apps", "generation": gen,
+				"annotations": map[string]any{"repository.fluxcd.io/side": "side.repo"}},
+			"spec": map[string]any{"values": map[string]any{
+				"image": map[string]any{"repository": "reg/web", "tag": "1.2"},
+				"side":  map[string]any{"repo": "reg/side:3"},
+			}},
+		}}
+		if status != nil {
+			u.Object["status"] = status
+		}
+		return u
+	}
+	cond := func(typ, st string, gen int64) map[string]any {
+		return map[string]any{"observedGeneration": gen, "conditions": []any{map[string]any{"type": typ, "status": st, "reason": "R", "message": "m", "observedGeneration": gen}}}
+	}
+	for _, tc := range []struct {
+		name            string
+		in              *unstructured.Unstructured
+		status, stuck   string
+		observed        int64
+		rolledOutAtGen2 bool
+	}{
+		{name: "no status: nothing reported", in: hr("helm.toolkit.fluxcd.io/v2", 2, nil), status: "updating"},
+		{name: "Ready at an older generation", in: hr("helm.toolkit.fluxcd.io/v2", 2, cond("Ready", "True", 1)), status: "updating", observed: 1},
+		{name: "Ready at the generation", in: hr("helm.toolkit.fluxcd.io/v2", 2, cond("Ready", "True", 2)), status: "ready", observed: 2, rolledOutAtGen2: true},
+		{name: "Ready False at the generation is stuck", in: hr("helm.toolkit.fluxcd.io/v2", 2, cond("Ready", "False", 2)), status: "updating", observed: 2, stuck: "its Ready condition is False: R: m"},
+		{name: "fluxv1 Released at the generation", in: hr("helm.fluxcd.io/v1", 2, cond("Released", "True", 2)), status: "ready", observed: 2, rolledOutAtGen2: true},
+		{name: "fluxv1 Ready is not its condition", in: hr("helm.fluxcd.io/v1", 2, cond("Ready", "True", 2)), status: "updating", observed: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w := fromHelmRelease(tc.in)
+			want := platform.Workload{
+				ID:         platform.ID{Namespace: "apps", Kind: platform.KindHelmRelease, Name: "web"},
+				Containers: []platform.Container{{Name: "chart-image", Image: "reg/web:1.2"}, {Name: "side", Image: "reg/side:3"}},
+				Status:     tc.status, Stuck: tc.stuck, Generation: 2, ObservedGeneration: tc.observed,
+			}
+			if diff := cmp.Diff(want, w); diff != "" {
+				t.Errorf("fromHelmRelease (-want +got):\n%s", diff)
+			}
+			if got := w.RolledOut(2); got != tc.rolledOutAtGen2 {
+				t.Errorf("RolledOut(2) = %v, want %v", got, tc.rolledOutAtGen2)
+			}
+		})
+	}
+}
+
+// A cluster without the HelmRelease CRD lists its workloads as before
+// and watches no HelmRelease; once the CRD is served, the next discovery
+// watches them and they are listed. (Narrow: fake clients; the e2e test
+// TestHelmReleases runs it on the real control plane.)
+func TestHelmReleaseCRDAbsentThenServed(t *testing.T) {
+	client := fake.NewClientset(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hello"}})
+	hr := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "helm.toolkit.fluxcd.io/v2", "kind": "HelmRelease",
+		"metadata": map[string]any{"name": "web", "namespace": "default"},
+		"spec":     map[string]any{"values": map[string]any{"image": "reg/web:1"}},
+	}}
+	dyn := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{
+			{Group: "helm.toolkit.fluxcd.io", Version: "v2", Resource: "helmreleases"}: "HelmReleaseList",
+			{Group: "helm.fluxcd.io", Version: "v1", Resource: "helmreleases"}:         "HelmReleaseList",
+		}, hr)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newCluster(client, "fake", Config{Namespaces: []string{"default"}})
+	c.dynamic = dyn
+	c.Start(ctx)
+	if err := c.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ids := func() []string {
+		ws, err := c.Workloads(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, w := range ws {
+			out = append(out, w.ID.String())
+		}
+		return out
+	}
+	if c.discoverHelm(ctx, c.namespaces, 0) {
+		t.Fatal("discovery says HelmReleases are served, with no CRD")
+	}
+	if diff := cmp.Diff([]string{"default:deployment/hello"}, ids()); diff != "" {
+		t.Errorf("without the CRD, Workloads (-want +got):\n%s", diff)
+	}
+	client.Resources = append(client.Resources, &metav1.APIResourceList{
+		GroupVersion: "helm.toolkit.fluxcd.io/v2",
+		APIResources: []metav1.APIResource{{Name: "helmreleases", Namespaced: true, Kind: "HelmRelease"}},
+	})
+	c.discoverHelm(ctx, c.namespaces, 0)
+	want := []string{"default:deployment/hello", "default:helmrelease/web"}
+	deadline := time.Now().Add(10 * time.Second)
+	for diff := cmp.Diff(want, ids()); diff != ""; diff = cmp.Diff(want, ids()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("with the CRD served, Workloads (-want +got):\n%s", diff)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

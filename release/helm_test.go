@@ -1,0 +1,77 @@
+package release
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/platform"
+)
+
+const helmWeb = `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: web
+  namespace: default
+spec:
+  chart: {spec: {chart: web}}
+  values:
+    image:
+      repository: reg/web # the web tier
+      tag: "1.0"
+`
+
+var hrWeb = platform.ID{Namespace: "default", Kind: platform.KindHelmRelease, Name: "web"}
+
+// A HelmRelease is released like a Deployment: its values change in git
+// (tag only, comment kept), and the job follows its Ready condition.
+// Where nothing ever reports on it, the job ends "applied, not rolled
+// out", recorded so, and is not rolled back.
+func TestHelmReleaseRollout(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		workload platform.Workload
+		want     string // "" rolled out, else the NotRolledOut or failure text
+		failed   bool
+	}{
+		{name: "helm-controller reports Ready at the new generation",
+			workload: platform.Workload{ID: hrWeb, Generation: 1, ObservedGeneration: 1, Status: "ready"}},
+		{name: "nothing reports: committed and applied, not rolled out",
+			workload: platform.Workload{ID: hrWeb, Generation: 1, ObservedGeneration: 0, Status: "updating"},
+			want:     "committed and applied, not rolled out: nothing reported on the rollout of default:helmrelease/web"},
+		{name: "helm-controller reports the upgrade failed",
+			workload: platform.Workload{ID: hrWeb, Generation: 1, ObservedGeneration: 1, Status: "updating", Stuck: "its Ready condition is False: UpgradeFailed: boom"},
+			want:     "UpgradeFailed: boom", failed: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newRealGit(t, map[string]string{"web.yaml": helmWeb})
+			g.cluster.workloads = []platform.Workload{tc.workload}
+			spec := Spec{Services: []platform.ID{hrWeb}, Image: "reg/web:1.2", User: "dana"}
+			res, err := g.e.Execute(context.Background(), "team", spec, history.Release, ExecOptions{RolloutTimeout: 300 * time.Millisecond, PollInterval: 10 * time.Millisecond})
+			if got := g.remoteFile(t, "web.yaml"); !strings.Contains(got, "repository: reg/web # the web tier\n      tag: \"1.2\"") {
+				t.Fatalf("git holds, after the release:\n%s", got)
+			}
+			if _, ok := g.cluster.applied[hrWeb]; !ok {
+				t.Fatal("the HelmRelease was not applied")
+			}
+			evs := g.events(t)
+			if tc.failed {
+				if err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("Execute: %v, want a failure saying %q", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.NotRolledOut == "" != (tc.want == "") || !strings.Contains(res.NotRolledOut, tc.want) {
+				t.Fatalf("NotRolledOut = %q, want %q", res.NotRolledOut, tc.want)
+			}
+			if len(evs) != 1 || evs[0].Type != history.Release || !strings.Contains(evs[0].Message, tc.want) {
+				t.Fatalf("history holds %+v, want one release whose message says %q", evs, tc.want)
+			}
+		})
+	}
+}

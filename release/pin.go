@@ -1,0 +1,70 @@
+package release
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/policy"
+	"github.com/fluxd/fluxd/registry"
+)
+
+// Pinned digests (policy.PinDigest): a release of a pinned container
+// writes repository:tag@digest, the digest read from the registry
+// through the plan's imageCache (so, under the git lock, from what the
+// warm-up read), and a pinned container whose tag's digest moved is
+// planned again although its tag did not change.
+
+// pinProblem says why container c (running ref) cannot be planned under
+// its pin, or "": an image pinned by hand (tag@digest with no pin
+// annotation) is left alone, as before pins existed; pins in a
+// kustomization's images: entries are not built.
+func pinProblem(def *gitrepo.Definition, c gitrepo.Container, ref registry.Ref, pinned bool) string {
+	switch {
+	case ref.Digest != "" && !pinned:
+		return fmt.Sprintf("%s: image %q is pinned by digest; annotate the workload %s: \"true\" to have fluxd move the pin", c.Name, c.Image, policy.PinDigest)
+	case pinned && def.Built:
+		return fmt.Sprintf("%s: pinning digests through a kustomization's images: entries (%s) is not implemented yet; remove %s, or pin the image in the base", c.Name, def.File, policy.PinDigest)
+	}
+	return ""
+}
+
+// followsTag says whether a pinned container stays on its tag and
+// follows its digest: the workload says so (Keel's match-tag), or the
+// tag is not a version and no filter says which tag replaces it
+// ("latest", a branch name).
+func followsTag(def *gitrepo.Definition, f registry.Filter, tag string) bool {
+	return policy.FollowsTag(def.Annotations) || (f.Kind == "" && !registry.IsVersion(tag))
+}
+
+// planDigest is the update of pinned container c, running ref, to tag at
+// the digest the registry has for it now; nil when it runs that already.
+// reason, when not empty, says why it cannot be planned.
+func planDigest(ctx context.Context, lister *imageCache, c gitrepo.Container, ref registry.Ref, tag string) (*ContainerUpdate, string) {
+	d, err := lister.digest(ctx, ref.Repository, tag)
+	switch {
+	case err != nil:
+		return nil, fmt.Sprintf("%s: %s: %s", c.Name, ReasonRegistry, firstLine(err))
+	case d == "":
+		return nil, fmt.Sprintf("%s: %s: %s:%s has no digest in the registry", c.Name, ReasonNotFound, ref.Repository, tag)
+	case tag == ref.Tag && d == ref.Digest:
+		return nil, ""
+	}
+	target := registry.Ref{Repository: ref.Repository, Tag: tag, Digest: d}
+	return &ContainerUpdate{Container: c.Name, Current: c.Image, Target: target.Pinned()}, ""
+}
+
+// digest is the manifest digest of repository:tag, read once per plan
+// with the tag's metadata (a mutable tag's digest is re-checked with one
+// manifest HEAD when due, or after a notification refreshed it); "" when
+// the registry has no such tag.
+func (c *imageCache) digest(ctx context.Context, repo, tag string) (string, error) {
+	imgs, err := c.matching(ctx, repo, registry.Filter{Kind: "glob", Pattern: tag})
+	if err != nil {
+		return "", err
+	}
+	if img, ok := findTag(imgs, tag); ok {
+		return img.Digest, nil
+	}
+	return "", nil
+}
