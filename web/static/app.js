@@ -432,14 +432,7 @@ function serviceRow(s, newest, planKnown) {
     s.status === 'not in cluster' ? [el('span', {class: 'muted'}, 'not in the cluster'), el('br')] : ['running ', el('code', {}, c.image), el('br')],
     s.inGit ? ['git ', el('code', {}, c.gitImage || '—'), c.goal ? el('span', {class: 'warn'}, ' (not running yet)') : '', el('br')] : el('span', {class: 'muted'}, 'not in git'),
     planKnown && s.inGit ? ['newest allowed ', newest[c.name] ? el('code', {class: 'run'}, newest[c.name]) : el('span', {class: 'muted'}, newest._reason ? 'not released: ' + newest._reason : 'up to date')] : '')));
-  const policy = !s.inGit ? el('span', {class: 'muted'}, 'no policy: not in git') : el('div', {},
-    s.automated ? el('span', {class: 'badge run'}, 'automated') : el('span', {class: 'badge muted'}, 'manual'), ' ',
-    s.locked ? el('span', {class: 'badge warn'}, 'locked') : '',
-    // The badge says locked; the line under it says by whom, when and why,
-    // when any of those is known.
-    s.locked && (s.lockedBy || s.lockedAt || s.lockMessage) ? el('div', {class: 'warn'}, 'locked', s.lockedBy ? ' by ' + s.lockedBy : '', s.lockedAt ? ' ' + ago(s.lockedAt) : '', s.lockMessage ? ' — ' + s.lockMessage : '') : '',
-    Object.entries(s.tagFilters || {}).map(([k, v]) => el('div', {}, 'filter ', el('code', {}, k + ' = ' + v))),
-    (s.warnings || []).map((w) => el('div', {class: 'warn', role: 'note'}, '⚠ ' + w)));
+  const policy = policyCell(s);
   return el('tr', {'data-service': s.id},
     el('td', {}, el('a', {href: '#/service/' + encodeURIComponent(s.id)}, s.id)),
     el('td', {}, el('span', {class: 'badge ' + (s.status === 'ready' ? 'ok' : 'run')}, s.status), el('br'),
@@ -448,6 +441,19 @@ function serviceRow(s, newest, planKnown) {
     el('td', {}, automationCell(s)),
     el('td', {}, policy),
     el('td', {}, serviceActions(s)));
+}
+
+// policyCell says how a service is released: automated or manual, its
+// lock (by whom, when, why), its tag filters and its policy's problems.
+function policyCell(s) {
+  return !s.inGit ? el('span', {class: 'muted'}, 'no policy: not in git') : el('div', {},
+    s.automated ? el('span', {class: 'badge run'}, 'automated') : el('span', {class: 'badge muted'}, 'manual'), ' ',
+    s.locked ? el('span', {class: 'badge warn'}, 'locked') : '',
+    // The badge says locked; the line under it says by whom, when and why,
+    // when any of those is known.
+    s.locked && (s.lockedBy || s.lockedAt || s.lockMessage) ? el('div', {class: 'warn'}, 'locked', s.lockedBy ? ' by ' + s.lockedBy : '', s.lockedAt ? ' ' + ago(s.lockedAt) : '', s.lockMessage ? ' — ' + s.lockMessage : '') : '',
+    Object.entries(s.tagFilters || {}).map(([k, v]) => el('div', {}, 'filter ', el('code', {}, k + ' = ' + v))),
+    (s.warnings || []).map((w) => el('div', {class: 'warn', role: 'note'}, '⚠ ' + w)));
 }
 
 function automationCell(s) {
@@ -750,7 +756,7 @@ function serviceView(id) {
         api('GetResources', {service: id}).catch((e) => ({error: e.message}))]);
       const s = (ls.services || []).find((x) => x.id === id);
       S.service = s || null;
-      if (s) acts.replaceChildren(serviceActions(s, true), automationCell(s));
+      if (s) acts.replaceChildren(serviceActions(s, true), el('div', {id: 'service-policy'}, policyCell(s)), automationCell(s));
       res.replaceChildren(resourcesTree(rs, id));
       imgs.replaceChildren(...((li.services || [])[0] || {containers: []}).containers.map(imagesTable));
       hist.replaceChildren(historyTable(h.events || [], jobs, s), el('p', {}, el('a', {href: '#/history?service=' + encodeURIComponent(id)}, 'All of its history')));
