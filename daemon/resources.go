@@ -92,6 +92,9 @@ func (d *Daemon) PodLog(ctx context.Context, service, pod, container string, lin
 	if errors.Is(err, platform.ErrNotFound) {
 		return svc, nil, fluxerr.New(fluxerr.Missing, err, fmt.Sprintf("The pod may have been replaced since the page listed it: read the pods of %s again.", svc.ID))
 	}
+	if errors.Is(err, platform.ErrNoLog) {
+		return svc, nil, fluxerr.New(fluxerr.Unavailable, err, "The node's kubelet did not answer the API server: a fake node (kwok) runs no containers and serves no logs; a real node may be down or unreachable from the API server. 'kubectl logs' answers the same.")
+	}
 	return svc, l, err
 }
 

@@ -97,7 +97,7 @@ func TestStatusPageWorkloadInBrowser(t *testing.T) {
 	browse(t, ctx, "a pod's log on a fake node",
 		chromedp.Click(chromedp.CSS(`#pods tbody tr button[aria-label^="Log of treeapp-"]`)),
 		chromedp.WaitVisible(chromedp.ID("pod-log-box")),
-		waitText(`#pod-log-note`, "did not serve it"),
+		waitText(`#pod-log-note`, "did not serve its log"),
 		shot("service-pod-log-kwok"))
 
 	// The manifest: git and the cluster agree; scaled by hand, the page

@@ -1,6 +1,13 @@
 package platform
 
-import "time"
+import (
+	"errors"
+	"time"
+)
+
+// ErrNoLog is a pod log its node did not serve: a node whose kubelet
+// serves no logs (a fake node), or one that is down.
+var ErrNoLog = errors.New("the pod's node did not serve its log")
 
 // Resources is what a workload runs in the cluster: what it owns between
 // it and its pods (a Deployment's ReplicaSets, a CronJob's Jobs), its

@@ -166,7 +166,7 @@ func (c *Cluster) PodLog(ctx context.Context, id platform.ID, podName string, op
 func logError(err error) error {
 	var st apierrors.APIStatus
 	if errors.As(err, &st) && st.Status().Code >= 500 || strings.Contains(err.Error(), "connect") || strings.Contains(err.Error(), "dial") {
-		return fmt.Errorf("the pod's node did not serve it (a node without a kubelet that serves logs, such as a fake kwok node, or one that is down): %w", err)
+		return fmt.Errorf("%w: %w", platform.ErrNoLog, err)
 	}
 	return err
 }

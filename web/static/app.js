@@ -23,7 +23,7 @@ function el(tag, attrs, ...children) {
     else if (k === 'text') e.textContent = v;
     else e.setAttribute(k, v === true ? '' : v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -538,7 +538,7 @@ async function editFilters(s) {
     el('form', {method: 'dialog'},
       el('h2', {id: 'filters-title'}, 'Tag filters of ' + s.id),
       el('p', {class: 'muted'}, 'Which tags a release or the automator may pick: semver:~1.2, glob:prod-*, regex:^v[0-9]+$; empty or * for any.'),
-      names.map((n, i) => [el('label', {for: 'filter-' + n}, 'Container ' + n), inputs[i]]),
+      names.flatMap((n, i) => [el('label', {for: 'filter-' + n}, 'Container ' + n), inputs[i]]),
       err,
       el('p', {class: 'actions'}, el('button', {value: 'ok', class: 'primary', id: 'save-filters'}, 'Save'), el('button', {value: 'cancel', formnovalidate: true}, 'Cancel'))));
   document.body.append(d);
