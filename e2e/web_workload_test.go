@@ -143,7 +143,7 @@ func TestStatusPageWorkloadInBrowser(t *testing.T) {
 		waitText(`#service-actions`, "semver:~1.0"),
 		chromedp.Click(chromedp.CSS(`button[aria-label="Automate `+id+`"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`button[aria-label="Deautomate `+id+`"]`)))
-	if m := gitShow(t, "web-tree/treeapp.yaml"); !strings.Contains(m, `fluxd.io/automated: "true"`) || !strings.Contains(m, "fluxd.io/tag.app: semver:~1.0") {
+	if m := gitShow(t, "web-tree/treeapp.yaml"); !strings.Contains(m, `fluxd.io/automated: "true"`) || !strings.Contains(m, `fluxd.io/tag.app: "semver:~1.0"`) {
 		t.Errorf("after a filter and Automate on the page, git has:\n%s", m)
 	}
 	browse(t, ctx, "deautomate, and a filter for what follows",
@@ -154,7 +154,7 @@ func TestStatusPageWorkloadInBrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("filter-app"), "semver:~1.1"),
 		chromedp.Click(chromedp.ID("save-filters")),
 		waitText(`#service-actions`, "semver:~1.1"))
-	if m := gitShow(t, "web-tree/treeapp.yaml"); !strings.Contains(m, "fluxd.io/tag.app: semver:~1.1") || strings.Contains(m, `fluxd.io/automated: "true"`) {
+	if m := gitShow(t, "web-tree/treeapp.yaml"); !strings.Contains(m, `fluxd.io/tag.app: "semver:~1.1"`) || strings.Contains(m, `fluxd.io/automated: "true"`) {
 		t.Errorf("after Deautomate and the filter, git has:\n%s", m)
 	}
 	if got := images(t, kubeClient(t))["treeapp"]; strings.Join(got, ",") != "app="+img+"1.0.0" {
