@@ -772,11 +772,10 @@ function resourcesTree(r, id) {
   if (r.error) return errorBox(r);
   if (!r.inCluster) return el('p', {class: 'muted', id: 'resources-none'}, 'Not in the cluster: nothing runs.');
   const owned = r.owned || [], pods = r.pods || [], evs = r.events || [];
-  const byOwner = new Map();
-  for (const p of pods) { if (!byOwner.has(p.owner || '')) byOwner.set(p.owner || '', []); byOwner.get(p.owner || '').push(p); }
+  const warnings = evs.filter((e) => e.type === 'Warning').length;
   return el('div', {},
     owned.length ? el('table', {id: 'owned', 'aria-label': 'ReplicaSets and Jobs'},
-      el('caption', {}, owned.length + ' ' + (owned[0].kind === 'Job' ? 'Jobs' : 'ReplicaSets') + ', newest first'),
+      el('caption', {}, owned.length + ' ' + owned[0].kind + (owned.length > 1 ? 's' : '') + ', newest first'),
       el('thead', {}, el('tr', {}, ['Name', 'Revision', 'Ready', 'Images', 'Created'].map((h) => el('th', {scope: 'col'}, h)))),
       el('tbody', {}, owned.map((o) => el('tr', {'data-owned': o.name},
         el('td', {}, el('code', {}, o.name), ' ', el('span', {class: 'muted'}, o.kind)),
@@ -785,7 +784,7 @@ function resourcesTree(r, id) {
         el('td', {}, (o.images || []).map((i) => el('div', {}, el('code', {}, i)))),
         el('td', {}, ago(o.createdAt)))))) : '',
     el('table', {id: 'pods', 'aria-label': 'Pods'},
-      el('caption', {}, pods.length + ' pods'),
+      el('caption', {}, pods.length + (pods.length === 1 ? ' pod' : ' pods')),
       el('thead', {}, el('tr', {}, ['Pod', 'Status', 'Restarts', 'Containers', 'Node', 'Created', 'Log'].map((h) => el('th', {scope: 'col'}, h)))),
       el('tbody', {}, pods.map((p) => el('tr', {'data-pod': p.name},
         el('td', {}, el('code', {}, p.name), p.owner ? el('div', {class: 'muted'}, 'of ' + p.owner) : ''),
@@ -797,15 +796,19 @@ function resourcesTree(r, id) {
         el('td', {}, S.session.canAct
           ? el('button', {type: 'button', 'aria-label': 'Log of ' + p.name, onclick: () => showPodLog(id, p)}, 'Log')
           : el('span', {class: 'muted', title: 'Pod logs may carry secrets: they need the deployer role'}, 'deployers only')))))),
+    // Events fold away unless one warns: a page of Normal events after
+    // a few rollouts would push the manifest off a phone's screen.
+    el('details', {id: 'events-box', open: evs.some((e) => e.type === 'Warning')},
+      el('summary', {}, evs.length ? evs.length + ' recent events' + (warnings ? ', ' + warnings + ' warning' + (warnings > 1 ? 's' : '') : '') : 'No recent events (Kubernetes keeps them for an hour)'),
     el('table', {id: 'events', 'aria-label': 'Events'},
-      el('caption', {}, evs.length ? evs.length + ' recent events, newest first' : 'No recent events (Kubernetes keeps them for an hour)'),
+      el('caption', {}, 'Newest first'),
       el('thead', {}, el('tr', {}, ['Last seen', 'Type', 'Object', 'Reason', 'Message'].map((h) => el('th', {scope: 'col'}, h)))),
       el('tbody', {}, evs.map((e) => el('tr', {},
         el('td', {}, ago(e.lastSeen)),
         el('td', {}, el('span', {class: 'badge ' + (e.type === 'Warning' ? 'warn' : 'muted')}, e.type), e.count > 1 ? ' ×' + e.count : ''),
         el('td', {}, el('code', {}, e.object)),
         el('td', {}, e.reason),
-        el('td', {}, e.message))))));
+        el('td', {}, e.message)))))));
 }
 
 function podClass(p) {
@@ -835,7 +838,7 @@ async function showPodLog(id, p, container) {
     pre.replaceChildren(lines.length ? lines.join('\n') + '\n' : '(the log is empty)');
     pre.scrollTop = pre.scrollHeight;
   } catch (e) {
-    pre.replaceChildren();
+    pre.hidden = true;
     note.className = 'error';
     note.setAttribute('role', 'alert');
     note.textContent = e.message;
