@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,17 +30,18 @@ const maxEvents = 50
 // server (the caches hold only workloads). platform.ErrNotFound when the
 // workload is not in the cluster.
 func (c *Cluster) Resources(ctx context.Context, id platform.ID) (*platform.Resources, error) {
-	uid, err := c.workloadUID(ctx, id)
+	uid, selector, err := c.workloadUID(ctx, id)
 	if err != nil {
 		return nil, err
 	}
+	byLabels := metav1.ListOptions{LabelSelector: selector}
 	ns := id.Namespace
 	out := &platform.Resources{}
 	owners := map[types.UID]string{uid: ""} // pod owners: the workload, or what it owns
 	involved := map[types.UID]bool{uid: true}
 	switch id.Kind {
 	case "deployment":
-		rss, err := c.client.AppsV1().ReplicaSets(ns).List(ctx, metav1.ListOptions{})
+		rss, err := c.client.AppsV1().ReplicaSets(ns).List(ctx, byLabels)
 		if err != nil {
 			return nil, fmt.Errorf("listing the ReplicaSets of %s: %w", id, err)
 		}
@@ -69,7 +71,7 @@ func (c *Cluster) Resources(ctx context.Context, id platform.ID) (*platform.Reso
 		}
 	}
 	sort.Slice(out.Owned, func(i, j int) bool { return out.Owned[i].Created.After(out.Owned[j].Created) })
-	pods, err := c.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	pods, err := c.client.CoreV1().Pods(ns).List(ctx, byLabels)
 	if err != nil {
 		return nil, fmt.Errorf("listing the pods of %s: %w", id, err)
 	}
@@ -215,29 +217,51 @@ func (c *Cluster) Compare(ctx context.Context, id platform.ID, manifest []byte) 
 	return out, nil
 }
 
-// workloadUID reads workload id from the API server.
-func (c *Cluster) workloadUID(ctx context.Context, id platform.ID) (types.UID, error) {
+// workloadUID reads workload id from the API server: its UID, and the
+// selector of its pods (a CronJob's Jobs choose theirs: everything).
+func (c *Cluster) workloadUID(ctx context.Context, id platform.ID) (types.UID, string, error) {
 	var m metav1.Object
+	var sel *metav1.LabelSelector
 	var err error
 	switch id.Kind {
 	case "deployment":
-		m, err = c.client.AppsV1().Deployments(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{})
+		var d *appsv1.Deployment
+		if d, err = c.client.AppsV1().Deployments(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{}); err == nil {
+			m, sel = d, d.Spec.Selector
+		}
 	case "statefulset":
-		m, err = c.client.AppsV1().StatefulSets(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{})
+		var s *appsv1.StatefulSet
+		if s, err = c.client.AppsV1().StatefulSets(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{}); err == nil {
+			m, sel = s, s.Spec.Selector
+		}
 	case "daemonset":
-		m, err = c.client.AppsV1().DaemonSets(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{})
+		var d *appsv1.DaemonSet
+		if d, err = c.client.AppsV1().DaemonSets(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{}); err == nil {
+			m, sel = d, d.Spec.Selector
+		}
 	case "cronjob":
-		m, err = c.client.BatchV1().CronJobs(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{})
+		var j *batchv1.CronJob
+		if j, err = c.client.BatchV1().CronJobs(id.Namespace).Get(ctx, id.Name, metav1.GetOptions{}); err == nil {
+			m = j
+		}
 	default:
-		return "", fmt.Errorf("fluxd does not manage kind %s: %w", id.Kind, platform.ErrNotFound)
+		return "", "", fmt.Errorf("fluxd does not manage kind %s: %w", id.Kind, platform.ErrNotFound)
 	}
 	if apierrors.IsNotFound(err) {
-		return "", fmt.Errorf("%s is not in the cluster: %w", id, platform.ErrNotFound)
+		return "", "", fmt.Errorf("%s is not in the cluster: %w", id, platform.ErrNotFound)
 	}
 	if err != nil {
-		return "", fmt.Errorf("reading %s from the cluster: %w", id, err)
+		return "", "", fmt.Errorf("reading %s from the cluster: %w", id, err)
 	}
-	return m.GetUID(), nil
+	selector := ""
+	if sel != nil {
+		// Only what the selector matches is listed (ownership is
+		// checked besides): not every pod of a large namespace.
+		if ls, err := metav1.LabelSelectorAsSelector(sel); err == nil {
+			selector = ls.String()
+		}
+	}
+	return m.GetUID(), selector, nil
 }
 
 func ownedBy(refs []metav1.OwnerReference, uid types.UID) bool {
