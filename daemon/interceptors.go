@@ -44,6 +44,10 @@ var readOnly = map[string]bool{
 	fluxdv1.FluxService_ListJobs_FullMethodName:     true,
 	fluxdv1.FluxService_GetJobLog_FullMethodName:    true,
 	fluxdv1.FluxService_History_FullMethodName:      true,
+	// A workload's pods, events and manifest read as list-services does;
+	// GetPodLog is not here: logs may carry secrets (docs/security.md).
+	fluxdv1.FluxService_GetResources_FullMethodName: true,
+	fluxdv1.FluxService_GetManifest_FullMethodName:  true,
 	// Server reflection describes the API; it reads nothing of fluxd's.
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      true,
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": true,

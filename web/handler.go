@@ -316,9 +316,11 @@ func sameOrigin(r *http.Request) error {
 var pageMethods = map[string]bool{
 	"ListServices": true, "ListImages": true, "Release": true, "GetJob": true, "CancelJob": true,
 	"ListJobs": true, "GetJobLog": true, "Lock": true, "Unlock": true, "History": true, "Sync": true,
+	"Automate": true, "Deautomate": true, "SetPolicy": true, "GetResources": true, "GetPodLog": true, "GetManifest": true,
 }
 
-const pageMethodList = "ListServices, ListImages, Release, GetJob, CancelJob, ListJobs, GetJobLog, Lock, Unlock, History, Sync"
+const pageMethodList = "ListServices, ListImages, Release, GetJob, CancelJob, ListJobs, GetJobLog, Lock, Unlock, History, Sync, " +
+	"Automate, Deautomate, SetPolicy, GetResources, GetPodLog, GetManifest"
 
 // call serves the JSON API: the request goes, with the caller's token,
 // to the gRPC server's interceptors and methods.
