@@ -81,7 +81,7 @@ var (
 	imageUpdateAutomationFields = fieldSet{
 		"update": true, "update.path": true, "update.strategy": true,
 		"git": true, "git.commit": true, "git.commit.author": true, "git.commit.author.name": true, "git.commit.author.email": true,
-		"suspend": true,
+		"suspend":   true,
 		"sourceRef": false, "sourceRef.kind": false, "sourceRef.name": false, "sourceRef.namespace": false, "sourceRef.apiVersion": false,
 		"interval": false,
 	}
