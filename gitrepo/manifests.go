@@ -54,6 +54,13 @@ type Definition struct {
 	// Replicas is spec.replicas when git sets it, for drift: nil when it
 	// leaves it out (an autoscaler's to set).
 	Replicas *int32
+	// ImagePolicy is set on a Flux v2 ImagePolicy's service
+	// (NS:imagepolicy/NAME): its Containers are the fields marked with
+	// it that an ImageUpdateAutomation covers (Setters), and Author the
+	// automation's commit author, if it names one (imageautomation.go).
+	ImagePolicy *ImagePolicy
+	Setters     []Setter
+	Author      *Signature
 }
 
 // Problem is a file that could not be read as manifests; it is skipped.
@@ -197,6 +204,9 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading manifests: %w", err)
 		}
+	}
+	if err := attachImageAutomation(root, dirs, m); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -408,6 +418,11 @@ func workloadID(obj *yaml.Node, kind string) (platform.ID, bool) {
 	kind = strings.ToLower(kind)
 	switch kind {
 	case "deployment", "statefulset", "daemonset", "cronjob":
+	case "imagepolicy":
+		// A Flux v2 ImagePolicy is the service its marked fields hang on.
+		if !strings.HasPrefix(scalar(obj, "apiVersion"), fluxImageGroup) {
+			return platform.ID{}, false
+		}
 	default:
 		return platform.ID{}, false
 	}

@@ -51,10 +51,12 @@ type Setter struct {
 	Form   SetterForm
 	// Value is the field's value as git holds it.
 	Value string
-	// path locates the field in its document; doc is the document's
-	// index in the file.
-	path []any
-	doc  int
+	// Path locates the field in its document; ObjectLine is where the
+	// document's object starts (as Render names objects); doc is the
+	// document's index in the file.
+	Path       []any
+	ObjectLine int
+	doc        int
 }
 
 // ImageAutomation is the Flux v2 image automation a repository holds.
@@ -169,20 +171,20 @@ func (a *ImageAutomation) readFile(file string, content []byte) {
 				obj += "/" + n
 			}
 		}
-		a.findSetters(file, doc, obj, root, nil)
+		a.findSetters(file, doc, root.Line, obj, root, nil)
 	}
 }
 
 // findSetters walks n (at path in its document) for marked scalars.
-func (a *ImageAutomation) findSetters(file string, doc int, obj string, n *yaml.Node, path []any) {
+func (a *ImageAutomation) findSetters(file string, doc, line int, obj string, n *yaml.Node, path []any) {
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			a.findSetters(file, doc, obj, n.Content[i+1], append(path[:len(path):len(path)], n.Content[i].Value))
+			a.findSetters(file, doc, line, obj, n.Content[i+1], append(path[:len(path):len(path)], n.Content[i].Value))
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			a.findSetters(file, doc, obj, c, append(path[:len(path):len(path)], i))
+			a.findSetters(file, doc, line, obj, c, append(path[:len(path):len(path)], i))
 		}
 	case yaml.ScalarNode:
 		if n.LineComment == "" {
@@ -202,7 +204,7 @@ func (a *ImageAutomation) findSetters(file string, doc int, obj string, n *yaml.
 			field += obj + ":"
 		}
 		field += pathString(path)
-		a.Setters = append(a.Setters, Setter{Field: field, File: file, Line: n.Line, Policy: pol, Form: form, Value: n.Value, path: path, doc: doc})
+		a.Setters = append(a.Setters, Setter{Field: field, File: file, Line: n.Line, Policy: pol, Form: form, Value: n.Value, Path: path, ObjectLine: line, doc: doc})
 	}
 }
 
@@ -301,7 +303,7 @@ func nodeAt(content []byte, s Setter) (key, val *yaml.Node, flow bool, indent in
 		return nil, nil, false, 0, errors.New("the document is empty")
 	}
 	n := d.Content[0]
-	for _, p := range s.path {
+	for _, p := range s.Path {
 		flow = flow || n.Style&yaml.FlowStyle != 0
 		switch p := p.(type) {
 		case string:
@@ -342,7 +344,7 @@ func verifySetters(before, after []byte, set []Setter) error {
 		if s.doc >= len(want) {
 			return fmt.Errorf("%s: no document %d", s.Field, s.doc+1)
 		}
-		if !setAt(want[s.doc], s.path, s.Value) {
+		if !setAt(want[s.doc], s.Path, s.Value) {
 			return fmt.Errorf("%s: the field is not where its marker is, read as Kubernetes reads it (an alias or a merge key?); nothing was changed", s.Field)
 		}
 	}

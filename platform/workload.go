@@ -11,7 +11,9 @@ var ErrNotFound = errors.New("workload not found")
 
 // Kinds are the workload kinds fluxd manages, in lower case as they appear
 // in IDs.
-var Kinds = []string{"deployment", "statefulset", "daemonset", "cronjob"}
+// "imagepolicy" is a Flux v2 ImagePolicy read from git: the service of
+// the fields its setter markers mark (see docs/migrate.md).
+var Kinds = []string{"deployment", "statefulset", "daemonset", "cronjob", "imagepolicy"}
 
 // ID identifies a workload as namespace:kind/name, the Flux convention.
 type ID struct {
