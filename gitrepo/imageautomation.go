@@ -76,6 +76,10 @@ func attachImageAutomation(root string, dirs []string, m *Manifests) error {
 		if img == "" {
 			continue
 		}
+		if k := builtBy(root, s.File); k != "" {
+			def.Warnings = append(def.Warnings, fmt.Sprintf("%s is in a file the kustomization %s builds from; fluxd does not update markers there yet (not implemented): mark the kustomization's images: newTag instead", s.Field, k))
+			continue
+		}
 		var image string
 		switch s.Form {
 		case FormImage:
@@ -123,4 +127,21 @@ func coveringAutomation(autos []ImageUpdateAutomation, s Setter) *ImageUpdateAut
 		}
 	}
 	return nil
+}
+
+// builtBy is the kustomization file of the nearest directory above file
+// (or beside it) that holds one, when file is not that kustomization
+// file itself: the objects in file reach the cluster through its build.
+func builtBy(root, file string) string {
+	if IsKustomization(file) {
+		return ""
+	}
+	for dir := filepath.Dir(filepath.FromSlash(file)); ; dir = filepath.Dir(dir) {
+		if k := KustomizationFile(filepath.Join(root, dir)); k != "" {
+			return filepath.ToSlash(filepath.Join(dir, k))
+		}
+		if dir == "." || dir == "/" || dir == "" {
+			return ""
+		}
+	}
 }

@@ -125,6 +125,18 @@ func TestImagePolicyServices(t *testing.T) {
 			t.Errorf("suspended: automated=%q, %d fields (want releasable by hand, not automated)", def.Annotations[policy.Automated], len(def.Containers))
 		}
 	})
+	t.Run("markers in a file a kustomization builds from are left out, with a warning", func(t *testing.T) {
+		t.Parallel()
+		m := automationRepo(t, map[string]string{"flux/objects.yaml": automationObjects + "---\n" + automation("flux-system", ".", ""),
+			"apps/base/cfg.yaml": markedFiles, "apps/kustomization.yaml": "resources: [base/cfg.yaml]\n"})
+		def := m.Workloads[app]
+		if len(def.Containers) != 0 {
+			t.Errorf("fields in a kustomize base are released: %+v", def.Containers)
+		}
+		if !strings.Contains(strings.Join(def.Warnings, "\n"), "the kustomization apps/kustomization.yaml builds from") {
+			t.Errorf("no warning: %v", def.Warnings)
+		}
+	})
 	t.Run("without an automation nothing is automated", func(t *testing.T) {
 		t.Parallel()
 		m := automationRepo(t, map[string]string{"flux/objects.yaml": automationObjects, "apps/cfg.yaml": markedFiles})
