@@ -463,7 +463,7 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			if inGit {
 				file = def.File
 			}
-			if !spec.Scope.Contains(id.Namespace, file) {
+			if !spec.Scope.Contains(id.Namespace, file) || inGit && !setterScope(spec.Scope, id, def, m) {
 				continue // outside the instance's scope: not there for it
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
 )
@@ -198,4 +199,28 @@ func authorFor(spec Spec, plan *Plan, m *gitrepo.Manifests) gitrepo.Signature {
 		}
 	}
 	return authorOf(spec.User)
+}
+
+// setterScope reports whether an ImagePolicy's service lies wholly in an
+// instance's scope: every file holding one of its fields, and every
+// workload its release would apply. A policy in a tenant's namespace must
+// not reach files or workloads outside it.
+func setterScope(scope *auth.Scope, id platform.ID, def *gitrepo.Definition, m *gitrepo.Manifests) bool {
+	if scope == nil || def.ImagePolicy == nil {
+		return true
+	}
+	it := Item{Service: id}
+	for _, c := range def.Containers {
+		s, ok := setterOf(def, c.Name)
+		if !ok || !scope.Contains(id.Namespace, s.File) {
+			return false
+		}
+		it.Updates = append(it.Updates, ContainerUpdate{Container: c.Name, Current: c.Image})
+	}
+	for _, w := range setterWorkloads(it, def, m) {
+		if !scope.Contains(w.Namespace, m.Workloads[w].File) {
+			return false
+		}
+	}
+	return true
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
 )
@@ -131,5 +132,30 @@ func TestFluxV2AutomatedRelease(t *testing.T) {
 				t.Errorf("the ImagePolicy was applied as a workload")
 			}
 		})
+	}
+}
+
+// A tenant's instance sees an ImagePolicy's service only when every
+// field it marks, and every workload it would apply, is in its scope.
+func TestFluxV2ServiceScope(t *testing.T) {
+	t.Parallel()
+	e, _, _ := fluxV2Engine(t, "  policy: {semver: {range: \">=1.0.0\"}}\n", []string{"1.0.0", "1.1.0"}, "1.0.0")
+	for _, c := range []struct {
+		name  string
+		scope auth.Scope
+		items int
+	}{
+		{"the policy's files only", auth.Scope{Namespaces: []string{"flux-system", "default"}, Paths: []string{"flux"}}, 0},
+		{"the policy's namespace only", auth.Scope{Namespaces: []string{"flux-system"}}, 0},
+		{"everything it touches", auth.Scope{Namespaces: []string{"flux-system", "default"}, Paths: []string{"flux", "apps"}}, 1},
+	} {
+		scope := c.scope
+		p, err := e.Plan(context.Background(), Spec{Services: []platform.ID{appPolicy}, AllLatest: true, Scope: &scope})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Items) != c.items {
+			t.Errorf("%s: plan %+v, want %d items", c.name, rows(p), c.items)
+		}
 	}
 }
