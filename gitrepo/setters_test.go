@@ -2,6 +2,7 @@ package gitrepo
 
 import (
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -128,5 +129,43 @@ func TestSetterValueFor(t *testing.T) {
 	}
 	if _, err := (Setter{Form: FormDigest}).ValueFor(img); err == nil || !strings.Contains(err.Error(), "not implemented") {
 		t.Errorf("the :digest form: %v, want not implemented", err)
+	}
+}
+
+// The render check takes a marked field's change as planned, and refuses
+// a commit whose marked fields changed otherwise.
+func TestCheckRenderSetterFields(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	cfg := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg, namespace: apps}\ndata:\n  TAG: \"1.0\" # {\"$imagepolicy\": \"ns:p:tag\"}\n  OTHER: \"1.0\"\n"
+	writeFiles(t, root, map[string]string{"apps/cfg.yaml": cfg})
+	a := &ImageAutomation{}
+	a.readFile("apps/cfg.yaml", []byte(cfg))
+	s := a.Setters[0]
+	edited, err := SetSetters(policyID, "apps/cfg.yaml", []byte(cfg), []SetterChange{{Field: s.Field, From: "1.0", To: "1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned := Change{File: s.File, Line: s.ObjectLine, Field: s.Path, From: "1.0", To: "1.1"}
+	check := func(content string, changes ...Change) error {
+		before, after, err := Render(root, []string{filepath.Join(root, "apps")}, map[string][]byte{"apps/cfg.yaml": []byte(content)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return CheckRender(before, after, changes)
+	}
+	if err := check(string(edited), planned); err != nil {
+		t.Errorf("the planned field change is refused: %v", err)
+	}
+	if err := check(strings.Replace(string(edited), `OTHER: "1.0"`, `OTHER: "2.0"`, 1), planned); !IsRenderError(err) {
+		t.Errorf("an unplanned field changed too: %v, want a render error", err)
+	}
+	if err := check(string(edited)); !IsRenderError(err) {
+		t.Errorf("the field changed with no plan: %v, want a render error", err)
+	}
+	stale := planned
+	stale.From = "0.9"
+	if err := check(string(edited), stale); !IsRenderError(err) || !strings.Contains(err.Error(), `not "0.9" as planned`) {
+		t.Errorf("a plan from another value: %v, want a render error", err)
 	}
 }
