@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -158,4 +159,71 @@ func TestFluxV2ServiceScope(t *testing.T) {
 			t.Errorf("%s: plan %+v, want %d items", c.name, rows(p), c.items)
 		}
 	}
+}
+
+// fluxV2Files is a Flux v2 repository over reg/web: a Deployment whose
+// image and a ConfigMap whose tag the ImagePolicy web marks, and a
+// Deployment api that the release does not touch.
+func fluxV2Files() map[string]string {
+	return map[string]string{
+		"flux.yaml": "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageRepository\nmetadata: {name: web, namespace: flux-system}\nspec: {image: reg/web}\n---\napiVersion: image.toolkit.fluxcd.io/v1\nkind: ImagePolicy\nmetadata: {name: web, namespace: flux-system}\nspec:\n  imageRepositoryRef: {name: web}\n  policy: {semver: {range: \">=1.0\"}}\n---\napiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageUpdateAutomation\nmetadata: {name: auto, namespace: flux-system}\nspec: {update: {path: ./}}\n",
+		"web.yaml":  strings.Replace(deployment("web", "reg/web:1.0"), "image: reg/web:1.0", `image: reg/web:1.0 # {"$imagepolicy": "flux-system:web"}`, 1),
+		"cfg.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata:\n  TAG: \"1.0\" # {\"$imagepolicy\": \"flux-system:web:tag\"}\n",
+	}
+}
+
+// A release of an ImagePolicy's service whose workload fails to apply is
+// rolled back as any other: a revert commit puts every marked field back,
+// comments kept, and the workload is applied again at its old image. The
+// same holds for a job taken over after a restart.
+func TestFluxV2ReleaseRollsBack(t *testing.T) {
+	webPolicy := platform.ID{Namespace: "flux-system", Kind: "imagepolicy", Name: "web"}
+	spec := Spec{Services: []platform.ID{webPolicy}, Image: "reg/web:1.2", User: "dana"}
+	opts := ExecOptions{RolloutTimeout: 10 * time.Second, PollInterval: 5 * time.Millisecond, RollbackOnFailure: true, JobID: "j1"}
+	checkReverted := func(t *testing.T, g *realGit, cluster *refusingCluster) {
+		t.Helper()
+		if msg := gitCLI(t, g.bare, "log", "-1", "--format=%s", "main"); !strings.HasPrefix(msg, "Revert release") {
+			t.Errorf("the remote's last commit is %q; want the revert", msg)
+		}
+		for f, content := range fluxV2Files() {
+			if got := g.remoteFile(t, f); got != strings.TrimRight(content, "\n") {
+				t.Errorf("the remote's %s after the rollback is not the file before the release:\n%s", f, got)
+			}
+		}
+		web := cluster.applied[id("web")]
+		if len(web) == 0 || !strings.Contains(web[len(web)-1], "reg/web:1.0") {
+			t.Errorf("web was not applied again at reg/web:1.0: %d applies", len(web))
+		}
+	}
+	t.Run("release", func(t *testing.T) {
+		g := newRealGit(t, fluxV2Files())
+		cluster := &refusingCluster{refuse: id("web"), image: "reg/web:1.2", applied: map[platform.ID][]string{}}
+		g.e.cluster = cluster
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := g.e.Execute(ctx, "team", spec, history.Release, opts)
+		if err == nil || !strings.Contains(err.Error(), "applying default:deployment/web") || !strings.Contains(err.Error(), "rolled back") {
+			t.Fatalf("err = %v; want the failed apply, rolled back", err)
+		}
+		checkReverted(t, g, cluster)
+	})
+	t.Run("take-over", func(t *testing.T) {
+		g := newRealGit(t, fluxV2Files())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := g.e.Execute(ctx, "team", spec, history.Release, ExecOptions{JobID: "j1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.remoteFile(t, "cfg.yaml"); !strings.Contains(got, `TAG: "1.2" # {"$imagepolicy": "flux-system:web:tag"}`) {
+			t.Fatalf("the release did not set the ConfigMap's tag:\n%s", got)
+		}
+		cluster := &refusingCluster{refuse: id("web"), image: "reg/web:1.2", applied: map[platform.ID][]string{}}
+		g.e.cluster = cluster
+		_, err = g.e.Resume(ctx, "team", spec, res.Plan, res.Commit, history.Release, opts)
+		if err == nil || !strings.Contains(err.Error(), "rolled back") {
+			t.Fatalf("take-over: %v; want the failed apply, rolled back", err)
+		}
+		checkReverted(t, g, cluster)
+	})
 }
