@@ -30,6 +30,9 @@ func (n NSName) String() string { return n.Namespace + "/" + n.Name }
 type ImageRepository struct {
 	NSName
 	Image string
+	// Exclude is spec.exclusionList: nil when unset (Flux v2's default
+	// applies), empty when set empty.
+	Exclude []string
 }
 
 // ImagePolicy is a Flux v2 ImagePolicy as written.
@@ -46,6 +49,9 @@ type ImagePolicy struct {
 	Alphabetical, Numerical bool
 	Order                   string
 	Pattern, Extract        string
+	// Exclude is its ImageRepository's exclusionList (nil: Flux v2's
+	// default).
+	Exclude []string
 }
 
 // ImageUpdateAutomation is a Flux v2 ImageUpdateAutomation as written.
@@ -68,7 +74,7 @@ type fieldSet map[string]bool
 
 var (
 	imageRepositoryFields = fieldSet{
-		"image": true, "interval": false, "timeout": false,
+		"image": true, "exclusionList": true, "interval": false, "timeout": false,
 	}
 	imagePolicyFields = fieldSet{
 		"imageRepositoryRef": true, "imageRepositoryRef.name": true, "imageRepositoryRef.namespace": true,
@@ -144,7 +150,14 @@ func (a *ImageAutomation) readObject(file string, root *yaml.Node) bool {
 		if img == "" {
 			warn("has no spec.image; policies on it automate nothing")
 		}
-		a.Repositories = append(a.Repositories, ImageRepository{NSName: name, Image: img})
+		r := ImageRepository{NSName: name, Image: img}
+		if ex := lookup(spec, "exclusionList"); ex != nil && ex.Kind == yaml.SequenceNode {
+			r.Exclude = []string{}
+			for _, x := range ex.Content {
+				r.Exclude = append(r.Exclude, x.Value)
+			}
+		}
+		a.Repositories = append(a.Repositories, r)
 	case "ImagePolicy":
 		set = imagePolicyFields
 		p := ImagePolicy{NSName: name, File: file, Line: root.Line}

@@ -19,6 +19,7 @@ spec:
   image: ghcr.io/stefanprodan/podinfo
   interval: 1m
   exclusionList: ["^.*\\.sig$"]
+  secretRef: {name: creds}
 ---
 apiVersion: image.toolkit.fluxcd.io/v1
 kind: ImagePolicy
@@ -97,13 +98,13 @@ func TestFindImageAutomation(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantPolicies := []ImagePolicy{
-		{NSName: NSName{"flux-system", "podinfo"}, File: "flux-system/image.yaml", Line: 11, Repository: NSName{"flux-system", "podinfo"}, Numerical: true, Order: "desc", Pattern: "^main-[a-f0-9]+-(?P<ts>[0-9]+)", Extract: "$ts"},
-		{NSName: NSName{"apps", "semver"}, File: "flux-system/image.yaml", Line: 26, Repository: NSName{"flux-system", "podinfo"}, SemverRange: "5.0.x"},
+		{NSName: NSName{"flux-system", "podinfo"}, File: "flux-system/image.yaml", Line: 12, Repository: NSName{"flux-system", "podinfo"}, Numerical: true, Order: "desc", Pattern: "^main-[a-f0-9]+-(?P<ts>[0-9]+)", Extract: "$ts"},
+		{NSName: NSName{"apps", "semver"}, File: "flux-system/image.yaml", Line: 27, Repository: NSName{"flux-system", "podinfo"}, SemverRange: "5.0.x"},
 	}
 	if diff := cmp.Diff(wantPolicies, a.Policies); diff != "" {
 		t.Errorf("policies (-want +got)\n%s", diff)
 	}
-	if diff := cmp.Diff([]ImageRepository{{NSName{"flux-system", "podinfo"}, "ghcr.io/stefanprodan/podinfo"}}, a.Repositories); diff != "" {
+	if diff := cmp.Diff([]ImageRepository{{NSName{"flux-system", "podinfo"}, "ghcr.io/stefanprodan/podinfo", []string{`^.*\.sig$`}}}, a.Repositories); diff != "" {
 		t.Errorf("repositories (-want +got)\n%s", diff)
 	}
 	wantAuto := []ImageUpdateAutomation{{NSName: NSName{"flux-system", "flux-system"}, File: "flux-system/image.yaml", Path: "./clusters/my-cluster", Author: Signature{"fluxcdbot", "fluxcdbot@users.noreply.github.com"}}}
@@ -125,7 +126,7 @@ func TestFindImageAutomation(t *testing.T) {
 	// dropped.
 	all := strings.Join(a.Warnings, "\n")
 	for _, want := range []string{
-		"spec.exclusionList",
+		"spec.secretRef",
 		"spec.digestReflectionPolicy",
 		"spec.git.checkout, spec.git.commit.messageTemplate, spec.git.push",
 		"apiVersion image.toolkit.fluxcd.io/v1beta1 is not one fluxd reads",

@@ -32,8 +32,9 @@ func attachImageAutomation(root string, dirs []string, m *Manifests) error {
 		return nil
 	}
 	repos := map[NSName]string{}
+	excludes := map[NSName][]string{}
 	for _, r := range a.Repositories {
-		repos[r.NSName] = r.Image
+		repos[r.NSName], excludes[r.NSName] = r.Image, r.Exclude
 	}
 	defs := map[NSName]*Definition{}
 	for _, p := range a.Policies {
@@ -43,6 +44,7 @@ func attachImageAutomation(root string, dirs []string, m *Manifests) error {
 			continue // defined twice: reported by FindWorkloads
 		}
 		p := p
+		p.Exclude = excludes[p.Repository]
 		def.ImagePolicy = &p
 		defs[p.NSName] = def
 		if repos[p.Repository] == "" {

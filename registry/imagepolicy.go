@@ -26,7 +26,16 @@ type ImagePolicy struct {
 	// expansion of the match ($name, ${1}) that the policy ranks instead
 	// of the whole tag.
 	Pattern, Extract string
+	// Exclude is the ImageRepository's spec.exclusionList: tags matching
+	// any of these Go regular expressions are never candidates. nil is
+	// Flux v2's default, ^.*\.sig$ (cosign signatures); an empty list
+	// excludes nothing.
+	Exclude []string
 }
+
+// DefaultExclusions is Flux v2's ImageRepository exclusionList when it
+// sets none: cosign's signature tags.
+var DefaultExclusions = []string{`^.*\.sig$`}
 
 // fluxRank is how a filter built from an ImagePolicy ranks: on the value
 // filterTags extracts, in either order, numbers read as floats.
@@ -38,7 +47,9 @@ type fluxRank struct {
 	// float: the value is a number (ParseFloat), as the numerical
 	// policy reads it.
 	float bool
-	// desc is the policy as written, for String.
+	// exclude is the repository's exclusionList.
+	exclude []*regexp.Regexp
+	// desc0 is the policy as written, for String and Key.
 	desc0 string
 }
 
@@ -70,6 +81,17 @@ func ImagePolicyFilter(p ImagePolicy) (Filter, error) {
 	}
 	r := &fluxRank{extract: p.Extract, desc: p.Desc, float: p.Numerical}
 	var desc []string
+	exclude := p.Exclude
+	if exclude == nil {
+		exclude = DefaultExclusions
+	}
+	for _, x := range exclude {
+		re, err := regexp.Compile(x)
+		if err != nil {
+			return Filter{}, fmt.Errorf("the ImageRepository's spec.exclusionList entry %q is not a Go regular expression: %v", x, err)
+		}
+		r.exclude = append(r.exclude, re)
+	}
 	if p.Pattern != "" {
 		re, err := regexp.Compile(p.Pattern)
 		if err != nil {
@@ -106,6 +128,9 @@ func ImagePolicyFilter(p ImagePolicy) (Filter, error) {
 		f.Order = ByNumerical
 		desc = append([]string{"numerical " + order}, desc...)
 	}
+	if p.Exclude != nil {
+		desc = append(desc, "excluding "+strings.Join(p.Exclude, " "))
+	}
 	r.desc0 = strings.Join(desc, ", ")
 	return f, nil
 }
@@ -128,6 +153,11 @@ func (r *fluxRank) value(tag string) (string, bool) {
 
 // match is Match for a filter built from an ImagePolicy.
 func (f Filter) fluxMatch(tag string) bool {
+	for _, x := range f.flux.exclude {
+		if x.MatchString(tag) {
+			return false
+		}
+	}
 	v, ok := f.flux.value(tag)
 	if !ok {
 		return false

@@ -66,6 +66,12 @@ func TestImagePolicyFilter(t *testing.T) {
 			ImagePolicy{Numerical: true}, []string{"latest", "3", "2"}, "3"},
 		{"filterTags without extract ranks the whole tag",
 			ImagePolicy{Alphabetical: true, Pattern: `^prod-`}, []string{"prod-a", "prod-b", "staging-z"}, "prod-b"},
+		{"cosign signature tags are excluded by default",
+			ImagePolicy{Alphabetical: true}, []string{"1.0.0", "sha256-abc.sig", "1.1.0"}, "1.1.0"},
+		{"exclusionList replaces the default",
+			ImagePolicy{Alphabetical: true, Exclude: []string{"^latest$"}}, []string{"1.0.0", "latest", "sha256-abc.sig"}, "sha256-abc.sig"},
+		{"an empty exclusionList excludes nothing",
+			ImagePolicy{Alphabetical: true, Exclude: []string{}}, []string{"1.0.0", "sha256-abc.sig"}, "sha256-abc.sig"},
 		{"filterTags matching nothing leaves no candidate",
 			ImagePolicy{Alphabetical: true, Pattern: `^nope$`}, []string{"a", "b"}, ""},
 	}
@@ -103,6 +109,7 @@ func TestImagePolicyFilterRefusesBadPolicies(t *testing.T) {
 		{"bad range", ImagePolicy{SemverRange: "one or two"}, "not a semver range"},
 		{"bad pattern", ImagePolicy{Alphabetical: true, Pattern: "("}, "not a Go regular expression"},
 		{"extract without pattern", ImagePolicy{Alphabetical: true, Extract: "$ts"}, "needs a pattern"},
+		{"bad exclusion", ImagePolicy{Alphabetical: true, Exclude: []string{"("}}, "exclusionList"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

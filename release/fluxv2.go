@@ -29,6 +29,7 @@ func DefinitionFilter(def *gitrepo.Definition, container string) (registry.Filte
 			Desc:         p.Order == "desc",
 			Pattern:      p.Pattern,
 			Extract:      p.Extract,
+			Exclude:      p.Exclude,
 		})
 		if err != nil {
 			return registry.Filter{}, fmt.Errorf("ImagePolicy %s (%s:%d): %w", p.NSName, p.File, p.Line, err)
