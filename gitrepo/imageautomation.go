@@ -51,10 +51,14 @@ func attachImageAutomation(root string, dirs []string, m *Manifests) error {
 			def.Warnings = append(def.Warnings, fmt.Sprintf("its ImageRepository %s is not in git (or has no spec.image), so fluxd cannot tell which image its fields hold; nothing it marks is released", p.Repository))
 		}
 	}
+	// A warning about an object goes on the services it bears on: a
+	// policy's own, its repository's, its namespace's automations'.
 	for _, w := range a.Warnings {
 		attributed := false
 		for n, def := range defs {
-			if strings.Contains(w, " ImagePolicy "+n.String()+":") {
+			if strings.Contains(w, " ImagePolicy "+n.String()+":") ||
+				strings.Contains(w, " ImageRepository "+def.ImagePolicy.Repository.String()+":") ||
+				strings.Contains(w, " ImageUpdateAutomation "+n.Namespace+"/") {
 				def.Warnings = append(def.Warnings, w)
 				attributed = true
 			}
