@@ -23,13 +23,9 @@ import (
 //     git.commit.author says.
 //
 // What it cannot honour is said in the service's warnings.
-func attachImageAutomation(root string, dirs []string, m *Manifests) error {
-	a, err := FindImageAutomation(root, dirs)
-	if err != nil {
-		return err
-	}
+func attachImageAutomation(root string, a *ImageAutomation, m *Manifests) {
 	if len(a.Policies) == 0 && len(a.Setters) == 0 && len(a.Automations) == 0 {
-		return nil
+		return
 	}
 	repos := map[NSName]string{}
 	excludes := map[NSName][]string{}
@@ -116,7 +112,6 @@ func attachImageAutomation(root string, dirs []string, m *Manifests) error {
 	for _, def := range defs {
 		sortSetters(def.Setters)
 	}
-	return nil
 }
 
 // coveringAutomation is the automation of s's policy's namespace whose

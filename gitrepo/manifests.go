@@ -144,6 +144,10 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 		m.Workloads[def.ID] = def
 	}
 	var kust *kustomizer
+	// Flux v2's objects and markers are read from the same files, in the
+	// same walk (a kustomization's directory is walked for them apart).
+	fluxv2 := &ImageAutomation{}
+	fluxSeen := map[string]bool{}
 	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -175,6 +179,9 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 				for _, def := range defs {
 					add(def)
 				}
+				if err := fluxv2.readDir(root, path, fluxSeen); err != nil {
+					return err
+				}
 				return filepath.SkipDir
 			}
 			ext := filepath.Ext(path)
@@ -191,6 +198,8 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 				m.Problems = append(m.Problems, err)
 				return nil
 			}
+			fluxSeen[path] = true
+			fluxv2.readFile(filepath.ToSlash(rel), content)
 			defs, err := ParseFile(rel, content)
 			if err != nil {
 				m.Problems = append(m.Problems, err)
@@ -205,9 +214,7 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 			return nil, fmt.Errorf("reading manifests: %w", err)
 		}
 	}
-	if err := attachImageAutomation(root, dirs, m); err != nil {
-		return nil, err
-	}
+	attachImageAutomation(root, fluxv2, m)
 	return m, nil
 }
 

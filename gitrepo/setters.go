@@ -110,37 +110,46 @@ func FindImageAutomation(root string, dirs []string) (*ImageAutomation, error) {
 	a := &ImageAutomation{}
 	seen := map[string]bool{}
 	for _, dir := range dirs {
-		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if d.Name() == ".git" {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			ext := filepath.Ext(path)
-			if ext != ".yaml" && ext != ".yml" && d.Name() != "Kustomization" || seen[path] {
-				return nil
-			}
-			seen[path] = true
-			rel, err := filepath.Rel(root, path)
-			if err != nil {
-				return err
-			}
-			content, err := ReadFile(root, rel)
-			if err != nil {
-				return nil
-			}
-			a.readFile(filepath.ToSlash(rel), content)
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("reading Flux v2 image automation: %w", err)
+		if err := a.readDir(root, dir, seen); err != nil {
+			return nil, err
 		}
 	}
 	return a, nil
+}
+
+// readDir adds the objects and markers of the YAML files under dir
+// (absolute, inside root) that seen does not hold.
+func (a *ImageAutomation) readDir(root, dir string, seen map[string]bool) error {
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if d.Name() == ".git" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		ext := filepath.Ext(path)
+		if ext != ".yaml" && ext != ".yml" && d.Name() != "Kustomization" || seen[path] {
+			return nil
+		}
+		seen[path] = true
+		rel, err := filepath.Rel(root, path)
+		if err != nil {
+			return err
+		}
+		content, err := ReadFile(root, rel)
+		if err != nil {
+			return nil // FindWorkloads reports it
+		}
+		a.readFile(filepath.ToSlash(rel), content)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("reading Flux v2 image automation: %w", err)
+	}
+	return nil
 }
 
 // readFile adds the objects and markers of one file.
