@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -180,6 +181,25 @@ spec:
 	checkFields("1.2.0")
 	if author := gitLogRemote(t, "--format=%an <%ae>"); author != "fluxcdbot <fluxcdbot@users.noreply.github.com>" {
 		t.Errorf("the automated commit's author is %q, want the ImageUpdateAutomation's git.commit.author", author)
+	}
+
+	// list-images ranks the policy's fields under the ImagePolicy, not
+	// under fluxd's default filter.
+	out, stderr, code := fluxctl(t, viewer, "list-images", svc, "-o", "json")
+	if code != 0 {
+		t.Fatalf("list-images: exit %d\n%s%s", code, out, stderr)
+	}
+	var rows []struct {
+		Container string `json:"container"`
+		Filter    string `json:"filter"`
+	}
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 3 {
+		t.Fatalf("list-images -o json: %v, %d rows:\n%s", err, len(rows), out)
+	}
+	for _, r := range rows {
+		if r.Filter != "semver:>=1.0.0 <2.0.0" {
+			t.Errorf("list-images shows %s under filter %q, want the ImagePolicy's semver:>=1.0.0 <2.0.0", r.Container, r.Filter)
+		}
 	}
 
 	// A lock holds it: a newer image in range and a notification change
