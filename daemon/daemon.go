@@ -470,11 +470,16 @@ func policyOf(def *gitrepo.Definition) (map[string]string, string, []string) {
 	if v := def.Annotations[release.AnnotationTagAll]; v != "" && v != "*" {
 		add("*", v)
 	}
+	if def.ImagePolicy != nil {
+		if f, err := release.DefinitionFilter(def, ""); err == nil {
+			add("*", "ImagePolicy "+f.String())
+		}
+	}
 	for _, c := range def.Containers {
 		if v, ok := def.Annotations[release.AnnotationTagPrefix+c.Name]; ok && v != "" && v != "*" {
 			add(c.Name, v)
 		}
-		if _, err := release.ContainerFilter(def.Annotations, c.Name); err != nil {
+		if _, err := release.DefinitionFilter(def, c.Name); err != nil {
 			warnings = append(warnings, fmt.Sprintf("%s: invalid policy in git (%s): %v", c.Name, def.File, err))
 		}
 	}
