@@ -133,13 +133,13 @@ type viewCache struct {
 	services []Service
 	// building is the build under way, if any.
 	building *viewBuild
-	// built counts the views built; protos are view protosOf's services
-	// as the API sends them, by namespace asked for ("" for all).
-	built, protosOf uint64
-	protos          map[string][]*fluxdv1.Service
-	// encoded are protos encoded as a ListServicesResponse (see
-	// viewCodec), by namespace; reset with protos.
-	encoded map[string][]byte
+	// built counts the views built; answers are view answersOf's
+	// list-services answers (see answer.go), by scope and namespace.
+	built, answersOf uint64
+	answers          map[answerKey]*keptAnswer
+	// byFirst finds an answer by its first service, as the codec is
+	// handed it.
+	byFirst map[*fluxdv1.Service]*keptAnswer
 }
 
 // viewKey is the generations a view was built from.
@@ -339,60 +339,22 @@ func (k viewKey) covers(o viewKey) bool {
 	return k.manifests == o.manifests && k.sync == o.sync && k.cluster >= o.cluster && k.automator >= o.automator
 }
 
-// serviceProtos is Services as the API sends them, kept with the view:
-// converting 1,000 services costs as much as joining them. The protos are
-// shared between answers: nothing may modify them.
+// serviceProtos is Services as the API sends them, kept with the view
+// per caller's scope and namespace (listAnswer): converting 1,000
+// services costs as much as joining them. The protos are shared between
+// answers: nothing may modify them.
 func (d *Daemon) serviceProtos(ctx context.Context, namespace string) ([]*fluxdv1.Service, error) {
-	all, built, err := d.servicesBuilt(ctx)
+	a, err := d.listAnswer(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
-	d.view.mu.Lock()
-	cached, ok := d.view.protos[namespace]
-	if ok && built != 0 && d.view.protosOf == built {
-		d.view.mu.Unlock()
-		return cached, nil
-	}
-	d.view.mu.Unlock()
-	n := len(all)
-	if namespace != "" {
-		n = 0
-		for _, svc := range all {
-			if svc.ID.Namespace == namespace {
-				n++
-			}
-		}
-		if n == 0 {
-			// Not kept: anyone may name any namespace, and keeping an
-			// entry for each would grow memory without bound.
-			return []*fluxdv1.Service{}, nil
-		}
-	}
-	out := make([]*fluxdv1.Service, 0, n)
-	for _, svc := range all {
-		if namespace == "" || svc.ID.Namespace == namespace {
-			out = append(out, serviceToProto(svc))
-		}
-	}
-	if built != 0 {
-		d.view.mu.Lock()
-		if d.view.built == built {
-			if d.view.protosOf != built {
-				d.view.protos, d.view.protosOf, d.view.encoded = map[string][]*fluxdv1.Service{}, built, nil
-			}
-			if len(d.view.protos) < maxKeptNamespaces {
-				d.view.protos[namespace] = out
-			}
-		}
-		d.view.mu.Unlock()
-	}
-	return out, nil
+	return a.protos, nil
 }
 
-// maxKeptNamespaces bounds the per-namespace answers kept with a view;
-// only namespaces that hold services are kept, so this binds only on a
-// cluster with more namespaces than this, whose further namespaces are
-// converted on each call.
+// maxKeptNamespaces bounds the answers (per scope and namespace) kept
+// with a view; only namespaces that hold services are kept, so this binds
+// only on a cluster with more namespaces (or scopes) than this, whose
+// further answers are converted on each call.
 const maxKeptNamespaces = 256
 
 type zeroGen struct{}
