@@ -72,6 +72,7 @@ type flags struct {
 	registryConcurrency       int
 	registryPlatform          string
 	metricsListen             string
+	pprof                     bool
 	webhookListen             string
 	webListen                 string
 	webAllowWithoutClientCert bool
@@ -154,6 +155,7 @@ func newRootCommand() *cobra.Command {
 	fs.IntVar(&f.registryConcurrency, "registry-concurrency", 8, "registry metadata requests in flight per repository")
 	fs.StringVar(&f.registryPlatform, "registry-platform", "linux/amd64", "platform to pick from multi-platform images")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address for Prometheus metrics at /metrics, e.g. 127.0.0.1:9797 (default: off); unauthenticated, so keep it on a private address")
+	fs.BoolVar(&f.pprof, "pprof", false, "also serve Go's profiles (net/http/pprof) at /debug/pprof/ on --metrics-listen: CPU, heap, allocations, goroutines; unauthenticated like the metrics")
 	fs.StringVar(&f.webhookListen, "webhook-listen", "", "address for registry push webhooks at POST /v1/notify (default: off)")
 	fs.StringVar(&f.webListen, "web-listen", "", "address for the status page, e.g. 127.0.0.1:3031 (default: off); sign in with an API token. With --tls-client-ca-file it requires client certificates as the API does")
 	fs.BoolVar(&f.webSecureCookie, "web-secure-cookie", false, "the status page is reached over HTTPS through a TLS-terminating proxy: make its session cookie Secure (named __Host-fluxd_session) and send HSTS, as under --tls-cert-file")
@@ -266,7 +268,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		gcfg.SSHKey = []byte("-")
 	}
 	proxiesErr := validateWebFlags(f)
-	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax), proxiesErr, f.notify.validate()); err != nil {
+	if err := errors.Join(cfg.Validate(), gcfg.Validate(), validateRetryMax(f.gitCloneRetryMax), proxiesErr, f.notify.validate(), validatePprof(f)); err != nil {
 		return fmt.Errorf("invalid configuration:\n%w", indent(err))
 	}
 	if w := gogit.PlaintextWarning(f.gitURL); w != "" {
@@ -590,6 +592,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		if f.pprof {
+			servePprof(mux)
+		}
 		g.Go(func() error { return serveHTTP(ctx, mlis, mux, "metrics", log) })
 	}
 	log.Info("fluxd started", "version", cfg.Version, "listen", lis.Addr().String())
