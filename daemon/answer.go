@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -29,13 +30,18 @@ type answerKey struct{ scope, namespace string }
 
 // keptAnswer is one list-services answer of one view, without the git
 // remote's state (which changes without the view: it is added to each
-// answer).
+// answer). Callers that want an answer being made wait for it (ready)
+// rather than each making their own: under load, every change of the
+// view would otherwise have each of 50 callers convert and encode 1,000
+// services.
 type keptAnswer struct {
+	ready  chan struct{} // closed once protos are set
 	protos []*fluxdv1.Service
 	// pb is ListServicesResponse{Services: protos} encoded, json the
-	// services as a JSON array; each made on first use, under the view's
-	// lock.
-	pb, json []byte
+	// services as a JSON array; each made once, on first use.
+	pbOnce, jsonOnce sync.Once
+	pb, json         []byte
+	jsonErr          error
 }
 
 func scopeKey(sc *auth.Scope) string {
@@ -54,15 +60,34 @@ func (d *Daemon) listAnswer(ctx context.Context, namespace string) (*keptAnswer,
 	}
 	sc := identity(ctx).Scope
 	key := answerKey{scope: scopeKey(sc), namespace: namespace}
+	var a *keptAnswer
 	if built != 0 {
 		d.view.mu.Lock()
-		a, ok := d.view.answers[key]
-		if ok && d.view.answersOf == built {
-			d.view.mu.Unlock()
-			return a, nil
+		if d.view.answersOf < built {
+			d.view.answers, d.view.byFirst, d.view.answersOf = map[answerKey]*keptAnswer{}, map[*fluxdv1.Service]*keptAnswer{}, built
+		}
+		if d.view.answersOf == built {
+			if kept, ok := d.view.answers[key]; ok {
+				d.view.mu.Unlock()
+				select {
+				case <-kept.ready:
+					return kept, nil
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+			if len(d.view.answers) < maxKeptNamespaces {
+				// Made below, by this caller; others wait for it.
+				a = &keptAnswer{ready: make(chan struct{})}
+				d.view.answers[key] = a
+			}
 		}
 		d.view.mu.Unlock()
 	}
+	if a == nil {
+		a = &keptAnswer{ready: make(chan struct{})}
+	}
+	defer close(a.ready)
 	if sc != nil {
 		all = inScope(sc, all)
 	}
@@ -74,11 +99,6 @@ func (d *Daemon) listAnswer(ctx context.Context, namespace string) (*keptAnswer,
 				n++
 			}
 		}
-		if n == 0 {
-			// Not kept: anyone may name any namespace, and keeping an
-			// entry for each would grow memory without bound.
-			return &keptAnswer{protos: []*fluxdv1.Service{}}, nil
-		}
 	}
 	out := make([]*fluxdv1.Service, 0, n)
 	for _, svc := range all {
@@ -86,19 +106,21 @@ func (d *Daemon) listAnswer(ctx context.Context, namespace string) (*keptAnswer,
 			out = append(out, serviceToProto(svc))
 		}
 	}
-	a := &keptAnswer{protos: out}
-	if built != 0 {
+	a.protos = out
+	if len(out) == 0 && namespace != "" {
+		// Not kept: anyone may name any namespace, and keeping an entry
+		// for each would grow memory without bound.
 		d.view.mu.Lock()
-		if d.view.built == built {
-			if d.view.answersOf != built {
-				d.view.answers, d.view.byFirst, d.view.answersOf = map[answerKey]*keptAnswer{}, map[*fluxdv1.Service]*keptAnswer{}, built
-			}
-			if len(d.view.answers) < maxKeptNamespaces {
-				d.view.answers[key] = a
-				if len(out) > 0 {
-					d.view.byFirst[out[0]] = a
-				}
-			}
+		if d.view.answersOf == built && d.view.answers[key] == a {
+			delete(d.view.answers, key)
+		}
+		d.view.mu.Unlock()
+		return a, nil
+	}
+	if len(out) > 0 && built != 0 {
+		d.view.mu.Lock()
+		if d.view.answersOf == built && d.view.answers[key] == a {
+			d.view.byFirst[out[0]] = a
 		}
 		d.view.mu.Unlock()
 	}
@@ -128,17 +150,23 @@ func (d *Daemon) encodedServices(services []*fluxdv1.Service) []byte {
 	if a == nil {
 		return nil
 	}
-	d.view.mu.Lock()
-	defer d.view.mu.Unlock()
-	if a.pb == nil {
-		b, err := proto.Marshal(&fluxdv1.ListServicesResponse{Services: a.protos})
-		if err != nil {
-			return nil
-		}
-		a.pb = b
-	}
+	a.pbOnce.Do(func() {
+		a.pb, _ = proto.Marshal(&fluxdv1.ListServicesResponse{Services: a.protos})
+	})
 	return a.pb
 }
+
+// servicesJSON is the answer's services as a JSON array, made once.
+func (a *keptAnswer) servicesJSON() ([]byte, error) {
+	a.jsonOnce.Do(func() { a.json, a.jsonErr = servicesJSON(a.protos) })
+	return a.json, a.jsonErr
+}
+
+// answerSlot carries, in a ListServices call's context, the answer the
+// handler made, to the interceptor that encodes it as JSON.
+type answerSlot struct{ a *keptAnswer }
+
+type answerSlotKey struct{}
 
 // jsonOptions are the JSON API's (the web package's gateway marshals
 // every other answer with the same options).
@@ -146,15 +174,14 @@ var jsonOptions = protojson.MarshalOptions{EmitUnpopulated: true}
 
 // listServicesJSON is resp as the JSON API sends it, from the kept JSON
 // of its services when they are a kept answer's.
-func (d *Daemon) listServicesJSON(resp *fluxdv1.ListServicesResponse) ([]byte, error) {
+func (d *Daemon) listServicesJSON(resp *fluxdv1.ListServicesResponse, a *keptAnswer) ([]byte, error) {
 	var services []byte
-	if a := d.keptFor(resp.Services); a != nil {
-		d.view.mu.Lock()
-		if a.json == nil {
-			a.json, _ = servicesJSON(a.protos)
+	if a != nil && len(a.protos) == len(resp.Services) && (len(a.protos) == 0 || a.protos[0] == resp.Services[0]) {
+		b, err := a.servicesJSON()
+		if err != nil {
+			return nil, err
 		}
-		services = a.json
-		d.view.mu.Unlock()
+		services = b
 	}
 	if services == nil {
 		b, err := servicesJSON(resp.Services)
@@ -221,6 +248,22 @@ func wantsJSON(ctx context.Context) bool {
 	return ok && p.Addr != nil && p.Addr.Network() == "bufconn"
 }
 
+// withAnswerSlot gives a ListServices call that asks for JSON a slot for
+// its handler's answer.
+func withAnswerSlot(ctx context.Context, method string) context.Context {
+	if method != fluxdv1.FluxService_ListServices_FullMethodName || !wantsJSON(ctx) {
+		return ctx
+	}
+	return context.WithValue(ctx, answerSlotKey{}, &answerSlot{})
+}
+
+// keepAnswer hands the handler's answer to asJSON, when the call wants it.
+func keepAnswer(ctx context.Context, a *keptAnswer) {
+	if slot, ok := ctx.Value(answerSlotKey{}).(*answerSlot); ok {
+		slot.a = a
+	}
+}
+
 // asJSON turns a ListServices answer into its JSON when the caller asked
 // for it.
 func (s *Server) asJSON(ctx context.Context, resp any) (any, error) {
@@ -228,7 +271,11 @@ func (s *Server) asJSON(ctx context.Context, resp any) (any, error) {
 	if !ok || !wantsJSON(ctx) {
 		return resp, nil
 	}
-	b, err := s.d.listServicesJSON(r)
+	var a *keptAnswer
+	if slot, ok := ctx.Value(answerSlotKey{}).(*answerSlot); ok {
+		a = slot.a
+	}
+	b, err := s.d.listServicesJSON(r, a)
 	if err != nil {
 		return resp, nil // the gateway's way, in protobuf
 	}

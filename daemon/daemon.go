@@ -348,6 +348,7 @@ func (d *Daemon) serviceProtos(ctx context.Context, namespace string) ([]*fluxdv
 	if err != nil {
 		return nil, err
 	}
+	keepAnswer(ctx, a)
 	return a.protos, nil
 }
 

@@ -86,6 +86,7 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	if !readOnly[info.FullMethod] { // a read's "user" is a filter (History)
 		stampUsers(req, identity(ctx).Name)
 	}
+	ctx = withAnswerSlot(ctx, info.FullMethod)
 	if conn, err := s.fwd.target(ctx, info.FullMethod); err != nil || conn != nil {
 		if err != nil {
 			return nil, toStatus(err)
