@@ -40,8 +40,8 @@ type Store struct {
 	// compare, however many tokens the file holds, and a token removed
 	// from the file is gone from the index at the reload that sees it.
 	// It holds hashes only, as the file does: never a token.
-	byHash map[[sha256.Size]byte]int
-	scopes map[string]*Scope
+	byHash  map[[sha256.Size]byte]int
+	scopes  map[string]*Scope
 	modTime time.Time
 	size    int64
 }
