@@ -172,9 +172,10 @@ type answerSlotKey struct{}
 // every other answer with the same options).
 var jsonOptions = protojson.MarshalOptions{EmitUnpopulated: true}
 
-// listServicesJSON is resp as the JSON API sends it, from the kept JSON
-// of its services when they are a kept answer's.
-func (d *Daemon) listServicesJSON(resp *fluxdv1.ListServicesResponse, a *keptAnswer) ([]byte, error) {
+// listServicesJSON is resp as the JSON API sends it, in parts to be sent
+// one after the other, the services from the kept JSON when they are the
+// answer a's (not copied).
+func (d *Daemon) listServicesJSON(resp *fluxdv1.ListServicesResponse, a *keptAnswer) (jsonAnswer, error) {
 	var services []byte
 	if a != nil && len(a.protos) == len(resp.Services) && (len(a.protos) == 0 || a.protos[0] == resp.Services[0]) {
 		b, err := a.servicesJSON()
@@ -198,14 +199,9 @@ func (d *Daemon) listServicesJSON(resp *fluxdv1.ListServicesResponse, a *keptAns
 		}
 		git = b
 	}
-	var buf bytes.Buffer
-	buf.Grow(len(services) + len(git) + 24)
-	buf.WriteString(`{"services":`)
-	buf.Write(services)
-	buf.WriteString(`,"git":`)
-	buf.Write(git)
-	buf.WriteString("}")
-	return buf.Bytes(), nil
+	tail := make([]byte, 0, len(git)+len(`,"git":}`))
+	tail = append(append(append(tail, `,"git":`...), git...), '}')
+	return jsonAnswer{[]byte(`{"services":`), services, tail}, nil
 }
 
 // servicesJSON is services as a JSON array, each as protojson writes it.
@@ -233,9 +229,9 @@ func servicesJSON(services []*fluxdv1.Service) ([]byte, error) {
 // protobuf.
 const AnswerHeader = "x-fluxd-answer"
 
-// jsonAnswer is an answer already encoded as JSON: viewCodec sends it as
-// it is.
-type jsonAnswer []byte
+// jsonAnswer is an answer already encoded as JSON, in parts: viewCodec
+// sends them as they are, one after the other.
+type jsonAnswer [][]byte
 
 // wantsJSON says whether the call asks for a JSON answer and may have
 // one (it comes through the in-process listener).
@@ -280,5 +276,5 @@ func (s *Server) asJSON(ctx context.Context, resp any) (any, error) {
 		return resp, nil // the gateway's way, in protobuf
 	}
 	_ = grpc.SetHeader(ctx, metadata.Pairs(AnswerHeader, "json"))
-	return jsonAnswer(b), nil
+	return b, nil
 }

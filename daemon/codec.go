@@ -33,8 +33,12 @@ func newViewCodec(d *Daemon) viewCodec {
 
 // Marshal encodes v, reusing the kept encoding of a view's services.
 func (c viewCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if b, ok := v.(jsonAnswer); ok {
-		return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+	if parts, ok := v.(jsonAnswer); ok {
+		out := make(mem.BufferSlice, 0, len(parts))
+		for _, p := range parts {
+			out = append(out, mem.SliceBuffer(p))
+		}
+		return out, nil
 	}
 	resp, ok := v.(*fluxdv1.ListServicesResponse)
 	if !ok || len(resp.Services) == 0 {
