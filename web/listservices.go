@@ -3,6 +3,7 @@ package web
 import (
 	"io"
 	"net/http"
+	"strconv"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
 	"google.golang.org/grpc"
@@ -41,6 +42,7 @@ func (h *Handler) listServices(w http.ResponseWriter, r *http.Request, c caller)
 		}
 	}
 	var out rawAnswer
+	defer out.Free()
 	var header metadata.MD
 	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+c.token, answerHeader, "json")
 	err = h.cfg.Conn.Invoke(ctx, fluxdv1.FluxService_ListServices_FullMethodName, &req, &out,
@@ -49,11 +51,12 @@ func (h *Handler) listServices(w http.ResponseWriter, r *http.Request, c caller)
 		runtime.HTTPError(ctx, h.gw, h.jsonpb, w, r, err)
 		return
 	}
+	w.Header().Set("Content-Type", h.jsonpb.ContentType(nil))
 	if v := header.Get(answerHeader); len(v) == 0 || v[0] != "json" {
 		// Answered in protobuf (a server that does not keep JSON): the
 		// gateway's way.
 		var resp fluxdv1.ListServicesResponse
-		if err := proto.Unmarshal(out, &resp); err != nil {
+		if err := proto.Unmarshal(out.Materialize(), &resp); err != nil {
 			runtime.HTTPError(ctx, h.gw, h.jsonpb, w, r, err)
 			return
 		}
@@ -62,14 +65,21 @@ func (h *Handler) listServices(w http.ResponseWriter, r *http.Request, c caller)
 			runtime.HTTPError(ctx, h.gw, h.jsonpb, w, r, err)
 			return
 		}
-		out = b
+		_, _ = w.Write(b)
+		return
 	}
-	w.Header().Set("Content-Type", h.jsonpb.ContentType(nil))
-	_, _ = w.Write(out)
+	// The answer's buffers as they came, not copied into one.
+	w.Header().Set("Content-Length", strconv.Itoa(out.Len()))
+	for _, buf := range out.BufferSlice {
+		if _, err := w.Write(buf.ReadOnlyData()); err != nil {
+			return
+		}
+	}
 }
 
-// rawAnswer is an answer's bytes, as the server sent them.
-type rawAnswer []byte
+// rawAnswer is an answer's buffers, as the server sent them, held until
+// Free.
+type rawAnswer struct{ mem.BufferSlice }
 
 // rawAnswerCodec encodes requests as gRPC's protobuf codec does and keeps
 // answers as they came.
@@ -77,7 +87,8 @@ type rawAnswerCodec struct{ encoding.CodecV2 }
 
 func (c rawAnswerCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	if out, ok := v.(*rawAnswer); ok {
-		*out = data.Materialize()
+		data.Ref()
+		out.BufferSlice = data
 		return nil
 	}
 	return c.CodecV2.Unmarshal(data, v)
