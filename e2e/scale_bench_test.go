@@ -95,11 +95,11 @@ func BenchmarkScale(b *testing.B) {
 	}
 }
 
-const scaleHeader = "| workloads | namespaces | repos x tags | RSS | Go heap | list-services p50 / p99 (req/s) | release --all --dry-run | first automator pass | first sync | no-change sync (requests) |\n|---|---|---|---|---|---|---|---|---|---|"
+const scaleHeader = "| workloads | namespaces | repos x tags | RSS | Go heap (before list-services) | list-services p50 / p99 (req/s) | release --all --dry-run | first automator pass | first sync | no-change sync (requests) |\n|---|---|---|---|---|---|---|---|---|---|"
 
 type scaleResult struct {
 	n, namespaces, repos, tags int
-	rss, heap                  float64
+	rss, heap, heapBefore      float64
 	listP50, listP99, listRPS  float64
 	plan                       time.Duration // median of three
 	planItems                  int
@@ -110,8 +110,8 @@ type scaleResult struct {
 }
 
 func (r scaleResult) String() string {
-	return fmt.Sprintf("| %d | %d | %d x %d | %.0f MB | %.0f MB | %.0f / %.0f ms (%.0f) | %.2f s (%d services) | %.1f s (%.0f decisions) | %.1f s | %.2f s (%.0f) |",
-		r.n, r.namespaces, r.repos, r.tags, r.rss, r.heap, r.listP50, r.listP99, r.listRPS, r.plan.Seconds(), r.planItems,
+	return fmt.Sprintf("| %d | %d | %d x %d | %.0f MB | %.0f MB (%.0f MB) | %.0f / %.0f ms (%.0f) | %.2f s (%d services) | %.1f s (%.0f decisions) | %.1f s | %.2f s (%.0f) |",
+		r.n, r.namespaces, r.repos, r.tags, r.rss, r.heap, r.heapBefore, r.listP50, r.listP99, r.listRPS, r.plan.Seconds(), r.planItems,
 		r.automator.Seconds(), r.decisions, r.firstSync.Seconds(), r.noChangeSync.Seconds(), r.noChangeRequests)
 }
 
@@ -172,9 +172,13 @@ spec:
 	}
 	name := fmt.Sprintf("fluxd-scale-%d", n)
 	t0 := time.Now()
-	f, err := stack.StartNamedFluxd(ctx, name, filepath.Join(binDir, "fluxd"), instance, nil,
-		"--git-path="+prefix, "--history-db="+db, "--metrics-listen="+metrics, "--sync-interval=1h", "--kube-api-qps=1000", "--kube-api-burst=1000",
-		"--sync-timeout=30m", "--automation-long-wait=1h", "--automation-short-wait=1h", "--git-poll-interval=1h")
+	args := []string{"--git-path=" + prefix, "--history-db=" + db, "--metrics-listen=" + metrics, "--sync-interval=1h", "--kube-api-qps=1000", "--kube-api-burst=1000",
+		"--sync-timeout=30m", "--automation-long-wait=1h", "--automation-short-wait=1h", "--git-poll-interval=1h"}
+	profDir := os.Getenv("BENCH_SCALE_PPROF")
+	if profDir != "" {
+		args = append(args, "--pprof")
+	}
+	f, err := stack.StartNamedFluxd(ctx, name, filepath.Join(binDir, "fluxd"), instance, nil, args...)
 	if err != nil {
 		b.Fatalf("starting fluxd: %v (log: %s)", err, stack.Log(name))
 	}
@@ -235,8 +239,17 @@ spec:
 	sort.Slice(plans, func(i, j int) bool { return plans[i] < plans[j] })
 	r.plan = plans[1]
 
+	r.heapBefore = metricMB(b, metrics, "go_memstats_heap_inuse_bytes")
+	if profDir != "" {
+		fetchProfile(b, metrics, "/debug/pprof/heap?gc=1", filepath.Join(profDir, fmt.Sprintf("scale-%d-before-list.heap.pprof", n)))
+	}
 	// list-services, all namespaces.
+	stopProf := profile(b, profDir != "", metrics, profDir, fmt.Sprintf("scale-%d-list", n), 10*time.Second)
 	ls := rawLoadReq(b, ctx, f.Addr, f.Tokens["viewer"], apiWorkers, 10*time.Second, &fluxdv1.ListServicesRequest{})
+	stopProf()
+	if profDir != "" {
+		fetchProfile(b, metrics, "/debug/pprof/heap", filepath.Join(profDir, fmt.Sprintf("scale-%d-end.heap.pprof", n)))
+	}
 	if ls.success < 1 {
 		b.Fatalf("size %d: list-services failed: %v", n, ls.errors)
 	}
@@ -317,4 +330,21 @@ func metricTotal(b *testing.B, addr, name string) float64 {
 		}
 	}
 	return sum
+}
+
+// fetchProfile writes one of fluxd's profiles (--pprof) to file.
+func fetchProfile(b *testing.B, metricsAddr, path, file string) {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	resp, err := http.Get("http://" + metricsAddr + path)
+	if err != nil {
+		b.Errorf("profile %s: %v", path, err)
+		return
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if err := os.WriteFile(file, body, 0o644); err != nil {
+		b.Error(err)
+	}
 }
