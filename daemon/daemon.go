@@ -136,7 +136,11 @@ type viewCache struct {
 	// built counts the views built; answers are view answersOf's
 	// list-services answers (see answer.go), by scope and namespace.
 	built, answersOf uint64
-	answers          map[answerKey]*keptAnswer
+	// builtAt is when the view was built, cost how long that took (see
+	// viewlag.go).
+	builtAt time.Time
+	cost    time.Duration
+	answers map[answerKey]*keptAnswer
 	// byFirst finds an answer by its first service, as the codec is
 	// handed it.
 	byFirst map[*fluxdv1.Service]*keptAnswer
@@ -266,7 +270,7 @@ func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 		// A view as new as the caller's generations, or newer, answers:
 		// a caller that read them just before a change is as well served
 		// by the view of that change.
-		if d.view.services != nil && d.view.key.covers(key) {
+		if d.view.services != nil && (d.view.key.covers(key) || d.view.key.coversButCluster(key) && d.view.young(time.Now())) {
 			svcs, built := d.view.services, d.view.built
 			d.view.mu.Unlock()
 			return svcs, built, nil
@@ -291,7 +295,9 @@ func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 		b := &viewBuild{key: key, done: make(chan struct{})}
 		d.view.building = b
 		d.view.mu.Unlock()
+		start := time.Now()
 		svcs, err := d.buildServices(ctx, m)
+		cost := time.Since(start)
 		d.view.mu.Lock()
 		b.err = err
 		if d.view.building == b {
@@ -313,6 +319,7 @@ func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 		}
 		d.view.built++
 		d.view.key, d.view.services = key, svcs
+		d.view.builtAt, d.view.cost = time.Now(), cost
 		built := d.view.built
 		b.services, b.built = svcs, built
 		d.view.mu.Unlock()
