@@ -104,6 +104,7 @@ type Daemon struct {
 
 	mu           sync.Mutex // guards the fields below
 	manifests    *gitrepo.Manifests
+	manifestsRev string // the revision manifests were read from
 	readAt       time.Time
 	refreshing   chan struct{} // closed when the background read ends
 	refreshSince time.Time     // when it began

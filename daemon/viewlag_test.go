@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
@@ -85,5 +86,40 @@ func TestCheapViewFollowsEveryClusterChange(t *testing.T) {
 	}
 	if !strings.Contains(serviceIDs(ls), "a:deployment/late") {
 		t.Errorf("the call right after a change lists %s, without the new workload", serviceIDs(ls))
+	}
+}
+
+// freshReleaser reads git anew at every call (a new copy of the same
+// revision, as release.Engine does).
+type freshReleaser struct {
+	stubReleaser
+	reads atomic.Int64
+}
+
+func (r *freshReleaser) Manifests(context.Context) (string, *gitrepo.Manifests, error) {
+	r.reads.Add(1)
+	return "same-rev", &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{}}, nil
+}
+
+// Reading git again and finding the same revision keeps the view: its
+// manifests are the same, so nothing is rebuilt.
+func TestSameRevisionReadAgainKeepsTheView(t *testing.T) {
+	rel := &freshReleaser{}
+	c := &genCluster{stubCluster: stubCluster{workloads: answerWorkloads("a/web")}}
+	f := newFixtureWith(t, Config{GitRefresh: time.Nanosecond}, Deps{Cluster: c, Releaser: rel, Jobs: stubJobs{}})
+	ctx := withToken(f.tokens[auth.Viewer])
+	for range 5 {
+		if _, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.daemon.view.mu.Lock()
+	built := f.daemon.view.built
+	f.daemon.view.mu.Unlock()
+	if rel.reads.Load() < 2 {
+		t.Fatalf("git was read %d times; the test needs it read again", rel.reads.Load())
+	}
+	if built != 1 {
+		t.Errorf("git read %d times at the same revision built the view %d times, want once", rel.reads.Load(), built)
 	}
 }
