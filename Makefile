@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build static image deps stack up restart-fluxd down test test-postgres test-unit generate check-generate docs vet bench bench-registry bench-api bench-automation fuzz fuzz-ci clean
+.PHONY: all build static image deps stack up restart-fluxd down test test-postgres test-unit generate check-generate docs vet bench bench-registry bench-api bench-scale bench-automation fuzz fuzz-ci clean
 
 all: build
 
@@ -123,9 +123,10 @@ bench-registry:
 	go test -run '^$$' -bench 'BenchmarkScanDay' -benchtime 1x ./registry/oci/
 	go test -run '^$$' -bench 'BenchmarkListImagesCold' -benchtime 1x ./daemon/
 
-## bench-api: ListServices under load (ghz, 50 clients) with 1,000 workloads on
-## the local stack, this tree's fluxd beside BENCH_API_BASE's (default 784afeb^,
-## the commit before the kept view: main would compare this tree with itself)
+## bench-api: ListServices of 1,000 workloads under load (50 workers) on the local
+## stack, side by side with the kube-apiserver's cached LIST (vegeta, JSON API;
+## a Go pool and ghz over gRPC), BENCH_API_DURATION each (20s), this tree's fluxd
+## beside BENCH_API_BASE's (default 784afeb^, the commit before the kept view)
 BENCH_API_BASE ?= 784afeb^
 GHZ_VERSION := v0.121.0
 bench-api: stack
@@ -137,6 +138,12 @@ bench-api: stack
 	FLUXD_STACK_BIN=$$(stack/build.sh) GHZ=$(CURDIR)/.bin/tools/ghz FLUXD_BASE=$(CURDIR)/.bin/fluxd-base \
 		FLUXD_BASE_REV=$$(git rev-parse --short $(BENCH_API_BASE)) \
 		go test -run '^$$' -bench BenchmarkAPILoad -benchtime 1x -timeout 30m ./e2e/
+
+## bench-scale: fluxd at each size of BENCH_SCALE (workloads; 1,000 and 10,000)
+## in one run: memory, list-services, a dry-run release, an automator pass, syncs
+BENCH_SCALE ?= 1000,10000
+bench-scale: stack
+	FLUXD_STACK_BIN=$$(stack/build.sh) BENCH_SCALE=$(BENCH_SCALE) go test -run '^$$' -bench BenchmarkScale -benchtime 1x -timeout 180m ./e2e/
 
 ## bench-automation: push → commit → rollout latency of automation on the local stack, 20 pushes
 bench-automation: stack

@@ -48,8 +48,15 @@ type Config struct {
 	// the first retry comes after ShortWait.
 	MaxBackoff time.Duration
 	// DefaultInstance records automated releases of services that name no
-	// instance in fluxd.io/automated-by.
+	// instance in fluxd.io/automated-by (automated by hand, or by Flux v1's
+	// or Keel's annotations) when Instances does not settle it.
 	DefaultInstance string
+	// Instances, when set, lists the instances the tokens file names with
+	// their scopes (nil: unscoped). A service that names no instance is
+	// recorded under the one instance whose scope holds it, so that
+	// instance's tokens see its automated releases in history; with none
+	// or several, under DefaultInstance.
+	Instances func() map[string]*auth.Scope
 	// Metrics, when set, gets a gauge of services per state.
 	Metrics prometheus.Registerer
 	// Scopes, when set, gives an instance's scope (nil: unscoped): a
@@ -342,7 +349,7 @@ func (a *Automator) track(m *gitrepo.Manifests) {
 		}
 		inst := def.Annotations[release.AnnotationAutomatedBy]
 		if inst == "" {
-			inst = a.cfg.DefaultInstance
+			inst = a.unnamedInstance(id.Namespace, def.File)
 		}
 		if a.cfg.Scopes != nil {
 			if sc := a.cfg.Scopes(inst); !sc.Contains(id.Namespace, def.File) {
@@ -553,4 +560,27 @@ func (a *Automator) observe() {
 	for _, st := range allStates {
 		a.gauge.WithLabelValues(string(st)).Set(float64(counts[st]))
 	}
+}
+
+// unnamedInstance is the instance a service automated without
+// fluxd.io/automated-by is released under: the one instance whose scope
+// holds it, else DefaultInstance.
+func (a *Automator) unnamedInstance(namespace, file string) string {
+	if a.cfg.Instances == nil {
+		return a.cfg.DefaultInstance
+	}
+	found := ""
+	for inst, sc := range a.cfg.Instances() {
+		if !sc.Contains(namespace, file) {
+			continue
+		}
+		if found != "" {
+			return a.cfg.DefaultInstance
+		}
+		found = inst
+	}
+	if found == "" {
+		return a.cfg.DefaultInstance
+	}
+	return found
 }

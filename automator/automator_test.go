@@ -295,3 +295,41 @@ func TestOnChangeAfterEveryPass(t *testing.T) {
 		t.Errorf("a pass that changed nothing: OnChange told %d more times, Generation %d → %d", len(seen)-4, gen, a.Generation())
 	}
 }
+
+// A service automated by an annotation that names no instance (Flux v1's
+// fluxcd.io/automated, Keel's policy, or fluxd's own written by hand) is
+// released under the one instance whose scope holds it, so that
+// instance's tokens see the release in history; with several, or none,
+// under DefaultInstance.
+func TestUnnamedAutomationIsReleasedUnderTheInstanceThatHoldsIt(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		instances map[string]*auth.Scope
+		want      string
+	}{
+		{"one unscoped instance", map[string]*auth.Scope{"e2e": nil}, "e2e"},
+		{"one of two holds it", map[string]*auth.Scope{"team-a": {Namespaces: []string{"team-a"}}, "ops": {Namespaces: []string{"default"}}}, "ops"},
+		{"two hold it", map[string]*auth.Scope{"ops": nil, "e2e": nil}, "default"},
+		{"none holds it", map[string]*auth.Scope{"team-a": {Namespaces: []string{"team-a"}}}, "default"},
+		{"no tokens file", nil, "default"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, jobs := newFake("a"), &fakeJobs{}
+			delete(f.annotations[svc("a")], release.AnnotationAutomatedBy)
+			f.newest[svc("a")] = "2.0"
+			clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+			cfg := Config{ShortWait: 15 * time.Second, LongWait: time.Minute}
+			if tc.instances != nil {
+				cfg.Instances = func() map[string]*auth.Scope { return tc.instances }
+			}
+			a := New(cfg, f, jobs, clk, slog.New(slog.DiscardHandler))
+			a.Step(context.Background())
+			if len(jobs.queued) != 1 {
+				t.Fatalf("no release queued: %v", jobs.queued)
+			}
+			if got := jobs.queued[0].Instance; got != tc.want {
+				t.Errorf("released under instance %q, want %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/policy"
 	"github.com/fluxd/fluxd/release"
 )
@@ -27,9 +28,12 @@ func (Workloads) Read(root string, dirs []string) ([]Service, []string, error) {
 	for id, def := range m.Workloads {
 		ann := def.Annotations
 		s := Service{
-			ID: id.String(), File: def.File, Line: def.Line, Source: "workload", Dialects: def.Dialects, Honoured: true,
+			ID: id.String(), File: def.File, Line: def.Line, Source: source(id.Kind), Dialects: def.Dialects, Honoured: true,
 			Automated: ann[policy.Automated] == "true", Locked: ann[policy.Locked] == "true", LockMessage: ann[policy.LockMessage],
 			Warnings: append([]string(nil), def.Warnings...),
+		}
+		if id.Kind == "imagepolicy" && len(s.Dialects) == 0 {
+			s.Dialects = []string{"flux-v2"}
 		}
 		for _, c := range def.Containers {
 			ct := Container{Name: c.Name, Image: c.Image, Pinned: policy.Pinned(ann, c.Name)}
@@ -38,6 +42,11 @@ func (Workloads) Read(root string, dirs []string) ([]Service, []string, error) {
 				s.Warnings = append(s.Warnings, c.Name+": pinning digests through a kustomization's images: entries is not implemented yet, so fluxd does not release this container; pin the image in the base instead")
 			}
 			f, err := release.ContainerFilter(ann, c.Name)
+			if def.ImagePolicy != nil {
+				// A Flux v2 ImagePolicy's fields are filtered by the
+				// policy itself, as the release engine does.
+				f, err = release.DefinitionFilter(def, c.Name)
+			}
 			if err != nil {
 				s.Warnings = append(s.Warnings, c.Name+": "+err.Error())
 			} else if f.Kind != "" {
@@ -61,4 +70,15 @@ func (Workloads) Read(root string, dirs []string) ([]Service, []string, error) {
 		out = append(out, s)
 	}
 	return out, problems, nil
+}
+
+// source names the format a service was read from.
+func source(kind string) string {
+	switch kind {
+	case platform.KindHelmRelease:
+		return "helmrelease"
+	case "imagepolicy":
+		return "flux-v2-imagepolicy"
+	}
+	return "workload"
 }

@@ -17,6 +17,9 @@ import (
 // the 0.6 ms of CPU measured by BenchmarkListServices/kept); dashboards and
 // scripts call it often, and nothing in it changes between views.
 //
+// An answer the interceptors turned into JSON (jsonAnswer: the web page's
+// JSON API, in process) is sent as it is.
+//
 // Protobuf allows a message's fields in any order and concatenated
 // encodings merge, so the two parts decode as one message.
 type viewCodec struct {
@@ -30,6 +33,13 @@ func newViewCodec(d *Daemon) viewCodec {
 
 // Marshal encodes v, reusing the kept encoding of a view's services.
 func (c viewCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if parts, ok := v.(jsonAnswer); ok {
+		out := make(mem.BufferSlice, 0, len(parts))
+		for _, p := range parts {
+			out = append(out, mem.SliceBuffer(p))
+		}
+		return out, nil
+	}
 	resp, ok := v.(*fluxdv1.ListServicesResponse)
 	if !ok || len(resp.Services) == 0 {
 		return c.CodecV2.Marshal(v)
@@ -43,30 +53,4 @@ func (c viewCodec) Marshal(v any) (mem.BufferSlice, error) {
 		return nil, err
 	}
 	return mem.BufferSlice{mem.SliceBuffer(services), mem.SliceBuffer(rest)}, nil
-}
-
-// encodedServices returns the encoding of a ListServicesResponse holding
-// only services, when services is a namespace's slice of the kept view,
-// encoding it on first use; nil otherwise.
-func (d *Daemon) encodedServices(services []*fluxdv1.Service) []byte {
-	d.view.mu.Lock()
-	defer d.view.mu.Unlock()
-	for ns, kept := range d.view.protos {
-		if len(kept) == 0 || len(kept) != len(services) || &kept[0] != &services[0] {
-			continue
-		}
-		if b, ok := d.view.encoded[ns]; ok {
-			return b
-		}
-		b, err := proto.Marshal(&fluxdv1.ListServicesResponse{Services: kept})
-		if err != nil {
-			return nil
-		}
-		if d.view.encoded == nil {
-			d.view.encoded = map[string][]byte{}
-		}
-		d.view.encoded[ns] = b
-		return b
-	}
-	return nil
 }

@@ -105,6 +105,7 @@ type Daemon struct {
 
 	mu           sync.Mutex // guards the fields below
 	manifests    *gitrepo.Manifests
+	manifestsRev string // the revision manifests were read from
 	readAt       time.Time
 	refreshing   chan struct{} // closed when the background read ends
 	refreshSince time.Time     // when it began
@@ -134,13 +135,17 @@ type viewCache struct {
 	services []Service
 	// building is the build under way, if any.
 	building *viewBuild
-	// built counts the views built; protos are view protosOf's services
-	// as the API sends them, by namespace asked for ("" for all).
-	built, protosOf uint64
-	protos          map[string][]*fluxdv1.Service
-	// encoded are protos encoded as a ListServicesResponse (see
-	// viewCodec), by namespace; reset with protos.
-	encoded map[string][]byte
+	// built counts the views built; answers are view answersOf's
+	// list-services answers (see answer.go), by scope and namespace.
+	built, answersOf uint64
+	// builtAt is when the view was built, cost how long that took (see
+	// viewlag.go).
+	builtAt time.Time
+	cost    time.Duration
+	answers map[answerKey]*keptAnswer
+	// byFirst finds an answer by its first service, as the codec is
+	// handed it.
+	byFirst map[*fluxdv1.Service]*keptAnswer
 }
 
 // viewKey is the generations a view was built from.
@@ -267,7 +272,7 @@ func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 		// A view as new as the caller's generations, or newer, answers:
 		// a caller that read them just before a change is as well served
 		// by the view of that change.
-		if d.view.services != nil && d.view.key.covers(key) {
+		if d.view.services != nil && (d.view.key.covers(key) || d.view.key.coversButCluster(key) && d.view.young(time.Now())) {
 			svcs, built := d.view.services, d.view.built
 			d.view.mu.Unlock()
 			return svcs, built, nil
@@ -292,7 +297,9 @@ func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 		b := &viewBuild{key: key, done: make(chan struct{})}
 		d.view.building = b
 		d.view.mu.Unlock()
+		start := time.Now()
 		svcs, err := d.buildServices(ctx, m)
+		cost := time.Since(start)
 		d.view.mu.Lock()
 		b.err = err
 		if d.view.building == b {
@@ -314,6 +321,7 @@ func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 		}
 		d.view.built++
 		d.view.key, d.view.services = key, svcs
+		d.view.builtAt, d.view.cost = time.Now(), cost
 		built := d.view.built
 		b.services, b.built = svcs, built
 		d.view.mu.Unlock()
@@ -340,60 +348,23 @@ func (k viewKey) covers(o viewKey) bool {
 	return k.manifests == o.manifests && k.sync == o.sync && k.cluster >= o.cluster && k.automator >= o.automator
 }
 
-// serviceProtos is Services as the API sends them, kept with the view:
-// converting 1,000 services costs as much as joining them. The protos are
-// shared between answers: nothing may modify them.
+// serviceProtos is Services as the API sends them, kept with the view
+// per caller's scope and namespace (listAnswer): converting 1,000
+// services costs as much as joining them. The protos are shared between
+// answers: nothing may modify them.
 func (d *Daemon) serviceProtos(ctx context.Context, namespace string) ([]*fluxdv1.Service, error) {
-	all, built, err := d.servicesBuilt(ctx)
+	a, err := d.listAnswer(ctx, namespace)
 	if err != nil {
 		return nil, err
 	}
-	d.view.mu.Lock()
-	cached, ok := d.view.protos[namespace]
-	if ok && built != 0 && d.view.protosOf == built {
-		d.view.mu.Unlock()
-		return cached, nil
-	}
-	d.view.mu.Unlock()
-	n := len(all)
-	if namespace != "" {
-		n = 0
-		for _, svc := range all {
-			if svc.ID.Namespace == namespace {
-				n++
-			}
-		}
-		if n == 0 {
-			// Not kept: anyone may name any namespace, and keeping an
-			// entry for each would grow memory without bound.
-			return []*fluxdv1.Service{}, nil
-		}
-	}
-	out := make([]*fluxdv1.Service, 0, n)
-	for _, svc := range all {
-		if namespace == "" || svc.ID.Namespace == namespace {
-			out = append(out, serviceToProto(svc))
-		}
-	}
-	if built != 0 {
-		d.view.mu.Lock()
-		if d.view.built == built {
-			if d.view.protosOf != built {
-				d.view.protos, d.view.protosOf, d.view.encoded = map[string][]*fluxdv1.Service{}, built, nil
-			}
-			if len(d.view.protos) < maxKeptNamespaces {
-				d.view.protos[namespace] = out
-			}
-		}
-		d.view.mu.Unlock()
-	}
-	return out, nil
+	keepAnswer(ctx, a)
+	return a.protos, nil
 }
 
-// maxKeptNamespaces bounds the per-namespace answers kept with a view;
-// only namespaces that hold services are kept, so this binds only on a
-// cluster with more namespaces than this, whose further namespaces are
-// converted on each call.
+// maxKeptNamespaces bounds the answers (per scope and namespace) kept
+// with a view; only namespaces that hold services are kept, so this binds
+// only on a cluster with more namespaces (or scopes) than this, whose
+// further answers are converted on each call.
 const maxKeptNamespaces = 256
 
 type zeroGen struct{}
@@ -470,11 +441,16 @@ func policyOf(def *gitrepo.Definition) (map[string]string, string, []string) {
 	if v := def.Annotations[release.AnnotationTagAll]; v != "" && v != "*" {
 		add("*", v)
 	}
+	if def.ImagePolicy != nil {
+		if f, err := release.DefinitionFilter(def, ""); err == nil {
+			add("*", "ImagePolicy "+f.String())
+		}
+	}
 	for _, c := range def.Containers {
 		if v, ok := def.Annotations[release.AnnotationTagPrefix+c.Name]; ok && v != "" && v != "*" {
 			add(c.Name, v)
 		}
-		if _, err := release.ContainerFilter(def.Annotations, c.Name); err != nil {
+		if _, err := release.DefinitionFilter(def, c.Name); err != nil {
 			warnings = append(warnings, fmt.Sprintf("%s: invalid policy in git (%s): %v", c.Name, def.File, err))
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 
+	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/registry"
 	"github.com/fluxd/fluxd/release"
 )
@@ -87,7 +88,7 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 	byTime := map[string]bool{}
 	for _, c := range svc.Containers {
 		if ref, err := registry.ParseRef(c.Image); err == nil {
-			f, ferr := containerFilter(svc.annotations, c.Name, ref)
+			f, ferr := containerFilter(svc.def, svc.annotations, c.Name, ref)
 			byTime[ref.Repository] = byTime[ref.Repository] || ferr != nil || f.NeedsMetadata() || f.Order == ""
 		}
 	}
@@ -111,7 +112,7 @@ func (d *Daemon) listPaged(ctx context.Context, svc Service, lister pagedImages,
 			out = append(out, ci)
 			continue
 		}
-		f, ferr := containerFilter(svc.annotations, c.Name, ref)
+		f, ferr := containerFilter(svc.def, svc.annotations, c.Name, ref)
 		byTime := ferr != nil || f.NeedsMetadata() || f.Order == ""
 		ri.byTime = ri.byTime || byTime
 		rows := orderRows(ri, f)
@@ -299,9 +300,13 @@ func (d *Daemon) readLater(ctx context.Context, lister pagedImages, repo string,
 	})
 }
 
-// containerFilter is the container's policy bound to its running tag.
-func containerFilter(ann map[string]string, container string, ref registry.Ref) (registry.Filter, error) {
+// containerFilter is the container's policy bound to its running tag: a
+// Flux v2 ImagePolicy's on its service, the annotations' otherwise.
+func containerFilter(def *gitrepo.Definition, ann map[string]string, container string, ref registry.Ref) (registry.Filter, error) {
 	f, err := release.ContainerFilter(ann, container)
+	if def != nil && def.ImagePolicy != nil {
+		f, err = release.DefinitionFilter(def, container)
+	}
 	if err == nil {
 		f, err = f.Bind(ref.Tag)
 	}

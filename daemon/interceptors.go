@@ -44,6 +44,10 @@ var readOnly = map[string]bool{
 	fluxdv1.FluxService_ListJobs_FullMethodName:     true,
 	fluxdv1.FluxService_GetJobLog_FullMethodName:    true,
 	fluxdv1.FluxService_History_FullMethodName:      true,
+	// A workload's pods, events and manifest read as list-services does;
+	// GetPodLog is not here: logs may carry secrets (docs/security.md).
+	fluxdv1.FluxService_GetResources_FullMethodName: true,
+	fluxdv1.FluxService_GetManifest_FullMethodName:  true,
 	// Server reflection describes the API; it reads nothing of fluxd's.
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      true,
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": true,
@@ -86,17 +90,25 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	if !readOnly[info.FullMethod] { // a read's "user" is a filter (History)
 		stampUsers(req, identity(ctx).Name)
 	}
+	ctx = withAnswerSlot(ctx, info.FullMethod)
 	if conn, err := s.fwd.target(ctx, info.FullMethod); err != nil || conn != nil {
 		if err != nil {
 			return nil, toStatus(err)
 		}
 		resp, err := s.fwd.unary(ctx, conn, info.FullMethod, req)
 		if err != nil && leaderFirst[info.FullMethod] && status.Code(err) == codes.Unavailable {
-			return handler(ctx, req) // the leader is away: answer what this replica knows
+			resp, err = handler(ctx, req) // the leader is away: answer what this replica knows
 		}
+		if err != nil {
+			return resp, err
+		}
+		return s.asJSON(ctx, resp)
+	}
+	resp, err = handler(ctx, req)
+	if err != nil {
 		return resp, err
 	}
-	return handler(ctx, req)
+	return s.asJSON(ctx, resp)
 }
 
 func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {

@@ -81,7 +81,7 @@ func (d *Daemon) refreshLocked() <-chan struct{} {
 		defer close(done)
 		ctx, cancel := context.WithTimeout(context.Background(), refreshTimeout)
 		defer cancel()
-		_, m, err := d.deps.Releaser.Manifests(ctx)
+		rev, m, err := d.deps.Releaser.Manifests(ctx)
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		d.refreshing, d.readErr = nil, err
@@ -101,21 +101,35 @@ func (d *Daemon) refreshLocked() <-chan struct{} {
 		if d.gen != gen {
 			return // a read that began later stored a newer copy meanwhile
 		}
-		d.manifests, d.readAt, d.gen = m, time.Now(), d.gen+1
+		d.keepManifests(rev, m)
 	}()
 	return done
+}
+
+// keepManifests keeps m, read from revision rev. The same revision read
+// again gives the same manifests: the copy already kept stays, so that
+// what was built from it (the view of services, its kept answers) stays
+// valid. Each read of 10,000 workloads' files otherwise made a new copy,
+// and the view was rebuilt for it. Called with d.mu held.
+func (d *Daemon) keepManifests(rev string, m *gitrepo.Manifests) {
+	if d.manifests != nil && rev != "" && rev == d.manifestsRev {
+		m = d.manifests
+	}
+	d.manifests, d.manifestsRev, d.readAt, d.gen = m, rev, time.Now(), d.gen+1
 }
 
 // readManifestsNow fetches and reads the manifests now, waiting as long as
 // ctx allows: for a command that names something the copy lacks, which
 // may have been pushed a moment ago.
 func (d *Daemon) readManifestsNow(ctx context.Context) (*gitrepo.Manifests, error) {
-	_, m, err := d.deps.Releaser.Manifests(ctx)
+	rev, m, err := d.deps.Releaser.Manifests(ctx)
 	if err != nil {
 		return nil, err
 	}
 	d.mu.Lock()
-	d.manifests, d.readAt, d.readErr, d.gen = m, time.Now(), nil, d.gen+1
+	d.readErr = nil
+	d.keepManifests(rev, m)
+	m = d.manifests
 	d.mu.Unlock()
 	return m, nil
 }

@@ -31,7 +31,9 @@ func (r *stallingReleaser) Manifests(ctx context.Context) (string, *gitrepo.Mani
 		return "", nil, ctx.Err()
 	}
 	web := platform.ID{Namespace: "default", Kind: "deployment", Name: "web"}
-	return "rev", &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{web: {ID: web, File: "web.yaml"}}}, nil
+	// A revision of its own: the push that added web.yaml (stubReleaser's
+	// "rev" has no manifests).
+	return "rev-with-web", &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{web: {ID: web, File: "web.yaml"}}}, nil
 }
 
 // While the remote stalls, list-services answers from the last copy within

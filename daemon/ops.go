@@ -159,7 +159,7 @@ func (d *Daemon) ListImagesPage(ctx context.Context, _ auth.Identity, name strin
 		ci.Available, ci.Refresh, ci.Err = l.imgs, l.st, l.err
 		ci.Read = len(ci.Available)
 		if ci.Err == nil {
-			applyPolicy(&ci, svc.annotations, ref)
+			applyPolicy(&ci, svc.def, svc.annotations, ref)
 		}
 		out = append(out, ci)
 	}
@@ -169,11 +169,8 @@ func (d *Daemon) ListImagesPage(ctx context.Context, _ auth.Identity, name strin
 // applyPolicy ranks what the container's tag filter passes and warns
 // about a filter that passes nothing or about images without a creation
 // time where the order needs one.
-func applyPolicy(ci *ContainerImages, ann map[string]string, ref registry.Ref) {
-	f, err := release.ContainerFilter(ann, ci.Container)
-	if err == nil {
-		f, err = f.Bind(ref.Tag)
-	}
+func applyPolicy(ci *ContainerImages, def *gitrepo.Definition, ann map[string]string, ref registry.Ref) {
+	f, err := containerFilter(def, ann, ci.Container, ref)
 	if err != nil {
 		ci.Filter = "invalid"
 		ci.Warnings = append(ci.Warnings, "invalid policy: "+err.Error())
@@ -622,7 +619,7 @@ func (d *Daemon) needsMetadata(ctx context.Context, repository string) bool {
 			if err != nil || ref.Repository != repository {
 				continue
 			}
-			f, ferr := containerFilter(s.annotations, c.Name, ref)
+			f, ferr := containerFilter(s.def, s.annotations, c.Name, ref)
 			if ferr != nil || f.NeedsMetadata() || f.Order == "" || pinnedMutable(s.annotations, c.Name, ref) {
 				return true
 			}

@@ -208,6 +208,9 @@ func TestEveryRPCKeepsToTheCallersScope(t *testing.T) {
 		// not found, whatever the scope.
 		"GetJob": codes.NotFound, "WatchJob": codes.NotFound, "CancelJob": codes.NotFound, "GetJobLog": codes.Unimplemented,
 		"Sync": codes.PermissionDenied,
+		// A workload's pods, logs and manifest: another team's workload,
+		// and so its pods, are not found.
+		"GetResources": codes.NotFound, "GetPodLog": codes.NotFound, "GetManifest": codes.NotFound,
 	}
 	// What the caller did not type: the service's running image, its
 	// file in git, its status.

@@ -39,6 +39,8 @@ import (
 var readOnlyRPCs = map[protoreflect.Name]bool{
 	"Version": true, "Identity": true, "ListServices": true, "ListImages": true, "GetJob": true,
 	"WatchJob": true, "ListJobs": true, "History": true, "GetJobLog": true,
+	// A workload's pods, events and manifest; not its pods' logs.
+	"GetResources": true, "GetManifest": true,
 }
 
 // fluxService is the service as its generated file describes it.

@@ -3,12 +3,16 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/testing/protocmp"
 
@@ -42,13 +46,19 @@ func BenchmarkListServices(b *testing.B) {
 		name     string
 		cluster  Cluster
 		changing bool
+		scoped   bool
 	}{
-		{"rebuilt", &stubCluster{workloads: ws}, false},
-		{"kept", &genCluster{stubCluster: stubCluster{workloads: ws}}, false},
-		{"changing", &genCluster{stubCluster: stubCluster{workloads: ws}}, true},
+		{"rebuilt", &stubCluster{workloads: ws}, false, false},
+		{"kept", &genCluster{stubCluster: stubCluster{workloads: ws}}, false, false},
+		{"changing", &genCluster{stubCluster: stubCluster{workloads: ws}}, true, false},
+		// A caller whose instance is scoped to the 10 namespaces.
+		{"kept-scoped", &genCluster{stubCluster: stubCluster{workloads: ws}}, false, true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			f := newFixtureWith(b, Config{GitRefresh: time.Minute}, Deps{Cluster: bc.cluster, Releaser: stubReleaser{}, Jobs: stubJobs{}})
+			if bc.scoped {
+				scopeAll(b, f.tokensFile)
+			}
 			ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+f.tokens[auth.Viewer])
 			b.ReportAllocs()
 			for b.Loop() {
@@ -61,6 +71,18 @@ func BenchmarkListServices(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// scopeAll scopes team-a to the benchmark's 10 namespaces.
+func scopeAll(b *testing.B, tokensFile string) {
+	fh, err := os.OpenFile(tokensFile, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer fh.Close()
+	if _, err := fh.WriteString("scope team-a namespaces=ns-0,ns-1,ns-2,ns-3,ns-4,ns-5,ns-6,ns-7,ns-8,ns-9\n"); err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -148,4 +170,37 @@ func BenchmarkListServicesChurn(b *testing.B) {
 	<-done
 	b.ReportMetric(float64(c.reads.Load())/elapsed.Seconds(), "views-built/s")
 	b.ReportMetric(float64(c.gen.Load())/elapsed.Seconds(), "changes/s")
+}
+
+// BenchmarkListServicesJSON is the JSON API's ListServices of 1,000
+// workloads, kept view, in process as the web page calls it: "gateway"
+// is what grpc-gateway did with each answer (decode the protobuf, encode
+// it as JSON with protojson); "kept" asks the server for its kept JSON.
+func BenchmarkListServicesJSON(b *testing.B) {
+	ws := workloadsIn(1000, 10)
+	f := newFixtureWith(b, Config{GitRefresh: time.Minute}, Deps{Cluster: &genCluster{stubCluster: stubCluster{workloads: ws}}, Releaser: stubReleaser{}, Jobs: stubJobs{}})
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+f.tokens[auth.Viewer])
+	b.Run("gateway", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			resp, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{})
+			if err != nil || len(resp.Services) != 1000 {
+				b.Fatalf("%d services, %v", len(resp.GetServices()), err)
+			}
+			if _, err := jsonOptions.Marshal(resp); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("kept", func(b *testing.B) {
+		b.ReportAllocs()
+		jctx := metadata.AppendToOutgoingContext(ctx, AnswerHeader, "json")
+		codec := grpc.ForceCodecV2(bytesCodec{encoding.GetCodecV2(grpcproto.Name)})
+		for b.Loop() {
+			var out []byte
+			if err := f.conn.Invoke(jctx, fluxdv1.FluxService_ListServices_FullMethodName, &fluxdv1.ListServicesRequest{}, &out, codec); err != nil || len(out) < 1000 {
+				b.Fatalf("%d bytes, %v", len(out), err)
+			}
+		}
+	})
 }

@@ -50,7 +50,7 @@ func TestViewKeepsNoAnswerForUnknownNamespaces(t *testing.T) {
 		}
 	}
 	d.view.mu.Lock()
-	unknown := len(d.view.protos)
+	unknown := len(d.view.answers)
 	d.view.mu.Unlock()
 	if unknown != 0 {
 		t.Errorf("after 5,000 calls naming namespaces that do not exist the view keeps %d answers, want 0", unknown)
@@ -65,7 +65,7 @@ func TestViewKeepsNoAnswerForUnknownNamespaces(t *testing.T) {
 		}
 	}
 	d.view.mu.Lock()
-	n := len(d.view.protos)
+	n := len(d.view.answers)
 	d.view.mu.Unlock()
 	if n > maxKeptNamespaces {
 		t.Errorf("the view keeps answers for %d namespaces, want at most %d", n, maxKeptNamespaces)

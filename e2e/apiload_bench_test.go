@@ -38,12 +38,24 @@ import (
 // BenchmarkAPILoad is ListServices under load, on the local stack: 1,000
 // workloads (Deployments of 0 replicas in namespace bench-api, each also
 // in git) running 100 repositories of 1,000 tags that fluxd's cache knows
-// (read by a list-images of each before the load), and ghz, a gRPC load tool, with 50 concurrent clients making
-// -api.calls calls against a fluxd built from this tree, and, when
-// FLUXD_BASE names another fluxd binary (the commit before), against that
-// one too, side by side. It prints requests per second, latency
-// percentiles, fluxd's CPU per call and its resident memory after the
-// run. GHZ names the ghz binary.
+// (read by a list-images of each before the load). In one run, side by
+// side, each for BENCH_API_DURATION (20s) at 50 workers:
+//
+//   - the kube-apiserver's cached LIST of the same 1,000 Deployments
+//     (resourceVersion=0, its watch cache), through vegeta;
+//   - fluxd's JSON API ListServices (the web listener), through vegeta,
+//     the same HTTP/1.1 load: neither body decoded;
+//   - fluxd's gRPC ListServices from a Go worker pool (50 workers, one
+//     connection each) that does not decode the answers: vegeta speaks
+//     no gRPC;
+//   - with GHZ set, ghz (a decoding gRPC load tool) making -api.calls calls.
+//
+// It does so against a fluxd built from this tree and, when FLUXD_BASE
+// names another fluxd binary (the commit before), against that one too.
+// It prints requests per second, p50 and p99, the ratios to the API
+// server, fluxd's CPU per call and its memory after the run. With
+// BENCH_API_PPROF=DIR, this tree's fluxd runs with --pprof and a CPU
+// profile and the allocations of each fluxd side are written to DIR.
 //
 //	make bench-api                      (BENCH_API_BASE=784afeb^ by default: the commit before the kept view)
 func BenchmarkAPILoad(b *testing.B) {
@@ -51,18 +63,19 @@ func BenchmarkAPILoad(b *testing.B) {
 		b.Skip("needs the local stack")
 	}
 	ghz := os.Getenv("GHZ")
-	if ghz == "" {
-		b.Skip("GHZ is not set: run make bench-api, which installs ghz")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	dur := apiDuration(b)
+	profDir := os.Getenv("BENCH_API_PPROF")
+	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Minute)
 	defer cancel()
 	apiLoadOnce(b, ctx)
+	apiTarget, apiTLS := apiServerList(b, "bench-api")
 	fluxds := []struct{ name, path string }{{"this tree", filepath.Join(binDir, "fluxd")}}
 	if base := os.Getenv("FLUXD_BASE"); base != "" {
 		fluxds = append([]struct{ name, path string }{{"base (" + os.Getenv("FLUXD_BASE_REV") + ")", base}}, fluxds...)
 	}
 	for b.Loop() {
 		for i, fd := range fluxds {
+			short := strings.Fields(fd.name)[0]
 			db := filepath.Join(b.TempDir(), "history.db")
 			if err := seedRegistryCache(ctx, db); err != nil {
 				b.Fatal(err)
@@ -71,8 +84,17 @@ func BenchmarkAPILoad(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			f, err := stack.StartNamedFluxd(ctx, fmt.Sprintf("fluxd-apiload-%d", i), fd.path, instance, nil,
-				"--git-path=bench-api", "--history-db="+db, "--metrics-listen="+metrics, "--automation-long-wait=10m", "--automation-short-wait=10m", "--git-poll-interval=10m")
+			webAddr, err := localstack.FreeAddr()
+			if err != nil {
+				b.Fatal(err)
+			}
+			args := []string{"--git-path=bench-api", "--history-db=" + db, "--metrics-listen=" + metrics, "--web-listen=" + webAddr,
+				"--automation-long-wait=10m", "--automation-short-wait=10m", "--git-poll-interval=10m"}
+			profiling := profDir != "" && fd.path == filepath.Join(binDir, "fluxd")
+			if profiling {
+				args = append(args, "--pprof")
+			}
+			f, err := stack.StartNamedFluxd(ctx, fmt.Sprintf("fluxd-apiload-%d", i), fd.path, instance, nil, args...)
 			if err != nil {
 				b.Fatalf("starting %s: %v (log: %s)", fd.name, err, stack.Log(fmt.Sprintf("fluxd-apiload-%d", i)))
 			}
@@ -96,29 +118,46 @@ func BenchmarkAPILoad(b *testing.B) {
 					b.Fatalf("list-images of svc-%04d: %d tags, %d read, %s", r, ci.GetTotal(), ci.GetTimesRead(), ci.GetError())
 				}
 			}
-			// CPU is counted from here: the warm-up and the list-images
-			// above are not ListServices calls.
+			checkJSONList(b, webAddr, f.Tokens["viewer"], 1000)
+			fmt.Printf("\nListServices of 1,000 workloads, %d workers, %v each, fluxd %s:\n", apiWorkers, dur, fd.name)
+			api := vegetaLoad(b, "kube-apiserver LIST ?resourceVersion=0 (vegeta)", apiTarget, apiTLS, dur)
+			fmt.Println("  " + api.String())
+			// CPU is counted per side: the warm-up, the list-images above
+			// and the API server's side are not fluxd's calls.
 			cpu0 := cpuSeconds(f.PID)
-			r := runGhz(b, ghz, f.Addr, f.Tokens["viewer"])
-			// fluxd's own CPU per call: what the load costs fluxd, whatever
-			// ghz (on the same cores) and other processes take.
-			cpuPerCall := (cpuSeconds(f.PID) - cpu0) / float64(max(r.Count, 1)) * 1000
+			stopProf := profile(b, profiling, metrics, profDir, short+"-json", dur)
+			js := vegetaLoad(b, "fluxd JSON API ListServices (vegeta)", fluxdJSONList(webAddr, f.Tokens["viewer"], "bench-api"), nil, dur)
+			stopProf()
+			cpu1 := cpuSeconds(f.PID)
+			stopProf = profile(b, profiling, metrics, profDir, short+"-grpc", dur)
+			gr := rawLoad(b, ctx, f.Addr, f.Tokens["viewer"], apiWorkers, dur)
+			stopProf()
+			cpu2 := cpuSeconds(f.PID)
+			jsCPU := (cpu1 - cpu0) / float64(max(js.requests, 1)) * 1000
+			grCPU := (cpu2 - cpu1) / float64(max(gr.requests, 1)) * 1000
+			fmt.Printf("  %s  fluxd CPU %.2f ms/call\n  %s  fluxd CPU %.2f ms/call\n", js, jsCPU, gr, grCPU)
+			fmt.Printf("  ratio to the API server: JSON API %.2fx req/s, p99 %.2fx; gRPC %.2fx req/s, p99 %.2fx\n",
+				js.rps/api.rps, js.p99/api.p99, gr.rps/api.rps, gr.p99/api.p99)
+			b.ReportMetric(api.rps, "apiserver-req/s-"+short)
+			b.ReportMetric(js.rps, "json-req/s-"+short)
+			b.ReportMetric(js.p99, "json-p99-ms-"+short)
+			b.ReportMetric(gr.rps, "grpc-req/s-"+short)
+			b.ReportMetric(gr.p99, "grpc-p99-ms-"+short)
+			b.ReportMetric(js.rps/api.rps, "json-x-apiserver-"+short)
+			b.ReportMetric(gr.rps/api.rps, "grpc-x-apiserver-"+short)
+			if ghz != "" {
+				cpu3 := cpuSeconds(f.PID)
+				r := runGhz(b, ghz, f.Addr, f.Tokens["viewer"])
+				cpuPerCall := (cpuSeconds(f.PID) - cpu3) / float64(max(r.Count, 1)) * 1000
+				fmt.Printf("  %-44s %7.1f req/s  p50 %7.1f ms  p99 %7.1f ms  %6d requests  errors %d  fluxd CPU %.2f ms/call\n",
+					"fluxd gRPC ListServices (ghz, decoding)", r.Rps, r.percentile(50), r.percentile(99), r.Count, len(r.ErrorDist), cpuPerCall)
+				b.ReportMetric(r.Rps, "ghz-req/s-"+short)
+				b.ReportMetric(r.percentile(99), "ghz-p99-ms-"+short)
+			}
 			rss := rssMB(f.PID)
 			heap := metricMB(b, metrics, "go_memstats_heap_inuse_bytes")
-			fmt.Printf("ListServices, 1,000 workloads, 50 clients, %d calls: %-22s %6.0f req/s  p50 %6.1f ms  p90 %6.1f ms  p99 %6.1f ms  errors %d  fluxd CPU %.2f ms/call  after: RSS %.0f MB, Go heap in use %.0f MB\n",
-				r.Count, fd.name, r.Rps, r.percentile(50), r.percentile(90), r.percentile(99), len(r.ErrorDist), cpuPerCall, rss, heap)
-			b.ReportMetric(heap, "heap-MB-"+strings.Fields(fd.name)[0])
-			b.ReportMetric(cpuPerCall, "fluxd-cpu-ms/call-"+strings.Fields(fd.name)[0])
-			// The same load from a Go client that does not decode the
-			// answers: closer to what fluxd itself can serve, on cores
-			// it shares with its load.
-			raw := rawLoad(b, ctx, f.Addr, f.Tokens["viewer"], 50, apiCalls)
-			fmt.Printf("  the same, a Go client not decoding the answers:  %6.0f req/s  p50 %6.1f ms  p90 %6.1f ms  p99 %6.1f ms\n", raw.rps, raw.p50, raw.p90, raw.p99)
-			short := strings.Fields(fd.name)[0]
-			b.ReportMetric(raw.rps, "raw-req/s-"+short)
-			b.ReportMetric(raw.p99, "raw-p99-ms-"+short)
-			b.ReportMetric(r.Rps, "req/s-"+short)
-			b.ReportMetric(r.percentile(99), "p99-ms-"+short)
+			fmt.Printf("  fluxd after the run: RSS %.0f MB, Go heap in use %.0f MB\n", rss, heap)
+			b.ReportMetric(heap, "heap-MB-"+short)
 			b.ReportMetric(rss, "rss-MB-"+short)
 			// This fluxd was started here: stop it by its own PID.
 			_ = syscall.Kill(f.PID, syscall.SIGTERM)
@@ -126,6 +165,64 @@ func BenchmarkAPILoad(b *testing.B) {
 				time.Sleep(100 * time.Millisecond)
 			}
 		}
+	}
+}
+
+// checkJSONList checks that the JSON API lists want bench-api services
+// before it is loaded: an error answer, fast, would otherwise count.
+func checkJSONList(b *testing.B, webAddr, token string, want int) {
+	b.Helper()
+	t := fluxdJSONList(webAddr, token, "bench-api")
+	req, err := t.Request()
+	if err != nil {
+		b.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Services []json.RawMessage `json:"services"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK || len(out.Services) != want {
+		b.Fatalf("the JSON API's ListServices: %s, %d services, %v; want %d", resp.Status, len(out.Services), err, want)
+	}
+}
+
+// profile, when on, reads a CPU profile of fluxd for the next d and its
+// allocations over the same time (the allocs profile after, against the
+// one before), into dir/NAME.cpu.pprof and dir/NAME.allocs{0,1}.pprof
+// (go tool pprof -sample_index=alloc_space -base NAME.allocs0.pprof
+// NAME.allocs1.pprof). The returned function waits for the CPU profile.
+func profile(b *testing.B, on bool, metricsAddr, dir, name string, d time.Duration) func() {
+	if !on {
+		return func() {}
+	}
+	get := func(path, file string) {
+		resp, err := http.Get("http://" + metricsAddr + path)
+		if err != nil {
+			b.Errorf("profile %s: %v", path, err)
+			return
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if err := os.WriteFile(filepath.Join(dir, file), body, 0o644); err != nil {
+			b.Errorf("profile %s: %v", path, err)
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	get("/debug/pprof/allocs", name+".allocs0.pprof")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(1, int(d.Seconds())-1)), name+".cpu.pprof")
+	}()
+	return func() {
+		<-done
+		get("/debug/pprof/allocs", name+".allocs1.pprof")
 	}
 }
 
@@ -278,45 +375,66 @@ func (c rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
 	return nil
 }
 
-type rawResult struct{ rps, p50, p90, p99 float64 }
+// rawLoad makes ListServices calls for d from workers goroutines over
+// one connection each, keeping the answers undecoded: each worker sends
+// its next call when its last is answered, as vegeta's workers do.
+func rawLoad(b *testing.B, ctx context.Context, addr, token string, workers int, d time.Duration) sideResult {
+	b.Helper()
+	return rawLoadReq(b, ctx, addr, token, workers, d, &fluxdv1.ListServicesRequest{Namespace: "bench-api"})
+}
 
-// rawLoad makes calls ListServices calls from clients goroutines over one
-// connection each, keeping the answers undecoded.
-func rawLoad(b *testing.B, ctx context.Context, addr, token string, clients, calls int) rawResult {
+// rawLoadReq is rawLoad with the request req.
+func rawLoadReq(b *testing.B, ctx context.Context, addr, token string, workers int, d time.Duration, req *fluxdv1.ListServicesRequest) sideResult {
 	b.Helper()
 	codec := rawCodec{encoding.GetCodecV2("proto")}
-	lat := make([]time.Duration, calls)
-	var next atomic.Int64
+	lats := make([][]time.Duration, workers)
+	var bytesIn atomic.Int64
+	var failed atomic.Int64
+	var firstErr atomic.Value
 	start := time.Now()
+	deadline := start.Add(d)
 	g, gctx := errgroup.WithContext(withToken(ctx, token))
-	for range clients {
-		conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec)))
+	for w := range workers {
+		conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec), grpc.MaxCallRecvMsgSize(64<<20)))
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer conn.Close()
 		g.Go(func() error {
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(calls) {
-					return nil
-				}
+			for time.Now().Before(deadline) {
 				t0 := time.Now()
 				var out []byte
-				if err := conn.Invoke(gctx, fluxdv1.FluxService_ListServices_FullMethodName, &fluxdv1.ListServicesRequest{}, &out); err != nil {
-					return err
+				if err := conn.Invoke(gctx, fluxdv1.FluxService_ListServices_FullMethodName, req, &out); err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
 				}
-				lat[i] = time.Since(t0)
+				lats[w] = append(lats[w], time.Since(t0))
+				bytesIn.Add(int64(len(out)))
 			}
+			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		b.Fatal(err)
-	}
+	_ = g.Wait()
 	elapsed := time.Since(start)
+	var lat []time.Duration
+	for _, l := range lats {
+		lat = append(lat, l...)
+	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	ms := func(p int) float64 { return float64(lat[len(lat)*p/100]) / 1e6 }
-	return rawResult{rps: float64(calls) / elapsed.Seconds(), p50: ms(50), p90: ms(90), p99: ms(99)}
+	r := sideResult{name: "fluxd gRPC ListServices (Go pool, raw)", requests: uint64(len(lat)) + uint64(failed.Load())}
+	if len(lat) > 0 {
+		pct := func(p int) float64 { return float64(lat[min(len(lat)-1, len(lat)*p/100)]) / 1e6 }
+		r.rps, r.p50, r.p99 = float64(len(lat))/elapsed.Seconds(), pct(50), pct(99)
+		r.bytesPerReply = float64(bytesIn.Load()) / float64(len(lat))
+	}
+	if r.requests > 0 {
+		r.success = float64(len(lat)) / float64(r.requests)
+	}
+	if e, ok := firstErr.Load().(string); ok {
+		r.errors = []string{e}
+	}
+	return r
 }
 
 // metricMB reads a metric in bytes from fluxd's metrics page, in MB.

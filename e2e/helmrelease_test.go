@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -18,7 +19,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fluxd/fluxd/history"
-	"github.com/fluxd/fluxd/history/sqlite"
 )
 
 //go:embed testdata/helmrelease-crds.yaml
@@ -158,27 +158,25 @@ spec:
 				t.Errorf("git after the automated release lacks %q:\n%s", want, y)
 			}
 		}
-		// The history row, read from fluxd's SQLite file: a workload
-		// automated by Flux v1's annotation names no fluxd instance
-		// (fluxd.io/automated-by), so its automated releases are recorded
-		// under the automator's default instance, "default", which the
-		// e2e instance's tokens do not see.
-		store, err := sqlite.Open(ctx, filepath.Join(stack.Dir, "fluxd-helm", "history.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer store.Close()
+		// The history row, as the e2e instance's viewer reads it: a
+		// workload automated by Flux v1's annotation names no fluxd
+		// instance (fluxd.io/automated-by), so its automated release is
+		// recorded under the one instance whose scope holds it, e2e.
 		if err := poll(ctx, 60*time.Second, func() error {
-			evs, err := store.Events(ctx, "default", history.Query{Service: "default:helmrelease/hrauto"})
-			if err != nil {
-				return err
+			out, stderr, code := fluxctl(t, viewer, "history", "default:helmrelease/hrauto", "-o", "json")
+			var evs []struct {
+				Type    string
+				Changes []struct{ Container, To string }
+			}
+			if code != 0 || json.Unmarshal([]byte(out), &evs) != nil {
+				return fmt.Errorf("history: exit %d\n%s%s", code, out, stderr)
 			}
 			for _, ev := range evs {
-				if ev.Type == history.AutomatedRelease && len(ev.Changes) == 1 && ev.Changes[0].Container == "chart-image" && ev.Changes[0].To == app+":1.0.1" {
+				if ev.Type == string(history.AutomatedRelease) && len(ev.Changes) == 1 && ev.Changes[0].Container == "chart-image" && ev.Changes[0].To == app+":1.0.1" {
 					return nil
 				}
 			}
-			return fmt.Errorf("history of hrauto has no automated release of chart-image to 1.0.1: %+v", evs)
+			return fmt.Errorf("history of hrauto has no automated release of chart-image to 1.0.1:\n%s", out)
 		}); err != nil {
 			t.Fatal(err)
 		}

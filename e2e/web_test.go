@@ -216,7 +216,10 @@ func TestStatusPageInBrowser(t *testing.T) {
 	browse(t, ctx, "cancel from the page",
 		chromedp.Evaluate[chromedp.Void](`location.hash = '#/job/`+id+`'`, chromedp.EvalIgnoreExceptions),
 		waitText(`#job-stage`, "rolling out"),
-		chromedp.Click(chromedp.ID("cancel-job")),
+		// The job's head is drawn again on every event: clicked by the
+		// page's own script, the button is the one on screen now (a
+		// node chromedp resolved a moment ago may be gone).
+		chromedp.Evaluate[chromedp.Void](`document.getElementById('cancel-job').click()`),
 		waitText(`#job-state`, "cancelled"),
 		waitText(`#job-log`, "rolling back commit"))
 

@@ -29,5 +29,12 @@
 // says where, and nothing is committed. FuzzSetImages and
 // FuzzSetAnnotations check these properties on arbitrary input.
 //
+// Flux v2's image automation is read here too (fluxv2.go, setters.go,
+// imageautomation.go): ImageRepository, ImagePolicy and
+// ImageUpdateAutomation objects, and fields marked with $imagepolicy
+// comments. Each ImagePolicy is a service whose containers are the fields
+// it marks; SetSetters edits them as SetImages edits images, and
+// FuzzSetSetters checks it.
+//
 // The git working clone itself (go-git) is in gitrepo/gogit.
 package gitrepo

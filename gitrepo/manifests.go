@@ -59,6 +59,13 @@ type Definition struct {
 	// Replicas is spec.replicas when git sets it, for drift: nil when it
 	// leaves it out (an autoscaler's to set).
 	Replicas *int32
+	// ImagePolicy is set on a Flux v2 ImagePolicy's service
+	// (NS:imagepolicy/NAME): its Containers are the fields marked with
+	// it that an ImageUpdateAutomation covers (Setters), and Author the
+	// automation's commit author, if it names one (imageautomation.go).
+	ImagePolicy *ImagePolicy
+	Setters     []Setter
+	Author      *Signature
 }
 
 // Problem is a file that could not be read as manifests; it is skipped.
@@ -142,6 +149,10 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 		m.Workloads[def.ID] = def
 	}
 	var kust *kustomizer
+	// Flux v2's objects and markers are read from the same files, in the
+	// same walk (a kustomization's directory is walked for them apart).
+	fluxv2 := &ImageAutomation{}
+	fluxSeen := map[string]bool{}
 	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -173,6 +184,9 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 				for _, def := range defs {
 					add(def)
 				}
+				if err := fluxv2.readDir(root, path, fluxSeen); err != nil {
+					return err
+				}
 				return filepath.SkipDir
 			}
 			ext := filepath.Ext(path)
@@ -189,6 +203,8 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 				m.Problems = append(m.Problems, err)
 				return nil
 			}
+			fluxSeen[path] = true
+			fluxv2.readFile(filepath.ToSlash(rel), content)
 			defs, err := ParseFile(rel, content)
 			if err != nil {
 				m.Problems = append(m.Problems, err)
@@ -203,6 +219,7 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 			return nil, fmt.Errorf("reading manifests: %w", err)
 		}
 	}
+	attachImageAutomation(root, fluxv2, m)
 	return m, nil
 }
 
@@ -423,9 +440,14 @@ func workloadID(obj *yaml.Node, kind string) (platform.ID, bool) {
 	if k := scalar(obj, "kind"); k != "" {
 		kind = k
 	}
-	switch {
+	switch lk := strings.ToLower(kind); {
 	case helmrelease.IsHelmRelease(scalar(obj, "apiVersion"), kind):
-	case !slices.Contains(platform.Kinds, strings.ToLower(kind)) || strings.ToLower(kind) == platform.KindHelmRelease:
+	case lk == "imagepolicy":
+		// A Flux v2 ImagePolicy is the service its marked fields hang on.
+		if !strings.HasPrefix(scalar(obj, "apiVersion"), fluxImageGroup) {
+			return platform.ID{}, false
+		}
+	case !slices.Contains(platform.Kinds, lk) || lk == platform.KindHelmRelease:
 		// A HelmRelease of another API group (not Flux's) is not one.
 		return platform.ID{}, false
 	}

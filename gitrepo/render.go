@@ -28,9 +28,18 @@ type Change struct {
 	Container  string
 	Annotation string
 	From, To   string
+	// File, Line and Field name a field of the object that starts at
+	// File:Line (a field a $imagepolicy marker marks), for a change that
+	// is not a workload's container or annotation.
+	File  string
+	Line  int
+	Field []any
 }
 
 func (c Change) String() string {
+	if c.Field != nil {
+		return fmt.Sprintf("%s:%d %s: %q -> %q", c.File, c.Line, pathString(c.Field), c.From, c.To)
+	}
 	if c.Annotation != "" {
 		return fmt.Sprintf("%s annotation %s: %q -> %q", c.Workload, c.Annotation, c.From, c.To)
 	}
@@ -91,6 +100,9 @@ func CheckRender(before, after *Objects, changes []Change) error {
 	copies := map[string]map[string]any{}
 	for _, c := range changes {
 		keys := byID[c.Workload]
+		if c.Field != nil {
+			keys = objectsAt(want, c.File, c.Line)
+		}
 		if len(keys) == 0 {
 			fail(c.Workload.String(), "planned (%s), but git does not render it at the parent commit", c)
 			continue
@@ -176,7 +188,7 @@ func index(objs *Objects) map[string]platform.Object {
 
 func isWorkloadKind(kind string) bool {
 	switch strings.ToLower(kind) {
-	case "deployment", "statefulset", "daemonset", "cronjob", platform.KindHelmRelease:
+	case "deployment", "statefulset", "daemonset", "cronjob", platform.KindHelmRelease, "imagepolicy":
 		return true
 	}
 	return false
@@ -205,6 +217,9 @@ func workloadOf(m map[string]any) (platform.ID, bool) {
 // apply makes change c to the rendered workload obj, after checking that
 // it holds c.From.
 func apply(obj map[string]any, c Change) error {
+	if c.Field != nil {
+		return applyField(obj, c)
+	}
 	if c.Annotation != "" {
 		md, _ := obj["metadata"].(map[string]any)
 		if md == nil {
@@ -390,4 +405,58 @@ func emptyMap(v any) bool {
 	}
 	m, ok := v.(map[string]any)
 	return ok && len(m) == 0
+}
+
+// objectsAt are the keys of the objects that start at file:line.
+func objectsAt(objs map[string]platform.Object, file string, line int) []string {
+	var out []string
+	for k, o := range objs {
+		if o.File == file && o.Line == line {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// applyField makes a change of one field (c.Field) to the rendered object
+// obj, after checking that it holds c.From where it holds a string.
+func applyField(obj map[string]any, c Change) error {
+	var cur any = obj
+	for i, p := range c.Field {
+		last := i == len(c.Field)-1
+		switch p := p.(type) {
+		case string:
+			m, ok := cur.(map[string]any)
+			if !ok {
+				return fmt.Errorf("has no field %s at the parent commit, although the plan changes it", pathString(c.Field))
+			}
+			v, ok := m[p]
+			if !ok {
+				return fmt.Errorf("has no field %s at the parent commit, although the plan changes it", pathString(c.Field))
+			}
+			if last {
+				if s, isString := v.(string); isString && s != c.From {
+					return fmt.Errorf("field %s is %q at the parent commit, not %q as planned", pathString(c.Field), s, c.From)
+				}
+				m[p] = c.To
+				return nil
+			}
+			cur = v
+		case int:
+			l, ok := cur.([]any)
+			if !ok || p >= len(l) {
+				return fmt.Errorf("has no field %s at the parent commit, although the plan changes it", pathString(c.Field))
+			}
+			if last {
+				if s, isString := l[p].(string); isString && s != c.From {
+					return fmt.Errorf("field %s is %q at the parent commit, not %q as planned", pathString(c.Field), s, c.From)
+				}
+				l[p] = c.To
+				return nil
+			}
+			cur = l[p]
+		}
+	}
+	return fmt.Errorf("an empty field path")
 }

@@ -11,7 +11,9 @@ var ErrNotFound = errors.New("workload not found")
 
 // Kinds are the workload kinds fluxd manages, in lower case as they appear
 // in IDs.
-var Kinds = []string{"deployment", "statefulset", "daemonset", "cronjob", KindHelmRelease}
+// "imagepolicy" is a Flux v2 ImagePolicy read from git: the service of
+// the fields its setter markers mark (see docs/migrate.md).
+var Kinds = []string{"deployment", "statefulset", "daemonset", "cronjob", KindHelmRelease, "imagepolicy"}
 
 // KindHelmRelease is a Flux HelmRelease (helm.toolkit.fluxcd.io, or Flux
 // v1's helm.fluxcd.io/v1): its containers are the images its values name

@@ -74,6 +74,9 @@ type Filter struct {
 	// is not a version (latest, main-abc, 1.2.3.4) does not guess what
 	// replaces it.
 	none bool
+	// flux is set for a filter made from a Flux v2 ImagePolicy
+	// (ImagePolicyFilter): it matches and ranks as Flux v2 does.
+	flux *fluxRank
 }
 
 // EveryTag passes every tag, "latest" and other non-versions included: it
@@ -126,6 +129,12 @@ func ParseFilter(s string, order Order) (Filter, error) {
 
 // String is the filter as written in a policy.
 func (f Filter) String() string {
+	if f.flux != nil {
+		if f.Kind == "semver" {
+			return strings.TrimSuffix("semver:"+f.Pattern+" "+f.flux.desc0, " ")
+		}
+		return f.flux.desc0
+	}
 	if f.Kind == "" {
 		return "*"
 	}
@@ -149,6 +158,9 @@ func (f Filter) String() string {
 // to its release, or to a later pre-release written like it. A variant's
 // suffix (1.25.3-alpine) is not a pre-release.
 func (f Filter) Bind(current string) (Filter, error) {
+	if f.flux != nil {
+		return f, nil
+	}
 	if f.Kind == "" {
 		if s, ok := shapeOf(current); ok {
 			f.like, f.bound = &s, current
@@ -202,6 +214,9 @@ func (f Filter) Key() string {
 // Match reports whether a tag passes the filter. A semver level that was
 // not bound passes nothing.
 func (f Filter) Match(tag string) bool {
+	if f.flux != nil {
+		return f.fluxMatch(tag)
+	}
 	switch f.Kind {
 	case "":
 		if f.none {
@@ -256,6 +271,10 @@ func (f Filter) NeedsMetadata() bool { return f.Order == ByTime }
 // need no metadata: highest version, last name, or biggest number. Tags
 // that cannot be ranked (no number under ByNumerical) go last.
 func (f Filter) Rank(tags []string) {
+	if f.flux != nil {
+		sort.SliceStable(tags, func(i, j int) bool { return f.fluxNewer(tags[i], tags[j]) })
+		return
+	}
 	switch f.Order {
 	case BySemver:
 		// Each tag is parsed once, not at every comparison: ranking the
@@ -287,6 +306,9 @@ func (f Filter) Rank(tags []string) {
 // Newer reports whether tag a ranks above tag b under the filter's order
 // (for ByTime, which needs metadata, it falls back to names).
 func (f Filter) Newer(a, b string) bool {
+	if f.flux != nil {
+		return f.fluxNewer(a, b)
+	}
 	switch f.Order {
 	case BySemver:
 		va, ea := semver.NewVersion(a)

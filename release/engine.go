@@ -467,7 +467,7 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			if inGit {
 				file = def.File
 			}
-			if !spec.Scope.Contains(id.Namespace, file) {
+			if !spec.Scope.Contains(id.Namespace, file) || inGit && !setterScope(spec.Scope, id, def, m) {
 				continue // outside the instance's scope: not there for it
 			}
 		}
@@ -661,7 +661,7 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 			continue
 		}
 		untagged := !registry.HasTag(c.Image)
-		f, err := ContainerFilter(def.Annotations, c.Name)
+		f, err := DefinitionFilter(def, c.Name)
 		if err == nil && !untagged {
 			// An image without a tag is pinned (--force) to the newest
 			// version, whatever its filter is bound to.
@@ -719,7 +719,9 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 				if cur, ok := lister.dated(ctx, ref.Repository, f, ref.Tag); ok && !newest.CreatedAt.After(cur.CreatedAt) {
 					continue
 				}
-			} else if !f.Newer(newest.Tag, ref.Tag) {
+			} else if !f.Newer(newest.Tag, ref.Tag) && def.ImagePolicy == nil {
+				// (A Flux v2 ImagePolicy sets its fields to the tag it
+				// picks, older or not, as Flux v2 does.)
 				continue
 			}
 		}
@@ -767,6 +769,12 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 			return nil, fmt.Errorf("%s is no longer defined in git", it.Service)
 		}
 		it.File = def.File
+		if def.ImagePolicy != nil {
+			if err := editSetters(e.repo.Dir(), it, def, files); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		content, ok := files[it.File]
 		if !ok {
 			b, err := gitrepo.ReadFile(e.repo.Dir(), it.File)

@@ -283,22 +283,25 @@ func (e *Engine) applyFromGit(ctx context.Context, plan *Plan, check func(*gitre
 		if !ok {
 			return nil, fmt.Errorf("%s is no longer defined in git", it.Service)
 		}
-		content, err := gitrepo.ReadFile(e.repo.Dir(), def.File)
-		if err != nil {
-			return nil, err
+		it.File = def.File
+		for _, t := range applyTargets(it, m) {
+			content, err := gitrepo.ReadFile(e.repo.Dir(), t.file)
+			if err != nil {
+				return nil, err
+			}
+			doc, err := e.workloadDoc(t.file, content, t.id)
+			if err != nil {
+				return nil, err
+			}
+			gen, err := e.cluster.Apply(context.WithoutCancel(ctx), t.id, doc)
+			if err != nil {
+				// The others are still applied and followed (as Execute
+				// does).
+				failed.add(t.id, err)
+				continue
+			}
+			gens[t.id] = gen
 		}
-		doc, err := e.workloadDoc(def.File, content, it.Service)
-		if err != nil {
-			return nil, err
-		}
-		gen, err := e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc)
-		if err != nil {
-			// The others are still applied and followed (as Execute
-			// does).
-			failed.add(it.Service, err)
-			continue
-		}
-		gens[it.Service] = gen
 	}
 	if failed.errs != nil {
 		return gens, &failed
@@ -374,14 +377,14 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		report(Progress{Stage: StageDone})
 		return res, nil, nil
 	}
-	author := authorOf(spec.User)
+	author := authorFor(spec, plan, m)
 	var files map[string][]byte
 	for attempt := 1; ; attempt++ {
 		report(Progress{Stage: StageEditing})
 		if files, err = e.edit(plan, m); err != nil {
 			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
 		}
-		if err = e.mayApply(plan, files); err != nil {
+		if err = e.mayApply(plan, files, m); err != nil {
 			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
 		}
 		report(Progress{Stage: StageCommitting, Plan: plan})
@@ -390,7 +393,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 			msg += "\n" + JobTrailer(o.JobID) + "\n"
 		}
 		var commit string
-		commit, err = e.commitChecked(ctx, plan.Revision, files, imageChanges(plan), msg, author)
+		commit, err = e.commitChecked(ctx, plan.Revision, files, imageChanges(plan, m), msg, author)
 		if err == nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, nil, e.dropLocalCommit(ctx, instance, spec, plan, start)
@@ -466,21 +469,23 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		if it.Action != Update {
 			continue
 		}
-		doc, err := e.workloadDoc(it.File, files[it.File], it.Service)
-		var gen int64
-		if err == nil {
-			// Once pushed, the apply finishes even if the job is
-			// cancelled: a cancel then rolls back, during the rollout.
-			gen, err = e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc)
+		for _, t := range applyTargets(it, m) {
+			doc, err := e.workloadDoc(t.file, files[t.file], t.id)
+			var gen int64
+			if err == nil {
+				// Once pushed, the apply finishes even if the job is
+				// cancelled: a cancel then rolls back, during the rollout.
+				gen, err = e.cluster.Apply(context.WithoutCancel(ctx), t.id, doc)
+			}
+			if err != nil {
+				// The others are still applied and followed, and the
+				// release fails as a whole (rolled back when asked).
+				failed.add(t.id, err)
+				continue
+			}
+			gens[t.id] = gen
+			e.log.Info("applied", "service", t.id.String(), "commit", res.Commit, "generation", gen)
 		}
-		if err != nil {
-			// The others are still applied and followed, and the
-			// release fails as a whole (rolled back when asked).
-			failed.add(it.Service, err)
-			continue
-		}
-		gens[it.Service] = gen
-		e.log.Info("applied", "service", it.Service.String(), "commit", res.Commit, "generation", gen)
 	}
 	if failed.errs != nil {
 		failed.commit = res.Commit
@@ -492,7 +497,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 // mayApply refuses, before the commit, a release whose edited workloads
 // the cluster would refuse to apply: otherwise the commit would be pushed
 // and its apply fail, half done.
-func (e *Engine) mayApply(plan *Plan, files map[string][]byte) error {
+func (e *Engine) mayApply(plan *Plan, files map[string][]byte, m *gitrepo.Manifests) error {
 	c, ok := e.cluster.(applyChecker)
 	if !ok {
 		return nil
@@ -501,12 +506,14 @@ func (e *Engine) mayApply(plan *Plan, files map[string][]byte) error {
 		if it.Action != Update {
 			continue
 		}
-		doc, err := e.workloadDoc(it.File, files[it.File], it.Service)
-		if err == nil {
-			err = c.MayApply(it.Service, doc)
-		}
-		if err != nil {
-			return fmt.Errorf("nothing was committed: %w", err)
+		for _, t := range applyTargets(it, m) {
+			doc, err := e.workloadDoc(t.file, files[t.file], t.id)
+			if err == nil {
+				err = c.MayApply(t.id, doc)
+			}
+			if err != nil {
+				return fmt.Errorf("nothing was committed: %w", err)
+			}
 		}
 	}
 	return nil
@@ -691,11 +698,13 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 	defer e.unlockDeploy()
 	var files map[string][]byte
 	var revert string
+	var m *gitrepo.Manifests
 	for attempt := 1; ; attempt++ {
-		rev, m, err := e.manifests(ctx)
+		rev, read, err := e.manifests(ctx)
 		if err != nil {
 			return "", nil, err
 		}
+		m = read
 		back.Revision = rev
 		todo := stillToRevert(back, m)
 		if todo.Updates() == 0 {
@@ -709,7 +718,7 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 		if files, err = e.edit(todo, m); err != nil {
 			return "", nil, err
 		}
-		if revert, err = e.commitChecked(ctx, rev, files, imageChanges(todo), msg, authorOf(spec.User)); err == nil {
+		if revert, err = e.commitChecked(ctx, rev, files, imageChanges(todo, m), msg, authorOf(spec.User)); err == nil {
 			err = e.repo.Push(ctx, revert)
 		}
 		if err == nil {
@@ -722,19 +731,21 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 	}
 	gens := map[platform.ID]int64{}
 	for _, it := range back.Items {
-		content, ok := files[it.File]
-		if !ok {
-			var err error
-			if content, err = gitrepo.ReadFile(e.repo.Dir(), it.File); err != nil {
+		for _, t := range applyTargets(it, m) {
+			content, ok := files[t.file]
+			if !ok {
+				var err error
+				if content, err = gitrepo.ReadFile(e.repo.Dir(), t.file); err != nil {
+					return revert, nil, err
+				}
+			}
+			doc, err := e.workloadDoc(t.file, content, t.id)
+			if err != nil {
 				return revert, nil, err
 			}
-		}
-		doc, err := e.workloadDoc(it.File, content, it.Service)
-		if err != nil {
-			return revert, nil, err
-		}
-		if gens[it.Service], err = e.cluster.Apply(context.WithoutCancel(ctx), it.Service, doc); err != nil {
-			return revert, nil, err
+			if gens[t.id], err = e.cluster.Apply(context.WithoutCancel(ctx), t.id, doc); err != nil {
+				return revert, nil, err
+			}
 		}
 	}
 	return revert, gens, nil

@@ -57,10 +57,16 @@ func (e *Engine) checkRender(files map[string][]byte, changes []gitrepo.Change) 
 }
 
 // imageChanges are a plan's updates as render changes.
-func imageChanges(plan *Plan) []gitrepo.Change {
+func imageChanges(plan *Plan, m *gitrepo.Manifests) []gitrepo.Change {
 	var out []gitrepo.Change
 	for _, it := range plan.Items {
 		if it.Action != Update {
+			continue
+		}
+		if def, ok := m.Workloads[it.Service]; ok && def.ImagePolicy != nil {
+			for _, u := range it.Updates {
+				out = append(out, setterChanges(it.Service, def, u, m)...)
+			}
 			continue
 		}
 		for _, u := range it.Updates {

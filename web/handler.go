@@ -102,6 +102,10 @@ type Handler struct {
 	cfg      Config
 	sessions *sessions
 	api      http.Handler
+	// gw and jsonpb are the gateway behind api and its marshaler, which
+	// the kept answers' path (listservices.go) writes errors with.
+	gw       *runtime.ServeMux
+	jsonpb   *runtime.JSONPb
 	mux      *http.ServeMux
 	signIns  *failures
 	overview overview
@@ -144,11 +148,12 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	jsonpb := &runtime.JSONPb{
+		MarshalOptions:   marshal,
+		UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
+	}
 	gw := runtime.NewServeMux(
-		runtime.WithMarshalerOption(runtime.MIMEWildcard, &runtime.JSONPb{
-			MarshalOptions:   marshal,
-			UnmarshalOptions: protojson.UnmarshalOptions{DiscardUnknown: true},
-		}),
+		runtime.WithMarshalerOption(runtime.MIMEWildcard, jsonpb),
 		// Only the Authorization header reaches the server (the gateway
 		// passes it on itself); no other header becomes metadata.
 		runtime.WithIncomingHeaderMatcher(func(string) (string, bool) { return "", false }),
@@ -159,7 +164,7 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 	}
 	ss := newSessions(cfg.SessionTTL, cfg.MaxSessions)
 	ss.store = cfg.Sessions
-	h := &Handler{cfg: cfg, sessions: ss, api: gw,
+	h := &Handler{cfg: cfg, sessions: ss, api: gw, gw: gw, jsonpb: jsonpb,
 		signIns: newFailures(), log: cfg.Log.With("component", "web"), now: time.Now}
 	assets, err := fs.Sub(static, "static")
 	if err != nil {
@@ -316,9 +321,11 @@ func sameOrigin(r *http.Request) error {
 var pageMethods = map[string]bool{
 	"ListServices": true, "ListImages": true, "Release": true, "GetJob": true, "CancelJob": true,
 	"ListJobs": true, "GetJobLog": true, "Lock": true, "Unlock": true, "History": true, "Sync": true,
+	"Automate": true, "Deautomate": true, "SetPolicy": true, "GetResources": true, "GetPodLog": true, "GetManifest": true,
 }
 
-const pageMethodList = "ListServices, ListImages, Release, GetJob, CancelJob, ListJobs, GetJobLog, Lock, Unlock, History, Sync"
+const pageMethodList = "ListServices, ListImages, Release, GetJob, CancelJob, ListJobs, GetJobLog, Lock, Unlock, History, Sync, " +
+	"Automate, Deautomate, SetPolicy, GetResources, GetPodLog, GetManifest"
 
 // call serves the JSON API: the request goes, with the caller's token,
 // to the gRPC server's interceptors and methods.
@@ -358,6 +365,10 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.forward(w, r, c, body)
+		return
+	}
+	if method == "ListServices" {
+		h.listServices(w, r, c)
 		return
 	}
 	h.forward(w, r, c, nil)

@@ -26,7 +26,7 @@ func newAutomation(f flags, engine *release.Engine, store jobStore, tokens *auth
 	queue := jobs.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
 	queue.Instrument(jobs.NewMetrics(reg))
 	queue.NotifyStarts(store)
-	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg, Scopes: tokens.ScopeOf}, engine, queue, clock.RealClock{}, log)
+	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg, Scopes: tokens.ScopeOf, Instances: tokens.Instances}, engine, queue, clock.RealClock{}, log)
 	queue.OnEnd(func(history.Job) { auto.Poke() })
 	return queue, auto
 }

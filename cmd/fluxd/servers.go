@@ -84,6 +84,9 @@ func serveMetrics(ctx context.Context, g *errgroup.Group, f flags, reg *promethe
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	if f.pprof {
+		servePprof(mux)
+	}
 	g.Go(func() error { return serveHTTP(ctx, mlis, mux, "metrics", log) })
 	return nil
 }

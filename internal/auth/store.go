@@ -35,6 +35,12 @@ type Store struct {
 
 	mu      sync.Mutex
 	entries []entry
+	// byHash indexes entries by their token's hash, rebuilt with them on
+	// every reload: a call costs one lookup and one constant-time
+	// compare, however many tokens the file holds, and a token removed
+	// from the file is gone from the index at the reload that sees it.
+	// It holds hashes only, as the file does: never a token.
+	byHash  map[[sha256.Size]byte]int
 	scopes  map[string]*Scope
 	modTime time.Time
 	size    int64
@@ -88,20 +94,23 @@ func (s *Store) Authenticate(token string) (Identity, error) {
 	sum := sha256.Sum256([]byte(token))
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var found Identity
-	matched := 0
-	// Compare against every entry, without stopping early.
-	for _, e := range s.entries {
-		eq := subtle.ConstantTimeCompare(sum[:], e.hash[:])
-		if eq == 1 {
-			found = e.id
-		}
-		matched |= eq
-	}
-	if matched == 0 {
+	// The lookup compares SHA-256 digests, whose timing says nothing
+	// usable about a token; the entry found is confirmed in constant time.
+	i, ok := s.byHash[sum]
+	if !ok || subtle.ConstantTimeCompare(sum[:], s.entries[i].hash[:]) != 1 {
 		return Identity{}, ErrUnknownToken
 	}
-	return found, nil
+	return s.entries[i].id, nil
+}
+
+// index maps each token hash to its entry, the last line naming it
+// winning (as when every entry was compared in turn).
+func index(entries []entry) map[[sha256.Size]byte]int {
+	m := make(map[[sha256.Size]byte]int, len(entries))
+	for i, e := range entries {
+		m[e.hash] = i
+	}
+	return m
 }
 
 // reload re-reads the file when its size or modification time changed.
@@ -119,7 +128,7 @@ func (s *Store) reload() error {
 	if err != nil {
 		return err
 	}
-	s.entries, s.scopes, s.modTime, s.size = entries, scopes, fi.ModTime(), fi.Size()
+	s.entries, s.byHash, s.scopes, s.modTime, s.size = entries, index(entries), scopes, fi.ModTime(), fi.Size()
 	return nil
 }
 

@@ -23,7 +23,7 @@ function el(tag, attrs, ...children) {
     else if (k === 'text') e.textContent = v;
     else e.setAttribute(k, v === true ? '' : v);
   }
-  for (const c of children.flat()) {
+  for (const c of children.flat(Infinity)) {
     if (c === undefined || c === null || c === false) continue;
     e.append(c instanceof Node ? c : document.createTextNode(String(c)));
   }
@@ -333,8 +333,13 @@ function servicesView() {
   form.addEventListener('submit', (ev) => ev.preventDefault());
   const syncBtn = S.session.canAct && S.session.syncs
     ? el('button', {type: 'button', id: 'sync', onclick: startSync, title: 'Apply everything in git to the cluster, its dry run shown first'}, 'Sync…') : '';
+  // Release all: every service to the newest image its policy allows (locked
+  // ones skipped), the plan shown first, as 'fluxctl release --all
+  // --update-all-images' does.
+  const allBtn = S.session.canAct
+    ? el('button', {type: 'button', id: 'release-all', onclick: () => startRelease({all: true, allLatest: true}, 'Release all: plan'), title: 'Every service to the newest image its policy allows, the plan shown first'}, 'Release all…') : '';
   const body = el('div', {id: 'services-body'}, el('p', {class: 'muted'}, 'Loading…'));
-  main().replaceChildren(el('div', {class: 'title'}, el('h1', {}, 'Services'), syncBtn), el('div', {id: 'notifications'}), form, body);
+  main().replaceChildren(el('div', {class: 'title'}, el('h1', {}, 'Services'), allBtn, syncBtn), el('div', {id: 'notifications'}), form, body);
   renderNotifications();
   let last = null;
   const render = () => {
@@ -427,14 +432,7 @@ function serviceRow(s, newest, planKnown) {
     s.status === 'not in cluster' ? [el('span', {class: 'muted'}, 'not in the cluster'), el('br')] : ['running ', el('code', {}, c.image), el('br')],
     s.inGit ? ['git ', el('code', {}, c.gitImage || '—'), c.goal ? el('span', {class: 'warn'}, ' (not running yet)') : '', el('br')] : el('span', {class: 'muted'}, 'not in git'),
     planKnown && s.inGit ? ['newest allowed ', newest[c.name] ? el('code', {class: 'run'}, newest[c.name]) : el('span', {class: 'muted'}, newest._reason ? 'not released: ' + newest._reason : 'up to date')] : '')));
-  const policy = !s.inGit ? el('span', {class: 'muted'}, 'no policy: not in git') : el('div', {},
-    s.automated ? el('span', {class: 'badge run'}, 'automated') : el('span', {class: 'badge muted'}, 'manual'), ' ',
-    s.locked ? el('span', {class: 'badge warn'}, 'locked') : '',
-    // The badge says locked; the line under it says by whom, when and why,
-    // when any of those is known.
-    s.locked && (s.lockedBy || s.lockedAt || s.lockMessage) ? el('div', {class: 'warn'}, 'locked', s.lockedBy ? ' by ' + s.lockedBy : '', s.lockedAt ? ' ' + ago(s.lockedAt) : '', s.lockMessage ? ' — ' + s.lockMessage : '') : '',
-    Object.entries(s.tagFilters || {}).map(([k, v]) => el('div', {}, 'filter ', el('code', {}, k + ' = ' + v))),
-    (s.warnings || []).map((w) => el('div', {class: 'warn', role: 'note'}, '⚠ ' + w)));
+  const policy = policyCell(s);
   return el('tr', {'data-service': s.id},
     el('td', {}, el('a', {href: '#/service/' + encodeURIComponent(s.id)}, s.id)),
     el('td', {}, el('span', {class: 'badge ' + (s.status === 'ready' ? 'ok' : 'run')}, s.status), el('br'),
@@ -443,6 +441,19 @@ function serviceRow(s, newest, planKnown) {
     el('td', {}, automationCell(s)),
     el('td', {}, policy),
     el('td', {}, serviceActions(s)));
+}
+
+// policyCell says how a service is released: automated or manual, its
+// lock (by whom, when, why), its tag filters and its policy's problems.
+function policyCell(s) {
+  return !s.inGit ? el('span', {class: 'muted'}, 'no policy: not in git') : el('div', {},
+    s.automated ? el('span', {class: 'badge run'}, 'automated') : el('span', {class: 'badge muted'}, 'manual'), ' ',
+    s.locked ? el('span', {class: 'badge warn'}, 'locked') : '',
+    // The badge says locked; the line under it says by whom, when and why,
+    // when any of those is known.
+    s.locked && (s.lockedBy || s.lockedAt || s.lockMessage) ? el('div', {class: 'warn'}, 'locked', s.lockedBy ? ' by ' + s.lockedBy : '', s.lockedAt ? ' ' + ago(s.lockedAt) : '', s.lockMessage ? ' — ' + s.lockMessage : '') : '',
+    Object.entries(s.tagFilters || {}).map(([k, v]) => el('div', {}, 'filter ', el('code', {}, k + ' = ' + v))),
+    (s.warnings || []).map((w) => el('div', {class: 'warn', role: 'note'}, '⚠ ' + w)));
 }
 
 function automationCell(s) {
@@ -471,13 +482,20 @@ function automationCell(s) {
   return el('div', {}, parts);
 }
 
-function serviceActions(s) {
+function serviceActions(s, full) {
   if (!S.session.canAct) return el('span', {class: 'muted'}, 'view only');
+  const id = s.id;
   return el('div', {class: 'actions'},
-    s.inGit ? el('button', {type: 'button', 'aria-label': 'Release the newest images of ' + s.id, onclick: () => startRelease({services: [s.id], allLatest: true})}, 'Release…') : '',
+    s.inGit ? el('button', {type: 'button', 'aria-label': 'Release the newest images of ' + id, onclick: () => startRelease({services: [id], allLatest: true})}, 'Release…') : '',
     s.inGit ? (s.locked
-      ? el('button', {type: 'button', 'aria-label': 'Unlock ' + s.id, onclick: () => setLock(s.id, false)}, 'Unlock')
-      : el('button', {type: 'button', 'aria-label': 'Lock ' + s.id, onclick: () => setLock(s.id, true)}, 'Lock…')) : '');
+      ? el('button', {type: 'button', 'aria-label': 'Unlock ' + id, onclick: () => setLock(id, false)}, 'Unlock')
+      : el('button', {type: 'button', 'aria-label': 'Lock ' + id, onclick: () => setLock(id, true)}, 'Lock…')) : '',
+    full && s.inGit ? [
+      s.automated
+        ? el('button', {type: 'button', id: 'automate-toggle', 'aria-label': 'Deautomate ' + id, onclick: () => setAutomated(id, false)}, 'Deautomate')
+        : el('button', {type: 'button', id: 'automate-toggle', 'aria-label': 'Automate ' + id, onclick: () => setAutomated(id, true)}, 'Automate'),
+      el('button', {type: 'button', id: 'edit-filters', 'aria-label': 'Tag filters of ' + id, onclick: () => editFilters(s)}, 'Tag filters…'),
+      el('button', {type: 'button', id: 'rollback', 'aria-label': 'Roll back ' + id, onclick: () => startRollback(id)}, 'Roll back…')] : '');
 }
 
 // ---- actions ----
@@ -498,10 +516,88 @@ async function setLock(id, lock) {
   refreshView();
 }
 
+async function setAutomated(id, on) {
+  try {
+    await api(on ? 'Automate' : 'Deautomate', {service: id, user: user()});
+    announce(id + (on ? ' automated' : ' deautomated'));
+  } catch (e) {
+    await tell('Could not ' + (on ? 'automate ' : 'deautomate ') + id, e.message);
+  }
+  refreshView();
+}
+
+// editFilters edits a service's tag filters, one per container ("*" or
+// empty: any tag), as 'fluxctl policy --tag C=FILTER' does: fluxd checks
+// every pattern before it commits anything.
+async function editFilters(s) {
+  const filters = s.tagFilters || {};
+  const names = (s.containers || []).filter((c) => !c.init).map((c) => c.name);
+  const inputs = names.map((n) => el('input', {id: 'filter-' + n, type: 'text', value: filters[n] || filters['*'] || '', placeholder: '* (any tag)', autocomplete: 'off', 'data-container': n}));
+  const err = el('p', {class: 'error', role: 'alert', id: 'filters-error'});
+  const d = el('dialog', {'aria-labelledby': 'filters-title', id: 'filters-dialog'},
+    el('form', {method: 'dialog'},
+      el('h2', {id: 'filters-title'}, 'Tag filters of ' + s.id),
+      el('p', {class: 'muted'}, 'Which tags a release or the automator may pick: semver:~1.2, glob:prod-*, regex:^v[0-9]+$; empty or * for any.'),
+      names.flatMap((n, i) => [el('label', {for: 'filter-' + n}, 'Container ' + n), inputs[i]]),
+      err,
+      el('p', {class: 'actions'}, el('button', {value: 'ok', class: 'primary', id: 'save-filters'}, 'Save'), el('button', {value: 'cancel', formnovalidate: true}, 'Cancel'))));
+  document.body.append(d);
+  d.showModal();
+  d.querySelector('form').addEventListener('submit', async (ev) => {
+    if (ev.submitter && ev.submitter.value !== 'ok') return;
+    ev.preventDefault();
+    const tagFilters = {};
+    for (const i of inputs) {
+      const v = i.value.trim() || '*';
+      if (v !== (filters[i.dataset.container] || filters['*'] || '*')) tagFilters[i.dataset.container] = v;
+    }
+    if (!Object.keys(tagFilters).length) { d.close(); return; }
+    try {
+      await api('SetPolicy', {service: s.id, tagFilters, user: user()});
+      announce('Tag filters of ' + s.id + ' saved');
+      d.close();
+      refreshView();
+    } catch (e) {
+      err.textContent = e.message; // the dialog stays, with what was typed
+    }
+  });
+  d.addEventListener('close', () => d.remove(), {once: true});
+}
+
+// previousImage is the image a service ran before its last release that
+// changed it, from its history: as 'fluxctl rollback' finds it.
+function previousImage(evs, id) {
+  for (const ev of evs) {
+    if ((ev.type !== 'release' && ev.type !== 'automated-release') || ev.error) continue;
+    const froms = new Set((ev.changes || []).filter((c) => c.service === id && c.from && c.from !== c.to).map((c) => c.from));
+    if (froms.size === 1) return {image: Array.from(froms)[0]};
+    if (froms.size > 1) return {error: 'The last release of ' + id + ' changed several images (' + Array.from(froms).join(', ') + '): roll back to one from a row of its history.'};
+  }
+  return {error: 'No release of ' + id + ' is recorded, so there is no previous image to roll back to: release an earlier image from its images below.'};
+}
+
+// startRollback releases an earlier image, with the plan shown first, as
+// 'fluxctl rollback' does: a service the automator releases, and no lock
+// holds, is refused (the automator would undo it).
+async function startRollback(id, image) {
+  const s = S.service && S.service.id === id ? S.service : null;
+  if (s && s.automated && !s.locked) {
+    return tell('Roll back ' + id + '?', id + ' is automated: the automator would release its newest image again at its next pass, undoing the rollback. Deautomate or lock it first, then roll back.');
+  }
+  if (!image) {
+    let h;
+    try { h = await api('History', {service: id, limit: 100}); } catch (e) { return tell('Could not read the history of ' + id, e.message); }
+    const p = previousImage(h.events || [], id);
+    if (p.error) return tell('No rollback', p.error);
+    image = p.image;
+  }
+  return startRelease({services: [id], image, message: 'rollback to ' + image}, 'Rollback plan');
+}
+
 // startRelease shows the plan and executes it only once confirmed, with
 // the plan's checksum: if anything changed meanwhile fluxd refuses, as
 // 'fluxctl release' does.
-async function startRelease(spec) {
+async function startRelease(spec, title) {
   spec = Object.assign({user: user()}, spec);
   let resp;
   try {
@@ -512,17 +608,21 @@ async function startRelease(spec) {
   const plan = resp.plan || {};
   const updates = (plan.items || []).filter((it) => it.action === 'update');
   const d = el('dialog', {'aria-labelledby': 'plan-title', id: 'plan-dialog'},
-    el('h2', {id: 'plan-title'}, 'Release plan'),
+    el('h2', {id: 'plan-title'}, title || 'Release plan'),
     planTable(plan),
     el('p', {class: 'muted'}, 'Plan checksum ', el('code', {}, plan.checksum || ''), ' at revision ', el('code', {}, (plan.revision || '').slice(0, 12))),
+    el('label', {for: 'release-message'}, 'Message (for the commit and history, optional)'),
+    el('input', {id: 'release-message', type: 'text', value: spec.message || '', autocomplete: 'off'}),
     el('form', {method: 'dialog', class: 'actions'},
       el('button', {value: 'release', class: 'primary', id: 'confirm-release', disabled: updates.length === 0}, updates.length ? 'Confirm: release ' + updates.length + ' service(s)' : 'Nothing to release'),
       el('button', {value: 'cancel', id: 'cancel-release'}, 'Cancel')));
   document.body.append(d);
   d.showModal();
   const answer = await new Promise((res) => d.addEventListener('close', () => res(d.returnValue), {once: true}));
+  const message = d.querySelector('#release-message').value.trim();
   d.remove();
   if (answer !== 'release') return;
+  if (message) spec.message = message; else delete spec.message;
   try {
     const r = await api('Release', {spec, kind: 'RELEASE_KIND_EXECUTE', checksum: plan.checksum});
     // The job runs the plan confirmed here (fluxd checks its checksum):
@@ -639,19 +739,136 @@ function tell(title, msg) {
 function serviceView(id) {
   const imgs = el('div', {}, el('p', {class: 'muted'}, 'Loading images…'));
   const hist = el('div', {});
-  const acts = el('div', {class: 'actions'});
-  main().replaceChildren(el('h1', {}, id), acts, el('h2', {}, 'Images'), imgs, el('h2', {}, 'History'), hist);
+  const acts = el('div', {class: 'actions', id: 'service-actions'});
+  const res = el('div', {id: 'resources'}, el('p', {class: 'muted'}, 'Loading…'));
+  const logBox = el('section', {id: 'pod-log-box', class: 'card', 'aria-labelledby': 'pod-log-title', hidden: true});
+  const man = el('div', {id: 'manifest'}, el('p', {class: 'muted'}, 'Loading…'));
+  main().replaceChildren(el('h1', {}, id), acts,
+    el('h2', {}, 'Resources'), res, logBox,
+    el('h2', {}, 'Manifest'), man,
+    el('h2', {}, 'Images'), imgs, el('h2', {}, 'History'), hist);
+  // The manifest's comparison is a dry run against the API server: read
+  // when the view opens, and again on request, not on every refresh.
+  loadManifest(id, man);
   setView('service', id, async () => {
     try {
-      const [li, h, ls, jobs] = await Promise.all([api('ListImages', {service: id, limit: 30}), api('History', {service: id, limit: 50}), api('ListServices', {}), jobsByCommit()]);
+      const [li, h, ls, jobs, rs] = await Promise.all([api('ListImages', {service: id, limit: 30}), api('History', {service: id, limit: 50}), api('ListServices', {}), jobsByCommit(),
+        api('GetResources', {service: id}).catch((e) => ({error: e.message}))]);
       const s = (ls.services || []).find((x) => x.id === id);
-      if (s) acts.replaceChildren(serviceActions(s), automationCell(s));
+      S.service = s || null;
+      if (s) acts.replaceChildren(serviceActions(s, true), el('div', {id: 'service-policy'}, policyCell(s)), automationCell(s));
+      res.replaceChildren(resourcesTree(rs, id));
       imgs.replaceChildren(...((li.services || [])[0] || {containers: []}).containers.map(imagesTable));
-      hist.replaceChildren(historyTable(h.events || [], jobs), el('p', {}, el('a', {href: '#/history?service=' + encodeURIComponent(id)}, 'All of its history')));
+      hist.replaceChildren(historyTable(h.events || [], jobs, s), el('p', {}, el('a', {href: '#/history?service=' + encodeURIComponent(id)}, 'All of its history')));
     } catch (e) {
       imgs.replaceChildren(errorBox(e));
     }
   }, 10000);
+}
+
+// resourcesTree shows what a workload runs: what it owns (ReplicaSets,
+// Jobs), its pods with their status and restarts, and their events.
+function resourcesTree(r, id) {
+  if (r.error) return errorBox(r);
+  if (!r.inCluster) return el('p', {class: 'muted', id: 'resources-none'}, 'Not in the cluster: nothing runs.');
+  const owned = r.owned || [], pods = r.pods || [], evs = r.events || [];
+  const warnings = evs.filter((e) => e.type === 'Warning').length;
+  return el('div', {},
+    owned.length ? el('table', {id: 'owned', 'aria-label': 'ReplicaSets and Jobs'},
+      el('caption', {}, owned.length + ' ' + owned[0].kind + (owned.length > 1 ? 's' : '') + ', newest first'),
+      el('thead', {}, el('tr', {}, ['Name', 'Revision', 'Ready', 'Images', 'Created'].map((h) => el('th', {scope: 'col'}, h)))),
+      el('tbody', {}, owned.map((o) => el('tr', {'data-owned': o.name},
+        el('td', {}, el('code', {}, o.name), ' ', el('span', {class: 'muted'}, o.kind)),
+        el('td', {}, o.revision || ''),
+        el('td', {}, (o.ready || 0) + '/' + (o.desired || 0)),
+        el('td', {}, (o.images || []).map((i) => el('div', {}, el('code', {}, i)))),
+        el('td', {}, ago(o.createdAt)))))) : '',
+    el('table', {id: 'pods', 'aria-label': 'Pods'},
+      el('caption', {}, pods.length + (pods.length === 1 ? ' pod' : ' pods')),
+      el('thead', {}, el('tr', {}, ['Pod', 'Status', 'Restarts', 'Containers', 'Node', 'Created', 'Log'].map((h) => el('th', {scope: 'col'}, h)))),
+      el('tbody', {}, pods.map((p) => el('tr', {'data-pod': p.name},
+        el('td', {}, el('code', {}, p.name), p.owner ? el('div', {class: 'muted'}, 'of ' + p.owner) : ''),
+        el('td', {}, el('span', {class: 'badge ' + podClass(p)}, p.status || ''), p.ready ? ' ready' : ''),
+        el('td', {class: p.restarts ? 'warn' : ''}, String(p.restarts || 0)),
+        el('td', {}, (p.containers || []).map((c) => el('div', {}, el('strong', {}, c.name), c.init ? ' (init)' : '', ' ', c.state || '', c.reason ? ' (' + c.reason + ')' : '', c.restarts ? ', ' + c.restarts + ' restarts' : ''))),
+        el('td', {}, p.node || ''),
+        el('td', {}, ago(p.createdAt)),
+        el('td', {}, S.session.canAct
+          ? el('button', {type: 'button', 'aria-label': 'Log of ' + p.name, onclick: () => showPodLog(id, p)}, 'Log')
+          : el('span', {class: 'muted', title: 'Pod logs may carry secrets: they need the deployer role'}, 'deployers only')))))),
+    // Events fold away unless one warns: a page of Normal events after
+    // a few rollouts would push the manifest off a phone's screen.
+    el('details', {id: 'events-box', open: evs.some((e) => e.type === 'Warning')},
+      el('summary', {}, evs.length ? evs.length + ' recent events' + (warnings ? ', ' + warnings + ' warning' + (warnings > 1 ? 's' : '') : '') : 'No recent events (Kubernetes keeps them for an hour)'),
+    el('table', {id: 'events', 'aria-label': 'Events'},
+      el('caption', {}, 'Newest first'),
+      el('thead', {}, el('tr', {}, ['Last seen', 'Type', 'Object', 'Reason', 'Message'].map((h) => el('th', {scope: 'col'}, h)))),
+      el('tbody', {}, evs.map((e) => el('tr', {},
+        el('td', {}, ago(e.lastSeen)),
+        el('td', {}, el('span', {class: 'badge ' + (e.type === 'Warning' ? 'warn' : 'muted')}, e.type), e.count > 1 ? ' ×' + e.count : ''),
+        el('td', {}, el('code', {}, e.object)),
+        el('td', {}, e.reason),
+        el('td', {}, e.message)))))));
+}
+
+function podClass(p) {
+  if (p.status === 'Running' && p.ready) return 'ok';
+  if (/BackOff|Err|Fail|OOM|Evicted/.test(p.status || '')) return 'bad';
+  return 'run';
+}
+
+// showPodLog shows a pod's last lines (fluxd reads at most 1,000 lines
+// and 64 KiB; no following).
+async function showPodLog(id, p, container) {
+  const box = document.getElementById('pod-log-box');
+  if (!box) return;
+  box.hidden = false;
+  const names = (p.containers || []).map((c) => c.name);
+  const sel = names.length > 1 ? el('select', {id: 'pod-log-container', 'aria-label': 'Container'}, names.map((n) => el('option', {value: n, selected: n === container}, n))) : '';
+  const pre = el('pre', {class: 'log', id: 'pod-log', role: 'log', tabindex: '0', 'aria-labelledby': 'pod-log-title'}, 'Loading…');
+  const note = el('p', {id: 'pod-log-note', class: 'muted'});
+  box.replaceChildren(el('h3', {id: 'pod-log-title'}, 'Log of ', el('code', {}, p.name)), sel ? el('label', {}, 'Container ', sel) : '', note, pre,
+    el('p', {class: 'actions'}, el('button', {type: 'button', id: 'pod-log-reload', onclick: () => showPodLog(id, p, sel ? sel.value : container)}, 'Read again'),
+      el('button', {type: 'button', onclick: () => { box.hidden = true; }}, 'Close')));
+  if (sel) sel.addEventListener('change', () => showPodLog(id, p, sel.value));
+  try {
+    const r = await api('GetPodLog', {service: id, pod: p.name, container: container || '', tailLines: 200});
+    const lines = r.lines || [];
+    note.textContent = 'Container ' + r.container + ': the last ' + lines.length + ' lines' + (r.truncated ? ', cut at 64 KiB' : '') + '.';
+    pre.replaceChildren(lines.length ? lines.join('\n') + '\n' : '(the log is empty)');
+    pre.scrollTop = pre.scrollHeight;
+  } catch (e) {
+    pre.hidden = true;
+    note.className = 'error';
+    note.setAttribute('role', 'alert');
+    note.textContent = e.message;
+  }
+  box.scrollIntoView({block: 'nearest'});
+}
+
+// loadManifest shows the workload's manifest in git beside the live
+// object, and what applying git would change (fluxd's server-side dry
+// run of the apply a release makes: nothing is changed).
+async function loadManifest(id, box) {
+  let m;
+  try {
+    m = await api('GetManifest', {service: id});
+  } catch (e) {
+    return box.replaceChildren(errorBox(e));
+  }
+  const again = el('button', {type: 'button', id: 'manifest-refresh', onclick: () => { box.replaceChildren(el('p', {class: 'muted'}, 'Comparing…')); loadManifest(id, box); }}, 'Compare again');
+  if (!m.git) return box.replaceChildren(el('p', {class: 'muted', id: 'manifest-note'}, m.note || 'Not in git.'), again);
+  const cls = {unchanged: 'ok', configured: 'warn', created: 'run'}[m.action] || 'muted';
+  const words = {unchanged: 'the cluster is as git says', configured: 'applying git would change it', created: 'not in the cluster: applying git would create it'};
+  box.replaceChildren(
+    el('p', {}, el('code', {}, m.file + ':' + m.line), ' at ', commitLink(m.revision), ' — ',
+      m.action ? el('span', {class: 'badge ' + cls, id: 'manifest-action'}, m.action) : '', ' ', words[m.action] || '', ' ', again),
+    m.note ? el('p', {class: 'warn', role: 'note', id: 'manifest-note'}, m.note) : '',
+    (m.diff || []).length ? el('section', {class: 'card', 'aria-labelledby': 'diff-title'}, el('h3', {id: 'diff-title'}, 'What applying git would change'),
+      el('ul', {class: 'plain', id: 'manifest-diff'}, m.diff.map((d) => el('li', {}, el('code', {}, d))))) : '',
+    el('div', {class: 'sides'},
+      el('section', {'aria-labelledby': 'git-title'}, el('h3', {id: 'git-title'}, 'In git'), el('pre', {class: 'yaml', id: 'manifest-git', tabindex: '0'}, m.git)),
+      el('section', {'aria-labelledby': 'live-title'}, el('h3', {id: 'live-title'}, 'Live'), el('pre', {class: 'yaml', id: 'manifest-live', tabindex: '0'}, m.live || '(not in the cluster)'))));
 }
 
 function imagesTable(c) {
@@ -821,7 +1038,15 @@ function historyView() {
   }, 0);
 }
 
-function historyTable(evs, jobs) {
+// historyTable lists events; on a service's page (svc given) a deployer
+// may roll back to the image a release replaced.
+function historyTable(evs, jobs, svc) {
+  const running = new Set(((svc && svc.containers) || []).map((c) => c.image));
+  const rollbacks = (e) => {
+    if (!svc || !S.session.canAct || !svc.inGit || e.error || (e.type !== 'release' && e.type !== 'automated-release' && e.type !== 'rollback')) return '';
+    const froms = new Set((e.changes || []).filter((c) => c.service === svc.id && c.from && c.from !== c.to && !running.has(c.from)).map((c) => c.from));
+    return Array.from(froms).map((f) => el('div', {}, el('button', {type: 'button', class: 'rollback', 'aria-label': 'Roll back ' + svc.id + ' to ' + f, onclick: () => startRollback(svc.id, f)}, 'Roll back to ' + f.split(':').pop())));
+  };
   return el('table', {id: 'history', 'aria-label': 'History'},
     el('caption', {}, evs.length + ' events, newest first'),
     el('thead', {}, el('tr', {}, ['Ended', 'Type', 'Services', 'User', 'What', 'Commit'].map((h) => el('th', {scope: 'col'}, h)))),
@@ -832,7 +1057,7 @@ function historyTable(evs, jobs) {
       el('td', {}, el('span', {class: 'badge ' + (e.error ? 'bad' : 'muted')}, e.type)),
       el('td', {}, (e.services || []).map((s) => el('div', {}, serviceLink(s)))),
       el('td', {}, e.user || ''),
-      el('td', {}, e.message || '', (e.changes || []).map((c) => el('div', {}, c.container, ': ', el('code', {}, c.from), ' → ', el('code', {}, c.to))), e.error ? el('div', {class: 'bad'}, e.error) : ''),
+      el('td', {}, e.message || '', (e.changes || []).map((c) => el('div', {}, c.container, ': ', el('code', {}, c.from), ' → ', el('code', {}, c.to))), e.error ? el('div', {class: 'bad'}, e.error) : '', rollbacks(e)),
       el('td', {}, commitLink(e.commit), jobs && jobs.get(e.commit) ? [' ', el('a', {href: '#/job/' + jobs.get(e.commit), class: 'job-link'}, 'job ' + jobs.get(e.commit))] : '')))));
 }
 

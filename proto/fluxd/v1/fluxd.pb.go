@@ -3814,6 +3814,812 @@ func (x *SyncResponse) GetStarted() bool {
 	return false
 }
 
+type GetResourcesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResourcesRequest) Reset() {
+	*x = GetResourcesRequest{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResourcesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResourcesRequest) ProtoMessage() {}
+
+func (x *GetResourcesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResourcesRequest.ProtoReflect.Descriptor instead.
+func (*GetResourcesRequest) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *GetResourcesRequest) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+// OwnedResource is what a workload owns between it and its pods: a
+// ReplicaSet of a Deployment, a Job of a CronJob.
+type OwnedResource struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// kind is "ReplicaSet" or "Job".
+	Kind string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// revision is a ReplicaSet's deployment revision.
+	Revision      string                 `protobuf:"bytes,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	Desired       int32                  `protobuf:"varint,4,opt,name=desired,proto3" json:"desired,omitempty"`
+	Ready         int32                  `protobuf:"varint,5,opt,name=ready,proto3" json:"ready,omitempty"`
+	Images        []string               `protobuf:"bytes,6,rep,name=images,proto3" json:"images,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnedResource) Reset() {
+	*x = OwnedResource{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnedResource) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnedResource) ProtoMessage() {}
+
+func (x *OwnedResource) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnedResource.ProtoReflect.Descriptor instead.
+func (*OwnedResource) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *OwnedResource) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *OwnedResource) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OwnedResource) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *OwnedResource) GetDesired() int32 {
+	if x != nil {
+		return x.Desired
+	}
+	return 0
+}
+
+func (x *OwnedResource) GetReady() int32 {
+	if x != nil {
+		return x.Ready
+	}
+	return 0
+}
+
+func (x *OwnedResource) GetImages() []string {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+func (x *OwnedResource) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type PodContainer struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Name     string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Image    string                 `protobuf:"bytes,2,opt,name=image,proto3" json:"image,omitempty"`
+	Ready    bool                   `protobuf:"varint,3,opt,name=ready,proto3" json:"ready,omitempty"`
+	Restarts int32                  `protobuf:"varint,4,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	// state is "running", "waiting" or "terminated"; reason says why
+	// (CrashLoopBackOff, ImagePullBackOff, Completed, ...).
+	State         string `protobuf:"bytes,5,opt,name=state,proto3" json:"state,omitempty"`
+	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	Init          bool   `protobuf:"varint,7,opt,name=init,proto3" json:"init,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PodContainer) Reset() {
+	*x = PodContainer{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PodContainer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PodContainer) ProtoMessage() {}
+
+func (x *PodContainer) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PodContainer.ProtoReflect.Descriptor instead.
+func (*PodContainer) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *PodContainer) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PodContainer) GetImage() string {
+	if x != nil {
+		return x.Image
+	}
+	return ""
+}
+
+func (x *PodContainer) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *PodContainer) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *PodContainer) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *PodContainer) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PodContainer) GetInit() bool {
+	if x != nil {
+		return x.Init
+	}
+	return false
+}
+
+type Pod struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// owner is the OwnedResource the pod belongs to, or empty when the
+	// workload owns it directly (a StatefulSet's, a DaemonSet's).
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// status reads as kubectl's STATUS column: Running, Pending,
+	// CrashLoopBackOff, Completed, Terminating, ...
+	Status        string                 `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	Ready         bool                   `protobuf:"varint,4,opt,name=ready,proto3" json:"ready,omitempty"`
+	Restarts      int32                  `protobuf:"varint,5,opt,name=restarts,proto3" json:"restarts,omitempty"`
+	Node          string                 `protobuf:"bytes,6,opt,name=node,proto3" json:"node,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	Containers    []*PodContainer        `protobuf:"bytes,8,rep,name=containers,proto3" json:"containers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pod) Reset() {
+	*x = Pod{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pod) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pod) ProtoMessage() {}
+
+func (x *Pod) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pod.ProtoReflect.Descriptor instead.
+func (*Pod) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *Pod) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Pod) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *Pod) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Pod) GetReady() bool {
+	if x != nil {
+		return x.Ready
+	}
+	return false
+}
+
+func (x *Pod) GetRestarts() int32 {
+	if x != nil {
+		return x.Restarts
+	}
+	return 0
+}
+
+func (x *Pod) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *Pod) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Pod) GetContainers() []*PodContainer {
+	if x != nil {
+		return x.Containers
+	}
+	return nil
+}
+
+type ResourceEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// object is "Kind/name" of what the event is about.
+	Object string `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// type is "Normal" or "Warning".
+	Type          string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	Count         int32                  `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	LastSeen      *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=last_seen,json=lastSeen,proto3" json:"last_seen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResourceEvent) Reset() {
+	*x = ResourceEvent{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResourceEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResourceEvent) ProtoMessage() {}
+
+func (x *ResourceEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResourceEvent.ProtoReflect.Descriptor instead.
+func (*ResourceEvent) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{59}
+}
+
+func (x *ResourceEvent) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *ResourceEvent) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ResourceEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ResourceEvent) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *ResourceEvent) GetCount() int32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ResourceEvent) GetLastSeen() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastSeen
+	}
+	return nil
+}
+
+type GetResourcesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// service is the workload's ID.
+	Service string `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	// in_cluster is false when the workload is only in git.
+	InCluster bool             `protobuf:"varint,2,opt,name=in_cluster,json=inCluster,proto3" json:"in_cluster,omitempty"`
+	Owned     []*OwnedResource `protobuf:"bytes,3,rep,name=owned,proto3" json:"owned,omitempty"`
+	Pods      []*Pod           `protobuf:"bytes,4,rep,name=pods,proto3" json:"pods,omitempty"`
+	// events are the newest first, at most 50.
+	Events        []*ResourceEvent `protobuf:"bytes,5,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetResourcesResponse) Reset() {
+	*x = GetResourcesResponse{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetResourcesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetResourcesResponse) ProtoMessage() {}
+
+func (x *GetResourcesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetResourcesResponse.ProtoReflect.Descriptor instead.
+func (*GetResourcesResponse) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *GetResourcesResponse) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *GetResourcesResponse) GetInCluster() bool {
+	if x != nil {
+		return x.InCluster
+	}
+	return false
+}
+
+func (x *GetResourcesResponse) GetOwned() []*OwnedResource {
+	if x != nil {
+		return x.Owned
+	}
+	return nil
+}
+
+func (x *GetResourcesResponse) GetPods() []*Pod {
+	if x != nil {
+		return x.Pods
+	}
+	return nil
+}
+
+func (x *GetResourcesResponse) GetEvents() []*ResourceEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+type GetPodLogRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	// pod must be one of the service's pods (GetResources lists them).
+	Pod string `protobuf:"bytes,2,opt,name=pod,proto3" json:"pod,omitempty"`
+	// container defaults to the pod's only (or first) container.
+	Container string `protobuf:"bytes,3,opt,name=container,proto3" json:"container,omitempty"`
+	// tail_lines is how many of the last lines (default 100, at most 1000).
+	TailLines     int32 `protobuf:"varint,4,opt,name=tail_lines,json=tailLines,proto3" json:"tail_lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPodLogRequest) Reset() {
+	*x = GetPodLogRequest{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPodLogRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPodLogRequest) ProtoMessage() {}
+
+func (x *GetPodLogRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPodLogRequest.ProtoReflect.Descriptor instead.
+func (*GetPodLogRequest) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *GetPodLogRequest) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *GetPodLogRequest) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+func (x *GetPodLogRequest) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
+func (x *GetPodLogRequest) GetTailLines() int32 {
+	if x != nil {
+		return x.TailLines
+	}
+	return 0
+}
+
+type GetPodLogResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Pod       string                 `protobuf:"bytes,1,opt,name=pod,proto3" json:"pod,omitempty"`
+	Container string                 `protobuf:"bytes,2,opt,name=container,proto3" json:"container,omitempty"`
+	Lines     []string               `protobuf:"bytes,3,rep,name=lines,proto3" json:"lines,omitempty"`
+	// truncated says the log was cut at fluxd's byte limit (64 KiB).
+	Truncated     bool `protobuf:"varint,4,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetPodLogResponse) Reset() {
+	*x = GetPodLogResponse{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetPodLogResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetPodLogResponse) ProtoMessage() {}
+
+func (x *GetPodLogResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetPodLogResponse.ProtoReflect.Descriptor instead.
+func (*GetPodLogResponse) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *GetPodLogResponse) GetPod() string {
+	if x != nil {
+		return x.Pod
+	}
+	return ""
+}
+
+func (x *GetPodLogResponse) GetContainer() string {
+	if x != nil {
+		return x.Container
+	}
+	return ""
+}
+
+func (x *GetPodLogResponse) GetLines() []string {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+func (x *GetPodLogResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+type GetManifestRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetManifestRequest) Reset() {
+	*x = GetManifestRequest{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetManifestRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetManifestRequest) ProtoMessage() {}
+
+func (x *GetManifestRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetManifestRequest.ProtoReflect.Descriptor instead.
+func (*GetManifestRequest) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *GetManifestRequest) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+type GetManifestResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	// file and line say where git defines the workload; revision is the
+	// commit read.
+	File     string `protobuf:"bytes,2,opt,name=file,proto3" json:"file,omitempty"`
+	Line     int32  `protobuf:"varint,3,opt,name=line,proto3" json:"line,omitempty"`
+	Revision string `protobuf:"bytes,4,opt,name=revision,proto3" json:"revision,omitempty"`
+	// git is the workload's manifest as git has it (YAML).
+	Git string `protobuf:"bytes,5,opt,name=git,proto3" json:"git,omitempty"`
+	// live is the object in the cluster (YAML), server-kept metadata
+	// (managedFields) left out; empty when it is not in the cluster.
+	Live string `protobuf:"bytes,6,opt,name=live,proto3" json:"live,omitempty"`
+	// action is what applying git would do: "unchanged", "configured" or
+	// "created".
+	Action string `protobuf:"bytes,7,opt,name=action,proto3" json:"action,omitempty"`
+	// diff lists the fields applying git would change, as the sync's dry
+	// run does ("replace /spec/replicas: 2").
+	Diff []string `protobuf:"bytes,8,rep,name=diff,proto3" json:"diff,omitempty"`
+	// note says why something is missing (a kustomization's build, a
+	// dry run the API server refused).
+	Note          string `protobuf:"bytes,9,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetManifestResponse) Reset() {
+	*x = GetManifestResponse{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetManifestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetManifestResponse) ProtoMessage() {}
+
+func (x *GetManifestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetManifestResponse.ProtoReflect.Descriptor instead.
+func (*GetManifestResponse) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *GetManifestResponse) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *GetManifestResponse) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *GetManifestResponse) GetLine() int32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *GetManifestResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *GetManifestResponse) GetGit() string {
+	if x != nil {
+		return x.Git
+	}
+	return ""
+}
+
+func (x *GetManifestResponse) GetLive() string {
+	if x != nil {
+		return x.Live
+	}
+	return ""
+}
+
+func (x *GetManifestResponse) GetAction() string {
+	if x != nil {
+		return x.Action
+	}
+	return ""
+}
+
+func (x *GetManifestResponse) GetDiff() []string {
+	if x != nil {
+		return x.Diff
+	}
+	return nil
+}
+
+func (x *GetManifestResponse) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
 var File_fluxd_v1_fluxd_proto protoreflect.FileDescriptor
 
 const file_fluxd_v1_fluxd_proto_rawDesc = "" +
@@ -4110,7 +4916,75 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x12\x1f\n" +
 	"\vduration_ms\x18\x06 \x01(\x03R\n" +
 	"durationMs\x12\x18\n" +
-	"\astarted\x18\a \x01(\bR\astarted*P\n" +
+	"\astarted\x18\a \x01(\bR\astarted\"/\n" +
+	"\x13GetResourcesRequest\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\"\xd6\x01\n" +
+	"\rOwnedResource\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\tR\brevision\x12\x18\n" +
+	"\adesired\x18\x04 \x01(\x05R\adesired\x12\x14\n" +
+	"\x05ready\x18\x05 \x01(\x05R\x05ready\x12\x16\n" +
+	"\x06images\x18\x06 \x03(\tR\x06images\x129\n" +
+	"\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xac\x01\n" +
+	"\fPodContainer\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05image\x18\x02 \x01(\tR\x05image\x12\x14\n" +
+	"\x05ready\x18\x03 \x01(\bR\x05ready\x12\x1a\n" +
+	"\brestarts\x18\x04 \x01(\x05R\brestarts\x12\x14\n" +
+	"\x05state\x18\x05 \x01(\tR\x05state\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x12\n" +
+	"\x04init\x18\a \x01(\bR\x04init\"\x80\x02\n" +
+	"\x03Pod\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12\x14\n" +
+	"\x05ready\x18\x04 \x01(\bR\x05ready\x12\x1a\n" +
+	"\brestarts\x18\x05 \x01(\x05R\brestarts\x12\x12\n" +
+	"\x04node\x18\x06 \x01(\tR\x04node\x129\n" +
+	"\n" +
+	"created_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x126\n" +
+	"\n" +
+	"containers\x18\b \x03(\v2\x16.fluxd.v1.PodContainerR\n" +
+	"containers\"\xbc\x01\n" +
+	"\rResourceEvent\x12\x16\n" +
+	"\x06object\x18\x01 \x01(\tR\x06object\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\x05R\x05count\x127\n" +
+	"\tlast_seen\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\blastSeen\"\xd2\x01\n" +
+	"\x14GetResourcesResponse\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1d\n" +
+	"\n" +
+	"in_cluster\x18\x02 \x01(\bR\tinCluster\x12-\n" +
+	"\x05owned\x18\x03 \x03(\v2\x17.fluxd.v1.OwnedResourceR\x05owned\x12!\n" +
+	"\x04pods\x18\x04 \x03(\v2\r.fluxd.v1.PodR\x04pods\x12/\n" +
+	"\x06events\x18\x05 \x03(\v2\x17.fluxd.v1.ResourceEventR\x06events\"{\n" +
+	"\x10GetPodLogRequest\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x10\n" +
+	"\x03pod\x18\x02 \x01(\tR\x03pod\x12\x1c\n" +
+	"\tcontainer\x18\x03 \x01(\tR\tcontainer\x12\x1d\n" +
+	"\n" +
+	"tail_lines\x18\x04 \x01(\x05R\ttailLines\"w\n" +
+	"\x11GetPodLogResponse\x12\x10\n" +
+	"\x03pod\x18\x01 \x01(\tR\x03pod\x12\x1c\n" +
+	"\tcontainer\x18\x02 \x01(\tR\tcontainer\x12\x14\n" +
+	"\x05lines\x18\x03 \x03(\tR\x05lines\x12\x1c\n" +
+	"\ttruncated\x18\x04 \x01(\bR\ttruncated\".\n" +
+	"\x12GetManifestRequest\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\"\xd9\x01\n" +
+	"\x13GetManifestResponse\x12\x18\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
+	"\x04file\x18\x02 \x01(\tR\x04file\x12\x12\n" +
+	"\x04line\x18\x03 \x01(\x05R\x04line\x12\x1a\n" +
+	"\brevision\x18\x04 \x01(\tR\brevision\x12\x10\n" +
+	"\x03git\x18\x05 \x01(\tR\x03git\x12\x12\n" +
+	"\x04live\x18\x06 \x01(\tR\x04live\x12\x16\n" +
+	"\x06action\x18\a \x01(\tR\x06action\x12\x12\n" +
+	"\x04diff\x18\b \x03(\tR\x04diff\x12\x12\n" +
+	"\x04note\x18\t \x01(\tR\x04note*P\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_VIEWER\x10\x01\x12\x11\n" +
@@ -4127,7 +5001,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n" +
 	"\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10JOB_STATE_FAILED\x10\x04\x12\x17\n" +
-	"\x13JOB_STATE_CANCELLED\x10\x052\xc2\t\n" +
+	"\x13JOB_STATE_CANCELLED\x10\x052\xa3\v\n" +
 	"\vFluxService\x12>\n" +
 	"\aVersion\x12\x18.fluxd.v1.VersionRequest\x1a\x19.fluxd.v1.VersionResponse\x12A\n" +
 	"\bIdentity\x12\x19.fluxd.v1.IdentityRequest\x1a\x1a.fluxd.v1.IdentityResponse\x12M\n" +
@@ -4148,7 +5022,10 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\tSetPolicy\x12\x1a.fluxd.v1.SetPolicyRequest\x1a\x1b.fluxd.v1.SetPolicyResponse\x12>\n" +
 	"\aHistory\x12\x18.fluxd.v1.HistoryRequest\x1a\x19.fluxd.v1.HistoryResponse\x12J\n" +
 	"\vNotifyImage\x12\x1c.fluxd.v1.NotifyImageRequest\x1a\x1d.fluxd.v1.NotifyImageResponse\x125\n" +
-	"\x04Sync\x12\x15.fluxd.v1.SyncRequest\x1a\x16.fluxd.v1.SyncResponseB/Z-github.com/fluxd/fluxd/proto/fluxd/v1;fluxdv1b\x06proto3"
+	"\x04Sync\x12\x15.fluxd.v1.SyncRequest\x1a\x16.fluxd.v1.SyncResponse\x12M\n" +
+	"\fGetResources\x12\x1d.fluxd.v1.GetResourcesRequest\x1a\x1e.fluxd.v1.GetResourcesResponse\x12D\n" +
+	"\tGetPodLog\x12\x1a.fluxd.v1.GetPodLogRequest\x1a\x1b.fluxd.v1.GetPodLogResponse\x12J\n" +
+	"\vGetManifest\x12\x1c.fluxd.v1.GetManifestRequest\x1a\x1d.fluxd.v1.GetManifestResponseB/Z-github.com/fluxd/fluxd/proto/fluxd/v1;fluxdv1b\x06proto3"
 
 var (
 	file_fluxd_v1_fluxd_proto_rawDescOnce sync.Once
@@ -4163,7 +5040,7 @@ func file_fluxd_v1_fluxd_proto_rawDescGZIP() []byte {
 }
 
 var file_fluxd_v1_fluxd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
+var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(Role)(0),                     // 0: fluxd.v1.Role
 	(ReleaseKind)(0),              // 1: fluxd.v1.ReleaseKind
@@ -4223,26 +5100,36 @@ var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(*SyncRequest)(nil),           // 55: fluxd.v1.SyncRequest
 	(*SyncObject)(nil),            // 56: fluxd.v1.SyncObject
 	(*SyncResponse)(nil),          // 57: fluxd.v1.SyncResponse
-	nil,                           // 58: fluxd.v1.Service.TagFiltersEntry
-	nil,                           // 59: fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	(*timestamppb.Timestamp)(nil), // 60: google.protobuf.Timestamp
+	(*GetResourcesRequest)(nil),   // 58: fluxd.v1.GetResourcesRequest
+	(*OwnedResource)(nil),         // 59: fluxd.v1.OwnedResource
+	(*PodContainer)(nil),          // 60: fluxd.v1.PodContainer
+	(*Pod)(nil),                   // 61: fluxd.v1.Pod
+	(*ResourceEvent)(nil),         // 62: fluxd.v1.ResourceEvent
+	(*GetResourcesResponse)(nil),  // 63: fluxd.v1.GetResourcesResponse
+	(*GetPodLogRequest)(nil),      // 64: fluxd.v1.GetPodLogRequest
+	(*GetPodLogResponse)(nil),     // 65: fluxd.v1.GetPodLogResponse
+	(*GetManifestRequest)(nil),    // 66: fluxd.v1.GetManifestRequest
+	(*GetManifestResponse)(nil),   // 67: fluxd.v1.GetManifestResponse
+	nil,                           // 68: fluxd.v1.Service.TagFiltersEntry
+	nil,                           // 69: fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	(*timestamppb.Timestamp)(nil), // 70: google.protobuf.Timestamp
 }
 var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	0,  // 0: fluxd.v1.VersionResponse.role:type_name -> fluxd.v1.Role
 	7,  // 1: fluxd.v1.Service.containers:type_name -> fluxd.v1.Container
 	10, // 2: fluxd.v1.Service.replicas:type_name -> fluxd.v1.ReplicaCounts
 	9,  // 3: fluxd.v1.Service.automation:type_name -> fluxd.v1.Automation
-	58, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
-	60, // 5: fluxd.v1.Service.locked_at:type_name -> google.protobuf.Timestamp
-	60, // 6: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
-	60, // 7: fluxd.v1.Automation.last_check:type_name -> google.protobuf.Timestamp
+	68, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
+	70, // 5: fluxd.v1.Service.locked_at:type_name -> google.protobuf.Timestamp
+	70, // 6: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
+	70, // 7: fluxd.v1.Automation.last_check:type_name -> google.protobuf.Timestamp
 	8,  // 8: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
 	13, // 9: fluxd.v1.ListServicesResponse.git:type_name -> fluxd.v1.GitRemoteStatus
-	60, // 10: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
-	60, // 11: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
-	60, // 12: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
+	70, // 10: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
+	70, // 11: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
+	70, // 12: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
 	15, // 13: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
-	60, // 14: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
+	70, // 14: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
 	16, // 15: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
 	17, // 16: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
 	19, // 17: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
@@ -4251,8 +5138,8 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	22, // 20: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
 	23, // 21: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
 	2,  // 22: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
-	60, // 23: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	60, // 24: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	70, // 23: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	70, // 24: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
 	23, // 25: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
 	25, // 26: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
 	10, // 27: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
@@ -4260,58 +5147,71 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	29, // 29: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
 	25, // 30: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
 	25, // 31: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
-	60, // 32: fluxd.v1.JobLogLine.time:type_name -> google.protobuf.Timestamp
+	70, // 32: fluxd.v1.JobLogLine.time:type_name -> google.protobuf.Timestamp
 	36, // 33: fluxd.v1.GetJobLogResponse.lines:type_name -> fluxd.v1.JobLogLine
-	59, // 34: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	60, // 35: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
-	60, // 36: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
+	69, // 34: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	70, // 35: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
+	70, // 36: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
 	48, // 37: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
-	60, // 38: fluxd.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
-	60, // 39: fluxd.v1.HistoryRequest.until:type_name -> google.protobuf.Timestamp
+	70, // 38: fluxd.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
+	70, // 39: fluxd.v1.HistoryRequest.until:type_name -> google.protobuf.Timestamp
 	49, // 40: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
-	60, // 41: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
+	70, // 41: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
 	56, // 42: fluxd.v1.SyncResponse.objects:type_name -> fluxd.v1.SyncObject
-	3,  // 43: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	4,  // 44: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
-	11, // 45: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	14, // 46: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	20, // 47: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	26, // 48: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	28, // 49: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	31, // 50: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	33, // 51: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	35, // 52: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
-	38, // 53: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	40, // 54: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	42, // 55: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	44, // 56: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	46, // 57: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	50, // 58: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	52, // 59: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	55, // 60: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
-	6,  // 61: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	5,  // 62: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
-	12, // 63: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	18, // 64: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	24, // 65: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	27, // 66: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	30, // 67: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	32, // 68: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	34, // 69: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	37, // 70: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
-	39, // 71: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	41, // 72: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	43, // 73: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	45, // 74: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	47, // 75: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	51, // 76: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	54, // 77: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	57, // 78: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
-	61, // [61:79] is the sub-list for method output_type
-	43, // [43:61] is the sub-list for method input_type
-	43, // [43:43] is the sub-list for extension type_name
-	43, // [43:43] is the sub-list for extension extendee
-	0,  // [0:43] is the sub-list for field type_name
+	70, // 43: fluxd.v1.OwnedResource.created_at:type_name -> google.protobuf.Timestamp
+	70, // 44: fluxd.v1.Pod.created_at:type_name -> google.protobuf.Timestamp
+	60, // 45: fluxd.v1.Pod.containers:type_name -> fluxd.v1.PodContainer
+	70, // 46: fluxd.v1.ResourceEvent.last_seen:type_name -> google.protobuf.Timestamp
+	59, // 47: fluxd.v1.GetResourcesResponse.owned:type_name -> fluxd.v1.OwnedResource
+	61, // 48: fluxd.v1.GetResourcesResponse.pods:type_name -> fluxd.v1.Pod
+	62, // 49: fluxd.v1.GetResourcesResponse.events:type_name -> fluxd.v1.ResourceEvent
+	3,  // 50: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
+	4,  // 51: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
+	11, // 52: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	14, // 53: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	20, // 54: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	26, // 55: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	28, // 56: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	31, // 57: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	33, // 58: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	35, // 59: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
+	38, // 60: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	40, // 61: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	42, // 62: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	44, // 63: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	46, // 64: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	50, // 65: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	52, // 66: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	55, // 67: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
+	58, // 68: fluxd.v1.FluxService.GetResources:input_type -> fluxd.v1.GetResourcesRequest
+	64, // 69: fluxd.v1.FluxService.GetPodLog:input_type -> fluxd.v1.GetPodLogRequest
+	66, // 70: fluxd.v1.FluxService.GetManifest:input_type -> fluxd.v1.GetManifestRequest
+	6,  // 71: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	5,  // 72: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
+	12, // 73: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	18, // 74: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	24, // 75: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	27, // 76: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	30, // 77: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	32, // 78: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	34, // 79: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	37, // 80: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
+	39, // 81: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	41, // 82: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	43, // 83: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	45, // 84: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	47, // 85: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	51, // 86: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	54, // 87: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	57, // 88: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
+	63, // 89: fluxd.v1.FluxService.GetResources:output_type -> fluxd.v1.GetResourcesResponse
+	65, // 90: fluxd.v1.FluxService.GetPodLog:output_type -> fluxd.v1.GetPodLogResponse
+	67, // 91: fluxd.v1.FluxService.GetManifest:output_type -> fluxd.v1.GetManifestResponse
+	71, // [71:92] is the sub-list for method output_type
+	50, // [50:71] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_fluxd_v1_fluxd_proto_init() }
@@ -4326,7 +5226,7 @@ func file_fluxd_v1_fluxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluxd_v1_fluxd_proto_rawDesc), len(file_fluxd_v1_fluxd_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   57,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,6 +37,9 @@ const (
 	FluxService_History_FullMethodName      = "/fluxd.v1.FluxService/History"
 	FluxService_NotifyImage_FullMethodName  = "/fluxd.v1.FluxService/NotifyImage"
 	FluxService_Sync_FullMethodName         = "/fluxd.v1.FluxService/Sync"
+	FluxService_GetResources_FullMethodName = "/fluxd.v1.FluxService/GetResources"
+	FluxService_GetPodLog_FullMethodName    = "/fluxd.v1.FluxService/GetPodLog"
+	FluxService_GetManifest_FullMethodName  = "/fluxd.v1.FluxService/GetManifest"
 )
 
 // FluxServiceClient is the client API for FluxService service.
@@ -86,6 +89,16 @@ type FluxServiceClient interface {
 	// Sync fetches git and applies every object under the manifest paths
 	// now, or, with dry_run, says what that would change, object by object.
 	Sync(ctx context.Context, in *SyncRequest, opts ...grpc.CallOption) (*SyncResponse, error)
+	// GetResources reports what a workload runs in the cluster: its
+	// ReplicaSets (or Jobs), its Pods with their status and restarts, and
+	// their recent events.
+	GetResources(ctx context.Context, in *GetResourcesRequest, opts ...grpc.CallOption) (*GetResourcesResponse, error)
+	// GetPodLog returns a pod's last log lines, bounded in lines and bytes.
+	// Logs may carry secrets: it needs the deployer role.
+	GetPodLog(ctx context.Context, in *GetPodLogRequest, opts ...grpc.CallOption) (*GetPodLogResponse, error)
+	// GetManifest returns a workload's manifest in git beside the live
+	// object, and what applying git would change (a server-side dry run).
+	GetManifest(ctx context.Context, in *GetManifestRequest, opts ...grpc.CallOption) (*GetManifestResponse, error)
 }
 
 type fluxServiceClient struct {
@@ -285,6 +298,36 @@ func (c *fluxServiceClient) Sync(ctx context.Context, in *SyncRequest, opts ...g
 	return out, nil
 }
 
+func (c *fluxServiceClient) GetResources(ctx context.Context, in *GetResourcesRequest, opts ...grpc.CallOption) (*GetResourcesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetResourcesResponse)
+	err := c.cc.Invoke(ctx, FluxService_GetResources_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fluxServiceClient) GetPodLog(ctx context.Context, in *GetPodLogRequest, opts ...grpc.CallOption) (*GetPodLogResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetPodLogResponse)
+	err := c.cc.Invoke(ctx, FluxService_GetPodLog_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fluxServiceClient) GetManifest(ctx context.Context, in *GetManifestRequest, opts ...grpc.CallOption) (*GetManifestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetManifestResponse)
+	err := c.cc.Invoke(ctx, FluxService_GetManifest_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FluxServiceServer is the server API for FluxService service.
 // All implementations must embed UnimplementedFluxServiceServer
 // for forward compatibility.
@@ -332,6 +375,16 @@ type FluxServiceServer interface {
 	// Sync fetches git and applies every object under the manifest paths
 	// now, or, with dry_run, says what that would change, object by object.
 	Sync(context.Context, *SyncRequest) (*SyncResponse, error)
+	// GetResources reports what a workload runs in the cluster: its
+	// ReplicaSets (or Jobs), its Pods with their status and restarts, and
+	// their recent events.
+	GetResources(context.Context, *GetResourcesRequest) (*GetResourcesResponse, error)
+	// GetPodLog returns a pod's last log lines, bounded in lines and bytes.
+	// Logs may carry secrets: it needs the deployer role.
+	GetPodLog(context.Context, *GetPodLogRequest) (*GetPodLogResponse, error)
+	// GetManifest returns a workload's manifest in git beside the live
+	// object, and what applying git would change (a server-side dry run).
+	GetManifest(context.Context, *GetManifestRequest) (*GetManifestResponse, error)
 	mustEmbedUnimplementedFluxServiceServer()
 }
 
@@ -395,6 +448,15 @@ func (UnimplementedFluxServiceServer) NotifyImage(context.Context, *NotifyImageR
 }
 func (UnimplementedFluxServiceServer) Sync(context.Context, *SyncRequest) (*SyncResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Sync not implemented")
+}
+func (UnimplementedFluxServiceServer) GetResources(context.Context, *GetResourcesRequest) (*GetResourcesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetResources not implemented")
+}
+func (UnimplementedFluxServiceServer) GetPodLog(context.Context, *GetPodLogRequest) (*GetPodLogResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetPodLog not implemented")
+}
+func (UnimplementedFluxServiceServer) GetManifest(context.Context, *GetManifestRequest) (*GetManifestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetManifest not implemented")
 }
 func (UnimplementedFluxServiceServer) mustEmbedUnimplementedFluxServiceServer() {}
 func (UnimplementedFluxServiceServer) testEmbeddedByValue()                     {}
@@ -734,6 +796,60 @@ func _FluxService_Sync_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FluxService_GetResources_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetResourcesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).GetResources(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_GetResources_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).GetResources(ctx, req.(*GetResourcesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FluxService_GetPodLog_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetPodLogRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).GetPodLog(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_GetPodLog_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).GetPodLog(ctx, req.(*GetPodLogRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FluxService_GetManifest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetManifestRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).GetManifest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_GetManifest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).GetManifest(ctx, req.(*GetManifestRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FluxService_ServiceDesc is the grpc.ServiceDesc for FluxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -808,6 +924,18 @@ var FluxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Sync",
 			Handler:    _FluxService_Sync_Handler,
+		},
+		{
+			MethodName: "GetResources",
+			Handler:    _FluxService_GetResources_Handler,
+		},
+		{
+			MethodName: "GetPodLog",
+			Handler:    _FluxService_GetPodLog_Handler,
+		},
+		{
+			MethodName: "GetManifest",
+			Handler:    _FluxService_GetManifest_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

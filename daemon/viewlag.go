@@ -1,0 +1,38 @@
+package daemon
+
+import "time"
+
+// A view of services is joined from the whole cluster, git and the
+// automator: its cost grows with the number of workloads. The cluster's
+// informers report every update, status updates included, and those
+// grow with the workloads too: while 10,000 Deployments roll out (or
+// settle after a sync created them), they change many times a second,
+// and rebuilding the view at each change cost most of a core
+// (BenchmarkScale's pprof: 45 % of fluxd's CPU in buildServices under
+// list-services load). So a change of the cluster alone does not make a
+// young view stale: a view answers until it is ten times as old as its
+// build took, at most maxClusterLag, and rebuilding takes at most about a
+// tenth of the time however fast the cluster changes. Views that cost
+// less than minLagCost to build (1,000 workloads: a few milliseconds) are
+// rebuilt at every change, as before. A change in git, in the automator or
+// a sync shows at once: those are fluxd's own doings, and callers expect
+// to see them (a release, a policy change).
+const (
+	minLagCost    = 20 * time.Millisecond
+	maxClusterLag = 2 * time.Second
+)
+
+// coversButCluster says a view of key k answers a caller that read o, but
+// for changes of the cluster.
+func (k viewKey) coversButCluster(o viewKey) bool {
+	return k.manifests == o.manifests && k.sync == o.sync && k.automator >= o.automator
+}
+
+// young says the kept view may still answer for a cluster that moved on
+// since it was built. Called with the view's lock held.
+func (v *viewCache) young(now time.Time) bool {
+	if v.cost < minLagCost {
+		return false
+	}
+	return now.Sub(v.builtAt) < min(10*v.cost, maxClusterLag)
+}

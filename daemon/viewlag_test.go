@@ -1,0 +1,125 @@
+package daemon
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/platform"
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+)
+
+// slowCluster takes its time to list (a big cluster), changes whenever
+// told, and counts its listings (views built).
+type slowCluster struct {
+	atomicGenCluster
+	delay time.Duration
+	reads atomic.Int64
+	extra atomic.Bool // lists one more workload
+}
+
+func (c *slowCluster) Workloads(ctx context.Context) ([]platform.Workload, error) {
+	c.reads.Add(1)
+	time.Sleep(c.delay)
+	ws, err := c.atomicGenCluster.Workloads(ctx)
+	if c.extra.Load() {
+		ws = append(ws[:len(ws):len(ws)], answerWorkloads("a/late")...)
+	}
+	return ws, err
+}
+
+// A cluster that changes at every call (status updates of thousands of
+// workloads) does not make an expensive view be built at every call; what
+// changed still shows, within the bound.
+func TestClusterChurnDoesNotRebuildAnExpensiveViewAtEveryChange(t *testing.T) {
+	c := &slowCluster{atomicGenCluster: atomicGenCluster{stubCluster: stubCluster{workloads: answerWorkloads("a/web", "b/db")}}, delay: 100 * time.Millisecond}
+	f := newFixtureWith(t, Config{GitRefresh: time.Minute}, Deps{Cluster: c, Releaser: stubReleaser{}, Jobs: stubJobs{}})
+	ctx := withToken(f.tokens[auth.Viewer])
+	list := func() string {
+		t.Helper()
+		ls, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sortedIDs(ls)
+	}
+	list()
+	before := c.reads.Load()
+	for range 10 {
+		c.gen.Add(1)
+		list()
+	}
+	if built := c.reads.Load() - before; built > 5 {
+		t.Errorf("10 calls, each after a change of the cluster, built the view %d times; want it reused while young (at most 5)", built)
+	}
+	// A new workload shows within the bound (10 times the build, at most
+	// maxClusterLag).
+	c.extra.Store(true)
+	c.gen.Add(1)
+	deadline := time.Now().Add(maxClusterLag + 5*time.Second)
+	for !strings.Contains(list(), "a:deployment/late") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a workload added to the cluster is not listed after %v", maxClusterLag+5*time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A cheap view (what 1,000 workloads cost) is rebuilt at every change of
+// the cluster, as before.
+func TestCheapViewFollowsEveryClusterChange(t *testing.T) {
+	c := &slowCluster{atomicGenCluster: atomicGenCluster{stubCluster: stubCluster{workloads: answerWorkloads("a/web")}}}
+	f := newFixtureWith(t, Config{GitRefresh: time.Minute}, Deps{Cluster: c, Releaser: stubReleaser{}, Jobs: stubJobs{}})
+	ctx := withToken(f.tokens[auth.Viewer])
+	if _, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	c.extra.Store(true)
+	c.gen.Add(1)
+	ls, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(serviceIDs(ls), "a:deployment/late") {
+		t.Errorf("the call right after a change lists %s, without the new workload", serviceIDs(ls))
+	}
+}
+
+// freshReleaser reads git anew at every call (a new copy of the same
+// revision, as release.Engine does).
+type freshReleaser struct {
+	stubReleaser
+	reads atomic.Int64
+}
+
+func (r *freshReleaser) Manifests(context.Context) (string, *gitrepo.Manifests, error) {
+	r.reads.Add(1)
+	return "same-rev", &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{}}, nil
+}
+
+// Reading git again and finding the same revision keeps the view: its
+// manifests are the same, so nothing is rebuilt.
+func TestSameRevisionReadAgainKeepsTheView(t *testing.T) {
+	rel := &freshReleaser{}
+	c := &genCluster{stubCluster: stubCluster{workloads: answerWorkloads("a/web")}}
+	f := newFixtureWith(t, Config{GitRefresh: time.Nanosecond}, Deps{Cluster: c, Releaser: rel, Jobs: stubJobs{}})
+	ctx := withToken(f.tokens[auth.Viewer])
+	for range 5 {
+		if _, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.daemon.view.mu.Lock()
+	built := f.daemon.view.built
+	f.daemon.view.mu.Unlock()
+	if rel.reads.Load() < 2 {
+		t.Fatalf("git was read %d times; the test needs it read again", rel.reads.Load())
+	}
+	if built != 1 {
+		t.Errorf("git read %d times at the same revision built the view %d times, want once", rel.reads.Load(), built)
+	}
+}

@@ -1,0 +1,169 @@
+package gitrepo
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/policy"
+)
+
+const automationObjects = `apiVersion: image.toolkit.fluxcd.io/v1beta2
+kind: ImageRepository
+metadata: {name: app, namespace: flux-system}
+spec: {image: reg.example/app}
+---
+apiVersion: image.toolkit.fluxcd.io/v1beta2
+kind: ImagePolicy
+metadata: {name: app, namespace: flux-system}
+spec:
+  imageRepositoryRef: {name: app}
+  policy: {semver: {range: ">=1.0.0"}}
+---
+apiVersion: image.toolkit.fluxcd.io/v1beta2
+kind: ImagePolicy
+metadata: {name: other, namespace: apps}
+spec:
+  imageRepositoryRef: {name: app, namespace: flux-system}
+  policy: {alphabetical: {}}
+`
+
+func automationRepo(t *testing.T, files map[string]string) *Manifests {
+	t.Helper()
+	root := t.TempDir()
+	for rel, content := range files {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m, err := FindWorkloads(root, []string{root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func automation(ns, path string, extra string) string {
+	return "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageUpdateAutomation\nmetadata: {name: auto, namespace: " + ns + "}\nspec:\n  update: {path: " + path + ", strategy: Setters}\n  git: {commit: {author: {name: bot, email: bot@example.invalid}}}\n" + extra
+}
+
+const markedFiles = "kind: ConfigMap\nmetadata: {name: cfg}\ndata:\n  TAG: \"1.0.0\" # {\"$imagepolicy\": \"flux-system:app:tag\"}\n  IMG: reg.example/app:1.0.0 # {\"$imagepolicy\": \"flux-system:app\"}\n  NAME: reg.example/app # {\"$imagepolicy\": \"flux-system:app:name\"}\n  DIGEST: sha256:0 # {\"$imagepolicy\": \"flux-system:app:digest\"}\n  OTHER: x # {\"$imagepolicy\": \"apps:other:tag\"}\n  GONE: x # {\"$imagepolicy\": \"flux-system:missing\"}\n"
+
+// Each case is named after the Flux v2 rule of ImageUpdateAutomation it
+// checks.
+func TestImagePolicyServices(t *testing.T) {
+	t.Parallel()
+	app := platform.ID{Namespace: "flux-system", Kind: "imagepolicy", Name: "app"}
+	t.Run("an automation updates the markers under its update.path of policies in its namespace", func(t *testing.T) {
+		t.Parallel()
+		m := automationRepo(t, map[string]string{"flux/objects.yaml": automationObjects + "---\n" + automation("flux-system", "./apps", "  policySelector: {matchLabels: {team: a}}\n"), "apps/cfg.yaml": markedFiles})
+		def := m.Workloads[app]
+		if def == nil {
+			t.Fatalf("no service %s: %v", app, m.Workloads)
+		}
+		want := []Container{
+			{Name: "apps/cfg.yaml:ConfigMap/cfg:data.IMG", Image: "reg.example/app:1.0.0"},
+			{Name: "apps/cfg.yaml:ConfigMap/cfg:data.TAG", Image: "reg.example/app:1.0.0"},
+		}
+		got := append([]Container(nil), def.Containers...)
+		if len(got) == 2 && got[0].Name > got[1].Name {
+			got[0], got[1] = got[1], got[0]
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("fields (-want +got)\n%s", diff)
+		}
+		if def.Annotations[policy.Automated] != "true" {
+			t.Errorf("not automated: %v", def.Annotations)
+		}
+		if def.Author == nil || *def.Author != (Signature{"bot", "bot@example.invalid"}) {
+			t.Errorf("author %v, want the automation's git.commit.author", def.Author)
+		}
+		warn := strings.Join(def.Warnings, "\n")
+		for _, w := range []string{":name form", "not implemented", "ImageUpdateAutomation flux-system/auto: fluxd does not honour spec.policySelector"} {
+			if !strings.Contains(warn, w) {
+				t.Errorf("no warning about %q in:\n%s", w, warn)
+			}
+		}
+		// apps:other is in another namespace than the automation: as in
+		// Flux v2, its marker is not updated.
+		other := m.Workloads[platform.ID{Namespace: "apps", Kind: "imagepolicy", Name: "other"}]
+		if other == nil || len(other.Containers) != 0 || other.Annotations[policy.Automated] == "true" {
+			t.Errorf("a policy of another namespace than the automation's is automated: %+v", other)
+		}
+		var problems []string
+		for _, p := range m.Problems {
+			problems = append(problems, p.Error())
+		}
+		if !strings.Contains(strings.Join(problems, "\n"), "flux-system/missing, which is not in git") {
+			t.Errorf("a marker naming a missing policy is not reported: %v", problems)
+		}
+	})
+	t.Run("markers outside update.path are not updated", func(t *testing.T) {
+		t.Parallel()
+		m := automationRepo(t, map[string]string{"flux/objects.yaml": automationObjects + "---\n" + automation("flux-system", "./clusters/prod", ""), "apps/cfg.yaml": markedFiles})
+		def := m.Workloads[app]
+		if len(def.Containers) != 0 || def.Annotations[policy.Automated] == "true" {
+			t.Errorf("fields outside update.path are automated: %+v", def)
+		}
+		if !strings.Contains(strings.Join(def.Warnings, "\n"), "outside the update.path") {
+			t.Errorf("no warning: %v", def.Warnings)
+		}
+	})
+	t.Run("a suspended automation automates nothing", func(t *testing.T) {
+		t.Parallel()
+		m := automationRepo(t, map[string]string{"flux/objects.yaml": automationObjects + "---\n" + automation("flux-system", ".", "  suspend: true\n"), "apps/cfg.yaml": markedFiles})
+		def := m.Workloads[app]
+		if def.Annotations[policy.Automated] == "true" || len(def.Containers) != 2 {
+			t.Errorf("suspended: automated=%q, %d fields (want releasable by hand, not automated)", def.Annotations[policy.Automated], len(def.Containers))
+		}
+	})
+	t.Run("markers in a file a kustomization builds from are left out, with a warning", func(t *testing.T) {
+		t.Parallel()
+		m := automationRepo(t, map[string]string{"flux/objects.yaml": automationObjects + "---\n" + automation("flux-system", ".", ""),
+			"apps/base/cfg.yaml": markedFiles, "apps/kustomization.yaml": "resources: [base/cfg.yaml]\n"})
+		def := m.Workloads[app]
+		if len(def.Containers) != 0 {
+			t.Errorf("fields in a kustomize base are released: %+v", def.Containers)
+		}
+		if !strings.Contains(strings.Join(def.Warnings, "\n"), "the kustomization apps/kustomization.yaml builds from") {
+			t.Errorf("no warning: %v", def.Warnings)
+		}
+	})
+	t.Run("without an automation nothing is automated", func(t *testing.T) {
+		t.Parallel()
+		m := automationRepo(t, map[string]string{"flux/objects.yaml": automationObjects, "apps/cfg.yaml": markedFiles})
+		if def := m.Workloads[app]; def.Annotations[policy.Automated] == "true" {
+			t.Errorf("automated without an ImageUpdateAutomation: %+v", def)
+		}
+	})
+	t.Run("fluxd's lock on the ImagePolicy holds the automation", func(t *testing.T) {
+		t.Parallel()
+		locked := strings.Replace(automationObjects, "metadata: {name: app, namespace: flux-system}\nspec:\n  imageRepositoryRef", "metadata: {name: app, namespace: flux-system, annotations: {fluxd.io/locked: \"true\"}}\nspec:\n  imageRepositoryRef", 1)
+		m := automationRepo(t, map[string]string{"flux/objects.yaml": locked + "---\n" + automation("flux-system", ".", ""), "apps/cfg.yaml": markedFiles})
+		def := m.Workloads[app]
+		if def.Annotations[policy.Locked] != "true" || def.Annotations[policy.Automated] == "true" {
+			t.Errorf("locked ImagePolicy: %v", def.Annotations)
+		}
+	})
+}
+
+// fluxctl lock writes its annotation on the ImagePolicy object.
+func TestSetAnnotationsOnImagePolicy(t *testing.T) {
+	t.Parallel()
+	in := []byte(automationObjects)
+	out, err := SetAnnotations(in, platform.ID{Namespace: "flux-system", Kind: "imagepolicy", Name: "app"}, map[string]string{policy.Locked: "true"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), "metadata: {annotations: {fluxd.io/locked: \"true\"}, name: app, namespace: flux-system}") {
+		t.Errorf("the lock is not on the ImagePolicy:\n%s", out)
+	}
+}

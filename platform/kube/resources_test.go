@@ -1,0 +1,63 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/fluxd/fluxd/platform"
+)
+
+// A narrow unit test of what belongs to a workload's tree and how a pod's
+// status is worded; TestStatusPageWorkloadInBrowser (e2e) shows the same
+// tree from the real control plane.
+func TestResourcesKeepOnlyTheWorkloadsOwn(t *testing.T) {
+	owner := func(uid string) []metav1.OwnerReference { return []metav1.OwnerReference{{UID: types.UID(uid)}} }
+	meta := func(name, uid string, refs []metav1.OwnerReference) metav1.ObjectMeta {
+		return metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID(uid), OwnerReferences: refs}
+	}
+	two := int32(2)
+	client := fake.NewClientset(
+		&appsv1.Deployment{ObjectMeta: meta("web", "d1", nil)},
+		&appsv1.Deployment{ObjectMeta: meta("other", "d2", nil)},
+		&appsv1.ReplicaSet{ObjectMeta: meta("web-1", "rs1", owner("d1")), Spec: appsv1.ReplicaSetSpec{Replicas: &two,
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "r/web:1"}}}}},
+			Status: appsv1.ReplicaSetStatus{ReadyReplicas: 1}},
+		&appsv1.ReplicaSet{ObjectMeta: meta("other-1", "rs2", owner("d2"))},
+		&corev1.Pod{ObjectMeta: meta("web-1-a", "p1", owner("rs1")), Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "app", Image: "r/web:1"}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{Name: "app", Ready: false, RestartCount: 4,
+				State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}}}},
+		&corev1.Pod{ObjectMeta: meta("other-1-a", "p2", owner("rs2"))},
+		&corev1.Event{ObjectMeta: meta("e1", "e1", nil), InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "web-1-a", UID: "p1"}, Type: "Warning", Reason: "BackOff", Count: 3},
+		&corev1.Event{ObjectMeta: meta("e2", "e2", nil), InvolvedObject: corev1.ObjectReference{Kind: "Pod", Name: "other-1-a", UID: "p2"}, Reason: "Pulled"},
+	)
+	c := newCluster(client, "test", Config{})
+	id := platform.ID{Namespace: "default", Kind: "deployment", Name: "web"}
+	got, err := c.Resources(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &platform.Resources{
+		Owned: []platform.Owned{{Kind: "ReplicaSet", Name: "web-1", Desired: 2, Ready: 1, Images: []string{"r/web:1"}}},
+		Pods: []platform.Pod{{Name: "web-1-a", Owner: "web-1", Status: "CrashLoopBackOff", Restarts: 4, Node: "n1",
+			Containers: []platform.PodContainer{{Name: "app", Image: "r/web:1", Restarts: 4, State: "waiting", Reason: "CrashLoopBackOff"}}}},
+		Events: []platform.Event{{Object: "Pod/web-1-a", Type: "Warning", Reason: "BackOff", Count: 3}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("resources (-want +got):\n%s", diff)
+	}
+	// Another workload's pod is not this one's to read.
+	if _, err := c.PodLog(context.Background(), id, "other-1-a", platform.LogOptions{TailLines: 10, LimitBytes: 1024}); !errors.Is(err, platform.ErrNotFound) {
+		t.Errorf("the log of another workload's pod: %v, want ErrNotFound", err)
+	}
+	if _, err := c.Resources(context.Background(), platform.ID{Namespace: "default", Kind: "deployment", Name: "gone"}); !errors.Is(err, platform.ErrNotFound) {
+		t.Errorf("a workload not in the cluster: %v, want ErrNotFound", err)
+	}
+}

@@ -1,0 +1,227 @@
+package release
+
+import (
+	"fmt"
+
+	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/registry"
+)
+
+// Releases of a Flux v2 ImagePolicy's service (NS:imagepolicy/NAME, see
+// gitrepo.attachImageAutomation): its containers are the fields its
+// $imagepolicy markers mark, in any file; its tag filter is the
+// ImagePolicy's own. A release edits those fields (SetSetters), proves
+// the commit with the render check as field changes, and applies the
+// workloads whose marked fields changed; everything else it changed (a
+// ConfigMap) reaches the cluster through the sync.
+
+// DefinitionFilter is the tag filter for one container of def: the
+// ImagePolicy's, read as Flux v2 reads it, on an ImagePolicy's service;
+// the annotations' otherwise (ContainerFilter).
+func DefinitionFilter(def *gitrepo.Definition, container string) (registry.Filter, error) {
+	if p := def.ImagePolicy; p != nil {
+		f, err := registry.ImagePolicyFilter(registry.ImagePolicy{
+			SemverRange:  p.SemverRange,
+			Alphabetical: p.Alphabetical,
+			Numerical:    p.Numerical,
+			Desc:         p.Order == "desc",
+			Pattern:      p.Pattern,
+			Extract:      p.Extract,
+			Exclude:      p.Exclude,
+		})
+		if err != nil {
+			return registry.Filter{}, fmt.Errorf("ImagePolicy %s (%s:%d): %w", p.NSName, p.File, p.Line, err)
+		}
+		return f, nil
+	}
+	return ContainerFilter(def.Annotations, container)
+}
+
+// setterOf is def's marked field named field.
+func setterOf(def *gitrepo.Definition, field string) (gitrepo.Setter, bool) {
+	for _, s := range def.Setters {
+		if s.Field == field {
+			return s, true
+		}
+	}
+	return gitrepo.Setter{}, false
+}
+
+// editSetters edits the fields item it updates into files (read from the
+// clone at dir when not there yet).
+func editSetters(dir string, it *Item, def *gitrepo.Definition, files map[string][]byte) error {
+	byFile := map[string][]gitrepo.SetterChange{}
+	var order []string
+	for _, u := range it.Updates {
+		s, ok := setterOf(def, u.Container)
+		if !ok {
+			return fmt.Errorf("%s: the field %s is no longer marked with it in git", it.Service, u.Container)
+		}
+		from, err := s.ValueFor(u.Current)
+		if err == nil && from != s.Value {
+			err = &gitrepo.ConflictError{ID: it.Service, What: "field " + s.Field, Want: from, Got: s.Value}
+		}
+		if err != nil {
+			return err
+		}
+		to, err := s.ValueFor(u.Target)
+		if err != nil {
+			return err
+		}
+		if _, ok := byFile[s.File]; !ok {
+			order = append(order, s.File)
+		}
+		byFile[s.File] = append(byFile[s.File], gitrepo.SetterChange{Field: s.Field, From: from, To: to})
+	}
+	for _, file := range order {
+		content, ok := files[file]
+		if !ok {
+			b, err := gitrepo.ReadFile(dir, file)
+			if err != nil {
+				return err
+			}
+			content = b
+		}
+		out, err := gitrepo.SetSetters(it.Service, file, content, byFile[file])
+		if err != nil {
+			return fmt.Errorf("editing %s in %s: %w", it.Service, file, err)
+		}
+		files[file] = out
+	}
+	return nil
+}
+
+// setterChanges are the render changes of an ImagePolicy service's
+// update u: the marked field itself in a plain file, or, for a field of a
+// kustomization file (images: newTag), the image of each container the
+// kustomization builds from it.
+func setterChanges(id platform.ID, def *gitrepo.Definition, u ContainerUpdate, m *gitrepo.Manifests) []gitrepo.Change {
+	s, ok := setterOf(def, u.Container)
+	if !ok {
+		return []gitrepo.Change{{Workload: id, Container: u.Container, From: u.Current, To: u.Target}}
+	}
+	if gitrepo.IsKustomization(s.File) {
+		var out []gitrepo.Change
+		for _, wid := range sortedWorkloads(m) {
+			w := m.Workloads[wid]
+			if !w.Built || w.File != s.File {
+				continue
+			}
+			for _, c := range w.Containers {
+				if c.Image == u.Current {
+					out = append(out, gitrepo.Change{Workload: wid, Container: c.Name, From: u.Current, To: u.Target})
+				}
+			}
+		}
+		return out
+	}
+	from, _ := s.ValueFor(u.Current)
+	to, _ := s.ValueFor(u.Target)
+	return []gitrepo.Change{{File: s.File, Line: s.ObjectLine, Field: s.Path, From: from, To: to}}
+}
+
+// setterWorkloads are the workloads an ImagePolicy service's release
+// changes, to apply and follow: those whose object holds a marked field
+// it updates, and those a kustomization with one builds.
+func setterWorkloads(it Item, def *gitrepo.Definition, m *gitrepo.Manifests) []platform.ID {
+	seen := map[platform.ID]bool{}
+	var out []platform.ID
+	for _, u := range it.Updates {
+		s, ok := setterOf(def, u.Container)
+		if !ok {
+			continue
+		}
+		for _, wid := range sortedWorkloads(m) {
+			w := m.Workloads[wid]
+			if seen[wid] || wid.Kind == "imagepolicy" || w.File != s.File {
+				continue
+			}
+			if w.Built && runsImage(w, u.Current) || !w.Built && w.Line == s.ObjectLine {
+				seen[wid] = true
+				out = append(out, wid)
+			}
+		}
+	}
+	return out
+}
+
+func runsImage(def *gitrepo.Definition, image string) bool {
+	for _, c := range def.Containers {
+		if c.Image == image {
+			return true
+		}
+	}
+	return false
+}
+
+// applyTarget is a workload a release applies, from file.
+type applyTarget struct {
+	id   platform.ID
+	file string
+}
+
+// applyTargets are what applying item it means: its own workload, or,
+// for an ImagePolicy's service, the workloads whose marked fields it
+// changes (the ImagePolicy itself is not applied: it is Flux v2's
+// object, which the sync applies like any other).
+func applyTargets(it Item, m *gitrepo.Manifests) []applyTarget {
+	def, ok := m.Workloads[it.Service]
+	if !ok || def.ImagePolicy == nil {
+		return []applyTarget{{it.Service, it.File}}
+	}
+	var out []applyTarget
+	for _, id := range setterWorkloads(it, def, m) {
+		out = append(out, applyTarget{id, m.Workloads[id].File})
+	}
+	return out
+}
+
+// authorFor is the author of a release's commit: the user's, or, for an
+// automated release of ImagePolicy services only, the git.commit.author
+// their ImageUpdateAutomation names (as Flux v2 commits).
+func authorFor(spec Spec, plan *Plan, m *gitrepo.Manifests) gitrepo.Signature {
+	if spec.Automated {
+		var author *gitrepo.Signature
+		for _, it := range plan.Items {
+			if it.Action != Update {
+				continue
+			}
+			def, ok := m.Workloads[it.Service]
+			if !ok || def.Author == nil || author != nil && *author != *def.Author {
+				author = nil
+				break
+			}
+			author = def.Author
+		}
+		if author != nil {
+			return *author
+		}
+	}
+	return authorOf(spec.User)
+}
+
+// setterScope reports whether an ImagePolicy's service lies wholly in an
+// instance's scope: every file holding one of its fields, and every
+// workload its release would apply. A policy in a tenant's namespace must
+// not reach files or workloads outside it.
+func setterScope(scope *auth.Scope, id platform.ID, def *gitrepo.Definition, m *gitrepo.Manifests) bool {
+	if scope == nil || def.ImagePolicy == nil {
+		return true
+	}
+	it := Item{Service: id}
+	for _, c := range def.Containers {
+		s, ok := setterOf(def, c.Name)
+		if !ok || !scope.Contains(id.Namespace, s.File) {
+			return false
+		}
+		it.Updates = append(it.Updates, ContainerUpdate{Container: c.Name, Current: c.Image})
+	}
+	for _, w := range setterWorkloads(it, def, m) {
+		if !scope.Contains(w.Namespace, m.Workloads[w].File) {
+			return false
+		}
+	}
+	return true
+}

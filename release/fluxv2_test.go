@@ -1,0 +1,229 @@
+package release
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/registry"
+)
+
+// fluxV2Engine is an engine over a directory written for Flux v2: one
+// ImagePolicy with policy (YAML under spec.policy and filterTags), an
+// automation of the whole repository, a Deployment whose image and a
+// ConfigMap whose tag it marks. tags are the registry's tags of reg/app.
+func fluxV2Engine(t *testing.T, policyYAML string, tags []string, current string) (*Engine, *recRepo, *recCluster) {
+	t.Helper()
+	dir := t.TempDir()
+	files := map[string]string{
+		"flux/objects.yaml": `apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageRepository
+metadata: {name: app, namespace: flux-system}
+spec: {image: reg/app}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata: {name: app, namespace: flux-system}
+spec:
+  imageRepositoryRef: {name: app}
+` + policyYAML + `---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageUpdateAutomation
+metadata: {name: auto, namespace: flux-system}
+spec:
+  update: {path: ./apps}
+  git: {commit: {author: {name: fluxcdbot, email: fluxcdbot@users.noreply.github.com}}}
+`,
+		"apps/app.yaml": `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: app}
+spec:
+  template:
+    spec:
+      containers:
+        - name: app
+          image: reg/app:` + current + ` # {"$imagepolicy": "flux-system:app"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg}
+data:
+  TAG: "` + current + `" # {"$imagepolicy": "flux-system:app:tag"}
+`,
+	}
+	for rel, content := range files {
+		p := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var imgs []registry.Image
+	for _, tag := range tags {
+		imgs = append(imgs, registry.Image{Repository: "reg/app", Tag: tag})
+	}
+	repo := &recRepo{dirRepo: dirRepo{dir}}
+	cluster := &recCluster{applied: map[platform.ID]string{}}
+	return NewEngine(repo, memImages{"reg/app": imgs}, cluster, &recRecorder{}, slog.New(slog.NewTextHandler(io.Discard, nil))), repo, cluster
+}
+
+var appPolicy = platform.ID{Namespace: "flux-system", Kind: "imagepolicy", Name: "app"}
+
+// Each case is named after the Flux v2 rule it checks: the automation sets
+// every marked field to the tag the ImagePolicy picks.
+func TestFluxV2AutomatedRelease(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		policy  string
+		tags    []string
+		current string
+		want    string
+	}{
+		{"semver picks the highest version in range", "  policy: {semver: {range: \"~1.2\"}}\n", []string{"1.2.0", "1.2.9", "1.3.0"}, "1.2.0", "1.2.9"},
+		{"alphabetical desc picks the first name", "  policy: {alphabetical: {order: desc}}\n", []string{"bionic", "focal", "jammy"}, "jammy", "bionic"},
+		{"numerical with filterTags extract ranks the build number", "  filterTags: {pattern: '^main-[a-f0-9]+-(?P<ts>[0-9]+)$', extract: '$ts'}\n  policy: {numerical: {order: asc}}\n",
+			[]string{"main-abc-100", "main-def-99", "main-0ff-1000", "pr-1-5000"}, "main-abc-100", "main-0ff-1000"},
+		{"the policy's pick is written even when it is older than what git holds", "  policy: {semver: {range: \"<2.0.0\"}}\n", []string{"1.9.0", "2.1.0"}, "2.1.0", "1.9.0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e, repo, cluster := fluxV2Engine(t, c.policy, c.tags, c.current)
+			spec := Spec{Services: []platform.ID{appPolicy}, AllLatest: true, User: "automator", Automated: true}
+			res, err := e.Execute(context.Background(), "team-a", spec, history.AutomatedRelease, ExecOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Plan.Updates() != 2 {
+				t.Fatalf("plan %+v, want both marked fields updated", rows(res.Plan))
+			}
+			got := string(repo.files["apps/app.yaml"])
+			for _, want := range []string{
+				`image: reg/app:` + c.want + ` # {"$imagepolicy": "flux-system:app"}`,
+				`TAG: "` + c.want + `" # {"$imagepolicy": "flux-system:app:tag"}`,
+			} {
+				if !strings.Contains(got, want) {
+					t.Errorf("the commit's apps/app.yaml lacks %s:\n%s", want, got)
+				}
+			}
+			if diff := cmp.Diff(gitrepo.Signature{Name: "fluxcdbot", Email: "fluxcdbot@users.noreply.github.com"}, repo.author); diff != "" {
+				t.Errorf("author (-want +got)\n%s", diff)
+			}
+			// The Deployment holding a marked field is applied; the
+			// ImagePolicy itself is not.
+			dep := platform.ID{Namespace: "default", Kind: "deployment", Name: "app"}
+			if !strings.Contains(cluster.applied[dep], "reg/app:"+c.want) {
+				t.Errorf("applied %v, want %s with the new image", cluster.applied, dep)
+			}
+			if _, ok := cluster.applied[appPolicy]; ok {
+				t.Errorf("the ImagePolicy was applied as a workload")
+			}
+		})
+	}
+}
+
+// A tenant's instance sees an ImagePolicy's service only when every
+// field it marks, and every workload it would apply, is in its scope.
+func TestFluxV2ServiceScope(t *testing.T) {
+	t.Parallel()
+	e, _, _ := fluxV2Engine(t, "  policy: {semver: {range: \">=1.0.0\"}}\n", []string{"1.0.0", "1.1.0"}, "1.0.0")
+	for _, c := range []struct {
+		name  string
+		scope auth.Scope
+		items int
+	}{
+		{"the policy's files only", auth.Scope{Namespaces: []string{"flux-system", "default"}, Paths: []string{"flux"}}, 0},
+		{"the policy's namespace only", auth.Scope{Namespaces: []string{"flux-system"}}, 0},
+		{"everything it touches", auth.Scope{Namespaces: []string{"flux-system", "default"}, Paths: []string{"flux", "apps"}}, 1},
+	} {
+		scope := c.scope
+		p, err := e.Plan(context.Background(), Spec{Services: []platform.ID{appPolicy}, AllLatest: true, Scope: &scope})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Items) != c.items {
+			t.Errorf("%s: plan %+v, want %d items", c.name, rows(p), c.items)
+		}
+	}
+}
+
+// fluxV2Files is a Flux v2 repository over reg/web: a Deployment whose
+// image and a ConfigMap whose tag the ImagePolicy web marks, and a
+// Deployment api that the release does not touch.
+func fluxV2Files() map[string]string {
+	return map[string]string{
+		"flux.yaml": "apiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageRepository\nmetadata: {name: web, namespace: flux-system}\nspec: {image: reg/web}\n---\napiVersion: image.toolkit.fluxcd.io/v1\nkind: ImagePolicy\nmetadata: {name: web, namespace: flux-system}\nspec:\n  imageRepositoryRef: {name: web}\n  policy: {semver: {range: \">=1.0\"}}\n---\napiVersion: image.toolkit.fluxcd.io/v1\nkind: ImageUpdateAutomation\nmetadata: {name: auto, namespace: flux-system}\nspec: {update: {path: ./}}\n",
+		"web.yaml":  strings.Replace(deployment("web", "reg/web:1.0"), "image: reg/web:1.0", `image: reg/web:1.0 # {"$imagepolicy": "flux-system:web"}`, 1),
+		"cfg.yaml":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cfg}\ndata:\n  TAG: \"1.0\" # {\"$imagepolicy\": \"flux-system:web:tag\"}\n",
+	}
+}
+
+// A release of an ImagePolicy's service whose workload fails to apply is
+// rolled back as any other: a revert commit puts every marked field back,
+// comments kept, and the workload is applied again at its old image. The
+// same holds for a job taken over after a restart.
+func TestFluxV2ReleaseRollsBack(t *testing.T) {
+	webPolicy := platform.ID{Namespace: "flux-system", Kind: "imagepolicy", Name: "web"}
+	spec := Spec{Services: []platform.ID{webPolicy}, Image: "reg/web:1.2", User: "dana"}
+	opts := ExecOptions{RolloutTimeout: 10 * time.Second, PollInterval: 5 * time.Millisecond, RollbackOnFailure: true, JobID: "j1"}
+	checkReverted := func(t *testing.T, g *realGit, cluster *refusingCluster) {
+		t.Helper()
+		if msg := gitCLI(t, g.bare, "log", "-1", "--format=%s", "main"); !strings.HasPrefix(msg, "Revert release") {
+			t.Errorf("the remote's last commit is %q; want the revert", msg)
+		}
+		for f, content := range fluxV2Files() {
+			if got := g.remoteFile(t, f); got != strings.TrimRight(content, "\n") {
+				t.Errorf("the remote's %s after the rollback is not the file before the release:\n%s", f, got)
+			}
+		}
+		web := cluster.applied[id("web")]
+		if len(web) == 0 || !strings.Contains(web[len(web)-1], "reg/web:1.0") {
+			t.Errorf("web was not applied again at reg/web:1.0: %d applies", len(web))
+		}
+	}
+	t.Run("release", func(t *testing.T) {
+		g := newRealGit(t, fluxV2Files())
+		cluster := &refusingCluster{refuse: id("web"), image: "reg/web:1.2", applied: map[platform.ID][]string{}}
+		g.e.cluster = cluster
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_, err := g.e.Execute(ctx, "team", spec, history.Release, opts)
+		if err == nil || !strings.Contains(err.Error(), "applying default:deployment/web") || !strings.Contains(err.Error(), "rolled back") {
+			t.Fatalf("err = %v; want the failed apply, rolled back", err)
+		}
+		checkReverted(t, g, cluster)
+	})
+	t.Run("take-over", func(t *testing.T) {
+		g := newRealGit(t, fluxV2Files())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := g.e.Execute(ctx, "team", spec, history.Release, ExecOptions{JobID: "j1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := g.remoteFile(t, "cfg.yaml"); !strings.Contains(got, `TAG: "1.2" # {"$imagepolicy": "flux-system:web:tag"}`) {
+			t.Fatalf("the release did not set the ConfigMap's tag:\n%s", got)
+		}
+		cluster := &refusingCluster{refuse: id("web"), image: "reg/web:1.2", applied: map[platform.ID][]string{}}
+		g.e.cluster = cluster
+		_, err = g.e.Resume(ctx, "team", spec, res.Plan, res.Commit, history.Release, opts)
+		if err == nil || !strings.Contains(err.Error(), "rolled back") {
+			t.Fatalf("take-over: %v; want the failed apply, rolled back", err)
+		}
+		checkReverted(t, g, cluster)
+	})
+}
