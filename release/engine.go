@@ -508,6 +508,9 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 	if err := kustomizeSiblings(spec, plan, m); err != nil {
 		return nil, err
 	}
+	if err := lockedSetterWorkloads(spec, plan, m); err != nil {
+		return nil, err
+	}
 	targeted := map[string][]string{}
 	for _, it := range plan.Items {
 		if it.Action == Update {

@@ -2,9 +2,11 @@ package release
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
 )
@@ -224,4 +226,39 @@ func setterScope(scope *auth.Scope, id platform.ID, def *gitrepo.Definition, m *
 		}
 	}
 	return true
+}
+
+// lockedSetterWorkloads keeps an ImagePolicy's release off workloads
+// locked in git: a marked field is the workload's own image (or a
+// kustomization's images: entry it is built from), so setting it moves
+// the workload however its lock reads. As with a locked service, the
+// policy's item is skipped (automated, or all services) or the release
+// refused (the policy named), unless forced by name.
+func lockedSetterWorkloads(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
+	if spec.Force && !spec.All && !spec.Automated {
+		return nil
+	}
+	for i := range plan.Items {
+		it := &plan.Items[i]
+		def, ok := m.Workloads[it.Service]
+		if it.Action != Update || !ok || def.ImagePolicy == nil {
+			continue
+		}
+		var locked []string
+		for _, id := range setterWorkloads(*it, def, m) {
+			if w := m.Workloads[id]; w.Annotations[AnnotationLocked] == "true" {
+				locked = append(locked, fmt.Sprintf("%s (%s)", id, LockReason(w.Annotations)))
+			}
+		}
+		if len(locked) == 0 {
+			continue
+		}
+		reason := "its fields would move " + strings.Join(locked, ", ")
+		if !spec.All && !spec.Automated {
+			return fluxerr.New(fluxerr.Precondition, fmt.Errorf("%s: %s", it.Service, reason),
+				"Unlock the workload (fluxctl unlock), or release the policy anyway with --force.")
+		}
+		it.Action, it.Reason, it.Updates = Skip, reason, nil
+	}
+	return nil
 }

@@ -227,3 +227,57 @@ func TestFluxV2ReleaseRollsBack(t *testing.T) {
 		checkReverted(t, g, cluster)
 	})
 }
+
+// An ImagePolicy's release never moves a workload locked in git: its
+// marked image field is that workload's, and the lock says it holds. The
+// automator's release skips the policy, saying which workload is locked;
+// a release naming the policy is refused unless forced.
+func TestFluxV2ReleaseLeavesLockedWorkload(t *testing.T) {
+	t.Parallel()
+	lock := func(t *testing.T, repo *recRepo) {
+		t.Helper()
+		p := filepath.Join(repo.dir, "apps/app.yaml")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = []byte(strings.Replace(string(b), "metadata: {name: app}", "metadata: {name: app, annotations: {fluxd.io/locked: \"true\", fluxd.io/lock-message: \"incident 42\"}}", 1))
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	policyYAML := "  policy: {semver: {range: \">=1.0.0\"}}\n"
+	t.Run("automated", func(t *testing.T) {
+		e, repo, cluster := fluxV2Engine(t, policyYAML, []string{"1.0.0", "1.1.0"}, "1.0.0")
+		lock(t, repo)
+		spec := Spec{Services: []platform.ID{appPolicy}, AllLatest: true, User: "automator", Automated: true}
+		res, err := e.Execute(context.Background(), "team-a", spec, history.AutomatedRelease, ExecOptions{})
+		if err != nil && !strings.Contains(err.Error(), "nothing to release") {
+			t.Fatal(err)
+		}
+		if res != nil && res.Plan.Updates() != 0 {
+			t.Errorf("plan %+v; want the policy skipped: it would move the locked default:deployment/app", rows(res.Plan))
+		}
+		if res != nil && len(res.Plan.Items) == 1 && !strings.Contains(res.Plan.Items[0].Reason, "default:deployment/app") {
+			t.Errorf("reason %q does not name the locked workload", res.Plan.Items[0].Reason)
+		}
+		if got := string(repo.files["apps/app.yaml"]); strings.Contains(got, "1.1.0") {
+			t.Errorf("the locked Deployment's image was committed:\n%s", got)
+		}
+		if len(cluster.applied) != 0 {
+			t.Errorf("applied %v; want nothing", cluster.applied)
+		}
+	})
+	t.Run("named", func(t *testing.T) {
+		e, repo, _ := fluxV2Engine(t, policyYAML, []string{"1.0.0", "1.1.0"}, "1.0.0")
+		lock(t, repo)
+		_, err := e.Plan(context.Background(), Spec{Services: []platform.ID{appPolicy}, Image: "reg/app:1.1.0", User: "dana"})
+		if err == nil || !strings.Contains(err.Error(), "default:deployment/app") || !strings.Contains(err.Error(), "incident 42") {
+			t.Fatalf("err = %v; want a refusal naming the locked workload and its lock", err)
+		}
+		p, err := e.Plan(context.Background(), Spec{Services: []platform.ID{appPolicy}, Image: "reg/app:1.1.0", User: "dana", Force: true})
+		if err != nil || len(p.Items) != 1 || p.Items[0].Action != Update {
+			t.Fatalf("forced: %v, plan %+v; want the policy released", err, p)
+		}
+	})
+}
