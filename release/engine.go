@@ -18,7 +18,6 @@ import (
 	"github.com/fluxd/fluxd/internal/editdistance"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
-	"github.com/fluxd/fluxd/policy"
 	"github.com/fluxd/fluxd/registry"
 )
 
@@ -604,7 +603,7 @@ func planImage(ctx context.Context, item *Item, def *gitrepo.Definition, target 
 			untagged = append(untagged, unversioned(c, target.String()))
 			continue
 		}
-		pinned := policy.Pinned(def.Annotations, c.Name)
+		pinned := pinnedIn(def, c.Name)
 		if msg := pinProblem(def, c, ref, pinned); msg != "" && pinned {
 			problems = append(problems, msg)
 			continue
@@ -658,7 +657,7 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 			problem(false, "%s: image %q is pinned by digest or invalid", c.Name, c.Image)
 			continue
 		}
-		pinned := policy.Pinned(def.Annotations, c.Name)
+		pinned := pinnedIn(def, c.Name)
 		if msg := pinProblem(def, c, ref, pinned); msg != "" {
 			problem(pinned, "%s", msg)
 			continue

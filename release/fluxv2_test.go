@@ -281,3 +281,47 @@ func TestFluxV2ReleaseLeavesLockedWorkload(t *testing.T) {
 		}
 	})
 }
+
+// A pinned ImagePolicy (fluxd.io/pin-digest on it) writes tag@digest
+// where its field holds the whole image, and the tag alone where it holds
+// the tag (a tag field cannot hold a digest; Flux v2 writes only the tag
+// there too), never the digest's hex as a tag. Planned again on the
+// released commit, it has nothing more to do.
+func TestFluxV2PinnedPolicyTagField(t *testing.T) {
+	t.Parallel()
+	e, repo, _ := fluxV2Engine(t, "  policy: {semver: {range: \">=1.0.0\"}}\n", nil, "1.0.0")
+	e.images = memImages{"reg/app": {{Repository: "reg/app", Tag: "1.0.0", Digest: dg('1')}, {Repository: "reg/app", Tag: "1.1.0", Digest: dg('2')}}}
+	objects := filepath.Join(repo.dir, "flux/objects.yaml")
+	b, err := os.ReadFile(objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "metadata: {name: app, namespace: flux-system}\nspec:\n  imageRepositoryRef",
+		"metadata: {name: app, namespace: flux-system, annotations: {fluxd.io/pin-digest: \"true\"}}\nspec:\n  imageRepositoryRef", 1))
+	if err := os.WriteFile(objects, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Services: []platform.ID{appPolicy}, AllLatest: true, User: "automator", Automated: true}
+	if _, err := e.Execute(context.Background(), "team-a", spec, history.AutomatedRelease, ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := string(repo.files["apps/app.yaml"])
+	for _, want := range []string{
+		`image: reg/app:1.1.0@` + dg('2') + ` # {"$imagepolicy": "flux-system:app"}`,
+		`TAG: "1.1.0" # {"$imagepolicy": "flux-system:app:tag"}`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the commit's apps/app.yaml lacks %s:\n%s", want, got)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(repo.dir, "apps/app.yaml"), repo.files["apps/app.yaml"], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.Plan(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Updates() != 0 {
+		t.Errorf("planned again on the released commit: %+v; want nothing to do", rows(p))
+	}
+}
