@@ -108,8 +108,8 @@ func setterChanges(id platform.ID, def *gitrepo.Definition, u ContainerUpdate, m
 		var out []gitrepo.Change
 		for _, wid := range sortedWorkloads(m) {
 			w := m.Workloads[wid]
-			if !w.Built || w.File != s.File {
-				continue
+			if !w.Built || w.File != s.File || wid.Kind == "imagepolicy" {
+				continue // (a policy built there too: its containers are fields)
 			}
 			for _, c := range w.Containers {
 				if c.Image == u.Current {

@@ -325,3 +325,52 @@ func TestFluxV2PinnedPolicyTagField(t *testing.T) {
 		t.Errorf("planned again on the released commit: %+v; want nothing to do", rows(p))
 	}
 }
+
+// Flux v2's own layout keeps the image automation objects in a
+// kustomization's directory, beside the workloads, with the marker on
+// the kustomization's images: newTag. The ImagePolicy's service is then
+// built by that kustomization too; its release sets the newTag, which is
+// its own field, and moves the workload built from it, as in Flux v2
+// (it is not refused as a release that would move its siblings).
+func TestFluxV2PolicyInsideAKustomization(t *testing.T) {
+	t.Parallel()
+	g := newRealGit(t, map[string]string{
+		"apps/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [deployment.yaml, image-automation.yaml]\nimages:\n- name: reg/web\n  newTag: \"1.0\" # {\"$imagepolicy\": \"flux-system:web:tag\"}\n",
+		"apps/deployment.yaml":    "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: reg/web:0.1\n",
+		"apps/image-automation.yaml": `apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageRepository
+metadata: {name: web, namespace: flux-system}
+spec: {image: reg/web}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata: {name: web, namespace: flux-system}
+spec:
+  imageRepositoryRef: {name: web}
+  policy: {semver: {range: ">=1.0"}}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageUpdateAutomation
+metadata: {name: auto, namespace: flux-system}
+spec:
+  update: {path: ./}
+`,
+	})
+	webPolicy := platform.ID{Namespace: "flux-system", Kind: "imagepolicy", Name: "web"}
+	spec := Spec{Services: []platform.ID{webPolicy}, AllLatest: true, User: "automator", Automated: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := g.e.Execute(ctx, "team-a", spec, history.AutomatedRelease, ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Plan.Items) != 1 || res.Plan.Items[0].Action != Update {
+		t.Fatalf("plan %+v; want the policy's newTag released", rows(res.Plan))
+	}
+	if got := g.remoteFile(t, "apps/kustomization.yaml"); !strings.Contains(got, `newTag: "1.2" # {"$imagepolicy": "flux-system:web:tag"}`) {
+		t.Errorf("the remote's kustomization.yaml:\n%s", got)
+	}
+	if web := g.cluster.applied[id("web")]; !strings.Contains(web, "reg/web:1.2") {
+		t.Errorf("applied %v; want default:deployment/web built with reg/web:1.2", g.cluster.applied)
+	}
+}

@@ -179,7 +179,11 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 		for i := range plan.Items {
 			it := &plan.Items[i]
 			def, ok := m.Workloads[it.Service]
-			if it.Action != Update || !ok || !def.Built {
+			if it.Action != Update || !ok || !def.Built || def.ImagePolicy != nil {
+				// (An ImagePolicy's service sets the fields it marks,
+				// moving what they build, as in Flux v2; it is built only
+				// because its objects sit in the kustomization's
+				// directory. Locked workloads: lockedSetterWorkloads.)
 				continue
 			}
 			var blocking []string
