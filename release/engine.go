@@ -510,6 +510,7 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 	if err := lockedSetterWorkloads(spec, plan, m); err != nil {
 		return nil, err
 	}
+	leaveMarkedToPolicies(spec, plan, m)
 	targeted := map[string][]string{}
 	for _, it := range plan.Items {
 		if it.Action == Update {

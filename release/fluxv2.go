@@ -262,3 +262,63 @@ func lockedSetterWorkloads(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 	}
 	return nil
 }
+
+// leaveMarkedToPolicies keeps a workload's own automation (its annotation,
+// Flux v1's or fluxd's) off the containers whose image field an automated
+// ImagePolicy marks: the policy sets its pick, older or not, and fluxd's
+// automation moves forward, so the two would undo each other at every
+// pass, a commit and a rollout each time. The marker is the more specific
+// of the two. A release by hand is not affected.
+func leaveMarkedToPolicies(spec Spec, plan *Plan, m *gitrepo.Manifests) {
+	if !spec.Automated {
+		return
+	}
+	for i := range plan.Items {
+		it := &plan.Items[i]
+		def, ok := m.Workloads[it.Service]
+		if it.Action != Update || !ok || def.ImagePolicy != nil {
+			continue
+		}
+		var kept []ContainerUpdate
+		var left []string
+		for _, u := range it.Updates {
+			if p := markingPolicy(def, u.Container, m); p != "" {
+				left = append(left, fmt.Sprintf("%s: its image field is marked with the ImagePolicy %s, which automates (or locks) it", u.Container, p))
+				continue
+			}
+			kept = append(kept, u)
+		}
+		if len(left) == 0 {
+			continue
+		}
+		it.Updates = kept
+		if len(kept) == 0 {
+			it.Action, it.Reason = Skip, strings.Join(left, "; ")
+		}
+	}
+}
+
+// markingPolicy is the ImagePolicy service, automated or locked, whose
+// marked field holds the image of def's container, or "".
+func markingPolicy(def *gitrepo.Definition, container string, m *gitrepo.Manifests) string {
+	image := ""
+	for _, c := range def.Containers {
+		if c.Name == container {
+			image = c.Image
+		}
+	}
+	for _, pid := range sortedWorkloads(m) {
+		p := m.Workloads[pid]
+		if p.ImagePolicy == nil || p.Annotations[AnnotationAutomated] != "true" && p.Annotations[AnnotationLocked] != "true" {
+			continue // (a locked policy holds the field: not the workload's either)
+		}
+		for _, pc := range p.Containers {
+			s, ok := setterOf(p, pc.Name)
+			if !ok || s.File != def.File || pc.Image != image || !def.Built && s.ObjectLine != def.Line {
+				continue
+			}
+			return pid.String()
+		}
+	}
+	return ""
+}

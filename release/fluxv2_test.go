@@ -374,3 +374,36 @@ spec:
 		t.Errorf("applied %v; want default:deployment/web built with reg/web:1.2", g.cluster.applied)
 	}
 }
+
+// A workload automated by its own annotation (Flux v1's, or fluxd's)
+// whose image field an automated ImagePolicy marks has two automations of
+// one field: fluxd's moves forward to the newest image, the policy sets
+// its pick, older or not, and each would undo the other at every pass (a
+// commit and a rollout each time). The policy's marker is the more
+// specific: the workload's own automation leaves that field to it.
+func TestFluxV2MarkedFieldIsNotAutomatedTwice(t *testing.T) {
+	t.Parallel()
+	e, repo, _ := fluxV2Engine(t, "  policy: {semver: {range: \"<2.0.0\"}}\n", []string{"1.9.0", "2.1.0"}, "1.9.0")
+	p := filepath.Join(repo.dir, "apps/app.yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "metadata: {name: app}", "metadata: {name: app, annotations: {fluxcd.io/automated: \"true\", fluxcd.io/tag.app: \"semver:*\"}}", 1))
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dep := platform.ID{Namespace: "default", Kind: "deployment", Name: "app"}
+	plan, err := e.Plan(context.Background(), Spec{Services: []platform.ID{dep}, AllLatest: true, User: "automator", Automated: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Updates() != 0 {
+		t.Errorf("the automated release of %s: %+v; want its field left to the ImagePolicy that marks it (which picks 1.9.0)", dep, rows(plan))
+	}
+	// Released by hand, it still moves.
+	plan, err = e.Plan(context.Background(), Spec{Services: []platform.ID{dep}, Image: "reg/app:2.1.0", User: "dana"})
+	if err != nil || plan.Updates() != 1 {
+		t.Errorf("a release by hand: %v, %+v; want it planned", err, plan)
+	}
+}
