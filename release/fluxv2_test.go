@@ -373,6 +373,16 @@ spec:
 	if web := g.cluster.applied[id("web")]; !strings.Contains(web, "reg/web:1.2") {
 		t.Errorf("applied %v; want default:deployment/web built with reg/web:1.2", g.cluster.applied)
 	}
+	// The Deployment released by hand is not refused for sharing the
+	// kustomization with the policy's objects (as a Deployment whose
+	// marked image is in a file of its own is not).
+	res, err = g.e.Execute(ctx, "team-a", Spec{Services: []platform.ID{id("web")}, Image: "reg/web:1.1", User: "dana"}, history.Release, ExecOptions{})
+	if err != nil {
+		t.Fatalf("releasing default:deployment/web by hand: %v", err)
+	}
+	if got := g.remoteFile(t, "apps/kustomization.yaml"); !strings.Contains(got, `newTag: "1.1"`) {
+		t.Errorf("the remote's kustomization.yaml after the release by hand:\n%s", got)
+	}
 }
 
 // A workload automated by its own annotation (Flux v1's, or fluxd's)

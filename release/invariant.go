@@ -191,8 +191,8 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 				repo, _ := splitRef(u.Current)
 				for _, id := range byFile[def.File] {
 					sib := m.Workloads[id]
-					if id == it.Service || !runsRepo(sib, repo) {
-						continue
+					if id == it.Service || !runsRepo(sib, repo) || sib.ImagePolicy != nil {
+						continue // (a policy's containers are its marked fields)
 					}
 					if targets[id][repo] == u.Target {
 						continue // released together, to the same image
