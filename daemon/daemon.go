@@ -151,8 +151,11 @@ type viewCache struct {
 // viewKey is the generations a view was built from.
 type viewKey struct {
 	cluster, automator uint64
-	manifests          *gitrepo.Manifests
-	sync               *syncer.Report // the last sync, whose states the view shows
+	// jobs counts the jobs that ended (endedJobs): a release's rollout
+	// is a change of the cluster that must show at once (viewlag.go).
+	jobs      uint64
+	manifests *gitrepo.Manifests
+	sync      *syncer.Report // the last sync, whose states the view shows
 }
 
 // OnNotify sets a function told of every image notification fluxd acted
@@ -258,7 +261,7 @@ func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 	}
 	// The generations are read before the sources: a change while the
 	// view is built makes the next call build it again.
-	key := viewKey{cluster: cg.Generation(), automator: ag.Generation()}
+	key := viewKey{cluster: cg.Generation(), automator: ag.Generation(), jobs: d.jobsEnded()}
 	if d.deps.Sync != nil {
 		key.sync = d.deps.Sync.Last()
 	}
@@ -310,7 +313,7 @@ func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 			close(b.done)
 			return nil, 0, err
 		}
-		if old := d.view.key; d.view.services != nil && (old.cluster > key.cluster || old.automator > key.automator) {
+		if old := d.view.key; d.view.services != nil && (old.cluster > key.cluster || old.automator > key.automator || old.jobs > key.jobs) {
 			// A caller that read the generations before a change ended
 			// after the view of the change was kept: answer, keep the
 			// newer.
@@ -345,7 +348,7 @@ type viewBuild struct {
 // covers says a view of key k answers a caller that read the generations
 // of o: the same sources, as new or newer.
 func (k viewKey) covers(o viewKey) bool {
-	return k.manifests == o.manifests && k.sync == o.sync && k.cluster >= o.cluster && k.automator >= o.automator
+	return k.manifests == o.manifests && k.sync == o.sync && k.cluster >= o.cluster && k.automator >= o.automator && k.jobs >= o.jobs
 }
 
 // serviceProtos is Services as the API sends them, kept with the view

@@ -16,7 +16,9 @@ import "time"
 // less than minLagCost to build (1,000 workloads: a few milliseconds) are
 // rebuilt at every change, as before. A change in git, in the automator or
 // a sync shows at once: those are fluxd's own doings, and callers expect
-// to see them (a release, a policy change).
+// to see them (a release, a policy change). So does the cluster as a job
+// left it: a release's rollout, followed to its end, is in the cluster's
+// caches when the job ends, and its user lists services next.
 const (
 	minLagCost    = 20 * time.Millisecond
 	maxClusterLag = 2 * time.Second
@@ -25,7 +27,18 @@ const (
 // coversButCluster says a view of key k answers a caller that read o, but
 // for changes of the cluster.
 func (k viewKey) coversButCluster(o viewKey) bool {
-	return k.manifests == o.manifests && k.sync == o.sync && k.automator >= o.automator
+	return k.manifests == o.manifests && k.sync == o.sync && k.automator >= o.automator && k.jobs >= o.jobs
+}
+
+// endedJobs is what a job queue that counts its ended jobs answers.
+type endedJobs interface{ Ended() uint64 }
+
+// jobsEnded is how many jobs the queue has ended, 0 when it does not say.
+func (d *Daemon) jobsEnded() uint64 {
+	if j, ok := d.deps.Jobs.(endedJobs); ok {
+		return j.Ended()
+	}
+	return 0
 }
 
 // young says the kept view may still answer for a cluster that moved on

@@ -123,3 +123,36 @@ func TestSameRevisionReadAgainKeepsTheView(t *testing.T) {
 		t.Errorf("git read %d times at the same revision built the view %d times, want once", rel.reads.Load(), built)
 	}
 }
+
+// countingJobs is a job queue that counts the jobs that ended.
+type countingJobs struct {
+	stubJobs
+	n atomic.Uint64
+}
+
+func (j *countingJobs) Ended() uint64 { return j.n.Load() }
+
+// A release that ended (its rollout followed to the end in the cluster's
+// caches) shows in the next list-services at once, however expensive the
+// view: the user who just released must not see the old state for up to
+// maxClusterLag. A job's end is fluxd's own doing, as a change in git is.
+func TestJobEndShowsItsClusterChangeAtOnce(t *testing.T) {
+	c := &slowCluster{atomicGenCluster: atomicGenCluster{stubCluster: stubCluster{workloads: answerWorkloads("a/web")}}, delay: 100 * time.Millisecond}
+	j := &countingJobs{}
+	f := newFixtureWith(t, Config{GitRefresh: time.Minute}, Deps{Cluster: c, Releaser: stubReleaser{}, Jobs: j})
+	ctx := withToken(f.tokens[auth.Viewer])
+	if _, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	// The job's rollout moved the cluster, then the job ended.
+	c.extra.Store(true)
+	c.gen.Add(1)
+	j.n.Add(1)
+	ls, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(serviceIDs(ls), "a:deployment/late") {
+		t.Errorf("the call right after a job ended lists %s, without what its rollout changed", serviceIDs(ls))
+	}
+}

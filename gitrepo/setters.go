@@ -424,9 +424,12 @@ func sortSetters(s []Setter) {
 // image, its tag, or its repository. A :digest field has no value from a
 // tag alone.
 func (s Setter) ValueFor(image string) (string, error) {
-	repo, tag := image, ""
-	if i := strings.LastIndexByte(image, ':'); i > strings.LastIndexByte(image, '/') {
-		repo, tag = image[:i], image[i+1:]
+	// A digest (repo:tag@sha256:...) is the whole image's only: a :tag or
+	// :name field takes the tag or the name without it.
+	untagged, _, _ := strings.Cut(image, "@")
+	repo, tag := untagged, ""
+	if i := strings.LastIndexByte(untagged, ':'); i > strings.LastIndexByte(untagged, '/') {
+		repo, tag = untagged[:i], untagged[i+1:]
 	}
 	switch s.Form {
 	case FormImage:

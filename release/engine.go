@@ -18,7 +18,6 @@ import (
 	"github.com/fluxd/fluxd/internal/editdistance"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
-	"github.com/fluxd/fluxd/policy"
 	"github.com/fluxd/fluxd/registry"
 )
 
@@ -508,6 +507,10 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 	if err := kustomizeSiblings(spec, plan, m); err != nil {
 		return nil, err
 	}
+	if err := lockedSetterWorkloads(spec, plan, m); err != nil {
+		return nil, err
+	}
+	leaveMarkedToPolicies(spec, plan, m)
 	targeted := map[string][]string{}
 	for _, it := range plan.Items {
 		if it.Action == Update {
@@ -601,7 +604,7 @@ func planImage(ctx context.Context, item *Item, def *gitrepo.Definition, target 
 			untagged = append(untagged, unversioned(c, target.String()))
 			continue
 		}
-		pinned := policy.Pinned(def.Annotations, c.Name)
+		pinned := pinnedIn(def, c.Name)
 		if msg := pinProblem(def, c, ref, pinned); msg != "" && pinned {
 			problems = append(problems, msg)
 			continue
@@ -655,7 +658,7 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 			problem(false, "%s: image %q is pinned by digest or invalid", c.Name, c.Image)
 			continue
 		}
-		pinned := policy.Pinned(def.Annotations, c.Name)
+		pinned := pinnedIn(def, c.Name)
 		if msg := pinProblem(def, c, ref, pinned); msg != "" {
 			problem(pinned, "%s", msg)
 			continue

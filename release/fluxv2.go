@@ -2,9 +2,11 @@ package release
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
 )
@@ -106,8 +108,8 @@ func setterChanges(id platform.ID, def *gitrepo.Definition, u ContainerUpdate, m
 		var out []gitrepo.Change
 		for _, wid := range sortedWorkloads(m) {
 			w := m.Workloads[wid]
-			if !w.Built || w.File != s.File {
-				continue
+			if !w.Built || w.File != s.File || wid.Kind == "imagepolicy" {
+				continue // (a policy built there too: its containers are fields)
 			}
 			for _, c := range w.Containers {
 				if c.Image == u.Current {
@@ -224,4 +226,99 @@ func setterScope(scope *auth.Scope, id platform.ID, def *gitrepo.Definition, m *
 		}
 	}
 	return true
+}
+
+// lockedSetterWorkloads keeps an ImagePolicy's release off workloads
+// locked in git: a marked field is the workload's own image (or a
+// kustomization's images: entry it is built from), so setting it moves
+// the workload however its lock reads. As with a locked service, the
+// policy's item is skipped (automated, or all services) or the release
+// refused (the policy named), unless forced by name.
+func lockedSetterWorkloads(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
+	if spec.Force && !spec.All && !spec.Automated {
+		return nil
+	}
+	for i := range plan.Items {
+		it := &plan.Items[i]
+		def, ok := m.Workloads[it.Service]
+		if it.Action != Update || !ok || def.ImagePolicy == nil {
+			continue
+		}
+		var locked []string
+		for _, id := range setterWorkloads(*it, def, m) {
+			if w := m.Workloads[id]; w.Annotations[AnnotationLocked] == "true" {
+				locked = append(locked, fmt.Sprintf("%s (%s)", id, LockReason(w.Annotations)))
+			}
+		}
+		if len(locked) == 0 {
+			continue
+		}
+		reason := "its fields would move " + strings.Join(locked, ", ")
+		if !spec.All && !spec.Automated {
+			return fluxerr.New(fluxerr.Precondition, fmt.Errorf("%s: %s", it.Service, reason),
+				"Unlock the workload (fluxctl unlock), or release the policy anyway with --force.")
+		}
+		it.Action, it.Reason, it.Updates = Skip, reason, nil
+	}
+	return nil
+}
+
+// leaveMarkedToPolicies keeps a workload's own automation (its annotation,
+// Flux v1's or fluxd's) off the containers whose image field an automated
+// ImagePolicy marks: the policy sets its pick, older or not, and fluxd's
+// automation moves forward, so the two would undo each other at every
+// pass, a commit and a rollout each time. The marker is the more specific
+// of the two. A release by hand is not affected.
+func leaveMarkedToPolicies(spec Spec, plan *Plan, m *gitrepo.Manifests) {
+	if !spec.Automated {
+		return
+	}
+	for i := range plan.Items {
+		it := &plan.Items[i]
+		def, ok := m.Workloads[it.Service]
+		if it.Action != Update || !ok || def.ImagePolicy != nil {
+			continue
+		}
+		var kept []ContainerUpdate
+		var left []string
+		for _, u := range it.Updates {
+			if p := markingPolicy(def, u.Container, m); p != "" {
+				left = append(left, fmt.Sprintf("%s: its image field is marked with the ImagePolicy %s, which automates (or locks) it", u.Container, p))
+				continue
+			}
+			kept = append(kept, u)
+		}
+		if len(left) == 0 {
+			continue
+		}
+		it.Updates = kept
+		if len(kept) == 0 {
+			it.Action, it.Reason = Skip, strings.Join(left, "; ")
+		}
+	}
+}
+
+// markingPolicy is the ImagePolicy service, automated or locked, whose
+// marked field holds the image of def's container, or "".
+func markingPolicy(def *gitrepo.Definition, container string, m *gitrepo.Manifests) string {
+	image := ""
+	for _, c := range def.Containers {
+		if c.Name == container {
+			image = c.Image
+		}
+	}
+	for _, pid := range sortedWorkloads(m) {
+		p := m.Workloads[pid]
+		if p.ImagePolicy == nil || p.Annotations[AnnotationAutomated] != "true" && p.Annotations[AnnotationLocked] != "true" {
+			continue // (a locked policy holds the field: not the workload's either)
+		}
+		for _, pc := range p.Containers {
+			s, ok := setterOf(p, pc.Name)
+			if !ok || s.File != def.File || pc.Image != image || !def.Built && s.ObjectLine != def.Line {
+				continue
+			}
+			return pid.String()
+		}
+	}
+	return ""
 }

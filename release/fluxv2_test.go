@@ -227,3 +227,193 @@ func TestFluxV2ReleaseRollsBack(t *testing.T) {
 		checkReverted(t, g, cluster)
 	})
 }
+
+// An ImagePolicy's release never moves a workload locked in git: its
+// marked image field is that workload's, and the lock says it holds. The
+// automator's release skips the policy, saying which workload is locked;
+// a release naming the policy is refused unless forced.
+func TestFluxV2ReleaseLeavesLockedWorkload(t *testing.T) {
+	t.Parallel()
+	lock := func(t *testing.T, repo *recRepo) {
+		t.Helper()
+		p := filepath.Join(repo.dir, "apps/app.yaml")
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = []byte(strings.Replace(string(b), "metadata: {name: app}", "metadata: {name: app, annotations: {fluxd.io/locked: \"true\", fluxd.io/lock-message: \"incident 42\"}}", 1))
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	policyYAML := "  policy: {semver: {range: \">=1.0.0\"}}\n"
+	t.Run("automated", func(t *testing.T) {
+		e, repo, cluster := fluxV2Engine(t, policyYAML, []string{"1.0.0", "1.1.0"}, "1.0.0")
+		lock(t, repo)
+		spec := Spec{Services: []platform.ID{appPolicy}, AllLatest: true, User: "automator", Automated: true}
+		res, err := e.Execute(context.Background(), "team-a", spec, history.AutomatedRelease, ExecOptions{})
+		if err != nil && !strings.Contains(err.Error(), "nothing to release") {
+			t.Fatal(err)
+		}
+		if res != nil && res.Plan.Updates() != 0 {
+			t.Errorf("plan %+v; want the policy skipped: it would move the locked default:deployment/app", rows(res.Plan))
+		}
+		if res != nil && len(res.Plan.Items) == 1 && !strings.Contains(res.Plan.Items[0].Reason, "default:deployment/app") {
+			t.Errorf("reason %q does not name the locked workload", res.Plan.Items[0].Reason)
+		}
+		if got := string(repo.files["apps/app.yaml"]); strings.Contains(got, "1.1.0") {
+			t.Errorf("the locked Deployment's image was committed:\n%s", got)
+		}
+		if len(cluster.applied) != 0 {
+			t.Errorf("applied %v; want nothing", cluster.applied)
+		}
+	})
+	t.Run("named", func(t *testing.T) {
+		e, repo, _ := fluxV2Engine(t, policyYAML, []string{"1.0.0", "1.1.0"}, "1.0.0")
+		lock(t, repo)
+		_, err := e.Plan(context.Background(), Spec{Services: []platform.ID{appPolicy}, Image: "reg/app:1.1.0", User: "dana"})
+		if err == nil || !strings.Contains(err.Error(), "default:deployment/app") || !strings.Contains(err.Error(), "incident 42") {
+			t.Fatalf("err = %v; want a refusal naming the locked workload and its lock", err)
+		}
+		p, err := e.Plan(context.Background(), Spec{Services: []platform.ID{appPolicy}, Image: "reg/app:1.1.0", User: "dana", Force: true})
+		if err != nil || len(p.Items) != 1 || p.Items[0].Action != Update {
+			t.Fatalf("forced: %v, plan %+v; want the policy released", err, p)
+		}
+	})
+}
+
+// A pinned ImagePolicy (fluxd.io/pin-digest on it) writes tag@digest
+// where its field holds the whole image, and the tag alone where it holds
+// the tag (a tag field cannot hold a digest; Flux v2 writes only the tag
+// there too), never the digest's hex as a tag. Planned again on the
+// released commit, it has nothing more to do.
+func TestFluxV2PinnedPolicyTagField(t *testing.T) {
+	t.Parallel()
+	e, repo, _ := fluxV2Engine(t, "  policy: {semver: {range: \">=1.0.0\"}}\n", nil, "1.0.0")
+	e.images = memImages{"reg/app": {{Repository: "reg/app", Tag: "1.0.0", Digest: dg('1')}, {Repository: "reg/app", Tag: "1.1.0", Digest: dg('2')}}}
+	objects := filepath.Join(repo.dir, "flux/objects.yaml")
+	b, err := os.ReadFile(objects)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "metadata: {name: app, namespace: flux-system}\nspec:\n  imageRepositoryRef",
+		"metadata: {name: app, namespace: flux-system, annotations: {fluxd.io/pin-digest: \"true\"}}\nspec:\n  imageRepositoryRef", 1))
+	if err := os.WriteFile(objects, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec := Spec{Services: []platform.ID{appPolicy}, AllLatest: true, User: "automator", Automated: true}
+	if _, err := e.Execute(context.Background(), "team-a", spec, history.AutomatedRelease, ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := string(repo.files["apps/app.yaml"])
+	for _, want := range []string{
+		`image: reg/app:1.1.0@` + dg('2') + ` # {"$imagepolicy": "flux-system:app"}`,
+		`TAG: "1.1.0" # {"$imagepolicy": "flux-system:app:tag"}`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the commit's apps/app.yaml lacks %s:\n%s", want, got)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(repo.dir, "apps/app.yaml"), repo.files["apps/app.yaml"], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.Plan(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Updates() != 0 {
+		t.Errorf("planned again on the released commit: %+v; want nothing to do", rows(p))
+	}
+}
+
+// Flux v2's own layout keeps the image automation objects in a
+// kustomization's directory, beside the workloads, with the marker on
+// the kustomization's images: newTag. The ImagePolicy's service is then
+// built by that kustomization too; its release sets the newTag, which is
+// its own field, and moves the workload built from it, as in Flux v2
+// (it is not refused as a release that would move its siblings).
+func TestFluxV2PolicyInsideAKustomization(t *testing.T) {
+	t.Parallel()
+	g := newRealGit(t, map[string]string{
+		"apps/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [deployment.yaml, image-automation.yaml]\nimages:\n- name: reg/web\n  newTag: \"1.0\" # {\"$imagepolicy\": \"flux-system:web:tag\"}\n",
+		"apps/deployment.yaml":    "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: reg/web:0.1\n",
+		"apps/image-automation.yaml": `apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageRepository
+metadata: {name: web, namespace: flux-system}
+spec: {image: reg/web}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata: {name: web, namespace: flux-system}
+spec:
+  imageRepositoryRef: {name: web}
+  policy: {semver: {range: ">=1.0"}}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageUpdateAutomation
+metadata: {name: auto, namespace: flux-system}
+spec:
+  update: {path: ./}
+`,
+	})
+	webPolicy := platform.ID{Namespace: "flux-system", Kind: "imagepolicy", Name: "web"}
+	spec := Spec{Services: []platform.ID{webPolicy}, AllLatest: true, User: "automator", Automated: true}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := g.e.Execute(ctx, "team-a", spec, history.AutomatedRelease, ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Plan.Items) != 1 || res.Plan.Items[0].Action != Update {
+		t.Fatalf("plan %+v; want the policy's newTag released", rows(res.Plan))
+	}
+	if got := g.remoteFile(t, "apps/kustomization.yaml"); !strings.Contains(got, `newTag: "1.2" # {"$imagepolicy": "flux-system:web:tag"}`) {
+		t.Errorf("the remote's kustomization.yaml:\n%s", got)
+	}
+	if web := g.cluster.applied[id("web")]; !strings.Contains(web, "reg/web:1.2") {
+		t.Errorf("applied %v; want default:deployment/web built with reg/web:1.2", g.cluster.applied)
+	}
+	// The Deployment released by hand is not refused for sharing the
+	// kustomization with the policy's objects (as a Deployment whose
+	// marked image is in a file of its own is not).
+	res, err = g.e.Execute(ctx, "team-a", Spec{Services: []platform.ID{id("web")}, Image: "reg/web:1.1", User: "dana"}, history.Release, ExecOptions{})
+	if err != nil {
+		t.Fatalf("releasing default:deployment/web by hand: %v", err)
+	}
+	if got := g.remoteFile(t, "apps/kustomization.yaml"); !strings.Contains(got, `newTag: "1.1"`) {
+		t.Errorf("the remote's kustomization.yaml after the release by hand:\n%s", got)
+	}
+}
+
+// A workload automated by its own annotation (Flux v1's, or fluxd's)
+// whose image field an automated ImagePolicy marks has two automations of
+// one field: fluxd's moves forward to the newest image, the policy sets
+// its pick, older or not, and each would undo the other at every pass (a
+// commit and a rollout each time). The policy's marker is the more
+// specific: the workload's own automation leaves that field to it.
+func TestFluxV2MarkedFieldIsNotAutomatedTwice(t *testing.T) {
+	t.Parallel()
+	e, repo, _ := fluxV2Engine(t, "  policy: {semver: {range: \"<2.0.0\"}}\n", []string{"1.9.0", "2.1.0"}, "1.9.0")
+	p := filepath.Join(repo.dir, "apps/app.yaml")
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "metadata: {name: app}", "metadata: {name: app, annotations: {fluxcd.io/automated: \"true\", fluxcd.io/tag.app: \"semver:*\"}}", 1))
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dep := platform.ID{Namespace: "default", Kind: "deployment", Name: "app"}
+	plan, err := e.Plan(context.Background(), Spec{Services: []platform.ID{dep}, AllLatest: true, User: "automator", Automated: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Updates() != 0 {
+		t.Errorf("the automated release of %s: %+v; want its field left to the ImagePolicy that marks it (which picks 1.9.0)", dep, rows(plan))
+	}
+	// Released by hand, it still moves.
+	plan, err = e.Plan(context.Background(), Spec{Services: []platform.ID{dep}, Image: "reg/app:2.1.0", User: "dana"})
+	if err != nil || plan.Updates() != 1 {
+		t.Errorf("a release by hand: %v, %+v; want it planned", err, plan)
+	}
+}

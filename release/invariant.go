@@ -179,7 +179,11 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 		for i := range plan.Items {
 			it := &plan.Items[i]
 			def, ok := m.Workloads[it.Service]
-			if it.Action != Update || !ok || !def.Built {
+			if it.Action != Update || !ok || !def.Built || def.ImagePolicy != nil {
+				// (An ImagePolicy's service sets the fields it marks,
+				// moving what they build, as in Flux v2; it is built only
+				// because its objects sit in the kustomization's
+				// directory. Locked workloads: lockedSetterWorkloads.)
 				continue
 			}
 			var blocking []string
@@ -187,8 +191,8 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 				repo, _ := splitRef(u.Current)
 				for _, id := range byFile[def.File] {
 					sib := m.Workloads[id]
-					if id == it.Service || !runsRepo(sib, repo) {
-						continue
+					if id == it.Service || !runsRepo(sib, repo) || sib.ImagePolicy != nil {
+						continue // (a policy's containers are its marked fields)
 					}
 					if targets[id][repo] == u.Target {
 						continue // released together, to the same image

@@ -29,6 +29,20 @@ func pinProblem(def *gitrepo.Definition, c gitrepo.Container, ref registry.Ref, 
 	return ""
 }
 
+// pinnedIn says whether def's container is pinned by digest: its
+// annotations say so, and, for an ImagePolicy's marked field, the field
+// holds the whole image (a :tag or :name field cannot hold a digest; the
+// fields beside it that hold the image carry the pin).
+func pinnedIn(def *gitrepo.Definition, container string) bool {
+	if !policy.Pinned(def.Annotations, container) {
+		return false
+	}
+	if s, ok := setterOf(def, container); ok && s.Form != gitrepo.FormImage {
+		return false
+	}
+	return true
+}
+
 // followsTag says whether a pinned container stays on its tag and
 // follows its digest: the workload says so (Keel's match-tag), or the
 // tag is not a version and no filter says which tag replaces it

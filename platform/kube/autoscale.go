@@ -63,3 +63,14 @@ func (c *Cluster) leaveReplicas(ctx context.Context, gvr schema.GroupVersionReso
 	_, _ = c.dynamic.Resource(gvr).Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.ApplyPatchType, patch,
 		metav1.PatchOptions{FieldManager: handover.Manager, Force: &force})
 }
+
+// keepLiveReplicas is leaveReplicas for a dry run (the page's manifest
+// diff): obj gets live's spec.replicas, or none when live has none, so
+// that applying it leaves the autoscaler's count as it is, and nothing
+// is written to hand the field over.
+func keepLiveReplicas(obj, live *unstructured.Unstructured) {
+	unstructured.RemoveNestedField(obj.Object, "spec", "replicas")
+	if r, found, _ := unstructured.NestedInt64(live.Object, "spec", "replicas"); found {
+		_ = unstructured.SetNestedField(obj.Object, r, "spec", "replicas")
+	}
+}

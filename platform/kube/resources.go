@@ -196,7 +196,9 @@ func (c *Cluster) Compare(ctx context.Context, id platform.ID, manifest []byte) 
 		return nil, fmt.Errorf("reading %s from the cluster: %w", id, err)
 	}
 	if c.autoscaled(ctx, id) {
-		c.leaveReplicas(ctx, gvr, obj)
+		// As a release leaves them, without writing anything: the live
+		// count stands in for the handover a release makes first.
+		keepLiveReplicas(obj, live)
 	}
 	merged, err := res.Apply(ctx, obj.GetName(), obj, metav1.ApplyOptions{FieldManager: FieldManager, Force: true, DryRun: []string{metav1.DryRunAll}})
 	if err != nil {

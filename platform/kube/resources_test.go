@@ -2,15 +2,22 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fluxd/fluxd/platform"
 )
@@ -59,5 +66,51 @@ func TestResourcesKeepOnlyTheWorkloadsOwn(t *testing.T) {
 	}
 	if _, err := c.Resources(context.Background(), platform.ID{Namespace: "default", Kind: "deployment", Name: "gone"}); !errors.Is(err, platform.ErrNotFound) {
 		t.Errorf("a workload not in the cluster: %v, want ErrNotFound", err)
+	}
+}
+
+// The page's manifest view (Compare) writes nothing to the cluster, even
+// for a workload an autoscaler targets whose replicas fluxd's apply still
+// owns: a release hands spec.replicas over first, but a viewer's look at
+// the diff must not (it is a dry run from end to end), and the diff still
+// leaves the autoscaler's count alone.
+func TestCompareAnAutoscaledWorkloadWritesNothing(t *testing.T) {
+	live := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "default", "managedFields": []any{map[string]any{
+			"manager": "fluxd", "operation": "Apply", "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+			"fieldsV1": map[string]any{"f:spec": map[string]any{"f:replicas": map[string]any{}}},
+		}}},
+		"spec": map[string]any{"replicas": int64(5)},
+	}}
+	dyn := dynamicfake.NewSimpleDynamicClient(runtime.NewScheme(), live)
+	var writes []string
+	var applied map[string]any
+	dyn.PrependReactor("patch", "deployments", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		p := a.(k8stesting.PatchActionImpl)
+		if len(p.PatchOptions.DryRun) == 0 {
+			writes = append(writes, fmt.Sprintf("%s as %s: %s", p.PatchType, p.PatchOptions.FieldManager, p.Patch))
+			return true, live, nil
+		}
+		if err := json.Unmarshal(p.Patch, &applied); err != nil {
+			return true, nil, err
+		}
+		return true, &unstructured.Unstructured{Object: applied}, nil
+	})
+	client := fake.NewClientset(&autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec:       autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: "Deployment", Name: "web"}},
+	})
+	c := newCluster(client, "test", Config{})
+	c.dynamic = dyn
+	id := platform.ID{Namespace: "default", Kind: "deployment", Name: "web"}
+	if _, err := c.Compare(context.Background(), id, []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec: {replicas: 1}\n")); err != nil {
+		t.Fatal(err)
+	}
+	if len(writes) > 0 {
+		t.Errorf("comparing wrote to the cluster: %v", writes)
+	}
+	if r, _, _ := unstructured.NestedInt64(applied, "spec", "replicas"); r == 1 {
+		t.Errorf("the dry run applied git's replicas (1); want the autoscaler's left alone")
 	}
 }

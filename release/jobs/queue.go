@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fluxd/fluxd/release"
@@ -63,6 +64,8 @@ type Queue struct {
 	wake    chan struct{}
 	onEnd   func(history.Job)
 	metrics *Metrics // nil: none
+	// ended counts the jobs that ended (Ended).
+	ended atomic.Uint64
 
 	onUpdate func(JobUpdate)
 	onLog    func(history.JobLogLine)
@@ -83,6 +86,11 @@ type Queue struct {
 // OnEnd sets a function called after every job ends (the automator's
 // kick). Set it before Run.
 func (q *Queue) OnEnd(f func(history.Job)) { q.onEnd = f }
+
+// Ended counts the jobs this queue ended. It moves before a job's end is
+// published, so that whoever learns of the end and reads the services
+// next sees the cluster as the job left it (daemon's view).
+func (q *Queue) Ended() uint64 { return q.ended.Load() }
 
 type entry struct {
 	job       history.Job
@@ -453,6 +461,7 @@ func (q *Queue) runJob(ctx context.Context, e *entry) {
 	q.mu.Lock()
 	q.running = nil
 	q.mu.Unlock()
+	q.ended.Add(1)
 	q.log.Info("job ended", "job", e.job.ID, "state", string(e.job.State), "commit", e.job.Commit, "error", e.job.Error)
 	q.writeLog(ctx, e, endLine(e.job))
 	q.publish(e)

@@ -53,3 +53,30 @@ func TestSlowWatcherGetsTheFinalUpdate(t *testing.T) {
 func id(name string) platform.ID {
 	return platform.ID{Namespace: "default", Kind: "deployment", Name: name}
 }
+
+// A watcher that learns of a job's end finds it counted in Ended (the
+// daemon's view of services is rebuilt for it, so the cluster as the job
+// left it shows in the next list-services).
+func TestJobEndCountedBeforeItIsPublished(t *testing.T) {
+	q, _, _ := newQueue(t)
+	q.exec = &chattyExec{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u, err := q.Enqueue(ctx, "team", release.Spec{Message: "a"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := q.Watch(ctx, "team", u.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go q.Run(ctx)
+	for u := range ch {
+		if u.Job.State == history.JobSucceeded && q.Ended() != 1 {
+			t.Fatalf("the job's end was published with Ended() = %d; want 1", q.Ended())
+		}
+	}
+	if q.Ended() != 1 {
+		t.Errorf("Ended() = %d after one job; want 1", q.Ended())
+	}
+}
