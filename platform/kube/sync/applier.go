@@ -379,6 +379,10 @@ func (a *Applier) applyBatch(ctx context.Context, stage []*item) {
 	a.log.Debug("a batch apply failed; applying object by object", "error", err)
 	for _, it := range stage {
 		e, err := a.rm.Apply(ctx, it.u, opts)
+		if why := readByFluxd(it.u, err); why != "" {
+			it.res.Action, it.res.Error = platform.ActionSkipped, why
+			continue
+		}
 		if err != nil {
 			it.res.Action, it.res.Error = platform.ActionFailed, applyError(err)
 			continue
@@ -395,6 +399,10 @@ func (a *Applier) diff(ctx context.Context, stage []*item, newKinds map[schema.G
 		e, live, merged, err := a.rm.Diff(ctx, it.u.DeepCopy(), ssa.DefaultDiffOptions())
 		if err != nil && newKinds[it.u.GroupVersionKind().GroupKind()] && (meta.IsNoMatchError(err) || strings.Contains(err.Error(), "no matches for kind")) {
 			it.res.Action, it.res.Diff = platform.ActionCreated, []string{"(after its CustomResourceDefinition, which this sync creates)"}
+			continue
+		}
+		if why := readByFluxd(it.u, err); why != "" {
+			it.res.Action, it.res.Error = platform.ActionSkipped, why
 			continue
 		}
 		if err != nil {
@@ -482,6 +490,23 @@ func action(a ssa.Action) string {
 		return platform.ActionSkipped
 	}
 	return platform.ActionUnchanged
+}
+
+// fluxImageGroup is Flux v2's image automation API group, whose objects
+// fluxd reads from git itself (gitrepo's ImagePolicy services).
+const fluxImageGroup = "image.toolkit.fluxcd.io"
+
+// readByFluxd is why an object the cluster cannot take is left out of the
+// sync rather than failed, or "": Flux v2's ImageRepository, ImagePolicy
+// and ImageUpdateAutomation where Flux v2's image controllers (their
+// CRDs) are not installed. A repository moved to fluxd keeps them in git,
+// and fluxd honours them from there; a sync failing on them every
+// interval would say something is wrong when nothing is.
+func readByFluxd(u *unstructured.Unstructured, err error) string {
+	if err == nil || u.GroupVersionKind().Group != fluxImageGroup || !(meta.IsNoMatchError(err) || strings.Contains(err.Error(), "no matches for kind")) {
+		return ""
+	}
+	return "not applied: the cluster does not serve " + fluxImageGroup + " (Flux v2's image controllers are not installed); fluxd reads this " + u.GetKind() + " from git and honours it itself (docs/migrate.md)"
 }
 
 // applyError says why the API server refused an object, with a hint for

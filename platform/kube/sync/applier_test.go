@@ -2,11 +2,13 @@ package kubesync
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/fluxd/fluxd/platform"
@@ -104,5 +106,42 @@ func TestPruneHeldBackWhenMostLeavesGit(t *testing.T) {
 		if want := 3 - len(items); len(keep) != want {
 			t.Errorf("%s: kept %d entries, want %d", name, len(keep), want)
 		}
+	}
+}
+
+// Flux v2's image automation objects, kept in git by a repository moved
+// to fluxd, are skipped with the reason where the cluster does not serve
+// their API group; any other kind the cluster does not know still fails
+// the sync, and so does any other error on them.
+func TestFluxV2ImageObjectsWithoutTheirCRDsAreSkipped(t *testing.T) {
+	obj := func(apiVersion, kind string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetAPIVersion(apiVersion)
+		u.SetKind(kind)
+		u.SetName("app")
+		return u
+	}
+	noMatch := func(u *unstructured.Unstructured) error {
+		gvk := u.GroupVersionKind()
+		return &meta.NoKindMatchError{GroupKind: gvk.GroupKind(), SearchedVersions: []string{gvk.Version}}
+	}
+	for _, kind := range []string{"ImageRepository", "ImagePolicy", "ImageUpdateAutomation"} {
+		for _, v := range []string{"v1beta2", "v1"} {
+			u := obj("image.toolkit.fluxcd.io/"+v, kind)
+			if why := readByFluxd(u, noMatch(u)); !strings.Contains(why, "Flux v2's image controllers are not installed") {
+				t.Errorf("%s %s without its CRD: %q, want it skipped with the reason", v, kind, why)
+			}
+		}
+	}
+	other := obj("example.com/v1", "Widget")
+	if why := readByFluxd(other, noMatch(other)); why != "" {
+		t.Errorf("an unknown kind of another group is skipped (%q): it must fail the sync", why)
+	}
+	ip := obj("image.toolkit.fluxcd.io/v1", "ImagePolicy")
+	if why := readByFluxd(ip, errors.New("admission webhook denied it")); why != "" {
+		t.Errorf("an ImagePolicy refused for another reason is skipped (%q): it must fail the sync", why)
+	}
+	if why := readByFluxd(ip, nil); why != "" {
+		t.Errorf("an ImagePolicy applied is skipped (%q)", why)
 	}
 }
