@@ -57,6 +57,11 @@ type Setter struct {
 	Path       []any
 	ObjectLine int
 	doc        int
+	// Namespace is the namespace of the object holding the field, as
+	// the sync applies it ("default" when it names none); "" in a
+	// kustomization file, whose built workloads are where it lands.
+	// A scoped instance may release the field only when it holds it.
+	Namespace string
 }
 
 // ImageAutomation is the Flux v2 image automation a repository holds.
@@ -180,7 +185,17 @@ func (a *ImageAutomation) readFile(file string, content []byte) {
 				obj += "/" + n
 			}
 		}
+		first := len(a.Setters)
 		a.findSetters(file, doc, root.Line, obj, root, nil)
+		if !IsKustomization(file) {
+			ns := scalar(lookup(root, "metadata"), "namespace")
+			if ns == "" {
+				ns = "default"
+			}
+			for i := first; i < len(a.Setters); i++ {
+				a.Setters[i].Namespace = ns
+			}
+		}
 	}
 }
 

@@ -203,8 +203,9 @@ func authorFor(spec Spec, plan *Plan, m *gitrepo.Manifests) gitrepo.Signature {
 }
 
 // setterScope reports whether an ImagePolicy's service lies wholly in an
-// instance's scope: every file holding one of its fields, and every
-// workload its release would apply. A policy in a tenant's namespace must
+// instance's scope: every file holding one of its fields, the namespace
+// of every object holding one, and every workload its release would
+// apply. A policy in a tenant's namespace must
 // not reach files or workloads outside it.
 func setterScope(scope *auth.Scope, id platform.ID, def *gitrepo.Definition, m *gitrepo.Manifests) bool {
 	if scope == nil || def.ImagePolicy == nil {
@@ -214,6 +215,11 @@ func setterScope(scope *auth.Scope, id platform.ID, def *gitrepo.Definition, m *
 	for _, c := range def.Containers {
 		s, ok := setterOf(def, c.Name)
 		if !ok || !scope.Contains(id.Namespace, s.File) {
+			return false
+		}
+		// The object holding the field: a ConfigMap of another
+		// namespace is that namespace's, though no workload applies it.
+		if s.Namespace != "" && !scope.Contains(s.Namespace, s.File) {
 			return false
 		}
 		it.Updates = append(it.Updates, ContainerUpdate{Container: c.Name, Current: c.Image})
