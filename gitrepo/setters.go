@@ -188,15 +188,30 @@ func (a *ImageAutomation) readFile(file string, content []byte) {
 		first := len(a.Setters)
 		a.findSetters(file, doc, root.Line, obj, root, nil)
 		if !IsKustomization(file) {
-			ns := scalar(lookup(root, "metadata"), "namespace")
-			if ns == "" {
-				ns = "default"
-			}
 			for i := first; i < len(a.Setters); i++ {
-				a.Setters[i].Namespace = ns
+				a.Setters[i].Namespace = setterNamespace(root, a.Setters[i].Path)
 			}
 		}
 	}
+}
+
+// setterNamespace is the namespace of the object holding the field at
+// path in document root: the document's, or, in a List (kind: List or a
+// typed list, as kubectl applies them), its item's; "default" when it
+// names none.
+func setterNamespace(root *yaml.Node, path []any) string {
+	obj := root
+	if strings.HasSuffix(scalar(root, "kind"), "List") && len(path) >= 2 && path[0] == "items" {
+		if i, ok := path[1].(int); ok {
+			if items := lookup(root, "items"); items != nil && items.Kind == yaml.SequenceNode && i < len(items.Content) {
+				obj = items.Content[i]
+			}
+		}
+	}
+	if ns := scalar(lookup(obj, "metadata"), "namespace"); ns != "" {
+		return ns
+	}
+	return "default"
 }
 
 // findSetters walks n (at path in its document) for marked scalars.
