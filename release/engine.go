@@ -467,7 +467,7 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			if inGit {
 				file = def.File
 			}
-			if !spec.Scope.Contains(id.Namespace, file) || inGit && !setterScope(spec.Scope, id, def, m) {
+			if !spec.Scope.Contains(id.Namespace, file) || inGit && (!setterScope(spec.Scope, id, def, m) || !installsInScope(spec.Scope, def)) {
 				continue // outside the instance's scope: not there for it
 			}
 		}

@@ -202,6 +202,18 @@ func authorFor(spec Spec, plan *Plan, m *gitrepo.Manifests) gitrepo.Signature {
 	return authorOf(spec.User)
 }
 
+// installsInScope reports whether scope holds every namespace def
+// installs into besides its own (a HelmRelease's targetNamespace), file
+// being where git defines it.
+func installsInScope(scope *auth.Scope, def *gitrepo.Definition) bool {
+	for _, ns := range def.InstallsInto {
+		if !scope.Contains(ns, def.File) {
+			return false
+		}
+	}
+	return true
+}
+
 // setterScope reports whether an ImagePolicy's service lies wholly in an
 // instance's scope: every file holding one of its fields, the namespace
 // of every object holding one, and every workload its release would
