@@ -352,7 +352,7 @@ func (a *Automator) track(m *gitrepo.Manifests) {
 			inst = a.unnamedInstance(id.Namespace, def.File)
 		}
 		if a.cfg.Scopes != nil {
-			if sc := a.cfg.Scopes(inst); !sc.Contains(id.Namespace, def.File) {
+			if sc := a.cfg.Scopes(inst); !release.InScope(sc, id, def, m) {
 				a.mu.Lock()
 				_, known := a.services[id]
 				a.mu.Unlock()

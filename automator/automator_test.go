@@ -33,6 +33,9 @@ type fakePlanner struct {
 	newest      map[platform.ID]string
 	planErr     error
 	plans       [][]platform.ID
+	// installsInto are the namespaces a service installs into besides
+	// its own (a HelmRelease's targetNamespace).
+	installsInto map[platform.ID][]string
 }
 
 func newFake(names ...string) *fakePlanner {
@@ -47,7 +50,8 @@ func newFake(names ...string) *fakePlanner {
 func (f *fakePlanner) Manifests(context.Context) (string, *gitrepo.Manifests, error) {
 	m := &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{}}
 	for id, ann := range f.annotations {
-		m.Workloads[id] = &gitrepo.Definition{ID: id, Annotations: ann, Containers: []gitrepo.Container{{Name: "app", Image: "r/" + id.Name + ":" + f.current[id]}}}
+		m.Workloads[id] = &gitrepo.Definition{ID: id, Annotations: ann, Containers: []gitrepo.Container{{Name: "app", Image: "r/" + id.Name + ":" + f.current[id]}},
+			InstallsInto: f.installsInto[id]}
 	}
 	return "rev", m, nil
 }
@@ -245,6 +249,23 @@ func TestServicesOutsideTheAutomatingInstancesScopeAreNotReleased(t *testing.T) 
 	a.Step(ctx)
 	if len(jobs.queued) != 1 {
 		t.Errorf("within the scope, the new image was not released: jobs %v", jobs.queued)
+	}
+}
+
+// A service in the automating instance's namespace that installs into
+// another (a HelmRelease's spec.targetNamespace) is outside its scope as
+// the release engine and the API see it: the automator does not release
+// it either.
+func TestServicesInstallingOutsideTheScopeAreNotReleased(t *testing.T) {
+	f, jobs := newFake("a"), &fakeJobs{}
+	f.newest[svc("a")] = "2.0"
+	f.installsInto = map[platform.ID][]string{svc("a"): {"team-b"}}
+	scopes := map[string]*auth.Scope{"team-a": {Namespaces: []string{"default"}}}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	a := New(Config{ShortWait: 15 * time.Second, LongWait: time.Minute, Scopes: func(inst string) *auth.Scope { return scopes[inst] }}, f, jobs, clk, slog.New(slog.DiscardHandler))
+	a.Step(context.Background())
+	if len(jobs.queued) != 0 {
+		t.Errorf("a service installing into team-b, automated by team-a (scope default), was released: jobs %v", jobs.queued)
 	}
 }
 

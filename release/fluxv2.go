@@ -202,6 +202,21 @@ func authorFor(spec Spec, plan *Plan, m *gitrepo.Manifests) gitrepo.Signature {
 	return authorOf(spec.User)
 }
 
+// InScope reports whether scope (nil: everything) holds service id,
+// defined in git by def (nil when only in the cluster): its namespace and
+// file, the namespaces it installs into (installsInScope), and, for an
+// ImagePolicy's service, every field it marks (setterScope). The plan and
+// the automator decide with it alike.
+func InScope(scope *auth.Scope, id platform.ID, def *gitrepo.Definition, m *gitrepo.Manifests) bool {
+	if scope == nil {
+		return true
+	}
+	if def == nil {
+		return scope.Contains(id.Namespace, "")
+	}
+	return scope.Contains(id.Namespace, def.File) && installsInScope(scope, def) && setterScope(scope, id, def, m)
+}
+
 // installsInScope reports whether scope holds every namespace def
 // installs into besides its own (a HelmRelease's targetNamespace), file
 // being where git defines it.
