@@ -354,3 +354,24 @@ func TestUnnamedAutomationIsReleasedUnderTheInstanceThatHoldsIt(t *testing.T) {
 		})
 	}
 }
+
+// A service automated without naming an instance goes to the instance
+// whose scope holds it by the same rule as the plan's (release.InScope):
+// one holding its namespace but not the one it installs into does not
+// take it (it would never release it), DefaultInstance does.
+func TestUnnamedAutomationInstallingElsewhereGoesToTheDefaultInstance(t *testing.T) {
+	f, jobs := newFake("a"), &fakeJobs{}
+	delete(f.annotations[svc("a")], release.AnnotationAutomatedBy)
+	f.newest[svc("a")] = "2.0"
+	f.installsInto = map[platform.ID][]string{svc("a"): {"team-b"}}
+	instances := map[string]*auth.Scope{"team-a": {Namespaces: []string{"default"}}}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	cfg := Config{ShortWait: 15 * time.Second, LongWait: time.Minute, DefaultInstance: "default",
+		Instances: func() map[string]*auth.Scope { return instances },
+		Scopes:    func(inst string) *auth.Scope { return instances[inst] }}
+	a := New(cfg, f, jobs, clk, slog.New(slog.DiscardHandler))
+	a.Step(context.Background())
+	if len(jobs.queued) != 1 || jobs.queued[0].Instance != "default" {
+		t.Errorf("jobs %v; want one release under the default instance", jobs.queued)
+	}
+}
