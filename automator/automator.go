@@ -349,10 +349,10 @@ func (a *Automator) track(m *gitrepo.Manifests) {
 		}
 		inst := def.Annotations[release.AnnotationAutomatedBy]
 		if inst == "" {
-			inst = a.unnamedInstance(id.Namespace, def.File)
+			inst = a.unnamedInstance(id, def, m)
 		}
 		if a.cfg.Scopes != nil {
-			if sc := a.cfg.Scopes(inst); !sc.Contains(id.Namespace, def.File) {
+			if sc := a.cfg.Scopes(inst); !release.InScope(sc, id, def, m) {
 				a.mu.Lock()
 				_, known := a.services[id]
 				a.mu.Unlock()
@@ -565,13 +565,13 @@ func (a *Automator) observe() {
 // unnamedInstance is the instance a service automated without
 // fluxd.io/automated-by is released under: the one instance whose scope
 // holds it, else DefaultInstance.
-func (a *Automator) unnamedInstance(namespace, file string) string {
+func (a *Automator) unnamedInstance(id platform.ID, def *gitrepo.Definition, m *gitrepo.Manifests) string {
 	if a.cfg.Instances == nil {
 		return a.cfg.DefaultInstance
 	}
 	found := ""
 	for inst, sc := range a.cfg.Instances() {
-		if !sc.Contains(namespace, file) {
+		if !release.InScope(sc, id, def, m) {
 			continue
 		}
 		if found != "" {

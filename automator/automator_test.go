@@ -33,6 +33,9 @@ type fakePlanner struct {
 	newest      map[platform.ID]string
 	planErr     error
 	plans       [][]platform.ID
+	// installsInto are the namespaces a service installs into besides
+	// its own (a HelmRelease's targetNamespace).
+	installsInto map[platform.ID][]string
 }
 
 func newFake(names ...string) *fakePlanner {
@@ -47,7 +50,8 @@ func newFake(names ...string) *fakePlanner {
 func (f *fakePlanner) Manifests(context.Context) (string, *gitrepo.Manifests, error) {
 	m := &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{}}
 	for id, ann := range f.annotations {
-		m.Workloads[id] = &gitrepo.Definition{ID: id, Annotations: ann, Containers: []gitrepo.Container{{Name: "app", Image: "r/" + id.Name + ":" + f.current[id]}}}
+		m.Workloads[id] = &gitrepo.Definition{ID: id, Annotations: ann, Containers: []gitrepo.Container{{Name: "app", Image: "r/" + id.Name + ":" + f.current[id]}},
+			InstallsInto: f.installsInto[id]}
 	}
 	return "rev", m, nil
 }
@@ -248,6 +252,23 @@ func TestServicesOutsideTheAutomatingInstancesScopeAreNotReleased(t *testing.T) 
 	}
 }
 
+// A service in the automating instance's namespace that installs into
+// another (a HelmRelease's spec.targetNamespace) is outside its scope as
+// the release engine and the API see it: the automator does not release
+// it either.
+func TestServicesInstallingOutsideTheScopeAreNotReleased(t *testing.T) {
+	f, jobs := newFake("a"), &fakeJobs{}
+	f.newest[svc("a")] = "2.0"
+	f.installsInto = map[platform.ID][]string{svc("a"): {"team-b"}}
+	scopes := map[string]*auth.Scope{"team-a": {Namespaces: []string{"default"}}}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	a := New(Config{ShortWait: 15 * time.Second, LongWait: time.Minute, Scopes: func(inst string) *auth.Scope { return scopes[inst] }}, f, jobs, clk, slog.New(slog.DiscardHandler))
+	a.Step(context.Background())
+	if len(jobs.queued) != 0 {
+		t.Errorf("a service installing into team-b, automated by team-a (scope default), was released: jobs %v", jobs.queued)
+	}
+}
+
 func TestKickDuringAReleaseChecksAgainWhenItEnds(t *testing.T) {
 	f, jobs := newFake("a"), &fakeJobs{}
 	a, clk := newAutomator(t, f, jobs, nil)
@@ -331,5 +352,26 @@ func TestUnnamedAutomationIsReleasedUnderTheInstanceThatHoldsIt(t *testing.T) {
 				t.Errorf("released under instance %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// A service automated without naming an instance goes to the instance
+// whose scope holds it by the same rule as the plan's (release.InScope):
+// one holding its namespace but not the one it installs into does not
+// take it (it would never release it), DefaultInstance does.
+func TestUnnamedAutomationInstallingElsewhereGoesToTheDefaultInstance(t *testing.T) {
+	f, jobs := newFake("a"), &fakeJobs{}
+	delete(f.annotations[svc("a")], release.AnnotationAutomatedBy)
+	f.newest[svc("a")] = "2.0"
+	f.installsInto = map[platform.ID][]string{svc("a"): {"team-b"}}
+	instances := map[string]*auth.Scope{"team-a": {Namespaces: []string{"default"}}}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	cfg := Config{ShortWait: 15 * time.Second, LongWait: time.Minute, DefaultInstance: "default",
+		Instances: func() map[string]*auth.Scope { return instances },
+		Scopes:    func(inst string) *auth.Scope { return instances[inst] }}
+	a := New(cfg, f, jobs, clk, slog.New(slog.DiscardHandler))
+	a.Step(context.Background())
+	if len(jobs.queued) != 1 || jobs.queued[0].Instance != "default" {
+		t.Errorf("jobs %v; want one release under the default instance", jobs.queued)
 	}
 }

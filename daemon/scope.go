@@ -24,11 +24,39 @@ import (
 func inScope(sc *auth.Scope, all []Service) []Service {
 	out := make([]Service, 0, len(all))
 	for _, s := range all {
-		if sc.Contains(s.ID.Namespace, s.File()) {
+		if sc.Contains(s.ID.Namespace, s.File()) && settersIn(sc, s) {
 			out = append(out, s)
 		}
 	}
 	return out
+}
+
+// settersIn says whether the namespaces a HelmRelease installs into
+// besides its own (spec.targetNamespace) lie in sc, and the fields a
+// Flux v2 ImagePolicy's service marks lie in sc: every file holding one, and the namespace of every object
+// holding one. Its containers are those fields (file, object, image): a
+// policy in the caller's namespace whose marker sits in another team's
+// file, or on another namespace's object, is not the caller's to see, as
+// the release engine does not plan it for the caller (setterScope).
+func settersIn(sc *auth.Scope, s Service) bool {
+	if s.def == nil {
+		return true
+	}
+	for _, ns := range s.def.InstallsInto {
+		// A HelmRelease installing into another namespace.
+		if !sc.Contains(ns, s.def.File) {
+			return false
+		}
+	}
+	if s.def.ImagePolicy == nil {
+		return true
+	}
+	for _, st := range s.def.Setters {
+		if !sc.Contains(s.ID.Namespace, st.File) || st.Namespace != "" && !sc.Contains(st.Namespace, st.File) {
+			return false
+		}
+	}
+	return true
 }
 
 // File is the repository file that defines s, "" when git does not.

@@ -66,6 +66,11 @@ type Definition struct {
 	ImagePolicy *ImagePolicy
 	Setters     []Setter
 	Author      *Signature
+	// InstallsInto are the namespaces other than its own that what it
+	// makes lands in: a HelmRelease's spec.targetNamespace and
+	// spec.storageNamespace. A scoped instance holds it only when it
+	// holds them too.
+	InstallsInto []string
 }
 
 // Problem is a file that could not be read as manifests; it is skipped.
@@ -317,6 +322,11 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 		var helmWarnings []string
 		if w.id.Kind == platform.KindHelmRelease {
 			def.Containers, helmWarnings = helmContainers(w.obj)
+			for _, f := range []string{"targetNamespace", "storageNamespace"} {
+				if ns := scalar(lookup(w.obj, "spec"), f); ns != "" && ns != w.id.Namespace && !slices.Contains(def.InstallsInto, ns) {
+					def.InstallsInto = append(def.InstallsInto, ns)
+				}
+			}
 		}
 		if r := lookup(w.obj, "spec", "replicas"); r != nil && r.Kind == yaml.ScalarNode {
 			if n, err := strconv.ParseInt(r.Value, 10, 32); err == nil {

@@ -57,6 +57,11 @@ type Setter struct {
 	Path       []any
 	ObjectLine int
 	doc        int
+	// Namespace is the namespace of the object holding the field, as
+	// the sync applies it ("default" when it names none); "" in a
+	// kustomization file, whose built workloads are where it lands.
+	// A scoped instance may release the field only when it holds it.
+	Namespace string
 }
 
 // ImageAutomation is the Flux v2 image automation a repository holds.
@@ -180,8 +185,43 @@ func (a *ImageAutomation) readFile(file string, content []byte) {
 				obj += "/" + n
 			}
 		}
+		first := len(a.Setters)
 		a.findSetters(file, doc, root.Line, obj, root, nil)
+		if IsKustomization(file) {
+			continue
+		}
+		kept := a.Setters[:first]
+		for _, st := range a.Setters[first:] {
+			o := setterObject(root, st.Path)
+			if scalar(o, "kind") == "Secret" {
+				// Its value would show in list-services, plans and
+				// history as an image: fluxd neither shows nor sets a
+				// Secret's data.
+				a.Warnings = append(a.Warnings, fmt.Sprintf("%s:%d: a $imagepolicy marker in a Secret; fluxd neither reads nor sets a Secret's fields, so it is skipped (mark the image where a workload or a ConfigMap holds it)", file, st.Line))
+				continue
+			}
+			st.Namespace = "default"
+			if ns := scalar(lookup(o, "metadata"), "namespace"); ns != "" {
+				st.Namespace = ns
+			}
+			kept = append(kept, st)
+		}
+		a.Setters = kept
 	}
+}
+
+// setterObject is the object holding the field at path in document
+// root: the document, or, in a List (kind: List or a typed list, as
+// kubectl applies them), its item.
+func setterObject(root *yaml.Node, path []any) *yaml.Node {
+	if strings.HasSuffix(scalar(root, "kind"), "List") && len(path) >= 2 && path[0] == "items" {
+		if i, ok := path[1].(int); ok {
+			if items := lookup(root, "items"); items != nil && items.Kind == yaml.SequenceNode && i < len(items.Content) {
+				return items.Content[i]
+			}
+		}
+	}
+	return root
 }
 
 // findSetters walks n (at path in its document) for marked scalars.

@@ -169,3 +169,55 @@ func TestCheckRenderSetterFields(t *testing.T) {
 		t.Errorf("a plan from another value: %v, want a render error", err)
 	}
 }
+
+// A $imagepolicy marker in a Secret (a document, or a List's item) is
+// skipped with a warning that does not repeat the value: a marked field's
+// value shows in list-services and plans, and a Secret's must not. The
+// namespace of a marked field is its object's (a List item's own).
+func TestSettersSkipSecretsAndKnowTheirNamespace(t *testing.T) {
+	t.Parallel()
+	content := `apiVersion: v1
+kind: Secret
+metadata: {name: creds, namespace: apps}
+stringData:
+  URL: https://user:hunter2@reg.example/app:1.0 # {"$imagepolicy": "flux-system:app"}
+---
+apiVersion: v1
+kind: List
+items:
+  - apiVersion: v1
+    kind: Secret
+    metadata: {name: creds2}
+    stringData:
+      TAG: "hunter3" # {"$imagepolicy": "flux-system:app:tag"}
+  - apiVersion: v1
+    kind: ConfigMap
+    metadata: {name: cfg, namespace: team-b}
+    data:
+      TAG: "1.0" # {"$imagepolicy": "flux-system:app:tag"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: cfg}
+data:
+  TAG: "1.0" # {"$imagepolicy": "flux-system:app:tag"}
+`
+	a := &ImageAutomation{}
+	a.readFile("apps/x.yaml", []byte(content))
+	var got []string
+	for _, s := range a.Setters {
+		got = append(got, s.Field+" in "+s.Namespace)
+	}
+	want := []string{"apps/x.yaml:List:items[1].data.TAG in team-b", "apps/x.yaml:ConfigMap/cfg:data.TAG in default"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("setters:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(a.Warnings) != 2 {
+		t.Errorf("warnings %q, want one per Secret marker", a.Warnings)
+	}
+	for _, w := range a.Warnings {
+		if strings.Contains(w, "hunter") {
+			t.Errorf("a warning repeats a Secret's value: %s", w)
+		}
+	}
+}

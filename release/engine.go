@@ -461,14 +461,8 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 	plan := &Plan{Revision: rev}
 	for _, id := range targets {
 		def, inGit := m.Workloads[id]
-		if spec.Scope != nil {
-			file := ""
-			if inGit {
-				file = def.File
-			}
-			if !spec.Scope.Contains(id.Namespace, file) || inGit && !setterScope(spec.Scope, id, def, m) {
-				continue // outside the instance's scope: not there for it
-			}
+		if !InScope(spec.Scope, id, m.Workloads[id], m) {
+			continue // outside the instance's scope: not there for it
 		}
 		item := Item{Service: id}
 		switch {

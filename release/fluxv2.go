@@ -204,9 +204,37 @@ func authorFor(spec Spec, plan *Plan, m *gitrepo.Manifests) gitrepo.Signature {
 	return authorOf(spec.User)
 }
 
+// InScope reports whether scope (nil: everything) holds service id,
+// defined in git by def (nil when only in the cluster): its namespace and
+// file, the namespaces it installs into (installsInScope), and, for an
+// ImagePolicy's service, every field it marks (setterScope). The plan and
+// the automator decide with it alike.
+func InScope(scope *auth.Scope, id platform.ID, def *gitrepo.Definition, m *gitrepo.Manifests) bool {
+	if scope == nil {
+		return true
+	}
+	if def == nil {
+		return scope.Contains(id.Namespace, "")
+	}
+	return scope.Contains(id.Namespace, def.File) && installsInScope(scope, def) && setterScope(scope, id, def, m)
+}
+
+// installsInScope reports whether scope holds every namespace def
+// installs into besides its own (a HelmRelease's targetNamespace), file
+// being where git defines it.
+func installsInScope(scope *auth.Scope, def *gitrepo.Definition) bool {
+	for _, ns := range def.InstallsInto {
+		if !scope.Contains(ns, def.File) {
+			return false
+		}
+	}
+	return true
+}
+
 // setterScope reports whether an ImagePolicy's service lies wholly in an
-// instance's scope: every file holding one of its fields, and every
-// workload its release would apply. A policy in a tenant's namespace must
+// instance's scope: every file holding one of its fields, the namespace
+// of every object holding one, and every workload its release would
+// apply. A policy in a tenant's namespace must
 // not reach files or workloads outside it.
 func setterScope(scope *auth.Scope, id platform.ID, def *gitrepo.Definition, m *gitrepo.Manifests) bool {
 	if scope == nil || def.ImagePolicy == nil {
@@ -216,6 +244,11 @@ func setterScope(scope *auth.Scope, id platform.ID, def *gitrepo.Definition, m *
 	for _, c := range def.Containers {
 		s, ok := setterOf(def, c.Name)
 		if !ok || !scope.Contains(id.Namespace, s.File) {
+			return false
+		}
+		// The object holding the field: a ConfigMap of another
+		// namespace is that namespace's, though no workload applies it.
+		if s.Namespace != "" && !scope.Contains(s.Namespace, s.File) {
 			return false
 		}
 		it.Updates = append(it.Updates, ContainerUpdate{Container: c.Name, Current: c.Image})

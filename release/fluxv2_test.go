@@ -417,3 +417,55 @@ func TestFluxV2MarkedFieldIsNotAutomatedTwice(t *testing.T) {
 		t.Errorf("a release by hand: %v, %+v; want it planned", err, plan)
 	}
 }
+
+// A marked field of an object that is not a workload (a ConfigMap) in a
+// namespace outside the scope keeps the ImagePolicy's service out of it,
+// as a workload there does: the release would edit that namespace's
+// object in git (and the sync apply it), whatever file holds it.
+func TestFluxV2ServiceScopeOtherNamespacesConfigMap(t *testing.T) {
+	t.Parallel()
+	e, repo, _ := fluxV2Engine(t, "  policy: {semver: {range: \">=1.0.0\"}}\n", []string{"1.0.0", "1.1.0"}, "1.0.0")
+	file := filepath.Join(repo.Dir(), "apps/app.yaml")
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = []byte(strings.Replace(string(b), "metadata: {name: cfg}", "metadata: {name: cfg, namespace: team-b}", 1))
+	if err := os.WriteFile(file, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scope := auth.Scope{Namespaces: []string{"flux-system", "default"}, Paths: []string{"flux", "apps"}}
+	p, err := e.Plan(context.Background(), Spec{Services: []platform.ID{appPolicy}, AllLatest: true, Scope: &scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Items) != 0 {
+		t.Errorf("a scope of flux-system and default may release a policy that edits team-b's ConfigMap: plan %+v", rows(p))
+	}
+	scope.Namespaces = append(scope.Namespaces, "team-b")
+	if p, err = e.Plan(context.Background(), Spec{Services: []platform.ID{appPolicy}, AllLatest: true, Scope: &scope}); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Items) != 1 {
+		t.Errorf("with team-b in the scope: plan %+v, want the policy's item", rows(p))
+	}
+}
+
+// The same of a ConfigMap that is an item of a List: its namespace is the
+// item's.
+func TestFluxV2ServiceScopeOtherNamespacesListItem(t *testing.T) {
+	t.Parallel()
+	e, repo, _ := fluxV2Engine(t, "  policy: {semver: {range: \">=1.0.0\"}}\n", []string{"1.0.0", "1.1.0"}, "1.0.0")
+	list := "apiVersion: v1\nkind: List\nitems:\n  - apiVersion: v1\n    kind: ConfigMap\n    metadata: {name: cfg2, namespace: team-b}\n    data:\n      TAG: \"1.0.0\" # {\"$imagepolicy\": \"flux-system:app:tag\"}\n"
+	if err := os.WriteFile(filepath.Join(repo.Dir(), "apps/list.yaml"), []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	scope := auth.Scope{Namespaces: []string{"flux-system", "default"}, Paths: []string{"flux", "apps"}}
+	p, err := e.Plan(context.Background(), Spec{Services: []platform.ID{appPolicy}, AllLatest: true, Scope: &scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Items) != 0 {
+		t.Errorf("a scope of flux-system and default may release a policy that edits team-b's ConfigMap in a List: plan %+v", rows(p))
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 )
 
@@ -73,5 +74,29 @@ func TestHelmReleaseRollout(t *testing.T) {
 				t.Fatalf("history holds %+v, want one release whose message says %q", evs, tc.want)
 			}
 		})
+	}
+}
+
+// A HelmRelease whose spec.targetNamespace (or storageNamespace) is
+// another namespace installs there: a scoped instance may release it only
+// when its scope holds that namespace too, as it holds the HelmRelease's.
+func TestHelmReleaseTargetNamespaceKeepsToTheScope(t *testing.T) {
+	into := strings.Replace(helmWeb, "  chart: {spec: {chart: web}}", "  targetNamespace: team-b\n  chart: {spec: {chart: web}}", 1)
+	g := newRealGit(t, map[string]string{"web.yaml": into})
+	for _, tc := range []struct {
+		scope auth.Scope
+		items int
+	}{
+		{auth.Scope{Namespaces: []string{"default"}}, 0},
+		{auth.Scope{Namespaces: []string{"default", "team-b"}}, 1},
+	} {
+		scope := tc.scope
+		p, err := g.e.Plan(context.Background(), Spec{Services: []platform.ID{hrWeb}, Image: "reg/web:1.2", Scope: &scope})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Items) != tc.items {
+			t.Errorf("scope %s: plan %+v, want %d items", scope.String(), rows(p), tc.items)
+		}
 	}
 }

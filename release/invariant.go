@@ -187,6 +187,7 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 				continue
 			}
 			var blocking []string
+			outside := 0 // siblings outside the caller's scope: counted, not named
 			for _, u := range it.Updates {
 				repo, _ := splitRef(u.Current)
 				for _, id := range byFile[def.File] {
@@ -197,6 +198,10 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 					if targets[id][repo] == u.Target {
 						continue // released together, to the same image
 					}
+					if spec.Scope != nil && !spec.Scope.Contains(id.Namespace, sib.File) {
+						outside++
+						continue
+					}
 					name := id.String()
 					if sib.Annotations[AnnotationLocked] == "true" {
 						name += " (" + LockReason(sib.Annotations) + ")"
@@ -204,10 +209,14 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 					blocking = append(blocking, name)
 				}
 			}
-			if len(blocking) == 0 {
+			if len(blocking) == 0 && outside == 0 {
 				continue
 			}
-			reason := fmt.Sprintf("built by %s, whose images: entry it shares with %s: releasing it alone would move them too", def.File, strings.Join(dedupe(blocking), ", "))
+			blocking = dedupe(blocking)
+			if outside > 0 {
+				blocking = append(blocking, "a service outside your instance's scope")
+			}
+			reason := fmt.Sprintf("built by %s, whose images: entry it shares with %s: releasing it alone would move them too", def.File, strings.Join(blocking, ", "))
 			if !spec.All && !spec.Automated {
 				return fluxerr.New(fluxerr.Precondition, fmt.Errorf("%s is %s", it.Service, reason),
 					"Release them together (name every one of them, with the same image), or move the workload into a kustomization of its own. Nothing was changed.")

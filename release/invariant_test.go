@@ -12,6 +12,7 @@ import (
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 )
@@ -284,5 +285,45 @@ func TestAutomatedBatchMeetsALockDuringItsPush(t *testing.T) {
 	}
 	if res.Plan.Updates() != 1 {
 		t.Errorf("executed plan: %+v", res.Plan.Items)
+	}
+}
+
+// A scoped caller's kustomize release that a sibling outside its scope
+// blocks is refused (or skipped) without naming that sibling or its lock
+// message: to the caller, a service outside its scope does not exist.
+func TestKustomizeSiblingsOutsideTheScopeAreNotNamed(t *testing.T) {
+	e, repo, _, _ := newTestEngine(t)
+	dir := repo.Dir()
+	os.Remove(filepath.Join(dir, "apps.yaml"))
+	write := func(f, b string) {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("prod/kustomization.yaml", "resources: [kweb.yaml, kapi.yaml]\n")
+	write("prod/kweb.yaml", strings.NewReplacer("NAME", "kweb", "ANNOTATIONS\n", "").Replace(kustBase))
+	write("prod/kapi.yaml", strings.NewReplacer("NAME", "kapi\n  namespace: team-b", "ANNOTATIONS", "  annotations: {fluxd.io/locked: \"true\", fluxd.io/lock-message: incident-4711}").Replace(kustBase))
+	scope := &auth.Scope{Namespaces: []string{"default"}}
+	ctx := context.Background()
+	_, err := e.Plan(ctx, Spec{Services: []platform.ID{id("kweb")}, Image: "reg/web:1.2", Scope: scope})
+	if err == nil || !strings.Contains(err.Error(), "outside") {
+		t.Fatalf("releasing kweb alone: %v; want a refusal saying a service outside the scope shares its entry", err)
+	}
+	if strings.Contains(err.Error(), "kapi") || strings.Contains(err.Error(), "team-b") || strings.Contains(err.Error(), "incident-4711") {
+		t.Errorf("the refusal names what is outside the caller's scope: %v", err)
+	}
+	p, err := e.Plan(ctx, Spec{All: true, Image: "reg/web:1.2", Scope: scope})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range p.Items {
+		if it.Service.Name == "kapi" || strings.Contains(it.Reason, "kapi") || strings.Contains(it.Reason, "incident-4711") {
+			t.Errorf("--all by a scoped caller: %s %s %s", it.Service, it.Action, it.Reason)
+		}
+	}
+	// Unscoped, the sibling is named with its lock.
+	if _, err := e.Plan(ctx, Spec{Services: []platform.ID{id("kweb")}, Image: "reg/web:1.2"}); err == nil || !strings.Contains(err.Error(), "team-b:deployment/kapi (locked: incident-4711)") {
+		t.Errorf("unscoped: %v", err)
 	}
 }

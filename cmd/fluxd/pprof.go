@@ -8,11 +8,11 @@ import (
 
 // servePprof adds Go's profiles to mux at /debug/pprof/ (--pprof): what
 // `go tool pprof http://ADDR/debug/pprof/profile?seconds=30` and
-// `.../allocs` read. They say nothing of tokens or of git's credentials,
-// but they are unauthenticated, as the metrics are.
+// `.../allocs` read. They are unauthenticated, as the metrics are, so
+// /debug/pprof/cmdline is not served: fluxd's command line may carry a
+// --git-url with credentials in it (pprof.Index answers it 404).
 func servePprof(mux *http.ServeMux) {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 )
@@ -36,6 +37,30 @@ func TestPprofServesProfiles(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || len(body) == 0 {
 			t.Errorf("GET %s: %s, %d bytes", path, resp.Status, len(body))
+		}
+	}
+}
+
+// The command line is not served: a --git-url may carry credentials
+// (https://user:TOKEN@host/repo), and the metrics listener asks for none.
+// (Not parallel: it sets os.Args.)
+func TestPprofDoesNotServeTheCommandLine(t *testing.T) {
+	saved := os.Args
+	defer func() { os.Args = saved }()
+	os.Args = []string{"fluxd", "--git-url=https://fluxd:s3cr3t-token@git.example.com/org/repo"}
+	mux := http.NewServeMux()
+	servePprof(mux)
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, path := range []string{"/debug/pprof/cmdline", "/debug/pprof/cmdline?debug=1", "/debug/pprof/"} {
+		resp, err := http.Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "s3cr3t-token") {
+			t.Errorf("GET %s serves the command line, credentials and all: %q", path, body)
 		}
 	}
 }

@@ -181,11 +181,18 @@ func (g *Guard) Refuse(u *unstructured.Unstructured) string {
 	if gvk.Group == "" && gvk.Kind == "Namespace" {
 		ns = u.GetName()
 	}
-	if len(g.cfg.Namespaces) > 0 && ns != "" && !slices.Contains(g.cfg.Namespaces, ns) {
-		return fmt.Sprintf("namespace %s is not one git may apply to (--sync-namespaces %s); move the object to one of those namespaces, or start fluxd with a --sync-namespaces that includes %s", ns, strings.Join(g.cfg.Namespaces, ","), ns)
+	if why := g.refuseNamespace(ns, ""); why != "" {
+		return why
 	}
-	if !g.cfg.AllowOwnNamespace && ns != "" && slices.Contains(g.cfg.Self.Namespaces, ns) {
-		return fmt.Sprintf("git may not apply objects in fluxd's own namespace %s: its Secrets, RBAC and Deployment there are fluxd's; apply it by hand, or start fluxd with --sync-allow-own-namespace", ns)
+	// A Flux HelmRelease or Kustomization names the namespace its
+	// controller installs into: what it makes lands there, so that
+	// namespace is held to the same rules as the object's own.
+	for _, field := range targetNamespaceFields(gvk.Group, gvk.Kind) {
+		if target, _, _ := unstructured.NestedString(u.Object, "spec", field); target != "" {
+			if why := g.refuseNamespace(target, fmt.Sprintf("the %s's spec.%s: ", gvk.Kind, field)); why != "" {
+				return why
+			}
+		}
 	}
 	if !g.cfg.AllowOwnServiceAccount && g.cfg.Self.ServiceAccount != "" {
 		saNS, saName, _ := strings.Cut(g.cfg.Self.ServiceAccount, "/")
@@ -201,6 +208,32 @@ func (g *Guard) Refuse(u *unstructured.Unstructured) string {
 		}
 	}
 	return ""
+}
+
+// refuseNamespace is why git may not apply to namespace ns (--sync-namespaces,
+// fluxd's own namespace), prefixed with where ns was named, or "".
+func (g *Guard) refuseNamespace(ns, where string) string {
+	if len(g.cfg.Namespaces) > 0 && ns != "" && !slices.Contains(g.cfg.Namespaces, ns) {
+		return fmt.Sprintf("%snamespace %s is not one git may apply to (--sync-namespaces %s); move the object to one of those namespaces, or start fluxd with a --sync-namespaces that includes %s", where, ns, strings.Join(g.cfg.Namespaces, ","), ns)
+	}
+	if !g.cfg.AllowOwnNamespace && ns != "" && slices.Contains(g.cfg.Self.Namespaces, ns) {
+		return fmt.Sprintf("%sgit may not apply objects in fluxd's own namespace %s: its Secrets, RBAC and Deployment there are fluxd's; apply it by hand, or start fluxd with --sync-allow-own-namespace", where, ns)
+	}
+	return ""
+}
+
+// targetNamespaceFields are the spec fields of a Flux object that name
+// the namespace its controller installs into: a HelmRelease's release
+// and its storage (helm.toolkit.fluxcd.io, and Flux v1's helm.fluxcd.io),
+// a Kustomization's target (kustomize.toolkit.fluxcd.io).
+func targetNamespaceFields(group, kind string) []string {
+	switch {
+	case kind == "HelmRelease" && (group == "helm.toolkit.fluxcd.io" || group == "helm.fluxcd.io"):
+		return []string{"targetNamespace", "storageNamespace"}
+	case kind == "Kustomization" && group == "kustomize.toolkit.fluxcd.io":
+		return []string{"targetNamespace"}
+	}
+	return nil
 }
 
 // runsAs finds a pod spec in obj, at any depth (a Pod's spec, a

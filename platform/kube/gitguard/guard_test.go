@@ -155,3 +155,47 @@ func TestGuardRefusesNamespacesOutsideSyncNamespaces(t *testing.T) {
 		}
 	}
 }
+
+// A Flux HelmRelease (v2 or v1) or Kustomization in an allowed namespace
+// that installs into another (spec.targetNamespace, a HelmRelease's
+// spec.storageNamespace) is held to --sync-namespaces and to fluxd's own
+// namespace as that namespace's objects are: its controller would put
+// them there.
+func TestGuardRefusesFluxObjectsTargetingOtherNamespaces(t *testing.T) {
+	t.Parallel()
+	self := Self{Namespaces: []string{"fluxd"}, ServiceAccount: "fluxd/fluxd"}
+	hr := func(apiVersion, spec string) string {
+		return "apiVersion: " + apiVersion + "\nkind: HelmRelease\nmetadata: {name: web, namespace: apps}\nspec: {" + spec + "}"
+	}
+	for _, tc := range []struct {
+		name, yaml string
+		refusal    string // "": allowed
+	}{
+		{"HelmRelease v2 into kube-system", hr("helm.toolkit.fluxcd.io/v2", "targetNamespace: kube-system"), "--sync-namespaces apps,web"},
+		{"HelmRelease v2 storage in kube-system", hr("helm.toolkit.fluxcd.io/v2", "storageNamespace: kube-system"), "--sync-namespaces apps,web"},
+		{"HelmRelease v1 into kube-system", hr("helm.fluxcd.io/v1", "targetNamespace: kube-system"), "--sync-namespaces apps,web"},
+		{"Kustomization into kube-system", "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: k, namespace: apps}\nspec: {targetNamespace: kube-system}", "--sync-namespaces apps,web"},
+		{"HelmRelease v2 into web", hr("helm.toolkit.fluxcd.io/v2", "targetNamespace: web"), ""},
+		{"HelmRelease v2 in its own namespace", hr("helm.toolkit.fluxcd.io/v2", "chart: {spec: {chart: web}}"), ""},
+		{"another group's HelmRelease", hr("example.com/v1", "targetNamespace: kube-system"), ""},
+	} {
+		err := New(Config{Namespaces: []string{"apps", "web"}, Self: self}).Check(obj(t, tc.yaml))
+		if tc.refusal == "" {
+			if err != nil {
+				t.Errorf("%s: refused: %v", tc.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.refusal) {
+			t.Errorf("%s: %v; want a refusal naming %s", tc.name, err, tc.refusal)
+		}
+	}
+	// fluxd's own namespace, without --sync-namespaces.
+	into := hr("helm.toolkit.fluxcd.io/v2", "targetNamespace: fluxd")
+	if err := New(Config{Self: self}).Check(obj(t, into)); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "--sync-allow-own-namespace") {
+		t.Errorf("a HelmRelease installing into fluxd's namespace: %v; want a refusal naming --sync-allow-own-namespace", err)
+	}
+	if err := New(Config{Self: self, AllowOwnNamespace: true}).Check(obj(t, into)); err != nil {
+		t.Errorf("with --sync-allow-own-namespace: %v", err)
+	}
+}
