@@ -237,6 +237,14 @@ func followJob(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, id
 			fmt.Fprintf(w, "Committed and applied, NOT rolled out: commit %.12s pushed and applied; %s.\n", last.GetCommit(), strings.TrimPrefix(last.GetError(), "committed and applied, not rolled out: "))
 			return nil
 		}
+		if last.GetCommit() == "" {
+			// A job whose services were up to date by its turn (an
+			// automated release whose service was deautomated, locked
+			// or released meanwhile) commits nothing: say so, not
+			// "Released" with no commit.
+			fmt.Fprintln(w, "Nothing released: by this job's turn its services were already up to date (or no longer to be released); nothing was committed or pushed.")
+			return nil
+		}
 		fmt.Fprintf(w, "Released: commit %.12s pushed, applied and rolled out.\n", last.GetCommit())
 		return nil
 	case fluxdv1.JobState_JOB_STATE_CANCELLED:

@@ -49,3 +49,16 @@ func TestFollowJobNotRolledOut(t *testing.T) {
 		t.Errorf("fluxctl says:\n%s", got)
 	}
 }
+
+// A job that succeeded with no commit (its services were up to date by
+// its turn) is not reported as "Released: commit  pushed".
+func TestFollowJobThatCommittedNothing(t *testing.T) {
+	job := &fluxdv1.Job{Id: "j2", State: fluxdv1.JobState_JOB_STATE_SUCCEEDED, Stage: "done"}
+	var out bytes.Buffer
+	if err := followJob(context.Background(), &out, &oneJobClient{job: job}, "j2", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := out.String(); !strings.Contains(got, "Nothing released") || strings.Contains(got, "Released: commit") {
+		t.Errorf("fluxctl says:\n%s", got)
+	}
+}
