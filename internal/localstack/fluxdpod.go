@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -458,6 +459,12 @@ func (s *Stack) apply(ctx context.Context, objs []*unstructured.Unstructured) er
 	if err != nil {
 		return err
 	}
+	// The stack's own adaptation of fluxd's pod (host network, for want
+	// of kube-proxy: docs/realnode.md) draws the namespace's "would
+	// violate PodSecurity restricted" warning by design; printed raw by
+	// klog on every make up, it read as a fault. Nothing else the stack
+	// applies warns.
+	rc.WarningHandler = rest.NoWarnings{}
 	dc, err := discovery.NewDiscoveryClientForConfig(rc)
 	if err != nil {
 		return err
