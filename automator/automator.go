@@ -112,6 +112,10 @@ type service struct {
 	// recheck is set by a kick during a release: a newer image may have
 	// come meanwhile, so the service is checked as soon as the job ends.
 	recheck bool
+	// gone is set when git no longer automates the service (deautomated,
+	// locked, out of scope) while its release job runs: it is forgotten
+	// when the job ends, never checked again.
+	gone bool
 }
 
 // Automator runs the state machines.
@@ -367,9 +371,13 @@ func (a *Automator) track(m *gitrepo.Manifests) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id, s := range a.services {
-		if _, ok := automated[id]; !ok && s.State != Releasing {
+		_, ok := automated[id]
+		switch {
+		case !ok && s.State != Releasing:
 			a.log.Info("decision: no longer automated (or locked); forgetting", "service", id.String(), "state", string(s.State))
 			delete(a.services, id)
+		case !ok:
+			s.gone = true // forgotten once its job ends (settleJobs)
 		}
 	}
 	for id, inst := range automated {
@@ -378,7 +386,7 @@ func (a *Automator) track(m *gitrepo.Manifests) {
 			s = &service{id: id, Status: Status{State: Empty}}
 			a.services[id] = s
 		}
-		s.instance = inst
+		s.instance, s.gone = inst, false
 	}
 }
 
@@ -411,6 +419,14 @@ func (a *Automator) settleJobs(ctx context.Context) {
 		}
 		a.mu.Lock()
 		for _, s := range ss {
+			if s.gone {
+				// Deautomated or locked while its job ran: a kick
+				// meanwhile must not make it checked (and released)
+				// again from what git said before.
+				a.log.Info("decision: no longer automated (or locked); forgetting", "service", s.id.String(), "job", jobID)
+				delete(a.services, s.id)
+				continue
+			}
 			switch u.Job.State {
 			case history.JobSucceeded:
 				s.Failures, s.LastError = 0, ""

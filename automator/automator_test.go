@@ -375,3 +375,35 @@ func TestUnnamedAutomationInstallingElsewhereGoesToTheDefaultInstance(t *testing
 		t.Errorf("jobs %v; want one release under the default instance", jobs.queued)
 	}
 }
+
+// Deautomated while its release job runs, with the kick of the deautomate
+// marking it for a re-check: once the job ends the service is forgotten,
+// not checked and released again (seen on make up: two release jobs
+// queued after a deautomate, both finding nothing to do).
+func TestDeautomatedDuringItsReleaseIsNotReleasedAgain(t *testing.T) {
+	f, jobs := newFake("a"), &fakeJobs{}
+	a, _ := newAutomator(t, f, jobs, nil)
+	ctx := context.Background()
+	a.Step(ctx)
+	f.newest[svc("a")] = "1.1"
+	a.wakeAll()
+	a.Step(ctx)
+	if a.States()[svc("a")] != Releasing {
+		t.Fatalf("state %v", a.States())
+	}
+	// Deautomated (the kick marks it for a re-check), then the job ends
+	// without having released anything.
+	f.annotations[svc("a")][release.AnnotationAutomated] = "false"
+	a.wakeAll()
+	a.Step(ctx) // git no longer automates it; its job still runs
+	f.newest[svc("a")] = "1.2"
+	jobs.end(history.JobSucceeded)
+	a.Step(ctx)
+	a.Step(ctx)
+	if len(jobs.queued) != 1 {
+		t.Errorf("released again after it was deautomated: jobs %v", jobs.queued)
+	}
+	if _, ok := a.States()[svc("a")]; ok {
+		t.Errorf("still tracked after its job ended: %v", a.States())
+	}
+}
