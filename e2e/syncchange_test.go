@@ -11,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/fluxd/fluxd/platform"
 	kubesync "github.com/fluxd/fluxd/platform/kube/sync"
@@ -104,12 +105,17 @@ func TestSyncCorrectsDriftWithoutAskingPerObject(t *testing.T) {
 	if _, err := kc.CoreV1().ConfigMaps(invNS).Update(ctx, cm, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
 		t.Fatal(err)
 	}
-	d, err := kc.AppsV1().Deployments(invNS).Get(ctx, "drift-web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Spec.Template.Spec.Containers[0].Image = "registry.invalid/app:hand-edited"
-	if _, err := kc.AppsV1().Deployments(invNS).Update(ctx, d, metav1.UpdateOptions{FieldManager: "kubectl-edit"}); err != nil {
+	// The Deployment's controller writes its status meanwhile: edit it
+	// as kubectl edit does, again on a conflict.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := kc.AppsV1().Deployments(invNS).Get(ctx, "drift-web", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		d.Spec.Template.Spec.Containers[0].Image = "registry.invalid/app:hand-edited"
+		_, err = kc.AppsV1().Deployments(invNS).Update(ctx, d, metav1.UpdateOptions{FieldManager: "kubectl-edit"})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if err := kc.CoreV1().ConfigMaps(invNS).Delete(ctx, "drift-13", metav1.DeleteOptions{}); err != nil {
