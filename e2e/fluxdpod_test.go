@@ -34,6 +34,13 @@ func TestFluxdInAPod(t *testing.T) {
 		t.Fatal(err)
 	}
 	fp, err := stack.InstallFluxdPod(ctx, localstack.FluxdPodOptions{Fluxctl: filepath.Join(binDir, "fluxctl"), Image: image, Namespace: podNS})
+	// Its fluxd watches the shared git remote and automates what the
+	// shared fluxd does: left running, it raced later tests' automated
+	// releases (TestTooManyRequestsStormLosesNoAutomation saw it push a
+	// release it could not apply). Its namespace goes with the test.
+	t.Cleanup(func() {
+		_ = kubeClient(t).CoreV1().Namespaces().Delete(context.Background(), podNS, metav1.DeleteOptions{})
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
