@@ -306,6 +306,10 @@ spec:
 	r.listP50, r.listP99, r.listRPS = ls.p50, ls.p99, ls.rps
 	r.rss = rssMB(f.PID)
 	r.heap = metricMB(b, metrics, "go_memstats_heap_inuse_bytes")
+	// What GOMEMLIMIT bounds (the runtime's memory less what it returned
+	// to the kernel) against RSS: the rest is outside Go's count.
+	goMem := metricMB(b, metrics, "go_memstats_sys_bytes") - metricMB(b, metrics, "go_memstats_heap_released_bytes")
+	b.Logf("size %d: RSS %.0f MB, of it the Go runtime's %.0f MB (sys less released), outside Go's count %.0f MB (MB here: MiB)", n, r.rss, goMem, r.rss-goMem)
 	r.cpu = metricTotal(b, metrics, "process_cpu_seconds_total")
 	r.gcCPU = metricTotal(b, metrics, "go_cpu_classes_gc_total_cpu_seconds_total")
 	return r
