@@ -107,6 +107,7 @@ func BenchmarkScale(b *testing.B) {
 			fmt.Println(r.String())
 			b.ReportMetric(r.rss, fmt.Sprintf("rss-MB-%d", n))
 			b.ReportMetric(r.peakRSS, fmt.Sprintf("peak-rss-MB-%d", n))
+			b.ReportMetric(r.runPeakRSS, fmt.Sprintf("run-peak-rss-MB-%d", n))
 			b.ReportMetric(r.heap, fmt.Sprintf("heap-MB-%d", n))
 			b.ReportMetric(r.listP99, fmt.Sprintf("list-p99-ms-%d", n))
 			b.ReportMetric(r.plan.Seconds(), fmt.Sprintf("plan-s-%d", n))
@@ -123,12 +124,13 @@ func BenchmarkScale(b *testing.B) {
 	}
 }
 
-const scaleHeader = "| workloads | namespaces | repos x tags | RSS (peak at start) | Go heap in use (before list-services; peak at start) | list-services p50 / p99 (req/s) | release --all --dry-run | first automator pass | first sync | no-change sync (requests) | fluxd CPU (of it GC) |\n|---|---|---|---|---|---|---|---|---|---|---|"
+const scaleHeader = "| workloads | namespaces | repos x tags | RSS (peak at start; peak over the run) | Go heap in use (before list-services; peak at start) | list-services p50 / p99 (req/s) | release --all --dry-run | first automator pass | first sync | no-change sync (requests) | fluxd CPU (of it GC) |\n|---|---|---|---|---|---|---|---|---|---|---|"
 
 type scaleResult struct {
 	n, namespaces, repos, tags int
 	rss, heap, heapBefore      float64
 	peakRSS, peakHeap          float64 // sampled during the first automator pass and start-up sync
+	runPeakRSS                 float64 // sampled every 250 ms from start to end
 	listP50, listP99, listRPS  float64
 	plan                       time.Duration // median of three
 	planItems                  int
@@ -140,8 +142,8 @@ type scaleResult struct {
 }
 
 func (r scaleResult) String() string {
-	return fmt.Sprintf("| %d | %d | %d x %d | %.0f MB (%.0f MB) | %.0f MB (%.0f MB; %.0f MB) | %.0f / %.0f ms (%.0f) | %.2f s (%d services) | %.1f s (%.0f decisions) | %.1f s | %.2f s (%.0f) | %.0f s (%.0f s) |",
-		r.n, r.namespaces, r.repos, r.tags, r.rss, r.peakRSS, r.heap, r.heapBefore, r.peakHeap, r.listP50, r.listP99, r.listRPS, r.plan.Seconds(), r.planItems,
+	return fmt.Sprintf("| %d | %d | %d x %d | %.0f MB (%.0f MB; %.0f MB) | %.0f MB (%.0f MB; %.0f MB) | %.0f / %.0f ms (%.0f) | %.2f s (%d services) | %.1f s (%.0f decisions) | %.1f s | %.2f s (%.0f) | %.0f s (%.0f s) |",
+		r.n, r.namespaces, r.repos, r.tags, r.rss, r.peakRSS, r.runPeakRSS, r.heap, r.heapBefore, r.peakHeap, r.listP50, r.listP99, r.listRPS, r.plan.Seconds(), r.planItems,
 		r.automator.Seconds(), r.decisions, r.firstSync.Seconds(), r.noChangeSync.Seconds(), r.noChangeRequests, r.cpu, r.gcCPU)
 }
 
@@ -225,6 +227,25 @@ spec:
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
+	// RSS over the whole run, every 250 ms: a container's limit kills at
+	// whichever moment the peak comes (the list-services load's too).
+	sampling, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	runPeak := make(chan float64, 1)
+	go func() {
+		var peak float64
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			peak = max(peak, rssMB(f.PID))
+			select {
+			case <-sampling.Done():
+				runPeak <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
 	conn := dial(b, f.Addr)
 	c := fluxdv1.NewFluxServiceClient(conn)
 	admin := withToken(ctx, f.Tokens["admin"])
@@ -305,14 +326,34 @@ spec:
 	}
 	r.listP50, r.listP99, r.listRPS = ls.p50, ls.p99, ls.rps
 	r.rss = rssMB(f.PID)
+	stopSampling()
+	r.runPeakRSS = max(<-runPeak, r.rss)
 	r.heap = metricMB(b, metrics, "go_memstats_heap_inuse_bytes")
 	// What GOMEMLIMIT bounds (the runtime's memory less what it returned
 	// to the kernel) against RSS: the rest is outside Go's count.
 	goMem := metricMB(b, metrics, "go_memstats_sys_bytes") - metricMB(b, metrics, "go_memstats_heap_released_bytes")
-	b.Logf("size %d: RSS %.0f MB, of it the Go runtime's %.0f MB (sys less released), outside Go's count %.0f MB (MB here: MiB)", n, r.rss, goMem, r.rss-goMem)
+	b.Logf("size %d: RSS %.0f MB (anonymous %.0f MB, file-backed %.0f MB), of it the Go runtime's %.0f MB (sys less released), outside Go's count %.0f MB (MB here: MiB)",
+		n, r.rss, procStatusMB(f.PID, "RssAnon:"), procStatusMB(f.PID, "RssFile:"), goMem, r.rss-goMem)
 	r.cpu = metricTotal(b, metrics, "process_cpu_seconds_total")
 	r.gcCPU = metricTotal(b, metrics, "go_cpu_classes_gc_total_cpu_seconds_total")
 	return r
+}
+
+// procStatusMB is a "kB" field of /proc/PID/status in MiB; -1 when
+// unread.
+func procStatusMB(pid int, field string) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field); ok {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(v), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return -1
 }
 
 // deploymentMemoryLimit is limits.memory of the fluxd container in
