@@ -13,12 +13,14 @@ import (
 )
 
 // DefaultRatio is the share of the container's limit given to the Go
-// runtime. The rest (102 MiB of 512Mi) is for what the runtime does not
-// count: the pages of fluxd's binary, SQLite's C allocations, and the page
-// cache the cgroup charges for the git clone and the database. At 10,000
-// workloads (BenchmarkScale) RSS ran 35-40 MiB above a soft limit of 0.9,
-// 494-501 MiB of 512Mi: too near the kill; 0.8 keeps it under 500 MB.
-const DefaultRatio = 0.8
+// runtime. The rest (128 MiB of 512Mi) is for what the runtime does not
+// count: the pages of fluxd's binary (86 MiB of RSS in BenchmarkScale, at
+// 1,000 workloads as at 10,000), SQLite's C allocations, and the page
+// cache the cgroup charges for the git clone and the database. RSS peaks
+// at about the soft limit plus the binary's pages: at 10,000 workloads
+// 0.9 of 512Mi peaked at 525 MiB (over the limit), 0.8 at 448-496 MiB;
+// 0.75 keeps it under 500 MB (384 + 86 MiB).
+const DefaultRatio = 0.75
 
 // CgroupRoot is where the container's cgroup is mounted: with cgroup v2
 // (and its namespace) the container's own cgroup, with v1 a directory per
@@ -85,7 +87,7 @@ func Soft(container int64, ratio float64) int64 {
 // ValidateRatio checks a --memory-limit-ratio.
 func ValidateRatio(ratio float64) error {
 	if math.IsNaN(ratio) || ratio < 0 || ratio > 1 {
-		return fmt.Errorf("--memory-limit-ratio=%v: the share of the container's memory limit fluxd's Go runtime aims to stay under is between 0 and 1 (0.8 leaves a fifth for memory Go does not count; 0 turns it off)", ratio)
+		return fmt.Errorf("--memory-limit-ratio=%v: the share of the container's memory limit fluxd's Go runtime aims to stay under is between 0 and 1 (0.75 leaves a quarter for memory Go does not count, such as the binary's pages; 0 turns it off)", ratio)
 	}
 	return nil
 }

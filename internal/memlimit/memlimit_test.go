@@ -79,7 +79,7 @@ func TestApply(t *testing.T) {
 		want    Decision
 		runtime int64 // the runtime's limit after Apply
 	}{
-		{"from the container", "", limited, 0.8, Decision{Source: FromContainer, Container: 512 << 20, Soft: 429496729}, 429496729},
+		{"from the container", "", limited, 0.75, Decision{Source: FromContainer, Container: 512 << 20, Soft: 402653184}, 402653184},
 		{"no container limit", "", map[string]string{"memory.max": "max"}, 0.9, Decision{Source: None}, math.MaxInt64},
 		{"ratio 0 turns it off", "", limited, 0, Decision{Source: Disabled}, math.MaxInt64},
 		// The runtime read GOMEMLIMIT at start; here the test stands in for it.
