@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,10 +19,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"golang.org/x/sync/errgroup"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/fluxd/fluxd/history/sqlite"
 	"github.com/fluxd/fluxd/internal/localstack"
+	"github.com/fluxd/fluxd/internal/memlimit"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/registry"
 )
@@ -46,6 +51,13 @@ import (
 // gRPC, not decoded), and fluxd's RSS and Go heap at the end. fluxd runs
 // with --kube-api-qps=1000, so that the first sync's creation of N
 // objects measures the API server rather than the client's rate limit.
+//
+// fluxd gets the soft memory limit the installed Deployment gives it:
+// GOMEMLIMIT set to --memory-limit-ratio's default share of
+// deploy/deployment.yaml's limits.memory, the value fluxd derives from
+// its container's cgroup (internal/memlimit). Only fluxd gets it: the
+// stack's own Go processes do not. BENCH_SCALE_MEMLIMIT=none runs fluxd
+// without it (as before fluxd set one).
 //
 //	FLUXD_STACK_BIN=... go test -run '^$' -bench BenchmarkScale -benchtime 1x -timeout 60m ./e2e/
 //	BENCH_SCALE=1000,3000 ...           (the sizes to run)
@@ -72,21 +84,37 @@ func BenchmarkScale(b *testing.B) {
 		}
 		tags = n
 	}
+	var goMemLimit string
+	switch v := os.Getenv("BENCH_SCALE_MEMLIMIT"); v {
+	case "", "deploy":
+		limit, err := deploymentMemoryLimit()
+		if err != nil {
+			b.Fatal(err)
+		}
+		goMemLimit = strconv.FormatInt(memlimit.Soft(limit, memlimit.DefaultRatio), 10)
+		b.Logf("fluxd runs with GOMEMLIMIT=%s: %.2f of deploy/deployment.yaml's limits.memory (%d bytes)", goMemLimit, memlimit.DefaultRatio, limit)
+	case "none":
+	default:
+		b.Fatalf("BENCH_SCALE_MEMLIMIT=%q: deploy (the default: the limit the installed Deployment gives fluxd) or none", v)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
 	for b.Loop() {
 		var rows []string
 		for _, n := range sizes {
-			r := scaleRun(b, ctx, n, tags)
+			r := scaleRun(b, ctx, n, tags, goMemLimit)
 			rows = append(rows, r.String())
 			fmt.Println(r.String())
 			b.ReportMetric(r.rss, fmt.Sprintf("rss-MB-%d", n))
 			b.ReportMetric(r.peakRSS, fmt.Sprintf("peak-rss-MB-%d", n))
+			b.ReportMetric(r.runPeakRSS, fmt.Sprintf("run-peak-rss-MB-%d", n))
 			b.ReportMetric(r.heap, fmt.Sprintf("heap-MB-%d", n))
 			b.ReportMetric(r.listP99, fmt.Sprintf("list-p99-ms-%d", n))
 			b.ReportMetric(r.plan.Seconds(), fmt.Sprintf("plan-s-%d", n))
 			b.ReportMetric(r.automator.Seconds(), fmt.Sprintf("automator-pass-s-%d", n))
 			b.ReportMetric(r.noChangeSync.Seconds(), fmt.Sprintf("nochange-sync-s-%d", n))
+			b.ReportMetric(r.gcCPU, fmt.Sprintf("gc-cpu-s-%d", n))
+			b.ReportMetric(r.cpu, fmt.Sprintf("cpu-s-%d", n))
 		}
 		fmt.Println("\nBenchmarkScale, side by side:")
 		fmt.Println(scaleHeader)
@@ -96,12 +124,13 @@ func BenchmarkScale(b *testing.B) {
 	}
 }
 
-const scaleHeader = "| workloads | namespaces | repos x tags | RSS (peak at start) | Go heap in use (before list-services; peak at start) | list-services p50 / p99 (req/s) | release --all --dry-run | first automator pass | first sync | no-change sync (requests) |\n|---|---|---|---|---|---|---|---|---|---|"
+const scaleHeader = "| workloads | namespaces | repos x tags | RSS (peak at start; peak over the run) | Go heap in use (before list-services; peak at start) | list-services p50 / p99 (req/s) | release --all --dry-run | first automator pass | first sync | no-change sync (requests) | fluxd CPU (of it GC) |\n|---|---|---|---|---|---|---|---|---|---|---|"
 
 type scaleResult struct {
 	n, namespaces, repos, tags int
 	rss, heap, heapBefore      float64
 	peakRSS, peakHeap          float64 // sampled during the first automator pass and start-up sync
+	runPeakRSS                 float64 // sampled every 250 ms from start to end
 	listP50, listP99, listRPS  float64
 	plan                       time.Duration // median of three
 	planItems                  int
@@ -109,16 +138,17 @@ type scaleResult struct {
 	decisions                  float64
 	firstSync, noChangeSync    time.Duration
 	noChangeRequests           float64
+	cpu, gcCPU                 float64 // seconds, from start to the end of the list-services load
 }
 
 func (r scaleResult) String() string {
-	return fmt.Sprintf("| %d | %d | %d x %d | %.0f MB (%.0f MB) | %.0f MB (%.0f MB; %.0f MB) | %.0f / %.0f ms (%.0f) | %.2f s (%d services) | %.1f s (%.0f decisions) | %.1f s | %.2f s (%.0f) |",
-		r.n, r.namespaces, r.repos, r.tags, r.rss, r.peakRSS, r.heap, r.heapBefore, r.peakHeap, r.listP50, r.listP99, r.listRPS, r.plan.Seconds(), r.planItems,
-		r.automator.Seconds(), r.decisions, r.firstSync.Seconds(), r.noChangeSync.Seconds(), r.noChangeRequests)
+	return fmt.Sprintf("| %d | %d | %d x %d | %.0f MB (%.0f MB; %.0f MB) | %.0f MB (%.0f MB; %.0f MB) | %.0f / %.0f ms (%.0f) | %.2f s (%d services) | %.1f s (%.0f decisions) | %.1f s | %.2f s (%.0f) | %.0f s (%.0f s) |",
+		r.n, r.namespaces, r.repos, r.tags, r.rss, r.peakRSS, r.runPeakRSS, r.heap, r.heapBefore, r.peakHeap, r.listP50, r.listP99, r.listRPS, r.plan.Seconds(), r.planItems,
+		r.automator.Seconds(), r.decisions, r.firstSync.Seconds(), r.noChangeSync.Seconds(), r.noChangeRequests, r.cpu, r.gcCPU)
 }
 
 // scaleRun sets up size n (once per stack) and measures a fresh fluxd on it.
-func scaleRun(b *testing.B, ctx context.Context, n, tags int) scaleResult {
+func scaleRun(b *testing.B, ctx context.Context, n, tags int, goMemLimit string) scaleResult {
 	b.Helper()
 	r := scaleResult{n: n, namespaces: n / 100, repos: max(1, n/10), tags: tags}
 	prefix := fmt.Sprintf("scale-%d", n)
@@ -180,7 +210,13 @@ spec:
 	if profDir != "" {
 		args = append(args, "--pprof")
 	}
+	if goMemLimit != "" {
+		// fluxd inherits the environment when it starts; the stack's
+		// processes started before, and nothing else starts meanwhile.
+		os.Setenv("GOMEMLIMIT", goMemLimit)
+	}
 	f, err := stack.StartNamedFluxd(ctx, name, filepath.Join(binDir, "fluxd"), instance, nil, args...)
+	os.Unsetenv("GOMEMLIMIT")
 	if err != nil {
 		b.Fatalf("starting fluxd: %v (log: %s)", err, stack.Log(name))
 	}
@@ -189,6 +225,25 @@ spec:
 		_ = syscall.Kill(f.PID, syscall.SIGTERM)
 		for i := 0; i < 100 && syscall.Kill(f.PID, 0) == nil; i++ {
 			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	// RSS over the whole run, every 250 ms: a container's limit kills at
+	// whichever moment the peak comes (the list-services load's too).
+	sampling, stopSampling := context.WithCancel(ctx)
+	defer stopSampling()
+	runPeak := make(chan float64, 1)
+	go func() {
+		var peak float64
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		for {
+			peak = max(peak, rssMB(f.PID))
+			select {
+			case <-sampling.Done():
+				runPeak <- peak
+				return
+			case <-t.C:
+			}
 		}
 	}()
 	conn := dial(b, f.Addr)
@@ -271,8 +326,57 @@ spec:
 	}
 	r.listP50, r.listP99, r.listRPS = ls.p50, ls.p99, ls.rps
 	r.rss = rssMB(f.PID)
+	stopSampling()
+	r.runPeakRSS = max(<-runPeak, r.rss)
 	r.heap = metricMB(b, metrics, "go_memstats_heap_inuse_bytes")
+	// What GOMEMLIMIT bounds (the runtime's memory less what it returned
+	// to the kernel) against RSS: the rest is outside Go's count.
+	goMem := metricMB(b, metrics, "go_memstats_sys_bytes") - metricMB(b, metrics, "go_memstats_heap_released_bytes")
+	b.Logf("size %d: RSS %.0f MB (anonymous %.0f MB, file-backed %.0f MB), of it the Go runtime's %.0f MB (sys less released), outside Go's count %.0f MB (MB here: MiB)",
+		n, r.rss, procStatusMB(f.PID, "RssAnon:"), procStatusMB(f.PID, "RssFile:"), goMem, r.rss-goMem)
+	r.cpu = metricTotal(b, metrics, "process_cpu_seconds_total")
+	r.gcCPU = metricTotal(b, metrics, "go_cpu_classes_gc_total_cpu_seconds_total")
 	return r
+}
+
+// procStatusMB is a "kB" field of /proc/PID/status in MiB; -1 when
+// unread.
+func procStatusMB(pid int, field string) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field); ok {
+			var kb float64
+			fmt.Sscanf(strings.TrimSpace(v), "%f", &kb)
+			return kb / 1024
+		}
+	}
+	return -1
+}
+
+// deploymentMemoryLimit is limits.memory of the fluxd container in
+// deploy/deployment.yaml, in bytes.
+func deploymentMemoryLimit() (int64, error) {
+	root, err := localstack.ModuleRoot()
+	if err != nil {
+		return 0, err
+	}
+	data, err := os.ReadFile(filepath.Join(root, "deploy", "deployment.yaml"))
+	if err != nil {
+		return 0, err
+	}
+	var d appsv1.Deployment
+	if err := yaml.Unmarshal(data, &d); err != nil {
+		return 0, fmt.Errorf("reading deploy/deployment.yaml: %w", err)
+	}
+	for _, c := range d.Spec.Template.Spec.Containers {
+		if m, ok := c.Resources.Limits[corev1.ResourceMemory]; ok && c.Name == "fluxd" {
+			return m.Value(), nil
+		}
+	}
+	return 0, errors.New("deploy/deployment.yaml: the fluxd container has no limits.memory")
 }
 
 // pushScaleRepos pushes one image under every tag of every repository.

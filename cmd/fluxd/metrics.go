@@ -1,6 +1,7 @@
 package main
 
 import (
+	"regexp"
 	"runtime"
 	"runtime/debug"
 
@@ -14,7 +15,11 @@ import (
 // the Go runtime's, the process's and fluxd's build metrics.
 func newMetricsRegistry() *prometheus.Registry {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
+	// With the default Go metrics, the collector's CPU and the soft
+	// memory limit (--memory-limit-ratio): what a limit costs.
+	goRuntime := collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{
+		Matcher: regexp.MustCompile(`^/cpu/classes/gc/total:cpu-seconds$|^/gc/gomemlimit:bytes$`)})
+	reg.MustRegister(collectors.NewGoCollector(goRuntime), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildInfo())
 	return reg
 }
 

@@ -46,6 +46,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	applyMemoryLimit(f.memoryLimitRatio, log)
 	if w := gogit.PlaintextWarning(f.gitURL); w != "" {
 		log.Warn(w, "component", "git")
 	}
