@@ -78,32 +78,37 @@ func TestPinnedDigestFollowsLatest(t *testing.T) {
 		}
 	}
 
-	// The history row names the change, old digest to new.
-	out, stderr, code := fluxctl(t, viewer, "history", "default:deployment/pinapp", "-o", "json")
-	if code != 0 {
-		t.Fatalf("history: exit %d\n%s%s", code, out, stderr)
-	}
-	var evs []struct {
-		Type    string
-		Changes []struct{ From, To string }
-	}
-	if err := json.Unmarshal([]byte(out), &evs); err != nil {
-		t.Fatalf("history -o json: %v\n%s", err, out)
-	}
-	found := false
-	for _, ev := range evs {
-		for _, c := range ev.Changes {
-			if c.From == repo+":latest@"+d1 && c.To == repo+":latest@"+d2 {
-				found = true
+	// The history row names the change, old digest to new. The job
+	// records it when it ends, which may be just after the Deployments
+	// report the rollout: wait for it.
+	var out string
+	if err := poll(ctx, 30*time.Second, func() error {
+		o, stderr, code := fluxctl(t, viewer, "history", "default:deployment/pinapp", "-o", "json")
+		out = o
+		if code != 0 {
+			return fmt.Errorf("history: exit %d\n%s%s", code, o, stderr)
+		}
+		var evs []struct {
+			Type    string
+			Changes []struct{ From, To string }
+		}
+		if err := json.Unmarshal([]byte(o), &evs); err != nil {
+			return fmt.Errorf("history -o json: %v", err)
+		}
+		for _, ev := range evs {
+			for _, c := range ev.Changes {
+				if c.From == repo+":latest@"+d1 && c.To == repo+":latest@"+d2 {
+					return nil
+				}
 			}
 		}
-	}
-	if !found {
-		t.Errorf("no history row records latest@%s -> latest@%s:\n%s", d1, d2, out)
+		return fmt.Errorf("no history row records latest@%s -> latest@%s", d1, d2)
+	}); err != nil {
+		t.Errorf("%v:\n%s", err, out)
 	}
 
 	// list-images --digests shows the digest latest has, marked running.
-	out, stderr, code = fluxctl(t, viewer, "list-images", "pinapp", "--digests")
+	out, stderr, code := fluxctl(t, viewer, "list-images", "pinapp", "--digests")
 	if code != 0 || !strings.Contains(out, "DIGEST") || !regexpLine(out, `->\s+latest\s.*`+d2) {
 		t.Errorf("list-images --digests: exit %d\n%s%s", code, out, stderr)
 	}
