@@ -101,7 +101,7 @@ func previousImage(ctx context.Context, c fluxdv1.FluxServiceClient, service str
 		}
 		return "", fmt.Errorf("the last release of %s changed several images (%s): say which to go back to with --to IMAGE", service, strings.Join(list, ", "))
 	}
-	return "", fmt.Errorf("no release of %s is recorded, so there is no previous image to roll back to: give one with --to IMAGE ('fluxctl list-images %s' lists them)", service, service)
+	return "", fmt.Errorf("no successful release of %s is recorded (failed and cancelled ones were rolled back already, and do not count), so there is no previous image to roll back to: give one with --to IMAGE ('fluxctl list-images %s' lists them)", service, service)
 }
 
 // names says whether what a person typed (a full ID, namespace/name,
