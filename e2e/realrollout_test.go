@@ -58,7 +58,10 @@ spec:
 func TestRealRollouts(t *testing.T) {
 	kc := requireRealNode(t)
 	f := sharedFluxd(t)
-	ctx := testContext(t)
+	// Three rollouts that fail on their timeouts (up to 90 s each) run
+	// under this one context: testContext's 2 minutes is too short.
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	t.Cleanup(cancel)
 	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=rita"}
 	viewer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}
 
@@ -79,16 +82,20 @@ func TestRealRollouts(t *testing.T) {
 		name  string
 		image func() (string, error)
 		want  []string // in fluxctl's error and the history
+		// timeout is the release's rollout timeout: the crash needs
+		// the kubelet's first restart inside it to say CrashLoopBackOff,
+		// which on a loaded machine took longer than 40 s (CI).
+		timeout string
 	}{
 		{"container exits at once", func() (string, error) {
 			return stack.PushAppImage(ctx, "realapp", "1.1.0-crash", localstack.AppCrash)
-		}, []string{"CrashLoopBackOff|restarted", "exited with code 3"}},
+		}, []string{"CrashLoopBackOff|restarted", "exited with code 3"}, "90s"},
 		{"image cannot be pulled", func() (string, error) {
 			return stack.UnpullableAppImage(ctx, "realapp", "1.1.0-unpullable")
-		}, []string{"ImagePullBackOff|ErrImagePull"}},
+		}, []string{"ImagePullBackOff|ErrImagePull"}, "40s"},
 		{"readiness probe never passes", func() (string, error) {
 			return stack.PushAppImage(ctx, "realapp", "1.1.0-notready", localstack.AppNotReady)
-		}, []string{"running but not ready", "Readiness probe failed", "503"}},
+		}, []string{"running but not ready", "Readiness probe failed", "503"}, "40s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -97,7 +104,7 @@ func TestRealRollouts(t *testing.T) {
 				t.Fatal(err)
 			}
 			out, stderr, code := fluxctl(t, deployer, "release", "-y", "-s", "default:deployment/realapp", "-i", bad,
-				"--rollout-timeout", "40s", "--rollback-on-failure")
+				"--rollout-timeout", tc.timeout, "--rollback-on-failure")
 			if code == 0 {
 				t.Fatalf("a release of %s succeeded:\n%s", bad, out)
 			}
