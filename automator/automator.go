@@ -328,7 +328,7 @@ func (a *Automator) Step(ctx context.Context) time.Duration {
 	sort.Strings(instances)
 	for _, inst := range instances {
 		ids := due[inst]
-		sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
+		slices.SortFunc(ids, platform.ID.Compare)
 		a.check(ctx, inst, ids)
 	}
 	return a.nextDue()

@@ -9,7 +9,6 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/protobuf/encoding/protojson"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/fluxd/fluxd/internal/auth"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
@@ -37,6 +36,8 @@ type answerKey struct{ scope, namespace string }
 type keptAnswer struct {
 	ready  chan struct{} // closed once protos are set
 	protos []*fluxdv1.Service
+	// kept are the services' kept forms, protos their protobufs.
+	kept []*keptService
 	// pb is ListServicesResponse{Services: protos} encoded, json the
 	// services as a JSON array; each made once, on first use.
 	pbOnce, jsonOnce sync.Once
@@ -101,9 +102,12 @@ func (d *Daemon) listAnswer(ctx context.Context, namespace string) (*keptAnswer,
 		}
 	}
 	out := make([]*fluxdv1.Service, 0, n)
+	a.kept = make([]*keptService, 0, n)
 	for _, svc := range all {
 		if namespace == "" || svc.ID.Namespace == namespace {
-			out = append(out, serviceToProto(svc))
+			k := d.kept.of(built, svc)
+			a.kept = append(a.kept, k)
+			out = append(out, k.proto)
 		}
 	}
 	a.protos = out
@@ -150,15 +154,13 @@ func (d *Daemon) encodedServices(services []*fluxdv1.Service) []byte {
 	if a == nil {
 		return nil
 	}
-	a.pbOnce.Do(func() {
-		a.pb, _ = proto.Marshal(&fluxdv1.ListServicesResponse{Services: a.protos})
-	})
+	a.pbOnce.Do(func() { a.pb = encodedAnswer(a.kept) })
 	return a.pb
 }
 
 // servicesJSON is the answer's services as a JSON array, made once.
 func (a *keptAnswer) servicesJSON() ([]byte, error) {
-	a.jsonOnce.Do(func() { a.json, a.jsonErr = servicesJSON(a.protos) })
+	a.jsonOnce.Do(func() { a.json, a.jsonErr = jsonArray(a.kept) })
 	return a.json, a.jsonErr
 }
 

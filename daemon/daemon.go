@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -119,6 +120,9 @@ type Daemon struct {
 	ready    readiness // Ready's answer, shared for a second
 	onNotify func(repository string, tags int)
 	view     viewCache // the joined list of services, while nothing changed
+	// kept are the services' answer forms, reused by the next view for
+	// the services that did not change (keptservice.go).
+	kept keptServices
 }
 
 // generational is a source that says when what it reports may have
@@ -422,11 +426,13 @@ func (d *Daemon) buildServices(ctx context.Context, m *gitrepo.Manifests) ([]Ser
 		}
 	}
 	d.syncStates(byID)
+	// Sorted as IDs, then copied: sorting the Services themselves moved
+	// their whole structs at every swap.
+	slices.SortFunc(order, platform.ID.Compare)
 	out := make([]Service, 0, len(order))
 	for _, id := range order {
 		out = append(out, *byID[id])
 	}
-	sortServices(out)
 	return out, nil
 }
 

@@ -99,7 +99,8 @@ func (f *forwarder) target(ctx context.Context, method string) (*grpc.ClientConn
 		return c, nil
 	}
 	// Verified against the replica CA, whatever address the Lease names.
-	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(credentials.NewTLS(f.peer.Clone())))
+	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(credentials.NewTLS(f.peer.Clone())),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxAnswerBytes)))
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "cannot reach the leader at %s: %v", addr, err)
 	}

@@ -532,7 +532,7 @@ func (d *Daemon) servicesInFile(ctx context.Context, file string) ([]platform.ID
 				ids = append(ids, id)
 			}
 		}
-		sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
+		slices.SortFunc(ids, platform.ID.Compare)
 		return ids
 	}
 	m, err := d.readManifests(ctx)

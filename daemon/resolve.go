@@ -11,9 +11,6 @@ import (
 	"github.com/fluxd/fluxd/platform"
 )
 
-func sortServices(s []Service) {
-	sort.Slice(s, func(i, j int) bool { return s[i].ID.String() < s[j].ID.String() })
-}
 
 // resolve turns what a person typed into a service: a full ID
 // (namespace:kind/name), or namespace/name, kind/name (as kubectl writes

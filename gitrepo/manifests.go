@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -546,6 +545,6 @@ func sortedIDs(m map[platform.ID]*Definition) []platform.ID {
 	for id := range m {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
+	slices.SortFunc(ids, platform.ID.Compare)
 	return ids
 }

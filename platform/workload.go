@@ -30,6 +30,42 @@ type ID struct {
 
 func (id ID) String() string { return id.Namespace + ":" + id.Kind + "/" + id.Name }
 
+// Compare orders IDs as their String forms order (strings.Compare of
+// a.String() and b.String()), without building them: sorting 10,000
+// services by String allocated two strings per comparison, most of the
+// cost of the daemon's view at that size.
+func (id ID) Compare(o ID) int {
+	a := [5]string{id.Namespace, ":", id.Kind, "/", id.Name}
+	b := [5]string{o.Namespace, ":", o.Kind, "/", o.Name}
+	// Walk both forms a run at a time: each step compares as much as
+	// is left of the shorter current part.
+	i, j := 0, 0
+	x, y := a[0], b[0]
+	for {
+		for x == "" && i < len(a)-1 {
+			i++
+			x = a[i]
+		}
+		for y == "" && j < len(b)-1 {
+			j++
+			y = b[j]
+		}
+		switch {
+		case x == "" && y == "":
+			return 0
+		case x == "":
+			return -1
+		case y == "":
+			return 1
+		}
+		n := min(len(x), len(y))
+		if c := strings.Compare(x[:n], y[:n]); c != 0 {
+			return c
+		}
+		x, y = x[n:], y[n:]
+	}
+}
+
 // ParseID parses a full ID, "namespace:kind/name".
 func ParseID(s string) (ID, error) {
 	ns, rest, ok := strings.Cut(s, ":")

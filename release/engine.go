@@ -497,7 +497,7 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 		}
 		plan.Items = append(plan.Items, item)
 	}
-	sort.Slice(plan.Items, func(i, j int) bool { return plan.Items[i].Service.String() < plan.Items[j].Service.String() })
+	sort.Slice(plan.Items, func(i, j int) bool { return plan.Items[i].Service.Compare(plan.Items[j].Service) < 0 })
 	if err := kustomizeSiblings(spec, plan, m); err != nil {
 		return nil, err
 	}

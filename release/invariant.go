@@ -3,6 +3,7 @@ package release
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -253,7 +254,7 @@ func sortedWorkloads(m *gitrepo.Manifests) []platform.ID {
 	for id := range m.Workloads {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
+	slices.SortFunc(ids, platform.ID.Compare)
 	return ids
 }
 

@@ -2,7 +2,7 @@ package release
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -52,6 +52,6 @@ func unreported(ws []platform.Workload, gens map[platform.ID]int64, timeout time
 	if len(ids) == 0 {
 		return nil
 	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i].String() < ids[j].String() })
+	slices.SortFunc(ids, platform.ID.Compare)
 	return &NotRolledOut{Services: ids, Timeout: timeout}
 }

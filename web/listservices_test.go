@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -99,28 +101,7 @@ func TestJSONListServicesAnswersAsTheGateway(t *testing.T) {
 		ws = append(ws, platform.Workload{ID: platform.ID{Namespace: ns, Kind: "deployment", Name: name},
 			Containers: []platform.Container{{Name: "app", Image: "reg.example/" + name + ":1.0"}}, Status: "ready"})
 	}
-	log := slog.New(slog.DiscardHandler)
-	d := daemon.New(daemon.Config{GitRefresh: time.Minute, Listen: "127.0.0.1:0", TokensFile: tokens, Version: "v-test"},
-		daemon.Deps{Cluster: &cluster{ws: ws}, Releaser: releaser{}, Jobs: jobs{}}, log)
-	srv := daemon.NewServer(d, store, log)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ctx, lis, time.Second) }()
-	defer func() { cancel(); <-served }()
-	conn, err := srv.InProcess()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	h, err := web.New(ctx, web.Config{Auth: store, Conn: conn, Hub: web.NewHub(4)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(h)
-	defer hs.Close()
+	hs, conn := servePage(t, ctx, tokens, store, ws)
 	client := fluxdv1.NewFluxServiceClient(conn)
 
 	post := func(token, body string) (int, []byte) {
@@ -174,5 +155,78 @@ func TestJSONListServicesAnswersAsTheGateway(t *testing.T) {
 		if code, body := post(tc.token, tc.body); code != tc.code || !json.Valid(body) {
 			t.Errorf("token %q, body %q: %d %s, want %d and a JSON error", tc.token, tc.body, code, body, tc.code)
 		}
+	}
+}
+
+// servePage serves the page's JSON API over a daemon of workloads ws,
+// through the in-process connection as fluxd does, until ctx ends.
+func servePage(t *testing.T, ctx context.Context, tokens string, store *auth.Store, ws []platform.Workload) (*httptest.Server, *grpc.ClientConn) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(ctx)
+	log := slog.New(slog.DiscardHandler)
+	d := daemon.New(daemon.Config{GitRefresh: time.Minute, Listen: "127.0.0.1:0", TokensFile: tokens, Version: "v-test"},
+		daemon.Deps{Cluster: &cluster{ws: ws}, Releaser: releaser{}, Jobs: jobs{}}, log)
+	srv := daemon.NewServer(d, store, log)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, lis, time.Second) }()
+	t.Cleanup(func() { cancel(); <-served })
+	conn, err := srv.InProcess()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	h, err := web.New(ctx, web.Config{Auth: store, Conn: conn, Hub: web.NewHub(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	return hs, conn
+}
+
+// The page lists 12,000 workloads: an answer past gRPC's default 4 MiB
+// (the JSON is about 6 MiB) still reaches it ("received message larger
+// than max" before).
+func TestJSONListServicesOfManyWorkloads(t *testing.T) {
+	ctx := context.Background()
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	tok, err := auth.Create(tokens, auth.Identity{Instance: "team-a", Role: auth.Viewer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := auth.Open(tokens)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 12000
+	ws := make([]platform.Workload, 0, n)
+	for i := range n {
+		ws = append(ws, platform.Workload{ID: platform.ID{Namespace: fmt.Sprintf("team-%03d", i%120), Kind: "deployment", Name: fmt.Sprintf("service-%05d", i)},
+			Containers: []platform.Container{{Name: "app", Image: fmt.Sprintf("registry.example.com/platform/service-%05d:1.%d.0", i, i%9)}},
+			Status:     "ready", Replicas: platform.Replicas{Desired: 2, Updated: 2, Ready: 2, Available: 2}})
+	}
+	hs, _ := servePage(t, ctx, tokens, store, ws)
+	req, _ := http.NewRequest(http.MethodPost, hs.URL+"/api/fluxd.v1.FluxService/ListServices", bytes.NewBufferString(`{}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %.300s", resp.StatusCode, body)
+	}
+	var got fluxdv1.ListServicesResponse
+	if err := protojson.Unmarshal(body, &got); err != nil {
+		t.Fatalf("the answer does not parse: %v", err)
+	}
+	if len(got.Services) != n || len(body) <= 4<<20 {
+		t.Errorf("%d services in %d bytes, want %d in over 4 MiB", len(got.Services), len(body), n)
 	}
 }

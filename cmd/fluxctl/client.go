@@ -108,7 +108,11 @@ func dial(rawURL, token, caFile, certFile, keyFile string) (*grpc.ClientConn, er
 	conn, err := grpc.NewClient("passthrough:///"+t.addr,
 		grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(bearer(token)),
-		grpc.WithUserAgent("fluxctl"))
+		grpc.WithUserAgent("fluxctl"),
+		// gRPC's default 4 MiB would refuse list-services (and
+		// list-images --all) of tens of thousands of workloads; the
+		// daemon's own clients take the same (daemon.MaxAnswerBytes).
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(128<<20)))
 	if err != nil {
 		return nil, fmt.Errorf("connecting to fluxd at %s: %w", t.addr, err)
 	}

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -313,6 +313,6 @@ func (c *Cluster) Workloads(ctx context.Context) ([]platform.Workload, error) {
 		}
 	}
 	out = append(out, c.helmReleases()...)
-	sort.Slice(out, func(i, j int) bool { return out[i].ID.String() < out[j].ID.String() })
+	slices.SortFunc(out, func(a, b platform.Workload) int { return a.ID.Compare(b.ID) })
 	return out, ctx.Err()
 }
