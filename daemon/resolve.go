@@ -11,7 +11,6 @@ import (
 	"github.com/fluxd/fluxd/platform"
 )
 
-
 // resolve turns what a person typed into a service: a full ID
 // (namespace:kind/name), or namespace/name, kind/name (as kubectl writes
 // it) or name where unambiguous.
