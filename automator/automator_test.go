@@ -1,6 +1,7 @@
 package automator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -405,5 +406,24 @@ func TestDeautomatedDuringItsReleaseIsNotReleasedAgain(t *testing.T) {
 	}
 	if _, ok := a.States()[svc("a")]; ok {
 		t.Errorf("still tracked after its job ended: %v", a.States())
+	}
+}
+
+// A pass where most services have nothing newer logs one line for them
+// at info, with the count, and each service's decision at debug only;
+// a decision to release is still logged per service.
+func TestPassLogsNothingNewerOnce(t *testing.T) {
+	f, jobs := newFake("a", "b", "c", "d"), &fakeJobs{}
+	f.newest[svc("d")] = "1.1"
+	var buf bytes.Buffer
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	a := New(Config{ShortWait: 15 * time.Second, LongWait: time.Minute}, f, jobs, clk, slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	a.Step(context.Background())
+	out := buf.String()
+	if n := strings.Count(out, "nothing newer"); n != 1 || !strings.Contains(out, `msg="automator pass"`) || !strings.Contains(out, `"nothing newer"=3`) {
+		t.Errorf("want one pass line counting 3 with nothing newer, got %d mentions:\n%s", n, out)
+	}
+	if !strings.Contains(out, "decision: release") || !strings.Contains(out, "service=default:deployment/d") {
+		t.Errorf("the release decision is not logged per service:\n%s", out)
 	}
 }
