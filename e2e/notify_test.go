@@ -147,7 +147,7 @@ func hookKinds(t *testing.T, r *testReceivers) []string {
 }
 
 // waitForLog waits until fluxd's log holds text.
-func waitForLog(t *testing.T, name, text string) {
+func waitForLog(t testing.TB, name, text string) {
 	t.Helper()
 	if err := poll(context.Background(), 60*time.Second, func() error {
 		b, _ := os.ReadFile(stack.Log(name))

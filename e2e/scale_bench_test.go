@@ -84,25 +84,33 @@ func BenchmarkScale(b *testing.B) {
 		}
 		tags = n
 	}
-	var goMemLimit string
+	var mem scaleMemory
 	switch v := os.Getenv("BENCH_SCALE_MEMLIMIT"); v {
-	case "", "deploy":
+	case "", "deploy", "cgroup":
 		limit, err := deploymentMemoryLimit()
 		if err != nil {
 			b.Fatal(err)
 		}
-		goMemLimit = strconv.FormatInt(memlimit.Soft(limit, memlimit.DefaultRatio), 10)
-		b.Logf("fluxd runs with GOMEMLIMIT=%s: %.2f of deploy/deployment.yaml's limits.memory (%d bytes)", goMemLimit, memlimit.DefaultRatio, limit)
+		if v == "cgroup" {
+			if err := canLimitMemory(); err != nil {
+				b.Fatalf("BENCH_SCALE_MEMLIMIT=cgroup: %v", err)
+			}
+			mem.cgroupLimit = limit
+			b.Logf("fluxd runs in a memory cgroup limited to deploy/deployment.yaml's limits.memory (%d bytes), which it reads itself", limit)
+			break
+		}
+		mem.goMemLimit = strconv.FormatInt(memlimit.Soft(limit, memlimit.DefaultRatio), 10)
+		b.Logf("fluxd runs with GOMEMLIMIT=%s: %.2f of deploy/deployment.yaml's limits.memory (%d bytes)", mem.goMemLimit, memlimit.DefaultRatio, limit)
 	case "none":
 	default:
-		b.Fatalf("BENCH_SCALE_MEMLIMIT=%q: deploy (the default: the limit the installed Deployment gives fluxd) or none", v)
+		b.Fatalf("BENCH_SCALE_MEMLIMIT=%q: deploy (the default: GOMEMLIMIT as the installed Deployment's limit gives fluxd), cgroup (fluxd in a memory cgroup with that limit, as in its container) or none", v)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Hour)
 	defer cancel()
 	for b.Loop() {
 		var rows []string
 		for _, n := range sizes {
-			r := scaleRun(b, ctx, n, tags, goMemLimit)
+			r := scaleRun(b, ctx, n, tags, mem)
 			rows = append(rows, r.String())
 			fmt.Println(r.String())
 			b.ReportMetric(r.rss, fmt.Sprintf("rss-MB-%d", n))
@@ -115,6 +123,9 @@ func BenchmarkScale(b *testing.B) {
 			b.ReportMetric(r.noChangeSync.Seconds(), fmt.Sprintf("nochange-sync-s-%d", n))
 			b.ReportMetric(r.gcCPU, fmt.Sprintf("gc-cpu-s-%d", n))
 			b.ReportMetric(r.cpu, fmt.Sprintf("cpu-s-%d", n))
+			if r.cgroupPeak > 0 {
+				b.ReportMetric(r.cgroupPeak, fmt.Sprintf("cgroup-peak-MB-%d", n))
+			}
 		}
 		fmt.Println("\nBenchmarkScale, side by side:")
 		fmt.Println(scaleHeader)
@@ -139,6 +150,17 @@ type scaleResult struct {
 	firstSync, noChangeSync    time.Duration
 	noChangeRequests           float64
 	cpu, gcCPU                 float64 // seconds, from start to the end of the list-services load
+	// In a memory cgroup (BENCH_SCALE_MEMLIMIT=cgroup): its peak usage as
+	// the kernel counts it, and how often it hit the limit.
+	cgroupPeak    float64
+	cgroupFailcnt int64
+}
+
+// scaleMemory is the memory limit a run gives fluxd: GOMEMLIMIT in its
+// environment, or a memory cgroup it reads (at most one).
+type scaleMemory struct {
+	goMemLimit  string
+	cgroupLimit int64
 }
 
 func (r scaleResult) String() string {
@@ -148,7 +170,7 @@ func (r scaleResult) String() string {
 }
 
 // scaleRun sets up size n (once per stack) and measures a fresh fluxd on it.
-func scaleRun(b *testing.B, ctx context.Context, n, tags int, goMemLimit string) scaleResult {
+func scaleRun(b *testing.B, ctx context.Context, n, tags int, mem scaleMemory) scaleResult {
 	b.Helper()
 	r := scaleResult{n: n, namespaces: n / 100, repos: max(1, n/10), tags: tags}
 	prefix := fmt.Sprintf("scale-%d", n)
@@ -210,12 +232,20 @@ spec:
 	if profDir != "" {
 		args = append(args, "--pprof")
 	}
-	if goMemLimit != "" {
+	if mem.goMemLimit != "" {
 		// fluxd inherits the environment when it starts; the stack's
 		// processes started before, and nothing else starts meanwhile.
-		os.Setenv("GOMEMLIMIT", goMemLimit)
+		os.Setenv("GOMEMLIMIT", mem.goMemLimit)
 	}
-	f, err := stack.StartNamedFluxd(ctx, name, filepath.Join(binDir, "fluxd"), instance, nil, args...)
+	bin := filepath.Join(binDir, "fluxd")
+	var cg *memoryCgroup
+	if mem.cgroupLimit > 0 {
+		var err error
+		if cg, bin, err = inMemoryCgroup(fmt.Sprintf("fluxd-scale-%d-%d", n, os.Getpid()), mem.cgroupLimit, bin, b.TempDir()); err != nil {
+			b.Fatal(err)
+		}
+	}
+	f, err := stack.StartNamedFluxd(ctx, name, bin, instance, nil, args...)
 	os.Unsetenv("GOMEMLIMIT")
 	if err != nil {
 		b.Fatalf("starting fluxd: %v (log: %s)", err, stack.Log(name))
@@ -226,7 +256,16 @@ spec:
 		for i := 0; i < 100 && syscall.Kill(f.PID, 0) == nil; i++ {
 			time.Sleep(100 * time.Millisecond)
 		}
+		if cg != nil {
+			if err := cg.remove(); err != nil {
+				b.Log(err)
+			}
+		}
 	}()
+	if cg != nil {
+		// fluxd found the limit itself, as in its container.
+		waitForLog(b, name, "soft memory limit from the container's")
+	}
 	// RSS over the whole run, every 250 ms: a container's limit kills at
 	// whichever moment the peak comes (the list-services load's too).
 	sampling, stopSampling := context.WithCancel(ctx)
@@ -334,6 +373,15 @@ spec:
 	goMem := metricMB(b, metrics, "go_memstats_sys_bytes") - metricMB(b, metrics, "go_memstats_heap_released_bytes")
 	b.Logf("size %d: RSS %.0f MB (anonymous %.0f MB, file-backed %.0f MB), of it the Go runtime's %.0f MB (sys less released), outside Go's count %.0f MB (MB here: MiB)",
 		n, r.rss, procStatusMB(f.PID, "RssAnon:"), procStatusMB(f.PID, "RssFile:"), goMem, r.rss-goMem)
+	if cg != nil {
+		st := cg.stats()
+		if st.oomKills > 0 || syscall.Kill(f.PID, 0) != nil {
+			b.Fatalf("size %d: the kernel killed fluxd at its memory limit (%d OOM kills; log: %s)", n, st.oomKills, stack.Log(name))
+		}
+		r.cgroupPeak, r.cgroupFailcnt = st.peakMB, st.failcnt
+		b.Logf("size %d: the memory cgroup (limit %d MiB) peaked at %.0f MiB as the kernel counts it (page cache included), %d times at the limit (reclaimed), 0 OOM kills",
+			n, mem.cgroupLimit>>20, st.peakMB, st.failcnt)
+	}
 	r.cpu = metricTotal(b, metrics, "process_cpu_seconds_total")
 	r.gcCPU = metricTotal(b, metrics, "go_cpu_classes_gc_total_cpu_seconds_total")
 	return r
