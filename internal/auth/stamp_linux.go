@@ -3,7 +3,6 @@ package auth
 import (
 	"io/fs"
 	"syscall"
-	"time"
 )
 
 // stampOf is what fi says of the file's identity and last change. On
@@ -11,10 +10,10 @@ import (
 // which no user can set: a rename brings another inode, and any write,
 // chmod or utimes (touch -r, cp -p) moves the ctime.
 func stampOf(fi fs.FileInfo) fileStamp {
-	st := fileStamp{mtime: fi.ModTime(), size: fi.Size()}
+	st := fileStamp{mtime: fi.ModTime().UnixNano(), size: fi.Size()}
 	if sys, ok := fi.Sys().(*syscall.Stat_t); ok {
 		st.dev, st.ino = uint64(sys.Dev), sys.Ino
-		st.ctime = time.Unix(sys.Ctim.Sec, sys.Ctim.Nsec)
+		st.ctime = sys.Ctim.Nano()
 	}
 	return st
 }

@@ -58,8 +58,10 @@ type Store struct {
 // fileStamp is what stat says of the tokens file: when it differs from
 // the last read's, the file is read again.
 type fileStamp struct {
-	dev, ino     uint64
-	ctime, mtime time.Time
+	dev, ino uint64
+	// ctime and mtime are in nanoseconds since 1970; ctime is 0 when
+	// stat does not tell it.
+	ctime, mtime int64
 	size         int64
 }
 
@@ -183,7 +185,7 @@ func (s *Store) reload() error {
 	}
 	s.stamp, s.sum = st, sum
 	// Without a ctime (not Linux) every stamp is racy.
-	s.racy = st.ctime.IsZero() || read.Sub(st.ctime) < racyWindow
+	s.racy = st.ctime == 0 || read.UnixNano()-st.ctime < int64(racyWindow)
 	return nil
 }
 

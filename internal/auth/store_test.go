@@ -239,12 +239,17 @@ func TestRacyStampComparesContent(t *testing.T) {
 	}
 	// A filesystem with one tick for all time: every stamp is the same.
 	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	s.stampOf = func(fs.FileInfo) fileStamp { return fileStamp{ctime: tick, mtime: tick, size: 1} }
+	coarse := fileStamp{ctime: tick.UnixNano(), mtime: tick.UnixNano(), size: 1}
+	s.stampOf = func(fs.FileInfo) fileStamp { return coarse }
 	now := tick.Add(racyWindow / 2)
 	s.now = func() time.Time { return now }
+	// Read the file again under that clock: racy, a second after its change.
 	s.mu.Lock()
-	s.stamp = fileStamp{ctime: tick, mtime: tick, size: 1}
+	s.stamp = fileStamp{}
 	s.mu.Unlock()
+	if _, err := s.Authenticate(revoked); err != nil {
+		t.Fatalf("before the rewrite: %v", err)
+	}
 	if err := os.WriteFile(path, revokeLine(t, path, revoked), 0o600); err != nil {
 		t.Fatal(err)
 	}
