@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -117,6 +118,41 @@ func TestStatusPageWorkloadInBrowser(t *testing.T) {
 	if n := deploymentReplicas(t, "treeapp"); n != 3 {
 		t.Errorf("the comparison (a dry run) changed the Deployment: %d replicas, want 3", n)
 	}
+	// A value set outside git (an annotation, as 'kubectl set env' sets
+	// an environment variable, without a rollout) is in the live object:
+	// a deployer reads it; a viewer gets no live object and the diff's
+	// paths without their values, and the answer says so.
+	kubectl := func(args ...string) {
+		t.Helper()
+		if out, stderr, code := run(t, []string{"KUBECONFIG=" + stack.Kubeconfig}, stackBinDir(t)+"/kubectl", append(args, "-n", "default")...); code != 0 {
+			t.Fatalf("kubectl %s: %s%s", strings.Join(args, " "), out, stderr)
+		}
+	}
+	kubectl("annotate", "deployment/treeapp", "example.com/db-password=hunter2")
+	manifest := func(role string) (resp struct {
+		Live     string   `json:"live"`
+		Diff     []string `json:"diff"`
+		Redacted bool     `json:"redacted"`
+	}, body string) {
+		t.Helper()
+		code, body := apiCall(t, base, f.Tokens[role], "GetManifest", `{"service":"`+id+`"}`)
+		if code != http.StatusOK {
+			t.Fatalf("a %s's GetManifest: %d %s", role, code, body)
+		}
+		if err := json.Unmarshal([]byte(body), &resp); err != nil {
+			t.Fatalf("a %s's GetManifest: %v in %s", role, err, body)
+		}
+		return resp, body
+	}
+	if m, body := manifest("deployer"); m.Redacted || !strings.Contains(m.Live, "hunter2") || !strings.Contains(m.Live, "replicas: 3") ||
+		!strings.Contains(strings.Join(m.Diff, "\n"), "replace /spec/replicas: 2") {
+		t.Errorf("a deployer's manifest lacks the live object or the diff's values: %s", body)
+	}
+	if m, body := manifest("viewer"); !m.Redacted || m.Live != "" || strings.Contains(body, "hunter2") || strings.Contains(body, "replicas: 3") ||
+		!slices.Contains(m.Diff, "replace /spec/replicas") || slices.ContainsFunc(m.Diff, func(l string) bool { return strings.Contains(l, ": ") }) {
+		t.Errorf("a viewer's manifest: %s; want it redacted: no live object, the diff's paths alone (replace /spec/replicas)", body)
+	}
+	kubectl("annotate", "deployment/treeapp", "example.com/db-password-")
 	if out, stderr, code := run(t, []string{"KUBECONFIG=" + stack.Kubeconfig}, stackBinDir(t)+"/kubectl", "scale", "deployment/treeapp", "--replicas=2", "-n", "default"); code != 0 {
 		t.Fatalf("kubectl scale: %s%s", out, stderr)
 	}
