@@ -152,6 +152,18 @@ func TestStatusPageWorkloadInBrowser(t *testing.T) {
 		!slices.Contains(m.Diff, "replace /spec/replicas") || slices.ContainsFunc(m.Diff, func(l string) bool { return strings.Contains(l, ": ") }) {
 		t.Errorf("a viewer's manifest: %s; want it redacted: no live object, the diff's paths alone (replace /spec/replicas)", body)
 	}
+	// The page, signed in as a viewer, says why there is no live object.
+	vctx, _ := newBrowser(t, 1400, 1000)
+	browse(t, vctx, "a viewer's manifest",
+		chromedp.Navigate(page),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), f.Tokens["viewer"]),
+		chromedp.KeyEvent(kb.Enter),
+		waitText(`#manifest-live-redacted`, "Shown to deployers and admins only"),
+		waitText(`#manifest-diff`, "replace /spec/replicas"))
+	if text := value(t, vctx, chromedp.Text(chromedp.CSS(`body`))); strings.Contains(text, "hunter2") || strings.Contains(text, "/spec/replicas: 2") {
+		t.Errorf("a viewer's page shows what the cluster holds beyond git:\n%s", text)
+	}
 	kubectl("annotate", "deployment/treeapp", "example.com/db-password-")
 	if out, stderr, code := run(t, []string{"KUBECONFIG=" + stack.Kubeconfig}, stackBinDir(t)+"/kubectl", "scale", "deployment/treeapp", "--replicas=2", "-n", "default"); code != 0 {
 		t.Fatalf("kubectl scale: %s%s", out, stderr)
