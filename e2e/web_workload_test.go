@@ -25,7 +25,8 @@ import (
 // on a desktop and on a phone: its resource tree (the ReplicaSet, the
 // pods with their status and restarts, their events), a pod's log (on
 // kwok's fake nodes there is none: the page says why), its manifest in
-// git beside the live object with what applying git would change, and a
+// git beside the live object with what applying git would change (for a
+// viewer, without the live object or the diff's values), and a
 // deployer's actions: automate and deautomate, tag filters (a bad one
 // refused with nothing committed), a release with a message, a rollback
 // to the previous image, and release all with its plan first. Each
