@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
@@ -19,7 +21,8 @@ import (
 // the caller's scope (resolve): a service outside it is not found, and so
 // is a pod that is not the service's. Reading logs needs the deployer
 // role (the interceptors: GetPodLog is not read-only), since logs may
-// carry secrets; docs/security.md says why.
+// carry secrets; docs/security.md says why. For the same reason a viewer
+// gets the manifest without the live object (redactLive).
 
 // Resources is what the daemon needs from the cluster for these views;
 // platform/kube's Cluster has it (the daemon asks its Cluster for it).
@@ -108,6 +111,8 @@ type Manifest struct {
 	Comparison *platform.Comparison
 	// Note says why something is missing.
 	Note string
+	// Redacted says Comparison holds no live values (redactLive).
+	Redacted bool
 }
 
 // WorkloadManifest reads service's manifest from git and compares it with
@@ -139,7 +144,40 @@ func (d *Daemon) WorkloadManifest(ctx context.Context, service string) (*Manifes
 		out.Note = "no comparison with the cluster: " + err.Error()
 		out.Comparison = nil
 	}
+	if !identity(ctx).Allows(auth.Deployer) {
+		out.Redacted = redactLive(out.Comparison)
+	}
 	return out, nil
+}
+
+// redactLive leaves out of c what the cluster holds beyond git, for a
+// caller who may only read: the live object, and the values of the
+// diff's lines, which are what applying git would leave and so keep
+// fields that others set (a 'kubectl set env' password, a command's
+// arguments, an annotation). The paths stay, so a viewer still sees
+// which fields drifted; git's own values are in the manifest beside.
+//
+// Why all of it, not only env[].value: a secret set outside git can sit
+// in any field (args, command, a probe's exec, an annotation, a
+// HelmRelease's values), and a list of places to mask is a list of
+// places to forget. Kubernetes' own view role reads workloads whole, but
+// fluxd's viewer tokens are the ones handed out widely (a team's page, a
+// screen on the wall); what a deployer may read, it may also change
+// through git. It reports whether anything was left out.
+func redactLive(c *platform.Comparison) bool {
+	if c == nil {
+		return false
+	}
+	redacted := len(c.Live) > 0
+	c.Live = nil
+	for i, line := range c.Diff {
+		// "op /path: value": the first ": " ends the path or comes
+		// before its end, so cutting there never keeps a value.
+		if head, _, ok := strings.Cut(line, ": "); ok {
+			c.Diff[i], redacted = head, true
+		}
+	}
+	return redacted
 }
 
 // GetResources reports a workload's ReplicaSets or Jobs, pods and events.
@@ -183,7 +221,8 @@ func (s *Server) GetManifest(ctx context.Context, req *fluxdv1.GetManifestReques
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	out := &fluxdv1.GetManifestResponse{Service: m.Service.String(), File: m.File, Line: int32(m.Line), Revision: m.Revision, Git: string(m.Git), Note: m.Note}
+	out := &fluxdv1.GetManifestResponse{Service: m.Service.String(), File: m.File, Line: int32(m.Line), Revision: m.Revision, Git: string(m.Git), Note: m.Note,
+		Redacted: m.Redacted}
 	if c := m.Comparison; c != nil {
 		out.Live, out.Action, out.Diff = string(c.Live), c.Action, c.Diff
 	}

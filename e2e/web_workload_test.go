@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +25,8 @@ import (
 // on a desktop and on a phone: its resource tree (the ReplicaSet, the
 // pods with their status and restarts, their events), a pod's log (on
 // kwok's fake nodes there is none: the page says why), its manifest in
-// git beside the live object with what applying git would change, and a
+// git beside the live object with what applying git would change (for a
+// viewer, without the live object or the diff's values), and a
 // deployer's actions: automate and deautomate, tag filters (a bad one
 // refused with nothing committed), a release with a message, a rollback
 // to the previous image, and release all with its plan first. Each
@@ -117,6 +119,53 @@ func TestStatusPageWorkloadInBrowser(t *testing.T) {
 	if n := deploymentReplicas(t, "treeapp"); n != 3 {
 		t.Errorf("the comparison (a dry run) changed the Deployment: %d replicas, want 3", n)
 	}
+	// A value set outside git (an annotation, as 'kubectl set env' sets
+	// an environment variable, without a rollout) is in the live object:
+	// a deployer reads it; a viewer gets no live object and the diff's
+	// paths without their values, and the answer says so.
+	kubectl := func(args ...string) {
+		t.Helper()
+		if out, stderr, code := run(t, []string{"KUBECONFIG=" + stack.Kubeconfig}, stackBinDir(t)+"/kubectl", append(args, "-n", "default")...); code != 0 {
+			t.Fatalf("kubectl %s: %s%s", strings.Join(args, " "), out, stderr)
+		}
+	}
+	kubectl("annotate", "deployment/treeapp", "example.com/db-password=hunter2")
+	manifest := func(role string) (resp struct {
+		Live     string   `json:"live"`
+		Diff     []string `json:"diff"`
+		Redacted bool     `json:"redacted"`
+	}, body string) {
+		t.Helper()
+		code, body := apiCall(t, base, f.Tokens[role], "GetManifest", `{"service":"`+id+`"}`)
+		if code != http.StatusOK {
+			t.Fatalf("a %s's GetManifest: %d %s", role, code, body)
+		}
+		if err := json.Unmarshal([]byte(body), &resp); err != nil {
+			t.Fatalf("a %s's GetManifest: %v in %s", role, err, body)
+		}
+		return resp, body
+	}
+	if m, body := manifest("deployer"); m.Redacted || !strings.Contains(m.Live, "hunter2") || !strings.Contains(m.Live, "replicas: 3") ||
+		!strings.Contains(strings.Join(m.Diff, "\n"), "replace /spec/replicas: 2") {
+		t.Errorf("a deployer's manifest lacks the live object or the diff's values: %s", body)
+	}
+	if m, body := manifest("viewer"); !m.Redacted || m.Live != "" || strings.Contains(body, "hunter2") || strings.Contains(body, "replicas: 3") ||
+		!slices.Contains(m.Diff, "replace /spec/replicas") || slices.ContainsFunc(m.Diff, func(l string) bool { return strings.Contains(l, ": ") }) {
+		t.Errorf("a viewer's manifest: %s; want it redacted: no live object, the diff's paths alone (replace /spec/replicas)", body)
+	}
+	// The page, signed in as a viewer, says why there is no live object.
+	vctx, _ := newBrowser(t, 1400, 1000)
+	browse(t, vctx, "a viewer's manifest",
+		chromedp.Navigate(page),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), f.Tokens["viewer"]),
+		chromedp.KeyEvent(kb.Enter),
+		waitText(`#manifest-live-redacted`, "Shown to deployers and admins only"),
+		waitText(`#manifest-diff`, "replace /spec/replicas"))
+	if text := value(t, vctx, chromedp.Text(chromedp.CSS(`body`))); strings.Contains(text, "hunter2") || strings.Contains(text, "/spec/replicas: 2") {
+		t.Errorf("a viewer's page shows what the cluster holds beyond git:\n%s", text)
+	}
+	kubectl("annotate", "deployment/treeapp", "example.com/db-password-")
 	if out, stderr, code := run(t, []string{"KUBECONFIG=" + stack.Kubeconfig}, stackBinDir(t)+"/kubectl", "scale", "deployment/treeapp", "--replicas=2", "-n", "default"); code != 0 {
 		t.Fatalf("kubectl scale: %s%s", out, stderr)
 	}

@@ -359,7 +359,7 @@ func (h *Handler) call(w http.ResponseWriter, r *http.Request) {
 			// The services page's plan: shared, see overview. The
 			// computation outlives a caller that goes away.
 			ctx := context.WithoutCancel(r.Context())
-			h.overview.serve(w, c.id.Instance+"\x00"+c.id.Role.String(), h.now(), func(w http.ResponseWriter) {
+			h.overview.serve(w, overviewKey(c.id), h.now(), func(w http.ResponseWriter) {
 				h.forward(w, r.WithContext(ctx), c, cached)
 			})
 			return

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/fluxd/fluxd/internal/auth"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
@@ -22,8 +23,8 @@ const overviewTTL = 10 * time.Second
 // image its policy allows"): it is planned against fluxd's clone without
 // a fetch (fluxd polls git anyway), but still holds the release engine's
 // lock and reads every manifest, so at most one computation runs per
-// instance and role at a time (singleflight), and its answer serves every
-// caller for overviewTTL.
+// instance, role and scope at a time (singleflight), and its answer serves
+// every caller of the same for overviewTTL (overviewKey).
 type overview struct {
 	group singleflight.Group
 
@@ -35,6 +36,20 @@ type overviewAnswer struct {
 	at   time.Time
 	code int
 	body []byte
+}
+
+// overviewKey names the plan id may share: its instance's and role's,
+// within its scope. The scope is keyed by its content, as the tokens file
+// writes it ("" for none), as daemon's kept answers are: a tokens file
+// that narrows an instance's scope keys its callers' plans anew, so a
+// plan of namespaces no longer in scope is not served for the rest of
+// its overviewTTL.
+func overviewKey(id auth.Identity) string {
+	scope := ""
+	if id.Scope != nil {
+		scope = id.Scope.String()
+	}
+	return id.Instance + "\x00" + id.Role.String() + "\x00" + scope
 }
 
 // overviewRequest says whether body asks for the services page's plan:
@@ -74,6 +89,13 @@ func (o *overview) serve(w http.ResponseWriter, key string, now time.Time, compu
 				o.mu.Lock()
 				if o.cache == nil {
 					o.cache = map[string]overviewAnswer{}
+				}
+				// Drop the plans no one will be served again,
+				// a changed scope's among them.
+				for k, old := range o.cache {
+					if a.at.Sub(old.at) >= overviewTTL {
+						delete(o.cache, k)
+					}
 				}
 				o.cache[key] = a
 				o.mu.Unlock()

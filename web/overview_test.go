@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,9 +15,13 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
 
+	"github.com/fluxd/fluxd/internal/auth"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
@@ -38,6 +44,12 @@ func (f *countingFlux) Release(ctx context.Context, req *fluxdv1.ReleaseRequest)
 
 func newServerWith(t *testing.T, impl fluxdv1.FluxServiceServer) *httptest.Server {
 	t.Helper()
+	return newServerWithAuth(t, impl, testTokens)
+}
+
+// newServerWithAuth is newServerWith, the page checking tokens with a.
+func newServerWithAuth(t *testing.T, impl fluxdv1.FluxServiceServer, a Authenticator) *httptest.Server {
+	t.Helper()
 	lis := bufconn.Listen(1 << 20)
 	gs := grpc.NewServer()
 	fluxdv1.RegisterFluxServiceServer(gs, impl)
@@ -49,7 +61,7 @@ func newServerWith(t *testing.T, impl fluxdv1.FluxServiceServer) *httptest.Serve
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	h, err := New(context.Background(), Config{Auth: testTokens, Conn: conn, Hub: NewHub(16)})
+	h, err := New(context.Background(), Config{Auth: a, Conn: conn, Hub: NewHub(16)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,5 +124,86 @@ func TestConcurrentPageRefreshesShareOnePlan(t *testing.T) {
 	}
 	if n := flux.plans.Load(); n != 3 {
 		t.Errorf("another instance's overview was served from the first one's (%d plans)", n)
+	}
+}
+
+// scopedFlux plans as fluxd does for a scoped caller: it authenticates
+// the call's token with the tokens file as it is now (the interceptors'
+// check) and plans only the services in the caller's scope.
+type scopedFlux struct {
+	fluxdv1.UnimplementedFluxServiceServer
+	tokens   *auth.Store
+	services []string
+}
+
+func (f *scopedFlux) Release(ctx context.Context, req *fluxdv1.ReleaseRequest) (*fluxdv1.ReleaseResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	id, err := f.tokens.Authenticate(strings.TrimPrefix(strings.Join(md.Get("authorization"), ""), "Bearer "))
+	if err != nil {
+		return nil, status.Error(codes.Unauthenticated, err.Error())
+	}
+	plan := &fluxdv1.Plan{Checksum: "sum"}
+	for _, svc := range f.services {
+		ns, _, _ := strings.Cut(svc, ":")
+		if id.Scope.Contains(ns, ns+"/workload.yaml") {
+			plan.Items = append(plan.Items, &fluxdv1.PlanItem{Service: svc, Action: "uptodate"})
+		}
+	}
+	return &fluxdv1.ReleaseResponse{Plan: plan}, nil
+}
+
+// The services page's shared plan follows the tokens file: once an
+// instance's scope is narrowed, its callers' next overview, well within
+// the plan's overviewTTL, names none of the services the scope no longer
+// holds.
+func TestOverviewFollowsAScopeChange(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "tokens")
+	tok, err := auth.Create(path, auth.Identity{Instance: "team", Role: auth.Viewer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := auth.AddScope(path, "team", &auth.Scope{Namespaces: []string{"a", "b"}}); err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := auth.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const mine, theirs = "a:deployment/web", "b:deployment/api"
+	srv := newServerWithAuth(t, &scopedFlux{tokens: tokens, services: []string{mine, theirs}}, tokens)
+	overview := func() string {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+"/api/fluxd.v1.FluxService/Release",
+			strings.NewReader(`{"spec":{"all":true,"allLatest":true},"kind":"RELEASE_KIND_PLAN"}`))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("the overview: %d %s", resp.StatusCode, b)
+		}
+		return string(b)
+	}
+	if got := overview(); !strings.Contains(got, mine) || !strings.Contains(got, theirs) {
+		t.Fatalf("the overview in scope a,b: %s; want both services", got)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrowed := strings.Replace(string(b), "namespaces=a,b", "namespaces=a", 1)
+	if err := os.WriteFile(path, []byte(narrowed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := overview()
+	if strings.Contains(got, theirs) {
+		t.Errorf("the overview after the scope was narrowed to a still names %s (the old scope's plan): %s", theirs, got)
+	}
+	if !strings.Contains(got, mine) {
+		t.Errorf("the overview after the scope was narrowed to a lacks %s: %s", mine, got)
 	}
 }

@@ -2,6 +2,7 @@ package auth
 
 import (
 	"bufio"
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -40,11 +41,37 @@ type Store struct {
 	// compare, however many tokens the file holds, and a token removed
 	// from the file is gone from the index at the reload that sees it.
 	// It holds hashes only, as the file does: never a token.
-	byHash  map[[sha256.Size]byte]int
-	scopes  map[string]*Scope
-	modTime time.Time
-	size    int64
+	byHash map[[sha256.Size]byte]int
+	scopes map[string]*Scope
+	// stamp is what stat said of the file before it was last read, sum
+	// the SHA-256 of the bytes then read, and racy says the file may have
+	// changed since without its stamp changing (see reload).
+	stamp fileStamp
+	sum   [sha256.Size]byte
+	racy  bool
+	// now is the clock that judges racy stamps, and stampOf reads a
+	// stamp from stat; tests replace them.
+	now     func() time.Time
+	stampOf func(fs.FileInfo) fileStamp
 }
+
+// fileStamp is what stat says of the tokens file: when it differs from
+// the last read's, the file is read again.
+type fileStamp struct {
+	dev, ino uint64
+	// ctime and mtime are in nanoseconds since 1970; ctime is 0 when
+	// stat does not tell it.
+	ctime, mtime int64
+	size         int64
+}
+
+// racyWindow is how long after a file's last change (its ctime) a stamp
+// is not trusted alone. A write lands in the same timestamp as the change
+// before it when both fall in one tick of the filesystem's clock: a jiffy
+// (1-10 ms) on Linux's ext4, xfs and tmpfs, a second on ext4 with small
+// inodes, some NFS servers and FUSE filesystems, two on FAT. Two seconds
+// covers them all, with the slack of a clock that lags.
+const racyWindow = 2 * time.Second
 
 type entry struct {
 	hash [sha256.Size]byte
@@ -79,7 +106,7 @@ func ValidateInstance(s string) error {
 // Open loads the tokens file at path. The file must exist; an empty file is
 // allowed (every call is then refused).
 func Open(path string) (*Store, error) {
-	s := &Store{path: path}
+	s := &Store{path: path, now: time.Now, stampOf: stampOf}
 	if err := s.reload(); err != nil {
 		return nil, err
 	}
@@ -113,22 +140,52 @@ func index(entries []entry) map[[sha256.Size]byte]int {
 	return m
 }
 
-// reload re-reads the file when its size or modification time changed.
+// reload re-reads the file when it changed. The store is consulted on
+// every call, so in the common case this is one stat: the file is read
+// again when its stamp (device, inode, ctime, mtime, size) differs from
+// the last read's. The mtime and size alone are not enough: 'cp -p',
+// 'touch -r' or a same-size rewrite in the tick of the last one keeps
+// both, and a revoked token would keep working. The ctime cannot be set
+// by users, and a rename changes the inode.
+//
+// A stamp is still blind to a second write within the same tick of the
+// filesystem's clock as the change it records. So, as git does with its
+// "racily clean" index entries, a file read less than racyWindow after
+// its ctime is racy: until a read happens after that window, each call
+// compares the file's content (a SHA-256 of its bytes) with the last
+// read's. That costs a read of the file per call for a couple of
+// seconds after each change, and a stat per call otherwise.
 func (s *Store) reload() error {
 	fi, err := os.Stat(s.path)
 	if err != nil {
 		return fmt.Errorf("reading tokens file: %w", err)
 	}
+	// Stat first, read after: a change between the two leaves a stamp
+	// older than the content, which the next call reads again.
+	st := s.stampOf(fi)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.entries != nil && fi.ModTime().Equal(s.modTime) && fi.Size() == s.size {
+	if s.entries != nil && st == s.stamp && !s.racy {
 		return nil
 	}
-	entries, scopes, err := parseFile(s.path)
+	// The ctime is judged against the read's start: a write after it
+	// bears a later ctime once the read starts a window past the ctime.
+	read := s.now()
+	data, err := os.ReadFile(s.path)
 	if err != nil {
-		return err
+		return fmt.Errorf("reading tokens file: %w", err)
 	}
-	s.entries, s.byHash, s.scopes, s.modTime, s.size = entries, index(entries), scopes, fi.ModTime(), fi.Size()
+	sum := sha256.Sum256(data)
+	if s.entries == nil || sum != s.sum {
+		entries, scopes, err := parse(s.path, data)
+		if err != nil {
+			return err
+		}
+		s.entries, s.byHash, s.scopes = entries, index(entries), scopes
+	}
+	s.stamp, s.sum = st, sum
+	// Without a ctime (not Linux) every stamp is racy.
+	s.racy = st.ctime == 0 || read.UnixNano()-st.ctime < int64(racyWindow)
 	return nil
 }
 
@@ -158,14 +215,18 @@ func (s *Store) Instances() map[string]*Scope {
 }
 
 func parseFile(path string) ([]entry, map[string]*Scope, error) {
-	f, err := os.Open(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading tokens file: %w", err)
 	}
-	defer f.Close()
+	return parse(path, data)
+}
+
+// parse reads the tokens file's content, data, read from path.
+func parse(path string, data []byte) ([]entry, map[string]*Scope, error) {
 	entries := []entry{}
 	scopes := map[string]*Scope{}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {

@@ -1,11 +1,15 @@
 package auth
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCreateAndAuthenticate(t *testing.T) {
@@ -143,4 +147,139 @@ func TestTokenName(t *testing.T) {
 	if _, err := Open(path); err == nil || !strings.Contains(err.Error(), "line 1") {
 		t.Errorf("a bad name in the file: %v", err)
 	}
+}
+
+// A token revoked by rewriting the file at the same size, its mtime put
+// back ('cp -p', 'touch -r', a rename in one tick of a coarse clock), is
+// refused at the next call. "settled" judges the file long after its
+// last change, so only its stamp (inode, ctime) can tell; "just written"
+// judges it as fluxd would right after the write.
+func TestRevokedBySameSizeRewriteWithMtimeKept(t *testing.T) {
+	t.Parallel()
+	rewrites := map[string]func(t *testing.T, path string, data []byte, mtime time.Time){
+		"in place": func(t *testing.T, path string, data []byte, mtime time.Time) {
+			if err := os.WriteFile(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(path, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"renamed into place": func(t *testing.T, path string, data []byte, mtime time.Time) {
+			tmp := path + ".new"
+			if err := os.WriteFile(tmp, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(tmp, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, path); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	clocks := map[string]func() time.Time{
+		"settled":      func() time.Time { return time.Now().Add(time.Hour) },
+		"just written": time.Now,
+	}
+	for rname, rewrite := range rewrites {
+		for cname, clock := range clocks {
+			t.Run(rname+"/"+cname, func(t *testing.T) {
+				t.Parallel()
+				path := filepath.Join(t.TempDir(), "tokens")
+				keep, err := Create(path, Identity{Instance: "dev", Role: Viewer})
+				if err != nil {
+					t.Fatal(err)
+				}
+				revoked, err := Create(path, Identity{Instance: "dev", Role: Deployer})
+				if err != nil {
+					t.Fatal(err)
+				}
+				s, err := Open(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s.now = clock
+				if _, err := s.Authenticate(revoked); err != nil {
+					t.Fatalf("before the rewrite: %v", err)
+				}
+				fi, err := os.Stat(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				rewrite(t, path, revokeLine(t, path, revoked), fi.ModTime())
+				if fi2, _ := os.Stat(path); fi2.Size() != fi.Size() || !fi2.ModTime().Equal(fi.ModTime()) {
+					t.Fatalf("the rewrite changed the size or mtime: %d %v, was %d %v", fi2.Size(), fi2.ModTime(), fi.Size(), fi.ModTime())
+				}
+				if id, err := s.Authenticate(revoked); !errors.Is(err, ErrUnknownToken) {
+					t.Errorf("a token revoked by a same-size rewrite with the mtime kept: %+v, %v; want ErrUnknownToken", id, err)
+				}
+				if id, err := s.Authenticate(keep); err != nil || id.Role != Viewer {
+					t.Errorf("a token left in the file: %+v, %v", id, err)
+				}
+			})
+		}
+	}
+}
+
+// On a filesystem whose clock is coarse, a rewrite in the tick of the
+// last change leaves the whole stamp as it was, ctime included: the store
+// compares the content while the file is that recent, and stops once it
+// has read it a window after its change.
+func TestRacyStampComparesContent(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "tokens")
+	revoked, err := Create(path, Identity{Instance: "dev", Role: Deployer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A filesystem with one tick for all time: every stamp is the same.
+	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	coarse := fileStamp{ctime: tick.UnixNano(), mtime: tick.UnixNano(), size: 1}
+	s.stampOf = func(fs.FileInfo) fileStamp { return coarse }
+	now := tick.Add(racyWindow / 2)
+	s.now = func() time.Time { return now }
+	// Read the file again under that clock: racy, a second after its change.
+	s.mu.Lock()
+	s.stamp = fileStamp{}
+	s.mu.Unlock()
+	if _, err := s.Authenticate(revoked); err != nil {
+		t.Fatalf("before the rewrite: %v", err)
+	}
+	if err := os.WriteFile(path, revokeLine(t, path, revoked), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Authenticate(revoked); !errors.Is(err, ErrUnknownToken) {
+		t.Fatalf("a token revoked within the tick of the last change: %v; want ErrUnknownToken", err)
+	}
+	now = tick.Add(racyWindow)
+	_, _ = s.Authenticate(revoked)
+	s.mu.Lock()
+	racy := s.racy
+	s.mu.Unlock()
+	if racy {
+		t.Error("the file is still compared by content after a read a window past its change")
+	}
+}
+
+// revokeLine is the tokens file at path with token's line replaced by one
+// of the same length for another token.
+func revokeLine(t *testing.T, path, token string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(token))
+	old := hex.EncodeToString(sum[:])
+	other := sha256.Sum256([]byte(token + "-other"))
+	out := strings.Replace(string(b), old, hex.EncodeToString(other[:]), 1)
+	if out == string(b) {
+		t.Fatalf("token's hash is not in %s", path)
+	}
+	return []byte(out)
 }

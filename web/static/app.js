@@ -868,7 +868,9 @@ async function loadManifest(id, box) {
       el('ul', {class: 'plain', id: 'manifest-diff'}, m.diff.map((d) => el('li', {}, el('code', {}, d))))) : '',
     el('div', {class: 'sides'},
       el('section', {'aria-labelledby': 'git-title'}, el('h3', {id: 'git-title'}, 'In git'), el('pre', {class: 'yaml', id: 'manifest-git', tabindex: '0'}, m.git)),
-      el('section', {'aria-labelledby': 'live-title'}, el('h3', {id: 'live-title'}, 'Live'), el('pre', {class: 'yaml', id: 'manifest-live', tabindex: '0'}, m.live || '(not in the cluster)'))));
+      el('section', {'aria-labelledby': 'live-title'}, el('h3', {id: 'live-title'}, 'Live'), m.redacted
+        ? el('p', {class: 'muted', id: 'manifest-live-redacted'}, 'Shown to deployers and admins only: the live object can hold values set outside git (kubectl set env). The fields applying git would change are listed without their values.')
+        : el('pre', {class: 'yaml', id: 'manifest-live', tabindex: '0'}, m.live || '(not in the cluster)'))));
 }
 
 function imagesTable(c) {

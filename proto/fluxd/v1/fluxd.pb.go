@@ -4522,7 +4522,12 @@ type GetManifestResponse struct {
 	Diff []string `protobuf:"bytes,8,rep,name=diff,proto3" json:"diff,omitempty"`
 	// note says why something is missing (a kustomization's build, a
 	// dry run the API server refused).
-	Note          string `protobuf:"bytes,9,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,9,opt,name=note,proto3" json:"note,omitempty"`
+	// redacted says live is left out and diff lists only the fields'
+	// paths, without their values: the caller is a viewer, and the live
+	// object can hold values set outside git (kubectl set env) that only
+	// a deployer or an admin may read.
+	Redacted      bool `protobuf:"varint,10,opt,name=redacted,proto3" json:"redacted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4618,6 +4623,13 @@ func (x *GetManifestResponse) GetNote() string {
 		return x.Note
 	}
 	return ""
+}
+
+func (x *GetManifestResponse) GetRedacted() bool {
+	if x != nil {
+		return x.Redacted
+	}
+	return false
 }
 
 var File_fluxd_v1_fluxd_proto protoreflect.FileDescriptor
@@ -4974,7 +4986,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x05lines\x18\x03 \x03(\tR\x05lines\x12\x1c\n" +
 	"\ttruncated\x18\x04 \x01(\bR\ttruncated\".\n" +
 	"\x12GetManifestRequest\x12\x18\n" +
-	"\aservice\x18\x01 \x01(\tR\aservice\"\xd9\x01\n" +
+	"\aservice\x18\x01 \x01(\tR\aservice\"\xf5\x01\n" +
 	"\x13GetManifestResponse\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x12\n" +
 	"\x04file\x18\x02 \x01(\tR\x04file\x12\x12\n" +
@@ -4984,7 +4996,9 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x04live\x18\x06 \x01(\tR\x04live\x12\x16\n" +
 	"\x06action\x18\a \x01(\tR\x06action\x12\x12\n" +
 	"\x04diff\x18\b \x03(\tR\x04diff\x12\x12\n" +
-	"\x04note\x18\t \x01(\tR\x04note*P\n" +
+	"\x04note\x18\t \x01(\tR\x04note\x12\x1a\n" +
+	"\bredacted\x18\n" +
+	" \x01(\bR\bredacted*P\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_VIEWER\x10\x01\x12\x11\n" +
