@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fluxd/fluxd/automator"
 	"github.com/fluxd/fluxd/gitrepo"
@@ -120,6 +121,9 @@ type Daemon struct {
 	ready    readiness // Ready's answer, shared for a second
 	onNotify func(repository string, tags int)
 	view     viewCache // the joined list of services, while nothing changed
+	// tagWait is how a notification's refresh waits for the tag it named
+	// (awaitNotifiedTag); Steps 0 reads once.
+	tagWait wait.Backoff
 	// kept are the services' answer forms, reused by the next view for
 	// the services that did not change (keptservice.go).
 	kept keptServices
@@ -169,7 +173,7 @@ func (d *Daemon) OnNotify(f func(repository string, tags int)) { d.onNotify = f 
 
 // New returns a Daemon. cfg must have passed Validate.
 func New(cfg Config, deps Deps, log *slog.Logger) *Daemon {
-	return &Daemon{cfg: cfg, deps: deps, log: log.With("component", "daemon")}
+	return &Daemon{cfg: cfg, deps: deps, log: log.With("component", "daemon"), tagWait: notifiedTagWait}
 }
 
 // Service is a workload as fluxd sees it: in the cluster, in git, or both.

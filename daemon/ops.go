@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
@@ -566,10 +567,17 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 	if err := d.watched(ctx, ref.Repository); err != nil {
 		return "", 0, err
 	}
-	n, err := d.notifyRefresh(ctx, ref.Repository)
+	tags, err := d.notifyRefresh(ctx, ref.Repository)
 	if err != nil {
 		return "", 0, err
 	}
+	if tag := ref.Tag; tag != "" && registry.HasTag(image) && !slices.Contains(tags, tag) {
+		tags, err = d.awaitNotifiedTag(ctx, ref.Repository, tag)
+		if err != nil {
+			return "", 0, err
+		}
+	}
+	n := len(tags)
 	if n, ok := d.deps.Automator.(interface{ Notified() }); ok {
 		n.Notified() // a kick that times the release it leads to
 	} else if d.deps.Automator != nil {
@@ -582,18 +590,51 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 	return ref.Repository, n, nil
 }
 
+// notifiedTagWait is how long a notification's refresh reads the tag
+// list again for the tag it named: 0.1 s, doubling, at most 2 s a wait,
+// about 5 s in all.
+var notifiedTagWait = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 6, Cap: 2 * time.Second}
+
+// awaitNotifiedTag reads the tag list of a notified repository again
+// until it shows tag, for a while. The CNCF distribution registry sends a
+// manifest push's event when the manifest is stored, before it links the
+// tag to it: a refresh that follows the event at once can list the
+// repository without the tag it was told of (TestWebhookBurstReleasesTheLastPush
+// saw the burst's last tag missed so, and released only at the next scan).
+// Found or not, it returns the last list read; not found, it says so.
+func (d *Daemon) awaitNotifiedTag(ctx context.Context, repository, tag string) ([]string, error) {
+	var tags []string
+	var readErr error
+	found := false
+	if d.tagWait.Steps == 0 {
+		return d.notifyRefresh(ctx, repository)
+	}
+	err := wait.ExponentialBackoffWithContext(ctx, d.tagWait, func(ctx context.Context) (bool, error) {
+		tags, readErr = d.notifyRefresh(ctx, repository)
+		found = readErr == nil && slices.Contains(tags, tag)
+		return found || readErr != nil, nil
+	})
+	if readErr != nil {
+		return nil, readErr
+	}
+	if !found {
+		d.log.Warn("image notification: the registry told of a tag its tag list does not show; the next scan will find it if it appears",
+			"repository", repository, "tag", tag, "error", err)
+	}
+	return tags, nil
+}
+
 // notifyRefresh refreshes a notified repository as its users need it:
 // when every container running it orders its tags by version,
 // alphabetically or numerically (no filter needing build times), the tag
 // list alone, as list-images and plans read it; otherwise every tag,
 // mutable ones checked now whatever their re-check interval. It returns
-// how many tags the repository has.
-func (d *Daemon) notifyRefresh(ctx context.Context, repository string) (int, error) {
+// the repository's tags.
+func (d *Daemon) notifyRefresh(ctx context.Context, repository string) ([]string, error) {
 	if r, ok := d.deps.Images.(interface {
 		RefreshTags(ctx context.Context, repository string) ([]string, error)
 	}); ok && !d.needsMetadata(ctx, repository) {
-		tags, err := r.RefreshTags(ctx, repository)
-		return len(tags), err
+		return r.RefreshTags(ctx, repository)
 	}
 	list := d.deps.Images.Images
 	if r, ok := d.deps.Images.(interface {
@@ -602,7 +643,14 @@ func (d *Daemon) notifyRefresh(ctx context.Context, repository string) (int, err
 		list = r.Refresh
 	}
 	imgs, err := list(ctx, repository)
-	return len(imgs), err
+	if err != nil {
+		return nil, err
+	}
+	tags := make([]string, 0, len(imgs))
+	for _, img := range imgs {
+		tags = append(tags, img.Tag)
+	}
+	return tags, nil
 }
 
 // needsMetadata reports whether some container running repository needs

@@ -58,12 +58,13 @@ func TestParseNotification(t *testing.T) {
 	}
 }
 
-// countingImages counts refreshes.
+// countingImages counts refreshes. Its repositories hold the tags the
+// tests notify (a notified tag missing from the list is read again).
 type countingImages struct{ repos []string }
 
 func (c *countingImages) Images(_ context.Context, repo string) ([]registry.Image, error) {
 	c.repos = append(c.repos, repo)
-	return []registry.Image{{Repository: repo, Tag: "1"}}, nil
+	return []registry.Image{{Repository: repo, Tag: "1"}, {Repository: repo, Tag: "2"}, {Repository: repo, Tag: "v1"}, {Repository: repo, Tag: "latest"}}, nil
 }
 
 func TestWebhookAuthenticatesAndRefreshes(t *testing.T) {
