@@ -38,7 +38,13 @@ type memoryCgroup struct{ dir string }
 // where a container's is: its own mount namespace binds the cgroup's
 // directory over the hierarchy's root. unshare execs in place, so the
 // script's PID is fluxd's.
-func inMemoryCgroup(name string, limit int64, bin, dir string) (*memoryCgroup, string, error) {
+//
+// charge copies the binary from inside the cgroup first, so that its
+// pages in the page cache are charged to the cgroup: as a container's
+// are when the node evicted them and the container reads them again.
+// Without it they are charged where the stack's copy was first read, as
+// a freshly pulled image's are to containerd's cgroup, which unpacked it.
+func inMemoryCgroup(name string, limit int64, bin, dir string, charge bool) (*memoryCgroup, string, error) {
 	cg := &memoryCgroup{dir: filepath.Join(memoryV1, name)}
 	if err := os.Mkdir(cg.dir, 0o755); err != nil && !os.IsExist(err) {
 		return nil, "", fmt.Errorf("making the memory cgroup: %w", err)
@@ -47,17 +53,16 @@ func inMemoryCgroup(name string, limit int64, bin, dir string) (*memoryCgroup, s
 		_ = cg.remove()
 		return nil, "", fmt.Errorf("setting the memory cgroup's limit: %w", err)
 	}
-	// The binary is copied from inside the cgroup: its pages in the page
-	// cache are charged to the cgroup, as a container's are when it
-	// reads its image for the first time (the stack's copy is cached,
-	// and charged, elsewhere already).
 	script := filepath.Join(dir, "fluxd-in-cgroup")
-	copied := filepath.Join(dir, "fluxd")
+	run, cp := bin, ""
+	if charge {
+		run = filepath.Join(dir, "fluxd")
+		cp = fmt.Sprintf("cp %s %s || exit 1\n", shellQuote(bin), shellQuote(run))
+	}
 	body := fmt.Sprintf(`#!/bin/sh
 echo $$ > %[1]s/cgroup.procs || exit 1
-cp %[3]s %[4]s || exit 1
-exec unshare --mount --propagation private /bin/sh -c 'mount --bind "$0" %[2]s && exec "$@"' %[1]s %[4]s "$@"
-`, shellQuote(cg.dir), memoryV1, shellQuote(bin), shellQuote(copied))
+%[4]sexec unshare --mount --propagation private /bin/sh -c 'mount --bind "$0" %[2]s && exec "$@"' %[1]s %[3]s "$@"
+`, shellQuote(cg.dir), memoryV1, shellQuote(run), cp)
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		_ = cg.remove()
 		return nil, "", err

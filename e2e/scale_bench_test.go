@@ -85,6 +85,12 @@ func BenchmarkScale(b *testing.B) {
 		tags = n
 	}
 	var mem scaleMemory
+	if v := os.Getenv("BENCH_SCALE_RATIO"); v != "" {
+		if _, err := strconv.ParseFloat(v, 64); err != nil {
+			b.Fatalf("BENCH_SCALE_RATIO=%q: fluxd's --memory-limit-ratio, a number from 0 to 1", v)
+		}
+		mem.ratio = v
+	}
 	switch v := os.Getenv("BENCH_SCALE_MEMLIMIT"); v {
 	case "", "deploy", "cgroup":
 		limit, err := deploymentMemoryLimit()
@@ -96,6 +102,13 @@ func BenchmarkScale(b *testing.B) {
 				b.Fatalf("BENCH_SCALE_MEMLIMIT=cgroup: %v", err)
 			}
 			mem.cgroupLimit = limit
+			switch c := os.Getenv("BENCH_SCALE_CGROUP_BINARY"); c {
+			case "", "charged":
+				mem.chargeBinary = true
+			case "shared":
+			default:
+				b.Fatalf("BENCH_SCALE_CGROUP_BINARY=%q: charged (the default: fluxd's binary read into the page cache from inside its cgroup) or shared (its pages charged where they were first read)", c)
+			}
 			b.Logf("fluxd runs in a memory cgroup limited to deploy/deployment.yaml's limits.memory (%d bytes), which it reads itself", limit)
 			break
 		}
@@ -161,6 +174,13 @@ type scaleResult struct {
 type scaleMemory struct {
 	goMemLimit  string
 	cgroupLimit int64
+	// chargeBinary charges the binary's page cache to the cgroup
+	// (BENCH_SCALE_CGROUP_BINARY=charged, the default; shared leaves it
+	// where it was first read; see inMemoryCgroup).
+	chargeBinary bool
+	// ratio is fluxd's --memory-limit-ratio (BENCH_SCALE_RATIO), "" for
+	// its default.
+	ratio string
 }
 
 func (r scaleResult) String() string {
@@ -228,6 +248,9 @@ spec:
 	t0 := time.Now()
 	args := []string{"--git-path=" + prefix, "--history-db=" + db, "--metrics-listen=" + metrics, "--sync-interval=1h", "--kube-api-qps=1000", "--kube-api-burst=1000",
 		"--sync-timeout=30m", "--automation-long-wait=1h", "--automation-short-wait=1h", "--git-poll-interval=1h"}
+	if mem.ratio != "" {
+		args = append(args, "--memory-limit-ratio="+mem.ratio)
+	}
 	profDir := os.Getenv("BENCH_SCALE_PPROF")
 	if profDir != "" {
 		args = append(args, "--pprof")
@@ -241,7 +264,7 @@ spec:
 	var cg *memoryCgroup
 	if mem.cgroupLimit > 0 {
 		var err error
-		if cg, bin, err = inMemoryCgroup(fmt.Sprintf("fluxd-scale-%d-%d", n, os.Getpid()), mem.cgroupLimit, bin, b.TempDir()); err != nil {
+		if cg, bin, err = inMemoryCgroup(fmt.Sprintf("fluxd-scale-%d-%d", n, os.Getpid()), mem.cgroupLimit, bin, b.TempDir(), mem.chargeBinary); err != nil {
 			b.Fatal(err)
 		}
 	}
