@@ -126,11 +126,15 @@ func (k *keyPair) load() (*tls.Certificate, error) {
 	return &c, nil
 }
 
+// stampOf says when the files last changed: size and mtime, and where the
+// system has them the device, inode and change time (ctime), which no
+// user can set. A rewrite of the same size with its mtime put back (cp -p,
+// touch -r) was missed by size and mtime alone.
 func stampOf(files ...string) string {
 	var s string
 	for _, f := range files {
 		if fi, err := os.Stat(f); err == nil {
-			s += fmt.Sprintf("%d/%d;", fi.Size(), fi.ModTime().UnixNano())
+			s += fmt.Sprintf("%d/%d/%s;", fi.Size(), fi.ModTime().UnixNano(), changeStamp(fi))
 		}
 	}
 	return s

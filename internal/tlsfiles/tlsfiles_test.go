@@ -108,3 +108,38 @@ func TestErrors(t *testing.T) {
 		t.Error("a client certificate without a key was accepted")
 	}
 }
+
+// A file rewritten in place, or renamed over, at the same size with its
+// mtime put back (cp -p, touch -r) still counts as changed.
+func TestStampSeesASameSizeRewriteWithMtimeKept(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "tls.crt")
+	if err := os.WriteFile(f, []byte("first-content"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := os.Stat(f)
+	before := stampOf(f)
+	time.Sleep(10 * time.Millisecond) // a later ctime on coarse clocks too
+	for _, how := range []string{"in place", "renamed over"} {
+		if how == "in place" {
+			if err := os.WriteFile(f, []byte("other-content"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			tmp := filepath.Join(dir, "new")
+			if err := os.WriteFile(tmp, []byte("third-content"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(tmp, f); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chtimes(f, fi.ModTime(), fi.ModTime()); err != nil {
+			t.Fatal(err)
+		}
+		if after := stampOf(f); after == before {
+			t.Errorf("%s: the stamp did not change (%s)", how, after)
+		}
+		before = stampOf(f)
+	}
+}
