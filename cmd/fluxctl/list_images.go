@@ -122,7 +122,11 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 					Undated: img.GetCreatedAt() == nil && !img.GetReading(), Reading: img.GetReading()}
 				switch {
 				case !policied:
-					ij.Newer = running >= 0 && i < running
+					// Without a filter the planner takes an image only
+					// when it was built later than the running one: a tag
+					// copied from the running image (crane copy) sorts
+					// above it but is not newer.
+					ij.Newer = running >= 0 && i < running && builtLater(img, ci.GetAvailable()[running])
 				case rank[img.GetTag()] == 0:
 					ij.Filtered = true
 				default:
@@ -237,4 +241,13 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 		}
 	}
 	return nil
+}
+
+// builtLater says img was built after run, or that either's build time
+// is not known (then the listing's order says).
+func builtLater(img, run *fluxdv1.ImageInfo) bool {
+	if img.GetCreatedAt() == nil || run.GetCreatedAt() == nil {
+		return true
+	}
+	return img.GetCreatedAt().AsTime().After(run.GetCreatedAt().AsTime())
 }

@@ -82,3 +82,37 @@ func TestListImagesDigests(t *testing.T) {
 		})
 	}
 }
+
+// Without a filter, a tag copied from the running image (the same build
+// time, sorted above it by name) is not marked newer: the planner does
+// not take it. A later build is.
+func TestListImagesCopiedTagIsNotNewer(t *testing.T) {
+	at := func(d int) *timestamppb.Timestamp { return timestamppb.New(time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC)) }
+	c := imagesClient{resp: &fluxdv1.ListImagesResponse{Services: []*fluxdv1.ServiceImages{{
+		Service: "default:deployment/helloworld",
+		Containers: []*fluxdv1.ContainerImages{{
+			Container: "app", Current: "reg/helloworld:1.2.0", Total: 3, TimesRead: 3,
+			Available: []*fluxdv1.ImageInfo{
+				{Ref: "reg/helloworld:1.4.0", Tag: "1.4.0", CreatedAt: at(5)},
+				{Ref: "reg/helloworld:1.3.0", Tag: "1.3.0", CreatedAt: at(3)},
+				{Ref: "reg/helloworld:1.2.0", Tag: "1.2.0", CreatedAt: at(3)},
+			},
+		}},
+	}}}}
+	var buf bytes.Buffer
+	if err := runListImages(context.Background(), &buf, c, "helloworld", 0, 10, "json", false); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	newer := func(tag string) bool {
+		i := strings.Index(out, `"tag": "`+tag+`"`)
+		if i < 0 {
+			t.Fatalf("no %s in %s", tag, out)
+		}
+		end := strings.Index(out[i:], "}")
+		return strings.Contains(out[i:i+end], `"newer": true`)
+	}
+	if !newer("1.4.0") || newer("1.3.0") || newer("1.2.0") {
+		t.Errorf("want only 1.4.0 newer (1.3.0 is a copy of the running 1.2.0):\n%s", out)
+	}
+}

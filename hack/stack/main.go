@@ -204,7 +204,7 @@ func printNext(dir string) {
   fluxctl release --all --update-all-images --dry-run
   fluxctl release --all --update-all-images -m "first release"
   fluxctl history
-  fluxctl automate helloworld       # from now on fluxd releases each newer tag itself; try one:
+  fluxctl policy helloworld --automate --tag-all 'semver:^1'   # fluxd releases each newer 1.x itself; try one:
   crane copy $REGISTRY/helloworld:1.2.0 $REGISTRY/helloworld:1.3.0 && fluxctl notify $REGISTRY/helloworld:1.3.0
   kubectl get nodes -o wide        # the fake kwok nodes and the real one (containerd)
   kubectl get pods                  # pods rolled out on them
