@@ -180,7 +180,7 @@ func (s *Server) authorize(ctx context.Context, method string, req any) (context
 	if need := requiredRole(method, req); !id.Allows(need) {
 		return nil, status.Errorf(codes.PermissionDenied, "%s needs the %s role, and this token (instance %q) has the %s role.\n\n"+
 			"Try: use a token with the %s or admin role; an admin makes one with 'fluxd token create --instance %s --role %s'.",
-			shortMethod(method), need, id.Instance, id.Role, need, id.Instance, need)
+			methodAndCommands(method), need, id.Instance, id.Role, need, id.Instance, need)
 	}
 	return context.WithValue(ctx, identityKey{}, id), nil
 }
@@ -230,4 +230,29 @@ func (w *wrappedStream) RecvMsg(m any) error {
 		stampUsers(m, identity(w.ctx).Name)
 	}
 	return nil
+}
+
+// commandsOf names the fluxctl commands (and page actions) that call a
+// method needing more than the viewer role: a refused user typed the
+// command, not the method.
+var commandsOf = map[string]string{
+	fluxdv1.FluxService_Release_FullMethodName:     "fluxctl release, rollback",
+	fluxdv1.FluxService_SetPolicy_FullMethodName:   "fluxctl lock, unlock, automate, deautomate, policy",
+	fluxdv1.FluxService_Automate_FullMethodName:    "fluxctl automate",
+	fluxdv1.FluxService_Deautomate_FullMethodName:  "fluxctl deautomate",
+	fluxdv1.FluxService_Lock_FullMethodName:        "fluxctl lock",
+	fluxdv1.FluxService_Unlock_FullMethodName:      "fluxctl unlock",
+	fluxdv1.FluxService_NotifyImage_FullMethodName: "fluxctl notify",
+	fluxdv1.FluxService_Sync_FullMethodName:        "fluxctl sync",
+	fluxdv1.FluxService_CancelJob_FullMethodName:   "fluxctl cancel",
+	fluxdv1.FluxService_GetPodLog_FullMethodName:   "the status page's pod logs",
+}
+
+// methodAndCommands is a method's short name with what calls it, e.g.
+// "SetPolicy (fluxctl lock, unlock, ...)".
+func methodAndCommands(method string) string {
+	if c, ok := commandsOf[method]; ok {
+		return shortMethod(method) + " (" + c + ")"
+	}
+	return shortMethod(method)
 }
