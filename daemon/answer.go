@@ -65,7 +65,7 @@ func (d *Daemon) listAnswer(ctx context.Context, namespace string) (*keptAnswer,
 	if built != 0 {
 		d.view.mu.Lock()
 		if d.view.answersOf < built {
-			d.view.answers, d.view.byFirst, d.view.answersOf = map[answerKey]*keptAnswer{}, map[*fluxdv1.Service]*keptAnswer{}, built
+			d.view.answers, d.view.byFirst, d.view.answersOf = map[answerKey]*keptAnswer{}, map[**fluxdv1.Service]*keptAnswer{}, built
 		}
 		if d.view.answersOf == built {
 			if kept, ok := d.view.answers[key]; ok {
@@ -124,7 +124,7 @@ func (d *Daemon) listAnswer(ctx context.Context, namespace string) (*keptAnswer,
 	if len(out) > 0 && built != 0 {
 		d.view.mu.Lock()
 		if d.view.answersOf == built && d.view.answers[key] == a {
-			d.view.byFirst[out[0]] = a
+			d.view.byFirst[&out[0]] = a
 		}
 		d.view.mu.Unlock()
 	}
@@ -139,7 +139,7 @@ func (d *Daemon) keptFor(services []*fluxdv1.Service) *keptAnswer {
 	}
 	d.view.mu.Lock()
 	defer d.view.mu.Unlock()
-	a := d.view.byFirst[services[0]]
+	a := d.view.byFirst[&services[0]]
 	if a == nil || len(a.protos) != len(services) {
 		return nil
 	}
@@ -179,7 +179,7 @@ var jsonOptions = protojson.MarshalOptions{EmitUnpopulated: true}
 // answer a's (not copied).
 func (d *Daemon) listServicesJSON(resp *fluxdv1.ListServicesResponse, a *keptAnswer) (jsonAnswer, error) {
 	var services []byte
-	if a != nil && len(a.protos) == len(resp.Services) && (len(a.protos) == 0 || a.protos[0] == resp.Services[0]) {
+	if a != nil && len(a.protos) == len(resp.Services) && (len(a.protos) == 0 || &a.protos[0] == &resp.Services[0]) {
 		b, err := a.servicesJSON()
 		if err != nil {
 			return nil, err

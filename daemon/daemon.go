@@ -151,9 +151,11 @@ type viewCache struct {
 	builtAt time.Time
 	cost    time.Duration
 	answers map[answerKey]*keptAnswer
-	// byFirst finds an answer by its first service, as the codec is
-	// handed it.
-	byFirst map[*fluxdv1.Service]*keptAnswer
+	// byFirst finds an answer by the address of its first service's
+	// slot, as the codec is handed the answer's slice: each answer's
+	// slice is its own, while the services in it are kept ones that
+	// answers of other scopes and namespaces share (keptservice.go).
+	byFirst map[**fluxdv1.Service]*keptAnswer
 }
 
 // viewKey is the generations a view was built from.

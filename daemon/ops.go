@@ -602,6 +602,12 @@ var notifiedTagWait = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, 
 // repository without the tag it was told of (TestWebhookBurstReleasesTheLastPush
 // saw the burst's last tag missed so, and released only at the next scan).
 // Found or not, it returns the last list read; not found, it says so.
+//
+// The waits read the tag list alone where the client can (RefreshTags):
+// where the repository's users need metadata, notifyRefresh is a forced
+// scan (every mutable tag checked), and a tag listed but left out of a
+// scan (its metadata unreadable: an artifact, a signature) would cost one
+// at every read. Once the list shows the tag, one scan reads it.
 func (d *Daemon) awaitNotifiedTag(ctx context.Context, repository, tag string) ([]string, error) {
 	var tags []string
 	var readErr error
@@ -609,8 +615,15 @@ func (d *Daemon) awaitNotifiedTag(ctx context.Context, repository, tag string) (
 	if d.tagWait.Steps == 0 {
 		return d.notifyRefresh(ctx, repository)
 	}
+	read := d.notifyRefresh
+	listOnly := false
+	if r, ok := d.deps.Images.(interface {
+		RefreshTags(ctx context.Context, repository string) ([]string, error)
+	}); ok {
+		read, listOnly = r.RefreshTags, true
+	}
 	err := wait.ExponentialBackoffWithContext(ctx, d.tagWait, func(ctx context.Context) (bool, error) {
-		tags, readErr = d.notifyRefresh(ctx, repository)
+		tags, readErr = read(ctx, repository)
 		found = readErr == nil && slices.Contains(tags, tag)
 		return found || readErr != nil, nil
 	})
@@ -620,6 +633,10 @@ func (d *Daemon) awaitNotifiedTag(ctx context.Context, repository, tag string) (
 	if !found {
 		d.log.Warn("image notification: the registry told of a tag its tag list does not show; the next scan will find it if it appears",
 			"repository", repository, "tag", tag, "error", err)
+		return tags, nil
+	}
+	if listOnly && d.needsMetadata(ctx, repository) {
+		return d.notifyRefresh(ctx, repository)
 	}
 	return tags, nil
 }

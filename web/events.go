@@ -10,6 +10,12 @@ import (
 // caller's token is checked again).
 var keepAlive = 15 * time.Second
 
+// reauthEvery is how often, at most, a stream with events to send checks
+// the caller's token again: the events' audiences are judged by the
+// caller's identity as the tokens file says it now (a scope narrowed, a
+// token revoked), not as it was when the stream opened.
+const reauthEvery = time.Second
+
 // events streams live events as Server-Sent Events: the caller's
 // instance's jobs (state, stage, rollout progress), their log lines,
 // registry push notifications, and automator passes (an empty event: the
@@ -54,6 +60,19 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 	}
 	tick := time.NewTicker(keepAlive)
 	defer tick.Stop()
+	// reauth checks the caller again, and judges the events that follow
+	// by what the tokens file says of it now; false: the stream ended.
+	checked := time.Now()
+	reauth := func() bool {
+		nc, _, err := h.authenticate(r)
+		if err != nil || nc.id.Instance != c.id.Instance {
+			_ = send("event: signedout\ndata: {}\n\n")
+			_ = rc.Flush()
+			return false
+		}
+		c, checked = nc, time.Now()
+		return true
+	}
 	for {
 		evs, ok, wake := hub.since(c.id.Instance, after)
 		if !ok {
@@ -78,10 +97,14 @@ func (h *Handler) events(w http.ResponseWriter, r *http.Request) {
 		case <-r.Context().Done():
 			return
 		case <-wake:
+			if time.Since(checked) < reauthEvery {
+				break
+			}
+			if !reauth() {
+				return
+			}
 		case <-tick.C:
-			if _, _, err := h.authenticate(r); err != nil {
-				_ = send("event: signedout\ndata: {}\n\n")
-				_ = rc.Flush()
+			if !reauth() {
 				return
 			}
 			if send(": keep-alive\n\n") != nil || rc.Flush() != nil {
