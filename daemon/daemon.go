@@ -123,7 +123,8 @@ type Daemon struct {
 	view     viewCache // the joined list of services, while nothing changed
 	// tagWait is how a notification's refresh waits for the tag it named
 	// (awaitNotifiedTag); Steps 0 reads once.
-	tagWait wait.Backoff
+	tagWait  wait.Backoff
+	tagWaits tagWaits
 	// kept are the services' answer forms, reused by the next view for
 	// the services that did not change (keptservice.go).
 	kept keptServices

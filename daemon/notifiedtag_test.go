@@ -3,6 +3,7 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -83,3 +84,60 @@ type kickCounter struct{ kicks int }
 
 func (k *kickCounter) Kick()                                      { k.kicks++ }
 func (k *kickCounter) Statuses() map[platform.ID]automator.Status { return nil }
+
+// At most two notifications wait for their tags at once; a tag given up
+// on is not waited for again for ten minutes; and the memory of given-up
+// tags is bounded.
+func TestTagWaitsAreBounded(t *testing.T) {
+	var w tagWaits
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	doneA, okA := w.begin("r", "a", now)
+	doneB, okB := w.begin("r", "b", now)
+	if _, okC := w.begin("r", "c", now); !okA || !okB || okC {
+		t.Fatalf("waits begun: %v %v %v; want two, not the third", okA, okB, okC)
+	}
+	doneA(false) // never showed
+	doneB(true)  // showed
+	if _, ok := w.begin("r", "a", now.Add(time.Minute)); ok {
+		t.Error("a tag given up on a minute ago is waited for again")
+	}
+	doneB2, ok := w.begin("r", "b", now.Add(time.Minute))
+	if !ok {
+		t.Fatal("a tag that showed before is not waited for")
+	}
+	doneB2(true)
+	doneA2, ok := w.begin("r", "a", now.Add(11*time.Minute))
+	if !ok {
+		t.Fatal("a tag given up on 11 minutes ago is still not waited for")
+	}
+	doneA2(true)
+	for i := range maxGivenUp {
+		done, ok := w.begin("r", fmt.Sprint("x", i), now)
+		if !ok {
+			t.Fatalf("wait %d refused before the memory is full", i)
+		}
+		done(false)
+	}
+	if _, ok := w.begin("r", "fresh", now); ok {
+		t.Error("a wait began with the memory of given-up tags full")
+	}
+}
+
+// A notification repeated for a tag that never showed reads the list
+// once: it does not hold its webhook worker for the wait again.
+func TestRepeatedNotificationOfAMissingTagDoesNotWaitAgain(t *testing.T) {
+	imgs := &lateTagImages{}
+	d := New(Config{}, watching(imgs, "reg.example/app"), slog.New(slog.DiscardHandler))
+	d.tagWait = wait.Backoff{Duration: time.Millisecond, Factor: 2, Steps: 3}
+	id := auth.Identity{Instance: "i", Role: auth.Deployer}
+	if _, _, err := d.Notify(context.Background(), id, "reg.example/app:9.9.9"); err != nil {
+		t.Fatal(err)
+	}
+	first := imgs.reads
+	if _, _, err := d.Notify(context.Background(), id, "reg.example/app:9.9.9"); err != nil {
+		t.Fatal(err)
+	}
+	if first != 4 || imgs.reads-first != 1 {
+		t.Errorf("reads: %d for the first notification (want 4), %d for the repeat (want 1)", first, imgs.reads-first)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -352,6 +353,13 @@ func HistoryBetween(since, until time.Time) HistoryFilter {
 // History returns the caller's instance's events, newest first. A service
 // that does not exist is NotFound; one with no events has an empty list.
 func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, limit int, filters ...HistoryFilter) ([]history.Event, error) {
+	if limit > maxHistoryLimit {
+		// fluxd's own clients take answers of up to MaxAnswerBytes; a
+		// limit without bound let any viewer make fluxd hold a history
+		// of any size several times over.
+		return nil, fluxerr.New(fluxerr.User, fmt.Errorf("--limit %d is more events than one call answers (at most %d)", limit, maxHistoryLimit),
+			"Ask for fewer, and narrow with --since and --until, --service, --type or --user.")
+	}
 	q := history.Query{Limit: limit}
 	for _, f := range filters {
 		f(&q)
@@ -385,6 +393,9 @@ func (d *Daemon) History(ctx context.Context, id auth.Identity, service string, 
 	}
 	return evs[:min(len(evs), limit)], nil
 }
+
+// maxHistoryLimit is the most events one History call answers.
+const maxHistoryLimit = 10000
 
 // PolicyUpdate is a change of a service's policies; nil fields are left
 // alone. Tags maps containers to filters; "*" clears one.
@@ -572,9 +583,12 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 		return "", 0, err
 	}
 	if tag := ref.Tag; tag != "" && registry.HasTag(image) && !slices.Contains(tags, tag) {
-		tags, err = d.awaitNotifiedTag(ctx, ref.Repository, tag)
-		if err != nil {
-			return "", 0, err
+		if done, ok := d.tagWaits.begin(ref.Repository, tag, time.Now()); ok {
+			tags, err = d.awaitNotifiedTag(ctx, ref.Repository, tag)
+			done(err == nil && slices.Contains(tags, tag))
+			if err != nil {
+				return "", 0, err
+			}
 		}
 	}
 	n := len(tags)
@@ -594,6 +608,53 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 // list again for the tag it named: 0.1 s, doubling, at most 2 s a wait,
 // about 5 s in all.
 var notifiedTagWait = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Steps: 6, Cap: 2 * time.Second}
+
+// tagWaits bounds the waits for notified tags: a sender that keeps
+// naming tags that never show (a typo, a deleted tag, or someone holding
+// the webhook secret) must not keep webhook workers and NotifyImage calls
+// waiting. At most maxTagWaits wait at once, and a (repository, tag) given
+// up on is not waited for again for tagGiveUpFor; the others read once.
+type tagWaits struct {
+	mu      sync.Mutex
+	waiting int
+	givenUp map[string]time.Time
+}
+
+const (
+	maxTagWaits  = 2
+	tagGiveUpFor = 10 * time.Minute
+	// maxGivenUp bounds the pairs remembered; past it, no tag is waited for
+	// until the oldest expire.
+	maxGivenUp = 1000
+)
+
+// begin says whether to wait for tag now; done, called after, ends the
+// wait and says whether the tag showed.
+func (w *tagWaits) begin(repository, tag string, now time.Time) (done func(found bool), ok bool) {
+	key := repository + ":" + tag
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, at := range w.givenUp {
+		if now.Sub(at) > tagGiveUpFor {
+			delete(w.givenUp, k)
+		}
+	}
+	if _, recent := w.givenUp[key]; recent || w.waiting >= maxTagWaits || len(w.givenUp) >= maxGivenUp {
+		return nil, false
+	}
+	w.waiting++
+	return func(found bool) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.waiting--
+		if !found {
+			if w.givenUp == nil {
+				w.givenUp = map[string]time.Time{}
+			}
+			w.givenUp[key] = now
+		}
+	}, true
+}
 
 // awaitNotifiedTag reads the tag list of a notified repository again
 // until it shows tag, for a while. The CNCF distribution registry sends a

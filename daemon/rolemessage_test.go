@@ -29,3 +29,17 @@ func TestRoleRefusalNamesTheCommand(t *testing.T) {
 		t.Errorf("a viewer's lock: %v", err)
 	}
 }
+
+// A history call asks for at most 10,000 events: more is refused with
+// what to do, not answered (a viewer could make fluxd hold any size).
+func TestHistoryLimitIsBounded(t *testing.T) {
+	f, _ := scopedFixture(t)
+	ctx := withToken(f.other[auth.Viewer])
+	if _, err := f.client.History(ctx, &fluxdv1.HistoryRequest{Limit: maxHistoryLimit}); err != nil {
+		t.Fatalf("the largest limit: %v", err)
+	}
+	_, err := f.client.History(ctx, &fluxdv1.HistoryRequest{Limit: maxHistoryLimit + 1})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "at most 10000") {
+		t.Errorf("a limit past the bound: %v", err)
+	}
+}
