@@ -404,7 +404,7 @@ function servicesTable(list, plan, shown, f) {
   const git = list.git || {};
   const total = (list.services || []).length;
   const head = el('p', {class: 'muted'}, 'Git ', commitLink(git.revision),
-    git.lastSync ? ', last synced ' + ago(git.lastSync) : '', git.error ? el('span', {class: 'bad'}, ' — git error: ' + git.error) : '',
+    git.lastSync ? ', remote last reached ' + ago(git.lastSync) : '', git.error ? el('span', {class: 'bad'}, ' — git error: ' + git.error) : '',
     plan.error ? el('span', {class: 'warn'}, ' — newest images unknown: ' + plan.error) : '');
   const rows = shown.map((s) => serviceRow(s, newestByContainer(plan, s.id), !plan.error));
   const filtered = f.q || f.ns || f.health;
