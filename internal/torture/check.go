@@ -179,7 +179,9 @@ func CheckCommitsArePlans(o *Observation) []Violation {
 }
 
 // CheckNoLockedChange is (b): no fluxd commit changes an image of a
-// service that its parent commit locks.
+// service that its parent commit locks (LockedIn: a Deployment by its
+// annotation; an ImagePolicy's marked fields by the ImagePolicy's
+// annotation or by the lock of a workload holding one of them).
 func CheckNoLockedChange(o *Observation) []Violation {
 	var out []Violation
 	for _, c := range o.fluxdCommits() {
@@ -187,10 +189,10 @@ func CheckNoLockedChange(o *Observation) []Violation {
 		got, _ := Diff(parent, c.Workloads)
 		seen := map[string]bool{}
 		for _, u := range got {
-			if w, ok := parent[u.Service]; ok && w.Locked() && !seen[u.Service] {
+			if locked, why := LockedIn(parent, u.Service); locked && !seen[u.Service] {
 				seen[u.Service] = true
 				out = append(out, Violation{CheckLocked, fmt.Sprintf("commit %s %q changes %s, which its parent %s locks (%s)",
-					short(c.Hash), c.Subject(), fmtUpdates([]Update{u}), short(c.Parents[0]), lockNote(w))})
+					short(c.Hash), c.Subject(), fmtUpdates([]Update{u}), short(c.Parents[0]), why)})
 			}
 		}
 	}
@@ -236,7 +238,8 @@ func CheckJobsSettled(o *Observation) []Violation {
 // CheckOutcomes is (e): a job that records a commit has exactly that one
 // commit in the branch, carrying its trailer; a job that records none
 // has none; a job that succeeded without a commit had nothing to do; and
-// the cluster runs what the head says.
+// the cluster runs what the head says (every Deployment's images, the
+// values of marked image fields included).
 func CheckOutcomes(o *Observation) []Violation {
 	var out []Violation
 	bad := func(f string, args ...any) { out = append(out, Violation{CheckOutcome, fmt.Sprintf(f, args...)}) }
@@ -270,7 +273,9 @@ func CheckOutcomes(o *Observation) []Violation {
 		head := o.Commits[o.Head]
 		ids := make([]string, 0, len(head.Workloads))
 		for id := range head.Workloads {
-			ids = append(ids, id)
+			if strings.Contains(id, ":deployment/") { // an ImagePolicy's fields reach it through its holders
+				ids = append(ids, id)
+			}
 		}
 		sort.Strings(ids)
 		for _, id := range ids {
