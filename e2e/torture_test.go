@@ -43,12 +43,15 @@ import (
 )
 
 // tortureServices are the run's workloads: tt-d shares tt-a's repository,
-// so that one image release moves two services.
+// so that one image release moves two services; tt-e is a Flux v2
+// ImagePolicy whose markers set the image of the Deployment tt-e and a
+// ConfigMap's tag (tortureFluxV2).
 var tortureServices = []torture.Service{
 	{Name: "tt-a", Repo: "torture-a"},
 	{Name: "tt-b", Repo: "torture-b"},
 	{Name: "tt-c", Repo: "torture-c"},
 	{Name: "tt-d", Repo: "torture-a"},
+	{Name: "tt-e", Repo: "torture-e", Format: torture.ImagePolicy},
 }
 
 const (
@@ -82,6 +85,97 @@ metadata:
         - name: app
           image: %[2]s
 `, s.Name, image, auto)
+}
+
+// tortureFluxV2 is an ImagePolicy service's files, as a repository
+// written for Flux v2 holds them: name.yaml, a Deployment whose image is
+// marked whole and a ConfigMap whose tag is marked :tag (the sync applies
+// them); name-automation.yaml, its ImageRepository, ImagePolicy (semver,
+// every 1.x release) and an ImageUpdateAutomation covering the run's
+// directory (fluxd reads them from git; the cluster serves no Flux v2
+// CRDs, so the sync skips them).
+func tortureFluxV2(s torture.Service, repo string) (workload, automation string) {
+	image, tag := repo+":"+torture.InitialTag, torture.InitialTag
+	workload = fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+  namespace: default
+  annotations:
+    torture.fluxd.io/owner: team-%[1]s
+spec:
+  replicas: 1
+  minReadySeconds: 2
+  selector:
+    matchLabels: {app: %[1]s}
+  template:
+    metadata:
+      labels: {app: %[1]s}
+    spec:
+      containers:
+        - name: app
+          image: %[2]s # {"$imagepolicy": "%[4]s:%[1]s"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: %[1]s-config
+  namespace: default
+data:
+  TAG: "%[3]s"   # {"$imagepolicy": "%[4]s:%[1]s:tag"}
+  OTHER: "%[3]s" # not a marker: left alone
+`, s.Name, image, tag, torture.PolicyNamespace)
+	automation = fmt.Sprintf(`apiVersion: image.toolkit.fluxcd.io/v1beta2
+kind: ImageRepository
+metadata:
+  name: %[1]s
+  namespace: %[3]s
+spec:
+  image: %[2]s
+  interval: 1m
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata:
+  name: %[1]s
+  namespace: %[3]s
+  annotations:
+    torture.fluxd.io/owner: team-%[1]s
+spec:
+  imageRepositoryRef:
+    name: %[1]s
+  policy:
+    semver:
+      range: ">=1.0.0 <2.0.0"
+---
+apiVersion: image.toolkit.fluxcd.io/v1beta2
+kind: ImageUpdateAutomation
+metadata:
+  name: torture
+  namespace: %[3]s
+spec:
+  interval: 30m
+  sourceRef:
+    kind: GitRepository
+    name: torture
+  git:
+    commit:
+      author:
+        email: fluxcdbot@torture.invalid
+        name: fluxcdbot
+  update:
+    path: ./%[4]s
+    strategy: Setters
+`, s.Name, repo, torture.PolicyNamespace, tortureDir)
+	return workload, automation
+}
+
+// tortureRef is how fluxctl names the service called name.
+func tortureRef(name string) string {
+	if s := svcByName(name); s.Format != torture.Plain {
+		return s.ID()
+	}
+	return name
 }
 
 // TestTorture is the randomized torture run. It skips unless
@@ -206,11 +300,23 @@ func newTortureRun(t *testing.T, seed int64) *tortureRun {
 	}
 	var all []string
 	for i, s := range tortureServices {
-		m := tortureManifest(s, stack.Registry+"/"+s.Repo+":"+torture.InitialTag, i%2 == 0)
-		if err := os.WriteFile(filepath.Join(seedDir, tortureDir, s.Name+".yaml"), []byte(m), 0o644); err != nil {
-			t.Fatal(err)
+		repo := stack.Registry + "/" + s.Repo
+		files := map[string]string{}
+		switch s.Format {
+		case torture.ImagePolicy:
+			w, a := tortureFluxV2(s, repo)
+			files[s.Name+".yaml"], files[s.Name+"-automation.yaml"] = w, a
+			all = append(all, w)
+		default:
+			m := tortureManifest(s, repo+":"+torture.InitialTag, i%2 == 0)
+			files[s.Name+".yaml"] = m
+			all = append(all, m)
 		}
-		all = append(all, m)
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(seedDir, tortureDir, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	gitCLI(t, seedDir, "add", ".")
 	gitCLI(t, seedDir, "-c", "user.name=torture-seed", "-c", "user.email=seed@torture.invalid", "commit", "-q", "-m", "The torture run's services")
@@ -219,6 +325,9 @@ func newTortureRun(t *testing.T, seed int64) *tortureRun {
 	t.Cleanup(func() {
 		for _, s := range tortureServices {
 			_ = r.kc.AppsV1().Deployments("default").Delete(context.Background(), s.Name, metav1.DeleteOptions{})
+			if s.Format == torture.ImagePolicy {
+				_ = r.kc.CoreV1().ConfigMaps("default").Delete(context.Background(), s.Name+"-config", metav1.DeleteOptions{})
+			}
 		}
 		_ = r.kc.CoordinationV1().Leases("default").Delete(context.Background(), tortureLease, metav1.DeleteOptions{})
 	})
@@ -353,14 +462,18 @@ func (r *tortureRun) do(op torture.Op) {
 	ctx := testContext(r.t)
 	img := func(repo, tag string) string { return stack.Registry + "/" + repo + ":" + tag }
 	user := fmt.Sprintf("torture-%d", op.Step)
+	ref := tortureRef(op.Service)
 	switch op.Kind {
 	case torture.Release:
-		note(r.release(op.Replica, user, op.Service, img(op.Repo, op.Tag)))
+		note(r.release(op.Replica, user, ref, img(op.Repo, op.Tag)))
 	case torture.RaceHotfix:
 		hot := img(op.Repo, op.HotfixTag())
 		fn := func() {
-			err := r.person(op.Step, "race hotfix of "+op.Service, op.Service, func(y string) string {
-				return torture.SetLocked(torture.SetImage(y, hot), true)
+			err := r.person(op.Step, "race hotfix of "+op.Service, r.personFiles(op), func(file, y string) string {
+				if file == r.lockFile(op) {
+					y = torture.SetLocked(y, true)
+				}
+				return r.hotfix(op, file, y, hot)
 			})
 			r.logf("      (interposed before fluxd's push) a person pushed %s and a lock of %s: %v", hot, op.Service, err)
 		}
@@ -371,7 +484,7 @@ func (r *tortureRun) do(op torture.Op) {
 		target := fmt.Sprintf("%s-race.%d", op.Tag, op.Step)
 		err := stack.PushImage(ctx, op.Repo, target, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(op.Step)*time.Minute))
 		if err == nil {
-			err = r.release(op.Replica, user, op.Service, img(op.Repo, target))
+			err = r.release(op.Replica, user, ref, img(op.Repo, target))
 		}
 		note(err)
 		if err == nil {
@@ -403,24 +516,26 @@ func (r *tortureRun) do(op torture.Op) {
 		}
 		note(err)
 	case torture.LockCLI:
-		_, err := r.fluxctl(op.Replica, user, "lock", op.Service, "-m", "torture step "+strconv.Itoa(op.Step))
+		_, err := r.fluxctl(op.Replica, user, "lock", ref, "-m", "torture step "+strconv.Itoa(op.Step))
 		note(err)
 	case torture.UnlockCLI:
-		_, err := r.fluxctl(op.Replica, user, "unlock", op.Service)
+		_, err := r.fluxctl(op.Replica, user, "unlock", ref)
 		note(err)
 	case torture.Automate:
-		_, err := r.fluxctl(op.Replica, user, "automate", op.Service)
+		_, err := r.fluxctl(op.Replica, user, "automate", ref)
 		note(err)
 	case torture.Deautomate:
-		_, err := r.fluxctl(op.Replica, user, "deautomate", op.Service)
+		_, err := r.fluxctl(op.Replica, user, "deautomate", ref)
 		note(err)
 	case torture.LockGit:
-		note(r.person(op.Step, "Lock "+op.Service+" by hand", op.Service, func(y string) string { return torture.SetLocked(y, true) }))
+		lock := r.lockFile(op)
+		note(r.person(op.Step, "Lock "+op.Service+" by hand", []string{lock}, func(_, y string) string { return torture.SetLocked(y, true) }))
 	case torture.UnlockGit:
-		note(r.person(op.Step, "Unlock "+op.Service+" by hand", op.Service, func(y string) string { return torture.SetLocked(y, false) }))
+		// Wherever a lock of the service is.
+		note(r.person(op.Step, "Unlock "+op.Service+" by hand", r.personFiles(op), func(_, y string) string { return torture.SetLocked(y, false) }))
 	case torture.Hotfix:
 		hot := img(op.Repo, op.Tag)
-		note(r.person(op.Step, "Hotfix "+op.Service+" to "+op.Tag, op.Service, func(y string) string { return torture.SetImage(y, hot) }))
+		note(r.person(op.Step, "Hotfix "+op.Service+" to "+op.Tag, []string{workloadFile(op.Service)}, func(file, y string) string { return r.hotfix(op, file, y, hot) }))
 	case torture.Term, torture.Kill:
 		i := r.pick(op.Replica)
 		rep := r.replicas[i]
@@ -449,6 +564,39 @@ func (r *tortureRun) do(op torture.Op) {
 	}
 }
 
+// workloadFile is the file of the Deployment of the service called name.
+func workloadFile(name string) string { return name + ".yaml" }
+
+// personFiles are the files in which a person edits the service of op:
+// its Deployment's, and an ImagePolicy's own.
+func (r *tortureRun) personFiles(op torture.Op) []string {
+	if svcByName(op.Service).Format == torture.ImagePolicy {
+		return []string{workloadFile(op.Service), op.Service + "-automation.yaml"}
+	}
+	return []string{workloadFile(op.Service)}
+}
+
+// lockFile is where a person's lock of the service of op goes: on the
+// ImagePolicy, or on the Deployment its marker sets (op.Target).
+func (r *tortureRun) lockFile(op torture.Op) string {
+	if svcByName(op.Service).Format == torture.ImagePolicy && op.Target == torture.TargetPolicy {
+		return op.Service + "-automation.yaml"
+	}
+	return workloadFile(op.Service)
+}
+
+// hotfix sets the image in the service's Deployment file as a person
+// does: the image line, or every marked value with its marker kept.
+func (r *tortureRun) hotfix(op torture.Op, file, y, image string) string {
+	if file != workloadFile(op.Service) {
+		return y
+	}
+	if svcByName(op.Service).Format == torture.ImagePolicy {
+		return torture.SetMarked(y, image)
+	}
+	return torture.SetImage(y, image)
+}
+
 // release starts a release and remembers its job.
 func (r *tortureRun) release(role, user, svc, image string) error {
 	out, err := r.fluxctl(role, user, "release", "-y", "--no-wait", "-s", svc, "-i", image)
@@ -468,11 +616,11 @@ func (r *tortureRun) release(role, user, svc, image string) error {
 	return nil
 }
 
-// person edits a service's manifest as a person does: fetch, edit, commit
-// with the git CLI, push straight to the repository (not through the
-// remote fluxd uses); a push refused because fluxd pushed first is tried
-// again from the new head.
-func (r *tortureRun) person(step int, msg, svc string, edit func(string) string) error {
+// person edits files (in the run's directory) as a person does: fetch,
+// edit, commit with the git CLI, push straight to the repository (not
+// through the remote fluxd uses); a push refused because fluxd pushed
+// first is tried again from the new head.
+func (r *tortureRun) person(step int, msg string, files []string, edit func(file, y string) string) error {
 	who := fmt.Sprintf("person-%d", step)
 	// A clone of the person's own: an interposed push runs beside the
 	// run's next operations.
@@ -492,17 +640,24 @@ func (r *tortureRun) person(step int, msg, svc string, edit func(string) string)
 		if _, err := gitRun(work, "reset", "-q", "--hard", "origin/main"); err != nil {
 			return err
 		}
-		path := filepath.Join(work, tortureDir, svc+".yaml")
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
+		changed := false
+		for _, f := range files {
+			path := filepath.Join(work, tortureDir, f)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			y := edit(f, string(b))
+			if y == string(b) {
+				continue
+			}
+			changed = true
+			if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+				return err
+			}
 		}
-		y := edit(string(b))
-		if y == string(b) {
+		if !changed {
 			return errors.New("the edit changes nothing")
-		}
-		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
-			return err
 		}
 		if _, err := gitRun(work, "-c", "user.name="+who, "-c", "user.email="+who+"@torture.invalid", "commit", "-q", "-am", msg); err != nil {
 			return err
@@ -654,7 +809,7 @@ func (r *tortureRun) observe() (*torture.Observation, error) {
 		for _, c := range d.Spec.Template.Spec.Containers {
 			imgs[c.Name] = c.Image
 		}
-		o.Cluster[svc.ID()] = imgs
+		o.Cluster[svc.DeploymentID()] = imgs
 	}
 	return o, nil
 }
