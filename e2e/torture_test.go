@@ -213,10 +213,11 @@ func TestTorture(t *testing.T) {
 	}
 	r.logf("-- %d steps done; settling (at most %v)", steps, tortureSettle)
 	obs := r.settle()
+	r.modelAgrees(obs)
 	vs := torture.Check(obs)
 	enforced, reported := torture.Enforced(vs, enforce)
-	stats := fmt.Sprintf("%d commits (%d by people), %d jobs, %d history rows, %d violations (%d enforced)",
-		len(obs.Order), len(obs.PersonCommits), len(obs.Jobs), len(obs.Events), len(vs), len(enforced))
+	stats := fmt.Sprintf("%d commits (%d by people; fluxd's moving each format: %s), %d jobs, %d history rows, %d violations (%d enforced)",
+		len(obs.Order), len(obs.PersonCommits), formatCommits(obs), len(obs.Jobs), len(obs.Events), len(vs), len(enforced))
 	r.logf("-- %s", stats)
 	fmt.Fprintf(os.Stderr, "torture: seed %d steps %d: %s\n", seed, steps, stats)
 	summary := map[string]int{}
@@ -230,6 +231,86 @@ func TestTorture(t *testing.T) {
 	for _, v := range enforced {
 		t.Errorf("torture: %s", v)
 	}
+}
+
+// modelAgrees fails the run unless fluxd reads each service of another
+// format (an ImagePolicy's marked fields) as the checkers' model does at
+// the settled head: containers named alike, with the same images. A model
+// that read no field would make (a) and (b) pass on anything.
+func (r *tortureRun) modelAgrees(obs *torture.Observation) {
+	head := obs.Commits[obs.Head]
+	err := poll(context.Background(), 30*time.Second, func() error {
+		out, err := r.fluxctl("leader", "torture-model", "list-services", "-o", "json")
+		if err != nil {
+			return err
+		}
+		var svcs []struct {
+			ID         string `json:"id"`
+			Containers []struct {
+				Name, Image, Goal string
+			} `json:"containers"`
+			Warnings []string `json:"warnings"`
+		}
+		if err := json.Unmarshal([]byte(out), &svcs); err != nil {
+			return fmt.Errorf("list-services -o json: %w", err)
+		}
+		for _, s := range tortureServices {
+			if s.Format == torture.Plain {
+				continue
+			}
+			want := head.Workloads[s.ID()].Images
+			if len(want) == 0 {
+				return fmt.Errorf("the model reads no field of %s at the head %.12s", s.ID(), obs.Head)
+			}
+			got := map[string]string{}
+			for _, sv := range svcs {
+				if sv.ID != s.ID() {
+					continue
+				}
+				for _, c := range sv.Containers {
+					got[c.Name] = c.Image
+					if c.Goal != "" {
+						got[c.Name] = c.Goal
+					}
+				}
+				if len(sv.Warnings) > 0 {
+					r.logf("   fluxd warns on %s: %s", s.ID(), strings.Join(sv.Warnings, "; "))
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Errorf("fluxd reads %s as %v; the checkers' model as %v", s.ID(), got, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		r.t.Errorf("torture: the model does not read the run's services as fluxd does, so its checks would judge the wrong thing: %v", err)
+	}
+}
+
+// formatCommits counts fluxd's commits that move a service of each
+// format: what (a) and (b) judged of it.
+func formatCommits(obs *torture.Observation) string {
+	n := map[torture.Format]int{}
+	for _, h := range obs.Order {
+		c := obs.Commits[h]
+		if c.Committer != obs.FluxdCommitter || len(c.Parents) == 0 || obs.Commits[c.Parents[0]] == nil {
+			continue
+		}
+		ups, _ := torture.Diff(obs.Commits[c.Parents[0]].Workloads, c.Workloads)
+		moved := map[torture.Format]bool{}
+		for _, u := range ups {
+			for _, s := range tortureServices {
+				if s.ID() == u.Service {
+					moved[s.Format] = true
+				}
+			}
+		}
+		for f := range moved {
+			n[f]++
+		}
+	}
+	return fmt.Sprintf("plain %d, imagepolicy %d", n[torture.Plain], n[torture.ImagePolicy])
 }
 
 // tortureReplica is one of the two fluxd replicas.
