@@ -20,6 +20,8 @@ const (
 	typeRelease    = "release"
 	typeAutomated  = "automated-release"
 	stateSucceeded = "succeeded"
+	// stageNotRolledOut is release.StageNotRolledOut.
+	stageNotRolledOut = "applied, not rolled out"
 )
 
 // Violation is one broken invariant.
@@ -268,12 +270,15 @@ func CheckOutcomes(o *Observation) []Violation {
 		if j.State == stateSucceeded && j.Commit == "" && len(j.Updates) > 0 {
 			bad("job %s succeeded with no commit, but its plan changes %s", j.ID, fmtUpdates(j.Updates))
 		}
+		if o.HelmUnreported && j.State == stateSucceeded && j.Commit != "" {
+			out = append(out, notRolledOut(o, j)...)
+		}
 	}
 	if o.Cluster != nil && o.Head != "" {
 		head := o.Commits[o.Head]
 		ids := make([]string, 0, len(head.Workloads))
 		for id := range head.Workloads {
-			if strings.Contains(id, ":deployment/") { // an ImagePolicy's fields reach it through its holders
+			if strings.Contains(id, ":deployment/") || strings.Contains(id, ":helmrelease/") { // an ImagePolicy's fields reach it through its holders
 				ids = append(ids, id)
 			}
 		}
@@ -290,6 +295,37 @@ func CheckOutcomes(o *Observation) []Violation {
 					bad("%s container %s runs %s in the cluster; git's head %s says %s", id, c, got[c], short(o.Head), img)
 				}
 			}
+		}
+	}
+	return out
+}
+
+// notRolledOut judges a job that succeeded with a commit where no Helm
+// controller runs: it ends "applied, not rolled out", in its stage and in
+// its release rows, exactly when its plan moves a HelmRelease.
+func notRolledOut(o *Observation, j Job) []Violation {
+	var out []Violation
+	bad := func(f string, args ...any) { out = append(out, Violation{CheckOutcome, fmt.Sprintf(f, args...)}) }
+	var helm []string
+	for _, s := range j.Services() {
+		if strings.Contains(s, ":helmrelease/") {
+			helm = append(helm, s)
+		}
+	}
+	moves := len(helm) > 0
+	if says := j.Stage == stageNotRolledOut; moves && !says {
+		bad("job %s moved %s, which no Helm controller rolls out here, but it ended at stage %q, not %q", j.ID, strings.Join(helm, ", "), j.Stage, stageNotRolledOut)
+	} else if !moves && says {
+		bad("job %s moved no HelmRelease (%s), but it ended %q", j.ID, fmtUpdates(j.Updates), stageNotRolledOut)
+	}
+	for _, ev := range o.Events {
+		if ev.Commit != j.Commit || ev.Type != typeRelease && ev.Type != typeAutomated {
+			continue
+		}
+		if says := strings.Contains(ev.Message, "not rolled out"); moves && !says {
+			bad("history row %d of job %s claims a rollout of %s, which no Helm controller rolls out here: %q", ev.ID, j.ID, strings.Join(helm, ", "), ev.Message)
+		} else if !moves && says {
+			bad("history row %d of job %s says not rolled out, but the job moved no HelmRelease: %q", ev.ID, j.ID, ev.Message)
 		}
 	}
 	return out

@@ -321,7 +321,7 @@ func TestParseFluxV2(t *testing.T) {
 			Images:      map[string]string{peImage: "r/pe:1.0.0", peTag: "r/pe:1.0.0"},
 			Annotations: map[string]string{"owner": "team"},
 			Holders:     []string{pe},
-			MarkerLines: map[string]string{
+			Kept: map[string]string{
 				peImage: `          image: … # {"$imagepolicy": "flux-system:pe"}`,
 				peTag:   `  TAG: "…"   # {"$imagepolicy": "flux-system:pe:tag"}`,
 			},
@@ -377,7 +377,7 @@ func TestCheckFluxV2ReleaseKeepsMarkers(t *testing.T) {
 			if got := checks(vs); got != tc.want {
 				t.Errorf("checks that fired: %q (%v); want %q", got, vs, tc.want)
 			}
-			if tc.want == "a" && tc.name != "marker broken" && len(vs) > 0 && !strings.Contains(vs[0].What, "the line of "+peTag) {
+			if tc.want == "a" && tc.name != "marker broken" && len(vs) > 0 && !strings.Contains(vs[0].What, "the text of "+peTag) {
 				t.Errorf("(a) does not name the marker line: %s", vs[0])
 			}
 		})
@@ -426,5 +426,133 @@ func TestCheckFluxV2Cluster(t *testing.T) {
 	o.Cluster[pe]["app"] = "r/pe:0.9.0"
 	if vs := Check(o); checks(vs) != "e" || len(vs) == 0 || !strings.Contains(vs[0].What, pe+" container app runs r/pe:0.9.0") {
 		t.Errorf("violations when the cluster runs another image: %v; want (e) naming the Deployment", vs)
+	}
+}
+
+const (
+	hr     = "default:helmrelease/hr"
+	hrFile = `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: hr
+  annotations:
+    owner: team
+spec:
+  interval: 5m
+  values:
+    # the app's image
+    image:
+      repository: r/hr
+      tag: "1.0.0" # set by fluxd
+    replicaCount: 2
+`
+)
+
+func hrFiles(t *testing.T, y string) map[string]Workload {
+	t.Helper()
+	ws, err := ParseWorkloads(map[string][]byte{"t/hr.yaml": []byte(y)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+// The model reads a HelmRelease's image: {repository, tag} as fluxd's
+// chart-image, and keeps its values block, values masked; a person's
+// hotfix sets the tag in its quotes.
+func TestParseHelmRelease(t *testing.T) {
+	want := map[string]Workload{hr: {
+		Images:      map[string]string{HelmContainer: "r/hr:1.0.0"},
+		Annotations: map[string]string{"owner": "team"},
+		Kept: map[string]string{HelmContainer: `  values:
+    # the app's image
+    image:
+      repository: …
+      tag: "…" # set by fluxd
+    replicaCount: 2`},
+	}}
+	if d := cmp.Diff(want, hrFiles(t, hrFile)); d != "" {
+		t.Errorf("(-want +got)\n%s", d)
+	}
+	hot := SetHelmTag(hrFile, "1.0.1-hotfix.1")
+	if !strings.Contains(hot, `tag: "1.0.1-hotfix.1" # set by fluxd`) {
+		t.Errorf("a person's hotfix of the HelmRelease:\n%s", hot)
+	}
+}
+
+// (a) on a HelmRelease's release: the tag's bytes may change, nothing
+// else in its values; (b): not while its annotation locks it.
+func TestCheckHelmReleaseValues(t *testing.T) {
+	plan := []Update{{hr, HelmContainer, "r/hr:1.0.0", "r/hr:1.0.1"}}
+	released := strings.Replace(hrFile, `"1.0.0"`, `"1.0.1"`, 1)
+	for _, tc := range []struct {
+		name, before, after, want string
+	}{
+		{"as planned", hrFile, released, ""},
+		{"a comment in values rewritten", hrFile, strings.Replace(released, "# the app's image", "# the image", 1), "a"},
+		{"quotes dropped", hrFile, strings.Replace(released, `"1.0.1"`, `1.0.1`, 1), "a"},
+		{"another value moved", hrFile, strings.Replace(released, "replicaCount: 2", "replicaCount: 3", 1), "a"},
+		{"locked", SetLocked(hrFile, true), SetLocked(released, true), "b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := newBuilder().
+				commit("c0", "seed", "Add", hrFiles(t, tc.before)).
+				commit("c1", "fluxd", "Release\n\nFluxd-Job: j1\n", hrFiles(t, tc.after)).o
+			o.Jobs = []Job{{ID: "j1", State: "succeeded", Commit: "c1", User: "u", Updates: plan}}
+			o.Events = []Event{{ID: 1, Type: "release", Commit: "c1", User: "u"}}
+			if got := checks(Check(o)); got != tc.want {
+				t.Errorf("checks that fired: %q (%v); want %q", got, Check(o), tc.want)
+			}
+		})
+	}
+}
+
+// (e) with no Helm controller: a job moving a HelmRelease ends "applied,
+// not rolled out" in its stage and its rows, and only such a job; the
+// cluster's HelmRelease holds git's values.
+func TestCheckHelmReleaseNotRolledOut(t *testing.T) {
+	released := strings.Replace(hrFile, `"1.0.0"`, `"1.0.1"`, 1)
+	const note = "Release r/hr:1.0.1; committed and applied, not rolled out: nothing reported on the rollout of default:helmrelease/hr within 1m0s"
+	for _, tc := range []struct {
+		name         string
+		stage, msg   string
+		moves        string
+		cluster      string
+		wantFragment string
+	}{
+		{"helm, said so", "applied, not rolled out", note, hr, "r/hr:1.0.1", ""},
+		{"helm, claims a rollout", "done", "Release r/hr:1.0.1", hr, "r/hr:1.0.1", "ended at stage \"done\""},
+		{"deployment, says not rolled out", "applied, not rolled out", note, web, "r/hr:1.0.1", "moved no HelmRelease"},
+		{"helm, cluster behind", "applied, not rolled out", note, hr, "r/hr:1.0.0", "container chart-image runs r/hr:1.0.0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ws := hrFiles(t, released)
+			ws[web] = wl("r/web:1.1.0")
+			before := hrFiles(t, hrFile)
+			before[web] = wl("r/web:1.0.0")
+			o := newBuilder().
+				commit("c0", "seed", "Add", before).
+				commit("c1", "fluxd", "Release\n\nFluxd-Job: j1\n", ws).o
+			plan := []Update{{hr, HelmContainer, "r/hr:1.0.0", "r/hr:1.0.1"}}
+			if tc.moves == web {
+				// The same commit, judged as if its job had planned the
+				// Deployment only: (a) fires too, (e) is what is looked at.
+				plan = []Update{{web, "app", "r/web:1.0.0", "r/web:1.1.0"}}
+			} else {
+				plan = append(plan, Update{web, "app", "r/web:1.0.0", "r/web:1.1.0"})
+			}
+			o.Jobs = []Job{{ID: "j1", State: "succeeded", Stage: tc.stage, Commit: "c1", User: "u", Updates: plan}}
+			o.Events = []Event{{ID: 1, Type: "release", Commit: "c1", User: "u", Message: tc.msg}}
+			o.HelmUnreported = true
+			o.Cluster = map[string]map[string]string{web: {"app": "r/web:1.1.0"}, hr: {HelmContainer: tc.cluster}}
+			var es []string
+			for _, v := range CheckOutcomes(o) {
+				es = append(es, v.What)
+			}
+			got := strings.Join(es, "\n")
+			if tc.wantFragment == "" && got != "" || tc.wantFragment != "" && !strings.Contains(got, tc.wantFragment) {
+				t.Errorf("(e) says:\n%s\nwant %q", got, tc.wantFragment)
+			}
+		})
 	}
 }

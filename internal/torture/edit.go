@@ -55,3 +55,12 @@ func SetMarked(y, image string) string {
 		return m[1] + m[2] + v + m[4] + m[5]
 	})
 }
+
+// helmTagLine is the tag of a HelmRelease's values image: {repository, tag}.
+var helmTagLine = regexp.MustCompile(`(?m)^(\s+tag:[ \t]+)(["']?)([^"'\s#]+)(["']?)`)
+
+// SetHelmTag sets the tag in a HelmRelease's values (the run's have one
+// image) as a person does, in the quotes it had.
+func SetHelmTag(y, tag string) string {
+	return helmTagLine.ReplaceAllString(y, "${1}${2}"+tag+"${4}")
+}

@@ -75,7 +75,7 @@ func (v *fluxV2) read(file string, lines []string, node *yaml.Node, holder strin
 		key := ns + "/" + obj.Metadata.Name
 		switch obj.Kind {
 		case "ImagePolicy":
-			w := Workload{Images: map[string]string{}, Annotations: obj.Metadata.Annotations, MarkerLines: map[string]string{}}
+			w := Workload{Images: map[string]string{}, Annotations: obj.Metadata.Annotations, Kept: map[string]string{}}
 			if w.Annotations == nil {
 				w.Annotations = map[string]string{}
 			}
@@ -125,7 +125,7 @@ func (v *fluxV2) services(ws map[string]Workload) {
 				img = v.repos[v.repoOf[key]] + ":" + s.value
 			}
 			w.Images[s.field] = img
-			w.MarkerLines[s.field] = s.line
+			w.Kept[s.field] = s.line
 			if s.holder != "" && !holders[s.holder] {
 				holders[s.holder] = true
 				w.Holders = append(w.Holders, s.holder)
@@ -186,21 +186,29 @@ func maskedLine(lines []string, n *yaml.Node) (string, error) {
 		return "", fmt.Errorf("line %d: out of the file", n.Line)
 	}
 	raw := lines[n.Line-1]
-	at := strings.Index(raw, `{"$imagepolicy"`)
-	start := n.Column - 1
-	if at < 0 || start < 0 || start > at {
+	if at := strings.Index(raw, `{"$imagepolicy"`); at < 0 || n.Column-1 > at {
 		return "", fmt.Errorf("line %d: the marked value is not on its marker's line", n.Line)
 	}
-	hash := strings.LastIndex(raw[:at], "#")
-	if hash < start {
-		return "", fmt.Errorf("line %d: no comment after the marked value", n.Line)
+	return maskValue(raw, n.Column-1), nil
+}
+
+// maskValue is line with the scalar that starts at byte start replaced
+// by "…", its quotes kept: the value runs to the comment on the line, or
+// to its end, less the spaces before either.
+func maskValue(line string, start int) string {
+	if start < 0 || start > len(line) {
+		return line
 	}
-	end := start + len(strings.TrimRight(raw[start:hash], " \t"))
+	end := len(line)
+	if hash := strings.Index(line[start:], "#"); hash >= 0 {
+		end = start + hash
+	}
+	end = start + len(strings.TrimRight(line[start:end], " \t"))
 	q := ""
-	if v := raw[start:end]; v != "" && (v[0] == '"' || v[0] == '\'') {
+	if v := line[start:end]; v != "" && (v[0] == '"' || v[0] == '\'') {
 		q = v[:1]
 	}
-	return raw[:start] + q + "…" + q + raw[end:], nil
+	return line[:start] + q + "…" + q + line[end:]
 }
 
 // markedContainers are the indexes of a Deployment's containers whose

@@ -29,10 +29,11 @@ type Workload struct {
 	// Holders are the workloads (service IDs) holding an ImagePolicy's
 	// marked fields: a lock on one holds the policy too.
 	Holders []string
-	// MarkerLines maps an ImagePolicy's field to its line in the file
-	// with the value masked: what must stay byte for byte when fluxd
-	// sets the field (the marker comment, the spacing, the quotes).
-	MarkerLines map[string]string
+	// Kept maps a container to the text around its value, with the
+	// value's bytes masked: what must stay byte for byte when fluxd sets
+	// it. For an ImagePolicy's field, its line (the marker comment, the
+	// spacing, the quotes); for a HelmRelease's image, its values block.
+	Kept map[string]string
 }
 
 // Locked reports whether the workload's own annotations lock it. An
@@ -97,6 +98,9 @@ func (u Update) String() string {
 // Job is a release job as the history database keeps it.
 type Job struct {
 	ID, State, Commit, Error string
+	// Stage is the job's last stage ("applied, not rolled out" when
+	// nothing reported on its rollout).
+	Stage string
 	// User is the spec's user (the suite gives each release its own).
 	User      string
 	Automated bool
@@ -127,6 +131,7 @@ type Event struct {
 	Commit   string
 	Changes  []Update
 	Error    string
+	Message  string
 }
 
 // Observation is everything the checkers look at, read from outside once
@@ -143,9 +148,14 @@ type Observation struct {
 	PersonCommits []string
 	Jobs          []Job
 	Events        []Event
-	// Cluster maps a service ID to its containers' images in the cluster;
-	// nil skips the cluster half of (e).
+	// Cluster maps a service ID to its containers' images in the cluster
+	// (a Deployment's, a HelmRelease's values'); nil skips the cluster
+	// half of (e).
 	Cluster map[string]map[string]string
+	// HelmUnreported says no Helm controller runs: nothing ever reports
+	// a HelmRelease's rollout, so each release that moves one ends
+	// "applied, not rolled out", and only those.
+	HelmUnreported bool
 }
 
 // ParseWorkloads reads the Deployments among files (YAML, several
@@ -203,6 +213,11 @@ func ParseWorkloads(files map[string][]byte) (map[string]Workload, error) {
 			}
 			if err := v2.read(name, lines, &node, holder); err != nil {
 				return nil, err
+			}
+			if id, w, ok, err := readHelmRelease(name, lines, &node); err != nil {
+				return nil, err
+			} else if ok {
+				out[id] = w
 			}
 			if doc.Kind != "Deployment" {
 				continue
@@ -262,9 +277,9 @@ func Diff(before, after map[string]Workload) (updates []Update, other []string) 
 		if !sameMap(b.Annotations, a.Annotations) {
 			other = append(other, id+" (annotations)")
 		}
-		for f, bl := range b.MarkerLines {
-			if al, ok := a.MarkerLines[f]; ok && al != bl {
-				other = append(other, fmt.Sprintf("%s (the line of %s beside its value: %q, was %q)", id, f, al, bl))
+		for f, bl := range b.Kept {
+			if al, ok := a.Kept[f]; ok && al != bl {
+				other = append(other, fmt.Sprintf("%s (the text of %s beside its value: %q, was %q)", id, f, al, bl))
 			}
 		}
 	}

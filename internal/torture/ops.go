@@ -73,6 +73,12 @@ const (
 	// so automate and deautomate do not apply to it; a lock on the
 	// ImagePolicy or on the Deployment holds it.
 	ImagePolicy Format = "imagepolicy"
+	// HelmRelease is a Flux v2 HelmRelease, default:helmrelease/NAME,
+	// whose values hold its image as image: {repository, tag}: fluxd's
+	// container chart-image. It is locked and automated by its own
+	// annotations, as a Deployment is; no Helm controller runs in the
+	// run, so fluxd ends its releases "applied, not rolled out".
+	HelmRelease Format = "helmrelease"
 )
 
 // PolicyNamespace is the namespace of the run's Flux v2 objects.
@@ -88,13 +94,17 @@ type Service struct {
 
 // ID is the service's ID as fluxd writes it.
 func (s Service) ID() string {
-	if s.Format == ImagePolicy {
+	switch s.Format {
+	case ImagePolicy:
 		return PolicyNamespace + ":imagepolicy/" + s.Name
+	case HelmRelease:
+		return "default:helmrelease/" + s.Name
 	}
 	return s.DeploymentID()
 }
 
-// DeploymentID is the ID of the Deployment the service runs as.
+// DeploymentID is the ID of the Deployment the service runs as (not a
+// HelmRelease's: its chart's objects are no part of the run).
 func (s Service) DeploymentID() string { return "default:deployment/" + s.Name }
 
 // Takes reports whether an operation of kind k applies to the service.
