@@ -29,6 +29,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fluxd/fluxd/history"
@@ -45,13 +48,15 @@ import (
 // tortureServices are the run's workloads: tt-d shares tt-a's repository,
 // so that one image release moves two services; tt-e is a Flux v2
 // ImagePolicy whose markers set the image of the Deployment tt-e and a
-// ConfigMap's tag (tortureFluxV2).
+// ConfigMap's tag (tortureFluxV2); tt-f is a Flux v2 HelmRelease with
+// its image in its values (tortureHelmRelease), with no Helm controller.
 var tortureServices = []torture.Service{
 	{Name: "tt-a", Repo: "torture-a"},
 	{Name: "tt-b", Repo: "torture-b"},
 	{Name: "tt-c", Repo: "torture-c"},
 	{Name: "tt-d", Repo: "torture-a"},
 	{Name: "tt-e", Repo: "torture-e", Format: torture.ImagePolicy},
+	{Name: "tt-f", Repo: "torture-f", Format: torture.HelmRelease},
 }
 
 const (
@@ -168,6 +173,35 @@ spec:
     strategy: Setters
 `, s.Name, repo, torture.PolicyNamespace, tortureDir)
 	return workload, automation
+}
+
+// tortureHelmRelease is a HelmRelease service's file: its image in
+// values as image: {repository, tag}, automated (semver:^1) by fluxd's
+// annotations. The CRD is served (minimal, as in TestHelmReleases), but
+// no Helm controller runs: fluxd applies it and ends each of its
+// releases "applied, not rolled out" after --rollout-timeout.
+func tortureHelmRelease(s torture.Service, repo string) string {
+	return fmt.Sprintf(`apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: %[1]s
+  namespace: default
+  annotations:
+    torture.fluxd.io/owner: team-%[1]s
+    fluxd.io/automated: "true"
+    fluxd.io/automated-by: %[4]q
+    fluxd.io/tag-all: "semver:^1"
+spec:
+  interval: 5m
+  chart:
+    spec: {chart: app, sourceRef: {kind: HelmRepository, name: charts}}
+  values:
+    # the app's image, set by fluxd
+    image:
+      repository: %[2]s
+      tag: "%[3]s" # a release edits this value only
+    replicaCount: 1
+`, s.Name, repo, torture.InitialTag, instance)
 }
 
 // tortureRef is how fluxctl names the service called name.
@@ -310,7 +344,7 @@ func formatCommits(obs *torture.Observation) string {
 			n[f]++
 		}
 	}
-	return fmt.Sprintf("plain %d, imagepolicy %d", n[torture.Plain], n[torture.ImagePolicy])
+	return fmt.Sprintf("plain %d, imagepolicy %d, helmrelease %d", n[torture.Plain], n[torture.ImagePolicy], n[torture.HelmRelease])
 }
 
 // tortureReplica is one of the two fluxd replicas.
@@ -323,6 +357,7 @@ type tortureReplica struct {
 type tortureRun struct {
 	t      *testing.T
 	kc     *kubernetes.Clientset
+	dyn    dynamic.Interface
 	remote *githttp.Remote
 	tmp    string // the run's temporary directory
 	bare   string // the run's git repository
@@ -388,6 +423,10 @@ func newTortureRun(t *testing.T, seed int64) *tortureRun {
 			w, a := tortureFluxV2(s, repo)
 			files[s.Name+".yaml"], files[s.Name+"-automation.yaml"] = w, a
 			all = append(all, w)
+		case torture.HelmRelease:
+			m := tortureHelmRelease(s, repo)
+			files[s.Name+".yaml"] = m
+			all = append(all, m)
 		default:
 			m := tortureManifest(s, repo+":"+torture.InitialTag, i%2 == 0)
 			files[s.Name+".yaml"] = m
@@ -402,12 +441,25 @@ func newTortureRun(t *testing.T, seed int64) *tortureRun {
 	gitCLI(t, seedDir, "add", ".")
 	gitCLI(t, seedDir, "-c", "user.name=torture-seed", "-c", "user.email=seed@torture.invalid", "commit", "-q", "-m", "The torture run's services")
 	gitCLI(t, seedDir, "push", "-q", "origin", "main")
+	r.dyn = dynamicClient(t)
+	crd := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	_, err := r.dyn.Resource(crd).Get(ctx, "helmreleases.helm.toolkit.fluxcd.io", metav1.GetOptions{})
+	hadCRDs := err == nil
+	installHelmCRDs(t, r.dyn)
 	kubectlApply(t, strings.Join(all, "---\n"))
 	t.Cleanup(func() {
 		for _, s := range tortureServices {
 			_ = r.kc.AppsV1().Deployments("default").Delete(context.Background(), s.Name, metav1.DeleteOptions{})
-			if s.Format == torture.ImagePolicy {
+			switch s.Format {
+			case torture.ImagePolicy:
 				_ = r.kc.CoreV1().ConfigMaps("default").Delete(context.Background(), s.Name+"-config", metav1.DeleteOptions{})
+			case torture.HelmRelease:
+				_ = r.dyn.Resource(hrV2).Namespace("default").Delete(context.Background(), s.Name, metav1.DeleteOptions{})
+			}
+		}
+		if !hadCRDs {
+			for _, name := range []string{"helmreleases.helm.toolkit.fluxcd.io", "helmreleases.helm.fluxcd.io"} {
+				_ = r.dyn.Resource(crd).Delete(context.Background(), name, metav1.DeleteOptions{})
 			}
 		}
 		_ = r.kc.CoordinationV1().Leases("default").Delete(context.Background(), tortureLease, metav1.DeleteOptions{})
@@ -672,8 +724,11 @@ func (r *tortureRun) hotfix(op torture.Op, file, y, image string) string {
 	if file != workloadFile(op.Service) {
 		return y
 	}
-	if svcByName(op.Service).Format == torture.ImagePolicy {
+	switch svcByName(op.Service).Format {
+	case torture.ImagePolicy:
 		return torture.SetMarked(y, image)
+	case torture.HelmRelease:
+		return torture.SetHelmTag(y, image[strings.LastIndex(image, ":")+1:])
 	}
 	return torture.SetImage(y, image)
 }
@@ -873,7 +928,7 @@ func (r *tortureRun) observe() (*torture.Observation, error) {
 		return nil, err
 	}
 	for _, ev := range evs {
-		te := torture.Event{ID: ev.ID, Type: string(ev.Type), Services: ev.Services, User: ev.User, Commit: ev.Commit, Error: ev.Error}
+		te := torture.Event{ID: ev.ID, Type: string(ev.Type), Services: ev.Services, User: ev.User, Commit: ev.Commit, Error: ev.Error, Message: ev.Message}
 		for _, c := range ev.Changes {
 			te.Changes = append(te.Changes, torture.Update{Service: c.Service, Container: c.Container, From: c.From, To: c.To})
 		}
@@ -881,7 +936,19 @@ func (r *tortureRun) observe() (*torture.Observation, error) {
 	}
 
 	o.Cluster = map[string]map[string]string{}
+	// No Helm controller runs: fluxd never sees a HelmRelease roll out.
+	o.HelmUnreported = true
 	for _, svc := range tortureServices {
+		if svc.Format == torture.HelmRelease {
+			hr, err := r.dyn.Resource(hrV2).Namespace("default").Get(ctx, svc.Name, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			repo, _, _ := unstructured.NestedString(hr.Object, "spec", "values", "image", "repository")
+			tag, _, _ := unstructured.NestedString(hr.Object, "spec", "values", "image", "tag")
+			o.Cluster[svc.ID()] = map[string]string{torture.HelmContainer: repo + ":" + tag}
+			continue
+		}
 		d, err := r.kc.AppsV1().Deployments("default").Get(ctx, svc.Name, metav1.GetOptions{})
 		if err != nil {
 			continue
@@ -898,7 +965,7 @@ func (r *tortureRun) observe() (*torture.Observation, error) {
 // tortureJob is a history job as the checkers see it: its spec's user,
 // and its recorded plan's changes.
 func tortureJob(hj history.Job) torture.Job {
-	j := torture.Job{ID: hj.ID, State: string(hj.State), Commit: hj.Commit, Error: hj.Error}
+	j := torture.Job{ID: hj.ID, State: string(hj.State), Stage: hj.Stage, Commit: hj.Commit, Error: hj.Error}
 	var spec release.Spec
 	if json.Unmarshal(hj.Spec, &spec) == nil {
 		j.User, j.Automated = spec.User, spec.Automated
