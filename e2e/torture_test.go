@@ -252,6 +252,9 @@ func TestTorture(t *testing.T) {
 	enforced, reported := torture.Enforced(vs, enforce)
 	stats := fmt.Sprintf("%d commits (%d by people; fluxd's moving each format: %s), %d jobs, %d history rows, %d violations (%d enforced)",
 		len(obs.Order), len(obs.PersonCommits), formatCommits(obs), len(obs.Jobs), len(obs.Events), len(vs), len(enforced))
+	for _, j := range obs.Jobs {
+		r.logf("   job %s by %s: %s at %q, commit %.12s, plan %s", j.ID, j.User, j.State, j.Stage, j.Commit, strings.Join(j.Services(), ","))
+	}
 	r.logf("-- %s", stats)
 	fmt.Fprintf(os.Stderr, "torture: seed %d steps %d: %s\n", seed, steps, stats)
 	summary := map[string]int{}
