@@ -11,8 +11,8 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Workload is one service as a commit defines it: a Deployment, or a
-// Flux v2 ImagePolicy (see fluxv2.go).
+// Workload is one service as a commit defines it: a Deployment, a Flux
+// v2 ImagePolicy (fluxv2.go) or a Flux v2 HelmRelease (helm.go).
 type Workload struct {
 	// Images maps a container's name to its image. An ImagePolicy's
 	// containers are its marked fields, named as fluxd names them
@@ -160,8 +160,9 @@ type Observation struct {
 
 // ParseWorkloads reads the Deployments among files (YAML, several
 // documents each; named by their path in the repository) into workloads
-// by service ID, and the Flux v2 ImagePolicies with the fields their
-// $imagepolicy markers mark (NS:imagepolicy/NAME).
+// by service ID, the Flux v2 ImagePolicies with the fields their
+// $imagepolicy markers mark (NS:imagepolicy/NAME), and the Flux v2
+// HelmReleases with the image in their values (NS:helmrelease/NAME).
 func ParseWorkloads(files map[string][]byte) (map[string]Workload, error) {
 	out := map[string]Workload{}
 	names := make([]string, 0, len(files))
