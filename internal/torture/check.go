@@ -301,8 +301,10 @@ func CheckOutcomes(o *Observation) []Violation {
 }
 
 // notRolledOut judges a job that succeeded with a commit where no Helm
-// controller runs: it ends "applied, not rolled out", in its stage and in
-// its release rows, exactly when its plan moves a HelmRelease.
+// controller runs: it ends "applied, not rolled out" in its stage exactly
+// when its plan moves a HelmRelease; its one release row says so exactly
+// then too, and of an automated batch's rows (one per service), exactly
+// the HelmReleases' rows do.
 func notRolledOut(o *Observation, j Job) []Violation {
 	var out []Violation
 	bad := func(f string, args ...any) { out = append(out, Violation{CheckOutcome, fmt.Sprintf(f, args...)}) }
@@ -318,14 +320,24 @@ func notRolledOut(o *Observation, j Job) []Violation {
 	} else if !moves && says {
 		bad("job %s moved no HelmRelease (%s), but it ended %q", j.ID, fmtUpdates(j.Updates), stageNotRolledOut)
 	}
+	var rows []Event
 	for _, ev := range o.Events {
-		if ev.Commit != j.Commit || ev.Type != typeRelease && ev.Type != typeAutomated {
-			continue
+		if ev.Commit == j.Commit && (ev.Type == typeRelease || ev.Type == typeAutomated) {
+			rows = append(rows, ev)
 		}
-		if says := strings.Contains(ev.Message, "not rolled out"); moves && !says {
-			bad("history row %d of job %s claims a rollout of %s, which no Helm controller rolls out here: %q", ev.ID, j.ID, strings.Join(helm, ", "), ev.Message)
-		} else if !moves && says {
-			bad("history row %d of job %s says not rolled out, but the job moved no HelmRelease: %q", ev.ID, j.ID, ev.Message)
+	}
+	for _, ev := range rows {
+		rowHelm := moves
+		if len(rows) > 1 {
+			rowHelm = false
+			for _, s := range ev.Services {
+				rowHelm = rowHelm || strings.Contains(s, ":helmrelease/")
+			}
+		}
+		if says := strings.Contains(ev.Message, "not rolled out"); rowHelm && !says {
+			bad("history row %d of job %s (%s) claims a rollout of %s, which no Helm controller rolls out here: %q", ev.ID, j.ID, strings.Join(ev.Services, ","), strings.Join(helm, ", "), ev.Message)
+		} else if !rowHelm && says {
+			bad("history row %d of job %s (%s) says not rolled out, but it moved no HelmRelease: %q", ev.ID, j.ID, strings.Join(ev.Services, ","), ev.Message)
 		}
 	}
 	return out

@@ -556,3 +556,44 @@ func TestCheckHelmReleaseNotRolledOut(t *testing.T) {
 		})
 	}
 }
+
+// (e) on an automated batch moving a HelmRelease and a Deployment, with
+// no Helm controller: one row per service; the HelmRelease's says "not
+// rolled out", the Deployment's does not (torture seed 119 found both
+// rows silent).
+func TestCheckHelmReleaseBatchRows(t *testing.T) {
+	released := strings.Replace(hrFile, `"1.0.0"`, `"1.0.1"`, 1)
+	const note = "; committed and applied, not rolled out: nothing reported on the rollout of default:helmrelease/hr within 1m0s"
+	for _, tc := range []struct {
+		name         string
+		hrMsg, wMsg  string
+		wantFragment string
+	}{
+		{"the HelmRelease's row says so", "automated release of hr" + note, "automated release of web", ""},
+		{"both rows silent", "automated release of hr", "automated release of web", "history row 2 of job j1 (default:helmrelease/hr) claims a rollout"},
+		{"both rows say so", "automated release of hr" + note, "automated release of web" + note, "history row 1 of job j1 (default:deployment/web) says not rolled out"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before, after := hrFiles(t, hrFile), hrFiles(t, released)
+			before[web], after[web] = wl("r/web:1.0.0"), wl("r/web:1.1.0")
+			o := newBuilder().
+				commit("c0", "seed", "Add", before).
+				commit("c1", "fluxd", "Release\n\nFluxd-Job: j1\n", after).o
+			plan := []Update{{hr, HelmContainer, "r/hr:1.0.0", "r/hr:1.0.1"}, {web, "app", "r/web:1.0.0", "r/web:1.1.0"}}
+			o.Jobs = []Job{{ID: "j1", State: "succeeded", Stage: "applied, not rolled out", Commit: "c1", User: "automator", Automated: true, Updates: plan}}
+			o.Events = []Event{
+				{ID: 1, Type: "automated-release", Commit: "c1", User: "automator", Services: []string{web}, Message: tc.wMsg},
+				{ID: 2, Type: "automated-release", Commit: "c1", User: "automator", Services: []string{hr}, Message: tc.hrMsg},
+			}
+			o.HelmUnreported = true
+			var es []string
+			for _, v := range Check(o) {
+				es = append(es, v.String())
+			}
+			got := strings.Join(es, "\n")
+			if tc.wantFragment == "" && got != "" || tc.wantFragment != "" && !strings.Contains(got, tc.wantFragment) {
+				t.Errorf("violations:\n%s\nwant %q", got, tc.wantFragment)
+			}
+		})
+	}
+}
