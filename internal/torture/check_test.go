@@ -228,6 +228,12 @@ func TestGenerateReplays(t *testing.T) {
 	kinds := map[Kind]bool{}
 	for _, op := range one {
 		kinds[op.Kind] = true
+		if op.Service == "p" && (op.Kind == Automate || op.Kind == Deautomate) {
+			t.Errorf("step %d: %s drawn for the ImagePolicy's service, which it does not apply to", op.Step, op.Kind)
+		}
+		if wantTarget := op.Service == "p" && (op.Kind == LockGit || op.Kind == RaceHotfix); wantTarget != (op.Target != "") {
+			t.Errorf("step %d: %s of %s with lock target %q", op.Step, op.Kind, op.Service, op.Target)
+		}
 	}
 	for _, w := range weights {
 		if !kinds[w.kind] {
