@@ -29,6 +29,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/fluxd/fluxd/history"
@@ -43,12 +46,17 @@ import (
 )
 
 // tortureServices are the run's workloads: tt-d shares tt-a's repository,
-// so that one image release moves two services.
+// so that one image release moves two services; tt-e is a Flux v2
+// ImagePolicy whose markers set the image of the Deployment tt-e and a
+// ConfigMap's tag (tortureFluxV2); tt-f is a Flux v2 HelmRelease with
+// its image in its values (tortureHelmRelease), with no Helm controller.
 var tortureServices = []torture.Service{
 	{Name: "tt-a", Repo: "torture-a"},
 	{Name: "tt-b", Repo: "torture-b"},
 	{Name: "tt-c", Repo: "torture-c"},
 	{Name: "tt-d", Repo: "torture-a"},
+	{Name: "tt-e", Repo: "torture-e", Format: torture.ImagePolicy},
+	{Name: "tt-f", Repo: "torture-f", Format: torture.HelmRelease},
 }
 
 const (
@@ -82,6 +90,126 @@ metadata:
         - name: app
           image: %[2]s
 `, s.Name, image, auto)
+}
+
+// tortureFluxV2 is an ImagePolicy service's files, as a repository
+// written for Flux v2 holds them: name.yaml, a Deployment whose image is
+// marked whole and a ConfigMap whose tag is marked :tag (the sync applies
+// them); name-automation.yaml, its ImageRepository, ImagePolicy (semver,
+// every 1.x release) and an ImageUpdateAutomation covering the run's
+// directory (fluxd reads them from git; the cluster serves no Flux v2
+// CRDs, so the sync skips them).
+func tortureFluxV2(s torture.Service, repo string) (workload, automation string) {
+	image, tag := repo+":"+torture.InitialTag, torture.InitialTag
+	workload = fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+  namespace: default
+  annotations:
+    torture.fluxd.io/owner: team-%[1]s
+spec:
+  replicas: 1
+  minReadySeconds: 2
+  selector:
+    matchLabels: {app: %[1]s}
+  template:
+    metadata:
+      labels: {app: %[1]s}
+    spec:
+      containers:
+        - name: app
+          image: %[2]s # {"$imagepolicy": "%[4]s:%[1]s"}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: %[1]s-config
+  namespace: default
+data:
+  TAG: "%[3]s"   # {"$imagepolicy": "%[4]s:%[1]s:tag"}
+  OTHER: "%[3]s" # not a marker: left alone
+`, s.Name, image, tag, torture.PolicyNamespace)
+	automation = fmt.Sprintf(`apiVersion: image.toolkit.fluxcd.io/v1beta2
+kind: ImageRepository
+metadata:
+  name: %[1]s
+  namespace: %[3]s
+spec:
+  image: %[2]s
+  interval: 1m
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata:
+  name: %[1]s
+  namespace: %[3]s
+  annotations:
+    torture.fluxd.io/owner: team-%[1]s
+spec:
+  imageRepositoryRef:
+    name: %[1]s
+  policy:
+    semver:
+      range: ">=1.0.0 <2.0.0"
+---
+apiVersion: image.toolkit.fluxcd.io/v1beta2
+kind: ImageUpdateAutomation
+metadata:
+  name: torture
+  namespace: %[3]s
+spec:
+  interval: 30m
+  sourceRef:
+    kind: GitRepository
+    name: torture
+  git:
+    commit:
+      author:
+        email: fluxcdbot@torture.invalid
+        name: fluxcdbot
+  update:
+    path: ./%[4]s
+    strategy: Setters
+`, s.Name, repo, torture.PolicyNamespace, tortureDir)
+	return workload, automation
+}
+
+// tortureHelmRelease is a HelmRelease service's file: its image in
+// values as image: {repository, tag}, automated (semver:^1) by fluxd's
+// annotations. The CRD is served (minimal, as in TestHelmReleases), but
+// no Helm controller runs: fluxd applies it and ends each of its
+// releases "applied, not rolled out" after --rollout-timeout.
+func tortureHelmRelease(s torture.Service, repo string) string {
+	return fmt.Sprintf(`apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: %[1]s
+  namespace: default
+  annotations:
+    torture.fluxd.io/owner: team-%[1]s
+    fluxd.io/automated: "true"
+    fluxd.io/automated-by: %[4]q
+    fluxd.io/tag-all: "semver:^1"
+spec:
+  interval: 5m
+  chart:
+    spec: {chart: app, sourceRef: {kind: HelmRepository, name: charts}}
+  values:
+    # the app's image, set by fluxd
+    image:
+      repository: %[2]s
+      tag: "%[3]s" # a release edits this value only
+    replicaCount: 1
+`, s.Name, repo, torture.InitialTag, instance)
+}
+
+// tortureRef is how fluxctl names the service called name.
+func tortureRef(name string) string {
+	if s := svcByName(name); s.Format != torture.Plain {
+		return s.ID()
+	}
+	return name
 }
 
 // TestTorture is the randomized torture run. It skips unless
@@ -119,10 +247,14 @@ func TestTorture(t *testing.T) {
 	}
 	r.logf("-- %d steps done; settling (at most %v)", steps, tortureSettle)
 	obs := r.settle()
+	r.modelAgrees(obs)
 	vs := torture.Check(obs)
 	enforced, reported := torture.Enforced(vs, enforce)
-	stats := fmt.Sprintf("%d commits (%d by people), %d jobs, %d history rows, %d violations (%d enforced)",
-		len(obs.Order), len(obs.PersonCommits), len(obs.Jobs), len(obs.Events), len(vs), len(enforced))
+	stats := fmt.Sprintf("%d commits (%d by people; fluxd's moving each format: %s), %d jobs, %d history rows, %d violations (%d enforced)",
+		len(obs.Order), len(obs.PersonCommits), formatCommits(obs), len(obs.Jobs), len(obs.Events), len(vs), len(enforced))
+	for _, j := range obs.Jobs {
+		r.logf("   job %s by %s: %s at %q, commit %.12s, plan %s", j.ID, j.User, j.State, j.Stage, j.Commit, strings.Join(j.Services(), ","))
+	}
 	r.logf("-- %s", stats)
 	fmt.Fprintf(os.Stderr, "torture: seed %d steps %d: %s\n", seed, steps, stats)
 	summary := map[string]int{}
@@ -138,6 +270,86 @@ func TestTorture(t *testing.T) {
 	}
 }
 
+// modelAgrees fails the run unless fluxd reads each service of another
+// format (an ImagePolicy's marked fields) as the checkers' model does at
+// the settled head: containers named alike, with the same images. A model
+// that read no field would make (a) and (b) pass on anything.
+func (r *tortureRun) modelAgrees(obs *torture.Observation) {
+	head := obs.Commits[obs.Head]
+	err := poll(context.Background(), 30*time.Second, func() error {
+		out, err := r.fluxctl("leader", "torture-model", "list-services", "-o", "json")
+		if err != nil {
+			return err
+		}
+		var svcs []struct {
+			ID         string `json:"id"`
+			Containers []struct {
+				Name, Image, Goal string
+			} `json:"containers"`
+			Warnings []string `json:"warnings"`
+		}
+		if err := json.Unmarshal([]byte(out), &svcs); err != nil {
+			return fmt.Errorf("list-services -o json: %w", err)
+		}
+		for _, s := range tortureServices {
+			if s.Format == torture.Plain {
+				continue
+			}
+			want := head.Workloads[s.ID()].Images
+			if len(want) == 0 {
+				return fmt.Errorf("the model reads no field of %s at the head %.12s", s.ID(), obs.Head)
+			}
+			got := map[string]string{}
+			for _, sv := range svcs {
+				if sv.ID != s.ID() {
+					continue
+				}
+				for _, c := range sv.Containers {
+					got[c.Name] = c.Image
+					if c.Goal != "" {
+						got[c.Name] = c.Goal
+					}
+				}
+				if len(sv.Warnings) > 0 {
+					r.logf("   fluxd warns on %s: %s", s.ID(), strings.Join(sv.Warnings, "; "))
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Errorf("fluxd reads %s as %v; the checkers' model as %v", s.ID(), got, want)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		r.t.Errorf("torture: the model does not read the run's services as fluxd does, so its checks would judge the wrong thing: %v", err)
+	}
+}
+
+// formatCommits counts fluxd's commits that move a service of each
+// format: what (a) and (b) judged of it.
+func formatCommits(obs *torture.Observation) string {
+	n := map[torture.Format]int{}
+	for _, h := range obs.Order {
+		c := obs.Commits[h]
+		if c.Committer != obs.FluxdCommitter || len(c.Parents) == 0 || obs.Commits[c.Parents[0]] == nil {
+			continue
+		}
+		ups, _ := torture.Diff(obs.Commits[c.Parents[0]].Workloads, c.Workloads)
+		moved := map[torture.Format]bool{}
+		for _, u := range ups {
+			for _, s := range tortureServices {
+				if s.ID() == u.Service {
+					moved[s.Format] = true
+				}
+			}
+		}
+		for f := range moved {
+			n[f]++
+		}
+	}
+	return fmt.Sprintf("plain %d, imagepolicy %d, helmrelease %d", n[torture.Plain], n[torture.ImagePolicy], n[torture.HelmRelease])
+}
+
 // tortureReplica is one of the two fluxd replicas.
 type tortureReplica struct {
 	name string
@@ -148,6 +360,7 @@ type tortureReplica struct {
 type tortureRun struct {
 	t      *testing.T
 	kc     *kubernetes.Clientset
+	dyn    dynamic.Interface
 	remote *githttp.Remote
 	tmp    string // the run's temporary directory
 	bare   string // the run's git repository
@@ -206,19 +419,51 @@ func newTortureRun(t *testing.T, seed int64) *tortureRun {
 	}
 	var all []string
 	for i, s := range tortureServices {
-		m := tortureManifest(s, stack.Registry+"/"+s.Repo+":"+torture.InitialTag, i%2 == 0)
-		if err := os.WriteFile(filepath.Join(seedDir, tortureDir, s.Name+".yaml"), []byte(m), 0o644); err != nil {
-			t.Fatal(err)
+		repo := stack.Registry + "/" + s.Repo
+		files := map[string]string{}
+		switch s.Format {
+		case torture.ImagePolicy:
+			w, a := tortureFluxV2(s, repo)
+			files[s.Name+".yaml"], files[s.Name+"-automation.yaml"] = w, a
+			all = append(all, w)
+		case torture.HelmRelease:
+			m := tortureHelmRelease(s, repo)
+			files[s.Name+".yaml"] = m
+			all = append(all, m)
+		default:
+			m := tortureManifest(s, repo+":"+torture.InitialTag, i%2 == 0)
+			files[s.Name+".yaml"] = m
+			all = append(all, m)
 		}
-		all = append(all, m)
+		for name, content := range files {
+			if err := os.WriteFile(filepath.Join(seedDir, tortureDir, name), []byte(content), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	gitCLI(t, seedDir, "add", ".")
 	gitCLI(t, seedDir, "-c", "user.name=torture-seed", "-c", "user.email=seed@torture.invalid", "commit", "-q", "-m", "The torture run's services")
 	gitCLI(t, seedDir, "push", "-q", "origin", "main")
+	r.dyn = dynamicClient(t)
+	crd := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	_, err := r.dyn.Resource(crd).Get(ctx, "helmreleases.helm.toolkit.fluxcd.io", metav1.GetOptions{})
+	hadCRDs := err == nil
+	installHelmCRDs(t, r.dyn)
 	kubectlApply(t, strings.Join(all, "---\n"))
 	t.Cleanup(func() {
 		for _, s := range tortureServices {
 			_ = r.kc.AppsV1().Deployments("default").Delete(context.Background(), s.Name, metav1.DeleteOptions{})
+			switch s.Format {
+			case torture.ImagePolicy:
+				_ = r.kc.CoreV1().ConfigMaps("default").Delete(context.Background(), s.Name+"-config", metav1.DeleteOptions{})
+			case torture.HelmRelease:
+				_ = r.dyn.Resource(hrV2).Namespace("default").Delete(context.Background(), s.Name, metav1.DeleteOptions{})
+			}
+		}
+		if !hadCRDs {
+			for _, name := range []string{"helmreleases.helm.toolkit.fluxcd.io", "helmreleases.helm.fluxcd.io"} {
+				_ = r.dyn.Resource(crd).Delete(context.Background(), name, metav1.DeleteOptions{})
+			}
 		}
 		_ = r.kc.CoordinationV1().Leases("default").Delete(context.Background(), tortureLease, metav1.DeleteOptions{})
 	})
@@ -353,14 +598,18 @@ func (r *tortureRun) do(op torture.Op) {
 	ctx := testContext(r.t)
 	img := func(repo, tag string) string { return stack.Registry + "/" + repo + ":" + tag }
 	user := fmt.Sprintf("torture-%d", op.Step)
+	ref := tortureRef(op.Service)
 	switch op.Kind {
 	case torture.Release:
-		note(r.release(op.Replica, user, op.Service, img(op.Repo, op.Tag)))
+		note(r.release(op.Replica, user, ref, img(op.Repo, op.Tag)))
 	case torture.RaceHotfix:
 		hot := img(op.Repo, op.HotfixTag())
 		fn := func() {
-			err := r.person(op.Step, "race hotfix of "+op.Service, op.Service, func(y string) string {
-				return torture.SetLocked(torture.SetImage(y, hot), true)
+			err := r.person(op.Step, "race hotfix of "+op.Service, r.personFiles(op), func(file, y string) string {
+				if file == r.lockFile(op) {
+					y = torture.SetLocked(y, true)
+				}
+				return r.hotfix(op, file, y, hot)
 			})
 			r.logf("      (interposed before fluxd's push) a person pushed %s and a lock of %s: %v", hot, op.Service, err)
 		}
@@ -371,7 +620,7 @@ func (r *tortureRun) do(op torture.Op) {
 		target := fmt.Sprintf("%s-race.%d", op.Tag, op.Step)
 		err := stack.PushImage(ctx, op.Repo, target, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(op.Step)*time.Minute))
 		if err == nil {
-			err = r.release(op.Replica, user, op.Service, img(op.Repo, target))
+			err = r.release(op.Replica, user, ref, img(op.Repo, target))
 		}
 		note(err)
 		if err == nil {
@@ -403,24 +652,26 @@ func (r *tortureRun) do(op torture.Op) {
 		}
 		note(err)
 	case torture.LockCLI:
-		_, err := r.fluxctl(op.Replica, user, "lock", op.Service, "-m", "torture step "+strconv.Itoa(op.Step))
+		_, err := r.fluxctl(op.Replica, user, "lock", ref, "-m", "torture step "+strconv.Itoa(op.Step))
 		note(err)
 	case torture.UnlockCLI:
-		_, err := r.fluxctl(op.Replica, user, "unlock", op.Service)
+		_, err := r.fluxctl(op.Replica, user, "unlock", ref)
 		note(err)
 	case torture.Automate:
-		_, err := r.fluxctl(op.Replica, user, "automate", op.Service)
+		_, err := r.fluxctl(op.Replica, user, "automate", ref)
 		note(err)
 	case torture.Deautomate:
-		_, err := r.fluxctl(op.Replica, user, "deautomate", op.Service)
+		_, err := r.fluxctl(op.Replica, user, "deautomate", ref)
 		note(err)
 	case torture.LockGit:
-		note(r.person(op.Step, "Lock "+op.Service+" by hand", op.Service, func(y string) string { return torture.SetLocked(y, true) }))
+		lock := r.lockFile(op)
+		note(r.person(op.Step, "Lock "+op.Service+" by hand", []string{lock}, func(_, y string) string { return torture.SetLocked(y, true) }))
 	case torture.UnlockGit:
-		note(r.person(op.Step, "Unlock "+op.Service+" by hand", op.Service, func(y string) string { return torture.SetLocked(y, false) }))
+		// Wherever a lock of the service is.
+		note(r.person(op.Step, "Unlock "+op.Service+" by hand", r.personFiles(op), func(_, y string) string { return torture.SetLocked(y, false) }))
 	case torture.Hotfix:
 		hot := img(op.Repo, op.Tag)
-		note(r.person(op.Step, "Hotfix "+op.Service+" to "+op.Tag, op.Service, func(y string) string { return torture.SetImage(y, hot) }))
+		note(r.person(op.Step, "Hotfix "+op.Service+" to "+op.Tag, []string{workloadFile(op.Service)}, func(file, y string) string { return r.hotfix(op, file, y, hot) }))
 	case torture.Term, torture.Kill:
 		i := r.pick(op.Replica)
 		rep := r.replicas[i]
@@ -449,6 +700,42 @@ func (r *tortureRun) do(op torture.Op) {
 	}
 }
 
+// workloadFile is the file of the Deployment of the service called name.
+func workloadFile(name string) string { return name + ".yaml" }
+
+// personFiles are the files in which a person edits the service of op:
+// its Deployment's, and an ImagePolicy's own.
+func (r *tortureRun) personFiles(op torture.Op) []string {
+	if svcByName(op.Service).Format == torture.ImagePolicy {
+		return []string{workloadFile(op.Service), op.Service + "-automation.yaml"}
+	}
+	return []string{workloadFile(op.Service)}
+}
+
+// lockFile is where a person's lock of the service of op goes: on the
+// ImagePolicy, or on the Deployment its marker sets (op.Target).
+func (r *tortureRun) lockFile(op torture.Op) string {
+	if svcByName(op.Service).Format == torture.ImagePolicy && op.Target == torture.TargetPolicy {
+		return op.Service + "-automation.yaml"
+	}
+	return workloadFile(op.Service)
+}
+
+// hotfix sets the image in the service's Deployment file as a person
+// does: the image line, or every marked value with its marker kept.
+func (r *tortureRun) hotfix(op torture.Op, file, y, image string) string {
+	if file != workloadFile(op.Service) {
+		return y
+	}
+	switch svcByName(op.Service).Format {
+	case torture.ImagePolicy:
+		return torture.SetMarked(y, image)
+	case torture.HelmRelease:
+		return torture.SetHelmTag(y, image[strings.LastIndex(image, ":")+1:])
+	}
+	return torture.SetImage(y, image)
+}
+
 // release starts a release and remembers its job.
 func (r *tortureRun) release(role, user, svc, image string) error {
 	out, err := r.fluxctl(role, user, "release", "-y", "--no-wait", "-s", svc, "-i", image)
@@ -468,11 +755,11 @@ func (r *tortureRun) release(role, user, svc, image string) error {
 	return nil
 }
 
-// person edits a service's manifest as a person does: fetch, edit, commit
-// with the git CLI, push straight to the repository (not through the
-// remote fluxd uses); a push refused because fluxd pushed first is tried
-// again from the new head.
-func (r *tortureRun) person(step int, msg, svc string, edit func(string) string) error {
+// person edits files (in the run's directory) as a person does: fetch,
+// edit, commit with the git CLI, push straight to the repository (not
+// through the remote fluxd uses); a push refused because fluxd pushed
+// first is tried again from the new head.
+func (r *tortureRun) person(step int, msg string, files []string, edit func(file, y string) string) error {
 	who := fmt.Sprintf("person-%d", step)
 	// A clone of the person's own: an interposed push runs beside the
 	// run's next operations.
@@ -492,17 +779,24 @@ func (r *tortureRun) person(step int, msg, svc string, edit func(string) string)
 		if _, err := gitRun(work, "reset", "-q", "--hard", "origin/main"); err != nil {
 			return err
 		}
-		path := filepath.Join(work, tortureDir, svc+".yaml")
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return err
+		changed := false
+		for _, f := range files {
+			path := filepath.Join(work, tortureDir, f)
+			b, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			y := edit(f, string(b))
+			if y == string(b) {
+				continue
+			}
+			changed = true
+			if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
+				return err
+			}
 		}
-		y := edit(string(b))
-		if y == string(b) {
+		if !changed {
 			return errors.New("the edit changes nothing")
-		}
-		if err := os.WriteFile(path, []byte(y), 0o644); err != nil {
-			return err
 		}
 		if _, err := gitRun(work, "-c", "user.name="+who, "-c", "user.email="+who+"@torture.invalid", "commit", "-q", "-am", msg); err != nil {
 			return err
@@ -637,7 +931,7 @@ func (r *tortureRun) observe() (*torture.Observation, error) {
 		return nil, err
 	}
 	for _, ev := range evs {
-		te := torture.Event{ID: ev.ID, Type: string(ev.Type), Services: ev.Services, User: ev.User, Commit: ev.Commit, Error: ev.Error}
+		te := torture.Event{ID: ev.ID, Type: string(ev.Type), Services: ev.Services, User: ev.User, Commit: ev.Commit, Error: ev.Error, Message: ev.Message}
 		for _, c := range ev.Changes {
 			te.Changes = append(te.Changes, torture.Update{Service: c.Service, Container: c.Container, From: c.From, To: c.To})
 		}
@@ -645,7 +939,19 @@ func (r *tortureRun) observe() (*torture.Observation, error) {
 	}
 
 	o.Cluster = map[string]map[string]string{}
+	// No Helm controller runs: fluxd never sees a HelmRelease roll out.
+	o.HelmUnreported = true
 	for _, svc := range tortureServices {
+		if svc.Format == torture.HelmRelease {
+			hr, err := r.dyn.Resource(hrV2).Namespace("default").Get(ctx, svc.Name, metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			repo, _, _ := unstructured.NestedString(hr.Object, "spec", "values", "image", "repository")
+			tag, _, _ := unstructured.NestedString(hr.Object, "spec", "values", "image", "tag")
+			o.Cluster[svc.ID()] = map[string]string{torture.HelmContainer: repo + ":" + tag}
+			continue
+		}
 		d, err := r.kc.AppsV1().Deployments("default").Get(ctx, svc.Name, metav1.GetOptions{})
 		if err != nil {
 			continue
@@ -654,7 +960,7 @@ func (r *tortureRun) observe() (*torture.Observation, error) {
 		for _, c := range d.Spec.Template.Spec.Containers {
 			imgs[c.Name] = c.Image
 		}
-		o.Cluster[svc.ID()] = imgs
+		o.Cluster[svc.DeploymentID()] = imgs
 	}
 	return o, nil
 }
@@ -662,7 +968,7 @@ func (r *tortureRun) observe() (*torture.Observation, error) {
 // tortureJob is a history job as the checkers see it: its spec's user,
 // and its recorded plan's changes.
 func tortureJob(hj history.Job) torture.Job {
-	j := torture.Job{ID: hj.ID, State: string(hj.State), Commit: hj.Commit, Error: hj.Error}
+	j := torture.Job{ID: hj.ID, State: string(hj.State), Stage: hj.Stage, Commit: hj.Commit, Error: hj.Error}
 	var spec release.Spec
 	if json.Unmarshal(hj.Spec, &spec) == nil {
 		j.User, j.Automated = spec.User, spec.Automated

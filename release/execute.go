@@ -120,6 +120,7 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 // on failure or cancel when asked) and records it.
 func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Result, gens map[platform.ID]int64, typ history.Type, o ExecOptions, report func(Progress), start time.Time) (*Result, error) {
 	plan := res.Plan
+	var unrolled []platform.ID // nothing reported on their rollout
 	if o.RolloutTimeout > 0 {
 		report(Progress{Stage: StageRollingOut, Commit: res.Commit})
 		err := e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
@@ -129,6 +130,7 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 		if errors.As(err, &nr) {
 			e.log.Warn("release applied, not rolled out: nothing reported on its rollout", "commit", res.Commit, "why", nr.Error())
 			res.NotRolledOut, err = nr.Error(), nil
+			unrolled = nr.Services
 		}
 		if err != nil {
 			if stopping(ctx) {
@@ -141,14 +143,14 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 	}
 	ev := event(instance, spec, plan, typ, start)
 	ev.Commit = res.Commit
-	if res.NotRolledOut != "" {
-		ev.Message += "; " + res.NotRolledOut
-	}
 	// An automated batch is one commit, but each service gets a history
 	// row of its own, naming the images that triggered its release.
 	evs := []history.Event{ev}
 	if typ == history.AutomatedRelease && len(ev.Services) > 1 {
 		evs = perService(ev, spec, plan)
+	}
+	if res.NotRolledOut != "" {
+		notRolledOutRows(evs, unrolled, res.NotRolledOut)
 	}
 	for _, ev := range evs {
 		if _, err := e.recorder.Record(ctx, ev); err != nil {
@@ -192,6 +194,41 @@ func (e *Engine) failAndRollBack(ctx context.Context, instance string, spec Spec
 		typ = history.Cancelled
 	}
 	return e.failAs(context.WithoutCancel(ctx), typ, instance, spec, plan, start, commit, err)
+}
+
+// notRolledOutRows appends note to the rows that name a service nothing
+// reported on: in a batch, those services' own rows (a Deployment that
+// rolled out beside them does not say it was not), else every row (the
+// one row of a release; a batch whose unreported workload is no service
+// of its own, such as a HelmRelease an ImagePolicy's marker sets).
+func notRolledOutRows(evs []history.Event, unrolled []platform.ID, note string) {
+	var rows []int
+	for i := range evs {
+		if len(evs) > 1 && namesAny(evs[i].Services, unrolled) {
+			rows = append(rows, i)
+		}
+	}
+	if len(rows) == 0 {
+		for i := range evs {
+			rows = append(rows, i)
+		}
+	}
+	for _, i := range rows {
+		evs[i].Message += "; " + note
+	}
+}
+
+// namesAny reports whether services (IDs as history keeps them) holds
+// one of ids.
+func namesAny(services []string, ids []platform.ID) bool {
+	for _, id := range ids {
+		for _, s := range services {
+			if s == id.String() {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // perService splits an event into one per service, each with its own

@@ -20,6 +20,8 @@ const (
 	typeRelease    = "release"
 	typeAutomated  = "automated-release"
 	stateSucceeded = "succeeded"
+	// stageNotRolledOut is release.StageNotRolledOut.
+	stageNotRolledOut = "applied, not rolled out"
 )
 
 // Violation is one broken invariant.
@@ -179,7 +181,9 @@ func CheckCommitsArePlans(o *Observation) []Violation {
 }
 
 // CheckNoLockedChange is (b): no fluxd commit changes an image of a
-// service that its parent commit locks.
+// service that its parent commit locks (LockedIn: a Deployment by its
+// annotation; an ImagePolicy's marked fields by the ImagePolicy's
+// annotation or by the lock of a workload holding one of them).
 func CheckNoLockedChange(o *Observation) []Violation {
 	var out []Violation
 	for _, c := range o.fluxdCommits() {
@@ -187,10 +191,10 @@ func CheckNoLockedChange(o *Observation) []Violation {
 		got, _ := Diff(parent, c.Workloads)
 		seen := map[string]bool{}
 		for _, u := range got {
-			if w, ok := parent[u.Service]; ok && w.Locked() && !seen[u.Service] {
+			if locked, why := LockedIn(parent, u.Service); locked && !seen[u.Service] {
 				seen[u.Service] = true
 				out = append(out, Violation{CheckLocked, fmt.Sprintf("commit %s %q changes %s, which its parent %s locks (%s)",
-					short(c.Hash), c.Subject(), fmtUpdates([]Update{u}), short(c.Parents[0]), lockNote(w))})
+					short(c.Hash), c.Subject(), fmtUpdates([]Update{u}), short(c.Parents[0]), why)})
 			}
 		}
 	}
@@ -236,7 +240,8 @@ func CheckJobsSettled(o *Observation) []Violation {
 // CheckOutcomes is (e): a job that records a commit has exactly that one
 // commit in the branch, carrying its trailer; a job that records none
 // has none; a job that succeeded without a commit had nothing to do; and
-// the cluster runs what the head says.
+// the cluster runs what the head says (every Deployment's images, the
+// values of marked image fields included).
 func CheckOutcomes(o *Observation) []Violation {
 	var out []Violation
 	bad := func(f string, args ...any) { out = append(out, Violation{CheckOutcome, fmt.Sprintf(f, args...)}) }
@@ -265,12 +270,17 @@ func CheckOutcomes(o *Observation) []Violation {
 		if j.State == stateSucceeded && j.Commit == "" && len(j.Updates) > 0 {
 			bad("job %s succeeded with no commit, but its plan changes %s", j.ID, fmtUpdates(j.Updates))
 		}
+		if o.HelmUnreported && j.State == stateSucceeded && j.Commit != "" {
+			out = append(out, notRolledOut(o, j)...)
+		}
 	}
 	if o.Cluster != nil && o.Head != "" {
 		head := o.Commits[o.Head]
 		ids := make([]string, 0, len(head.Workloads))
 		for id := range head.Workloads {
-			ids = append(ids, id)
+			if strings.Contains(id, ":deployment/") || strings.Contains(id, ":helmrelease/") { // an ImagePolicy's fields reach it through its holders
+				ids = append(ids, id)
+			}
 		}
 		sort.Strings(ids)
 		for _, id := range ids {
@@ -285,6 +295,49 @@ func CheckOutcomes(o *Observation) []Violation {
 					bad("%s container %s runs %s in the cluster; git's head %s says %s", id, c, got[c], short(o.Head), img)
 				}
 			}
+		}
+	}
+	return out
+}
+
+// notRolledOut judges a job that succeeded with a commit where no Helm
+// controller runs: it ends "applied, not rolled out" in its stage exactly
+// when its plan moves a HelmRelease; its one release row says so exactly
+// then too, and of an automated batch's rows (one per service), exactly
+// the HelmReleases' rows do.
+func notRolledOut(o *Observation, j Job) []Violation {
+	var out []Violation
+	bad := func(f string, args ...any) { out = append(out, Violation{CheckOutcome, fmt.Sprintf(f, args...)}) }
+	var helm []string
+	for _, s := range j.Services() {
+		if strings.Contains(s, ":helmrelease/") {
+			helm = append(helm, s)
+		}
+	}
+	moves := len(helm) > 0
+	if says := j.Stage == stageNotRolledOut; moves && !says {
+		bad("job %s moved %s, which no Helm controller rolls out here, but it ended at stage %q, not %q", j.ID, strings.Join(helm, ", "), j.Stage, stageNotRolledOut)
+	} else if !moves && says {
+		bad("job %s moved no HelmRelease (%s), but it ended %q", j.ID, fmtUpdates(j.Updates), stageNotRolledOut)
+	}
+	var rows []Event
+	for _, ev := range o.Events {
+		if ev.Commit == j.Commit && (ev.Type == typeRelease || ev.Type == typeAutomated) {
+			rows = append(rows, ev)
+		}
+	}
+	for _, ev := range rows {
+		rowHelm := moves
+		if len(rows) > 1 {
+			rowHelm = false
+			for _, s := range ev.Services {
+				rowHelm = rowHelm || strings.Contains(s, ":helmrelease/")
+			}
+		}
+		if says := strings.Contains(ev.Message, "not rolled out"); rowHelm && !says {
+			bad("history row %d of job %s (%s) claims a rollout of %s, which no Helm controller rolls out here: %q", ev.ID, j.ID, strings.Join(ev.Services, ","), strings.Join(helm, ", "), ev.Message)
+		} else if !rowHelm && says {
+			bad("history row %d of job %s (%s) says not rolled out, but it moved no HelmRelease: %q", ev.ID, j.ID, strings.Join(ev.Services, ","), ev.Message)
 		}
 	}
 	return out

@@ -8,6 +8,12 @@
 // replayed from its seed (Generate is deterministic) and each checker is
 // tested on hand-made histories without a stack (check_test.go).
 //
+// The services are plain Deployments with fluxd's annotations, a Flux v2
+// ImagePolicy whose $imagepolicy markers set a Deployment's image, and a
+// Flux v2 HelmRelease with its image in its values. The model reads each
+// format itself, apart from fluxd's readers, including how each is
+// locked (LockedIn).
+//
 // The invariants, one checker each (see docs/torture.md):
 //
 //	(a) every fluxd commit's diff from its parent is exactly its job's

@@ -11,16 +11,55 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 )
 
-// Workload is one service as a commit defines it.
+// Workload is one service as a commit defines it: a Deployment, a Flux
+// v2 ImagePolicy (fluxv2.go) or a Flux v2 HelmRelease (helm.go).
 type Workload struct {
-	// Images maps a container's name to its image.
+	// Images maps a container's name to its image. An ImagePolicy's
+	// containers are its marked fields, named as fluxd names them
+	// (FILE:KIND/NAME:PATH); a :tag field's image is its
+	// ImageRepository's image with the field's value as the tag.
 	Images map[string]string
-	// Annotations are the workload's own (metadata.annotations).
+	// Annotations are the workload's own (metadata.annotations); an
+	// ImagePolicy's are the ImagePolicy object's.
 	Annotations map[string]string
+	// Marked lists a Deployment's containers whose image field carries
+	// a $imagepolicy marker: a change of one is its policy's, so Diff
+	// counts it there, not here.
+	Marked map[string]bool
+	// Holders are the workloads (service IDs) holding an ImagePolicy's
+	// marked fields: a lock on one holds the policy too.
+	Holders []string
+	// Kept maps a container to the text around its value, with the
+	// value's bytes masked: what must stay byte for byte when fluxd sets
+	// it. For an ImagePolicy's field, its line (the marker comment, the
+	// spacing, the quotes); for a HelmRelease's image, its values block.
+	Kept map[string]string
 }
 
-// Locked reports whether fluxd must not release the workload.
+// Locked reports whether the workload's own annotations lock it. An
+// ImagePolicy's service is also locked by its holders: see LockedIn.
 func (w Workload) Locked() bool { return w.Annotations["fluxd.io/locked"] == "true" }
+
+// LockedIn reports whether fluxd must not release the service id, as
+// the commit whose workloads are ws defines it, and why: its own lock
+// (a Deployment's or an ImagePolicy's fluxd.io/locked), or, for an
+// ImagePolicy, the lock of a workload holding one of its marked fields
+// (fluxd refuses to move a workload locked in git through its marker).
+func LockedIn(ws map[string]Workload, id string) (bool, string) {
+	w, ok := ws[id]
+	if !ok {
+		return false, ""
+	}
+	if w.Locked() {
+		return true, lockNote(w)
+	}
+	for _, h := range w.Holders {
+		if hw, ok := ws[h]; ok && hw.Locked() {
+			return true, "its field's workload " + h + " is locked: " + lockNote(hw)
+		}
+	}
+	return false, ""
+}
 
 // Commit is one commit of the branch, as the git CLI reads it.
 type Commit struct {
@@ -59,6 +98,9 @@ func (u Update) String() string {
 // Job is a release job as the history database keeps it.
 type Job struct {
 	ID, State, Commit, Error string
+	// Stage is the job's last stage ("applied, not rolled out" when
+	// nothing reported on its rollout).
+	Stage string
 	// User is the spec's user (the suite gives each release its own).
 	User      string
 	Automated bool
@@ -89,6 +131,7 @@ type Event struct {
 	Commit   string
 	Changes  []Update
 	Error    string
+	Message  string
 }
 
 // Observation is everything the checkers look at, read from outside once
@@ -105,13 +148,21 @@ type Observation struct {
 	PersonCommits []string
 	Jobs          []Job
 	Events        []Event
-	// Cluster maps a service ID to its containers' images in the cluster;
-	// nil skips the cluster half of (e).
+	// Cluster maps a service ID to its containers' images in the cluster
+	// (a Deployment's, a HelmRelease's values'); nil skips the cluster
+	// half of (e).
 	Cluster map[string]map[string]string
+	// HelmUnreported says no Helm controller runs: nothing ever reports
+	// a HelmRelease's rollout, so each release that moves one ends
+	// "applied, not rolled out", and only those.
+	HelmUnreported bool
 }
 
 // ParseWorkloads reads the Deployments among files (YAML, several
-// documents each) into workloads by service ID.
+// documents each; named by their path in the repository) into workloads
+// by service ID, the Flux v2 ImagePolicies with the fields their
+// $imagepolicy markers mark (NS:imagepolicy/NAME), and the Flux v2
+// HelmReleases with the image in their values (NS:helmrelease/NAME).
 func ParseWorkloads(files map[string][]byte) (map[string]Workload, error) {
 	out := map[string]Workload{}
 	names := make([]string, 0, len(files))
@@ -119,9 +170,12 @@ func ParseWorkloads(files map[string][]byte) (map[string]Workload, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	v2 := newFluxV2()
 	for _, name := range names {
 		dec := yaml.NewDecoder(bytes.NewReader(files[name]))
+		lines := strings.Split(string(files[name]), "\n")
 		for {
+			var node yaml.Node
 			var doc struct {
 				Kind     string `yaml:"kind"`
 				Metadata struct {
@@ -140,19 +194,34 @@ func ParseWorkloads(files map[string][]byte) (map[string]Workload, error) {
 					} `yaml:"template"`
 				} `yaml:"spec"`
 			}
-			err := dec.Decode(&doc)
+			err := dec.Decode(&node)
 			if errors.Is(err, io.EOF) {
 				break
+			}
+			if err == nil {
+				err = node.Decode(&doc)
 			}
 			if err != nil {
 				return nil, fmt.Errorf("parsing %s: %w", name, err)
 			}
-			if doc.Kind != "Deployment" {
-				continue
-			}
 			ns := doc.Metadata.Namespace
 			if ns == "" {
 				ns = "default"
+			}
+			holder := ""
+			if doc.Kind == "Deployment" {
+				holder = ns + ":deployment/" + doc.Metadata.Name
+			}
+			if err := v2.read(name, lines, &node, holder); err != nil {
+				return nil, err
+			}
+			if id, w, ok, err := readHelmRelease(name, lines, &node); err != nil {
+				return nil, err
+			} else if ok {
+				out[id] = w
+			}
+			if doc.Kind != "Deployment" {
+				continue
 			}
 			w := Workload{Images: map[string]string{}, Annotations: doc.Metadata.Annotations}
 			if w.Annotations == nil {
@@ -161,9 +230,16 @@ func ParseWorkloads(files map[string][]byte) (map[string]Workload, error) {
 			for _, c := range doc.Spec.Template.Spec.Containers {
 				w.Images[c.Name] = c.Image
 			}
-			out[ns+":deployment/"+doc.Metadata.Name] = w
+			for _, i := range markedContainers(&node) {
+				if w.Marked == nil {
+					w.Marked = map[string]bool{}
+				}
+				w.Marked[doc.Spec.Template.Spec.Containers[i].Name] = true
+			}
+			out[holder] = w
 		}
 	}
+	v2.services(out)
 	return out, nil
 }
 
@@ -192,12 +268,20 @@ func Diff(before, after map[string]Workload) (updates []Update, other []string) 
 			cs[c] = true
 		}
 		for c := range cs {
+			if b.Marked[c] || a.Marked[c] {
+				continue // its policy's field: counted there
+			}
 			if b.Images[c] != a.Images[c] {
 				updates = append(updates, Update{Service: id, Container: c, From: b.Images[c], To: a.Images[c]})
 			}
 		}
 		if !sameMap(b.Annotations, a.Annotations) {
 			other = append(other, id+" (annotations)")
+		}
+		for f, bl := range b.Kept {
+			if al, ok := a.Kept[f]; ok && al != bl {
+				other = append(other, fmt.Sprintf("%s (the text of %s beside its value: %q, was %q)", id, f, al, bl))
+			}
 		}
 	}
 	sortUpdates(updates)

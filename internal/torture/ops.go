@@ -60,14 +60,63 @@ var weights = []struct {
 	{Term, 3}, {Kill, 3}, {Stall, 2}, {Refuse, 2}, {LoseReply, 2},
 }
 
-// Service is a workload of the run: its name (a Deployment in namespace
-// default) and the repository of its one container's image.
+// Format is how fluxd reads a service's configuration.
+type Format string
+
+const (
+	// Plain is a Deployment with fluxd's own annotations.
+	Plain Format = ""
+	// ImagePolicy is a Flux v2 ImagePolicy, NS:imagepolicy/NAME, in
+	// namespace PolicyNamespace, whose $imagepolicy markers set the
+	// image of the Deployment of the same name (and a ConfigMap's tag).
+	// Its automation is its ImageUpdateAutomation, not an annotation,
+	// so automate and deautomate do not apply to it; a lock on the
+	// ImagePolicy or on the Deployment holds it.
+	ImagePolicy Format = "imagepolicy"
+	// HelmRelease is a Flux v2 HelmRelease, default:helmrelease/NAME,
+	// whose values hold its image as image: {repository, tag}: fluxd's
+	// container chart-image. It is locked and automated by its own
+	// annotations, as a Deployment is; no Helm controller runs in the
+	// run, so fluxd ends its releases "applied, not rolled out".
+	HelmRelease Format = "helmrelease"
+)
+
+// PolicyNamespace is the namespace of the run's Flux v2 objects.
+const PolicyNamespace = "flux-system"
+
+// Service is a service of the run: its name (a Deployment in namespace
+// default, and for an ImagePolicy the policy's name too), the repository
+// of its image, and its format.
 type Service struct {
 	Name, Repo string
+	Format     Format
 }
 
 // ID is the service's ID as fluxd writes it.
-func (s Service) ID() string { return "default:deployment/" + s.Name }
+func (s Service) ID() string {
+	switch s.Format {
+	case ImagePolicy:
+		return PolicyNamespace + ":imagepolicy/" + s.Name
+	case HelmRelease:
+		return "default:helmrelease/" + s.Name
+	}
+	return s.DeploymentID()
+}
+
+// DeploymentID is the ID of the Deployment the service runs as (not a
+// HelmRelease's: its chart's objects are no part of the run).
+func (s Service) DeploymentID() string { return "default:deployment/" + s.Name }
+
+// Takes reports whether an operation of kind k applies to the service.
+func (s Service) Takes(k Kind) bool {
+	return s.Format != ImagePolicy || k != Automate && k != Deautomate
+}
+
+// The targets of a person's lock of an ImagePolicy's service (Op.Target).
+const (
+	TargetPolicy   = "policy"   // the ImagePolicy
+	TargetWorkload = "workload" // the Deployment holding its marked image
+)
 
 // Op is one operation of a run.
 type Op struct {
@@ -80,6 +129,9 @@ type Op struct {
 	// Replica is "leader" or "follower": which replica a SIGTERM or
 	// SIGKILL stops, or which one a command or webhook is sent to.
 	Replica string
+	// Target is where a person's lock of an ImagePolicy's service goes
+	// (LockGit, RaceHotfix): TargetPolicy or TargetWorkload.
+	Target string
 	// Back is how far back Cancel reaches: 0 is the last job started.
 	Back int
 	// For is how long a Stall lasts.
@@ -97,6 +149,9 @@ func (o Op) String() string {
 	}
 	if o.Repo != "" {
 		fmt.Fprintf(&b, " image=%s:%s", o.Repo, o.Tag)
+	}
+	if o.Target != "" {
+		fmt.Fprintf(&b, " lock=%s", o.Target)
 	}
 	if o.Kind == Cancel {
 		fmt.Fprintf(&b, " back=%d", o.Back)
@@ -123,7 +178,9 @@ func Log(ops []Op) string {
 const InitialTag = "1.0.0"
 
 // Generate draws steps operations over services from seed. It depends on
-// nothing but its arguments, so a seed replays the same run.
+// nothing but its arguments, so a seed replays the same run. An operation
+// drawn for a service it does not apply to (Service.Takes) is drawn again
+// among those it applies to.
 func Generate(seed int64, steps int, services []Service) []Op {
 	r := rand.New(rand.NewPCG(uint64(seed), uint64(seed)^0x746f7274757265))
 	total := 0
@@ -153,6 +210,15 @@ func Generate(seed int64, steps int, services []Service) []Op {
 			n -= w.w
 		}
 		svc := services[r.IntN(len(services))]
+		if !svc.Takes(kind) {
+			var some []Service
+			for _, s := range services {
+				if s.Takes(kind) {
+					some = append(some, s)
+				}
+			}
+			svc = some[r.IntN(len(some))]
+		}
 		op := Op{Step: step, Kind: kind, Replica: replica(), Pause: time.Duration(r.IntN(2000)) * time.Millisecond}
 		switch kind {
 		case Release, RaceHotfix:
@@ -163,6 +229,9 @@ func Generate(seed int64, steps int, services []Service) []Op {
 				tag = ts[r.IntN(len(ts))]
 			}
 			op.Service, op.Repo, op.Tag = svc.Name, svc.Repo, tag
+			if kind == RaceHotfix && svc.Format == ImagePolicy {
+				op.Target = []string{TargetPolicy, TargetWorkload}[r.IntN(2)]
+			}
 		case PushTag:
 			ts := tags[svc.Repo]
 			tag := fmt.Sprintf("1.0.%d", len(ts))
@@ -176,6 +245,9 @@ func Generate(seed int64, steps int, services []Service) []Op {
 			op.Service, op.Repo, op.Tag = svc.Name, svc.Repo, fmt.Sprintf("1.0.%d-hotfix.%d", len(tags[svc.Repo])-1, hotfixes)
 		case LockCLI, UnlockCLI, LockGit, UnlockGit, Automate, Deautomate:
 			op.Service = svc.Name
+			if kind == LockGit && svc.Format == ImagePolicy {
+				op.Target = []string{TargetPolicy, TargetWorkload}[r.IntN(2)]
+			}
 		case Cancel:
 			op.Back = r.IntN(3)
 		case Stall:
