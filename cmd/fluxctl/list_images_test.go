@@ -87,7 +87,9 @@ func TestListImagesDigests(t *testing.T) {
 // time, sorted above it by name) is not marked newer: the planner does
 // not take it. A later build is.
 func TestListImagesCopiedTagIsNotNewer(t *testing.T) {
-	at := func(d int) *timestamppb.Timestamp { return timestamppb.New(time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC)) }
+	at := func(d int) *timestamppb.Timestamp {
+		return timestamppb.New(time.Date(2026, 1, d, 0, 0, 0, 0, time.UTC))
+	}
 	c := imagesClient{resp: &fluxdv1.ListImagesResponse{Services: []*fluxdv1.ServiceImages{{
 		Service: "default:deployment/helloworld",
 		Containers: []*fluxdv1.ContainerImages{{
