@@ -592,8 +592,8 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 		}
 	}
 	n := len(tags)
-	if n, ok := d.deps.Automator.(interface{ Notified() }); ok {
-		n.Notified() // a kick that times the release it leads to
+	if a, ok := d.deps.Automator.(interface{ Notified() }); ok {
+		a.Notified() // a kick that times the release it leads to
 	} else if d.deps.Automator != nil {
 		d.deps.Automator.Kick()
 	}
