@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"sync"
 
@@ -206,22 +205,14 @@ func (d *Daemon) listServicesJSON(resp *fluxdv1.ListServicesResponse, a *keptAns
 	return jsonAnswer{[]byte(`{"services":`), services, tail}, nil
 }
 
-// servicesJSON is services as a JSON array, each as protojson writes it.
+// servicesJSON is services as a JSON array, each as protojson writes it:
+// jsonArray's, for services that are not a kept answer's.
 func servicesJSON(services []*fluxdv1.Service) ([]byte, error) {
-	var buf bytes.Buffer
-	buf.WriteByte('[')
+	kept := make([]*keptService, len(services))
 	for i, s := range services {
-		if i > 0 {
-			buf.WriteByte(',')
-		}
-		b, err := jsonOptions.Marshal(s)
-		if err != nil {
-			return nil, err
-		}
-		buf.Write(b)
+		kept[i] = &keptService{proto: s}
 	}
-	buf.WriteByte(']')
-	return buf.Bytes(), nil
+	return jsonArray(kept)
 }
 
 // AnswerHeader asks, in a call's metadata, for ListServices' answer as
