@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fluxd/fluxd/internal/filestamp"
 )
 
 // TokenPrefix starts every token fluxd makes, so that a leaked token is easy
@@ -56,14 +58,10 @@ type Store struct {
 }
 
 // fileStamp is what stat says of the tokens file: when it differs from
-// the last read's, the file is read again.
-type fileStamp struct {
-	dev, ino uint64
-	// ctime and mtime are in nanoseconds since 1970; ctime is 0 when
-	// stat does not tell it.
-	ctime, mtime int64
-	size         int64
-}
+// the last read's, the file is read again. Without a change time (ctime
+// 0) the stamp cannot tell a same-size rewrite with its mtime restored, so
+// the store compares the file's content on every call.
+type fileStamp = filestamp.Stamp
 
 // racyWindow is how long after a file's last change (its ctime) a stamp
 // is not trusted alone. A write lands in the same timestamp as the change
@@ -106,7 +104,7 @@ func ValidateInstance(s string) error {
 // Open loads the tokens file at path. The file must exist; an empty file is
 // allowed (every call is then refused).
 func Open(path string) (*Store, error) {
-	s := &Store{path: path, now: time.Now, stampOf: stampOf}
+	s := &Store{path: path, now: time.Now, stampOf: filestamp.Of}
 	if err := s.reload(); err != nil {
 		return nil, err
 	}
@@ -185,7 +183,7 @@ func (s *Store) reload() error {
 	}
 	s.stamp, s.sum = st, sum
 	// Without a ctime (not Linux) every stamp is racy.
-	s.racy = st.ctime == 0 || read.UnixNano()-st.ctime < int64(racyWindow)
+	s.racy = st.Ctime == 0 || read.UnixNano()-st.Ctime < int64(racyWindow)
 	return nil
 }
 

@@ -239,7 +239,7 @@ func TestRacyStampComparesContent(t *testing.T) {
 	}
 	// A filesystem with one tick for all time: every stamp is the same.
 	tick := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	coarse := fileStamp{ctime: tick.UnixNano(), mtime: tick.UnixNano(), size: 1}
+	coarse := fileStamp{Ctime: tick.UnixNano(), Mtime: tick.UnixNano(), Size: 1}
 	s.stampOf = func(fs.FileInfo) fileStamp { return coarse }
 	now := tick.Add(racyWindow / 2)
 	s.now = func() time.Time { return now }

@@ -13,6 +13,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/fluxd/fluxd/internal/filestamp"
 )
 
 // Server returns a server configuration that serves the key pair in
@@ -126,15 +128,15 @@ func (k *keyPair) load() (*tls.Certificate, error) {
 	return &c, nil
 }
 
-// stampOf says when the files last changed: size and mtime, and where the
-// system has them the device, inode and change time (ctime), which no
-// user can set. A rewrite of the same size with its mtime put back (cp -p,
-// touch -r) was missed by size and mtime alone.
+// stampOf says when the files last changed (filestamp: size and mtime,
+// and the device, inode and change time, which no user can set). A
+// rewrite of the same size with its mtime put back (cp -p, touch -r) was
+// missed by size and mtime alone.
 func stampOf(files ...string) string {
 	var s string
 	for _, f := range files {
 		if fi, err := os.Stat(f); err == nil {
-			s += fmt.Sprintf("%d/%d/%s;", fi.Size(), fi.ModTime().UnixNano(), changeStamp(fi))
+			s += fmt.Sprintf("%+v;", filestamp.Of(fi))
 		}
 	}
 	return s
