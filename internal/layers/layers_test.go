@@ -1,0 +1,221 @@
+package layers
+
+import (
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/fluxd/fluxd/"
+
+// allowed is, per package, the module's packages its non-test code may
+// import, as docs/architecture.md draws them: imports run down, from the
+// binaries through the edge (web, daemon) and the loops (automator,
+// release/jobs, release, syncer, notify) to the domain (gitrepo,
+// platform, registry, history, policy, helmrelease) and the adapters
+// below it that only cmd/fluxd wires in. internal/* helpers sit beside
+// every layer and import no layer.
+//
+// Tests may import more (the local stack, the store adapters): only the
+// code that ships is held to this.
+var allowed = map[string][]string{
+	// binaries and tools
+	"cmd/fluxd": {"automator", "daemon", "gitrepo/gogit", "history", "history/store", "internal/auth", "internal/memlimit",
+		"internal/tlsfiles", "internal/version", "notify", "platform", "platform/kube", "platform/kube/gitguard",
+		"platform/kube/sync", "proto/fluxd/v1", "registry", "registry/oci", "release", "release/jobs", "syncer", "web"},
+	"cmd/fluxctl": {"check", "deploy", "internal/tlsfiles", "internal/version", "proto/fluxd/v1"},
+	"hack/image":  {},
+	"hack/stack":  {"internal/localstack"},
+	"deploy":      {"internal/giturl"},
+	"e2e":         {},
+
+	// edge
+	"web":    {"history", "internal/auth", "proto/fluxd/v1"},
+	"daemon": {"automator", "gitrepo", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
+	"check":  {"gitrepo", "platform", "policy", "registry", "release"},
+
+	// loops
+	"automator":    {"gitrepo", "history", "internal/auth", "platform", "release", "release/jobs"},
+	"release/jobs": {"history", "internal/fluxerr", "release"},
+	"release":      {"gitrepo", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "registry"},
+	"syncer":       {"gitrepo", "history", "internal/fluxerr", "platform"},
+	"notify":       {"history"},
+
+	// domain
+	"gitrepo":     {"helmrelease", "platform", "policy"},
+	"helmrelease": {"registry"},
+	"platform":    {},
+	"policy":      {},
+	"registry":    {},
+	"history":     {"registry"},
+
+	// adapters
+	"gitrepo/gogit":          {"gitrepo", "internal/fluxerr", "internal/giturl"},
+	"platform/kube":          {"helmrelease", "internal/fielddiff", "internal/fluxerr", "internal/handover", "platform", "platform/kube/gitguard"},
+	"platform/kube/sync":     {"internal/fielddiff", "internal/handover", "platform", "platform/kube/gitguard", "policy"},
+	"platform/kube/gitguard": {},
+	"registry/oci":           {"internal/fluxerr", "registry"},
+	"history/sqlite":         {"history", "registry"},
+	"history/postgres":       {"history", "registry"},
+	"history/store":          {"history", "history/postgres", "history/sqlite", "registry"},
+	"history/storetest":      {"history", "registry"},
+	"proto/fluxd/v1":         {},
+
+	// internal helpers: one job each, no layer above them
+	"internal/auth":         {"internal/filestamp"},
+	"internal/tlsfiles":     {"internal/filestamp"},
+	"internal/localstack":   {"internal/auth", "internal/pgserver", "internal/sshserver"},
+	"internal/clidocs":      {},
+	"internal/editdistance": {},
+	"internal/fielddiff":    {},
+	"internal/filestamp":    {},
+	"internal/fluxerr":      {},
+	"internal/githttp":      {},
+	"internal/giturl":       {},
+	"internal/handover":     {},
+	"internal/layers":       {},
+	"internal/memlimit":     {},
+	"internal/pgserver":     {},
+	"internal/regtest":      {},
+	"internal/sshserver":    {},
+	"internal/testapp":      {},
+	"internal/testcerts":    {},
+	"internal/torture":      {},
+	"internal/version":      {},
+}
+
+// adapterLibraries are the outside libraries that only adapters (and the
+// binaries and test helpers that wire or start them) may import.
+var adapterLibraries = map[string][]string{
+	"k8s.io/client-go":                       {"cmd/fluxd", "internal/localstack", "platform/kube", "platform/kube/gitguard", "platform/kube/sync"},
+	"github.com/go-git/":                     {"gitrepo/gogit"},
+	"github.com/google/go-containerregistry": {"cmd/fluxd", "hack/image", "internal/localstack", "internal/regtest", "registry", "registry/oci"},
+	"github.com/mattn/go-sqlite3":            {"history/sqlite"},
+	"github.com/jackc/pgx":                   {"history/postgres", "internal/pgserver"},
+	"google.golang.org/grpc":                 {"cmd/fluxctl", "daemon", "proto/fluxd/v1", "web"},
+}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", module+"...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatalf("decoding go list's output: %v", err)
+		}
+		p.ImportPath = strings.TrimPrefix(p.ImportPath, module)
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// TestLayers checks every package's imports of the module against the
+// table: an import not listed is an arrow the diagram does not have.
+func TestLayers(t *testing.T) {
+	pkgs := listPackages(t)
+	seen := map[string]bool{}
+	for _, p := range pkgs {
+		seen[p.ImportPath] = true
+		may, ok := allowed[p.ImportPath]
+		if !ok {
+			t.Errorf("package %s is not in the layer table: add it to allowed in internal/layers/layers_test.go, and to docs/architecture.md, with the packages it may import", p.ImportPath)
+			continue
+		}
+		set := map[string]bool{}
+		for _, m := range may {
+			set[m] = true
+		}
+		for _, imp := range p.Imports {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			imp = strings.TrimPrefix(imp, module)
+			if !set[imp] {
+				t.Errorf("%s imports %s, an arrow docs/architecture.md does not draw: move the code, or add the arrow to the table on purpose", p.ImportPath, imp)
+			}
+		}
+	}
+	var stale []string
+	for name := range allowed {
+		if !seen[name] {
+			stale = append(stale, name)
+		}
+	}
+	sort.Strings(stale)
+	for _, name := range stale {
+		t.Errorf("the layer table names %s, which is no longer a package: remove it", name)
+	}
+}
+
+// TestAdapterLibraries keeps the outside libraries in the adapters: no
+// domain or loop package talks to Kubernetes, git, a registry or a
+// database itself.
+func TestAdapterLibraries(t *testing.T) {
+	for _, p := range listPackages(t) {
+		for _, imp := range p.Imports {
+			for lib, who := range adapterLibraries {
+				if !strings.HasPrefix(imp, lib) {
+					continue
+				}
+				ok := false
+				for _, w := range who {
+					ok = ok || w == p.ImportPath
+				}
+				if !ok {
+					t.Errorf("%s imports %s; only %s may", p.ImportPath, imp, strings.Join(who, ", "))
+				}
+			}
+		}
+	}
+}
+
+// TestNoCycleInTable: the table itself has no cycle, so the layers stay
+// layers even where Go's own cycle check would not see one yet (two
+// arrows allowed but not both used).
+func TestNoCycleInTable(t *testing.T) {
+	const (
+		unvisited = iota
+		visiting
+		done
+	)
+	state := map[string]int{}
+	var visit func(string, []string)
+	visit = func(n string, path []string) {
+		switch state[n] {
+		case visiting:
+			t.Errorf("the layer table has a cycle: %s", strings.Join(append(path, n), " -> "))
+			return
+		case done:
+			return
+		}
+		state[n] = visiting
+		for _, m := range allowed[n] {
+			visit(m, append(path, n))
+		}
+		state[n] = done
+	}
+	names := make([]string, 0, len(allowed))
+	for n := range allowed {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		visit(n, nil)
+	}
+}
