@@ -38,6 +38,7 @@ var allowed = map[string][]string{
 	"check":  {"gitrepo", "platform", "policy", "registry", "release"},
 
 	// loops
+	"promotion":    {"platform"},
 	"automator":    {"gitrepo", "history", "internal/auth", "platform", "release", "release/jobs"},
 	"release/jobs": {"history", "internal/fluxerr", "release"},
 	"release":      {"gitrepo", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "registry"},
