@@ -1,8 +1,6 @@
 package check
 
 import (
-	"sort"
-
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/policy"
@@ -56,16 +54,6 @@ func (Workloads) Read(root string, dirs []string) ([]Service, []string, error) {
 				}
 			}
 			s.Containers = append(s.Containers, ct)
-		}
-		keys := make([]string, 0, len(def.RawAnnotations))
-		for k := range def.RawAnnotations {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			if why := policy.Unread(k); why != "" {
-				s.Warnings = append(s.Warnings, why)
-			}
 		}
 		out = append(out, s)
 	}

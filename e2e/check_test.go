@@ -87,6 +87,10 @@ func TestFluxctlCheckPeerAnnotations(t *testing.T) {
 		"flux-system:deployment/podinfo":  " manual podinfo=",
 		// helm-operator: a HelmRelease's top-level image is chart-image.
 		"default:helmrelease/redis": "flux-v1 automated chart-image=semver:~7.2",
+		// Flux v1's filter.fluxcd.io/ form, on a workload and on a
+		// HelmRelease as the Helm operator guide writes it.
+		"default:deployment/filtered": "flux-v1 automated app=semver:~4.0 sidecar=glob:*",
+		"default:helmrelease/mongodb": "flux-v1 automated chart-image=semver:~4.0",
 	}
 	for id, w := range want {
 		if got[id] != w {

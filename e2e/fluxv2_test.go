@@ -235,6 +235,139 @@ spec:
 	}
 }
 
+// TestFluxV2LockImagePolicyInAKustomization: Flux v2's usual layout keeps
+// the ImagePolicy in the kustomization's directory, beside the workload
+// whose newTag it marks. fluxctl lock on its service writes the lock on
+// the ImagePolicy in its own file and holds the automation; unlock puts
+// the file back as it was.
+func TestFluxV2LockImagePolicyInAKustomization(t *testing.T) {
+	f := sharedFluxd(t)
+	kc := kubeClient(t)
+	ctx := testContext(t)
+	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=erin"}
+	viewer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}
+	repo := stack.Registry + "/fluxv2lock"
+	t0 := time.Date(2026, 5, 2, 0, 0, 0, 0, time.UTC)
+	if err := stack.PushImage(ctx, "fluxv2lock", "1.0.0", t0); err != nil {
+		t.Fatal(err)
+	}
+	const svc = "flux-system:imagepolicy/fluxv2lock"
+	const policyFile = "deploy/fluxv2-lock/image-automation.yaml"
+	files := map[string]string{
+		policyFile: fmt.Sprintf(`apiVersion: image.toolkit.fluxcd.io/v1beta2
+kind: ImageRepository
+metadata:
+  name: fluxv2lock
+  namespace: flux-system
+spec:
+  image: %s
+---
+# The policy the team watches.
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata:
+  name: fluxv2lock
+  namespace: flux-system
+spec:
+  imageRepositoryRef:
+    name: fluxv2lock
+  policy:
+    semver:
+      range: ">=1.0.0"
+---
+apiVersion: image.toolkit.fluxcd.io/v1beta2
+kind: ImageUpdateAutomation
+metadata:
+  name: fluxv2-lock
+  namespace: flux-system
+spec:
+  update:
+    path: ./deploy/fluxv2-lock
+    strategy: Setters
+`, repo),
+		"deploy/fluxv2-lock/kustomization.yaml": fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - deployment.yaml
+  - image-automation.yaml
+images:
+  - name: %s
+    newTag: 1.0.0 # {"$imagepolicy": "flux-system:fluxv2lock:tag"}
+`, repo),
+		"deploy/fluxv2-lock/deployment.yaml": fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: fluxv2lock
+  namespace: default
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: fluxv2lock}
+  template:
+    metadata:
+      labels: {app: fluxv2lock}
+    spec:
+      containers:
+        - name: app
+          image: %s:0.0.1
+`, repo),
+	}
+	pushManifest(t, "Add an ImagePolicy in a kustomization's directory", files)
+	t.Cleanup(func() {
+		clone := t.TempDir() + "/rm"
+		gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+		gitCLI(t, clone, "rm", "-rq", "deploy/fluxv2-lock")
+		gitCLI(t, clone, "-c", "user.name=dana", "-c", "user.email=dana@example.invalid", "commit", "-q", "-m", "Remove the Flux v2 lock test's files")
+		gitCLI(t, clone, "push", "-q", "origin", stack.GitBranch)
+		_ = kc.AppsV1().Deployments("default").Delete(context.Background(), "fluxv2lock", metav1.DeleteOptions{})
+	})
+	if err := poll(ctx, 60*time.Second, func() error {
+		out, _, _ := fluxctl(t, viewer, "list-services", "-o", "json")
+		if !strings.Contains(out, svc) {
+			return fmt.Errorf("list-services lacks %s:\n%s", svc, out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Locked before any newer image: the automation never moves it.
+	if out, stderr, code := fluxctl(t, deployer, "lock", svc, "-m", "freeze"); code != 0 {
+		t.Fatalf("lock: exit %d\n%s%s", code, out, stderr)
+	}
+	if y := gitShowRemote(t, policyFile); !strings.Contains(y, `fluxd.io/locked: "true"`) || !strings.Contains(y, "# The policy the team watches.") {
+		t.Errorf("after fluxctl lock, the ImagePolicy in git has no lock (or lost its comment):\n%s", y)
+	}
+	if err := stack.PushImage(ctx, "fluxv2lock", "1.1.0", t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if out, stderr, code := fluxctl(t, deployer, "notify", repo+":1.1.0"); code != 0 {
+		t.Fatalf("notify: exit %d\n%s%s", code, out, stderr)
+	}
+	// The automator waits 1–2 s in this fluxd; give it several times that.
+	time.Sleep(10 * time.Second)
+	if k := gitShowRemote(t, "deploy/fluxv2-lock/kustomization.yaml"); !strings.Contains(k, "newTag: 1.0.0") {
+		t.Errorf("the locked ImagePolicy's newTag moved:\n%s", k)
+	}
+	// Unlocked, the file is as it was, and the automation moves on.
+	if out, stderr, code := fluxctl(t, deployer, "unlock", svc); code != 0 {
+		t.Fatalf("unlock: exit %d\n%s%s", code, out, stderr)
+	}
+	if y := gitShowRemote(t, policyFile); y != strings.TrimRight(files[policyFile], "\n") {
+		t.Errorf("after lock and unlock, %s is not as it was:\n%s", policyFile, y)
+	}
+	if out, stderr, code := fluxctl(t, deployer, "notify", repo+":1.1.0"); code != 0 {
+		t.Fatalf("notify: exit %d\n%s%s", code, out, stderr)
+	}
+	if err := poll(ctx, 60*time.Second, func() error {
+		if k := gitShowRemote(t, "deploy/fluxv2-lock/kustomization.yaml"); !strings.Contains(k, "newTag: 1.1.0") {
+			return fmt.Errorf("the unlocked ImagePolicy's newTag is not 1.1.0:\n%s", k)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
+	}
+}
+
 // gitLogRemote is one git log field of the remote branch's head.
 func gitLogRemote(t *testing.T, format string) string {
 	t.Helper()

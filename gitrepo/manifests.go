@@ -347,6 +347,13 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 		}
 		def.Annotations, def.Warnings = policy.ReadObject(def.RawAnnotations, labels)
 		def.Dialects = policy.Dialects(def.RawAnnotations, labels)
+		// What a dialect defines but does nothing here is said, in
+		// list-services and fluxctl check alike.
+		names := make([]string, 0, len(def.Containers))
+		for _, c := range def.Containers {
+			names = append(names, c.Name)
+		}
+		def.Warnings = append(def.Warnings, policy.Unhonoured(def.RawAnnotations, policy.Object{HelmRelease: w.id.Kind == platform.KindHelmRelease, Containers: names})...)
 		def.Warnings = append(def.Warnings, helmWarnings...)
 		defs = append(defs, def)
 		return nil

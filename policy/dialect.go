@@ -33,6 +33,7 @@ func Read(raw map[string]string) (map[string]string, []string) {
 	var warnings []string
 	flux, w := readFlux(raw, FluxPrefix)
 	warnings = append(warnings, w...)
+	filter := readFluxFilter(raw)
 	legacy, w := readFlux(raw, FluxLegacyPrefix)
 	warnings = append(warnings, w...)
 	keel, w := readKeel(raw)
@@ -43,12 +44,12 @@ func Read(raw map[string]string) (map[string]string, []string) {
 			won[k] = entry{value: v, source: k}
 		}
 	}
-	for _, r := range []reading{flux, legacy, keel} {
+	for _, r := range []reading{flux, filter, legacy, keel} {
 		for _, k := range sortedKeys(r) {
 			e := r[k]
 			if w, ok := won[k]; ok {
 				if !e.implicit && !w.implicit && !same(k, w.value, e.value) {
-					warnings = append(warnings, fmt.Sprintf("policy annotations disagree: %s: %q is overridden by %s: %q (fluxd.io/ wins, then fluxcd.io/, flux.weave.works/, keel.sh/); remove the one you do not mean",
+					warnings = append(warnings, fmt.Sprintf("policy annotations disagree: %s: %q is overridden by %s: %q (fluxd.io/ wins, then fluxcd.io/, filter.fluxcd.io/, flux.weave.works/, keel.sh/); remove the one you do not mean",
 						e.source, raw[e.source], w.source, raw[w.source]))
 				}
 				continue
@@ -60,7 +61,7 @@ func Read(raw map[string]string) (map[string]string, []string) {
 	// Flux v1 passes every tag to a container with no tag filter (its
 	// default pattern is glob:*): a workload Flux v1 automates keeps that
 	// meaning, unless fluxd's own or Keel's annotations set a filter.
-	if a, ok := won[Automated]; (!ok && (len(flux) > 0 || len(legacy) > 0)) || (ok && fluxSource(a.source)) {
+	if a, ok := won[Automated]; (!ok && (len(flux) > 0 || len(filter) > 0 || len(legacy) > 0)) || (ok && fluxSource(a.source)) {
 		if _, set := won[TagAll]; !set {
 			out[TagAll] = "glob:*"
 		}
@@ -87,17 +88,17 @@ func Write(raw, set map[string]string) map[string]string {
 		v := set[k]
 		target, tv := k, v
 		if _, own := raw[k]; !own && prefix != "" {
-			if fk, fv, ok := fluxForm(prefix, k, v); ok {
+			if fk, fv, ok := fluxForm(raw, prefix, k, v); ok {
 				target, tv = fk, fv
 			}
 		}
 		out[target] = tv
-		for _, p := range []string{FluxPrefix, FluxLegacyPrefix} {
-			if fk, _, ok := fluxForm(p, k, ""); ok && fk != target {
-				if _, has := raw[fk]; has {
-					out[fk] = ""
-				}
+		for _, fk := range fluxKeys(k) {
+			if _, has := raw[fk]; has && fk != target {
+				out[fk] = ""
 			}
+		}
+		for _, p := range []string{FluxPrefix, FluxLegacyPrefix} {
 			// Unlocking a workload Flux v1 ignores lets fluxd release it.
 			if k == Locked && v == "" && raw[p+"ignore"] == "true" {
 				out[p+"ignore"] = ""
@@ -158,6 +159,19 @@ func readFlux(raw map[string]string, prefix string) (reading, []string) {
 	return r, warnings
 }
 
+// readFluxFilter reads Flux v1's filter.fluxcd.io/CONTAINER, which Flux
+// v1 reads as fluxcd.io/tag.CONTAINER (its resource.PoliciesFromAnnotations
+// maps one to the other): a tag pattern, with the same syntax.
+func readFluxFilter(raw map[string]string) reading {
+	r := reading{}
+	for k, v := range raw {
+		if c, ok := strings.CutPrefix(k, FluxFilterPrefix); ok && c != "" {
+			r[TagPrefix+c] = entry{value: fluxFilter(v), source: k}
+		}
+	}
+	return r
+}
+
 // fluxFilter is a Flux v1 tag pattern in fluxd's filter syntax.
 func fluxFilter(p string) string {
 	switch {
@@ -187,9 +201,12 @@ func escapeGlob(p string) string {
 }
 
 // fluxForm is the Flux v1 annotation, under prefix, for one of fluxd's
-// policies and the value it takes there; ok is false where Flux v1 has no
-// such annotation or cannot say the value.
-func fluxForm(prefix, key, value string) (string, string, bool) {
+// policies on a workload annotated raw, and the value it takes there; ok
+// is false where Flux v1 has no such annotation or cannot say the value.
+// A tag filter takes the form the workload uses for it:
+// filter.fluxcd.io/CONTAINER where that is written, or where the workload
+// writes its filters so and none as PREFIX/tag.; else PREFIX/tag.CONTAINER.
+func fluxForm(raw map[string]string, prefix, key, value string) (string, string, bool) {
 	switch key {
 	case Automated:
 		return prefix + "automated", value, true
@@ -205,6 +222,9 @@ func fluxForm(prefix, key, value string) (string, string, bool) {
 		return "", "", false
 	}
 	name := prefix + "tag." + c
+	if filterForm(raw, prefix, c) {
+		name = FluxFilterPrefix + c
+	}
 	kind, pattern, _ := strings.Cut(value, ":")
 	switch {
 	case value == "":
@@ -220,8 +240,45 @@ func fluxForm(prefix, key, value string) (string, string, bool) {
 	return name, "", false
 }
 
+// filterForm says whether container c's filter is written as
+// filter.fluxcd.io/c, rather than as prefix's tag.c, on a workload
+// annotated raw.
+func filterForm(raw map[string]string, prefix, c string) bool {
+	if _, ok := raw[FluxFilterPrefix+c]; ok {
+		return true
+	}
+	if _, ok := raw[prefix+"tag."+c]; ok {
+		return false
+	}
+	filters, tags := false, false
+	for k := range raw {
+		if n, ok := strings.CutPrefix(k, FluxFilterPrefix); ok && n != "" {
+			filters = true
+		}
+		if n, ok := strings.CutPrefix(k, prefix+"tag."); ok && n != "" {
+			tags = true
+		}
+	}
+	return filters && !tags
+}
+
+// fluxKeys are every Flux v1 annotation that can hold fluxd's policy key,
+// under either prefix and in either form.
+func fluxKeys(key string) []string {
+	var out []string
+	for _, p := range []string{FluxPrefix, FluxLegacyPrefix} {
+		if fk, _, ok := fluxForm(nil, p, key, ""); ok {
+			out = append(out, fk)
+		}
+	}
+	if c, ok := strings.CutPrefix(key, TagPrefix); ok && c != "" {
+		out = append(out, FluxFilterPrefix+c)
+	}
+	return out
+}
+
 // fluxPrefixInUse is the Flux v1 prefix a workload's policy annotations
-// use, fluxcd.io/ first, or "".
+// use, fluxcd.io/ first (filter.fluxcd.io/ is of its family), or "".
 func fluxPrefixInUse(raw map[string]string) string {
 	for _, p := range []string{FluxPrefix, FluxLegacyPrefix} {
 		if r, _ := readFlux(raw, p); len(r) > 0 {
@@ -230,6 +287,9 @@ func fluxPrefixInUse(raw map[string]string) string {
 		if _, ok := raw[p+"ignore"]; ok {
 			return p
 		}
+	}
+	if len(readFluxFilter(raw)) > 0 {
+		return FluxPrefix
 	}
 	return ""
 }
@@ -291,7 +351,7 @@ func ownPolicyKey(k string) bool {
 }
 
 func fluxSource(k string) bool {
-	return strings.HasPrefix(k, FluxPrefix) || strings.HasPrefix(k, FluxLegacyPrefix)
+	return strings.HasPrefix(k, FluxPrefix) || strings.HasPrefix(k, FluxLegacyPrefix) || strings.HasPrefix(k, FluxFilterPrefix)
 }
 
 // same compares two values of policy k as their readers do.

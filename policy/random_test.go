@@ -19,6 +19,7 @@ func TestWriteReadsBackRandomized(t *testing.T) {
 		{"fluxcd.io/automated", "true"}, {"fluxcd.io/automated", "false"}, {"fluxcd.io/locked", "true"}, {"fluxcd.io/locked_msg", "x"},
 		{"fluxcd.io/locked_user", "u"}, {"fluxcd.io/tag.app", "semver:~1.2"}, {"fluxcd.io/tag.app", "glob:*"}, {"fluxcd.io/ignore", "true"},
 		{"flux.weave.works/automated", "true"}, {"flux.weave.works/locked", "true"}, {"flux.weave.works/tag.app", "regexp:^v"},
+		{"filter.fluxcd.io/app", "semver:~4.0"}, {"filter.fluxcd.io/app", "glob:*"}, {"filter.fluxcd.io/sidecar", "regex:^v"},
 		{KeelPolicy, "minor"}, {KeelPolicy, "all"}, {KeelPolicy, "force"}, {KeelMatchTag, "true"},
 		{PinDigest, "true"}, {PinDigest, "false"}, {PinDigestPrefix + "app", "true"}, {FollowTag, "true"},
 		{"other.example/keep", "me"},
@@ -50,7 +51,7 @@ func TestWriteReadsBackRandomized(t *testing.T) {
 			after[k] = v
 		}
 		for k, v := range out {
-			if !ownKey(k) && !strings.HasPrefix(k, FluxPrefix) && !strings.HasPrefix(k, FluxLegacyPrefix) && !strings.HasPrefix(k, "keel.sh/") {
+			if !ownKey(k) && !strings.HasPrefix(k, FluxPrefix) && !strings.HasPrefix(k, FluxLegacyPrefix) && !strings.HasPrefix(k, FluxFilterPrefix) && !strings.HasPrefix(k, "keel.sh/") {
 				t.Fatalf("seed %d: Write(%v, %v) writes %s, not a policy annotation", seed, raw, set, k)
 			}
 			if v == "" {
@@ -85,7 +86,7 @@ func TestWriteReadsBackRandomized(t *testing.T) {
 				if _, own := raw[k]; own {
 					continue
 				}
-				if fk, fv, ok := fluxForm(p, k, v); ok {
+				if fk, fv, ok := fluxForm(raw, p, k, v); ok {
 					if got, has := out[fk]; !has || got != fv {
 						t.Fatalf("seed %d: Write(%v, %v) = %v; want %s=%q (the workload uses %s)", seed, raw, set, out, fk, fv, p)
 					}

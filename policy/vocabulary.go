@@ -29,6 +29,11 @@ const (
 const (
 	FluxPrefix       = "fluxcd.io/"
 	FluxLegacyPrefix = "flux.weave.works/"
+	// FluxFilterPrefix+CONTAINER is Flux v1's other form of a
+	// container's tag filter, fluxcd.io/tag.CONTAINER's equal (its
+	// fluxctl reference and Helm operator guide document both; a name
+	// after filter.fluxcd.io/ may be as long as a container's).
+	FluxFilterPrefix = "filter.fluxcd.io/"
 	KeelPolicy       = "keel.sh/policy"
 	KeelMatchTag     = "keel.sh/match-tag"
 )

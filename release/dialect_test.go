@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/platform"
 )
 
 // fluxV1Workload is a workload as a Flux v1 repository has it: fluxcd.io/
@@ -85,5 +86,44 @@ func TestPolicyChangeWithNothingToWriteCommitsNothing(t *testing.T) {
 	}
 	if after := gitCLI(t, g.bare, "rev-parse", "main"); after != before {
 		t.Errorf("the remote moved from %.12s to %.12s", before, after)
+	}
+}
+
+// fluxV1FilterWorkload is a workload written with Flux v1's other filter
+// form, filter.fluxcd.io/<container>, as its fluxctl reference documents.
+const fluxV1FilterWorkload = `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  annotations:
+    fluxcd.io/automated: "true"
+    filter.fluxcd.io/web: semver:~1.1 # hold to 1.1.x
+spec:
+  template:
+    spec:
+      containers:
+        - name: web
+          image: reg/web:1.0
+`
+
+// An automated release of a workload filtered by filter.fluxcd.io/web:
+// semver:~1.1 picks 1.1, not the newer 1.2, as Flux v1 does; a filter
+// set then is written on filter.fluxcd.io/web, its comment kept, with no
+// fluxcd.io/tag.web beside it.
+func TestFluxV1FilterAnnotationHoldsTheRelease(t *testing.T) {
+	g := newRealGit(t, map[string]string{"web.yaml": fluxV1FilterWorkload})
+	ctx := context.Background()
+	if _, err := g.e.Execute(ctx, "team", Spec{Services: []platform.ID{id("web")}, AllLatest: true, User: "automator", Automated: true}, history.AutomatedRelease, ExecOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.remoteFile(t, "web.yaml"); !strings.Contains(got, "image: reg/web:1.1") {
+		t.Errorf("after the automated release, web.yaml does not run reg/web:1.1 (semver:~1.1):\n%s", got)
+	}
+	if _, err := g.e.SetPolicy(ctx, "team", PolicyChange{Service: id("web"), Set: map[string]string{AnnotationTagPrefix + "web": "semver:~1.2"}, Type: history.Policy, User: "dana"}); err != nil {
+		t.Fatalf("policy: %v", err)
+	}
+	got := g.remoteFile(t, "web.yaml")
+	if !strings.Contains(got, `filter.fluxcd.io/web: "semver:~1.2" # hold to 1.1.x`) || strings.Contains(got, "tag.web") {
+		t.Errorf("after setting the filter, web.yaml does not hold filter.fluxcd.io/web: semver:~1.2 alone:\n%s", got)
 	}
 }

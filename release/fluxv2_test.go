@@ -469,3 +469,81 @@ func TestFluxV2ServiceScopeOtherNamespacesListItem(t *testing.T) {
 		t.Errorf("a scope of flux-system and default may release a policy that edits team-b's ConfigMap in a List: plan %+v", rows(p))
 	}
 }
+
+// fluxctl lock on an ImagePolicy that sits in a kustomization's directory
+// (Flux v2's usual layout, where the service is what the kustomization
+// builds) writes the lock on the ImagePolicy in its own file, in one
+// commit: the automator then leaves the policy's fields alone, and unlock
+// puts the file back as it was.
+func TestFluxV2LockImagePolicyInsideAKustomization(t *testing.T) {
+	t.Parallel()
+	const automation = `apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageRepository
+metadata: {name: web, namespace: flux-system}
+spec: {image: reg/web}
+---
+# The policy the team watches.
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata:
+  name: web
+  namespace: flux-system
+spec:
+  imageRepositoryRef: {name: web}
+  policy: {semver: {range: ">=1.0"}} # any release
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageUpdateAutomation
+metadata: {name: auto, namespace: flux-system}
+spec:
+  update: {path: ./}
+`
+	g := newRealGit(t, map[string]string{
+		"apps/kustomization.yaml":    "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [deployment.yaml, image-automation.yaml]\nimages:\n- name: reg/web\n  newTag: \"1.0\" # {\"$imagepolicy\": \"flux-system:web:tag\"}\n",
+		"apps/deployment.yaml":       "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: default}\nspec:\n  template:\n    spec:\n      containers:\n      - name: web\n        image: reg/web:0.1\n",
+		"apps/image-automation.yaml": automation,
+	})
+	webPolicy := platform.ID{Namespace: "flux-system", Kind: "imagepolicy", Name: "web"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	lock := map[string]string{AnnotationLocked: "true", AnnotationLockMessage: "incident 9", AnnotationLockedBy: "dana", AnnotationLockedAt: "2026-12-01T15:00:00Z"}
+	commit, err := g.e.SetPolicy(ctx, "team", PolicyChange{Service: webPolicy, Set: lock, Type: history.Lock, User: "dana"})
+	if err != nil || commit == "" {
+		t.Fatalf("lock = %q, %v; want a commit", commit, err)
+	}
+	got := g.remoteFile(t, "apps/image-automation.yaml")
+	for _, want := range []string{`fluxd.io/locked: "true"`, `fluxd.io/lock-message: "incident 9"`, "# The policy the team watches.", "# any release"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("after the lock, apps/image-automation.yaml lacks %q:\n%s", want, got)
+		}
+	}
+	if k := g.remoteFile(t, "apps/kustomization.yaml"); strings.Contains(k, "fluxd.io/") {
+		t.Errorf("the lock was written in the kustomization:\n%s", k)
+	}
+	_, m, err := g.e.manifests(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if def := m.Workloads[webPolicy]; def == nil || def.Annotations[AnnotationLocked] != "true" {
+		t.Fatalf("read back, %s is not locked: %+v", webPolicy, def)
+	}
+	// The automator leaves a locked policy's fields alone.
+	res, err := g.e.Execute(ctx, "team", Spec{Services: []platform.ID{webPolicy}, AllLatest: true, User: "automator", Automated: true}, history.AutomatedRelease, ExecOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Plan.Items) != 1 || res.Plan.Items[0].Action == Update {
+		t.Errorf("plan of the locked policy %+v; want it skipped", rows(res.Plan))
+	}
+	if k := g.remoteFile(t, "apps/kustomization.yaml"); !strings.Contains(k, `newTag: "1.0"`) {
+		t.Errorf("the locked policy's newTag moved:\n%s", k)
+	}
+
+	unlock := map[string]string{AnnotationLocked: "", AnnotationLockMessage: "", AnnotationLockedBy: "", AnnotationLockedAt: ""}
+	if _, err := g.e.SetPolicy(ctx, "team", PolicyChange{Service: webPolicy, Set: unlock, Type: history.Unlock, User: "dana"}); err != nil {
+		t.Fatalf("unlock: %v", err)
+	}
+	if got := g.remoteFile(t, "apps/image-automation.yaml"); got != strings.TrimSpace(automation) {
+		t.Errorf("after lock and unlock, apps/image-automation.yaml is not as it was:\n%s\nwant:\n%s", got, automation)
+	}
+}
