@@ -49,7 +49,7 @@ var allowed = map[string][]string{
 	"gitrepo":     {"helmrelease", "platform", "policy"},
 	"helmrelease": {"registry"},
 	"platform":    {},
-	"policy":      {},
+	"policy":      {"helmrelease"},
 	"registry":    {},
 	"history":     {"registry"},
 
