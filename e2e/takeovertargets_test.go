@@ -103,7 +103,7 @@ spec:
 	fname := "fluxd-v2take"
 	f := startFaultFluxd(t, fname, dir, nil, "--shutdown-grace=5s", "--git-poll-interval=10m")
 	env := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=olga"}
-	id := releaseNoWait(t, env, "--force", "-s", svc, "-i", repo+":1.1.0", "--rollout-timeout", "90s")
+	id := releaseNoWait(t, env, "--force", "-s", svc, "-i", repo+":1.1.0", "--rollout-timeout", "180s")
 	job := waitJob(t, env, id, 90*time.Second, rollingOut)
 	if job.Commit == "" {
 		t.Fatalf("rolling out without a commit: %+v", job)
@@ -131,7 +131,7 @@ spec:
 
 	f = startFaultFluxd(t, fname, dir, f.Tokens, "--shutdown-grace=5s", "--git-poll-interval=10m")
 	env[0] = "FLUX_URL=" + f.Addr
-	job = waitJob(t, env, id, 120*time.Second, ended)
+	job = waitJob(t, env, id, 200*time.Second, ended)
 	// Read at once: a job that succeeded followed the rollout to its end.
 	d, err := kc.AppsV1().Deployments("default").Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
