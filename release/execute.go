@@ -45,8 +45,12 @@ type Progress struct {
 	// Commit is set once pushed.
 	Commit string
 	// Plan is set when committing, so that the job can be taken over
-	// (applied and followed) by another fluxd if this one dies.
+	// (applied and followed) by another fluxd if this one dies. It
+	// records the workloads the job applies (Item.Targets).
 	Plan *Plan
+	// Note, at the end, says why a job that succeeded applied nothing
+	// (NothingToApply).
+	Note string
 }
 
 // WorkloadProgress is one workload's rollout.
@@ -110,16 +114,30 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 	if ae := (*applyError)(nil); errors.As(err, &ae) {
 		return nil, e.applyFailed(ctx, instance, spec, res, gens, ae, o, report, start)
 	}
-	if err != nil || res.Commit == "" {
+	if err != nil {
 		return res, err
 	}
 	return e.finish(ctx, instance, spec, res, gens, typ, o, report, start)
 }
 
 // finish follows a pushed and applied release's rollout (rolling it back
-// on failure or cancel when asked) and records it.
+// on failure or cancel when asked) and records it. Every release that
+// ends succeeded, Execute's and Resume's, ends here, past
+// mayEndSucceeded: one with nothing to change says so and records
+// nothing.
 func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Result, gens map[platform.ID]int64, typ history.Type, o ExecOptions, report func(Progress), start time.Time) (*Result, error) {
 	plan := res.Plan
+	note, err := mayEndSucceeded(plan, gens)
+	if err != nil {
+		return nil, e.fail(ctx, instance, spec, plan, start, res.Commit, err)
+	}
+	if note != "" {
+		e.log.Info("release job: "+note, "instance", instance, "commit", res.Commit)
+	}
+	if res.Commit == "" {
+		report(Progress{Stage: StageDone, Note: note})
+		return res, nil
+	}
 	var unrolled []platform.ID // nothing reported on their rollout
 	if o.RolloutTimeout > 0 {
 		report(Progress{Stage: StageRollingOut, Commit: res.Commit})
@@ -161,7 +179,7 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 		report(Progress{Stage: StageNotRolledOut, Commit: res.Commit})
 		return res, nil
 	}
-	report(Progress{Stage: StageDone, Commit: res.Commit})
+	report(Progress{Stage: StageDone, Commit: res.Commit, Note: note})
 	return res, nil
 }
 
@@ -278,6 +296,7 @@ func (e *Engine) Resume(ctx context.Context, instance string, spec Spec, plan *P
 		return nil, e.failAndRollBack(ctx, instance, spec, plan, commit, cause, o, report, start)
 	}
 	report(Progress{Stage: StageApplying, Commit: commit})
+	e.warnLegacy(plan, "the take-over")
 	// Checked on the fetch that is applied, under the same lock: a revert
 	// pushed meanwhile is either seen by the check or not applied.
 	gens, err := e.applyFromGit(ctx, plan, func(m *gitrepo.Manifests) error {
@@ -321,7 +340,11 @@ func (e *Engine) applyFromGit(ctx context.Context, plan *Plan, check func(*gitre
 			return nil, fmt.Errorf("%s is no longer defined in git", it.Service)
 		}
 		it.File = def.File
-		for _, t := range applyTargets(it, m) {
+		targets, err := targetsOf(plan, it, m)
+		if err != nil {
+			return nil, err
+		}
+		for _, t := range targets {
 			content, err := gitrepo.ReadFile(e.repo.Dir(), t.file)
 			if err != nil {
 				return nil, err
@@ -411,12 +434,14 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 	}
 	res := &Result{Plan: plan}
 	if plan.Updates() == 0 {
-		report(Progress{Stage: StageDone})
-		return res, nil, nil
+		return res, nil, nil // finish says so
 	}
 	author := authorFor(spec, plan, m)
 	var files map[string][]byte
 	for attempt := 1; ; attempt++ {
+		// Saved with the plan at StageCommitting, before the push: what
+		// a take-over or a rollback applies.
+		recordTargets(plan, m)
 		report(Progress{Stage: StageEditing})
 		if files, err = e.edit(plan, m); err != nil {
 			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
@@ -493,8 +518,7 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		res.Plan = plan
 		if plan.Updates() == 0 {
 			e.log.Info("the branch moved during an automated release, and nothing is left to release at the new head", "revision", plan.Revision)
-			report(Progress{Stage: StageDone})
-			return res, nil, nil
+			return res, nil, nil // finish says so
 		}
 	}
 	e.log.Info("release pushed", "instance", instance, "commit", res.Commit, "updates", plan.Updates(), "user", spec.User)
@@ -506,7 +530,12 @@ func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o
 		if it.Action != Update {
 			continue
 		}
-		for _, t := range applyTargets(it, m) {
+		targets, err := targetsOf(plan, it, m)
+		if err != nil {
+			failed.add(it.Service, err)
+			continue
+		}
+		for _, t := range targets {
 			doc, err := e.workloadDoc(t.file, files[t.file], t.id)
 			var gen int64
 			if err == nil {
@@ -543,7 +572,11 @@ func (e *Engine) mayApply(plan *Plan, files map[string][]byte, m *gitrepo.Manife
 		if it.Action != Update {
 			continue
 		}
-		for _, t := range applyTargets(it, m) {
+		targets, err := targetsOf(plan, it, m)
+		if err != nil {
+			return fmt.Errorf("nothing was committed: %w", err)
+		}
+		for _, t := range targets {
 			doc, err := e.workloadDoc(t.file, files[t.file], t.id)
 			if err == nil {
 				err = c.MayApply(t.id, doc)
@@ -695,7 +728,10 @@ func (e *Engine) rolloutError(ctx context.Context, id platform.ID, why string) e
 func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan *Plan, commit string, cause error, o ExecOptions, report func(Progress)) (string, error) {
 	report(Progress{Stage: StageRollingBack, Commit: commit})
 	e.log.Warn("rolling back", "commit", commit, "cause", cause)
-	back := &Plan{}
+	// The revert applies the workloads the release recorded (Targets,
+	// copied with each item), whatever git holds now.
+	back := &Plan{Targeted: plan.Targeted}
+	e.warnLegacy(plan, "the rollback")
 	for _, it := range plan.Items {
 		if it.Action != Update {
 			continue
@@ -709,6 +745,10 @@ func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan 
 	}
 	msg := fmt.Sprintf("Revert release %.12s in %s\n\n%v\n", commit, instance, cause)
 	revert, gens, err := e.pushRevert(ctx, spec, back, msg)
+	if err == nil {
+		// A rollback that applied nothing does not say it rolled out.
+		_, err = mayEndSucceeded(back, gens)
+	}
 	if err != nil {
 		return revert, err
 	}
@@ -768,7 +808,11 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 	}
 	gens := map[platform.ID]int64{}
 	for _, it := range back.Items {
-		for _, t := range applyTargets(it, m) {
+		targets, err := targetsOf(back, it, m)
+		if err != nil {
+			return revert, nil, err
+		}
+		for _, t := range targets {
 			content, ok := files[t.file]
 			if !ok {
 				var err error

@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -28,6 +29,14 @@ import (
 //     the planned changes (gitrepo.CheckRender). Every path that commits
 //     (releases, automated releases, rollbacks, policy changes) commits
 //     through it.
+//
+// And what every job that ends "succeeded" promises: it applied the
+// workloads its plan recorded when it was planned (Item.Targets), and
+// followed their rollouts when it follows rollouts; it never succeeds
+// having applied nothing, unless there was nothing to apply, and then it
+// says so. mayEndSucceeded checks it, in finish, where every release
+// (Execute's or a take-over's) ends succeeded; a rollback is held to it
+// before it says it rolled out.
 
 // commitChecked commits files on top of base (which the clone holds) once
 // gitrepo.CheckRender has found that they change exactly changes.
@@ -268,4 +277,54 @@ func dedupe(s []string) []string {
 		}
 	}
 	return out
+}
+
+// What a job that succeeded having applied nothing says.
+const (
+	// NothingToApply: its plan changed nothing.
+	NothingToApply = "nothing to apply: the plan was empty"
+	// NothingToApplyNoWorkload: its plan changed fields of objects no
+	// release applies (a ConfigMap's tag an ImagePolicy marks): they
+	// reach the cluster through the sync.
+	NothingToApplyNoWorkload = "nothing to apply: the plan changes no workload, only objects the sync applies (such as a ConfigMap's marked field)"
+)
+
+// mayEndSucceeded is the rule of a job's end: a release whose plan
+// changes something may end succeeded only when gens (the generations
+// applied, which the rollout follows) holds every workload the plan
+// recorded, or, for a plan saved by an older fluxd that recorded none
+// (Plan.Targeted unset), at least one. It returns the note a job that
+// applied nothing for a reason says (NothingToApply...), or the error it
+// fails with.
+func mayEndSucceeded(plan *Plan, gens map[platform.ID]int64) (string, error) {
+	if plan == nil || plan.Updates() == 0 {
+		return NothingToApply, nil
+	}
+	if !plan.Targeted {
+		if len(gens) == 0 {
+			return "", fluxerr.New(fluxerr.Precondition,
+				errors.New("applied nothing: this job was saved by an older fluxd, which did not record the workloads it applies, and none of them was found in git by the plan's images"),
+				"The commit is in git; nothing of it was applied by this job. Apply it with the sync (fluxctl sync, with --sync-interval), or release the services again.")
+		}
+		return "", nil
+	}
+	var missed, want []string
+	for _, it := range plan.Items {
+		if it.Action != Update {
+			continue
+		}
+		for _, t := range it.Targets {
+			want = append(want, t.Workload.String())
+			if _, ok := gens[t.Workload]; !ok {
+				missed = append(missed, t.Workload.String())
+			}
+		}
+	}
+	if len(want) == 0 {
+		return NothingToApplyNoWorkload, nil
+	}
+	if len(missed) > 0 {
+		return "", fmt.Errorf("the job did not apply %s, which its plan recorded that it applies; it does not report success having applied less than it planned", strings.Join(dedupe(missed), ", "))
+	}
+	return "", nil
 }

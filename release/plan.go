@@ -102,6 +102,11 @@ type Item struct {
 	// matches no tag, an invalid pattern written in git, images with no
 	// creation time under an order by build time.
 	Warnings []string `json:",omitempty"`
+	// Targets are the workloads a job applies for this item, recorded
+	// when the job is planned (see Target): a take-over, a rollback, a
+	// cancel's revert and a failure's rollback apply exactly these,
+	// whatever git holds by then.
+	Targets []Target `json:",omitempty"`
 }
 
 // Plan is a computed release.
@@ -112,6 +117,10 @@ type Plan struct {
 	// Checksum covers Revision, Items and the images the targeted
 	// workloads run; an execution given it runs only if it still matches.
 	Checksum string
+	// Targeted says that the items' Targets were recorded when the job
+	// was planned. A job saved by an older fluxd has none: its take-over
+	// looks its workloads up in git (legacyTargets), and says so.
+	Targeted bool `json:",omitempty"`
 }
 
 // Updates counts the container updates in the plan.

@@ -86,7 +86,14 @@ func (l *jobLog) progressLines(p release.Progress) []string {
 			for _, u := range it.Updates {
 				out = append(out, fmt.Sprintf("%s: container %s: %s -> %s", it.Service, u.Container, u.Current, u.Target))
 			}
+			// What a take-over or a rollback of this job applies.
+			for _, t := range it.Targets {
+				out = append(out, fmt.Sprintf("%s: applies %s", it.Service, t))
+			}
 		}
+	}
+	if p.Note != "" {
+		out = append(out, p.Note)
 	}
 	for _, w := range p.Workloads {
 		r := w.Replicas

@@ -87,3 +87,25 @@ func TestProgressLines(t *testing.T) {
 		}
 	}
 }
+
+// The log names, when the job commits, the workloads it applies (what a
+// take-over or a rollback applies too), and says why a job that
+// succeeded applied nothing.
+func TestJobLogNamesTheTargetsAndWhyNothingWasApplied(t *testing.T) {
+	web := platform.ID{Namespace: "default", Kind: "deployment", Name: "web"}
+	pol := platform.ID{Namespace: "flux-system", Kind: "imagepolicy", Name: "web"}
+	var l jobLog
+	got := l.progressLines(release.Progress{Stage: release.StageCommitting, Plan: &release.Plan{Targeted: true, Items: []release.Item{{
+		Service: pol, Action: release.Update,
+		Updates: []release.ContainerUpdate{{Container: "apps/kustomization.yaml:Kustomization:images[0].newTag", Current: "reg/web:1.0", Target: "reg/web:1.2"}},
+		Targets: []release.Target{{Workload: web, File: "apps/kustomization.yaml", Format: release.TargetMarked}},
+	}}}})
+	want := "flux-system:imagepolicy/web: applies default:deployment/web (marked field, apps/kustomization.yaml)"
+	if !strings.Contains(strings.Join(got, "\n"), want) {
+		t.Errorf("log lines at commit:\n%s\nwant a line %q", strings.Join(got, "\n"), want)
+	}
+	got = l.progressLines(release.Progress{Stage: release.StageDone, Note: release.NothingToApply})
+	if strings.Join(got, "\n") != release.NothingToApply {
+		t.Errorf("log lines at the end: %q; want %q", got, release.NothingToApply)
+	}
+}
