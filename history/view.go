@@ -3,6 +3,7 @@ package history
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -217,7 +218,13 @@ func (ev Event) For(v *View) (Event, bool) {
 			return Event{}, false
 		}
 		if len(svcs) < len(ev.Services) && ev.Error != "" {
-			ev.Error = "failed (the error is not shown: it may name services you do not see)"
+			// A failed policy change's error says which first ("lock: "):
+			// notifications tell them apart by it.
+			what := ""
+			if t, _, ok := strings.Cut(ev.Error, ": "); ok && slices.Contains(Types, Type(t)) {
+				what = t + ": "
+			}
+			ev.Error = what + "failed (the error is not shown: it may name services you do not see)"
 		}
 		ev.Services = svcs
 		return ev, true
