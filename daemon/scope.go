@@ -67,13 +67,32 @@ func (s Service) File() string {
 	return s.def.File
 }
 
-// scopedEvents keeps the events a scoped caller may see: those that name
-// a service in its scope, each trimmed to the services (and image
-// changes) in it. An event naming no service (a sync that failed as a
-// whole) is about everyone's objects, and left out.
+// scopedEvents keeps the events a scoped caller may see, each as
+// history.Event.For shows it to the caller's view: trimmed to the
+// services (and image changes) in its scope; a sync's rendered again from
+// the objects in its scope alone (their namespace in the scope, their file
+// under its paths), so that its message and error name no other team's
+// object. An event with nothing in the scope is left out.
 func (d *Daemon) scopedEvents(ctx context.Context, evs []history.Event) ([]history.Event, error) {
-	if identity(ctx).Scope == nil {
-		return evs, nil
+	v, err := d.historyView(ctx)
+	if err != nil || v == nil {
+		return evs, err
+	}
+	out := evs[:0:0]
+	for _, ev := range evs {
+		if ev, ok := ev.For(v); ok {
+			out = append(out, ev)
+		}
+	}
+	return out, nil
+}
+
+// historyView is what the caller may see of the history: nil (all of it)
+// without a scope.
+func (d *Daemon) historyView(ctx context.Context) (*history.View, error) {
+	sc := identity(ctx).Scope
+	if sc == nil {
+		return nil, nil
 	}
 	svcs, err := d.services(ctx)
 	if err != nil {
@@ -83,28 +102,10 @@ func (d *Daemon) scopedEvents(ctx context.Context, evs []history.Event) ([]histo
 	for _, s := range svcs {
 		mine[s.ID.String()] = true
 	}
-	out := evs[:0:0]
-	for _, ev := range evs {
-		var keep []string
-		for _, s := range ev.Services {
-			if mine[s] {
-				keep = append(keep, s)
-			}
-		}
-		if len(keep) == 0 {
-			continue
-		}
-		ev.Services = keep
-		var changes []history.Change
-		for _, c := range ev.Changes {
-			if mine[c.Service] {
-				changes = append(changes, c)
-			}
-		}
-		ev.Changes = changes
-		out = append(out, ev)
-	}
-	return out, nil
+	return &history.View{
+		Service: func(id string) bool { return mine[id] },
+		Object:  func(o history.SyncObject) bool { return sc.Contains(o.Namespace, o.File) },
+	}, nil
 }
 
 // checkNotifyScope refuses a scoped caller's notification of a repository

@@ -60,6 +60,11 @@ type Event struct {
 	Commit string
 	// Error says why a failed operation failed.
 	Error string
+	// Sync is what a sync did, object by object; nil for other events
+	// (and for syncs recorded by an earlier fluxd). A reader that does
+	// not see everything is shown the sync as Event.For renders it from
+	// these, never Message and Error, which name every team's objects.
+	Sync *SyncDetail
 	// Job is the release job that did it, if any. It is kept with the
 	// event's notice (Outbox), not in the history row.
 	Job       string

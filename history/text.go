@@ -36,6 +36,18 @@ func (ev Event) Clean() Event {
 		}
 		ev.Changes = changes
 	}
+	if ev.Sync != nil {
+		d := &SyncDetail{Omitted: ev.Sync.Omitted}
+		for _, o := range ev.Sync.Objects {
+			o.Namespace, o.Kind, o.Name = CleanText(o.Namespace), CleanText(o.Kind), CleanText(o.Name)
+			o.File, o.Action, o.Error = CleanText(o.File), CleanText(o.Action), CleanText(o.Error)
+			d.Objects = append(d.Objects, o)
+		}
+		for _, p := range ev.Sync.Problems {
+			d.Problems = append(d.Problems, CleanText(p))
+		}
+		ev.Sync = d
+	}
 	return ev
 }
 

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fluxd/fluxd/history"
 )
 
 // Kind is a receiver's type.
@@ -77,6 +79,8 @@ type Receiver struct {
 	Events []Category
 	// Services are globs of service IDs (* any text, ? one character);
 	// empty is all. An event is sent when one of its services matches.
+	// A sync event is sent, rendered from the objects one matches, when
+	// one of its objects matches (see view).
 	Services []string
 	// Timeout bounds each request (default 10s).
 	Timeout time.Duration
@@ -281,7 +285,29 @@ func globRegexp(g string) (*regexp.Regexp, error) {
 	return regexp.Compile(b.String())
 }
 
-// wants says whether the receiver takes the message.
+// view is what a receiver filtered by services sees of the history: the
+// services and the sync's objects whose ID ("namespace:kind/name") one
+// of its globs matches; nil (everything) for a receiver without
+// services. Every event it is sent is history.Event.For this view, so a
+// sync's message and error name none of the objects it does not match,
+// and no cluster-scoped object.
+func (r *Receiver) view() *history.View {
+	if len(r.services) == 0 {
+		return nil
+	}
+	match := func(id string) bool {
+		for _, re := range r.services {
+			if re.MatchString(id) {
+				return true
+			}
+		}
+		return false
+	}
+	return &history.View{Service: match, Object: func(o history.SyncObject) bool { return match(o.ID()) }}
+}
+
+// wants says whether the receiver takes the message, made of an event
+// as its view shows it.
 func (r *Receiver) wants(m *Message) bool {
 	if len(r.Events) > 0 {
 		ok := false
@@ -294,17 +320,7 @@ func (r *Receiver) wants(m *Message) bool {
 			return false
 		}
 	}
-	if len(r.services) > 0 {
-		ok := false
-		for _, re := range r.services {
-			for _, s := range m.Services {
-				ok = ok || re.MatchString(s)
-			}
-		}
-		if !ok {
-			return false
-		}
-	}
+	// Its services were judged by view.
 	if r.Kind.forge() {
 		return m.Commit != "" && m.forgeState() != ""
 	}

@@ -225,6 +225,11 @@ func (s *Sender) gauge(ctx context.Context, name string, cursor int64) {
 // deliver gives n to r, trying again until r takes it, refuses it for
 // good, or it grows too old; false when ctx ended first.
 func (s *Sender) deliver(ctx context.Context, r *Receiver, n history.Notice, log *slog.Logger) bool {
+	ev, ok := n.Event.For(r.view())
+	if !ok {
+		return true
+	}
+	n.Event = ev
 	m, ok := newMessage(n, s.cfg.WebURL)
 	if !ok || !r.wants(m) {
 		return true

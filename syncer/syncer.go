@@ -3,9 +3,9 @@ package syncer
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -315,7 +315,8 @@ func (s *Syncer) sync(parent, ctx context.Context, fetch, dryRun bool, yield fun
 // failure recorded (a failure repeated every interval is recorded once).
 func (s *Syncer) finish(ctx context.Context, rep *Report) {
 	changed := rep.Count(platform.ActionCreated) + rep.Count(platform.ActionChanged) + rep.Count(platform.ActionDeleted)
-	failures := strings.Join(failureLines(rep), "\n")
+	d := detail(rep)
+	msg, failures := d.Render(rep.Revision, d.Objects, true)
 	s.mu.Lock()
 	s.last = rep
 	record := changed > 0 || failures != "" && failures != s.lastRecorded
@@ -337,7 +338,7 @@ func (s *Syncer) finish(ctx context.Context, rep *Report) {
 		return
 	}
 	ev := history.Event{Instance: history.SyncInstance, Type: history.Sync, User: "fluxd", Commit: rep.Revision,
-		Message: summary(rep), Error: failures, Services: services(rep), StartedAt: rep.Started, EndedAt: rep.Started.Add(rep.Duration)}
+		Message: msg, Error: failures, Sync: d, Services: services(rep), StartedAt: rep.Started, EndedAt: rep.Started.Add(rep.Duration)}
 	if _, err := s.recorder.Record(context.WithoutCancel(ctx), ev); err != nil {
 		s.log.Warn("recording the sync in the history failed", "error", err)
 	}
@@ -380,60 +381,46 @@ func (s *Syncer) Last() *Report {
 	return s.last
 }
 
-// maxListed bounds the objects a history message names: a first sync of
-// thousands of objects would otherwise make a row of hundreds of KB.
-const maxListed = 200
-
-// summary is the history message: the counts, then each object changed.
-func summary(rep *Report) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "Sync of %s: %d created, %d changed, %d deleted", short(rep.Revision),
-		rep.Count(platform.ActionCreated), rep.Count(platform.ActionChanged), rep.Count(platform.ActionDeleted))
-	// Failures are counted after a semicolon, so that the objects listed
-	// under the line never read as if they had failed.
-	if rep.Failed() {
-		if n := rep.Count(platform.ActionFailed); n > 0 {
-			fmt.Fprintf(&b, "; %d failed", n)
-		} else {
-			b.WriteString("; the sync failed")
-		}
+// detail is what the sync did, object by object: what every reader's
+// view of its history event is rendered from (history.Event.For).
+func detail(rep *Report) *history.SyncDetail {
+	d := &history.SyncDetail{}
+	if rep.Err != "" {
+		d.Problems = append(d.Problems, rep.Err)
 	}
-	listed, more := 0, 0
+	d.Problems = append(d.Problems, rep.Problems...)
 	for _, r := range rep.Results {
 		switch r.Action {
-		case platform.ActionCreated, platform.ActionChanged, platform.ActionDeleted:
-			if listed == maxListed {
-				more++
-				continue
-			}
-			fmt.Fprintf(&b, "\n%s %s", r.Action, r.Ref)
-			listed++
-		}
-	}
-	if more > 0 {
-		fmt.Fprintf(&b, "\nand %d more", more)
-	}
-	return b.String()
-}
-
-// failureLines are the sync's failures, each with its file and line.
-func failureLines(rep *Report) []string {
-	var out []string
-	if rep.Err != "" {
-		out = append(out, rep.Err)
-	}
-	out = append(out, rep.Problems...)
-	for _, r := range rep.Results {
-		if r.Action != platform.ActionFailed {
+		case platform.ActionCreated, platform.ActionChanged, platform.ActionDeleted, platform.ActionFailed:
+		default:
 			continue
 		}
-		if r.Where != "" {
-			out = append(out, fmt.Sprintf("%s: %s: %s", r.Where, r.Ref, r.Error))
-		} else {
-			out = append(out, fmt.Sprintf("%s: %s", r.Ref, r.Error))
-		}
+		o := history.SyncObject{Namespace: r.Ref.Namespace, Kind: r.Ref.Kind, Name: r.Ref.Name, Action: r.Action, Error: r.Error}
+		o.File, o.Line = splitWhere(r.Where)
+		d.Add(o)
 	}
-	return out
+	return d
+}
+
+// splitWhere splits "file:line" (platform.Object.Where) into its parts.
+func splitWhere(where string) (string, int) {
+	i := strings.LastIndexByte(where, ':')
+	if i < 0 {
+		return where, 0
+	}
+	line, err := strconv.Atoi(where[i+1:])
+	if err != nil || line <= 0 {
+		return where, 0
+	}
+	return where[:i], line
+}
+
+// summary is the history message as a reader who sees everything reads
+// it: the counts, then each object changed.
+func summary(rep *Report) string {
+	d := detail(rep)
+	msg, _ := d.Render(rep.Revision, d.Objects, true)
+	return msg
 }
 
 // services are the workloads a sync changed or failed, for the history's

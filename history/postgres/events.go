@@ -39,6 +39,10 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 			return 0, err
 		}
 	}
+	sync, err := history.EncodeSync(ev.Sync)
+	if err != nil {
+		return 0, err
+	}
 	if ev.StartedAt.IsZero() {
 		ev.StartedAt = time.Now()
 	}
@@ -49,17 +53,17 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 	_, _ = rand.Read(raw[:])
 	key := hex.EncodeToString(raw[:])
 	var id int64
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err = s.retry(ctx, func(ctx context.Context) error {
 		tx, err := s.pool.Begin(ctx)
 		if err != nil {
 			return err
 		}
 		defer tx.Rollback(ctx)
 		err = tx.QueryRow(ctx,
-			`INSERT INTO events (instance, type, "user", message, changes, commit_id, error, started_at, ended_at, record_key)
-			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (record_key) DO NOTHING RETURNING id`,
+			`INSERT INTO events (instance, type, "user", message, changes, commit_id, error, started_at, ended_at, record_key, sync)
+			 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (record_key) DO NOTHING RETURNING id`,
 			ev.Instance, string(ev.Type), ev.User, ev.Message, string(changes), ev.Commit, ev.Error,
-			ev.StartedAt.UnixNano(), ev.EndedAt.UnixNano(), key).Scan(&id)
+			ev.StartedAt.UnixNano(), ev.EndedAt.UnixNano(), key, sync).Scan(&id)
 		if errors.Is(err, pgx.ErrNoRows) {
 			// An earlier attempt committed: its event (and services) are
 			// stored already.
@@ -89,7 +93,7 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 	return id, nil
 }
 
-const eventColumns = `e.id, e.instance, e.type, e."user", e.message, e.changes, e.commit_id, e.error, e.started_at, e.ended_at,
+const eventColumns = `e.id, e.instance, e.type, e."user", e.message, e.changes, e.commit_id, e.error, e.started_at, e.ended_at, e.sync,
 	COALESCE((SELECT string_agg(s.service, E'\n' ORDER BY s.service COLLATE "C") FROM event_services s WHERE s.event_id = e.id), '')`
 
 // Events returns the instance's events matching q, newest first.
@@ -145,9 +149,10 @@ func scanEvents(rows pgx.Rows) ([]history.Event, error) {
 		var (
 			ev                     history.Event
 			typ, changes, services string
+			sync                   string
 			started, ended         int64
 		)
-		if err := rows.Scan(&ev.ID, &ev.Instance, &typ, &ev.User, &ev.Message, &changes, &ev.Commit, &ev.Error, &started, &ended, &services); err != nil {
+		if err := rows.Scan(&ev.ID, &ev.Instance, &typ, &ev.User, &ev.Message, &changes, &ev.Commit, &ev.Error, &started, &ended, &sync, &services); err != nil {
 			return nil, err
 		}
 		ev.Type = history.Type(typ)
@@ -156,6 +161,10 @@ func scanEvents(rows pgx.Rows) ([]history.Event, error) {
 			ev.Services = strings.Split(services, "\n")
 		}
 		if err := json.Unmarshal([]byte(changes), &ev.Changes); err != nil {
+			return nil, fmt.Errorf("event %d: %w", ev.ID, err)
+		}
+		var err error
+		if ev.Sync, err = history.DecodeSync(sync); err != nil {
 			return nil, fmt.Errorf("event %d: %w", ev.ID, err)
 		}
 		out = append(out, ev)

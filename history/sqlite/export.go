@@ -20,7 +20,7 @@ const exportPage = 1000
 func (s *Store) EachEvent(ctx context.Context, fn func(history.Event) error) error {
 	after := int64(0)
 	for {
-		rows, err := s.db.QueryContext(ctx, `SELECT e.id, e.instance, e.type, e.user, e.message, e.changes, e.commit_id, e.error, e.started_at, e.ended_at,
+		rows, err := s.db.QueryContext(ctx, `SELECT e.id, e.instance, e.type, e.user, e.message, e.changes, e.commit_id, e.error, e.started_at, e.ended_at, e.sync,
 	                 COALESCE((SELECT group_concat(service, char(10)) FROM event_services s WHERE s.event_id = e.id), '')
 	          FROM events e WHERE e.id > ? ORDER BY e.id LIMIT ?`, after, exportPage)
 		if err != nil {
@@ -31,9 +31,10 @@ func (s *Store) EachEvent(ctx context.Context, fn func(history.Event) error) err
 			var (
 				ev                     history.Event
 				typ, changes, services string
+				sync                   string
 				started, ended         int64
 			)
-			if err := rows.Scan(&ev.ID, &ev.Instance, &typ, &ev.User, &ev.Message, &changes, &ev.Commit, &ev.Error, &started, &ended, &services); err != nil {
+			if err := rows.Scan(&ev.ID, &ev.Instance, &typ, &ev.User, &ev.Message, &changes, &ev.Commit, &ev.Error, &started, &ended, &sync, &services); err != nil {
 				rows.Close()
 				return fmt.Errorf("reading history: %w", err)
 			}
@@ -42,6 +43,11 @@ func (s *Store) EachEvent(ctx context.Context, fn func(history.Event) error) err
 				ev.Services = strings.Split(services, "\n")
 			}
 			if err := json.Unmarshal([]byte(changes), &ev.Changes); err != nil {
+				rows.Close()
+				return fmt.Errorf("reading history event %d: %w", ev.ID, err)
+			}
+			var err error
+			if ev.Sync, err = history.DecodeSync(sync); err != nil {
 				rows.Close()
 				return fmt.Errorf("reading history event %d: %w", ev.ID, err)
 			}

@@ -177,6 +177,10 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 	if ev.Changes == nil {
 		changes = []byte("[]")
 	}
+	sync, err := history.EncodeSync(ev.Sync)
+	if err != nil {
+		return 0, err
+	}
 	if ev.StartedAt.IsZero() {
 		ev.StartedAt = time.Now()
 	}
@@ -189,10 +193,10 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 	}
 	defer tx.Rollback()
 	res, err := tx.ExecContext(ctx,
-		`INSERT INTO events (instance, type, user, message, changes, commit_id, error, started_at, ended_at)
-		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		`INSERT INTO events (instance, type, user, message, changes, commit_id, error, started_at, ended_at, sync)
+		 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		ev.Instance, string(ev.Type), ev.User, ev.Message, string(changes), ev.Commit, ev.Error,
-		ev.StartedAt.UnixNano(), ev.EndedAt.UnixNano())
+		ev.StartedAt.UnixNano(), ev.EndedAt.UnixNano(), sync)
 	if err != nil {
 		return 0, fmt.Errorf("recording history: %w", err)
 	}
@@ -225,7 +229,7 @@ func (s *Store) Events(ctx context.Context, instance string, q history.Query) ([
 	if limit <= 0 {
 		limit = 100
 	}
-	query := `SELECT e.id, e.type, e.user, e.message, e.changes, e.commit_id, e.error, e.started_at, e.ended_at,
+	query := `SELECT e.id, e.type, e.user, e.message, e.changes, e.commit_id, e.error, e.started_at, e.ended_at, e.sync,
 	                 COALESCE((SELECT group_concat(service, char(10)) FROM event_services s WHERE s.event_id = e.id), '')
 	          FROM events e WHERE e.instance = ?`
 	args := []any{instance}
@@ -267,9 +271,9 @@ func (s *Store) Events(ctx context.Context, instance string, q history.Query) ([
 			ev             history.Event
 			typ, changes   string
 			started, ended int64
-			services       string
+			services, sync string
 		)
-		if err := rows.Scan(&ev.ID, &typ, &ev.User, &ev.Message, &changes, &ev.Commit, &ev.Error, &started, &ended, &services); err != nil {
+		if err := rows.Scan(&ev.ID, &typ, &ev.User, &ev.Message, &changes, &ev.Commit, &ev.Error, &started, &ended, &sync, &services); err != nil {
 			return nil, fmt.Errorf("reading history: %w", err)
 		}
 		ev.Instance, ev.Type = instance, history.Type(typ)
@@ -278,6 +282,9 @@ func (s *Store) Events(ctx context.Context, instance string, q history.Query) ([
 			ev.Services = strings.Split(services, "\n")
 		}
 		if err := json.Unmarshal([]byte(changes), &ev.Changes); err != nil {
+			return nil, fmt.Errorf("reading history event %d: %w", ev.ID, err)
+		}
+		if ev.Sync, err = history.DecodeSync(sync); err != nil {
 			return nil, fmt.Errorf("reading history event %d: %w", ev.ID, err)
 		}
 		out = append(out, ev)

@@ -51,6 +51,7 @@ func Run(t *testing.T, f Factory) {
 		{"EventsBetween", testEventsBetween},
 		{"JobLogKeptAndKeyedByInstance", testJobLog},
 		{"Export", testExport},
+		{"SyncDetailKept", testSyncDetail},
 		{"Ping", testPing},
 		{"OutboxWithRecord", testOutboxWithRecord},
 		{"OutboxCursors", testOutboxCursors},
@@ -679,5 +680,59 @@ func testJobLog(t *testing.T, f Factory) {
 	}
 	if rest, err := s.JobLog(ctx, "team-a", "big", page[len(page)-1].Seq); err != nil || len(rest) != 10 {
 		t.Errorf("the rest of a long log: %d lines, %v; want 10", len(rest), err)
+	}
+}
+
+// A sync event keeps its objects one by one (each reader's view of it is
+// rendered from them): they read back the same from Events, from the
+// event's notice and from the export.
+func testSyncDetail(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, reopen := open(t, f)
+	at := time.Unix(1700000000, 0)
+	d := &history.SyncDetail{
+		Objects: []history.SyncObject{
+			{Namespace: "a", Kind: "Deployment", Name: "web", File: "a/web.yaml", Line: 1, Action: history.SyncCreated},
+			{Namespace: "b", Kind: "ConfigMap", Name: "bad", File: "b/cm.yaml", Line: 7, Action: history.SyncFailed, Error: "refused"},
+			{Kind: "ClusterRole", Name: "x", Action: history.SyncDeleted},
+		},
+		Omitted:  map[string]int{history.SyncChanged: 3},
+		Problems: []string{"c/broken.yaml:2: not YAML"},
+	}
+	ev := history.Event{Instance: history.SyncInstance, Type: history.Sync, User: "fluxd", Services: []string{"a:deployment/web"}, Commit: "abc",
+		Message: "Sync of abc", Error: "b/cm.yaml:7: ConfigMap/b/bad: refused", Sync: d, StartedAt: at, EndedAt: at}
+	ev.ID = record(t, s, ev)
+	ev.Changes = []history.Change{} // as every event without changes reads back
+	plain := record(t, s, history.Event{Instance: history.SyncInstance, Type: history.Sync, Message: "without objects", StartedAt: at, EndedAt: at})
+	s = reopen()
+	t.Cleanup(func() { s.Close() })
+	got, err := s.Events(ctx, history.SyncInstance, history.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].ID != plain || got[0].Sync != nil {
+		t.Fatalf("events = %+v; want the plain sync first, without objects", got)
+	}
+	if diff := cmp.Diff(ev, got[1], equalTimes); diff != "" {
+		t.Errorf("the sync event read back (-want +got):\n%s", diff)
+	}
+	ns, err := s.Notices(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ns) != 2 || !cmp.Equal(d, ns[0].Event.Sync) {
+		t.Errorf("the sync's notice holds %+v, want its objects %+v", ns, d)
+	}
+	var exported *history.SyncDetail
+	if err := s.EachEvent(ctx, func(e history.Event) error {
+		if e.ID == ev.ID {
+			exported = e.Sync
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !cmp.Equal(d, exported) {
+		t.Errorf("the export holds %+v, want %+v", exported, d)
 	}
 }
