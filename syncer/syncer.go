@@ -276,6 +276,7 @@ func (s *Syncer) sync(parent, ctx context.Context, fetch, dryRun bool, yield fun
 	for _, p := range objs.Problems {
 		rep.Problems = append(rep.Problems, p.Error())
 	}
+	objs.Objects = leaveFluxdConfig(objs.Objects)
 	opts := platform.SyncOptions{Prune: s.cfg.Prune, DryRun: dryRun, Yield: yield}
 	if len(rep.Problems) > 0 {
 		opts.NoPrune = "some files could not be read, and their objects would look deleted"
@@ -448,4 +449,25 @@ func short(rev string) string {
 		return rev[:12]
 	}
 	return rev
+}
+
+// fluxdGroup is the API group of fluxd's own configuration in git (a
+// promotion Pipeline, fluxd.io/v1): fluxd reads it, and no cluster has
+// its kinds, so the sync never applies it (nor prunes or inventories it).
+const fluxdGroup = "fluxd.io"
+
+// leaveFluxdConfig takes fluxd's own configuration objects out of what
+// the sync applies.
+func leaveFluxdConfig(objs []platform.Object) []platform.Object {
+	kept := objs[:0:0]
+	for _, o := range objs {
+		if av, _ := o.Manifest["apiVersion"].(string); strings.HasPrefix(av, fluxdGroup+"/") {
+			continue
+		}
+		kept = append(kept, o)
+	}
+	if len(kept) == len(objs) {
+		return objs
+	}
+	return kept
 }

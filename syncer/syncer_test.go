@@ -175,3 +175,24 @@ func TestSyncYieldsToAReleaseAndSyncsAgain(t *testing.T) {
 		t.Errorf("%d history events, want 1 (the stop is not recorded)", len(rec.evs))
 	}
 }
+
+// A promotion Pipeline (fluxd.io/v1) in git is fluxd's own configuration:
+// the sync never hands it to the cluster, whose API server has no such
+// kind and would fail every sync on it.
+func TestSyncLeavesFluxdConfigurationOut(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	pipeline := "apiVersion: fluxd.io/v1\nkind: Pipeline\nmetadata: {name: web, namespace: team}\nspec:\n  stages:\n  - name: dev\n    services: [team:deployment/web]\n"
+	cm := "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: created-a, namespace: ns}\n"
+	if err := os.WriteFile(filepath.Join(root, "a.yaml"), []byte(pipeline+"---\n"+cm), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	app := &scriptedApplier{}
+	s := New(Config{Interval: time.Minute}, &dirClone{root: root, rev: "0123456789abcdef"}, app, &memRecorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if _, err := s.Sync(context.Background(), false, false); err != nil {
+		t.Fatal(err)
+	}
+	if len(app.got) != 1 || app.got[0].Ref().Kind != "ConfigMap" {
+		t.Errorf("the sync applied %v; want the ConfigMap alone", app.got)
+	}
+}
