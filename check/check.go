@@ -51,6 +51,8 @@ type Container struct {
 // Report is what fluxd understood of a whole repository.
 type Report struct {
 	Services []Service `json:"services"`
+	// Pipelines are the promotion Pipelines found (docs/promotion.md).
+	Pipelines []Pipeline `json:"pipelines,omitempty"`
 	// Problems are files or documents that could not be read.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -90,5 +92,15 @@ func Repository(root string, paths []string, readers ...Reader) (*Report, error)
 		r.Problems = append(r.Problems, problems...)
 	}
 	sort.SliceStable(r.Services, func(i, j int) bool { return r.Services[i].ID < r.Services[j].ID })
+	ids := make(map[string]bool, len(r.Services))
+	for _, s := range r.Services {
+		ids[s.ID] = true
+	}
+	ps, problems, err := pipelines(root, dirs, ids)
+	if err != nil {
+		return nil, fmt.Errorf("reading %s's Pipelines: %w", root, err)
+	}
+	r.Pipelines = ps
+	r.Problems = append(r.Problems, problems...)
 	return r, nil
 }

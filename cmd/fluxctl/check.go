@@ -92,6 +92,29 @@ func runCheck(w io.Writer, root string, paths []string, output string) error {
 	if len(r.Services) == 0 {
 		fmt.Fprintln(w, "(no workloads found: check PATH and --git-path)")
 	}
+	if len(r.Pipelines) > 0 {
+		fmt.Fprintln(w)
+		tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+		fmt.Fprintln(tw, "PIPELINE\tSTAGE\tFROM\tSERVICES\tGATES")
+		for _, p := range r.Pipelines {
+			id := p.ID
+			for _, st := range p.Stages {
+				from := st.From
+				if from == "" {
+					from = "-"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", id, st.Name, from, strings.Join(st.Services, ", "), strings.Join(st.Gates, ", "))
+				id = ""
+			}
+			for _, wn := range p.Warnings {
+				notes = append(notes, p.ID+": warning: "+wn)
+			}
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		notes = append(notes, "note: fluxd reads Pipelines but does not promote yet (docs/promotion.md)")
+	}
 	for _, p := range r.Problems {
 		notes = append(notes, "not read: "+p)
 	}

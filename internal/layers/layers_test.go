@@ -35,7 +35,7 @@ var allowed = map[string][]string{
 	// edge
 	"web":    {"history", "internal/auth", "proto/fluxd/v1"},
 	"daemon": {"automator", "gitrepo", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
-	"check":  {"gitrepo", "platform", "policy", "registry", "release"},
+	"check":  {"gitrepo", "platform", "policy", "promotion", "registry", "release"},
 
 	// loops
 	"promotion":    {"platform"},
