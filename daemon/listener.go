@@ -20,11 +20,13 @@ import (
 // (promote): a client's first call, at once for fluxctl, the page's
 // in-process calls aside, and a follower's forwarded calls, which carry
 // their caller's token. When the unauthenticated connections fill their
-// share, or all n are open, a new connection is still accepted and the
-// oldest unauthenticated one is closed for it: a flood of connections
-// from many addresses that never authenticate churns through its share
-// and cannot keep a client that authenticates from connecting. Only when
-// all n connections are authenticated does Accept wait for one to close.
+// share, or all n are open, a new connection is still accepted and an
+// unauthenticated one is closed for it: the oldest of the client holding
+// the most unauthenticated connections. So a flood of connections that
+// never authenticate churns through its share, and a client that opens
+// one connection and shows its token at once is not closed while any
+// flooding address holds two. Only when all n connections are
+// authenticated does Accept wait for one to close.
 //
 // One client (clientkey: an IPv4 address, an IPv6 /64) may hold at most
 // perAddr connections: one beyond is closed as soon as it is accepted.
@@ -38,8 +40,11 @@ type limitListener struct {
 
 	mu   sync.Mutex
 	open int
-	// unproven are the unauthenticated connections, oldest first.
-	unproven *list.List
+	// unproven counts the unauthenticated connections; groups holds
+	// them by client (a trusted proxy's each on its own), oldest first.
+	unproven int
+	groups   map[string]*list.List
+	seq      uint64 // of the last connection accepted
 	byAddr   map[string]int
 	byRemote map[string]*limitedConn // by RemoteAddr, for promote
 	// room is poked when a connection closes.
@@ -56,7 +61,7 @@ type limitListener struct {
 // counted per client.
 func newLimitListener(l net.Listener, n, kept, perAddr int, proxies clientkey.Proxies) *limitListener {
 	return &limitListener{Listener: l, n: n, kept: min(max(kept, 0), n-1), perAddr: perAddr, proxies: proxies,
-		unproven: list.New(), byAddr: map[string]int{}, byRemote: map[string]*limitedConn{},
+		groups: map[string]*list.List{}, byAddr: map[string]int{}, byRemote: map[string]*limitedConn{},
 		room: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
@@ -69,7 +74,7 @@ func (l *limitListener) Accept() (net.Conn, error) {
 	for {
 		// Wait while every connection is open and authenticated.
 		l.mu.Lock()
-		full := l.open >= l.n && l.unproven.Len() == 0
+		full := l.open >= l.n && l.unproven == 0
 		l.mu.Unlock()
 		if full {
 			select {
@@ -94,9 +99,8 @@ func (l *limitListener) Accept() (net.Conn, error) {
 			continue
 		}
 		var evicted *limitedConn
-		if l.unproven.Len() >= l.n-l.kept || l.open >= l.n {
-			if front := l.unproven.Front(); front != nil {
-				evicted = front.Value.(*limitedConn)
+		if l.unproven >= l.n-l.kept || l.open >= l.n {
+			if evicted = l.victim(); evicted != nil {
 				l.drop(evicted)
 			} else { // all became authenticated meanwhile
 				l.mu.Unlock()
@@ -108,7 +112,18 @@ func (l *limitListener) Accept() (net.Conn, error) {
 		if lc.key != "" {
 			l.byAddr[lc.key]++
 		}
-		lc.elem = l.unproven.PushBack(lc)
+		l.seq++
+		lc.seq, lc.group = l.seq, lc.key
+		if lc.group == "" {
+			lc.group = lc.remote
+		}
+		g := l.groups[lc.group]
+		if g == nil {
+			g = list.New()
+			l.groups[lc.group] = g
+		}
+		lc.elem = g.PushBack(lc)
+		l.unproven++
 		l.byRemote[lc.remote] = lc
 		l.mu.Unlock()
 		if evicted != nil {
@@ -127,16 +142,33 @@ func (l *limitListener) promote(addr net.Addr) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if c := l.byRemote[addr.String()]; c != nil && c.elem != nil {
-		l.unproven.Remove(c.elem)
-		c.elem = nil
+		l.unprove(c)
 	}
 }
 
-// counts are the open and the unauthenticated connections.
-func (l *limitListener) counts() (open, unproven int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.open, l.unproven.Len()
+// unprove takes c from the unauthenticated; l.mu is held.
+func (l *limitListener) unprove(c *limitedConn) {
+	g := l.groups[c.group]
+	g.Remove(c.elem)
+	if g.Len() == 0 {
+		delete(l.groups, c.group)
+	}
+	c.elem = nil
+	l.unproven--
+}
+
+// victim is the unauthenticated connection to close for a new one: the
+// oldest of the client holding the most, or nil for none; l.mu is held.
+func (l *limitListener) victim() *limitedConn {
+	var v *limitedConn
+	most := 0
+	for _, g := range l.groups {
+		c := g.Front().Value.(*limitedConn)
+		if g.Len() > most || g.Len() == most && c.seq < v.seq {
+			v, most = c, g.Len()
+		}
+	}
+	return v
 }
 
 // drop takes c out of the counts, once; l.mu is held.
@@ -147,8 +179,7 @@ func (l *limitListener) drop(c *limitedConn) {
 	c.gone = true
 	l.open--
 	if c.elem != nil {
-		l.unproven.Remove(c.elem)
-		c.elem = nil
+		l.unprove(c)
 	}
 	if c.key != "" {
 		if l.byAddr[c.key]--; l.byAddr[c.key] <= 0 {
@@ -168,8 +199,10 @@ type limitedConn struct {
 	net.Conn
 	l      *limitListener
 	remote string
-	// key is the client it counts against, "" for none.
-	key string
+	// key is the client it counts against, "" for none; group is the
+	// client it is closed as (its key, else its own address).
+	key, group string
+	seq        uint64
 	// Under l.mu: elem is its place among the unauthenticated; gone says
 	// it was dropped from the counts.
 	elem *list.Element
