@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -132,39 +130,9 @@ func TestHealthWatchStreamsShareOneTicker(t *testing.T) {
 	}
 }
 
-// The server accepts at most its connection limit: one more client
-// waits until a connection closes.
-func TestServerLimitsConnections(t *testing.T) {
-	addr, ctx, stop := serveStub(t, time.Second, WithMaxConnections(2))
-	defer func() { <-stop() }()
-	var held []net.Conn
-	for range 2 {
-		c, err := net.Dial("tcp", addr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		held = append(held, c)
-	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	h := healthpb.NewHealthClient(conn)
-	cctx, ccancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	_, err = h.Check(cctx, &healthpb.HealthCheckRequest{})
-	ccancel()
-	if status.Code(err) != codes.DeadlineExceeded {
-		t.Fatalf("a third connection was served while two were held: %v", err)
-	}
-	held[0].Close()
-	cctx, ccancel = context.WithTimeout(ctx, 30*time.Second)
-	defer ccancel()
-	if _, err := h.Check(cctx, &healthpb.HealthCheckRequest{}, grpc.WaitForReady(true)); err != nil {
-		t.Fatalf("after one connection closed: %v", err)
-	}
-	held[1].Close()
-}
+// The connection limit's tests (an unauthenticated newcomer closes the
+// oldest unauthenticated connection; with every connection authenticated,
+// one more waits) are in conncap_test.go.
 
 // A client that pings faster than the keepalive policy allows is sent
 // away (GOAWAY, ENHANCE_YOUR_CALM): pings cost the server work before any

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/fluxd/fluxd/internal/auth"
@@ -177,12 +178,24 @@ func (s *Server) authorize(ctx context.Context, method string, req any) (context
 		s.log.Error("cannot read the tokens file", "error", err)
 		return nil, status.Error(codes.Unavailable, "fluxd cannot check tokens just now: its tokens file cannot be read. An operator should look at the daemon's log.")
 	}
+	s.promote(ctx)
 	if need := requiredRole(method, req); !id.Allows(need) {
 		return nil, status.Errorf(codes.PermissionDenied, "%s needs the %s role, and this token (instance %q) has the %s role.\n\n"+
 			"Try: use a token with the %s or admin role; an admin makes one with 'fluxd token create --instance %s --role %s'.",
 			methodAndCommands(method), need, id.Instance, id.Role, need, id.Instance, need)
 	}
 	return context.WithValue(ctx, identityKey{}, id), nil
+}
+
+// promote marks the caller's connection as authenticated, so that a
+// flood of connections that never authenticate does not close it
+// (limitListener).
+func (s *Server) promote(ctx context.Context) {
+	if l := s.lis.Load(); l != nil {
+		if p, ok := peer.FromContext(ctx); ok {
+			l.promote(p.Addr)
+		}
+	}
 }
 
 func bearerToken(ctx context.Context) (string, error) {

@@ -1,29 +1,54 @@
 package daemon
 
 import (
+	"container/list"
 	"context"
 	"crypto/tls"
 	"errors"
 	"net"
-	"net/netip"
 	"sync"
 
 	"google.golang.org/grpc/credentials"
+
+	"github.com/fluxd/fluxd/internal/clientkey"
 )
 
-// limitListener accepts at most n connections at once: Accept waits
-// while n are open. Of those, one client address (an IPv4 address, an
-// IPv6 /64) may hold at most perAddr: a connection beyond that is closed
-// as soon as it is accepted, so that no one client (the health service
-// needs no token) can fill the n and keep everyone else waiting. (x/net/
-// netutil's limit does neither, and hides the connection it wraps, which
-// tlsInfo must reach.)
+// limitListener bounds the connections a server holds: at most n at
+// once, of which at most n-kept unauthenticated.
+//
+// A connection is unauthenticated until a call on it shows a valid token
+// (promote): a client's first call, at once for fluxctl, the page's
+// in-process calls aside, and a follower's forwarded calls, which carry
+// their caller's token. When the unauthenticated connections fill their
+// share, or all n are open, a new connection is still accepted and an
+// unauthenticated one is closed for it: the oldest of the client holding
+// the most unauthenticated connections. So a flood of connections that
+// never authenticate churns through its share, and a client that opens
+// one connection and shows its token at once is not closed while any
+// flooding address holds two. Only when all n connections are
+// authenticated does Accept wait for one to close.
+//
+// One client (clientkey: an IPv4 address, an IPv6 /64) may hold at most
+// perAddr connections: one beyond is closed as soon as it is accepted.
+// A trusted proxy's connections count against n only, since it carries
+// many clients. (x/net/netutil's limit does none of this, and hides the
+// connection it wraps, which tlsInfo must reach.)
 type limitListener struct {
 	net.Listener
-	sem     chan struct{}
-	perAddr int
-	mu      sync.Mutex
-	byAddr  map[string]int
+	n, kept, perAddr int
+	proxies          clientkey.Proxies
+
+	mu   sync.Mutex
+	open int
+	// unproven counts the unauthenticated connections; groups holds
+	// them by client (a trusted proxy's each on its own), oldest first.
+	unproven int
+	groups   map[string]*list.List
+	seq      uint64 // of the last connection accepted
+	byAddr   map[string]int
+	byRemote map[string]*limitedConn // by RemoteAddr, for promote
+	// room is poked when a connection closes.
+	room chan struct{}
 	// closed ends an Accept waiting for a free connection: gRPC's Stop
 	// closes the listener, then waits for Serve's Accept to return before
 	// it closes any connection.
@@ -31,8 +56,13 @@ type limitListener struct {
 	closeOnce sync.Once
 }
 
-func newLimitListener(l net.Listener, n, perAddr int) net.Listener {
-	return &limitListener{Listener: l, sem: make(chan struct{}, n), perAddr: perAddr, byAddr: map[string]int{}, closed: make(chan struct{})}
+// newLimitListener limits l to n connections, kept of them for
+// authenticated ones, perAddr per client; proxies' connections are not
+// counted per client.
+func newLimitListener(l net.Listener, n, kept, perAddr int, proxies clientkey.Proxies) *limitListener {
+	return &limitListener{Listener: l, n: n, kept: min(max(kept, 0), n-1), perAddr: perAddr, proxies: proxies,
+		groups: map[string]*list.List{}, byAddr: map[string]int{}, byRemote: map[string]*limitedConn{},
+		room: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
 func (l *limitListener) Close() error {
@@ -42,66 +72,148 @@ func (l *limitListener) Close() error {
 
 func (l *limitListener) Accept() (net.Conn, error) {
 	for {
-		select {
-		case l.sem <- struct{}{}:
-		case <-l.closed:
-			return nil, net.ErrClosed
+		// Wait while every connection is open and authenticated.
+		l.mu.Lock()
+		full := l.open >= l.n && l.unproven == 0
+		l.mu.Unlock()
+		if full {
+			select {
+			case <-l.room:
+				continue
+			case <-l.closed:
+				return nil, net.ErrClosed
+			}
 		}
 		c, err := l.Listener.Accept()
 		if err != nil {
-			<-l.sem
 			return nil, err
 		}
-		key := addrKey(c.RemoteAddr())
-		l.mu.Lock()
-		over := key != "" && l.byAddr[key] >= l.perAddr
-		if !over && key != "" {
-			l.byAddr[key]++
+		lc := &limitedConn{Conn: c, l: l, remote: c.RemoteAddr().String()}
+		if !l.proxies.TrustedAddr(c.RemoteAddr()) {
+			lc.key = clientkey.OfAddr(c.RemoteAddr())
 		}
-		l.mu.Unlock()
-		if over {
+		l.mu.Lock()
+		if lc.key != "" && l.byAddr[lc.key] >= l.perAddr {
+			l.mu.Unlock()
 			_ = c.Close()
-			<-l.sem
 			continue
 		}
-		return &limitedConn{Conn: c, release: func() {
-			if key != "" {
-				l.mu.Lock()
-				if l.byAddr[key]--; l.byAddr[key] <= 0 {
-					delete(l.byAddr, key)
-				}
+		var evicted *limitedConn
+		if l.unproven >= l.n-l.kept || l.open >= l.n {
+			if evicted = l.victim(); evicted != nil {
+				l.drop(evicted)
+			} else { // all became authenticated meanwhile
 				l.mu.Unlock()
+				_ = c.Close()
+				continue
 			}
-			<-l.sem
-		}}, nil
+		}
+		l.open++
+		if lc.key != "" {
+			l.byAddr[lc.key]++
+		}
+		l.seq++
+		lc.seq, lc.group = l.seq, lc.key
+		if lc.group == "" {
+			lc.group = lc.remote
+		}
+		g := l.groups[lc.group]
+		if g == nil {
+			g = list.New()
+			l.groups[lc.group] = g
+		}
+		lc.elem = g.PushBack(lc)
+		l.unproven++
+		l.byRemote[lc.remote] = lc
+		l.mu.Unlock()
+		if evicted != nil {
+			_ = evicted.Conn.Close()
+		}
+		return lc, nil
 	}
 }
 
-// addrKey is the client a connection counts against: its IPv4 address,
-// or its IPv6 address's /64 (one host commonly holds a whole /64), or ""
-// (not counted) for an address that is not IP.
-func addrKey(a net.Addr) string {
-	ap, err := netip.ParseAddrPort(a.String())
-	if err != nil {
-		return ""
+// promote marks the connection whose peer is addr as authenticated: it
+// is no longer closed for newcomers.
+func (l *limitListener) promote(addr net.Addr) {
+	if addr == nil {
+		return
 	}
-	ip := ap.Addr().Unmap()
-	if ip.Is6() {
-		p, _ := ip.Prefix(64)
-		return p.String()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c := l.byRemote[addr.String()]; c != nil && c.elem != nil {
+		l.unprove(c)
 	}
-	return ip.String()
+}
+
+// unprove takes c from the unauthenticated; l.mu is held.
+func (l *limitListener) unprove(c *limitedConn) {
+	g := l.groups[c.group]
+	g.Remove(c.elem)
+	if g.Len() == 0 {
+		delete(l.groups, c.group)
+	}
+	c.elem = nil
+	l.unproven--
+}
+
+// victim is the unauthenticated connection to close for a new one: the
+// oldest of the client holding the most, or nil for none; l.mu is held.
+func (l *limitListener) victim() *limitedConn {
+	var v *limitedConn
+	most := 0
+	for _, g := range l.groups {
+		c := g.Front().Value.(*limitedConn)
+		if g.Len() > most || g.Len() == most && c.seq < v.seq {
+			v, most = c, g.Len()
+		}
+	}
+	return v
+}
+
+// drop takes c out of the counts, once; l.mu is held.
+func (l *limitListener) drop(c *limitedConn) {
+	if c.gone {
+		return
+	}
+	c.gone = true
+	l.open--
+	if c.elem != nil {
+		l.unprove(c)
+	}
+	if c.key != "" {
+		if l.byAddr[c.key]--; l.byAddr[c.key] <= 0 {
+			delete(l.byAddr, c.key)
+		}
+	}
+	if l.byRemote[c.remote] == c {
+		delete(l.byRemote, c.remote)
+	}
+	select {
+	case l.room <- struct{}{}:
+	default:
+	}
 }
 
 type limitedConn struct {
 	net.Conn
-	once    sync.Once
-	release func()
+	l      *limitListener
+	remote string
+	// key is the client it counts against, "" for none; group is the
+	// client it is closed as (its key, else its own address).
+	key, group string
+	seq        uint64
+	// Under l.mu: elem is its place among the unauthenticated; gone says
+	// it was dropped from the counts.
+	elem *list.Element
+	gone bool
 }
 
 func (c *limitedConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(c.release)
+	c.l.mu.Lock()
+	c.l.drop(c)
+	c.l.mu.Unlock()
 	return err
 }
 

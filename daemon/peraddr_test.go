@@ -87,7 +87,7 @@ func TestServerStopsWhileAtItsConnectionLimit(t *testing.T) {
 
 // serveStub serves a Daemon of stubs on a loopback port, with opts. stop
 // ends Serve and returns the channel its error arrives on.
-func serveStub(t *testing.T, grace time.Duration, opts ...ServerOption) (addr string, ctx context.Context, stop func() <-chan error) {
+func serveStub(t testing.TB, grace time.Duration, opts ...ServerOption) (addr string, ctx context.Context, stop func() <-chan error) {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	d := New(Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}}, log)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync/atomic"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/clientkey"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
@@ -43,8 +45,12 @@ type Server struct {
 	grpc *grpc.Server
 	fwd  *forwarder // nil: this replica serves everything itself
 	// maxConns bounds the connections Serve accepts, maxConnsPerAddr
-	// those of one client address.
+	// those of one client address; connections from proxies are counted
+	// against maxConns only.
 	maxConns, maxConnsPerAddr int
+	proxies                   clientkey.Proxies
+	// lis is Serve's listener, whose connections a valid token promotes.
+	lis atomic.Pointer[limitListener]
 	// replicaCAs sign the certificates of replicas whose forwarded
 	// calls are taken (RequireReplicaCerts).
 	replicaCAs *x509.CertPool
@@ -69,6 +75,7 @@ type ServerOption func(*serverOptions)
 type serverOptions struct {
 	metrics                   prometheus.Registerer
 	maxConns, maxConnsPerAddr int
+	proxies                   clientkey.Proxies
 }
 
 // Limits on what any client, before it shows a token, can hold of the
@@ -78,6 +85,11 @@ const (
 	// DefaultMaxConnections bounds the API's open connections; more
 	// wait in the listener's backlog until one closes.
 	DefaultMaxConnections = 1024
+	// keptShare is the share of the connection limit (1/keptShare) kept
+	// for connections that showed a valid token: unauthenticated ones
+	// hold at most the rest, and beyond the oldest is closed for a new
+	// one (limitListener).
+	keptShare = 4
 	// DefaultMaxConnectionsPerAddress bounds the connections of one
 	// client address (IPv4 address, IPv6 /64), well below
 	// DefaultMaxConnections: one client, with no token, cannot hold
@@ -106,6 +118,13 @@ func WithMaxConnections(n int) ServerOption {
 // the connection limit); more are closed as soon as they are accepted.
 func WithMaxConnectionsPerAddress(n int) ServerOption {
 	return func(o *serverOptions) { o.maxConnsPerAddr = n }
+}
+
+// WithTrustedProxies names the proxies (--trusted-proxies) whose
+// connections carry many clients: they count against the connection
+// limit only, not against one client's share.
+func WithTrustedProxies(p clientkey.Proxies) ServerOption {
+	return func(o *serverOptions) { o.proxies = p }
 }
 
 // WithMetrics counts every call by method and gRPC code, and times it
@@ -142,7 +161,7 @@ func NewServer(d *Daemon, a Authenticator, log *slog.Logger, opts ...ServerOptio
 	if o.maxConnsPerAddr <= 0 {
 		o.maxConnsPerAddr = DefaultMaxConnectionsPerAddress
 	}
-	s.maxConns, s.maxConnsPerAddr = o.maxConns, min(o.maxConnsPerAddr, o.maxConns)
+	s.maxConns, s.maxConnsPerAddr, s.proxies = o.maxConns, min(o.maxConnsPerAddr, o.maxConns), o.proxies
 	s.grpc = grpc.NewServer(grpc.ChainUnaryInterceptor(unary...), grpc.ChainStreamInterceptor(stream...),
 		grpc.ForceServerCodecV2(newViewCodec(d)),
 		grpc.Creds(tlsInfo{}),
@@ -188,7 +207,9 @@ const MaxAnswerBytes = 128 << 20
 // giving in-flight calls up to grace to finish.
 func (s *Server) Serve(ctx context.Context, lis net.Listener, grace time.Duration) error {
 	g, ctx := errgroup.WithContext(ctx)
-	lis = newLimitListener(lis, s.maxConns, s.maxConnsPerAddr)
+	ll := newLimitListener(lis, s.maxConns, s.maxConns/keptShare, s.maxConnsPerAddr, s.proxies)
+	s.lis.Store(ll)
+	lis = ll
 	g.Go(func() error {
 		s.log.Info("serving the fluxd API", "address", lis.Addr().String())
 		if err := s.grpc.Serve(lis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {

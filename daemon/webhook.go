@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/clientkey"
 	"github.com/fluxd/fluxd/registry"
 )
 
@@ -49,6 +49,11 @@ type WebhookHandler struct {
 	// X-Fluxd-Timestamp, which could be replayed forever. Set before
 	// serving.
 	RequireTimestamp bool
+	// TrustedProxies are the proxies in front of the listener (an
+	// Ingress: registries must reach it) whose X-Forwarded-For names the
+	// sender, for the per-sender share of signed reads (--trusted-proxies).
+	// Empty: the connection's address. Set before serving.
+	TrustedProxies clientkey.Proxies
 
 	d      *Daemon
 	secret []byte
@@ -70,19 +75,28 @@ type WebhookHandler struct {
 	// replicaCAs sign the certificates of followers whose passed-on
 	// notifications are taken (RequireReplicaCerts).
 	replicaCAs *x509.CertPool
-	// signedReads bounds the signed bodies read at once; readsFrom
-	// counts them by client address (under mu), so that one address
-	// cannot take every slot from genuine senders.
-	signedReads chan struct{}
+	// signedReads counts the signed bodies being read (under mu), and
+	// readsFrom counts them by sender (clientkey), so that one sender
+	// cannot take every slot from genuine ones. signers are the senders
+	// whose signature was valid lately: they may use the slots kept for
+	// them, which a flood of unknown senders cannot take.
+	signedReads int
 	readsFrom   map[string]int
+	signers     *clientkey.Recent
 }
 
 // maxSignedReads is how many signed bodies (read before the signature is
 // checked) may be read at once; maxSignedReadsPerAddr of them from one
-// client address.
+// sender (an IPv4 address, an IPv6 /64). keptSignedReads of them are kept
+// for senders that signed validly within signerMemory (at most maxSigners
+// of those are remembered, the least recent forgotten first): senders
+// fluxd does not know can hold only the rest.
 const (
 	maxSignedReads        = 32
 	maxSignedReadsPerAddr = 2
+	keptSignedReads       = 8
+	signerMemory          = 24 * time.Hour
+	maxSigners            = 1000
 )
 
 // signedReadTimeout bounds the read of a signed body.
@@ -151,7 +165,7 @@ func NewWebhookHandler(d *Daemon, secret []byte, log *slog.Logger) (*WebhookHand
 	}
 	h := &WebhookHandler{d: d, secret: secret, log: log.With("component", "webhook"), now: time.Now,
 		pending: map[string]string{}, inFlight: map[string]bool{}, wake: make(chan struct{}, 1),
-		signedReads: make(chan struct{}, maxSignedReads), readsFrom: map[string]int{}}
+		readsFrom: map[string]int{}, signers: clientkey.NewRecent(maxSigners, signerMemory)}
 	h.watched = d.watched
 	h.refresh = func(ctx context.Context, image string) error {
 		_, _, err := d.Notify(ctx, webhookIdentity, image)
@@ -213,22 +227,19 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A signed body is read before the sender is known: only a few at
 		// a time, so that anyone can make fluxd hold at most
 		// maxSignedReads MiB.
-		addr := remoteHost(r)
-		if !h.takeAddr(addr) {
+		sender := h.TrustedProxies.Key(r)
+		switch h.takeRead(sender) {
+		case readsOfSender:
 			http.Error(w, "too many signed notifications from your address are being read; send it again shortly", http.StatusTooManyRequests)
 			return
-		}
-		defer h.releaseAddr(addr)
-		select {
-		case h.signedReads <- struct{}{}:
-			defer func() { <-h.signedReads }()
-			// And quickly: a sender trickling its body must not hold a
-			// slot for the server's whole read timeout.
-			_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(signedReadTimeout))
-		default:
+		case readsOfAll:
 			http.Error(w, "too many signed notifications are being read; send it again shortly", http.StatusServiceUnavailable)
 			return
 		}
+		defer h.releaseRead(sender)
+		// And quickly: a sender trickling its body must not hold a slot
+		// for the server's whole read timeout.
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(signedReadTimeout))
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPayload))
 	if err != nil {
@@ -240,10 +251,13 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the payload could not be read", http.StatusBadRequest)
 		return
 	}
-	if !bySecret && !h.validSignature(r, body) {
-		h.log.Info("webhook refused: the signature does not match", "remote", r.RemoteAddr)
-		http.Error(w, "the signature does not match the body (X-Hub-Signature-256: sha256=HMAC-SHA256 of the body, or of TIMESTAMP.BODY with X-Fluxd-Timestamp)", http.StatusUnauthorized)
-		return
+	if !bySecret {
+		if !h.validSignature(r, body) {
+			h.log.Info("webhook refused: the signature does not match", "remote", r.RemoteAddr)
+			http.Error(w, "the signature does not match the body (X-Hub-Signature-256: sha256=HMAC-SHA256 of the body, or of TIMESTAMP.BODY with X-Fluxd-Timestamp)", http.StatusUnauthorized)
+			return
+		}
+		h.signers.Saw(h.TrustedProxies.Key(r), h.now())
 	}
 	if h.leader != nil && !h.leader.IsLeader() {
 		h.forward(w, r, body)
@@ -310,33 +324,41 @@ func (h *WebhookHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(map[string]any{"source": source, "results": out})
 }
 
-// takeAddr counts a signed read from addr, unless addr has
-// maxSignedReadsPerAddr under way.
-func (h *WebhookHandler) takeAddr(addr string) bool {
+// Why takeRead refused a signed read.
+const (
+	readTaken     = iota
+	readsOfSender // sender has maxSignedReadsPerAddr under way
+	readsOfAll    // every slot open to sender is taken
+)
+
+// takeRead counts a signed read from sender, unless sender has
+// maxSignedReadsPerAddr under way or every slot open to it is taken
+// (keptSignedReads of them only for senders that signed validly lately).
+func (h *WebhookHandler) takeRead(sender string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.readsFrom[addr] >= maxSignedReadsPerAddr {
-		return false
+	if h.readsFrom[sender] >= maxSignedReadsPerAddr {
+		return readsOfSender
 	}
-	h.readsFrom[addr]++
-	return true
+	open := maxSignedReads - keptSignedReads
+	if h.signers.Seen(sender, h.now()) {
+		open = maxSignedReads
+	}
+	if h.signedReads >= open {
+		return readsOfAll
+	}
+	h.signedReads++
+	h.readsFrom[sender]++
+	return readTaken
 }
 
-func (h *WebhookHandler) releaseAddr(addr string) {
+func (h *WebhookHandler) releaseRead(sender string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.readsFrom[addr]--; h.readsFrom[addr] <= 0 {
-		delete(h.readsFrom, addr)
+	h.signedReads--
+	if h.readsFrom[sender]--; h.readsFrom[sender] <= 0 {
+		delete(h.readsFrom, sender)
 	}
-}
-
-// remoteHost is the connection's client address, without its port.
-func remoteHost(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
 }
 
 // hasSecret reports whether the request carries the shared secret in a

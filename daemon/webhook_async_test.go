@@ -304,15 +304,15 @@ func TestSignedReadsAreBoundedAndTimestampsCanBeRequired(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		return rec.Code
 	}
-	for i := 0; i < maxSignedReads; i++ { // as many slow senders
-		h.signedReads <- struct{}{}
-	}
+	h.mu.Lock()
+	h.signedReads = maxSignedReads // as many slow senders
+	h.mu.Unlock()
 	if code := post(sign("s3cret", "", pushOfApp), ""); code != http.StatusServiceUnavailable {
 		t.Errorf("a signed notification while %d are read: %d; want 503", maxSignedReads, code)
 	}
-	for i := 0; i < maxSignedReads; i++ {
-		<-h.signedReads
-	}
+	h.mu.Lock()
+	h.signedReads = 0
+	h.mu.Unlock()
 	if code := post(sign("s3cret", "", pushOfApp), ""); code != http.StatusAccepted {
 		t.Errorf("a signed notification: %d; want 202", code)
 	}

@@ -12,12 +12,9 @@ import (
 	"io/fs"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/grpc-ecosystem/grpc-gateway/v2/runtime"
@@ -26,6 +23,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/clientkey"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
@@ -62,9 +60,10 @@ type Config struct {
 	// MaxSessions bounds the sessions kept (default 10000).
 	MaxSessions int
 	// TrustedProxies are the proxies (an Ingress) whose X-Forwarded-For
-	// names the client: failed sign-ins are counted by that address.
-	// Empty: the connection's address, and no header, is believed.
-	TrustedProxies []netip.Prefix
+	// names the client (--trusted-proxies): failed sign-ins are counted
+	// by that client (clientkey: an IPv4 address, an IPv6 /64). Empty:
+	// the connection's address, and no header, is believed.
+	TrustedProxies clientkey.Proxies
 	// Sessions, when set, keeps the sessions (hashed and sealed) where
 	// every replica finds them and a restart does not lose them;
 	// without it they are kept in this process's memory.
@@ -107,7 +106,7 @@ type Handler struct {
 	gw       *runtime.ServeMux
 	jsonpb   *runtime.JSONPb
 	mux      *http.ServeMux
-	signIns  *failures
+	signIns  *clientkey.Limits
 	overview overview
 	log      *slog.Logger
 	now      func() time.Time
@@ -426,7 +425,7 @@ func (h *Handler) signIn(w http.ResponseWriter, r *http.Request) {
 	// anyone else's (behind an Ingress, every user shares one address).
 	// Tokens are 256-bit random values: guessing is not what this limit
 	// stops, but a flood of failures filling the log.
-	failures := h.signIns.limiter(h.clientIP(r))
+	failures := h.signIns.Get(h.cfg.TrustedProxies.Key(r))
 	var req signInRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10)).Decode(&req); err != nil {
 		writeError(w, http.StatusBadRequest, "the sign-in form could not be read: send JSON {\"token\": \"fxd_…\", \"name\": \"you\"}")
@@ -513,101 +512,20 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, map[string]any{"code": code, "message": msg})
 }
 
-// failures limits failed sign-ins per client address: 10 at once, then
-// one every 6 s. The map is bounded: beyond maxFailureAddrs addresses it
-// starts afresh (a flood of addresses then gets fresh allowances, as it
-// would by spreading over addresses anyway).
-type failures struct {
-	mu sync.Mutex
-	m  map[string]*rate.Limiter
+// newFailures limits failed sign-ins per client (clientkey): 10 at once,
+// then one every 6 s. It keeps maxFailureClients clients; beyond, the
+// one heard from least recently is forgotten, never everyone at once.
+func newFailures() *clientkey.Limits {
+	return clientkey.NewLimits(maxFailureClients, rate.Every(6*time.Second), 10)
 }
 
-const maxFailureAddrs = 10000
+const maxFailureClients = 10000
 
-func newFailures() *failures { return &failures{m: map[string]*rate.Limiter{}} }
-
-func (f *failures) limiter(addr string) *rate.Limiter {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	l := f.m[addr]
-	if l == nil {
-		if len(f.m) >= maxFailureAddrs {
-			f.m = map[string]*rate.Limiter{}
-		}
-		l = rate.NewLimiter(rate.Every(6*time.Second), 10)
-		f.m[addr] = l
-	}
-	return l
-}
-
-// clientIP is the address the request comes from: the connection's,
-// unless that is a trusted proxy (Config.TrustedProxies), whose
-// X-Forwarded-For is read from the right, past every trusted proxy, to
-// the first address no trusted proxy has: the client's as the outermost
-// trusted proxy saw it. What a client wrote itself further left is never
-// believed.
+// clientIP is the address the request comes from: the connection's, or
+// the client a trusted proxy names (clientkey.Proxies.Client).
 func (h *Handler) clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
+	if a := h.cfg.TrustedProxies.Client(r); a.IsValid() {
+		return a.String()
 	}
-	if !h.trusted(host) {
-		return host
-	}
-	var hops []string
-	for _, v := range r.Header.Values("X-Forwarded-For") {
-		for _, hop := range strings.Split(v, ",") {
-			if hop = strings.TrimSpace(hop); hop != "" {
-				hops = append(hops, hop)
-			}
-		}
-	}
-	for i := len(hops) - 1; i >= 0; i-- {
-		addr, err := netip.ParseAddr(hops[i])
-		if err != nil {
-			return host // a malformed hop: the proxy's own address
-		}
-		if !h.trusted(addr.String()) {
-			return addr.Unmap().String()
-		}
-	}
-	return host
-}
-
-// trusted says whether addr is one of the trusted proxies.
-func (h *Handler) trusted(addr string) bool {
-	ip, err := netip.ParseAddr(addr)
-	if err != nil {
-		return false
-	}
-	ip = ip.Unmap()
-	for _, p := range h.cfg.TrustedProxies {
-		if p.Contains(ip) {
-			return true
-		}
-	}
-	return false
-}
-
-// ParseTrustedProxies parses --web-trusted-proxies: CIDRs or single
-// addresses, separated by commas.
-func ParseTrustedProxies(list []string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	var errs []error
-	for _, s := range list {
-		s = strings.TrimSpace(s)
-		if s == "" {
-			continue
-		}
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
-		}
-		if a, err := netip.ParseAddr(s); err == nil {
-			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-			continue
-		}
-		errs = append(errs, fmt.Errorf("--web-trusted-proxies: %q is neither a CIDR (10.0.0.0/8) nor an address", s))
-	}
-	return out, errors.Join(errs...)
+	return r.RemoteAddr
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/clientkey"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
@@ -320,7 +322,7 @@ func TestSignInLimitsFailuresAndSessions(t *testing.T) {
 		t.Errorf("a good token after 12 failures from its address: %d, want 200", code)
 	}
 	// Another address is not locked out.
-	if l := h.signIns.limiter("192.0.2.1"); l.Tokens() < 1 {
+	if l := h.signIns.Get("192.0.2.1"); l.Tokens() < 1 {
 		t.Error("another address shares the failures' limit")
 	}
 }
@@ -434,9 +436,9 @@ func signInFrom(t *testing.T, srv *httptest.Server, token, xff string) int {
 	return resp.StatusCode
 }
 
-// Behind trusted proxies (--web-trusted-proxies), failed sign-ins count
-// per client as X-Forwarded-For names it, read from the right; from any
-// other peer the header is ignored.
+// Behind trusted proxies (--trusted-proxies), failed sign-ins count per
+// client as X-Forwarded-For names it, read from the right; from any other
+// peer the header is ignored.
 func TestSignInFailuresCountPerForwardedClient(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -452,7 +454,7 @@ func TestSignInFailuresCountPerForwardedClient(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv, _ := newTestServer(t)
 			h := srv.Config.Handler.(*Handler)
-			p, err := ParseTrustedProxies(tc.proxies)
+			p, err := clientkey.ParseProxies(tc.proxies)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -473,7 +475,29 @@ func TestSignInFailuresCountPerForwardedClient(t *testing.T) {
 			}
 		})
 	}
-	if _, err := ParseTrustedProxies([]string{"10.0.0.0/8", "192.0.2.1", "not-a-cidr"}); err == nil || !strings.Contains(err.Error(), `"not-a-cidr"`) {
-		t.Errorf("a malformed --web-trusted-proxies: %v", err)
+}
+
+// Failed sign-ins count per client as the gRPC API's connections do: an
+// IPv6 client rotating its addresses within one /64 is one client, and
+// is limited after 10 failures however many addresses it uses.
+func TestSignInFailuresCountPerIPv6Slash64(t *testing.T) {
+	t.Parallel()
+	srv, _ := newTestServer(t)
+	h := srv.Config.Handler.(*Handler)
+	p, err := clientkey.ParseProxies([]string{"127.0.0.0/8"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.cfg.TrustedProxies = p
+	for i := range 10 {
+		if code := signInFrom(t, srv, "fxd_wrong", fmt.Sprintf("2001:db8:7:7::%x", i+1)); code != http.StatusUnauthorized {
+			t.Fatalf("failure %d: %d, want 401", i+1, code)
+		}
+	}
+	if code := signInFrom(t, srv, "fxd_wrong", "2001:db8:7:7:ffff::1"); code != http.StatusTooManyRequests {
+		t.Errorf("an 11th failure from another address of the same /64: %d, want 429", code)
+	}
+	if code := signInFrom(t, srv, "fxd_wrong", "2001:db8:7:8::1"); code != http.StatusUnauthorized {
+		t.Errorf("a failure from the next /64: %d, want 401", code)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/fluxd/fluxd/gitrepo/gogit"
 	historystore "github.com/fluxd/fluxd/history/store"
 	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/clientkey"
 	"github.com/fluxd/fluxd/platform/kube"
 	"github.com/fluxd/fluxd/registry/oci"
 	"github.com/fluxd/fluxd/release"
@@ -29,6 +30,9 @@ type apiParts struct {
 	queue   *jobs.Queue
 	repo    *gogit.Repo
 	syncs   *syncer.Syncer // nil: no sync
+	// proxies are --trusted-proxies: their connections count against
+	// the API's connection limit only, not per client.
+	proxies clientkey.Proxies
 }
 
 // newAPI builds the daemon (the API's operations) over the components
@@ -46,6 +50,6 @@ func newAPI(cfg daemon.Config, p apiParts, tokens *auth.Store, reg prometheus.Re
 	}
 	d := daemon.New(cfg, deps, log)
 	p.engine.OnRevision(d.GitMoved)
-	srv := daemon.NewServer(d, tokens, log, daemon.WithMetrics(reg))
+	srv := daemon.NewServer(d, tokens, log, daemon.WithMetrics(reg), daemon.WithTrustedProxies(p.proxies))
 	return d, srv
 }

@@ -51,7 +51,8 @@ type flags struct {
 	webListen                 string
 	webAllowWithoutClientCert bool
 	webSecureCookie           bool
-	webTrustedProxies         []string
+	trustedProxies            []string
+	webTrustedProxies         []string // deprecated name of trustedProxies
 	gitWebURL                 string
 	webhookSecretFile         string
 	registryRate              float64
@@ -124,7 +125,9 @@ func (f *flags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.webListen, "web-listen", "", "address for the status page, e.g. 127.0.0.1:3031 (default: off); sign in with an API token. With --tls-client-ca-file it requires client certificates as the API does")
 	fs.BoolVar(&f.webSecureCookie, "web-secure-cookie", false, "the status page is reached over HTTPS through a TLS-terminating proxy: make its session cookie Secure (named __Host-fluxd_session) and send HSTS, as under --tls-cert-file")
 	fs.StringVar(&f.gitWebURL, "git-web-url", "", "prefix of the forge's commit pages, such that PREFIX/COMMIT is a commit's page (e.g. https://github.com/org/repo/commit): the status page links commits there")
-	fs.StringSliceVar(&f.webTrustedProxies, "web-trusted-proxies", nil, "CIDRs (or addresses) of the proxies in front of the status page, e.g. an Ingress controller's pod network: the client's address is read from their X-Forwarded-For (for counting failed sign-ins per client); default none, the connection's address")
+	fs.StringSliceVar(&f.trustedProxies, "trusted-proxies", nil, "CIDRs (or addresses) of the proxies in front of the status page and the webhook listener, e.g. an Ingress controller's pod network: a request's client is read from their X-Forwarded-For, for the per-client limits (failed sign-ins, signed webhook reads); the API's connections from them count against the total only, not per client; default none, the connection's address")
+	fs.StringSliceVar(&f.webTrustedProxies, "web-trusted-proxies", nil, "the former name of --trusted-proxies")
+	_ = fs.MarkDeprecated("web-trusted-proxies", "use --trusted-proxies, which also covers the webhook listener and the API")
 	fs.BoolVar(&f.webAllowWithoutClientCert, "web-allow-without-client-cert", false, "with --tls-client-ca-file: serve the status page without asking for a client certificate (the API still requires one; a token is still needed)")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the webhooks' shared secret (required with --webhook-listen)")
 	fs.Float64Var(&f.registryRate, "registry-rate", 100, "registry requests per second per host; a 429 halves it for that host, successes restore it")

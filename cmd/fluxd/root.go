@@ -111,7 +111,11 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	d, srv := newAPI(cfg.daemon, apiParts{cluster: cluster, engine: engine, images: images, store: store, auto: auto, queue: queue, repo: repo, syncs: syncs}, tokens, reg, log)
+	proxies, err := f.proxies()
+	if err != nil {
+		return err
+	}
+	d, srv := newAPI(cfg.daemon, apiParts{cluster: cluster, engine: engine, images: images, store: store, auto: auto, queue: queue, repo: repo, syncs: syncs, proxies: proxies}, tokens, reg, log)
 	self := lis.Addr().String()
 	if cfg.election != nil {
 		if self, err = advertise(f, self); err != nil {

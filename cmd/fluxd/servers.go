@@ -52,6 +52,9 @@ func listenWebhooks(f flags, d *daemon.Daemon, self string, log *slog.Logger) (*
 		return nil, fmt.Errorf("--webhook-secret-file %s: %w", f.webhookSecretFile, err)
 	}
 	w.handler.RequireTimestamp = f.webhookRequireTimestamp
+	if w.handler.TrustedProxies, err = f.proxies(); err != nil {
+		return nil, err
+	}
 	if w.lis, err = net.Listen("tcp", f.webhookListen); err != nil {
 		return nil, fmt.Errorf("listening for webhooks on %s: %w", f.webhookListen, err)
 	}

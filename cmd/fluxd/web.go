@@ -16,6 +16,7 @@ import (
 	"github.com/fluxd/fluxd/daemon"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/internal/clientkey"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/registry"
 	"github.com/fluxd/fluxd/release/jobs"
@@ -84,7 +85,7 @@ func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Serve
 	if err != nil {
 		return err
 	}
-	proxies, err := web.ParseTrustedProxies(f.webTrustedProxies)
+	proxies, err := f.proxies()
 	if err != nil {
 		return err
 	}
@@ -133,8 +134,13 @@ func usesRepository(svcs []daemon.Service, repo string) []daemon.Service {
 	return out
 }
 
-// validateWebFlags checks --web-trusted-proxies and --git-web-url at start.
+// validateWebFlags checks --trusted-proxies and --git-web-url at start.
 func validateWebFlags(f flags) error {
-	_, err := web.ParseTrustedProxies(f.webTrustedProxies)
+	_, err := f.proxies()
 	return errors.Join(err, web.ValidateGitWebURL(f.gitWebURL))
+}
+
+// proxies are --trusted-proxies, with those given under its former name.
+func (f flags) proxies() (clientkey.Proxies, error) {
+	return clientkey.ParseProxies(append(append([]string(nil), f.trustedProxies...), f.webTrustedProxies...))
 }
