@@ -24,7 +24,7 @@ const module = "github.com/fluxd/fluxd/"
 var allowed = map[string][]string{
 	// binaries and tools
 	"cmd/fluxd": {"automator", "daemon", "gitrepo/gogit", "history", "history/store", "internal/auth", "internal/memlimit",
-		"internal/tlsfiles", "internal/version", "notify", "platform", "platform/kube", "platform/kube/gitguard",
+		"internal/tlsfiles", "internal/version", "internal/clientkey", "notify", "platform", "platform/kube", "platform/kube/gitguard",
 		"platform/kube/sync", "proto/fluxd/v1", "registry", "registry/oci", "release", "release/jobs", "syncer", "web"},
 	"cmd/fluxctl": {"check", "deploy", "internal/tlsfiles", "internal/version", "proto/fluxd/v1"},
 	"hack/image":  {},
@@ -33,8 +33,8 @@ var allowed = map[string][]string{
 	"e2e":         {},
 
 	// edge
-	"web":    {"history", "internal/auth", "proto/fluxd/v1"},
-	"daemon": {"automator", "gitrepo", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
+	"web":    {"history", "internal/auth", "internal/clientkey", "proto/fluxd/v1"},
+	"daemon": {"automator", "gitrepo", "history", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "platform", "policy", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
 	"check":  {"gitrepo", "platform", "policy", "promotion", "registry", "release"},
 
 	// loops
@@ -70,6 +70,7 @@ var allowed = map[string][]string{
 	"internal/tlsfiles":     {"internal/filestamp"},
 	"internal/localstack":   {"internal/auth", "internal/pgserver", "internal/sshserver"},
 	"internal/clidocs":      {},
+	"internal/clientkey":    {},
 	"internal/editdistance": {},
 	"internal/fielddiff":    {},
 	"internal/filestamp":    {},
