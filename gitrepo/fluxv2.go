@@ -93,7 +93,7 @@ var (
 		"policy.numerical": true, "policy.numerical.order": true,
 		"filterTags": true, "filterTags.pattern": true, "filterTags.extract": true,
 		"digestReflectionPolicy": true,
-		"interval": false,
+		"interval":               false,
 	}
 	imageUpdateAutomationFields = fieldSet{
 		"update": true, "update.path": true, "update.strategy": true,
