@@ -15,7 +15,16 @@ import (
 //
 //   - its containers are the fields marked with it ($imagepolicy) in the
 //     files under the update.path of an ImageUpdateAutomation of the
-//     policy's namespace; each is named by its file, object and path;
+//     policy's namespace; each is named by its file, object and path,
+//     and its image is the one it stands for (setterImage: the whole
+//     image, or the ImageRepository's with the tag it or the field
+//     beside it holds, and a :digest field's digest where the policy
+//     reflects digests);
+//   - a field in a file kustomizations read (builds: file → the
+//     kustomization files under --git-path whose build reads it, bases
+//     and inline patches included) moves what they build (Setter.Builds);
+//     one in a kustomization's directory that no build reads is left
+//     out, with a warning, since nothing would apply it;
 //   - it is automated when such an automation covers one of its fields
 //     and is not suspended, unless fluxd's own annotation on the
 //     ImagePolicy says otherwise; fluxctl lock writes fluxd's lock

@@ -25,6 +25,14 @@ import (
 // is set by the named ImagePolicy, as Flux v2's image-automation-controller
 // sets it: the whole image, or its :tag, :name or :digest part. Only the
 // value's bytes change; the comment stays byte for byte.
+//
+// A field is named by its file, its object (Kind/namespace/name; a
+// List's item by itself, so that twins in two namespaces and items of one
+// List are fields of their own) and its path. Markers are read in every
+// document, in the items of kind: List and typed lists, in a
+// kustomization's fields and in its inline patches (a YAML string whose
+// lines, in a literal block, are the file's own, so they are edited in
+// place too).
 
 // SetterForm is which part of an image a marked field holds.
 type SetterForm string
@@ -400,7 +408,10 @@ func (a *ImageAutomation) findPatchSetters(file string, doc int, content []byte,
 				proot := d.Content[0]
 				at := setterPlace{
 					file: file, doc: doc, line: root.Line, patch: path, patchDoc: pd,
-					field: scalar(root, "kind") + ":" + pathString(path) + ":", obj: objectName(scalar(proot, "kind"), proot),
+					field: pathString(path) + ":", obj: objectName(scalar(proot, "kind"), proot),
+				}
+				if k := scalar(root, "kind"); k != "" {
+					at.field = k + ":" + at.field // as the kustomization's own fields are named
 				}
 				first := len(a.Setters)
 				a.findSetters(at, proot, nil)

@@ -16,9 +16,15 @@ import (
 // gitrepo.attachImageAutomation): its containers are the fields its
 // $imagepolicy markers mark, in any file; its tag filter is the
 // ImagePolicy's own. A release edits those fields (SetSetters), proves
-// the commit with the render check as field changes, and applies the
-// workloads whose marked fields changed; everything else it changed (a
-// ConfigMap) reaches the cluster through the sync.
+// the commit with the render check, and applies the workloads whose
+// marked fields changed; everything else it changed (a ConfigMap)
+// reaches the cluster through the sync. A field in a plain file is a
+// field change of its object (a List's item's own); a field in a file
+// kustomizations build (Setter.Builds: a kustomization's images: entry
+// or inline patch, a base's object) is a change of what each of those
+// builds makes from it, the base's own and every overlay's, so that plan,
+// render check, apply, lock and scope all cover the same workloads
+// (setterChanges, setterWorkloads).
 
 // DefinitionFilter is the tag filter for one container of def: the
 // ImagePolicy's, read as Flux v2 reads it, on an ImagePolicy's service;
