@@ -37,8 +37,9 @@ func pinProblem(def *gitrepo.Definition, c gitrepo.Container, ref registry.Ref, 
 // pinnedIn says whether def's container is pinned by digest: for an
 // ImagePolicy's marked field, the policy reflects digests and the field
 // holds the whole image or the digest; otherwise its annotations say
-// so, and, for a marked field, the field holds the whole image (a :tag or :name field cannot hold a digest; the
-// fields beside it that hold the image carry the pin).
+// so, and, for a marked field, the field holds the whole image (a :tag
+// or :name field cannot hold a digest; the fields beside it that hold
+// the image carry the pin).
 func pinnedIn(def *gitrepo.Definition, container string) bool {
 	if s, ok := setterOf(def, container); ok && def.ImagePolicy.ReflectsDigest() {
 		// Flux v2 2.6: a policy that reflects digests writes
