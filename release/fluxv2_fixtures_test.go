@@ -154,3 +154,36 @@ func TestFluxV2BaseMarkerLocksAndScopes(t *testing.T) {
 		}
 	})
 }
+
+// Flux v2's digestReflectionPolicy when a tag is pushed again with new
+// content (its digest moves, the tag does not): IfNotPresent keeps the
+// digest a field holds until the tag changes; Always writes the new one.
+func TestFluxV2DigestReflectionOnAMovedTag(t *testing.T) {
+	t.Parallel()
+	fixture := filepath.Join("testdata", "fluxv2", "digest-reflection.txtar")
+	const moved = "sha256:1001000000000000000000000000000000000000000000000000000000000000"
+	for _, c := range []struct {
+		policy  string
+		release bool
+	}{{"IfNotPresent", false}, {"Always", true}} {
+		t.Run(c.policy, func(t *testing.T) {
+			t.Parallel()
+			e, repo, _, _ := layoutEngine(t, fixture, func(files map[string]string) {
+				files["tags"] = "1.0.0 " + moved + "\n"
+				files["flux/objects.yaml"] = strings.Replace(files["flux/objects.yaml"], "digestReflectionPolicy: IfNotPresent", "digestReflectionPolicy: "+c.policy, 1)
+			})
+			spec := Spec{Services: []platform.ID{appPolicy}, AllLatest: true, User: "automator", Automated: true}
+			res, err := e.Execute(context.Background(), "", spec, history.AutomatedRelease, ExecOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := string(repo.files["apps/plain/app.yaml"])
+			switch {
+			case !c.release && (res.Plan.Updates() != 0 || repo.files != nil):
+				t.Errorf("IfNotPresent released a moved digest of the same tag: %+v", rows(res.Plan))
+			case c.release && (!strings.Contains(got, "reg/app:1.0.0@"+moved) || !strings.Contains(got, "digest: "+moved)):
+				t.Errorf("Always did not write the moved digest in the whole-image and :digest fields:\n%s", got)
+			}
+		})
+	}
+}
