@@ -356,7 +356,7 @@ data:
 	if err := poll(ctx, 60*time.Second, func() error {
 		out, _, _ := fluxctl(t, viewer, "list-services", "-o", "json")
 		for _, want := range []string{
-			"deploy/fluxv2lay/base/kustomization.yaml:Kustomization:images[0].newTag",
+			"deploy/fluxv2lay/base/kustomization.yaml:images[0].newTag",
 			"deploy/fluxv2lay/list.yaml:Deployment/default/lay-list:spec.template.spec.containers[0].image",
 			"deploy/fluxv2lay/twins.yaml:Deployment/default/lay-twin:spec.template.spec.containers[0].image",
 			"deploy/fluxv2lay/twins.yaml:Deployment/" + twinNS + "/lay-twin:spec.template.spec.containers[0].image",
