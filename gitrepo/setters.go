@@ -48,7 +48,7 @@ const (
 // Setter is one field marked with a $imagepolicy comment.
 type Setter struct {
 	// Field names it: file, object, and the path to it
-	// ("apps/app.yaml:ConfigMap/app:data.TAG"); it is the field's name in
+	// ("apps/app.yaml:ConfigMap/default/app:data.TAG"); it is the field's name in
 	// list-services and in a plan.
 	Field string
 	File  string
