@@ -93,6 +93,10 @@ func attachImageAutomation(a *ImageAutomation, m *Manifests, builds map[string][
 			def.Warnings = append(def.Warnings, fmt.Sprintf("%s is in a kustomization's directory, but no kustomization fluxd builds under --git-path reads its file, so nothing would apply it; it is left as it is", s.Field))
 			continue
 		}
+		if why := unbuildable(s); why != "" {
+			def.Warnings = append(def.Warnings, why)
+			continue
+		}
 		image, why := setterImage(a.Setters, s, img, def.ImagePolicy.ReflectsDigest())
 		if why != "" {
 			def.Warnings = append(def.Warnings, why)
@@ -144,6 +148,26 @@ func inKustomization(a *ImageAutomation, file string) bool {
 			return false
 		}
 	}
+}
+
+// unbuildable says why a field of a kustomization (not of a resource it
+// builds) cannot be released, or "": fluxd follows such a field to the
+// built containers whose image it sets, so it must be an images: entry's
+// (newName, newTag, digest) or a container's image in an inline patch.
+// Any other (an env value in a patch) would move what the release cannot
+// name, and its render check would refuse every commit.
+func unbuildable(s Setter) string {
+	last := ""
+	if len(s.Path) > 0 {
+		last, _ = s.Path[len(s.Path)-1].(string)
+	}
+	switch {
+	case s.Patch != nil && last != "image":
+		return fmt.Sprintf("%s is in an inline patch but is not a container's image; fluxd releases a patch's image fields only (not implemented for others), so it is left as it is", s.Field)
+	case s.Patch == nil && IsKustomization(s.File) && (len(s.Path) == 0 || s.Path[0] != "images"):
+		return fmt.Sprintf("%s is a kustomization's field outside its images: entries and inline patches; fluxd does not release it (not implemented), so it is left as it is", s.Field)
+	}
+	return ""
 }
 
 // setterImage is the image marked field s stands for, as a container of
