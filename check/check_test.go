@@ -64,7 +64,7 @@ func TestRepositoryPeerRules(t *testing.T) {
 			warn:       []string{"keel.sh/approvals) are not built"}},
 		{name: "flux v2: an ImagePolicy is the service of the fields its $imagepolicy markers mark, under the automation's update.path", id: "flux-system:imagepolicy/podinfo",
 			dialects: []string{"flux-v2"}, automated: true,
-			containers: []Container{{Name: "fluxv2/podinfo.yaml:Deployment/podinfo:spec.template.spec.containers[0].image", Image: "reg.example/podinfo:5.0.0", Filter: "semver:5.0.x"}}},
+			containers: []Container{{Name: "fluxv2/podinfo.yaml:Deployment/flux-system/podinfo:spec.template.spec.containers[0].image", Image: "reg.example/podinfo:5.0.0", Filter: "semver:5.0.x"}}},
 		{name: "flux v2: the marked Deployment itself stays a manual service", id: "flux-system:deployment/podinfo",
 			containers: []Container{{Name: "podinfo", Image: "reg.example/podinfo:5.0.0"}}},
 		{name: "helm-operator: a HelmRelease's top-level image.{repository,tag} is the container chart-image, with Flux v1's annotations", id: "default:helmrelease/redis",

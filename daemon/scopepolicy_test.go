@@ -20,7 +20,7 @@ import (
 func TestScopedCallerDoesNotSeeAPolicyMarkingAnotherTeamsField(t *testing.T) {
 	cluster, m := scopeWorld()
 	policy := platform.ID{Namespace: "a", Kind: "imagepolicy", Name: "shared"}
-	field := "b/secret-api.yaml:Deployment/secret-api:spec.template.spec.containers[0].image"
+	field := "b/secret-api.yaml:Deployment/b/secret-api:spec.template.spec.containers[0].image"
 	m.Workloads[policy] = &gitrepo.Definition{ID: policy, File: "a/policy.yaml",
 		Containers:  []gitrepo.Container{{Name: field, Image: "reg.example/b/secret-api:1"}},
 		Annotations: map[string]string{},

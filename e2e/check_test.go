@@ -83,7 +83,7 @@ func TestFluxctlCheckPeerAnnotations(t *testing.T) {
 		"argocd:application/shop":        "argocd-image-updater automated not-read front=semver:~1.4 cache=regex:^main-[0-9a-f]{7}$ edge=+pin+follow",
 		// Flux v2: the ImagePolicy is the service of its marked field;
 		// the Deployment holding it stays a manual service of its own.
-		"flux-system:imagepolicy/podinfo": "flux-v2 automated fluxv2/podinfo.yaml:Deployment/podinfo:spec.template.spec.containers[0].image=semver:5.0.x",
+		"flux-system:imagepolicy/podinfo": "flux-v2 automated fluxv2/podinfo.yaml:Deployment/flux-system/podinfo:spec.template.spec.containers[0].image=semver:5.0.x",
 		"flux-system:deployment/podinfo":  " manual podinfo=",
 		// helm-operator: a HelmRelease's top-level image is chart-image.
 		"default:helmrelease/redis": "flux-v1 automated chart-image=semver:~7.2",

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -144,7 +146,7 @@ spec:
 	// fields and its policy.
 	if err := poll(ctx, 60*time.Second, func() error {
 		out, _, _ := fluxctl(t, viewer, "list-services", "-o", "json")
-		for _, want := range []string{svc, "deploy/fluxv2/app.yaml:ConfigMap/fluxv2-config:data.TAG", "deploy/fluxv2-kust/kustomization.yaml:Kustomization:images[0].newTag", "ImagePolicy semver:"} {
+		for _, want := range []string{svc, "deploy/fluxv2/app.yaml:ConfigMap/default/fluxv2-config:data.TAG", "deploy/fluxv2-kust/kustomization.yaml:Kustomization:images[0].newTag", "ImagePolicy semver:"} {
 			if !strings.Contains(out, want) {
 				return fmt.Errorf("list-services lacks %q:\n%s", want, out)
 			}
@@ -233,6 +235,189 @@ spec:
 	if author := gitLogRemote(t, "--format=%an"); author != "erin" {
 		t.Errorf("the manual release's author is %q, want the user", author)
 	}
+}
+
+// TestFluxV2Layouts: the Flux v2 layouts where markers meet kustomize,
+// Lists, namespaces and digests, released by one registry push and its
+// notification, with nothing in the cluster beforehand (the shared
+// fluxd's sync is off: what runs is what the releases applied):
+//   - a marker on a shared base's images: entry: the base and both
+//     overlays built from it run the new tag;
+//   - a marker in a kind: List's item: the item's Deployment is released
+//     (the render check names it by the item, not the List);
+//   - same-named Deployments in two namespaces of one file: each is
+//     edited and each runs the new tag;
+//   - :digest, with digestReflectionPolicy IfNotPresent: the whole-image
+//     field becomes repository:tag@digest of the new tag, and the :digest
+//     field beside a :tag one holds that digest.
+func TestFluxV2Layouts(t *testing.T) {
+	f := sharedFluxd(t)
+	kc := kubeClient(t)
+	ctx := testContext(t)
+	viewer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["viewer"]}
+	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=erin"}
+	const twinNS = "fluxv2-twin"
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: twinNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	repo := stack.Registry + "/fluxv2lay"
+	t0 := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	if err := stack.PushImage(ctx, "fluxv2lay", "1.0.0", t0); err != nil {
+		t.Fatal(err)
+	}
+	d1 := digestOf(t, ctx, "fluxv2lay", "1.0.0")
+	deployment := func(name, ns, image string) string {
+		return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+  namespace: %[2]s
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {app: %[1]s}
+  template:
+    metadata:
+      labels: {app: %[1]s}
+    spec:
+      containers:
+        - name: app
+          image: %[3]s
+`, name, ns, image)
+	}
+	indent := func(s, by string) string {
+		return by + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+by) + "\n"
+	}
+	files := map[string]string{
+		"deploy/fluxv2lay/automation.yaml": fmt.Sprintf(`apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageRepository
+metadata: {name: lay, namespace: flux-system}
+spec: {image: %s}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata: {name: lay, namespace: flux-system}
+spec:
+  imageRepositoryRef: {name: lay}
+  policy: {semver: {range: ">=1.0.0"}}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata: {name: laydig, namespace: flux-system}
+spec:
+  imageRepositoryRef: {name: lay}
+  digestReflectionPolicy: IfNotPresent
+  policy: {semver: {range: ">=1.0.0"}}
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImageUpdateAutomation
+metadata: {name: lay, namespace: flux-system}
+spec:
+  update: {path: ./deploy/fluxv2lay, strategy: Setters}
+  git: {commit: {author: {name: fluxcdbot, email: fluxcdbot@users.noreply.github.com}}}
+`, repo),
+		"deploy/fluxv2lay/base/kustomization.yaml": fmt.Sprintf(`resources: [deployment.yaml]
+images:
+  - name: %s
+    newTag: 1.0.0 # {"$imagepolicy": "flux-system:lay:tag"}
+`, repo),
+		"deploy/fluxv2lay/base/deployment.yaml":         deployment("lay-base", "default", repo+":0.0.1"),
+		"deploy/fluxv2lay/overlay-a/kustomization.yaml": "nameSuffix: -a\nresources: [../base]\n",
+		"deploy/fluxv2lay/overlay-b/kustomization.yaml": "nameSuffix: -b\nresources: [../base]\n",
+		"deploy/fluxv2lay/list.yaml": "apiVersion: v1\nkind: List\nitems:\n  - " +
+			strings.TrimPrefix(indent(deployment("lay-list", "default", repo+`:1.0.0 # {"$imagepolicy": "flux-system:lay"}`), "    "), "    "),
+		"deploy/fluxv2lay/twins.yaml": deployment("lay-twin", "default", repo+`:1.0.0 # {"$imagepolicy": "flux-system:lay"}`) + "---\n" +
+			deployment("lay-twin", twinNS, repo+`:1.0.0 # {"$imagepolicy": "flux-system:lay"}`),
+		"deploy/fluxv2lay/digest.yaml": deployment("lay-digest", "default", repo+":1.0.0@"+d1+` # {"$imagepolicy": "flux-system:laydig"}`) + `---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: lay-digest, namespace: default}
+data:
+  tag: 1.0.0 # {"$imagepolicy": "flux-system:laydig:tag"}
+  digest: ` + d1 + ` # {"$imagepolicy": "flux-system:laydig:digest"}
+`,
+	}
+	pushManifest(t, "Add Flux v2 layouts: a base with overlays, a List, twins, digests", files)
+	deployments := []string{"lay-base", "lay-base-a", "lay-base-b", "lay-list", "lay-twin", "lay-digest"}
+	t.Cleanup(func() {
+		clone := t.TempDir() + "/rm"
+		gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+		gitCLI(t, clone, "rm", "-rq", "deploy/fluxv2lay")
+		gitCLI(t, clone, "-c", "user.name=dana", "-c", "user.email=dana@example.invalid", "commit", "-q", "-m", "Remove the Flux v2 layouts")
+		gitCLI(t, clone, "push", "-q", "origin", stack.GitBranch)
+		for _, d := range deployments {
+			_ = kc.AppsV1().Deployments("default").Delete(context.Background(), d, metav1.DeleteOptions{})
+		}
+		_ = kc.CoreV1().Namespaces().Delete(context.Background(), twinNS, metav1.DeleteOptions{})
+	})
+
+	// Each field is named with its object's namespace; the List's item
+	// by itself.
+	if err := poll(ctx, 60*time.Second, func() error {
+		out, _, _ := fluxctl(t, viewer, "list-services", "-o", "json")
+		for _, want := range []string{
+			"deploy/fluxv2lay/base/kustomization.yaml:images[0].newTag",
+			"deploy/fluxv2lay/list.yaml:Deployment/default/lay-list:spec.template.spec.containers[0].image",
+			"deploy/fluxv2lay/twins.yaml:Deployment/default/lay-twin:spec.template.spec.containers[0].image",
+			"deploy/fluxv2lay/twins.yaml:Deployment/" + twinNS + "/lay-twin:spec.template.spec.containers[0].image",
+			"deploy/fluxv2lay/digest.yaml:ConfigMap/default/lay-digest:data.digest",
+		} {
+			if !strings.Contains(out, want) {
+				return fmt.Errorf("list-services lacks %q:\n%s", want, out)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := stack.PushImage(ctx, "fluxv2lay", "1.2.0", t0.Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	d2 := digestOf(t, ctx, "fluxv2lay", "1.2.0")
+	if out, stderr, code := fluxctl(t, deployer, "notify", repo+":1.2.0"); code != 0 {
+		t.Fatalf("notify: exit %d\n%s%s", code, out, stderr)
+	}
+	tagged := "app=" + repo + ":1.2.0"
+	waitRolledOut(t, kc, map[string][]string{
+		"lay-base": {tagged}, "lay-base-a": {tagged}, "lay-base-b": {tagged},
+		"lay-list": {tagged}, "lay-twin": {tagged},
+		"lay-digest": {"app=" + repo + ":1.2.0@" + d2},
+	})
+	if err := poll(ctx, 60*time.Second, func() error {
+		d, err := kc.AppsV1().Deployments(twinNS).Get(ctx, "lay-twin", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if got := d.Spec.Template.Spec.Containers[0].Image; got != repo+":1.2.0" {
+			return fmt.Errorf("%s/lay-twin runs %s", twinNS, got)
+		}
+		return nil
+	}); err != nil {
+		t.Errorf("the twin in the other namespace was not released: %v", err)
+	}
+
+	// git holds each file with only its marked values changed.
+	want := map[string]string{}
+	for path, content := range files {
+		if path == "deploy/fluxv2lay/automation.yaml" || strings.Contains(path, "overlay") || path == "deploy/fluxv2lay/base/deployment.yaml" {
+			continue
+		}
+		want[path] = strings.ReplaceAll(strings.ReplaceAll(content, "1.0.0", "1.2.0"), d1, d2)
+	}
+	for path, w := range want {
+		if got := gitShowRemote(t, path); got != strings.TrimRight(w, "\n") {
+			t.Errorf("%s in git is not the file with only its marked values changed:\n--- got\n%s\n--- want\n%s", path, got, w)
+		}
+	}
+}
+
+// gitLogRemote is one git log field of the remote branch's head.
+func gitLogRemote(t *testing.T, format string) string {
+	t.Helper()
+	clone := t.TempDir() + "/log"
+	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
+	return strings.TrimSpace(gitCLI(t, clone, "log", "-1", format))
 }
 
 // TestFluxV2LockImagePolicyInAKustomization: Flux v2's usual layout keeps
@@ -366,12 +551,4 @@ spec:
 	}); err != nil {
 		t.Error(err)
 	}
-}
-
-// gitLogRemote is one git log field of the remote branch's head.
-func gitLogRemote(t *testing.T, format string) string {
-	t.Helper()
-	clone := t.TempDir() + "/log"
-	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
-	return strings.TrimSpace(gitCLI(t, clone, "log", "-1", format))
 }

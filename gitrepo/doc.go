@@ -33,8 +33,12 @@
 // imageautomation.go): ImageRepository, ImagePolicy and
 // ImageUpdateAutomation objects, and fields marked with $imagepolicy
 // comments. Each ImagePolicy is a service whose containers are the fields
-// it marks; SetSetters edits them as SetImages edits images, and
-// FuzzSetSetters checks it.
+// it marks (in plain files, List items, kustomizations' images: entries
+// and inline patches, and bases that overlays build from, each field
+// named with its object's namespace); SetSetters edits them as SetImages
+// edits images, and FuzzSetSetters checks it. The Flux v2 fixtures under
+// testdata/setters and testdata/automation (txtar) name the peer rule
+// each checks.
 //
 // The git working clone itself (go-git) is in gitrepo/gogit.
 package gitrepo

@@ -52,6 +52,16 @@ type ImagePolicy struct {
 	// Exclude is its ImageRepository's exclusionList (nil: Flux v2's
 	// default).
 	Exclude []string
+	// DigestReflection is spec.digestReflectionPolicy (Flux v2 2.6):
+	// Never (the default, ""), IfNotPresent or Always.
+	DigestReflection string
+}
+
+// ReflectsDigest reports whether the policy reflects its image's digest:
+// its whole-image fields are then written repository:tag@digest and its
+// :digest fields are set, as Flux v2 sets them.
+func (p *ImagePolicy) ReflectsDigest() bool {
+	return p != nil && (p.DigestReflection == "IfNotPresent" || p.DigestReflection == "Always")
 }
 
 // ImageUpdateAutomation is a Flux v2 ImageUpdateAutomation as written.
@@ -82,7 +92,8 @@ var (
 		"policy.alphabetical": true, "policy.alphabetical.order": true,
 		"policy.numerical": true, "policy.numerical.order": true,
 		"filterTags": true, "filterTags.pattern": true, "filterTags.extract": true,
-		"interval": false,
+		"digestReflectionPolicy": true,
+		"interval":               false,
 	}
 	imageUpdateAutomationFields = fieldSet{
 		"update": true, "update.path": true, "update.strategy": true,
@@ -176,6 +187,13 @@ func (a *ImageAutomation) readObject(file string, root *yaml.Node) bool {
 		}
 		ft := lookup(spec, "filterTags")
 		p.Pattern, p.Extract = scalar(ft, "pattern"), scalar(ft, "extract")
+		switch r := scalar(spec, "digestReflectionPolicy"); r {
+		case "", "Never":
+		case "IfNotPresent", "Always":
+			p.DigestReflection = r
+		default:
+			warn("digestReflectionPolicy %q is none of Never, IfNotPresent and Always; it is read as Never, the default", r)
+		}
 		if p.Order != "" && p.Order != "asc" && p.Order != "desc" {
 			warn("order %q is neither asc nor desc; it is read as asc, the default", p.Order)
 			p.Order = ""

@@ -99,7 +99,7 @@ func TestFindImageAutomation(t *testing.T) {
 	}
 	wantPolicies := []ImagePolicy{
 		{NSName: NSName{"flux-system", "podinfo"}, File: "flux-system/image.yaml", Line: 12, Repository: NSName{"flux-system", "podinfo"}, Numerical: true, Order: "desc", Pattern: "^main-[a-f0-9]+-(?P<ts>[0-9]+)", Extract: "$ts"},
-		{NSName: NSName{"apps", "semver"}, File: "flux-system/image.yaml", Line: 27, Repository: NSName{"flux-system", "podinfo"}, SemverRange: "5.0.x"},
+		{NSName: NSName{"apps", "semver"}, File: "flux-system/image.yaml", Line: 27, Repository: NSName{"flux-system", "podinfo"}, SemverRange: "5.0.x", DigestReflection: "Always"},
 	}
 	if diff := cmp.Diff(wantPolicies, a.Policies); diff != "" {
 		t.Errorf("policies (-want +got)\n%s", diff)
@@ -116,7 +116,7 @@ func TestFindImageAutomation(t *testing.T) {
 		fields = append(fields, s.Field+" "+s.Policy.String()+" "+string(s.Form)+" "+s.Value)
 	}
 	wantFields := []string{
-		"apps/cfg.yaml:ConfigMap/cfg:data.TAG flux-system/podinfo tag 5.0.0",
+		"apps/cfg.yaml:ConfigMap/default/cfg:data.TAG flux-system/podinfo tag 5.0.0",
 		"apps/kustomization.yaml:images[0].newTag apps/semver tag 5.0.0",
 	}
 	if diff := cmp.Diff(wantFields, fields, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
@@ -127,7 +127,6 @@ func TestFindImageAutomation(t *testing.T) {
 	all := strings.Join(a.Warnings, "\n")
 	for _, want := range []string{
 		"spec.secretRef",
-		"spec.digestReflectionPolicy",
 		"spec.git.checkout, spec.git.commit.messageTemplate, spec.git.push",
 		"apiVersion image.toolkit.fluxcd.io/v1beta1 is not one fluxd reads",
 		"apps/cfg.yaml:5: the $imagepolicy marker names \"podinfo\"",

@@ -2,6 +2,7 @@ package gitrepo
 
 import (
 	"fmt"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -14,7 +15,16 @@ import (
 //
 //   - its containers are the fields marked with it ($imagepolicy) in the
 //     files under the update.path of an ImageUpdateAutomation of the
-//     policy's namespace; each is named by its file, object and path;
+//     policy's namespace; each is named by its file, object and path,
+//     and its image is the one it stands for (setterImage: the whole
+//     image, or the ImageRepository's with the tag it or the field
+//     beside it holds, and a :digest field's digest where the policy
+//     reflects digests);
+//   - a field in a file kustomizations read (builds: file → the
+//     kustomization files under --git-path whose build reads it, bases
+//     and inline patches included) moves what they build (Setter.Builds);
+//     one in a kustomization's directory that no build reads is left
+//     out, with a warning, since nothing would apply it;
 //   - it is automated when such an automation covers one of its fields
 //     and is not suspended, unless fluxd's own annotation on the
 //     ImagePolicy says otherwise; fluxctl lock writes fluxd's lock
@@ -23,7 +33,7 @@ import (
 //     git.commit.author says.
 //
 // What it cannot honour is said in the service's warnings.
-func attachImageAutomation(root string, a *ImageAutomation, m *Manifests) {
+func attachImageAutomation(a *ImageAutomation, m *Manifests, builds map[string][]string) {
 	if len(a.Policies) == 0 && len(a.Setters) == 0 && len(a.Automations) == 0 {
 		return
 	}
@@ -78,21 +88,18 @@ func attachImageAutomation(root string, a *ImageAutomation, m *Manifests) {
 		if img == "" {
 			continue
 		}
-		if k := builtBy(root, s.File); k != "" {
-			def.Warnings = append(def.Warnings, fmt.Sprintf("%s is in a file the kustomization %s builds from; fluxd does not update markers there yet (not implemented): mark the kustomization's images: newTag instead", s.Field, k))
+		s.Builds = builds[s.File]
+		if len(s.Builds) == 0 && (s.Patch != nil || IsKustomization(s.File) || inKustomization(a, s.File)) {
+			def.Warnings = append(def.Warnings, fmt.Sprintf("%s is in a kustomization's directory, but no kustomization fluxd builds under --git-path reads its file, so nothing would apply it; it is left as it is", s.Field))
 			continue
 		}
-		var image string
-		switch s.Form {
-		case FormImage:
-			image = s.Value
-		case FormTag:
-			image = img + ":" + s.Value
-		case FormName:
-			def.Warnings = append(def.Warnings, fmt.Sprintf("%s holds the image name (:name form); fluxd leaves it as it is, since an ImagePolicy changes tags only", s.Field))
+		if why := unbuildable(s); why != "" {
+			def.Warnings = append(def.Warnings, why)
 			continue
-		case FormDigest:
-			def.Warnings = append(def.Warnings, fmt.Sprintf("%s holds a digest (:digest form), which fluxd does not write yet (not implemented); it is left as it is", s.Field))
+		}
+		image, why := setterImage(a.Setters, s, img, def.ImagePolicy.ReflectsDigest())
+		if why != "" {
+			def.Warnings = append(def.Warnings, why)
 			continue
 		}
 		def.Setters = append(def.Setters, s)
@@ -130,19 +137,95 @@ func coveringAutomation(autos []ImageUpdateAutomation, s Setter) *ImageUpdateAut
 	return nil
 }
 
-// builtBy is the kustomization file of the nearest directory above file
-// (or beside it) that holds one, when file is not that kustomization
-// file itself: the objects in file reach the cluster through its build.
-func builtBy(root, file string) string {
-	if IsKustomization(file) {
-		return ""
-	}
-	for dir := filepath.Dir(filepath.FromSlash(file)); ; dir = filepath.Dir(dir) {
-		if k := KustomizationFile(filepath.Join(root, dir)); k != "" {
-			return filepath.ToSlash(filepath.Join(dir, k))
+// inKustomization reports whether file lies in a directory (or below
+// one) that a.kustomized holds: one that fluxd builds as a whole.
+func inKustomization(a *ImageAutomation, file string) bool {
+	for dir := path.Dir(file); ; dir = path.Dir(dir) {
+		if a.kustomized[dir] {
+			return true
 		}
 		if dir == "." || dir == "/" || dir == "" {
-			return ""
+			return false
 		}
 	}
+}
+
+// unbuildable says why a field of a kustomization (not of a resource it
+// builds) cannot be released, or "": fluxd follows such a field to the
+// built containers whose image it sets, so it must be an images: entry's
+// (newName, newTag, digest) or a container's image in an inline patch.
+// Any other (an env value in a patch) would move what the release cannot
+// name, and its render check would refuse every commit.
+func unbuildable(s Setter) string {
+	last := ""
+	if len(s.Path) > 0 {
+		last, _ = s.Path[len(s.Path)-1].(string)
+	}
+	switch {
+	case s.Patch != nil && last != "image":
+		return fmt.Sprintf("%s is in an inline patch but is not a container's image; fluxd releases a patch's image fields only (not implemented for others), so it is left as it is", s.Field)
+	case s.Patch == nil && IsKustomization(s.File) && (len(s.Path) == 0 || s.Path[0] != "images"):
+		return fmt.Sprintf("%s is a kustomization's field outside its images: entries and inline patches; fluxd does not release it (not implemented), so it is left as it is", s.Field)
+	}
+	return ""
+}
+
+// setterImage is the image marked field s stands for, as a container of
+// its ImagePolicy's service whose repository is img: the whole image
+// it holds, or, for a part of one, img with the tag it or the field
+// beside it holds (and the digest a :digest field holds). why says why
+// it cannot be one, as a warning.
+func setterImage(all []Setter, s Setter, img string, reflects bool) (image, why string) {
+	switch s.Form {
+	case FormImage:
+		return s.Value, ""
+	case FormTag:
+		return img + ":" + s.Value, ""
+	}
+	tag, ok := siblingTag(all, s)
+	if !ok {
+		return "", fmt.Sprintf("%s holds the image's %s, and no field beside it in its object is marked with the same policy's tag (:tag, or the whole image), so fluxd cannot tell which tag it goes with; it is left as it is (mark the tag too)", s.Field, s.Form)
+	}
+	if s.Form == FormName {
+		if s.Value != img {
+			return "", fmt.Sprintf("%s (:name) holds %s, not the image of its policy's ImageRepository, %s; fluxd does not rename images, so it is left as it is (write %s there by hand)", s.Field, s.Value, img, img)
+		}
+		return img + ":" + tag, ""
+	}
+	if !reflects {
+		return "", fmt.Sprintf("%s holds a digest (:digest form), but its ImagePolicy does not reflect digests (spec.digestReflectionPolicy is Never, the default); as in Flux v2, it is left as it is", s.Field)
+	}
+	return img + ":" + tag + "@" + s.Value, ""
+}
+
+// siblingTag is the tag held by the field beside s (in its mapping, else
+// in its object) marked with the same policy's tag or whole image.
+func siblingTag(all []Setter, s Setter) (string, bool) {
+	tag, found := "", false
+	for _, o := range all {
+		if o.File != s.File || o.doc != s.doc || o.ObjectLine != s.ObjectLine || o.Policy != s.Policy ||
+			pathString(o.Patch) != pathString(s.Patch) || o.patchDoc != s.patchDoc {
+			continue
+		}
+		var t string
+		switch o.Form {
+		case FormTag:
+			t = o.Value
+		case FormImage:
+			untagged, _, _ := strings.Cut(o.Value, "@")
+			if i := strings.LastIndexByte(untagged, ':'); i > strings.LastIndexByte(untagged, '/') {
+				t = untagged[i+1:]
+			}
+		}
+		if t == "" {
+			continue
+		}
+		if len(o.Path) == len(s.Path) && pathString(o.Path[:len(o.Path)-1]) == pathString(s.Path[:len(s.Path)-1]) {
+			return t, true // beside it
+		}
+		if !found {
+			tag, found = t, true
+		}
+	}
+	return tag, found
 }

@@ -3,6 +3,7 @@ package gitrepo
 import (
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -69,14 +70,15 @@ func TestImagePolicyServices(t *testing.T) {
 		if def == nil {
 			t.Fatalf("no service %s: %v", app, m.Workloads)
 		}
+		// (:name names the ImageRepository's image, beside the :tag
+		// field that says which tag it goes with.)
 		want := []Container{
-			{Name: "apps/cfg.yaml:ConfigMap/cfg:data.IMG", Image: "reg.example/app:1.0.0"},
-			{Name: "apps/cfg.yaml:ConfigMap/cfg:data.TAG", Image: "reg.example/app:1.0.0"},
+			{Name: "apps/cfg.yaml:ConfigMap/default/cfg:data.IMG", Image: "reg.example/app:1.0.0"},
+			{Name: "apps/cfg.yaml:ConfigMap/default/cfg:data.NAME", Image: "reg.example/app:1.0.0"},
+			{Name: "apps/cfg.yaml:ConfigMap/default/cfg:data.TAG", Image: "reg.example/app:1.0.0"},
 		}
 		got := append([]Container(nil), def.Containers...)
-		if len(got) == 2 && got[0].Name > got[1].Name {
-			got[0], got[1] = got[1], got[0]
-		}
+		sort.Slice(got, func(i, j int) bool { return got[i].Name < got[j].Name })
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("fields (-want +got)\n%s", diff)
 		}
@@ -87,7 +89,7 @@ func TestImagePolicyServices(t *testing.T) {
 			t.Errorf("author %v, want the automation's git.commit.author", def.Author)
 		}
 		warn := strings.Join(def.Warnings, "\n")
-		for _, w := range []string{":name form", "not implemented", "ImageUpdateAutomation flux-system/auto: fluxd does not honour spec.policySelector"} {
+		for _, w := range []string{"does not reflect digests (spec.digestReflectionPolicy is Never, the default)", "ImageUpdateAutomation flux-system/auto: fluxd does not honour spec.policySelector"} {
 			if !strings.Contains(warn, w) {
 				t.Errorf("no warning about %q in:\n%s", w, warn)
 			}
@@ -121,20 +123,27 @@ func TestImagePolicyServices(t *testing.T) {
 		t.Parallel()
 		m := automationRepo(t, map[string]string{"flux/objects.yaml": automationObjects + "---\n" + automation("flux-system", ".", "  suspend: true\n"), "apps/cfg.yaml": markedFiles})
 		def := m.Workloads[app]
-		if def.Annotations[policy.Automated] == "true" || len(def.Containers) != 2 {
+		if def.Annotations[policy.Automated] == "true" || len(def.Containers) != 3 {
 			t.Errorf("suspended: automated=%q, %d fields (want releasable by hand, not automated)", def.Annotations[policy.Automated], len(def.Containers))
 		}
 	})
-	t.Run("markers in a file a kustomization builds from are left out, with a warning", func(t *testing.T) {
+	t.Run("markers in a file a kustomization builds from move what it builds", func(t *testing.T) {
 		t.Parallel()
 		m := automationRepo(t, map[string]string{"flux/objects.yaml": automationObjects + "---\n" + automation("flux-system", ".", ""),
-			"apps/base/cfg.yaml": markedFiles, "apps/kustomization.yaml": "resources: [base/cfg.yaml]\n"})
+			"apps/base/cfg.yaml": markedFiles, "apps/kustomization.yaml": "resources: [base/cfg.yaml]\n", "apps/unread.yaml": markedFiles})
 		def := m.Workloads[app]
-		if len(def.Containers) != 0 {
-			t.Errorf("fields in a kustomize base are released: %+v", def.Containers)
+		var builds []string
+		for _, s := range def.Setters {
+			if s.File != "apps/base/cfg.yaml" {
+				t.Errorf("%s is offered, but no build reads its file", s.Field)
+			}
+			builds = append(builds, strings.Join(s.Builds, ","))
 		}
-		if !strings.Contains(strings.Join(def.Warnings, "\n"), "the kustomization apps/kustomization.yaml builds from") {
-			t.Errorf("no warning: %v", def.Warnings)
+		if diff := cmp.Diff([]string{"apps/kustomization.yaml", "apps/kustomization.yaml", "apps/kustomization.yaml"}, builds); diff != "" {
+			t.Errorf("the builds of the base's fields (-want +got)\n%s", diff)
+		}
+		if !strings.Contains(strings.Join(def.Warnings, "\n"), "no kustomization fluxd builds under --git-path reads its file") {
+			t.Errorf("no warning about apps/unread.yaml: %v", def.Warnings)
 		}
 	})
 	t.Run("without an automation nothing is automated", func(t *testing.T) {

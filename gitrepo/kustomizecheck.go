@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -155,6 +158,7 @@ func (k *kustomizer) checkPath(n *yaml.Node, key, file, dir string, kust bool, s
 		return Problem{File: rel, Line: n.Line, Err: fmt.Errorf("%s names %q, which kustomize would fetch over the network: fluxd builds kustomizations from the repository alone and fetches nothing a repository names; vendor it into the repository", key, v)}
 	}
 	p := path.Join(dir, v)
+	seen["read:"+p] = true // a file the build reads (see reads)
 	if kust && dirKeys[key] {
 		if !k.fs.Exists(p) {
 			return Problem{File: rel, Line: n.Line, Err: fmt.Errorf("names %q, which is not a file or directory in the repository (%s): fluxd builds kustomizations from the repository alone and fetches no remote base; vendor it into the repository", v, strings.TrimPrefix(p, "/"))}
@@ -171,4 +175,28 @@ func (k *kustomizer) checkPath(n *yaml.Node, key, file, dir string, kust bool, s
 		return k.checkFile(p, dir, false, seen)
 	}
 	return nil
+}
+
+// reads are the repository's files (relative paths) a build of the
+// kustomization in rel reads, as far as fluxd can tell: its
+// kustomization file, the kustomizations of its bases and components,
+// and every file they name (resources, patches, generators' files).
+func (k *kustomizer) reads(rel string) []string {
+	seen := map[string]bool{}
+	dir := path.Clean("/" + filepath.ToSlash(rel))
+	if err := k.checkLocal(dir, seen); err != nil {
+		return nil
+	}
+	var out []string
+	for key := range seen {
+		f, ok := strings.CutPrefix(key, "file:")
+		if !ok {
+			f, ok = strings.CutPrefix(key, "read:")
+		}
+		if ok && k.fs.Exists(f) && !k.fs.IsDir(f) {
+			out = append(out, strings.TrimPrefix(f, "/"))
+		}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
 }

@@ -155,8 +155,9 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 	var kust *kustomizer
 	// Flux v2's objects and markers are read from the same files, in the
 	// same walk (a kustomization's directory is walked for them apart).
-	fluxv2 := &ImageAutomation{}
+	fluxv2 := &ImageAutomation{kustomized: map[string]bool{}}
 	fluxSeen := map[string]bool{}
+	builds := map[string][]string{} // file → the kustomization files whose build reads it
 	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -191,6 +192,21 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 				if err := fluxv2.readDir(root, path, fluxSeen); err != nil {
 					return err
 				}
+				// A marker in any file the build reads (a base
+				// outside --git-path too) moves what it builds.
+				kfile := filepath.ToSlash(filepath.Join(rel, KustomizationFile(path)))
+				fluxv2.kustomized[filepath.ToSlash(rel)] = true
+				for _, f := range kust.reads(rel) {
+					builds[f] = append(builds[f], kfile)
+					abs := filepath.Join(root, filepath.FromSlash(f))
+					if fluxSeen[abs] || filepath.Ext(f) != ".yaml" && filepath.Ext(f) != ".yml" && !IsKustomization(f) {
+						continue
+					}
+					fluxSeen[abs] = true
+					if b, err := ReadFile(root, f); err == nil {
+						fluxv2.readFile(f, b)
+					}
+				}
 				return filepath.SkipDir
 			}
 			ext := filepath.Ext(path)
@@ -223,7 +239,7 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 			return nil, fmt.Errorf("reading manifests: %w", err)
 		}
 	}
-	attachImageAutomation(root, fluxv2, m)
+	attachImageAutomation(fluxv2, m, builds)
 	return m, nil
 }
 

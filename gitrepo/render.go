@@ -30,13 +30,22 @@ type Change struct {
 	From, To   string
 	// File, Line and Field name a field of the object that starts at
 	// File:Line (a field a $imagepolicy marker marks), for a change that
-	// is not a workload's container or annotation.
+	// is not a workload's container or annotation. With no Line, File is
+	// a kustomization file and the field is of what it builds from an
+	// object of kind Kind named Name (with a prefix or suffix it may
+	// add) in one of its bases: every such object holding From at Field
+	// changes.
 	File  string
 	Line  int
 	Field []any
+	Kind  string
+	Name  string
 }
 
 func (c Change) String() string {
+	if c.Field != nil && c.Line == 0 {
+		return fmt.Sprintf("%s builds %s/*%s* %s: %q -> %q", c.File, c.Kind, c.Name, pathString(c.Field), c.From, c.To)
+	}
 	if c.Field != nil {
 		return fmt.Sprintf("%s:%d %s: %q -> %q", c.File, c.Line, pathString(c.Field), c.From, c.To)
 	}
@@ -100,7 +109,13 @@ func CheckRender(before, after *Objects, changes []Change) error {
 	copies := map[string]map[string]any{}
 	for _, c := range changes {
 		keys := byID[c.Workload]
-		if c.Field != nil {
+		switch {
+		case c.Field != nil && c.Line == 0:
+			keys = builtFrom(want, c)
+			if len(keys) == 0 {
+				continue // an overlay that sets the field its own way: it does not move
+			}
+		case c.Field != nil:
 			keys = objectsAt(want, c.File, c.Line)
 		}
 		if len(keys) == 0 {
@@ -459,4 +474,37 @@ func applyField(obj map[string]any, c Change) error {
 		}
 	}
 	return fmt.Errorf("an empty field path")
+}
+
+// builtFrom are the keys of the objects kustomization file c.File builds
+// that change c may move: of kind c.Kind, named with c.Name, holding
+// c.From at c.Field.
+func builtFrom(objs map[string]platform.Object, c Change) []string {
+	var out []string
+	for k, o := range objs {
+		r := o.Ref()
+		if o.File != c.File || o.Line != 0 || r.Kind != c.Kind || !strings.Contains(r.Name, c.Name) {
+			continue
+		}
+		var cur any = o.Manifest
+		for _, p := range c.Field {
+			switch p := p.(type) {
+			case string:
+				m, _ := cur.(map[string]any)
+				cur = m[p]
+			case int:
+				l, _ := cur.([]any)
+				if p >= len(l) {
+					cur = nil
+					break
+				}
+				cur = l[p]
+			}
+		}
+		if s, ok := cur.(string); ok && s == c.From {
+			out = append(out, k)
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -25,6 +25,14 @@ import (
 // is set by the named ImagePolicy, as Flux v2's image-automation-controller
 // sets it: the whole image, or its :tag, :name or :digest part. Only the
 // value's bytes change; the comment stays byte for byte.
+//
+// A field is named by its file, its object (Kind/namespace/name; a
+// List's item by itself, so that twins in two namespaces and items of one
+// List are fields of their own) and its path. Markers are read in every
+// document, in the items of kind: List and typed lists, in a
+// kustomization's fields and in its inline patches (a YAML string whose
+// lines, in a literal block, are the file's own, so they are edited in
+// place too).
 
 // SetterForm is which part of an image a marked field holds.
 type SetterForm string
@@ -40,7 +48,7 @@ const (
 // Setter is one field marked with a $imagepolicy comment.
 type Setter struct {
 	// Field names it: file, object, and the path to it
-	// ("apps/app.yaml:ConfigMap/app:data.TAG"); it is the field's name in
+	// ("apps/app.yaml:ConfigMap/default/app:data.TAG"); it is the field's name in
 	// list-services and in a plan.
 	Field string
 	File  string
@@ -51,12 +59,28 @@ type Setter struct {
 	Form   SetterForm
 	// Value is the field's value as git holds it.
 	Value string
-	// Path locates the field in its document; ObjectLine is where the
-	// document's object starts (as Render names objects); doc is the
-	// document's index in the file.
+	// Path locates the field in its document (in an inline patch, in
+	// the patch's document); doc is the document's index in the file.
+	// ObjectLine is where the field's object starts (a List's item, not
+	// the List, as Render names objects), ObjectPath the field's path
+	// below it.
 	Path       []any
+	ObjectPath []any
 	ObjectLine int
 	doc        int
+	// ObjectKind and ObjectName are the kind and metadata.name of the
+	// field's object ("" for a document that is none).
+	ObjectKind, ObjectName string
+	// Patch is set for a field in a kustomization's inline patch: the
+	// path of the patch string in the kustomization; patchDoc is the
+	// document of the patch that holds the field.
+	Patch    []any
+	patchDoc int
+	// Builds are the kustomization files fluxd builds (under
+	// --git-path) whose build reads the field's file: its own
+	// kustomization, and the overlays built from it as a base. The
+	// field moves what they build, not an object of the file.
+	Builds []string
 	// Namespace is the namespace of the object holding the field, as
 	// the sync applies it ("default" when it names none); "" in a
 	// kustomization file, whose built workloads are where it lands.
@@ -72,6 +96,9 @@ type ImageAutomation struct {
 	Setters      []Setter
 	// Warnings say what fluxd skipped or does not honour, with where.
 	Warnings []string
+	// kustomized are the directories (relative) fluxd builds with
+	// kustomize, whose files reach the cluster only through a build.
+	kustomized map[string]bool
 }
 
 // ParseSetterComment reads a $imagepolicy marker from a line comment
@@ -178,17 +205,14 @@ func (a *ImageAutomation) readFile(file string, content []byte) {
 		if root.Kind == yaml.MappingNode && a.readObject(file, root) {
 			continue
 		}
-		obj := ""
-		if k := scalar(root, "kind"); k != "" {
-			obj = k
-			if n := scalar(lookup(root, "metadata"), "name"); n != "" {
-				obj += "/" + n
-			}
-		}
 		first := len(a.Setters)
-		a.findSetters(file, doc, root.Line, obj, root, nil)
 		if IsKustomization(file) {
+			a.findSetters(setterPlace{file: file, doc: doc, line: root.Line, obj: scalar(root, "kind")}, root, nil)
+			a.findPatchSetters(file, doc, content, root)
 			continue
+		}
+		for _, o := range objectsOf(root) {
+			a.findSetters(setterPlace{file: file, doc: doc, line: o.node.Line, obj: o.name, prefix: o.prefix, kind: o.kind, name: o.meta}, o.node, nil)
 		}
 		kept := a.Setters[:first]
 		for _, st := range a.Setters[first:] {
@@ -200,14 +224,75 @@ func (a *ImageAutomation) readFile(file string, content []byte) {
 				a.Warnings = append(a.Warnings, fmt.Sprintf("%s:%d: a $imagepolicy marker in a Secret; fluxd neither reads nor sets a Secret's fields, so it is skipped (mark the image where a workload or a ConfigMap holds it)", file, st.Line))
 				continue
 			}
-			st.Namespace = "default"
-			if ns := scalar(lookup(o, "metadata"), "namespace"); ns != "" {
-				st.Namespace = ns
-			}
+			st.Namespace = objectNamespace(o)
 			kept = append(kept, st)
 		}
 		a.Setters = kept
 	}
+}
+
+// markedObject is one object of a document: the document itself, or an
+// item of a List (kind: List or a typed list, as kubectl applies them).
+type markedObject struct {
+	node       *yaml.Node
+	kind, meta string // its kind and metadata.name
+	// name is "Kind/namespace/name" ("" for a document that is no
+	// object, such as a Helm values file), prefix the path from the
+	// document's root to the object.
+	name   string
+	prefix []any
+}
+
+// objectsOf are the objects of a document's root: its items in a List,
+// else the root.
+func objectsOf(root *yaml.Node) []markedObject {
+	kind := scalar(root, "kind")
+	items := lookup(root, "items")
+	if strings.HasSuffix(kind, "List") && items != nil && items.Kind == yaml.SequenceNode {
+		itemKind := strings.TrimSuffix(kind, "List")
+		out := []markedObject{{node: root, name: kind}}
+		// The List itself, for markers outside its items (none that
+		// Kubernetes applies; kept so that nothing marked goes unsaid).
+		out[0].node = &yaml.Node{Kind: yaml.MappingNode, Line: root.Line, Column: root.Column}
+		for i := 0; i+1 < len(root.Content); i += 2 {
+			if root.Content[i].Value != "items" {
+				out[0].node.Content = append(out[0].node.Content, root.Content[i], root.Content[i+1])
+			}
+		}
+		for i, it := range items.Content {
+			k := scalar(it, "kind")
+			if k == "" {
+				k = itemKind // a typed list's item may leave its kind out
+			}
+			out = append(out, markedObject{node: it, name: objectName(k, it), prefix: []any{"items", i}, kind: k, meta: scalar(lookup(it, "metadata"), "name")})
+		}
+		return out
+	}
+	kind = scalar(root, "kind")
+	return []markedObject{{node: root, name: objectName(kind, root), kind: kind, meta: scalar(lookup(root, "metadata"), "name")}}
+}
+
+// objectName names an object in a marked field's name: "Kind/NS/NAME",
+// its namespace "default" when it names none (as the sync applies it),
+// so that same-named objects of two namespaces have fields of their own.
+func objectName(kind string, obj *yaml.Node) string {
+	if kind == "" {
+		return ""
+	}
+	name := scalar(lookup(obj, "metadata"), "name")
+	if name == "" {
+		return kind
+	}
+	return kind + "/" + objectNamespace(obj) + "/" + name
+}
+
+// objectNamespace is an object's metadata.namespace, "default" when it
+// names none.
+func objectNamespace(obj *yaml.Node) string {
+	if ns := scalar(lookup(obj, "metadata"), "namespace"); ns != "" {
+		return ns
+	}
+	return "default"
 }
 
 // setterObject is the object holding the field at path in document
@@ -224,16 +309,34 @@ func setterObject(root *yaml.Node, path []any) *yaml.Node {
 	return root
 }
 
-// findSetters walks n (at path in its document) for marked scalars.
-func (a *ImageAutomation) findSetters(file string, doc, line int, obj string, n *yaml.Node, path []any) {
+// setterPlace is where findSetters walks: a file's document, one object
+// of it, and, in a kustomization, the inline patch the object is in.
+type setterPlace struct {
+	file string
+	doc  int
+	// line is where the object starts, obj its name, prefix the path
+	// from the document's root to it.
+	line       int
+	obj        string
+	prefix     []any
+	kind, name string
+	// patch is the path of the kustomization's inline patch, patchDoc
+	// the document in it, and field how fields in it are named first.
+	patch    []any
+	patchDoc int
+	field    string
+}
+
+// findSetters walks n (at path below its object) for marked scalars.
+func (a *ImageAutomation) findSetters(at setterPlace, n *yaml.Node, path []any) {
 	switch n.Kind {
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			a.findSetters(file, doc, line, obj, n.Content[i+1], append(path[:len(path):len(path)], n.Content[i].Value))
+			a.findSetters(at, n.Content[i+1], append(path[:len(path):len(path)], n.Content[i].Value))
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			a.findSetters(file, doc, line, obj, c, append(path[:len(path):len(path)], i))
+			a.findSetters(at, c, append(path[:len(path):len(path)], i))
 		}
 	case yaml.ScalarNode:
 		if n.LineComment == "" {
@@ -243,18 +346,112 @@ func (a *ImageAutomation) findSetters(file string, doc, line int, obj string, n 
 		if !ok {
 			return
 		}
-		where := fmt.Sprintf("%s:%d", file, n.Line)
+		where := fmt.Sprintf("%s:%d", at.file, n.Line)
 		if err != nil {
 			a.Warnings = append(a.Warnings, where+": "+err.Error())
 			return
 		}
-		field := file + ":"
-		if obj != "" {
-			field += obj + ":"
+		field := at.file + ":" + at.field
+		if at.obj != "" {
+			field += at.obj + ":"
 		}
 		field += pathString(path)
-		a.Setters = append(a.Setters, Setter{Field: field, File: file, Line: n.Line, Policy: pol, Form: form, Value: n.Value, Path: path, ObjectLine: line, doc: doc})
+		full := append(append([]any(nil), at.prefix...), path...)
+		a.Setters = append(a.Setters, Setter{
+			Field: field, File: at.file, Line: n.Line, Policy: pol, Form: form, Value: n.Value,
+			Path: full, ObjectPath: path, ObjectLine: at.line, doc: at.doc, ObjectKind: at.kind, ObjectName: at.name,
+			Patch: at.patch, patchDoc: at.patchDoc,
+		})
 	}
+}
+
+// patchKeys are a kustomization's keys whose items may be inline
+// patches: patches[].patch, patchesJson6902[].patch and
+// patchesStrategicMerge[] (a string holding YAML).
+var patchKeys = []string{"patches", "patchesJson6902", "patchesStrategicMerge"}
+
+// findPatchSetters reads the markers in a kustomization's inline
+// patches. A marker there is a comment inside a YAML string, which
+// fluxd can edit in place only where the string is a literal block
+// (|), whose lines are the file's lines.
+func (a *ImageAutomation) findPatchSetters(file string, doc int, content []byte, root *yaml.Node) {
+	for _, key := range patchKeys {
+		seq := lookup(root, key)
+		if seq == nil || seq.Kind != yaml.SequenceNode {
+			continue
+		}
+		for i, it := range seq.Content {
+			patch, path := it, []any{key, i}
+			if it.Kind == yaml.MappingNode {
+				patch, path = lookup(it, "patch"), []any{key, i, "patch"}
+			}
+			if patch == nil || patch.Kind != yaml.ScalarNode || !strings.Contains(patch.Value, "$imagepolicy") {
+				continue
+			}
+			where := fmt.Sprintf("%s:%d", file, patch.Line)
+			if _, err := patchLines(content, patch); err != nil {
+				a.Warnings = append(a.Warnings, fmt.Sprintf("%s: the inline patch %s holds a $imagepolicy marker, but %v; its markers are not updated", where, pathString(path), err))
+				continue
+			}
+			dec := yaml.NewDecoder(strings.NewReader(patch.Value))
+			for pd := 0; ; pd++ {
+				var d yaml.Node
+				if err := dec.Decode(&d); err != nil {
+					if !errors.Is(err, io.EOF) {
+						a.Warnings = append(a.Warnings, fmt.Sprintf("%s: the inline patch %s is malformed YAML, its markers are not read: %v", where, pathString(path), err))
+					}
+					break
+				}
+				if len(d.Content) == 0 {
+					continue
+				}
+				proot := d.Content[0]
+				at := setterPlace{
+					file: file, doc: doc, line: root.Line, patch: path, patchDoc: pd,
+					field: pathString(path) + ":", obj: objectName(scalar(proot, "kind"), proot),
+				}
+				if k := scalar(root, "kind"); k != "" {
+					at.field = k + ":" + at.field // as the kustomization's own fields are named
+				}
+				first := len(a.Setters)
+				a.findSetters(at, proot, nil)
+				for j := first; j < len(a.Setters); j++ {
+					a.Setters[j].Line += patch.Line // lines count from the string's
+				}
+			}
+		}
+	}
+}
+
+// patchLines checks that the inline patch n is a literal block scalar
+// whose lines are content's lines after its indicator, indented alike,
+// and returns that indentation.
+func patchLines(content []byte, n *yaml.Node) (int, error) {
+	if n.Style&yaml.LiteralStyle == 0 {
+		return 0, errors.New("it is not written as a literal block (patch: |), the only form fluxd edits in place")
+	}
+	lines := strings.Split(string(content), "\n")
+	inner := strings.Split(n.Value, "\n")
+	indent := -1
+	for i, l := range inner {
+		if i+n.Line >= len(lines) {
+			break
+		}
+		outer := strings.TrimRight(lines[i+n.Line], "\r")
+		if l == "" {
+			continue
+		}
+		if indent < 0 {
+			indent = len(outer) - len(strings.TrimLeft(outer, " "))
+		}
+		if len(outer) < indent || strings.TrimSpace(outer[:indent]) != "" || outer[indent:] != l {
+			return 0, fmt.Errorf("its line %d is not the file's line %d as written (tabs, or an indentation indicator?)", i+1, i+n.Line+1)
+		}
+	}
+	if indent < 0 {
+		return 0, errors.New("it is empty")
+	}
+	return indent, nil
 }
 
 // pathString writes a document path as dotted keys and [index]es.
@@ -286,8 +483,9 @@ type SetterChange struct {
 // is a ConflictError. Only the bytes of each value change, in the quoting
 // it had where the new value reads back as the same string in it (double
 // quotes otherwise, so that 1.10 stays a string); the marker comment and
-// everything else stay byte for byte. The result is read back and refused
-// unless exactly those fields changed.
+// everything else stay byte for byte. A field in a kustomization's inline
+// patch is edited in the patch's lines alike. The result is read back and
+// refused unless exactly those fields changed.
 func SetSetters(id platform.ID, file string, content []byte, changes []SetterChange) ([]byte, error) {
 	a := &ImageAutomation{}
 	a.readFile(file, content)
@@ -295,8 +493,9 @@ func SetSetters(id platform.ID, file string, content []byte, changes []SetterCha
 	for _, s := range a.Setters {
 		byField[s.Field] = s
 	}
-	var edits []edit
-	var done []Setter
+	var plain []Setter
+	patches := map[string][]Setter{}
+	var order []string
 	for _, ch := range changes {
 		s, ok := byField[ch.Field]
 		if !ok {
@@ -305,9 +504,37 @@ func SetSetters(id platform.ID, file string, content []byte, changes []SetterCha
 		if s.Value != ch.From {
 			return nil, &ConflictError{ID: id, What: "field " + ch.Field, Want: ch.From, Got: s.Value}
 		}
+		s.Value = ch.To
+		if s.Patch == nil {
+			plain = append(plain, s)
+			continue
+		}
+		k := pathString(s.Patch)
+		if _, ok := patches[k]; !ok {
+			order = append(order, k)
+		}
+		patches[k] = append(patches[k], s)
+	}
+	out, err := setValues(content, plain)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	for _, k := range order {
+		if out, err = setInPatch(out, patches[k]); err != nil {
+			return nil, fmt.Errorf("%s: the inline patch %s: %w", file, k, err)
+		}
+	}
+	return out, nil
+}
+
+// setValues returns content with each setter's field set to its Value,
+// read back and checked.
+func setValues(content []byte, set []Setter) ([]byte, error) {
+	var edits []edit
+	for _, s := range set {
 		key, val, flow, indent, err := nodeAt(content, s)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", ch.Field, err)
+			return nil, fmt.Errorf("%s: %w", s.Field, err)
 		}
 		var vt valueText
 		if key != nil {
@@ -316,22 +543,72 @@ func SetSetters(id platform.ID, file string, content []byte, changes []SetterCha
 			vt, err = scalarSpan(content, val, nodeContext{flow: flow, indent: indent})
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: finding its value: %w", ch.Field, err)
+			return nil, fmt.Errorf("%s: finding its value: %w", s.Field, err)
 		}
-		text, err := encodeImage(ch.To, val.Style, flow)
+		text, err := encodeImage(s.Value, val.Style, flow)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", ch.Field, err)
+			return nil, fmt.Errorf("%s: %w", s.Field, err)
 		}
 		edits = append(edits, edit{vt.span, vt.replace(text)})
-		s.Value = ch.To
-		done = append(done, s)
 	}
 	out, err := applyEdits(content, edits)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+		return nil, err
 	}
-	if err := verifySetters(content, out, done); err != nil {
-		return nil, fmt.Errorf("%s: setting marked fields: %w", file, err)
+	if err := verifySetters(content, out, set); err != nil {
+		return nil, fmt.Errorf("setting marked fields: %w", err)
+	}
+	return out, nil
+}
+
+// setInPatch returns content with the fields of one inline patch (set,
+// all of one patch) set: the patch's YAML is edited as a file of its
+// own, and the lines that changed are written back in the patch's
+// literal block, indented as they were. The kustomization is read back:
+// only the patch may differ, and it must read as the edited patch.
+func setInPatch(content []byte, set []Setter) ([]byte, error) {
+	first := set[0]
+	outer := Setter{Field: pathString(first.Patch), Path: first.Patch, doc: first.doc}
+	_, n, _, _, err := nodeAt(content, outer)
+	if err != nil {
+		return nil, err
+	}
+	indent, err := patchLines(content, n)
+	if err != nil {
+		return nil, err
+	}
+	inner := make([]Setter, len(set))
+	for i, s := range set {
+		s.doc, s.Patch = s.patchDoc, nil
+		inner[i] = s
+	}
+	edited, err := setValues([]byte(n.Value), inner)
+	if err != nil {
+		return nil, err
+	}
+	was, now := strings.Split(n.Value, "\n"), strings.Split(string(edited), "\n")
+	if len(was) != len(now) {
+		return nil, errors.New("the edit would change how many lines it has; nothing was changed")
+	}
+	lines := strings.SplitAfter(string(content), "\n")
+	for i := range was {
+		if was[i] == now[i] {
+			continue
+		}
+		l := n.Line + i // the block's first line follows its indicator's
+		if l >= len(lines) {
+			return nil, errors.New("the patch runs past the end of the file; nothing was changed")
+		}
+		body := strings.TrimRight(lines[l], "\r\n")
+		if len(body) < indent || body[indent:] != was[i] {
+			return nil, fmt.Errorf("its line %d is not the file's line %d; nothing was changed", i+1, l+1)
+		}
+		lines[l] = body[:indent] + now[i] + lines[l][len(body):]
+	}
+	out := []byte(strings.Join(lines, ""))
+	outer.Value = string(edited)
+	if err := verifySetters(content, out, []Setter{outer}); err != nil {
+		return nil, err
 	}
 	return out, nil
 }
@@ -460,13 +737,14 @@ func sortSetters(s []Setter) {
 	sort.Slice(s, func(i, j int) bool { return s[i].Field < s[j].Field })
 }
 
-// ValueFor is what field s holds of image (repository:tag): the whole
-// image, its tag, or its repository. A :digest field has no value from a
-// tag alone.
+// ValueFor is what field s holds of image (repository:tag, or
+// repository:tag@digest where the ImagePolicy reflects digests): the
+// whole image, its tag, its repository, or its digest.
 func (s Setter) ValueFor(image string) (string, error) {
-	// A digest (repo:tag@sha256:...) is the whole image's only: a :tag or
-	// :name field takes the tag or the name without it.
-	untagged, _, _ := strings.Cut(image, "@")
+	// A digest (repo:tag@sha256:...) is the whole image's and the
+	// :digest field's only: a :tag or :name field takes the tag or the
+	// name without it.
+	untagged, digest, _ := strings.Cut(image, "@")
 	repo, tag := untagged, ""
 	if i := strings.LastIndexByte(untagged, ':'); i > strings.LastIndexByte(untagged, '/') {
 		repo, tag = untagged[:i], untagged[i+1:]
@@ -479,5 +757,8 @@ func (s Setter) ValueFor(image string) (string, error) {
 	case FormName:
 		return repo, nil
 	}
-	return "", fmt.Errorf("%s: fluxd does not write :digest fields yet (not implemented); use the :tag form, or the whole image", s.Field)
+	if digest == "" {
+		return "", fmt.Errorf("%s is a :digest field, but %s names no digest: its ImagePolicy reflects none (spec.digestReflectionPolicy IfNotPresent or Always makes it)", s.Field, image)
+	}
+	return digest, nil
 }

@@ -101,3 +101,54 @@ func FuzzSetSetters(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSetSettersInPatch: a marked field of a kustomization's inline
+// patch, whatever its raw value and the new one: a successful edit
+// leaves a kustomization whose patch reads as the patch with that field
+// changed and nothing else, every line outside the patch's value line as
+// it was, and which fluxd can edit again.
+func FuzzSetSettersInPatch(f *testing.F) {
+	f.Add("reg/app:1.0", "reg/app:1.1")
+	f.Add("'1.0'", "1.10")
+	f.Add("\"a\\tb\"", "a,b: #c\n'\"")
+	f.Add("x\n      y: z", "1")
+	f.Fuzz(func(t *testing.T, raw, value string) {
+		in := []byte("resources: [d.yaml]\npatches:\n  - patch: |-\n      kind: Deployment\n      metadata: {name: d}\n      v: " + raw + " # {\"$imagepolicy\": \"ns:p\"}\n      w: keep # note\n")
+		a := &ImageAutomation{}
+		a.readFile("kustomization.yaml", in)
+		if len(a.Setters) != 1 {
+			return
+		}
+		s := a.Setters[0]
+		out, err := SetSetters(policyID, "kustomization.yaml", in, []SetterChange{{Field: s.Field, From: s.Value, To: value}})
+		if err != nil {
+			return
+		}
+		b := &ImageAutomation{}
+		b.readFile("kustomization.yaml", out)
+		if len(b.Setters) != 1 || b.Setters[0].Field != s.Field || b.Setters[0].Value != value {
+			t.Fatalf("after the edit the markers are %+v, want %s = %q\nbefore:\n%s\nafter:\n%s", b.Setters, s.Field, value, in, out)
+		}
+		inLines, outLines := strings.Split(string(in), "\n"), strings.Split(string(out), "\n")
+		if len(inLines) != len(outLines) {
+			t.Fatalf("the edit changed the number of lines\nbefore:\n%s\nafter:\n%s", in, out)
+		}
+		for i := range inLines {
+			if i+1 != s.Line && inLines[i] != outLines[i] {
+				t.Fatalf("line %d changed, not only the marked line %d\nbefore:\n%s\nafter:\n%s", i+1, s.Line, in, out)
+			}
+		}
+		if !strings.HasSuffix(outLines[s.Line-1], ` # {"$imagepolicy": "ns:p"}`) {
+			t.Fatalf("the marker comment moved: %q", outLines[s.Line-1])
+		}
+		again, err := SetSetters(policyID, "kustomization.yaml", out, []SetterChange{{Field: s.Field, From: value, To: "9.9.9"}})
+		if err != nil {
+			t.Fatalf("editing its own edit: %v\n%s", err, out)
+		}
+		c := &ImageAutomation{}
+		c.readFile("kustomization.yaml", again)
+		if len(c.Setters) != 1 || c.Setters[0].Value != "9.9.9" {
+			t.Fatalf("the second edit did not take\n%s", again)
+		}
+	})
+}

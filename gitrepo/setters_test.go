@@ -26,11 +26,11 @@ func TestSetSetters(t *testing.T) {
 	}{
 		{"a marker on a container image sets the whole image",
 			"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: podinfo\nspec:\n  template:\n    spec:\n      containers:\n      - name: podinfod\n        image: ghcr.io/stefanprodan/podinfo:5.0.0 # {\"$imagepolicy\": \"flux-system:podinfo\"}\n",
-			"app.yaml:Deployment/podinfo:spec.template.spec.containers[0].image", "ghcr.io/stefanprodan/podinfo:5.0.0", "ghcr.io/stefanprodan/podinfo:5.0.3",
+			"app.yaml:Deployment/default/podinfo:spec.template.spec.containers[0].image", "ghcr.io/stefanprodan/podinfo:5.0.0", "ghcr.io/stefanprodan/podinfo:5.0.3",
 			"apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: podinfo\nspec:\n  template:\n    spec:\n      containers:\n      - name: podinfod\n        image: ghcr.io/stefanprodan/podinfo:5.0.3 # {\"$imagepolicy\": \"flux-system:podinfo\"}\n"},
 		{"the :tag form sets a plain field that is not an image",
 			"kind: ConfigMap\nmetadata: {name: cfg}\ndata:\n  TAG: \"5.0.0\" # {\"$imagepolicy\": \"flux-system:podinfo:tag\"}\n  other: x # not a marker\n",
-			"app.yaml:ConfigMap/cfg:data.TAG", "5.0.0", "5.0.3",
+			"app.yaml:ConfigMap/default/cfg:data.TAG", "5.0.0", "5.0.3",
 			"kind: ConfigMap\nmetadata: {name: cfg}\ndata:\n  TAG: \"5.0.3\" # {\"$imagepolicy\": \"flux-system:podinfo:tag\"}\n  other: x # not a marker\n"},
 		{"the :tag form sets newTag in a kustomization's images (a number stays a string)",
 			"apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nimages:\n- name: podinfo\n  newName: ghcr.io/stefanprodan/podinfo\n  newTag: 5.0.0 # {\"$imagepolicy\": \"flux-system:podinfo:tag\"}\n",
@@ -53,7 +53,7 @@ func TestSetSetters(t *testing.T) {
 			"tags:\n- 1.0.0 # {\"$imagepolicy\": \"ns:p:tag\"}\n- keep\n", "app.yaml:tags[0]", "1.0.0", "1.2.0",
 			"tags:\n- 1.2.0 # {\"$imagepolicy\": \"ns:p:tag\"}\n- keep\n"},
 		{"the second document of a stream",
-			"kind: A\nmetadata: {name: a}\n---\nkind: B\nmetadata: {name: b}\nv: x:1 # {\"$imagepolicy\": \"ns:p\"} \n", "app.yaml:B/b:v", "x:1", "x:2",
+			"kind: A\nmetadata: {name: a}\n---\nkind: B\nmetadata: {name: b}\nv: x:1 # {\"$imagepolicy\": \"ns:p\"} \n", "app.yaml:B/default/b:v", "x:1", "x:2",
 			"kind: A\nmetadata: {name: a}\n---\nkind: B\nmetadata: {name: b}\nv: x:2 # {\"$imagepolicy\": \"ns:p\"} \n"},
 	}
 	for _, c := range cases {
@@ -127,8 +127,15 @@ func TestSetterValueFor(t *testing.T) {
 			t.Errorf("form %q: %q %v, want %q", form, got, err, want)
 		}
 	}
-	if _, err := (Setter{Form: FormDigest}).ValueFor(img); err == nil || !strings.Contains(err.Error(), "not implemented") {
-		t.Errorf("the :digest form: %v, want not implemented", err)
+	if _, err := (Setter{Form: FormDigest}).ValueFor(img); err == nil || !strings.Contains(err.Error(), "digestReflectionPolicy") {
+		t.Errorf("the :digest form of an image with no digest: %v, want an error naming digestReflectionPolicy", err)
+	}
+	pinned := img + "@sha256:" + strings.Repeat("ab", 32)
+	for form, want := range map[SetterForm]string{FormImage: pinned, FormTag: "1.2.3", FormName: "localhost:5000/org/app", FormDigest: "sha256:" + strings.Repeat("ab", 32)} {
+		got, err := Setter{Form: form}.ValueFor(pinned)
+		if err != nil || got != want {
+			t.Errorf("form %q of %s: %q %v, want %q", form, pinned, got, err, want)
+		}
 	}
 }
 
@@ -146,7 +153,7 @@ func TestCheckRenderSetterFields(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	planned := Change{File: s.File, Line: s.ObjectLine, Field: s.Path, From: "1.0", To: "1.1"}
+	planned := Change{File: s.File, Line: s.ObjectLine, Field: s.ObjectPath, From: "1.0", To: "1.1"}
 	check := func(content string, changes ...Change) error {
 		before, after, err := Render(root, []string{filepath.Join(root, "apps")}, map[string][]byte{"apps/cfg.yaml": []byte(content)})
 		if err != nil {
@@ -208,7 +215,7 @@ data:
 	for _, s := range a.Setters {
 		got = append(got, s.Field+" in "+s.Namespace)
 	}
-	want := []string{"apps/x.yaml:List:items[1].data.TAG in team-b", "apps/x.yaml:ConfigMap/cfg:data.TAG in default"}
+	want := []string{"apps/x.yaml:ConfigMap/team-b/cfg:data.TAG in team-b", "apps/x.yaml:ConfigMap/default/cfg:data.TAG in default"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("setters:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

@@ -703,6 +703,9 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 			if newest.Tag == ref.Tag && !pinned {
 				continue
 			}
+			if newest.Tag == ref.Tag && ref.Digest != "" && def.ImagePolicy != nil && def.ImagePolicy.DigestReflection == "IfNotPresent" {
+				continue // (Flux v2: IfNotPresent keeps a tag's digest until the tag changes)
+			}
 			if newest.Tag == ref.Tag {
 				// A pinned tag that moved is released again.
 				if u, reason := planDigest(ctx, lister, c, ref, ref.Tag); reason != "" {

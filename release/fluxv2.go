@@ -2,6 +2,7 @@ package release
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fluxd/fluxd/gitrepo"
@@ -15,9 +16,15 @@ import (
 // gitrepo.attachImageAutomation): its containers are the fields its
 // $imagepolicy markers mark, in any file; its tag filter is the
 // ImagePolicy's own. A release edits those fields (SetSetters), proves
-// the commit with the render check as field changes, and applies the
-// workloads whose marked fields changed; everything else it changed (a
-// ConfigMap) reaches the cluster through the sync.
+// the commit with the render check, and applies the workloads whose
+// marked fields changed; everything else it changed (a ConfigMap)
+// reaches the cluster through the sync. A field in a plain file is a
+// field change of its object (a List's item's own); a field in a file
+// kustomizations build (Setter.Builds: a kustomization's images: entry
+// or inline patch, a base's object) is a change of what each of those
+// builds makes from it, the base's own and every overlay's, so that plan,
+// render check, apply, lock and scope all cover the same workloads
+// (setterChanges, setterWorkloads).
 
 // DefinitionFilter is the tag filter for one container of def: the
 // ImagePolicy's, read as Flux v2 reads it, on an ImagePolicy's service;
@@ -72,6 +79,9 @@ func editSetters(dir string, it *Item, def *gitrepo.Definition, files map[string
 		if err != nil {
 			return err
 		}
+		if from == to {
+			continue // (a :name field beside a :tag one: the same name)
+		}
 		if _, ok := byFile[s.File]; !ok {
 			order = append(order, s.File)
 		}
@@ -95,38 +105,102 @@ func editSetters(dir string, it *Item, def *gitrepo.Definition, files map[string
 	return nil
 }
 
+// policyChanges are the render changes of an ImagePolicy service's
+// updates, each once: fields beside one another (:name, :tag, :digest)
+// move the same built container.
+func policyChanges(id platform.ID, def *gitrepo.Definition, updates []ContainerUpdate, m *gitrepo.Manifests) []gitrepo.Change {
+	var out []gitrepo.Change
+	seen := map[string]bool{}
+	for _, u := range updates {
+		for _, c := range setterChanges(id, def, u, m) {
+			if k := c.String() + "\x00" + c.Workload.String() + "\x00" + c.Container; !seen[k] {
+				seen[k] = true
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
 // setterChanges are the render changes of an ImagePolicy service's
-// update u: the marked field itself in a plain file, or, for a field of a
-// kustomization file (images: newTag), the image of each container the
-// kustomization builds from it.
+// update u: the marked field itself in a plain file (named by its
+// object, a List's item's own), or, for a field in a file kustomizations
+// build (a kustomization's images: entry or inline patch, a base's
+// resource, the overlays built from it), the image of each container
+// of what they build that the edit moves.
 func setterChanges(id platform.ID, def *gitrepo.Definition, u ContainerUpdate, m *gitrepo.Manifests) []gitrepo.Change {
 	s, ok := setterOf(def, u.Container)
 	if !ok {
 		return []gitrepo.Change{{Workload: id, Container: u.Container, From: u.Current, To: u.Target}}
 	}
-	if gitrepo.IsKustomization(s.File) {
+	from, _ := s.ValueFor(u.Current)
+	to, _ := s.ValueFor(u.Target)
+	if from == to {
+		return nil
+	}
+	if len(s.Builds) > 0 && !byBuild(s) {
+		// A field of an object in a base: that object as each build
+		// makes it.
+		var out []gitrepo.Change
+		for _, k := range s.Builds {
+			out = append(out, gitrepo.Change{File: k, Kind: s.ObjectKind, Name: s.ObjectName, Field: s.ObjectPath, From: from, To: to})
+		}
+		return out
+	}
+	if len(s.Builds) > 0 {
 		var out []gitrepo.Change
 		for _, wid := range sortedWorkloads(m) {
 			w := m.Workloads[wid]
-			if !w.Built || w.File != s.File || wid.Kind == "imagepolicy" {
+			if !w.Built || !slices.Contains(s.Builds, w.File) || wid.Kind == "imagepolicy" {
 				continue // (a policy built there too: its containers are fields)
 			}
 			for _, c := range w.Containers {
-				if c.Image == u.Current {
-					out = append(out, gitrepo.Change{Workload: wid, Container: c.Name, From: u.Current, To: u.Target})
+				if target, ok := builtMove(c.Image, u); ok {
+					out = append(out, gitrepo.Change{Workload: wid, Container: c.Name, From: c.Image, To: target})
 				}
 			}
 		}
 		return out
 	}
-	from, _ := s.ValueFor(u.Current)
-	to, _ := s.ValueFor(u.Target)
-	return []gitrepo.Change{{File: s.File, Line: s.ObjectLine, Field: s.Path, From: from, To: to}}
+	return []gitrepo.Change{{File: s.File, Line: s.ObjectLine, Field: s.ObjectPath, From: from, To: to}}
+}
+
+// byBuild says whether marked field s is one the build itself reads (a
+// kustomization's images: entry or inline patch), rather than a field
+// of an object it builds.
+func byBuild(s gitrepo.Setter) bool {
+	return s.Patch != nil || gitrepo.IsKustomization(s.File)
+}
+
+// builtMove says whether a built container running image is moved by
+// update u of a marked field, and to what: it runs u's current image,
+// or, where kustomize writes a digest in place of the tag (an images:
+// entry's digest), the current image's repository@digest.
+func builtMove(image string, u ContainerUpdate) (string, bool) {
+	if image == u.Current {
+		return u.Target, true
+	}
+	tgt, err := registry.ParseRef(u.Target)
+	if err != nil || tgt.Digest == "" || !runsField(image, u.Current) {
+		return "", false
+	}
+	return tgt.Repository + "@" + tgt.Digest, true
+}
+
+// runsField says whether a container running image runs what a marked
+// field describes as current: that image, or its repository@digest.
+func runsField(image, current string) bool {
+	if image == current {
+		return true
+	}
+	cur, err := registry.ParseRef(current)
+	return err == nil && cur.Digest != "" && image == cur.Repository+"@"+cur.Digest
 }
 
 // setterWorkloads are the workloads an ImagePolicy service's release
 // changes, to apply and follow: those whose object holds a marked field
-// it updates, and those a kustomization with one builds.
+// it updates, and those built (by a kustomization, or an overlay of it)
+// from a file holding one, whose containers the field moves.
 func setterWorkloads(it Item, def *gitrepo.Definition, m *gitrepo.Manifests) []platform.ID {
 	seen := map[platform.ID]bool{}
 	var out []platform.ID
@@ -137,16 +211,39 @@ func setterWorkloads(it Item, def *gitrepo.Definition, m *gitrepo.Manifests) []p
 		}
 		for _, wid := range sortedWorkloads(m) {
 			w := m.Workloads[wid]
-			if seen[wid] || wid.Kind == "imagepolicy" || w.File != s.File {
+			if seen[wid] || wid.Kind == "imagepolicy" {
 				continue
 			}
-			if w.Built && runsImage(w, u.Current) || !w.Built && w.Line == s.ObjectLine {
+			if movesWorkload(s, w, u) {
 				seen[wid] = true
 				out = append(out, wid)
 			}
 		}
 	}
 	return out
+}
+
+// movesWorkload reports whether marked field s, updated by u, moves
+// workload w: w's object holds it, or w is built from its file and runs
+// the image it describes.
+func movesWorkload(s gitrepo.Setter, w *gitrepo.Definition, u ContainerUpdate) bool {
+	if len(s.Builds) > 0 {
+		if !w.Built || !slices.Contains(s.Builds, w.File) {
+			return false
+		}
+		if !byBuild(s) {
+			// An object of a base: the workloads built from it (a
+			// name prefix or suffix added).
+			return strings.EqualFold(w.ID.Kind, s.ObjectKind) && strings.Contains(w.ID.Name, s.ObjectName)
+		}
+		for _, c := range w.Containers {
+			if _, ok := builtMove(c.Image, u); ok {
+				return true
+			}
+		}
+		return false
+	}
+	return !w.Built && w.File == s.File && w.Line == s.ObjectLine
 }
 
 func runsImage(def *gitrepo.Definition, image string) bool {
@@ -347,10 +444,9 @@ func markingPolicy(def *gitrepo.Definition, container string, m *gitrepo.Manifes
 		}
 		for _, pc := range p.Containers {
 			s, ok := setterOf(p, pc.Name)
-			if !ok || s.File != def.File || pc.Image != image || !def.Built && s.ObjectLine != def.Line {
-				continue
+			if ok && runsField(image, pc.Image) && movesWorkload(s, def, ContainerUpdate{Current: pc.Image}) {
+				return pid.String()
 			}
-			return pid.String()
 		}
 	}
 	return ""

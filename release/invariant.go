@@ -74,9 +74,7 @@ func imageChanges(plan *Plan, m *gitrepo.Manifests) []gitrepo.Change {
 			continue
 		}
 		if def, ok := m.Workloads[it.Service]; ok && def.ImagePolicy != nil {
-			for _, u := range it.Updates {
-				out = append(out, setterChanges(it.Service, def, u, m)...)
-			}
+			out = append(out, policyChanges(it.Service, def, it.Updates, m)...)
 			continue
 		}
 		for _, u := range it.Updates {

@@ -21,6 +21,11 @@ import (
 // kustomization's images: entries are not built.
 func pinProblem(def *gitrepo.Definition, c gitrepo.Container, ref registry.Ref, pinned bool) string {
 	switch {
+	case def.ImagePolicy != nil:
+		// A marked field: its ImagePolicy says whether it holds a
+		// digest (digestReflectionPolicy); a kustomization's images:
+		// digest is a field like any other.
+		return ""
 	case ref.Digest != "" && !pinned:
 		return fmt.Sprintf("%s: image %q is pinned by digest; annotate the workload %s: \"true\" to have fluxd move the pin", c.Name, c.Image, policy.PinDigest)
 	case pinned && def.Built:
@@ -29,11 +34,19 @@ func pinProblem(def *gitrepo.Definition, c gitrepo.Container, ref registry.Ref, 
 	return ""
 }
 
-// pinnedIn says whether def's container is pinned by digest: its
-// annotations say so, and, for an ImagePolicy's marked field, the field
-// holds the whole image (a :tag or :name field cannot hold a digest; the
-// fields beside it that hold the image carry the pin).
+// pinnedIn says whether def's container is pinned by digest: for an
+// ImagePolicy's marked field, the policy reflects digests and the field
+// holds the whole image or the digest; otherwise its annotations say
+// so, and, for a marked field, the field holds the whole image (a :tag
+// or :name field cannot hold a digest; the fields beside it that hold
+// the image carry the pin).
 func pinnedIn(def *gitrepo.Definition, container string) bool {
+	if s, ok := setterOf(def, container); ok && def.ImagePolicy.ReflectsDigest() {
+		// Flux v2 2.6: a policy that reflects digests writes
+		// repository:tag@digest in a whole-image field and the digest
+		// in a :digest field.
+		return s.Form == gitrepo.FormImage || s.Form == gitrepo.FormDigest
+	}
 	if !policy.Pinned(def.Annotations, container) {
 		return false
 	}

@@ -258,8 +258,8 @@ func TestEnforced(t *testing.T) {
 const (
 	pol        = "flux-system:imagepolicy/pe"
 	pe         = "default:deployment/pe"
-	peImage    = "t/pe.yaml:Deployment/pe:spec.template.spec.containers[0].image"
-	peTag      = "t/pe.yaml:ConfigMap/pe-config:data.TAG"
+	peImage    = "t/pe.yaml:Deployment/default/pe:spec.template.spec.containers[0].image"
+	peTag      = "t/pe.yaml:ConfigMap/default/pe-config:data.TAG"
 	peWorkload = `apiVersion: apps/v1
 kind: Deployment
 metadata:

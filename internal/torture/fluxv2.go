@@ -88,7 +88,7 @@ func (v *fluxV2) read(file string, lines []string, node *yaml.Node, holder strin
 	}
 	name := obj.Kind
 	if obj.Metadata.Name != "" {
-		name += "/" + obj.Metadata.Name
+		name += "/" + ns + "/" + obj.Metadata.Name // as fluxd names a field: with its object's namespace
 	}
 	return walkMarked(root, nil, func(n *yaml.Node, path []any) error {
 		m := markerComment.FindStringSubmatch(n.LineComment)
