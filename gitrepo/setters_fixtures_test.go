@@ -9,26 +9,26 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/fluxd/fluxd/internal/txtar"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/policy"
+	"golang.org/x/tools/txtar"
 )
 
 // fixtures reads the txtar archives in dir, each a case named after its
 // file (the Flux v2 rule it checks; its comment says more).
-func fixtures(t *testing.T, dir string) map[string]txtar.Archive {
+func fixtures(t *testing.T, dir string) map[string]*txtar.Archive {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join("testdata", dir, "*.txtar"))
 	if err != nil || len(paths) == 0 {
 		t.Fatalf("no fixtures in testdata/%s: %v", dir, err)
 	}
-	out := map[string]txtar.Archive{}
+	out := map[string]*txtar.Archive{}
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		out[strings.TrimSuffix(filepath.Base(p), ".txtar")] = txtar.Parse(string(b))
+		out[strings.TrimSuffix(filepath.Base(p), ".txtar")] = txtar.Parse(b)
 	}
 	return out
 }
@@ -41,7 +41,7 @@ func TestSetSettersFixtures(t *testing.T) {
 	for name, a := range fixtures(t, "setters") {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			files := a.Map()
+			files := txtarFiles(a)
 			byFile := map[string][]SetterChange{}
 			for _, line := range strings.Split(strings.TrimSpace(files["changes"]), "\n") {
 				f := strings.Split(line, "\t")
@@ -74,7 +74,7 @@ func TestImagePolicyFixtures(t *testing.T) {
 	for name, a := range fixtures(t, "automation") {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			files := a.Map()
+			files := txtarFiles(a)
 			repo := map[string]string{}
 			for f, content := range files {
 				if f != "want" && f != "warnings" {
@@ -111,4 +111,13 @@ func TestImagePolicyFixtures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// txtarFiles is an archive's files by name.
+func txtarFiles(a *txtar.Archive) map[string]string {
+	out := make(map[string]string, len(a.Files))
+	for _, f := range a.Files {
+		out[f.Name] = string(f.Data)
+	}
+	return out
 }

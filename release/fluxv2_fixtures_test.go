@@ -16,9 +16,9 @@ import (
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
-	"github.com/fluxd/fluxd/internal/txtar"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
+	"golang.org/x/tools/txtar"
 )
 
 // TestFluxV2Layouts runs the automator's release of flux-system:app over
@@ -73,7 +73,10 @@ func layoutEngine(t *testing.T, path string, edit func(map[string]string)) (*Eng
 	if err != nil {
 		t.Fatal(err)
 	}
-	files := txtar.Parse(string(b)).Map()
+	files := map[string]string{}
+	for _, f := range txtar.Parse(b).Files {
+		files[f.Name] = string(f.Data)
+	}
 	if edit != nil {
 		edit(files)
 	}
