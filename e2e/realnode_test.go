@@ -21,6 +21,9 @@ import (
 // (FLUXD_STACK_REAL_NODE=0) and returns a client.
 func requireRealNode(t *testing.T) *kubernetes.Clientset {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("needs the local stack")
+	}
 	if !stack.HasRealNode() {
 		t.Skip("the stack runs no real node (FLUXD_STACK_REAL_NODE=0)")
 	}
