@@ -56,6 +56,14 @@ type Config struct {
 	// git may apply namespaced objects (and Namespace objects) in, by
 	// the sync or a release.
 	Namespaces []string
+	// AllowDelegation are the kinds (DelegationKinds) git may apply even
+	// when what their controller applies is not pinned to these limits
+	// (delegate.go).
+	AllowDelegation []string
+	// Scoped reports whether an instance has a scope now; a HelmRelease
+	// must then name a serviceAccountName, as under Namespaces. nil:
+	// none has.
+	Scoped func() bool
 }
 
 // Self is who fluxd is in the cluster.
@@ -193,6 +201,9 @@ func (g *Guard) Refuse(u *unstructured.Unstructured) string {
 				return why
 			}
 		}
+	}
+	if why := g.refuseDelegation(u); why != "" {
+		return why
 	}
 	if !g.cfg.AllowOwnServiceAccount && g.cfg.Self.ServiceAccount != "" {
 		saNS, saName, _ := strings.Cut(g.cfg.Self.ServiceAccount, "/")
