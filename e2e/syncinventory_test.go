@@ -217,8 +217,9 @@ func TestSyncLeavesReplicasToAnAutoscaler(t *testing.T) {
 }
 
 // TestSyncRefusesDeniedKindsAndItsInventory: git's ClusterRole (denied by
-// default), its copy of the inventory ConfigMap and an object outside
-// --sync-namespaces fail, are not applied, and the rest is.
+// default), its copies of the inventory's ConfigMaps (the first, and
+// shards NAME-N, which the inventory does not have yet) and an object
+// outside --sync-namespaces fail, are not applied, and the rest is.
 func TestSyncRefusesDeniedKindsAndItsInventory(t *testing.T) {
 	invNamespace(t)
 	ctx := context.Background()
@@ -243,7 +244,7 @@ func TestSyncRefusesDeniedKindsAndItsInventory(t *testing.T) {
 		_ = kc.RbacV1().ClusterRoles().Delete(context.Background(), "syncinv-everything", metav1.DeleteOptions{})
 		_ = kc.CoreV1().ConfigMaps("default").Delete(context.Background(), "outside", metav1.DeleteOptions{})
 	})
-	res, err := a.Apply(ctx, []platform.Object{role, configMapObject("deny-inv", nil), outside, configMapObject("allowed", nil)}, platform.SyncOptions{Prune: true})
+	res, err := a.Apply(ctx, []platform.Object{role, configMapObject("deny-inv", nil), configMapObject("deny-inv-1", nil), configMapObject("deny-inv-12", nil), outside, configMapObject("allowed", nil)}, platform.SyncOptions{Prune: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +252,7 @@ func TestSyncRefusesDeniedKindsAndItsInventory(t *testing.T) {
 	for _, r := range res {
 		actions[r.Ref.Kind+"/"+r.Ref.Name] = r.Action
 	}
-	for _, name := range []string{"ClusterRole/syncinv-everything", "ConfigMap/deny-inv", "ConfigMap/outside"} {
+	for _, name := range []string{"ClusterRole/syncinv-everything", "ConfigMap/deny-inv", "ConfigMap/deny-inv-1", "ConfigMap/deny-inv-12", "ConfigMap/outside"} {
 		if actions[name] != platform.ActionFailed {
 			t.Errorf("%s: %q, want failed (results %+v)", name, actions[name], res)
 		}
@@ -264,6 +265,11 @@ func TestSyncRefusesDeniedKindsAndItsInventory(t *testing.T) {
 	}
 	if !configMapExists(t, "allowed") {
 		t.Errorf("the allowed ConfigMap was not applied: %+v", res)
+	}
+	for _, shard := range []string{"deny-inv-1", "deny-inv-12"} {
+		if configMapExists(t, shard) {
+			t.Errorf("git's copy of inventory shard %s was applied", shard)
+		}
 	}
 	cm, err := kc.CoreV1().ConfigMaps(invNS).Get(ctx, "deny-inv", metav1.GetOptions{})
 	if err != nil || cm.Data["a"] == "b" {
