@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -118,7 +119,30 @@ func newGuard(ctx context.Context, f syncFlags, rc *rest.Config, tokens *auth.St
 		return false
 	}
 	return gitguard.New(gitguard.Config{DenyKinds: f.deny, AllowConversionWebhooks: f.allowConversion, Self: self,
-		AllowOwnNamespace: f.allowOwnNS, AllowOwnServiceAccount: f.allowOwnSA, Namespaces: f.nss, AllowDelegation: f.allowDelegation, Scoped: scoped})
+		AllowOwnNamespace: f.allowOwnNS, AllowOwnServiceAccount: f.allowOwnSA, Namespaces: f.nss, AllowDelegation: f.allowDelegation, Scoped: scoped,
+		Admin: adminReviews(rc, log)})
+}
+
+// adminReviews tells the guard whether a ServiceAccount a Kustomization
+// or HelmRelease names may do anything in the cluster, and logs once when
+// fluxd may not ask (the guard then takes such ServiceAccounts at their
+// word).
+func adminReviews(rc *rest.Config, log *slog.Logger) func(namespace, name string) (bool, error) {
+	review, err := gitguard.AdminReviews(rc, 5*time.Minute)
+	if err != nil {
+		log.Warn("cannot tell whether the ServiceAccounts git's Kustomizations and HelmReleases name are admins", "component", "sync", "error", err)
+		return nil
+	}
+	var once sync.Once
+	return func(namespace, name string) (bool, error) {
+		admin, err := review(namespace, name)
+		if err != nil {
+			once.Do(func() {
+				log.Warn("cannot tell whether the ServiceAccounts git's Kustomizations and HelmReleases name are admins; they are taken at their word", "component", "sync", "error", err)
+			})
+		}
+		return admin, err
+	}
 }
 
 // syncSource names what the sync applies, credentials left out of the

@@ -19,16 +19,17 @@ import (
 //   - a Flux Kustomization needs spec.serviceAccountName (the controller
 //     then applies as that ServiceAccount of the Kustomization's
 //     namespace, and its RBAC bounds what is applied, cluster-scoped
-//     objects included) and spec.targetNamespace (every namespaced object
+//     objects included; one that may do anything, Config.Admin, pins
+//     nothing) and spec.targetNamespace (every namespaced object
 //     lands there, and that namespace passes the Guard's own namespace
 //     rules); never spec.kubeConfig (another cluster, where none hold);
 //   - a Flux HelmRelease installs into its own namespace, or its
 //     targetNamespace and storageNamespace, each held to the namespace
 //     rules. fluxd releases HelmReleases, so one without a
 //     serviceAccountName still passes, with a warning (Warn): its chart is
-//     installed as helm-controller. Under --sync-namespaces, or while an
-//     instance has a scope, fluxd promises namespaces, and then one is
-//     required. Flux v1's (helm.fluxcd.io) cannot name one: it is then
+//     installed as helm-controller; so does one that names an admin.
+//     Under --sync-namespaces, or while an instance has a scope, fluxd
+//     promises namespaces, and then a non-admin one is required. Flux v1's (helm.fluxcd.io) cannot name one: it is then
 //     refused. Never spec.kubeConfig;
 //   - an Argo CD Application needs a spec.destination.namespace that
 //     passes the namespace rules, on this cluster (no other
@@ -100,9 +101,15 @@ func (g *Guard) refuseDelegation(u *unstructured.Unstructured) string {
 		if len(missing) > 0 {
 			return unpinned("as kustomize-controller (often cluster-admin) and into any namespace, since it has no "+strings.Join(missing, " and "), "name a spec.serviceAccountName whose RBAC bounds what it may apply, and a spec.targetNamespace git may apply to")
 		}
+		if sa := g.adminServiceAccount(u); sa != "" {
+			return unpinned("as ServiceAccount "+sa+", which may do anything in the cluster, so it pins nothing", "name a ServiceAccount with the rights of its namespace only")
+		}
 	case "HelmRelease":
 		if _, ok := spec["kubeConfig"]; ok {
 			return unpinned("on another cluster (spec.kubeConfig), where none of fluxd's limits hold", "apply it by hand")
+		}
+		if sa := g.adminServiceAccount(u); sa != "" && g.strict() {
+			return unpinned("as ServiceAccount "+sa+", which may do anything in the cluster, while fluxd promises namespaces ("+g.strictWhy()+")", "name a ServiceAccount with the rights of its namespace only")
 		}
 		if str(spec, "serviceAccountName") == "" && g.strict() {
 			if gvk.Group == "helm.fluxcd.io" {
@@ -147,10 +154,26 @@ func (g *Guard) Warn(u *unstructured.Unstructured) string {
 	if delegationKind(gvk.Group, gvk.Kind) != "HelmRelease" {
 		return ""
 	}
+	if sa := g.adminServiceAccount(u); sa != "" {
+		return fmt.Sprintf("the HelmRelease %s names ServiceAccount %s, which may do anything in the cluster, so helm-controller may install its chart's objects in any namespace or none, past fluxd's limits; name a ServiceAccount with the rights of its namespace only. fluxd refuses it under --sync-namespaces or a scope", nsName(u), sa)
+	}
 	if sa, _, _ := unstructured.NestedString(u.Object, "spec", "serviceAccountName"); sa != "" {
 		return ""
 	}
 	return fmt.Sprintf("the HelmRelease %s names no spec.serviceAccountName, so helm-controller installs its chart as itself (often cluster-admin), and the chart may put objects in any namespace or none, past fluxd's limits; name a ServiceAccount that is not an admin (or run helm-controller with --default-service-account). fluxd refuses it under --sync-namespaces or a scope", nsName(u))
+}
+
+// adminServiceAccount is u's spec.serviceAccountName, NAMESPACE/NAME,
+// when Config.Admin says it may do anything in the cluster, else "".
+func (g *Guard) adminServiceAccount(u *unstructured.Unstructured) string {
+	sa, _, _ := unstructured.NestedString(u.Object, "spec", "serviceAccountName")
+	if sa == "" || g.cfg.Admin == nil {
+		return ""
+	}
+	if admin, err := g.cfg.Admin(u.GetNamespace(), sa); err != nil || !admin {
+		return ""
+	}
+	return u.GetNamespace() + "/" + sa
 }
 
 // strict says whether fluxd promises namespaces: --sync-namespaces, or an

@@ -146,3 +146,51 @@ func TestValidateDelegation(t *testing.T) {
 		t.Errorf("GitRepository: %v", err)
 	}
 }
+
+// A ServiceAccount that may do anything in the cluster (Config.Admin)
+// pins nothing: a Kustomization naming one is refused, a HelmRelease
+// naming one is warned of, and refused under --sync-namespaces; one whose
+// rights cannot be told is taken at its word.
+func TestGuardAdminServiceAccountsPinNothing(t *testing.T) {
+	t.Parallel()
+	admin := func(ns, name string) (bool, error) {
+		switch name {
+		case "admin":
+			return true, nil
+		case "unknown":
+			return false, errors.New("forbidden")
+		}
+		return false, nil
+	}
+	ks := func(sa string) string {
+		return "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: k, namespace: apps}\nspec: {serviceAccountName: " + sa + ", targetNamespace: apps}"
+	}
+	hr := func(sa string) string {
+		return "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: h, namespace: apps}\nspec: {serviceAccountName: " + sa + "}"
+	}
+	g := New(Config{Admin: admin})
+	strict := New(Config{Admin: admin, Namespaces: []string{"apps"}})
+	if err := g.Check(obj(t, ks("admin"))); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "ServiceAccount apps/admin, which may do anything") {
+		t.Errorf("a Kustomization as an admin: %v", err)
+	}
+	for _, sa := range []string{"deployer", "unknown"} {
+		if err := strict.Check(obj(t, ks(sa))); err != nil {
+			t.Errorf("a Kustomization as %s: %v", sa, err)
+		}
+		if err := strict.Check(obj(t, hr(sa))); err != nil {
+			t.Errorf("a HelmRelease as %s: %v", sa, err)
+		}
+		if w := g.Warn(obj(t, hr(sa))); w != "" {
+			t.Errorf("a HelmRelease as %s: warning %q", sa, w)
+		}
+	}
+	if err := g.Check(obj(t, hr("admin"))); err != nil {
+		t.Errorf("a HelmRelease as an admin, without --sync-namespaces: %v", err)
+	}
+	if w := g.Warn(obj(t, hr("admin"))); !strings.Contains(w, "apps/admin, which may do anything") {
+		t.Errorf("a HelmRelease as an admin: warning %q", w)
+	}
+	if err := strict.Check(obj(t, hr("admin"))); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "--sync-allow-delegation=HelmRelease") {
+		t.Errorf("a HelmRelease as an admin, under --sync-namespaces: %v", err)
+	}
+}

@@ -64,6 +64,11 @@ type Config struct {
 	// must then name a serviceAccountName, as under Namespaces. nil:
 	// none has.
 	Scoped func() bool
+	// Admin reports whether ServiceAccount NAMESPACE/NAME may do
+	// everything in the cluster (AdminReviews): a Kustomization or
+	// HelmRelease that names such a one is not pinned by it. nil, or an
+	// error: the ServiceAccount is taken at its word.
+	Admin func(namespace, name string) (bool, error)
 }
 
 // Self is who fluxd is in the cluster.
