@@ -136,7 +136,6 @@ func (g *Guard) refuseDelegation(u *unstructured.Unstructured) string {
 		case project == "" || project == "default" || strings.Contains(project, "{{"):
 			return unpinned("bounded by no AppProject, since "+where+"project is not set to one other than \"default\" (which, as Argo CD installs it, allows every destination and kind)", "set "+where+"project to an AppProject that allows only the namespaces git may apply to")
 		}
-		return g.refuseNamespace(ns, what+"'s "+where+"destination.namespace: ")
 	case "AppProject":
 		return fmt.Sprintf("git may not apply %s: an AppProject bounds what Argo CD applies for every Application that names it, so git could lift the bounds its Applications are held to; apply it by hand, or start fluxd with %s=AppProject", what, delegationFlag)
 	}

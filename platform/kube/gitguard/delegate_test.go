@@ -114,9 +114,11 @@ func TestGuardHoldsPinnedTargetsToTheNamespaceLimits(t *testing.T) {
 		if strings.Contains(tc.want, "own-namespace") {
 			ns = nil
 		}
-		err := New(Config{Self: self, Namespaces: ns}).Check(obj(t, tc.yaml))
-		if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v; want a refusal naming %s", tc.name, err, tc.want)
+		for _, allow := range [][]string{nil, DelegationKinds} {
+			err := New(Config{Self: self, Namespaces: ns, AllowDelegation: allow}).Check(obj(t, tc.yaml))
+			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("%s (--sync-allow-delegation=%s): %v; want a refusal naming %s", tc.name, strings.Join(allow, ","), err, tc.want)
+			}
 		}
 	}
 }
