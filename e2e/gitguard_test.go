@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -241,6 +243,119 @@ func TestSyncRefusesWhatCouldTakeOverTheCluster(t *testing.T) {
 		}
 		if _, err := kc.AppsV1().Deployments(guardSelfNS).Get(ctx, "own-sa", metav1.GetOptions{}); err != nil {
 			t.Errorf("with --sync-allow-own-namespace, a Deployment of another ServiceAccount in fluxd's namespace was not applied: %v\n%s", err, out)
+		}
+	})
+}
+
+//go:embed testdata/delegation-crds.yaml
+var delegationCRDs string
+
+// The delegation test: git under delegDir, its objects in delegNS.
+const (
+	delegDir = "delegtest"
+	delegNS  = "delegtest"
+)
+
+var (
+	kustomizations = schema.GroupVersionResource{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Resource: "kustomizations"}
+	gitRepos       = schema.GroupVersionResource{Group: "source.toolkit.fluxcd.io", Version: "v1", Resource: "gitrepositories"}
+	argoApps       = schema.GroupVersionResource{Group: "argoproj.io", Version: "v1alpha1", Resource: "applications"}
+)
+
+func delegationManifests() map[string]string {
+	return map[string]string{
+		delegDir + "/ns.yaml": "apiVersion: v1\nkind: Namespace\nmetadata: {name: " + delegNS + "}\n",
+		// A source applies nothing: it passes.
+		delegDir + "/source.yaml": "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: anything, namespace: " + delegNS + "}\nspec: {interval: 1m, url: https://git.example/anything.git, ref: {branch: main}}\n",
+		// Flux's defaults: kustomize-controller would apply whatever the
+		// source holds, as itself, anywhere.
+		delegDir + "/ks-everything.yaml": "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: everything, namespace: " + delegNS + "}\nspec: {interval: 1m, path: ./, prune: true, sourceRef: {kind: GitRepository, name: anything}}\n",
+		delegDir + "/ks-pinned.yaml":     "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: pinned, namespace: " + delegNS + "}\nspec: {interval: 1m, path: ./, sourceRef: {kind: GitRepository, name: anything}, serviceAccountName: deployer, targetNamespace: " + delegNS + "}\n",
+		// Argo CD's project default allows every destination and kind.
+		delegDir + "/app-everything.yaml": "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: everything, namespace: " + delegNS + "}\nspec:\n  project: default\n  source: {repoURL: https://git.example/anything.git, path: ., targetRevision: HEAD}\n  destination: {server: https://kubernetes.default.svc}\n",
+		delegDir + "/app-pinned.yaml":     "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata: {name: pinned, namespace: " + delegNS + "}\nspec:\n  project: team\n  source: {repoURL: https://git.example/anything.git, path: ., targetRevision: HEAD}\n  destination: {server: https://kubernetes.default.svc, namespace: " + delegNS + "}\n",
+	}
+}
+
+// TestSyncRefusesDelegationAroundTheGuard: a Flux Kustomization and an
+// Argo CD Application committed to git, that would make their (often
+// cluster-admin) controllers apply whatever their source holds, anywhere,
+// are refused by a syncing fluxd, naming each object and
+// --sync-allow-delegation; pinned ones (a ServiceAccount and a target
+// namespace; a destination namespace and a project) and the source are
+// applied. Reproduced first: with --sync-allow-delegation naming both
+// kinds, as every fluxd behaved before, both are applied.
+func TestSyncRefusesDelegationAroundTheGuard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the local stack")
+	}
+	ctx := testContext(t)
+	kc := kubeClient(t)
+	dyn := dynClient(t)
+	kubectlApply(t, delegationCRDs)
+	if err := poll(ctx, 60*time.Second, func() error {
+		for _, gvr := range []schema.GroupVersionResource{kustomizations, gitRepos, argoApps} {
+			if _, err := dyn.Resource(gvr).Namespace("default").List(ctx, metav1.ListOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("the CRDs are not served: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = kc.CoreV1().Namespaces().Delete(ctx, delegNS, metav1.DeleteOptions{})
+		for _, n := range []string{"fluxd-sync-deleg-old", "fluxd-sync-deleg"} {
+			_ = kc.CoreV1().ConfigMaps("default").Delete(ctx, n, metav1.DeleteOptions{})
+		}
+	})
+	pushManifest(t, "Add the delegation test's manifests", delegationManifests())
+
+	sync := func(name string, extra ...string) string {
+		t.Helper()
+		args := append([]string{"--sync-interval=1h", "--git-poll-interval=1h", "--sync-inventory=default/fluxd-sync-" + name}, extra...)
+		f := startFaultFluxd(t, name, delegDir, nil, args...)
+		defer stopFluxd(t, f)
+		out, stderr, _ := fluxctl(t, []string{"FLUX_URL=grpc://" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"]}, "sync")
+		return out + stderr
+	}
+	exists := func(gvr schema.GroupVersionResource, name string) bool {
+		_, err := dyn.Resource(gvr).Namespace(delegNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	unpinned := map[string]schema.GroupVersionResource{"Kustomization": kustomizations, "Application": argoApps}
+
+	t.Run("reproduced as before, with the kinds allowed", func(t *testing.T) {
+		out := sync("deleg-old", "--sync-allow-delegation=Kustomization,Application")
+		for kind, gvr := range unpinned {
+			if !exists(gvr, "everything") {
+				t.Fatalf("the %s that delegates everything was not applied (the reproduction failed):\n%s", kind, out)
+			}
+			if err := dyn.Resource(gvr).Namespace(delegNS).Delete(ctx, "everything", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+
+	t.Run("refused by default", func(t *testing.T) {
+		out := sync("deleg")
+		for kind, gvr := range unpinned {
+			if !hasLine(out, kind+"/"+delegNS+"/everything failed", delegDir+"/", "--sync-allow-delegation="+kind) {
+				t.Errorf("the %s: not reported failed with its file and --sync-allow-delegation=%s:\n%s", kind, kind, out)
+			}
+			if exists(gvr, "everything") {
+				t.Errorf("the %s that delegates everything was applied", kind)
+			}
+			if !exists(gvr, "pinned") {
+				t.Errorf("the pinned %s was not applied:\n%s", kind, out)
+			}
+		}
+		if !exists(gitRepos, "anything") {
+			t.Errorf("the GitRepository (a source, which applies nothing) was not applied:\n%s", out)
 		}
 	})
 }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -217,8 +218,9 @@ func TestSyncLeavesReplicasToAnAutoscaler(t *testing.T) {
 }
 
 // TestSyncRefusesDeniedKindsAndItsInventory: git's ClusterRole (denied by
-// default), its copy of the inventory ConfigMap and an object outside
-// --sync-namespaces fail, are not applied, and the rest is.
+// default), its copies of the inventory's ConfigMaps (the first, and
+// shards NAME-N, which the inventory does not have yet) and an object
+// outside --sync-namespaces fail, are not applied, and the rest is.
 func TestSyncRefusesDeniedKindsAndItsInventory(t *testing.T) {
 	invNamespace(t)
 	ctx := context.Background()
@@ -243,7 +245,7 @@ func TestSyncRefusesDeniedKindsAndItsInventory(t *testing.T) {
 		_ = kc.RbacV1().ClusterRoles().Delete(context.Background(), "syncinv-everything", metav1.DeleteOptions{})
 		_ = kc.CoreV1().ConfigMaps("default").Delete(context.Background(), "outside", metav1.DeleteOptions{})
 	})
-	res, err := a.Apply(ctx, []platform.Object{role, configMapObject("deny-inv", nil), outside, configMapObject("allowed", nil)}, platform.SyncOptions{Prune: true})
+	res, err := a.Apply(ctx, []platform.Object{role, configMapObject("deny-inv", nil), configMapObject("deny-inv-1", nil), configMapObject("deny-inv-12", nil), outside, configMapObject("allowed", nil)}, platform.SyncOptions{Prune: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +253,7 @@ func TestSyncRefusesDeniedKindsAndItsInventory(t *testing.T) {
 	for _, r := range res {
 		actions[r.Ref.Kind+"/"+r.Ref.Name] = r.Action
 	}
-	for _, name := range []string{"ClusterRole/syncinv-everything", "ConfigMap/deny-inv", "ConfigMap/outside"} {
+	for _, name := range []string{"ClusterRole/syncinv-everything", "ConfigMap/deny-inv", "ConfigMap/deny-inv-1", "ConfigMap/deny-inv-12", "ConfigMap/outside"} {
 		if actions[name] != platform.ActionFailed {
 			t.Errorf("%s: %q, want failed (results %+v)", name, actions[name], res)
 		}
@@ -264,6 +266,11 @@ func TestSyncRefusesDeniedKindsAndItsInventory(t *testing.T) {
 	}
 	if !configMapExists(t, "allowed") {
 		t.Errorf("the allowed ConfigMap was not applied: %+v", res)
+	}
+	for _, shard := range []string{"deny-inv-1", "deny-inv-12"} {
+		if configMapExists(t, shard) {
+			t.Errorf("git's copy of inventory shard %s was applied", shard)
+		}
 	}
 	cm, err := kc.CoreV1().ConfigMaps(invNS).Get(ctx, "deny-inv", metav1.GetOptions{})
 	if err != nil || cm.Data["a"] == "b" {
@@ -302,5 +309,92 @@ func TestSyncInventoryFailuresApplyWithoutPruning(t *testing.T) {
 	}
 	if !configMapExists(t, "despite-broken-inv") {
 		t.Errorf("a broken inventory stopped the apply: %+v", res)
+	}
+}
+
+// TestSyncTrustsNoInventoryShardItDidNotWrite: a shard NAME-N of a
+// sharded inventory, rewritten outside fluxd to list an object fluxd
+// adopted (it existed before git declared it) as prunable, does not get it
+// pruned when it leaves git: fluxd reads no shard whose checksum, kept in
+// the first ConfigMap, does not match what it wrote.
+func TestSyncTrustsNoInventoryShardItDidNotWrite(t *testing.T) {
+	if stack == nil {
+		t.Skip("needs the local stack")
+	}
+	const ns, n = "syncinv-forge", 4000
+	ctx := context.Background()
+	kc := kubeClient(t)
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = kc.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+	if _, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "victim"}, Data: map[string]string{"a": "b"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	invNamespace(t)
+	a := newApplier(t, "forged-inv", "file:///forged.git branch main paths x")
+	t.Cleanup(a.Close)
+	objs := make([]platform.Object, n)
+	for i := range objs {
+		name := fmt.Sprintf("an-object-of-an-inventory-with-a-forged-shard-%05d", i)
+		objs[i] = platform.Object{File: "many.yaml", Line: i + 1, Manifest: map[string]any{
+			"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": name, "namespace": ns}, "data": map[string]any{"i": fmt.Sprint(i)}}}
+	}
+	victim := platform.Object{File: "victim.yaml", Line: 1, Manifest: map[string]any{
+		"apiVersion": "v1", "kind": "ConfigMap", "metadata": map[string]any{"name": "victim", "namespace": ns}, "data": map[string]any{"a": "changed by git"}}}
+	res, err := a.Apply(ctx, append(objs, victim), platform.SyncOptions{Prune: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resultOf(res, "victim"); got != platform.ActionChanged {
+		t.Fatalf("the object that existed before git declared it was %s, want adopted (configured)", got)
+	}
+	shards := inventoryShards(t, "forged-inv")
+	if len(shards) < 2 {
+		t.Fatalf("the inventory of %d objects is in %d ConfigMap(s): the test needs it sharded", n, len(shards))
+	}
+	// The forgery: the shard that lists the adopted object marks it
+	// prunable; when that is the first (which git may not write), the
+	// next shard, read after it, lists it again, prunable.
+	entry := `"n":"victim"`
+	forge := "forged-inv-1"
+	for name := range shards {
+		cm, err := kc.CoreV1().ConfigMaps(invNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if name != "forged-inv" && strings.Contains(cm.Data["entries.json"], entry) {
+			forge = name
+		}
+	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cm, err := kc.CoreV1().ConfigMaps(invNS).Get(ctx, forge, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		raw := cm.Data["entries.json"]
+		if strings.Contains(raw, entry) {
+			raw = strings.Replace(raw, entry, entry+`,"p":true`, 1)
+		} else {
+			raw = strings.TrimSuffix(raw, "]") + `,{"v":"v1","k":"ConfigMap","ns":"` + ns + `","n":"victim","p":true}]`
+		}
+		cm.Data["entries.json"] = raw
+		_, err = kc.CoreV1().ConfigMaps(invNS).Update(ctx, cm, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The adopted object leaves git: an adopted object is forgotten, not
+	// pruned.
+	res, err = a.Apply(ctx, objs, platform.SyncOptions{Prune: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resultOf(res, "victim"); got != "(absent)" {
+		t.Errorf("the adopted object the forged shard marked prunable was %s", got)
+	}
+	if _, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, "victim", metav1.GetOptions{}); err != nil {
+		t.Errorf("the adopted object the forged shard marked prunable is gone: %v", err)
 	}
 }

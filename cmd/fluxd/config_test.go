@@ -107,6 +107,7 @@ func TestConfigureRefusesBadFlags(t *testing.T) {
 		{"a web URL that is not one", []string{"--web-url=fluxd.example.com"}, false, []string{`--web-url "fluxd.example.com" is not an http:// or https:// URL`}},
 		{"pruning without syncing", []string{"--sync-prune"}, false, []string{"--sync-prune needs --sync-interval"}},
 		{"a sync inventory that is not NAMESPACE/NAME", []string{"--sync-interval=5m", "--sync-inventory=fluxd-sync"}, false, []string{`--sync-inventory "fluxd-sync" is not NAMESPACE/NAME`}},
+		{"a delegation kind that is not one", []string{"--sync-allow-delegation=Kustomization,GitRepository"}, false, []string{"--sync-allow-delegation names GitRepository: it takes Kustomization,HelmRelease,Application,ApplicationSet,AppProject"}},
 		{"a negative sync interval", []string{"--sync-interval=-1m"}, false, []string{"--sync-interval must be positive"}},
 		{"a notification age of zero", []string{"--notify-max-age=0s"}, false, []string{"--notify-max-age 0s must be positive"}},
 		{"every problem at once", []string{"--git-clone-retry-max=1ms", "--notify-max-age=0s", "--webhook-listen=:0"}, false,

@@ -92,7 +92,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 	engine := release.NewEngine(repo, images, cluster, store, log)
-	guard := newGuard(ctx, f.sync, rc, log)
+	guard := newGuard(ctx, f.sync, rc, tokens, log)
 	cluster.SetGuard(guard)
 	syncs, err := newSyncer(f.sync, syncSource(cfg.git.URL, cfg.git.Branch, cfg.git.Paths), rc, guard, engine, store, reg, log)
 	if err != nil {

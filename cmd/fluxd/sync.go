@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/fluxd/fluxd/gitrepo/gogit"
+	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/platform/kube/gitguard"
 	kubesync "github.com/fluxd/fluxd/platform/kube/sync"
@@ -31,6 +33,7 @@ type syncFlags struct {
 	// default refusals (gitguard.Config).
 	allowConversion, allowOwnNS, allowOwnSA bool
 	nss                                     []string
+	allowDelegation                         []string
 	inventory                               string
 	timeout                                 time.Duration
 }
@@ -45,6 +48,7 @@ func (f *syncFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.allowOwnNS, "sync-allow-own-namespace", false, "let git apply objects in fluxd's own namespace ($POD_NAMESPACE and its ServiceAccount's), by the sync or a release (refused by default: fluxd's Secrets, RBAC and Deployment live there)")
 	fs.BoolVar(&f.allowOwnSA, "sync-allow-own-service-account", false, "let git apply pods (in any workload, by the sync or a release) that run as fluxd's ServiceAccount, and token Secrets for it (refused by default: they would have fluxd's rights)")
 	fs.StringSliceVar(&f.nss, "sync-namespaces", nil, "the only namespaces git may apply namespaced objects (and Namespaces) to, by the sync or a release (default: any)")
+	fs.StringSliceVar(&f.allowDelegation, "sync-allow-delegation", nil, "kinds ("+strings.Join(gitguard.DelegationKinds, ",")+") git may apply, by the sync or a release, even when what their controller (Flux's, Argo CD's) applies is not pinned to fluxd's limits: a Kustomization without spec.serviceAccountName and spec.targetNamespace, an Application or ApplicationSet without a destination namespace and a project other than default, any AppProject, a HelmRelease without spec.serviceAccountName under --sync-namespaces or a scope, anything with spec.kubeConfig (refused by default: their controllers often run as cluster-admin)")
 	fs.StringVar(&f.inventory, "sync-inventory", "", "NAMESPACE/NAME of the ConfigMap where the sync lists what it applied, for --sync-prune (default: $POD_NAMESPACE/fluxd-sync-HASH, HASH derived from --git-url, --git-branch and --git-path, so that two fluxd instances never share one); a sync finding an inventory written for another source prunes nothing")
 	fs.DurationVar(&f.timeout, "sync-timeout", 5*time.Minute, "how long one sync may take")
 }
@@ -52,6 +56,9 @@ func (f *syncFlags) register(fs *pflag.FlagSet) {
 // validate checks the sync's flags, so that fluxd refuses them before it
 // opens anything (configure) as well as where they are used (newSyncer).
 func (f syncFlags) validate() error {
+	if err := gitguard.ValidateDelegation(f.allowDelegation); err != nil {
+		return err // the guard holds for releases too, with the sync off
+	}
 	if f.interval == 0 {
 		if f.prune {
 			return errors.New("--sync-prune needs --sync-interval: fluxd prunes only when it syncs")
@@ -93,15 +100,49 @@ func newSyncer(f syncFlags, source string, rc *rest.Config, guard *gitguard.Guar
 // newGuard is what git may apply, by the sync and by releases, from the
 // flags and who fluxd is in the cluster (asked of the API server once, at
 // start).
-func newGuard(ctx context.Context, f syncFlags, rc *rest.Config, log *slog.Logger) *gitguard.Guard {
+func newGuard(ctx context.Context, f syncFlags, rc *rest.Config, tokens *auth.Store, log *slog.Logger) *gitguard.Guard {
 	self, err := gitguard.Discover(ctx, rc, gitguard.PodNamespace())
 	if err != nil {
 		log.Warn("cannot tell fluxd's ServiceAccount: git's pods that would run as it cannot be refused", "component", "sync", "error", err)
 	}
 	log.Info("git may not apply objects in fluxd's namespace nor pods running as its ServiceAccount", "component", "sync", "self", self.String(),
 		"allow_own_namespace", f.allowOwnNS, "allow_own_service_account", f.allowOwnSA)
+	if len(f.allowDelegation) > 0 {
+		log.Warn("git may apply objects that make another controller apply things past fluxd's limits", "component", "sync", "sync_allow_delegation", strings.Join(f.allowDelegation, ","))
+	}
+	scoped := func() bool {
+		for _, sc := range tokens.Instances() {
+			if sc != nil {
+				return true
+			}
+		}
+		return false
+	}
 	return gitguard.New(gitguard.Config{DenyKinds: f.deny, AllowConversionWebhooks: f.allowConversion, Self: self,
-		AllowOwnNamespace: f.allowOwnNS, AllowOwnServiceAccount: f.allowOwnSA, Namespaces: f.nss})
+		AllowOwnNamespace: f.allowOwnNS, AllowOwnServiceAccount: f.allowOwnSA, Namespaces: f.nss, AllowDelegation: f.allowDelegation, Scoped: scoped,
+		Admin: adminReviews(rc, log)})
+}
+
+// adminReviews tells the guard whether a ServiceAccount a Kustomization
+// or HelmRelease names may do anything in the cluster, and logs once when
+// fluxd may not ask (the guard then takes such ServiceAccounts at their
+// word).
+func adminReviews(rc *rest.Config, log *slog.Logger) func(namespace, name string) (bool, error) {
+	review, err := gitguard.AdminReviews(rc, 5*time.Minute)
+	if err != nil {
+		log.Warn("cannot tell whether the ServiceAccounts git's Kustomizations and HelmReleases name are admins", "component", "sync", "error", err)
+		return nil
+	}
+	var once sync.Once
+	return func(namespace, name string) (bool, error) {
+		admin, err := review(namespace, name)
+		if err != nil {
+			once.Do(func() {
+				log.Warn("cannot tell whether the ServiceAccounts git's Kustomizations and HelmReleases name are admins; they are taken at their word", "component", "sync", "error", err)
+			})
+		}
+		return admin, err
+	}
 }
 
 // syncSource names what the sync applies, credentials left out of the

@@ -56,6 +56,19 @@ type Config struct {
 	// git may apply namespaced objects (and Namespace objects) in, by
 	// the sync or a release.
 	Namespaces []string
+	// AllowDelegation are the kinds (DelegationKinds) git may apply even
+	// when what their controller applies is not pinned to these limits
+	// (delegate.go).
+	AllowDelegation []string
+	// Scoped reports whether an instance has a scope now; a HelmRelease
+	// must then name a serviceAccountName, as under Namespaces. nil:
+	// none has.
+	Scoped func() bool
+	// Admin reports whether ServiceAccount NAMESPACE/NAME may do
+	// everything in the cluster (AdminReviews): a Kustomization or
+	// HelmRelease that names such a one is not pinned by it. nil, or an
+	// error: the ServiceAccount is taken at its word.
+	Admin func(namespace, name string) (bool, error)
 }
 
 // Self is who fluxd is in the cluster.
@@ -184,15 +197,20 @@ func (g *Guard) Refuse(u *unstructured.Unstructured) string {
 	if why := g.refuseNamespace(ns, ""); why != "" {
 		return why
 	}
-	// A Flux HelmRelease or Kustomization names the namespace its
-	// controller installs into: what it makes lands there, so that
-	// namespace is held to the same rules as the object's own.
-	for _, field := range targetNamespaceFields(gvk.Group, gvk.Kind) {
-		if target, _, _ := unstructured.NestedString(u.Object, "spec", field); target != "" {
-			if why := g.refuseNamespace(target, fmt.Sprintf("the %s's spec.%s: ", gvk.Kind, field)); why != "" {
+	// A Flux HelmRelease or Kustomization, an Argo CD Application or
+	// ApplicationSet, names the namespace its controller installs into:
+	// what it makes lands there, so that namespace is held to the same
+	// rules as the object's own, whether or not the kind may delegate
+	// (--sync-allow-delegation).
+	for _, path := range targetNamespaceFields(gvk.Group, gvk.Kind) {
+		if target, _, _ := unstructured.NestedString(u.Object, path...); target != "" && !strings.Contains(target, "{{") {
+			if why := g.refuseNamespace(target, fmt.Sprintf("the %s %s's %s: ", gvk.Kind, nsName(u), strings.Join(path, "."))); why != "" {
 				return why
 			}
 		}
+	}
+	if why := g.refuseDelegation(u); why != "" {
+		return why
 	}
 	if !g.cfg.AllowOwnServiceAccount && g.cfg.Self.ServiceAccount != "" {
 		saNS, saName, _ := strings.Cut(g.cfg.Self.ServiceAccount, "/")
@@ -222,16 +240,21 @@ func (g *Guard) refuseNamespace(ns, where string) string {
 	return ""
 }
 
-// targetNamespaceFields are the spec fields of a Flux object that name
-// the namespace its controller installs into: a HelmRelease's release
+// targetNamespaceFields are the fields of an object that name the
+// namespace its controller installs into: a Flux HelmRelease's release
 // and its storage (helm.toolkit.fluxcd.io, and Flux v1's helm.fluxcd.io),
-// a Kustomization's target (kustomize.toolkit.fluxcd.io).
-func targetNamespaceFields(group, kind string) []string {
+// a Flux Kustomization's target (kustomize.toolkit.fluxcd.io), an Argo CD
+// Application's destination, and that of an ApplicationSet's template.
+func targetNamespaceFields(group, kind string) [][]string {
 	switch {
 	case kind == "HelmRelease" && (group == "helm.toolkit.fluxcd.io" || group == "helm.fluxcd.io"):
-		return []string{"targetNamespace", "storageNamespace"}
+		return [][]string{{"spec", "targetNamespace"}, {"spec", "storageNamespace"}}
 	case kind == "Kustomization" && group == "kustomize.toolkit.fluxcd.io":
-		return []string{"targetNamespace"}
+		return [][]string{{"spec", "targetNamespace"}}
+	case kind == "Application" && group == "argoproj.io":
+		return [][]string{{"spec", "destination", "namespace"}}
+	case kind == "ApplicationSet" && group == "argoproj.io":
+		return [][]string{{"spec", "template", "spec", "destination", "namespace"}}
 	}
 	return nil
 }

@@ -175,8 +175,8 @@ func TestGuardRefusesFluxObjectsTargetingOtherNamespaces(t *testing.T) {
 		{"HelmRelease v2 storage in kube-system", hr("helm.toolkit.fluxcd.io/v2", "storageNamespace: kube-system"), "--sync-namespaces apps,web"},
 		{"HelmRelease v1 into kube-system", hr("helm.fluxcd.io/v1", "targetNamespace: kube-system"), "--sync-namespaces apps,web"},
 		{"Kustomization into kube-system", "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: k, namespace: apps}\nspec: {targetNamespace: kube-system}", "--sync-namespaces apps,web"},
-		{"HelmRelease v2 into web", hr("helm.toolkit.fluxcd.io/v2", "targetNamespace: web"), ""},
-		{"HelmRelease v2 in its own namespace", hr("helm.toolkit.fluxcd.io/v2", "chart: {spec: {chart: web}}"), ""},
+		{"HelmRelease v2 into web", hr("helm.toolkit.fluxcd.io/v2", "targetNamespace: web, serviceAccountName: web"), ""},
+		{"HelmRelease v2 in its own namespace", hr("helm.toolkit.fluxcd.io/v2", "chart: {spec: {chart: web}}, serviceAccountName: web"), ""},
 		{"another group's HelmRelease", hr("example.com/v1", "targetNamespace: kube-system"), ""},
 	} {
 		err := New(Config{Namespaces: []string{"apps", "web"}, Self: self}).Check(obj(t, tc.yaml))

@@ -90,6 +90,8 @@ type Applier struct {
 	log  *slog.Logger
 	live *liveView  // the applied kinds' metadata, watched
 	seen *witnesses // what the API server answered this sync
+	// warned are the Guard's warnings already logged (warnOnce).
+	warned sync.Map
 	// requests counts every request sent to the API server.
 	requests atomic.Int64
 	stop     context.CancelFunc // ends the informers
@@ -312,8 +314,22 @@ func (a *Applier) prepare(objs []platform.Object) ([]*item, []platform.ObjectRes
 		}
 		seen[it.key] = it
 		items = append(items, it)
+		a.warnOnce(it)
 	}
 	return items, failed, refused
+}
+
+// warnOnce logs what the Guard warns of an object git may apply (a
+// HelmRelease its controller installs as itself), once per object and
+// warning while fluxd runs, not at every sync.
+func (a *Applier) warnOnce(it *item) {
+	w := a.cfg.Guard.Warn(it.u)
+	if w == "" {
+		return
+	}
+	if _, dup := a.warned.LoadOrStore(it.key+"\x00"+w, true); !dup {
+		a.log.Warn(w, "object", it.res.Ref.String(), "file", it.src.Where())
+	}
 }
 
 // scopeOne sets the default namespace on a namespaced object without one,

@@ -9,6 +9,7 @@ import (
 	"hash/fnv"
 	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -31,11 +32,29 @@ import (
 // shard, NAME-1 … NAME-(n-1) the others. An entry's shard is a hash of its
 // key, so a change to one object rewrites one shard, and only shards whose
 // content changed are written: a sync that changed nothing writes nothing.
+//
+// fluxd trusts no shard it did not write. The first ConfigMap is the root
+// of that trust: git may never write it (nor any NAME-N: deny.go), and
+// fluxd writes it last, with a checksum of every other shard's entries
+// (sumsKey). A shard whose entries do not match (one git applied before
+// shards were refused, one someone wrote by hand, one left by a write cut
+// short) is not read: what it lists is forgotten, so never pruned, and the
+// next write replaces it. A checksum rather than a signature: everything
+// that could forge the first ConfigMap (RBAC on ConfigMaps in the
+// inventory's namespace) could as well delete or rewrite all of it, or
+// fluxd's own Deployment in its namespace, and a key would need a Secret
+// that same RBAC guards; the shards' weak point was that git could write
+// the others, and that is what a checksum held in the first closes.
 const (
 	entriesKey = "entries.json" // a shard's entries
 	shardsKey  = "shards"       // in the first ConfigMap: how many shards
+	sumsKey    = "shard-sums"   // in the first ConfigMap: the checksums of NAME-1 … NAME-(n-1), comma-separated
 	legacyKey  = "objects.json" // the single-ConfigMap list of refs before shards; read, never written
 )
+
+// untrustedShard stands, in inventory.stored, for a shard fluxd did not
+// write: it equals no shard's entries, so the next write replaces it.
+const untrustedShard = "untrusted"
 
 // shardTarget is the size the shards are sized for; shardMax the most one
 // may hold (an unlucky hash adds a shard). Both leave room under the API
@@ -94,6 +113,7 @@ type entry struct {
 type inventory struct {
 	entries map[string]entry
 	stored  []string // each shard's entries.json as read, by index
+	sums    string   // the first ConfigMap's sumsKey as read
 	ours    bool     // the first ConfigMap carries our owner annotation
 }
 
@@ -160,6 +180,8 @@ func (a *Applier) readInventory(ctx context.Context) (inventory, error) {
 		}
 	}
 	inv.stored = make([]string, n)
+	inv.sums = cm.Data[sumsKey]
+	sums := strings.Split(inv.sums, ",")
 	for i := 0; i < n; i++ {
 		if i > 0 {
 			cm = corev1.ConfigMap{}
@@ -174,6 +196,11 @@ func (a *Applier) readInventory(ctx context.Context) (inventory, error) {
 			}
 		}
 		raw := cm.Data[entriesKey]
+		if i > 0 && (i > len(sums) || sums[i-1] != shardSum(i, raw)) {
+			a.log.Warn("a sync inventory shard does not match the checksum fluxd recorded when it wrote the inventory, so fluxd did not write it (git or someone with access to ConfigMaps did, or a write was cut short): what it lists is not read, so not pruned, and fluxd writes the shard again", "configmap", a.cfg.InventoryNamespace+"/"+a.shardName(i))
+			inv.stored[i] = untrustedShard
+			continue
+		}
 		inv.stored[i] = raw
 		if raw == "" {
 			continue
@@ -239,6 +266,25 @@ func shards(entries map[string]entry) ([]string, error) {
 	}
 }
 
+// shardSum is shard i's checksum, as the first shard records it: its
+// index and its entries, so that no shard's entries pass for another's.
+func shardSum(i int, raw string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%d\n", i)
+	h.Write([]byte(raw))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// shardSums is sumsKey's value for the shards data: every shard's but the
+// first's.
+func shardSums(data []string) string {
+	sums := make([]string, 0, len(data))
+	for i := 1; i < len(data); i++ {
+		sums = append(sums, shardSum(i, data[i]))
+	}
+	return strings.Join(sums, ",")
+}
+
 func shardOf(key string, n int) int {
 	h := fnv.New32a()
 	h.Write([]byte(key))
@@ -246,18 +292,22 @@ func shardOf(key string, n int) int {
 }
 
 // writeInventory stores inv, writing only the shards that changed: the
-// others first, then the first (which says how many there are), then
-// deleting shards no longer counted. A write cut short leaves entries
+// others first, then the first (which says how many there are, and holds
+// their checksums), then deleting shards no longer counted. A write cut short leaves entries
 // forgotten, never invented: what is forgotten is not pruned.
 func (a *Applier) writeInventory(ctx context.Context, inv inventory) error {
 	data, err := shards(inv.entries)
 	if err != nil {
 		return err
 	}
+	sums := shardSums(data)
 	write := func(i int) error {
 		d := map[string]string{entriesKey: data[i]}
 		if i == 0 {
 			d[shardsKey] = strconv.Itoa(len(data))
+			if sums != "" {
+				d[sumsKey] = sums
+			}
 		}
 		cm := &corev1.ConfigMap{
 			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
@@ -278,7 +328,7 @@ func (a *Applier) writeInventory(ctx context.Context, inv inventory) error {
 			}
 		}
 	}
-	if changed(0) || len(data) != len(inv.stored) || !inv.ours {
+	if changed(0) || len(data) != len(inv.stored) || !inv.ours || sums != inv.sums {
 		if err := write(0); err != nil {
 			return err
 		}
@@ -302,7 +352,7 @@ func (a *Applier) writeInventory(ctx context.Context, inv inventory) error {
 // but not prunable, so pruning never deletes what fluxd did not create.
 func inventoryAfter(old inventory, items []*item, keep []entry) inventory {
 	inv := newInventory()
-	inv.stored, inv.ours = old.stored, old.ours
+	inv.stored, inv.sums, inv.ours = old.stored, old.sums, old.ours
 	for _, it := range items {
 		prev, listed := old.entries[it.key]
 		switch it.res.Action {
