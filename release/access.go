@@ -135,3 +135,9 @@ func usesRepository(def *gitrepo.Definition, repository string) bool {
 	}
 	return false
 }
+
+// RefusedReason is the skip reason for err when it says fluxd does not
+// watch a workload or may not apply it ("not watched: …", "not
+// permitted: …"), or "" for any other error: list-services marks
+// services with it.
+func RefusedReason(err error) string { return refusedReason(err) }
