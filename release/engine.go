@@ -426,13 +426,6 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			}
 		}
 	}
-	if spec.Image != "" {
-		// Before any request: fluxd reads only registries its services
-		// use, so a caller cannot make it contact any host it names.
-		if err := watched(spec.Image, m, ws, spec.Scope); err != nil {
-			return nil, err
-		}
-	}
 	targets := spec.Services
 	if spec.All {
 		seen := map[platform.ID]bool{}
@@ -454,13 +447,20 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 	acc := newAccessMemo(e.cluster)
 	if !spec.All && !spec.Automated {
 		// A service named on its own that fluxd does not watch is
-		// refused before the registry is read for it.
+		// refused first, and before the registry is read for it.
 		for _, id := range spec.Services {
 			if def, ok := m.Workloads[id]; ok && !excluded[id] && InScope(spec.Scope, id, def, m) {
 				if err := acc.watched(id); err != nil {
 					return nil, fmt.Errorf("cannot release %s: %w", id, err)
 				}
 			}
+		}
+	}
+	if spec.Image != "" {
+		// Before any request: fluxd reads only registries its services
+		// use, so a caller cannot make it contact any host it names.
+		if err := watched(spec.Image, m, ws, spec.Scope); err != nil {
+			return nil, err
 		}
 	}
 	var target registry.Ref
