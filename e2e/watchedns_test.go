@@ -82,7 +82,7 @@ func TestReleaseRefusesUnwatchedAndForbidden(t *testing.T) {
 		{APIGroups: []string{"apps"}, Resources: []string{"deployments", "statefulsets", "daemonsets", "replicasets"}, Verbs: read},
 		{APIGroups: []string{"batch"}, Resources: []string{"cronjobs", "jobs"}, Verbs: read},
 		{APIGroups: []string{"helm.toolkit.fluxcd.io", "helm.fluxcd.io"}, Resources: []string{"helmreleases"}, Verbs: read},
-		{APIGroups: []string{""}, Resources: []string{"pods", "events"}, Verbs: read},
+		{APIGroups: []string{""}, Resources: []string{"pods", "events", "serviceaccounts"}, Verbs: read},
 	}}
 	if _, err := admin.RbacV1().Roles(readonly).Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -110,12 +110,17 @@ func TestReleaseRefusesUnwatchedAndForbidden(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	manifest := func(ns, tag string, automated bool) string {
+		m := strings.Replace(rollingManifest("web", img+tag, 1, 0), "namespace: default", "namespace: "+ns, 1)
+		if automated {
+			m = strings.Replace(m, "  name: web\n", "  name: web\n  annotations: {fluxd.io/automated: \"true\"}\n", 1)
+		}
+		return m
+	}
 	files := map[string]string{}
 	for _, ns := range []string{watched, unwatched, readonly} {
-		m := strings.Replace(rollingManifest("web", img+"1.0.0", 1, 0), "namespace: default", "namespace: "+ns, 1)
-		m = strings.Replace(m, "  name: web\n", "  name: web\n  annotations: {fluxd.io/automated: \"true\"}\n", 1)
-		files[gitDir+"/"+ns+".yaml"] = m
-		kubectlApply(t, m)
+		files[gitDir+"/"+ns+".yaml"] = manifest(ns, "1.0.0", false)
+		kubectlApply(t, files[gitDir+"/"+ns+".yaml"])
 	}
 	pushManifest(t, "Add web in three namespaces", files)
 	image := func(ns string) string {
@@ -141,7 +146,7 @@ func TestReleaseRefusesUnwatchedAndForbidden(t *testing.T) {
 	}
 
 	f := startFaultFluxd(t, "fluxd-nsw", gitDir, nil, "--kubeconfig="+kubeconfig, "--namespaces="+watched+","+readonly,
-		"--automation-short-wait=1s", "--automation-long-wait=2s", "--git-poll-interval=2s")
+		"--automation-short-wait=1s", "--automation-long-wait=2s", "--git-poll-interval=2s", "--log-level=debug")
 	flux := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=nsw"}
 	svc := func(ns string) string { return ns + ":deployment/web" }
 
@@ -162,7 +167,7 @@ func TestReleaseRefusesUnwatchedAndForbidden(t *testing.T) {
 		if g := got[svc(unwatched)]; !strings.HasPrefix(g, "not watched | not watched: ") {
 			t.Errorf("%s: %q; want status 'not watched' and a warning saying why", svc(unwatched), g)
 		}
-		if g := got[svc(readonly)]; !strings.Contains(g, "not permitted: ServiceAccount "+fluxNS+"/fluxd may not patch deployments.apps in namespace "+readonly) {
+		if g := got[svc(readonly)]; !strings.Contains(g, "not permitted: fluxd may not apply the workload: ServiceAccount "+fluxNS+"/fluxd may not patch deployments.apps in namespace "+readonly) {
 			t.Errorf("%s: %q; want a warning that fluxd may not patch it", svc(readonly), g)
 		}
 		if g := got[svc(watched)]; strings.Contains(g, "not ") {
@@ -214,6 +219,11 @@ func TestReleaseRefusesUnwatchedAndForbidden(t *testing.T) {
 	})
 
 	t.Run("the automator leaves them alone", func(t *testing.T) {
+		pushManifest(t, "Automate web in three namespaces", map[string]string{
+			gitDir + "/" + watched + ".yaml":   manifest(watched, "1.1.0", true),
+			gitDir + "/" + unwatched + ".yaml": manifest(unwatched, "1.0.0", true),
+			gitDir + "/" + readonly + ".yaml":  manifest(readonly, "1.0.0", true),
+		})
 		if err := stack.PushImage(ctx, name, "1.2.0", t0.Add(2*time.Hour)); err != nil {
 			t.Fatal(err)
 		}

@@ -99,7 +99,7 @@ func (c *Cluster) MayRelease(ctx context.Context, id platform.ID) error {
 		sa = "ServiceAccount " + sa
 	}
 	return fluxerr.New(fluxerr.Precondition,
-		fmt.Errorf("%w: %s may not patch %s in namespace %s%s, so fluxd cannot apply %s", platform.ErrForbidden, sa, gr, id.Namespace, why, id),
+		fmt.Errorf("%w: %s may not patch %s in namespace %s%s", platform.ErrForbidden, sa, gr, id.Namespace, why),
 		fmt.Sprintf("Nothing was committed. fluxd's workload role is bound per namespace, and not in %[1]s. To let fluxd release there, bind it: "+
 			"render the install again with '--watch-namespace %[1]s' added (fluxctl install ... | kubectl apply -f -), or create the RoleBinding "+
 			"yourself: kubectl -n %[1]s create rolebinding %[2]s --clusterrole=fluxd-workloads %[3]s",
