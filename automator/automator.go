@@ -47,6 +47,13 @@ type Config struct {
 	// MaxBackoff caps the exponential wait after failures (default 10m);
 	// the first retry comes after ShortWait.
 	MaxBackoff time.Duration
+	// RefusedWait follows a check that found the service is one fluxd
+	// will not release (outside --namespaces, or not permitted to patch
+	// it): nothing in git changes that, so it is not checked again on
+	// every pass, nor woken by notifications (default 10m). A change of
+	// its policy in git (a kick from fluxctl) does not wake it either:
+	// the binding is what has to change.
+	RefusedWait time.Duration
 	// DefaultInstance records automated releases of services that name no
 	// instance in fluxd.io/automated-by (automated by hand, or by Flux v1's
 	// or Keel's annotations) when Instances does not settle it.
@@ -116,6 +123,10 @@ type service struct {
 	// locked, out of scope) while its release job runs: it is forgotten
 	// when the job ends, never checked again.
 	gone bool
+	// refused is set by a check that found fluxd will not release it
+	// (release.Refused): it waits RefusedWait, and kicks do not end the
+	// wait.
+	refused bool
 }
 
 // Automator runs the state machines.
@@ -153,6 +164,9 @@ func New(cfg Config, p Planner, jobs Jobs, clk clock.Clock, log *slog.Logger) *A
 	}
 	if cfg.MaxBackoff <= 0 {
 		cfg.MaxBackoff = 10 * time.Minute
+	}
+	if cfg.RefusedWait <= 0 {
+		cfg.RefusedWait = 10 * time.Minute
 	}
 	if cfg.DefaultInstance == "" {
 		cfg.DefaultInstance = "default"
@@ -225,10 +239,12 @@ func (a *Automator) wakeAll() {
 	defer a.mu.Unlock()
 	now := a.clock.Now()
 	for _, s := range a.services {
-		switch s.State {
-		case Waiting, UpToDate:
+		switch {
+		case s.refused:
+			// Waits out RefusedWait: a notification does not bind RBAC.
+		case s.State == Waiting || s.State == UpToDate:
 			s.Next = now
-		case Releasing, Refreshing:
+		case s.State == Releasing || s.State == Refreshing:
 			s.recheck = true
 		}
 	}
@@ -448,7 +464,10 @@ func (a *Automator) settleJobs(ctx context.Context) {
 // decides for each: release (all of them in one job, one commit), nothing
 // newer, filtered out, or failing.
 func (a *Automator) check(ctx context.Context, instance string, ids []platform.ID) {
-	plan, err := a.plans.Plan(ctx, release.Spec{Services: ids, AllLatest: true, User: User})
+	// Planned as the job will be (Automated): a service fluxd will not
+	// release, or a locked policy's workload, is skipped with its reason
+	// rather than failing the whole batch as a release by hand would.
+	plan, err := a.plans.Plan(ctx, release.Spec{Services: ids, AllLatest: true, User: User, Automated: true})
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.clock.Now()
@@ -482,6 +501,8 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 			continue
 		}
 		s.Warnings = it.Warnings
+		wasRefused := s.refused
+		s.refused = false
 		for _, w := range it.Warnings {
 			a.log.Warn("policy problem", "service", it.Service.String(), "warning", w)
 		}
@@ -498,6 +519,17 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 			continue
 		case strings.Contains(it.Reason, release.ReasonRegistry):
 			a.fail(s, fmt.Errorf("%s", it.Reason))
+			continue
+		case release.Refused(it):
+			// Remembered: asked again after RefusedWait, not each pass.
+			s.refused = true
+			if !wasRefused || s.Decision != "refused: "+it.Reason {
+				a.log.Warn("decision: fluxd will not release it; asking again later", "service", it.Service.String(), "why", it.Reason, "in", a.cfg.RefusedWait)
+			}
+			s.Decision = "refused: " + it.Reason
+			a.decided("skipped")
+			s.Failures, s.LastError = 0, ""
+			s.State, s.Next, s.JobID = UpToDate, a.clock.Now().Add(a.cfg.RefusedWait), ""
 			continue
 		case len(it.Warnings) > 0:
 			s.Decision = "filtered out: " + it.Reason

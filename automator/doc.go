@@ -12,6 +12,11 @@
 //
 //	UpToDate or Waiting ── no longer automated ──▶ gone (forgotten)
 //
+// A service the plan refuses (fluxd does not watch its namespace, or may
+// not patch it) is UpToDate for RefusedWait (10m), and kicks do not end
+// that wait: only the cluster's RBAC or fluxd's --namespaces can change
+// the answer.
+//
 // One loop drives every service: Step runs the state functions of the
 // services whose time has come and returns when the next one is due, so
 // tests drive the machine with an injected clock and no sleeps. Releases

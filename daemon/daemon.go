@@ -432,6 +432,7 @@ func (d *Daemon) buildServices(ctx context.Context, m *gitrepo.Manifests) ([]Ser
 			}
 		}
 	}
+	d.markUnreleasable(ctx, byID)
 	d.syncStates(byID)
 	// Sorted as IDs, then copied: sorting the Services themselves moved
 	// their whole structs at every swap.

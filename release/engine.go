@@ -426,13 +426,6 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			}
 		}
 	}
-	if spec.Image != "" {
-		// Before any request: fluxd reads only registries its services
-		// use, so a caller cannot make it contact any host it names.
-		if err := watched(spec.Image, m, ws, spec.Scope); err != nil {
-			return nil, err
-		}
-	}
 	targets := spec.Services
 	if spec.All {
 		seen := map[platform.ID]bool{}
@@ -451,6 +444,25 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 	for _, id := range spec.Exclude {
 		excluded[id] = true
 	}
+	acc := newAccessMemo(e.cluster)
+	if !spec.All && !spec.Automated {
+		// A service named on its own that fluxd does not watch is
+		// refused first, and before the registry is read for it.
+		for _, id := range spec.Services {
+			if def, ok := m.Workloads[id]; ok && !excluded[id] && InScope(spec.Scope, id, def, m) {
+				if err := acc.watched(id); err != nil {
+					return nil, fmt.Errorf("cannot release %s: %w", id, err)
+				}
+			}
+		}
+	}
+	if spec.Image != "" {
+		// Before any request: fluxd reads only registries its services
+		// use, so a caller cannot make it contact any host it names.
+		if err := watched(spec.Image, m, ws, spec.Scope); err != nil {
+			return nil, err
+		}
+	}
 	var target registry.Ref
 	if spec.Image != "" {
 		var err error
@@ -465,6 +477,7 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			continue // outside the instance's scope: not there for it
 		}
 		item := Item{Service: id}
+		unwatched := acc.watched(id)
 		switch {
 		case excluded[id]:
 			item.Action, item.Reason = Skip, ReasonExcluded
@@ -474,6 +487,16 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			// Read at the commit the release is made on: a service
 			// de-automated while the job waited is left out of the batch.
 			item.Action, item.Reason = Skip, ReasonNotAutomated
+		case unwatched != nil:
+			// Before any registry read: fluxd releases nothing it does
+			// not watch, as it could not follow its rollout.
+			if !spec.All && !spec.Automated {
+				return nil, fmt.Errorf("cannot release %s: %w", id, unwatched)
+			}
+			if spec.All && !spec.AllLatest && !usesRepository(def, target.Repository) {
+				continue // not part of a release of that image anyway
+			}
+			item.Action, item.Reason = Skip, refusedReason(unwatched)
 		case def.Annotations[AnnotationLocked] == "true" && !(spec.Force && !spec.All && !spec.Automated):
 			reason := LockReason(def.Annotations)
 			if !spec.All && !spec.Automated {
@@ -505,6 +528,9 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 		return nil, err
 	}
 	leaveMarkedToPolicies(spec, plan, m)
+	if err := refuseUnreleasable(ctx, spec, plan, m, acc); err != nil {
+		return nil, err
+	}
 	targeted := map[string][]string{}
 	for _, it := range plan.Items {
 		if it.Action == Update {

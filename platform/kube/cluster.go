@@ -64,6 +64,8 @@ type Cluster struct {
 	// guard refuses what git may not apply (SetGuard); nil refuses
 	// nothing.
 	guard *gitguard.Guard
+	// access keeps the answers of access reviews (access.go).
+	access accessCache
 
 	// helm is the HelmRelease informers, started once their CRD is
 	// served (helm.go); namespaces and resync are theirs.

@@ -429,7 +429,8 @@ function serviceRow(s, newest, planKnown) {
   const r = s.replicas || {};
   const containers = el('ul', {class: 'plain'}, (s.containers || []).map((c) => el('li', {},
     el('strong', {}, c.name), c.init ? ' (init)' : '', el('br'),
-    s.status === 'not in cluster' ? [el('span', {class: 'muted'}, 'not in the cluster'), el('br')] : ['running ', el('code', {}, c.image), el('br')],
+    s.status === 'not in cluster' ? [el('span', {class: 'muted'}, 'not in the cluster'), el('br')] :
+    s.status === 'not watched' ? [el('span', {class: 'muted'}, 'not watched: fluxd does not release it'), el('br')] : ['running ', el('code', {}, c.image), el('br')],
     s.inGit ? ['git ', el('code', {}, c.gitImage || '—'), c.goal ? el('span', {class: 'warn'}, ' (not running yet)') : '', el('br')] : el('span', {class: 'muted'}, 'not in git'),
     planKnown && s.inGit ? ['newest allowed ', newest[c.name] ? el('code', {class: 'run'}, newest[c.name]) : el('span', {class: 'muted'}, newest._reason ? 'not released: ' + newest._reason : 'up to date')] : '')));
   const policy = policyCell(s);
