@@ -176,19 +176,6 @@ func TestUnreachableRemoteIsExplained(t *testing.T) {
 	}
 }
 
-func TestRedact(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		"https://user:s3cret@git.example/r.git": "https://user:redacted@git.example/r.git",
-		"https://ghp_token@git.example/r.git":   "https://redacted@git.example/r.git",
-		"file:///tmp/r.git":                     "file:///tmp/r.git",
-	} {
-		if got := Redact(in); got != want || strings.Contains(got, "s3cret") {
-			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 func TestPushAfterSomeoneElsePushedIsRefusedNotForced(t *testing.T) {
 	url, bare := newRemote(t)
 	r := open(t, url)

@@ -124,12 +124,3 @@ func TestCommitRefusesToWriteThroughASymlink(t *testing.T) {
 		t.Errorf("remote moved to %s", got)
 	}
 }
-
-// A token in a query string (?private_token=) is hidden like one in the
-// user info.
-func TestRedactHidesQueryStrings(t *testing.T) {
-	got := Redact("https://git.example/org/repo.git?private_token=s3cret-query-token")
-	if strings.Contains(got, "s3cret") || !strings.Contains(got, "git.example/org/repo.git") {
-		t.Errorf("Redact = %q", got)
-	}
-}
