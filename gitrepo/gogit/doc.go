@@ -7,5 +7,6 @@
 // clone.go (the first clone, retried), sync.go (fetch and reset), write.go
 // (Commit and Push), commits.go (reading history: Commits, FindCommit),
 // snapshot.go (read-only trees of a revision), ssh.go and sshdial.go (SSH
-// auth and host keys). URL redaction is internal/giturl's.
+// auth and host keys). URL redaction is internal/giturl's. Each test file
+// is named after the file it tests (helpers in repo_test.go).
 package gogit
