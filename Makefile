@@ -64,9 +64,16 @@ restart-fluxd:
 down:
 	@go run ./hack/stack down
 
-## test: every test, the end-to-end ones on a stack of their own
+## test: every test, the end-to-end ones on a stack of their own; then each
+## package's time, slowest first (from go test's "ok PKG 12.3s" lines; the
+## whole output is kept in .bin/test.log), with go test's exit status.
+## PKGS narrows it: make test PKGS=./web
 test: deps
-	@bin=$$(stack/build.sh) && FLUXD_STACK_BIN="$$bin" go test -count=1 -timeout 75m ./...
+	@mkdir -p .bin && bin=$$(stack/build.sh) && set -o pipefail && \
+	{ FLUXD_STACK_BIN="$$bin" go test -count=1 -timeout 75m $(or $(PKGS),./...) 2>&1 | tee .bin/test.log; rc=$$?; \
+	echo "== packages by time, slowest first"; \
+	awk '($$1 == "ok" || $$1 == "FAIL") && $$3 ~ /^[0-9.]+s$$/ {printf "%10s  %s\n", $$3, $$2}' .bin/test.log | sort -rn; \
+	exit $$rc; }
 
 ## test-postgres: the end-to-end tests again, every fluxd on PostgreSQL
 test-postgres: deps

@@ -1,42 +1,14 @@
 package e2e
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/fluxd/fluxd/internal/localstack"
 )
-
-// run runs a binary with env and returns stdout, stderr and the exit code.
-func run(t *testing.T, env []string, bin string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.CommandContext(testContext(t), bin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("running %s: %v", bin, err)
-	}
-	return out.String(), errb.String(), code
-}
-
-func fluxctl(t *testing.T, env []string, args ...string) (string, string, int) {
-	t.Helper()
-	// Start from a clean slate: no FLUX_* from the developer's shell.
-	// git's own user (fluxctl's default author) must not be the machine's: the
-	// tests name their users with USER=.
-	base := []string{"FLUX_URL=", "FLUX_TOKEN=", "FLUX_TIMEOUT=", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1"}
-	return run(t, append(base, env...), filepath.Join(binDir, "fluxctl"), args...)
-}
 
 func TestFluxctlVersionAndListServices(t *testing.T) {
 	f := sharedFluxd(t)
@@ -151,13 +123,4 @@ func TestGrpcurlListsTheServiceThroughReflection(t *testing.T) {
 	if code == 0 || !strings.Contains(stderr, "Unauthenticated") {
 		t.Fatalf("grpcurl list without token: exit %d, stderr:\n%s", code, stderr)
 	}
-}
-
-func stackBinDir(t *testing.T) string {
-	t.Helper()
-	d, err := localstack.BinDir(testContext(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return d
 }

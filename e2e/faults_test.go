@@ -25,86 +25,6 @@ import (
 	"github.com/fluxd/fluxd/internal/localstack"
 )
 
-// rollingManifest is a Deployment of replicas pods that count as
-// available only after minReady seconds, so that a rollout lasts long
-// enough to do something to fluxd or the cluster in the middle of it.
-func rollingManifest(name, image string, replicas, minReady int) string {
-	return fmt.Sprintf(`apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: %[1]s
-  namespace: default
-spec:
-  replicas: %[3]d
-  minReadySeconds: %[4]d
-  strategy:
-    type: RollingUpdate
-    rollingUpdate: {maxSurge: 1, maxUnavailable: 0}
-  selector:
-    matchLabels: {app: %[1]s}
-  template:
-    metadata:
-      labels: {app: %[1]s}
-    spec:
-      containers:
-        - name: app
-          image: %[2]s
-`, name, image, replicas, minReady)
-}
-
-// faultService pushes images 1.0.0 (running) and the given other tags of
-// repository name, commits its manifest under dir/ in git, applies it to
-// the cluster and waits until it has rolled out. It deletes the
-// Deployment when the test ends.
-func faultService(t *testing.T, dir, name string, replicas, minReady int, tags ...string) string {
-	t.Helper()
-	ctx := testContext(t)
-	img := stack.Registry + "/" + name + ":"
-	t0 := time.Date(2026, 9, 1, 0, 0, 0, 0, time.UTC)
-	for i, tag := range append([]string{"1.0.0"}, tags...) {
-		if err := stack.PushImage(ctx, name, tag, t0.Add(time.Duration(i)*time.Hour)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	m := rollingManifest(name, img+"1.0.0", replicas, minReady)
-	pushManifest(t, "Add "+name, map[string]string{dir + "/" + name + ".yaml": m})
-	kubectlApply(t, m)
-	t.Cleanup(func() {
-		_ = kubeClient(t).AppsV1().Deployments("default").Delete(context.Background(), name, metav1.DeleteOptions{})
-	})
-	waitRolledOut(t, kubeClient(t), map[string][]string{name: {"app=" + img + "1.0.0"}})
-	return img
-}
-
-// kubectlApply applies a manifest with the stack's kubectl.
-func kubectlApply(t *testing.T, manifest string) {
-	t.Helper()
-	f := filepath.Join(t.TempDir(), "m.yaml")
-	if err := os.WriteFile(f, []byte(manifest), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out, stderr, code := run(t, []string{"KUBECONFIG=" + stack.Kubeconfig}, filepath.Join(stackBinDir(t), "kubectl"), "apply", "-f", f)
-	if code != 0 {
-		t.Fatalf("kubectl apply: %s%s", out, stderr)
-	}
-}
-
-// startFaultFluxd starts a fluxd of its own on manifests under dir, and
-// stops it with SIGTERM when the test ends.
-func startFaultFluxd(t *testing.T, name, dir string, tokens map[string]string, extra ...string) *localstack.Fluxd {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	args := append([]string{"--git-path=" + dir, "--automation-long-wait=10m", "--automation-short-wait=10m"}, extra...)
-	f, err := stack.StartNamedFluxd(ctx, name, filepath.Join(binDir, "fluxd"), instance, tokens, args...)
-	if err != nil {
-		t.Fatalf("%v (log: %s)", err, stack.Log(name))
-	}
-	pid := f.PID
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGTERM) })
-	return f
-}
-
 // jobOf returns a job as 'fluxctl jobs -o json' lists it.
 func jobOf(t *testing.T, env []string, id string) jobJSON {
 	t.Helper()
@@ -122,30 +42,6 @@ func jobOf(t *testing.T, env []string, id string) jobJSON {
 	return jobJSON{}
 }
 
-// releaseNoWait starts a release and returns its job ID.
-func releaseNoWait(t *testing.T, env []string, args ...string) string {
-	t.Helper()
-	out, stderr, code := fluxctl(t, env, append([]string{"release", "-y", "--no-wait"}, args...)...)
-	if code != 0 || !strings.Contains(out, "Job ") {
-		t.Fatalf("release %v: exit %d\n%s%s", args, code, out, stderr)
-	}
-	return strings.Fields(strings.SplitN(out, "Job ", 2)[1])[0]
-}
-
-// waitJob polls a job until check passes.
-func waitJob(t *testing.T, env []string, id string, timeout time.Duration, check func(j jobJSON) error) jobJSON {
-	t.Helper()
-	var last jobJSON
-	err := poll(context.Background(), timeout, func() error {
-		last = jobOf(t, env, id)
-		return check(last)
-	})
-	if err != nil {
-		t.Fatalf("job %s: %v", id, err)
-	}
-	return last
-}
-
 func rollingOut(j jobJSON) error {
 	if j.State != "running" || j.Stage != "rolling out" {
 		return fmt.Errorf("not rolling out: %+v", j)
@@ -159,34 +55,6 @@ func ended(j jobJSON) error {
 		return nil
 	}
 	return fmt.Errorf("not ended: %+v", j)
-}
-
-// historyTypes lists the types of a service's history rows, oldest first.
-func historyTypes(t *testing.T, env []string, svc string) []string {
-	t.Helper()
-	out, stderr, code := fluxctl(t, env, "history", svc, "-o", "json")
-	var evs []struct{ Type string }
-	if code != 0 || json.Unmarshal([]byte(out), &evs) != nil {
-		t.Fatalf("history: exit %d\n%s%s", code, out, stderr)
-	}
-	var types []string
-	for i := len(evs) - 1; i >= 0; i-- {
-		types = append(types, evs[i].Type)
-	}
-	return types
-}
-
-// commitsSince lists the subjects of the remote's commits after rev that
-// touch dir, oldest first (other tests' fluxd may commit elsewhere).
-func commitsSince(t *testing.T, rev, dir string) []string {
-	t.Helper()
-	clone := filepath.Join(t.TempDir(), "log-clone")
-	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
-	out := gitCLI(t, clone, "log", "--reverse", "--format=%s", rev+"..HEAD", "--", dir)
-	if out == "" {
-		return nil
-	}
-	return strings.Split(out, "\n")
 }
 
 // SIGTERM in the middle of a rollout (a rolling upgrade of fluxd, a node
@@ -256,17 +124,6 @@ func TestSigtermMidRolloutLeavesTheJobForTheNextFluxd(t *testing.T) {
 	if got := strings.Join(historyTypes(t, env, "termapp"), " "); got != "rollback failed" {
 		t.Errorf("history of termapp: %q; want the rollback and the failed release, nothing else", got)
 	}
-}
-
-// processRuns reports whether pid is a live process (not a zombie).
-func processRuns(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 // Releases queued behind a slow rollout still run when git moves for

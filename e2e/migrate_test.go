@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -128,12 +127,4 @@ func TestFluxV1FilterAnnotation(t *testing.T) {
 	if !strings.Contains(y, "filter.fluxcd.io/app: ") || !strings.Contains(y, "semver:~4.1") || strings.Contains(y, "tag.app") || strings.Contains(y, "semver:~4.0") {
 		t.Errorf("after fluxctl policy --tag app=semver:~4.1, git does not hold filter.fluxcd.io/app: semver:~4.1 alone:\n%s", y)
 	}
-}
-
-// gitShowRemote is a file as the stack's git remote holds it now.
-func gitShowRemote(t *testing.T, path string) string {
-	t.Helper()
-	clone := filepath.Join(t.TempDir(), "show")
-	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
-	return gitCLI(t, clone, "show", "HEAD:"+path)
 }

@@ -11,28 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fluxd/fluxd/internal/localstack"
 )
-
-// requireRealNode skips when the stack was asked for fake nodes only
-// (FLUXD_STACK_REAL_NODE=0) and returns a client.
-func requireRealNode(t *testing.T) *kubernetes.Clientset {
-	t.Helper()
-	if testing.Short() {
-		t.Skip("needs the local stack")
-	}
-	if !stack.HasRealNode() {
-		t.Skip("the stack runs no real node (FLUXD_STACK_REAL_NODE=0)")
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", stack.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return kubernetes.NewForConfigOrDie(rc)
-}
 
 // The real node is a Ready node whose runtime is containerd, and a pod of
 // an image from the stack's registry really runs there: it turns Ready on

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,7 +15,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -27,88 +25,6 @@ import (
 // These tests change the shared stack's git remote and cluster; they run
 // after api_test.go and cli_test.go (go test runs files in name order),
 // and put the images back when they end.
-
-func kubeClient(t testing.TB) *kubernetes.Clientset {
-	t.Helper()
-	if stack == nil {
-		t.Skip("needs the local stack (not started under -short)")
-	}
-	rc, err := clientcmd.BuildConfigFromFlags("", stack.Kubeconfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Polls must not wait on client-go's default 5 requests per second.
-	rc.QPS, rc.Burst = 500, 1000
-	return kubernetes.NewForConfigOrDie(rc)
-}
-
-// gitCLI runs the git CLI, an independent client of the remote.
-func gitCLI(t testing.TB, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
-func remoteHead(t *testing.T) string {
-	t.Helper()
-	out := gitCLI(t, "", "ls-remote", stack.GitURL, "refs/heads/"+stack.GitBranch)
-	return strings.Fields(out)[0]
-}
-
-// images returns each Deployment's container images, "name=image".
-func images(t *testing.T, kc kubernetes.Interface) map[string][]string {
-	t.Helper()
-	ds, err := kc.AppsV1().Deployments("default").List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]string{}
-	for _, d := range ds.Items {
-		spec := d.Spec.Template.Spec
-		for _, c := range append(append([]corev1.Container{}, spec.InitContainers...), spec.Containers...) {
-			out[d.Name] = append(out[d.Name], c.Name+"="+c.Image)
-		}
-	}
-	return out
-}
-
-func rolledOut(d *appsv1.Deployment) error {
-	want := *d.Spec.Replicas
-	st := d.Status
-	if st.ObservedGeneration < d.Generation || st.UpdatedReplicas != want || st.AvailableReplicas != want || st.Replicas != want {
-		return fmt.Errorf("%s: generation %d/%d, updated %d, available %d, total %d, want %d", d.Name, st.ObservedGeneration, d.Generation, st.UpdatedReplicas, st.AvailableReplicas, st.Replicas, want)
-	}
-	return nil
-}
-
-func waitRolledOut(t *testing.T, kc kubernetes.Interface, want map[string][]string) {
-	t.Helper()
-	err := poll(context.Background(), 90*time.Second, func() error {
-		for name, imgs := range want {
-			d, err := kc.AppsV1().Deployments("default").Get(context.Background(), name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			got := images(t, kc)[name]
-			if strings.Join(got, " ") != strings.Join(imgs, " ") {
-				return fmt.Errorf("%s runs %v, want %v", name, got, imgs)
-			}
-			if err := rolledOut(d); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("rollout on the kwok nodes did not complete: %v", err)
-	}
-}
 
 func TestReleaseCore(t *testing.T) {
 	f := sharedFluxd(t)
@@ -742,8 +658,6 @@ func TestRestartTakesOverTheRunningJob(t *testing.T) {
 	_ = syscall.Kill(f.PID, syscall.SIGTERM)
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // createDeployment creates a one-replica Deployment in default that exists
 // only in the cluster, not in git, and deletes it when the test ends.
 func createDeployment(t *testing.T, kc kubernetes.Interface, name string, pod corev1.PodSpec) {
@@ -763,18 +677,4 @@ func createDeployment(t *testing.T, kc kubernetes.Interface, name string, pod co
 	t.Cleanup(func() {
 		_ = kc.AppsV1().Deployments("default").Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
-}
-
-// hasLine reports whether one line of out contains all of parts.
-func hasLine(out string, parts ...string) bool {
-	for _, line := range strings.Split(out, "\n") {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			return true
-		}
-	}
-	return false
 }

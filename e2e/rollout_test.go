@@ -66,24 +66,6 @@ func TestClusterChangeRollsOutAndFluxdSeesIt(t *testing.T) {
 	}
 }
 
-// poll retries check until it passes or timeout; the timeout bounds a wait
-// for the cluster, it is not a performance assertion.
-func poll(ctx context.Context, timeout time.Duration, check func() error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		err := check()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-}
-
 // After the other tests, fluxd's metrics show its registry traffic.
 func TestMetricsEndpoint(t *testing.T) {
 	sharedFluxd(t)

@@ -1,10 +1,8 @@
 package e2e
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,68 +10,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-// pushManifest commits files (path → content) to the stack's git remote,
-// as a person would, and returns the new head.
-func pushManifest(t testing.TB, message string, files map[string]string) string {
-	t.Helper()
-	clone := filepath.Join(t.TempDir(), "clone")
-	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
-	for path, content := range files {
-		full := filepath.Join(clone, path)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		gitCLI(t, clone, "add", path)
-	}
-	gitCLI(t, clone, "-c", "user.name=dana", "-c", "user.email=dana@example.invalid", "commit", "-q", "-m", message)
-	gitCLI(t, clone, "push", "-q", "origin", stack.GitBranch)
-	return gitCLI(t, clone, "rev-parse", "HEAD")
-}
-
-// removeManifest deletes a file from the stack's git remote, and the
-// Deployment it defined from the cluster, so that later tests do not see
-// the service.
-func removeManifest(t testing.TB, path, deployment string) {
-	t.Helper()
-	clone := filepath.Join(t.TempDir(), "rm-clone")
-	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
-	gitCLI(t, clone, "rm", "-q", path)
-	gitCLI(t, clone, "-c", "user.name=dana", "-c", "user.email=dana@example.invalid", "commit", "-q", "-m", "Remove "+path)
-	gitCLI(t, clone, "push", "-q", "origin", stack.GitBranch)
-	_ = kubeClient(t).AppsV1().Deployments("default").Delete(context.Background(), deployment, metav1.DeleteOptions{})
-}
-
-// policyDeployment is a one-replica Deployment with policy annotations.
-func policyDeployment(name, image string, annotations map[string]string) string {
-	var ann strings.Builder
-	for k, v := range annotations {
-		fmt.Fprintf(&ann, "    %s: %q\n", k, v)
-	}
-	return fmt.Sprintf(`---
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: %[1]s
-  namespace: default
-  annotations:
-%[3]s
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {app: %[1]s}
-  template:
-    metadata:
-      labels: {app: %[1]s}
-    spec:
-      containers:
-        - name: app
-          image: %[2]s
-`, name, image, ann.String())
-}
 
 // TestTagPolicies automates four services under tag filters in one push:
 // a semver range, a semver level, a glob by build time, and a locked one.

@@ -55,8 +55,6 @@ spec:
 `, name, instance, image)
 }
 
-type jobJSON struct{ ID, State, Stage, Commit, Error string }
-
 // TestLeaderFailover runs two fluxd replicas with leader election on one
 // SQLite history file, against their own manifests directory (ha/) with
 // long automation waits. A notification sent to the follower is forwarded

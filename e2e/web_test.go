@@ -488,47 +488,6 @@ func checkWebSecurity(t *testing.T, base string, tokens map[string]string) {
 	}
 }
 
-func browse(t *testing.T, ctx context.Context, step string, actions ...chromedp.Action[chromedp.Void]) {
-	t.Helper()
-	if err := chromedp.Do(ctx, actions...); err != nil {
-		page, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`body`)))
-		t.Fatalf("%s: %v\nthe page says:\n%s", step, err, page)
-	}
-}
-
-// value runs an action that reads something off the page.
-func value[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
-	t.Helper()
-	v, err := chromedp.Run(ctx, a)
-	if err != nil {
-		page, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`body`)))
-		t.Fatalf("reading the page: %v\nthe page says:\n%s", err, page)
-	}
-	return v
-}
-
-// waitText waits until the element's text contains want.
-func waitText(sel, want string) chromedp.Action[chromedp.Void] {
-	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-		js := fmt.Sprintf(`(() => { const e = document.querySelector(%q); return e ? e.textContent : ''; })()`, sel)
-		var got string
-		for {
-			v, err := chromedp.Evaluate[string](js)(ctx, tg)
-			if err == nil {
-				got = v
-				if strings.Contains(got, want) {
-					return nil
-				}
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("waiting for %s to say %q (it says %q): %w", sel, want, got, ctx.Err())
-			case <-time.After(200 * time.Millisecond):
-			}
-		}
-	})
-}
-
 // screenshotDir is the test's artifact directory.
 func screenshotDir(t *testing.T) string {
 	dir := t.ArtifactDir()
@@ -550,23 +509,4 @@ func saveScreenshot(dir, name string, b []byte) error {
 		return os.WriteFile(filepath.Join(root, "docs", "images", "web-"+name+".png"), b, 0o644)
 	}
 	return nil
-}
-
-// waitHTTP waits until url answers.
-func waitHTTP(t *testing.T, url string) {
-	t.Helper()
-	err := poll(context.Background(), 30*time.Second, func() error {
-		resp, err := http.Get(url)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != 200 {
-			return fmt.Errorf("%s", resp.Status)
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("the status page at %s: %v", url, err)
-	}
 }

@@ -5,4 +5,9 @@
 // server-side behind an HttpOnly, SameSite=Strict session cookie, and
 // live events (jobs, their logs, image notifications, automator passes) as Server-Sent
 // Events at /api/events, resumable with Last-Event-ID.
+//
+// The page's script is native ES modules under static/ (no bundler; the
+// CSP allows scripts from 'self'): app.js is the entry point, api.js the
+// JSON API and the event stream, dom.js the element helpers, and
+// static/views/ one file per view. They are served as text/javascript.
 package web

@@ -170,7 +170,7 @@ func New(ctx context.Context, cfg Config) (*Handler, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(assets)))
+	mux.Handle("GET /static/", http.StripPrefix("/static/", scripts(http.FileServerFS(assets))))
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
 		http.ServeFileFS(w, r, assets, "index.html")
 	})
@@ -207,6 +207,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(writeTimeout))
 	}
 	h.mux.ServeHTTP(w, r)
+}
+
+// scripts serves the page's ES modules as text/javascript whatever the
+// host's MIME table says (Windows' registry has mapped .js to text/plain):
+// a browser runs a module script of no other type, nosniff or not.
+func scripts(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, ".js") {
+			w.Header().Set("Content-Type", "text/javascript; charset=utf-8")
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // secure says whether the page is reached over HTTPS.

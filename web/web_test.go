@@ -5,8 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"path"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -244,6 +248,53 @@ func TestPageIsEmbedded(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Errorf("GET %s: %s", p, resp.Status)
 		}
+	}
+}
+
+// The page's script is ES modules: index.html loads app.js as a module,
+// every module is served as text/javascript (a browser runs no module of
+// another type), and every relative import names an embedded file.
+func TestPageScriptsAreModules(t *testing.T) {
+	srv, _ := newTestServer(t)
+	get := func(p string) (string, *http.Response) {
+		t.Helper()
+		resp, err := http.Get(srv.URL + p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b), resp
+	}
+	if page, _ := get("/"); !strings.Contains(page, `<script type="module" src="/static/app.js"></script>`) {
+		t.Errorf("index.html does not load /static/app.js as a module:\n%s", page)
+	}
+	importRe := regexp.MustCompile(`(?m)^import .* from '(\.{1,2}/[^']+)';$`)
+	modules := 0
+	err := fs.WalkDir(static, "static", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".js") {
+			return err
+		}
+		modules++
+		body, resp := get("/" + p)
+		if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/javascript; charset=utf-8" {
+			t.Errorf("GET /%s: %s, Content-Type %q; want 200, text/javascript", p, resp.Status, resp.Header.Get("Content-Type"))
+		}
+		for _, m := range importRe.FindAllStringSubmatch(body, -1) {
+			if _, err := fs.Stat(static, path.Join(path.Dir(p), m[1])); err != nil {
+				t.Errorf("%s imports %s, which is not embedded: %v", p, m[1], err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if modules < 2 {
+		t.Errorf("%d modules under static/; want app.js and the modules it imports", modules)
 	}
 }
 

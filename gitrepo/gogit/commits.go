@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
@@ -70,4 +71,45 @@ func (r *Repo) Commits(ctx context.Context, from, to string) ([]gitrepo.CommitIn
 		c = parent
 	}
 	return out, nil
+}
+
+// FindCommit returns the newest of the last depth commits on the remote
+// branch whose message contains line as a line of its own (a trailer such
+// as "Fluxd-Job: 1234"), or "" when none does. It reads the clone as last
+// synced; call Sync first.
+func (r *Repo) FindCommit(ctx context.Context, line string, depth int) (string, error) {
+	if err := r.acquire(ctx); err != nil {
+		return "", err
+	}
+	defer r.release()
+	if r.repo == nil {
+		return "", r.notCloned()
+	}
+	ref, err := r.repo.Reference(plumbing.NewRemoteReferenceName("origin", r.cfg.Branch), true)
+	if err != nil {
+		return "", r.remoteError("reading", err)
+	}
+	iter, err := r.repo.Log(&git.LogOptions{From: ref.Hash()})
+	if err != nil {
+		return "", fmt.Errorf("reading the history of %s: %w", r.cfg.Branch, err)
+	}
+	defer iter.Close()
+	for i := 0; i < depth; i++ {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		c, err := iter.Next()
+		if err != nil {
+			break // io.EOF: the start of history
+		}
+		if c.Committer.Email != r.cfg.Email {
+			continue // only commits fluxd made carry its trailers
+		}
+		for _, l := range strings.Split(c.Message, "\n") {
+			if strings.TrimSpace(l) == line {
+				return c.Hash.String(), nil
+			}
+		}
+	}
+	return "", nil
 }

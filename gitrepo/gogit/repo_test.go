@@ -2,7 +2,6 @@ package gogit
 
 import (
 	"context"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,86 +79,6 @@ func open(t testing.TB, url string) *Repo {
 	return r
 }
 
-func TestCommitAndPushLandsOneCommit(t *testing.T) {
-	url, bare := newRemote(t)
-	r := open(t, url)
-	ctx := context.Background()
-	base, err := r.Sync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := gitCLI(t, bare, "rev-parse", "prod"); got != base {
-		t.Fatalf("Sync = %s, remote prod = %s", base, got)
-	}
-	commit, err := commitAndPush(ctx, r, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release a:2", gitrepo.Signature{Name: "alice", Email: "alice@example.com"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := gitCLI(t, bare, "rev-parse", "prod"); got != commit {
-		t.Fatalf("remote prod = %s, want the pushed commit %s", got, commit)
-	}
-	if got := gitCLI(t, bare, "rev-list", "--count", base+".."+commit); got != "1" {
-		t.Errorf("%s commits pushed, want 1", got)
-	}
-	if got := gitCLI(t, bare, "log", "-1", "--format=%an <%ae>|%cn <%ce>|%s", "prod"); got != "alice <alice@example.com>|fluxd <fluxd@example.com>|Release a:2" {
-		t.Errorf("commit = %q", got)
-	}
-	if got := gitCLI(t, bare, "show", "prod:deploy/app.yaml"); got != "image: a:2" {
-		t.Errorf("file in remote = %q", got)
-	}
-}
-
-func TestCommitAndPushRefusesAMovedBranch(t *testing.T) {
-	url, bare := newRemote(t)
-	r := open(t, url)
-	ctx := context.Background()
-	base, err := r.Sync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Someone else pushes.
-	theirs := pushFromAnotherClient(t, bare)
-
-	_, err = commitAndPush(ctx, r, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release", gitrepo.Signature{})
-	if fluxerr.KindOf(err) != fluxerr.Precondition {
-		t.Fatalf("err = %v; want a Precondition error", err)
-	}
-	if got := gitCLI(t, bare, "rev-parse", "prod"); got != theirs {
-		t.Errorf("remote moved to %s; want it left at %s", got, theirs)
-	}
-}
-
-func TestPushFailureLeavesNothingBehind(t *testing.T) {
-	url, bare := newRemote(t)
-	r := open(t, url)
-	ctx := context.Background()
-	base, err := r.Sync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A pre-receive hook that refuses every push: a remote that cannot be
-	// written to.
-	hook := filepath.Join(bare, "hooks", "pre-receive")
-	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho 'branch is protected' >&2\nexit 1\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	_, err = commitAndPush(ctx, r, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release", gitrepo.Signature{})
-	if err == nil {
-		t.Skip("go-git's in-process file transport does not run hooks; the refusal is tested over smart HTTP in e2e")
-	}
-	if got := gitCLI(t, bare, "rev-parse", "prod"); got != base {
-		t.Errorf("remote moved to %s", got)
-	}
-	head, _ := r.Head()
-	if head != base {
-		t.Errorf("local clone kept the unpushed commit: head %s, want %s", head, base)
-	}
-	b, _ := os.ReadFile(filepath.Join(r.Dir(), "deploy", "app.yaml"))
-	if string(b) != "image: a:1\n" {
-		t.Errorf("local file kept the edit: %q", b)
-	}
-}
-
 func TestUnreachableRemoteIsExplained(t *testing.T) {
 	_, err := Open(context.Background(), Config{URL: "file:///nonexistent/repo.git", Branch: "main", User: "f", Email: "f@f", Dir: filepath.Join(t.TempDir(), "c")})
 	if err == nil || fluxerr.KindOf(err) != fluxerr.Unavailable || !strings.Contains(err.Error(), "cloning file:///nonexistent/repo.git") {
@@ -176,71 +95,36 @@ func TestUnreachableRemoteIsExplained(t *testing.T) {
 	}
 }
 
-func TestRedact(t *testing.T) {
+// A malformed --git-url never shows its credentials: not in Redact, not
+// in Config.Validate's error (url.Parse and transport.NewEndpoint quote
+// the URL, or parts of it, in theirs).
+func TestMalformedURLsNeverShowCredentials(t *testing.T) {
 	t.Parallel()
-	for in, want := range map[string]string{
-		"https://user:s3cret@git.example/r.git": "https://user:redacted@git.example/r.git",
-		"https://ghp_token@git.example/r.git":   "https://redacted@git.example/r.git",
-		"file:///tmp/r.git":                     "file:///tmp/r.git",
+	for _, tc := range []struct{ url, secret string }{
+		{"https://user:pa ss@host/x", "pa ss"},
+		{"https://user:secret@[::1", "secret"},
+		{"https://user:secret@host:99999999/x", "secret"},
+		{"https://user:secret", "secret"},              // the "port" is the password
+		{"https://user:sec%zzret@host/x", "sec%zzret"}, // a bad escape in the password
+		{"https://tok\x7fen@host/x", "tok\x7fen"},      // a control character in a lone token
+		{"https://user:p@ss w@host/x", "p@ss w"},
+		{"user:secret@host:path", "secret"},
+		{"https://user:s3cret@git.example/r.git", "s3cret"},
 	} {
-		if got := Redact(in); got != want || strings.Contains(got, "s3cret") {
-			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-func TestPushAfterSomeoneElsePushedIsRefusedNotForced(t *testing.T) {
-	url, bare := newRemote(t)
-	r := open(t, url)
-	ctx := context.Background()
-	base, err := r.Sync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit, err := r.Commit(ctx, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release", gitrepo.Signature{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Another client pushes between fluxd's commit and its push.
-	theirs := pushFromAnotherClient(t, bare)
-
-	err = r.Push(ctx, commit)
-	if !errors.Is(err, gitrepo.ErrMoved) {
-		t.Fatalf("Push = %v; want an error wrapping gitrepo.ErrMoved", err)
-	}
-	if got := gitCLI(t, bare, "rev-parse", "prod"); got != theirs {
-		t.Errorf("remote prod = %s; the other client's commit %s was lost", got, theirs)
-	}
-}
-
-// A fluxd taking a job over finds the commit the job pushed by its
-// trailer, among commits pushed after it by others; a job that pushed
-// nothing is not found.
-func TestFindCommitByTrailer(t *testing.T) {
-	url, bare := newRemote(t)
-	r := open(t, url)
-	ctx := context.Background()
-	base, err := r.Sync(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit, err := commitAndPush(ctx, r, base, map[string][]byte{"deploy/app.yaml": []byte("image: a:2\n")}, "Release a:2\n\nFluxd-Job: j1\n", gitrepo.Signature{Name: "alice"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pushFromAnotherClient(t, bare)
-	if _, err := r.Sync(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := r.FindCommit(ctx, "Fluxd-Job: j1", 10); err != nil || got != commit {
-		t.Errorf("FindCommit(j1) = %q, %v; want %s", got, err, commit)
-	}
-	if got, err := r.FindCommit(ctx, "Fluxd-Job: j2", 10); err != nil || got != "" {
-		t.Errorf("FindCommit(j2) = %q, %v; want none", got, err)
-	}
-	// Only whole lines count: a message that mentions the trailer inline
-	// is not the job's commit.
-	if got, _ := r.FindCommit(ctx, "Fluxd-Job:", 10); got != "" {
-		t.Errorf("a partial line matched %s", got)
+		t.Run(tc.url, func(t *testing.T) {
+			t.Parallel()
+			if got := Redact(tc.url); strings.Contains(got, tc.secret) {
+				t.Errorf("Redact(%q) = %q", tc.url, got)
+			}
+			err := Config{URL: tc.url, Branch: "main", User: "f", Email: "f@f", Dir: "/tmp/x"}.Validate()
+			if err != nil && strings.Contains(err.Error(), tc.secret) {
+				t.Errorf("Validate: %v", err)
+			}
+			if _, err := Open(context.Background(), Config{URL: tc.url, Branch: "main", User: "f", Email: "f@f", Dir: filepath.Join(t.TempDir(), "c"), Timeout: 1}); err == nil {
+				t.Errorf("Open(%q) succeeded", tc.url)
+			} else if strings.Contains(err.Error(), tc.secret) {
+				t.Errorf("Open: %v", err)
+			}
+		})
 	}
 }

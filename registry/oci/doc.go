@@ -12,4 +12,13 @@
 // operator's (--registry-secret, --registry-credentials) for every
 // repository. The client remembers which source gave each repository its
 // credentials, so a refusal names that source, never the credentials.
+//
+// Files, one concern each (go-containerregistry's remote/ is the model):
+// client.go (Config, Client, New), list.go (tag lists and Exists),
+// scan.go (Images, Refresh, Cached: a repository's tags with digests and
+// times, against the cache), metadata.go (an image's config: creation
+// time, labels, platform), status.go (a repository's refresh status and
+// re-check back-off), errors.go (what a failed request tells a person),
+// keychain.go and credentials.go (where credentials come from),
+// ratelimit.go and taglimit.go (what the client asks of a registry).
 package oci

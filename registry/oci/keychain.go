@@ -13,6 +13,7 @@ import (
 	"github.com/docker/cli/cli/config/configfile"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 // Credentials are registry credentials in docker config.json format, with
@@ -322,4 +323,28 @@ func (c *chain) source(repository string) (source string, ok bool) {
 		}
 	}
 	return u.source, ok
+}
+
+// refresher is a keychain whose credentials can be re-read.
+type refresher interface{ Refresh() }
+
+// refreshCredentials makes the keychains that can re-read their sources
+// do so at the next request. It reports whether any could.
+func (c *Client) refreshCredentials() bool {
+	refreshed := false
+	for _, kc := range c.cfg.Keychains {
+		if r, ok := kc.(refresher); ok {
+			r.Refresh()
+			refreshed = true
+		}
+	}
+	return refreshed
+}
+
+// renewPuller starts a new puller, so that no transport keeps credentials
+// that were refused or re-read.
+func (c *Client) renewPuller() {
+	if p, err := remote.NewPuller(c.opts...); err == nil {
+		c.puller.Store(p)
+	}
 }

@@ -168,3 +168,61 @@ func TestRefusedPullSecretDoesNotShadowAnother(t *testing.T) {
 		t.Errorf("namespace b's repository behind a's wrong secret: %v, %v", imgs, err)
 	}
 }
+
+func TestPullSecretCredentials(t *testing.T) {
+	host := privateRegistry(t)
+	reads := 0
+	secret := []byte(`{"auths":{"` + host + `":{"username":"puller","password":"pw"}}}`)
+	kc := NewSecretKeychain(func(context.Context) ([]Credentials, error) {
+		reads++
+		return []Credentials{
+			{Source: "image pull secret default/broken", DockerConfig: []byte("not json"), Images: []string{host + "/private:1.0"}},
+			{Source: "image pull secret default/private", DockerConfig: secret, Images: []string{host + "/private:1.0"}},
+		}, nil
+	}, time.Hour)
+
+	anon, _ := New(Config{})
+	if _, err := anon.Images(context.Background(), host+"/private"); err == nil || !strings.Contains(err.Error(), "fluxd has no credentials") {
+		t.Fatalf("without the secret: %v", err)
+	}
+	c, err := New(Config{Keychains: []authn.Keychain{kc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		imgs, err := c.Images(context.Background(), host+"/private")
+		if err != nil || len(imgs) != 1 || imgs[0].Tag != "1.0" {
+			t.Fatalf("with the pull secret: %v, %v", imgs, err)
+		}
+	}
+	if reads != 1 {
+		t.Errorf("the secrets were read %d times within the TTL, want 1", reads)
+	}
+}
+
+// A secret created after fluxd read the secrets: the 401 makes fluxd read
+// them again, once, before it reports an error.
+func TestCredentialsAreReReadAfterA401(t *testing.T) {
+	host := privateRegistry(t)
+	var secrets []Credentials
+	reads := 0
+	kc := NewSecretKeychain(func(context.Context) ([]Credentials, error) { reads++; return secrets, nil }, time.Hour)
+	c, err := New(Config{Keychains: []authn.Keychain{kc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Tags(context.Background(), host+"/private"); err == nil {
+		t.Fatal("listed a private repository without credentials")
+	}
+	// The secret appears; the cached (empty) credentials are an hour old
+	// at most, but the 401 makes fluxd look again.
+	secrets = []Credentials{{Source: "--registry-secret default/new", Global: true, DockerConfig: []byte(`{"auths":{"` + host + `":{"username":"puller","password":"pw"}}}`)}}
+	before := reads
+	tags, err := c.Tags(context.Background(), host+"/private")
+	if err != nil || len(tags) != 1 {
+		t.Fatalf("after the secret appeared: %v, %v", tags, err)
+	}
+	if reads != before+1 {
+		t.Errorf("secrets read %d more times, want once", reads-before)
+	}
+}

@@ -12,8 +12,6 @@ import (
 	"time"
 
 	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
-
-	"github.com/fluxd/fluxd/registry"
 )
 
 // A storm of 429s: fluxd halves its rate, honours Retry-After, still gets
@@ -102,19 +100,5 @@ func TestServerErrorsAreRetried(t *testing.T) {
 	failures.Store(100)
 	if _, err := c.Tags(context.Background(), host+"/app"); err == nil || !strings.Contains(err.Error(), host) {
 		t.Fatalf("a registry that keeps failing: %v", err)
-	}
-}
-
-func TestRecentMetasKeepsAboutTwoGenerations(t *testing.T) {
-	r := newRecentMetas(2)
-	for _, d := range []string{"a", "b", "c", "d", "e"} {
-		r.put(d, registry.ImageMeta{Platform: d})
-	}
-	// a and b were dropped with the first generation; c and d are the
-	// previous one, e the current.
-	for d, want := range map[string]bool{"a": false, "b": false, "c": true, "d": true, "e": true} {
-		if m, ok := r.get(d); ok != want || (ok && m.Platform != d) {
-			t.Errorf("%s: got %v %+v, want kept=%v", d, ok, m, want)
-		}
 	}
 }
