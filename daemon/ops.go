@@ -753,3 +753,16 @@ func (d *Daemon) needsMetadata(ctx context.Context, repository string) bool {
 	}
 	return false
 }
+
+// dedupe is s without repeats, in first-seen order.
+func dedupe(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range s {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
+}
