@@ -7,10 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,11 +16,9 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/fluxd/fluxd/internal/auth"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
-	"github.com/fluxd/fluxd/webhook"
 )
 
 // A call marked as forwarded by a replica is taken only over a
@@ -92,21 +87,6 @@ func TestForwardedCallsRequireAReplicaCertificate(t *testing.T) {
 		})
 	}
 
-	t.Run("webhook passed on without a replica certificate", func(t *testing.T) {
-		h, err := webhook.New(New(Config{}, Deps{}, log), workqueue.NewTyped[string](), []byte("s3cret"), log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.RequireReplicaCerts(replicaCA)
-		req := httptest.NewRequest(http.MethodPost, "/v1/notify", strings.NewReader(pushOfApp))
-		req.Header.Set("X-Fluxd-Secret", "s3cret")
-		req.Header.Set(webhook.ForwardedHeader, "1")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "replica") {
-			t.Fatalf("a passed-on notification without a replica certificate: %d %s", rec.Code, rec.Body)
-		}
-	})
 }
 
 // mergePools is a pool of the given certificates' own (self-signed) CAs.

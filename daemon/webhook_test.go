@@ -22,10 +22,6 @@ import (
 	"github.com/fluxd/fluxd/webhook"
 )
 
-// pushOfApp is a distribution registry's notification of a push of
-// reg:5000/app:2.
-const pushOfApp = `{"events":[{"action":"push","target":{"repository":"app","tag":"2"},"request":{"host":"reg:5000"}}]}`
-
 // countingImages counts refreshes. Its repositories hold the tags the
 // tests notify (a notified tag missing from the list is read again).
 type countingImages struct{ repos []string }

@@ -65,7 +65,8 @@ func newTestWebhook(t *testing.T) *Handler {
 		t.Fatal(err)
 	}
 	// These tests are about the queue: every repository counts as
-	// watched (ssrf_test and webhook_test check the refusal).
+	// watched (the daemon's ssrf_test, security_test and webhook_test
+	// check the refusal).
 	h.watched = func(context.Context, string) error { return nil }
 	return h
 }
