@@ -31,10 +31,10 @@ const (
 )
 
 const (
-	// webhookWorkers refresh that many repositories at once.
-	webhookWorkers = 4
-	// webhookRefreshTimeout bounds one repository's refresh.
-	webhookRefreshTimeout = 10 * time.Minute
+	// workers refresh that many repositories at once.
+	workers = 4
+	// refreshTimeout bounds one repository's refresh.
+	refreshTimeout = 10 * time.Minute
 )
 
 // enqueue asks for a refresh of repository, of image the last notified.
@@ -63,7 +63,7 @@ func (h *Handler) Run(ctx context.Context) {
 	stop := context.AfterFunc(ctx, h.queue.ShutDown)
 	defer stop()
 	var wg sync.WaitGroup
-	for range webhookWorkers {
+	for range workers {
 		wg.Go(func() {
 			for h.processNext(ctx) {
 			}
@@ -101,7 +101,7 @@ func (h *Handler) processNext(ctx context.Context) bool {
 		return true
 	}
 
-	rctx, cancel := context.WithTimeout(ctx, webhookRefreshTimeout)
+	rctx, cancel := context.WithTimeout(ctx, refreshTimeout)
 	err := h.refresh(rctx, image)
 	cancel()
 	if err != nil && ctx.Err() == nil {
