@@ -564,6 +564,28 @@ func (d *Daemon) servicesInFile(ctx context.Context, file string) ([]platform.ID
 		"The file does not exist under fluxd's --git-path, or defines no Deployment, StatefulSet, DaemonSet or CronJob.")
 }
 
+// The image-notification pipeline asks more of Deps.Images and
+// Deps.Automator where they offer it (registry/oci's Client and
+// automator's Automator do; cmd/fluxd asserts it):
+
+// TagRefresher is an ImageLister that can read a repository's tag list
+// alone, now, without any image's metadata.
+type TagRefresher interface {
+	RefreshTags(ctx context.Context, repository string) ([]string, error)
+}
+
+// ImageRefresher is an ImageLister that can read a repository again now,
+// its mutable tags checked whatever their re-check interval.
+type ImageRefresher interface {
+	Refresh(ctx context.Context, repository string) ([]registry.Image, error)
+}
+
+// NotifiedAutomation is an Automation whose kick after a notification
+// times the release it leads to.
+type NotifiedAutomation interface {
+	Notified()
+}
+
 // Notify refreshes the repository of image (a bare repository or one with
 // a tag) at once, and wakes the automator. It returns the repository and
 // how many tags it has now.
@@ -592,7 +614,7 @@ func (d *Daemon) Notify(ctx context.Context, _ auth.Identity, image string) (str
 		}
 	}
 	n := len(tags)
-	if a, ok := d.deps.Automator.(interface{ Notified() }); ok {
+	if a, ok := d.deps.Automator.(NotifiedAutomation); ok {
 		a.Notified() // a kick that times the release it leads to
 	} else if d.deps.Automator != nil {
 		d.deps.Automator.Kick()
@@ -678,9 +700,7 @@ func (d *Daemon) awaitNotifiedTag(ctx context.Context, repository, tag string) (
 	}
 	read := d.notifyRefresh
 	listOnly := false
-	if r, ok := d.deps.Images.(interface {
-		RefreshTags(ctx context.Context, repository string) ([]string, error)
-	}); ok {
+	if r, ok := d.deps.Images.(TagRefresher); ok {
 		read, listOnly = r.RefreshTags, true
 	}
 	err := wait.ExponentialBackoffWithContext(ctx, d.tagWait, func(ctx context.Context) (bool, error) {
@@ -709,15 +729,11 @@ func (d *Daemon) awaitNotifiedTag(ctx context.Context, repository, tag string) (
 // mutable ones checked now whatever their re-check interval. It returns
 // the repository's tags.
 func (d *Daemon) notifyRefresh(ctx context.Context, repository string) ([]string, error) {
-	if r, ok := d.deps.Images.(interface {
-		RefreshTags(ctx context.Context, repository string) ([]string, error)
-	}); ok && !d.needsMetadata(ctx, repository) {
+	if r, ok := d.deps.Images.(TagRefresher); ok && !d.needsMetadata(ctx, repository) {
 		return r.RefreshTags(ctx, repository)
 	}
 	list := d.deps.Images.Images
-	if r, ok := d.deps.Images.(interface {
-		Refresh(ctx context.Context, repository string) ([]registry.Image, error)
-	}); ok {
+	if r, ok := d.deps.Images.(ImageRefresher); ok {
 		list = r.Refresh
 	}
 	imgs, err := list(ctx, repository)
@@ -752,4 +768,17 @@ func (d *Daemon) needsMetadata(ctx context.Context, repository string) bool {
 		}
 	}
 	return false
+}
+
+// dedupe is s without repeats, in first-seen order.
+func dedupe(s []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, x := range s {
+		if !seen[x] {
+			seen[x] = true
+			out = append(out, x)
+		}
+	}
+	return out
 }

@@ -7,10 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -90,21 +87,6 @@ func TestForwardedCallsRequireAReplicaCertificate(t *testing.T) {
 		})
 	}
 
-	t.Run("webhook passed on without a replica certificate", func(t *testing.T) {
-		h, err := NewWebhookHandler(New(Config{}, Deps{}, log), []byte("s3cret"), log)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.RequireReplicaCerts(replicaCA)
-		req := httptest.NewRequest(http.MethodPost, "/v1/notify", strings.NewReader(pushOfApp))
-		req.Header.Set("X-Fluxd-Secret", "s3cret")
-		req.Header.Set(forwardedWebhook, "1")
-		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, req)
-		if rec.Code != http.StatusUnauthorized || !strings.Contains(rec.Body.String(), "replica") {
-			t.Fatalf("a passed-on notification without a replica certificate: %d %s", rec.Code, rec.Body)
-		}
-	})
 }
 
 // mergePools is a pool of the given certificates' own (self-signed) CAs.

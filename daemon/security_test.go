@@ -21,6 +21,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
@@ -29,6 +30,7 @@ import (
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/release"
 	"github.com/fluxd/fluxd/release/jobs"
+	"github.com/fluxd/fluxd/webhook"
 )
 
 // readOnlyRPCs are the FluxService methods a viewer may call. This list is
@@ -449,7 +451,7 @@ func TestNoCallerReachesAnUnwatchedHost(t *testing.T) {
 	internal, requests := internalServer(t)
 	f, _, d := realReleaser(t, "registry.invalid/team/app:1.0")
 	viewer, deployer := withToken(f.tokens[auth.Viewer]), withToken(f.tokens[auth.Deployer])
-	wh, err := NewWebhookHandler(d, []byte("s3cret"), slog.New(slog.DiscardHandler))
+	wh, err := webhook.New(d, workqueue.NewTyped[string](), []byte("s3cret"), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +464,7 @@ func TestNoCallerReachesAnUnwatchedHost(t *testing.T) {
 		req.Header.Set("X-Fluxd-Secret", "s3cret")
 		rec := httptest.NewRecorder()
 		wh.ServeHTTP(rec, req)
-		for wh.work(context.Background()) {
+		for wh.ProcessNext(context.Background()) {
 		}
 		if rec.Code != http.StatusBadRequest {
 			return fmt.Errorf("webhook answered %d: %s", rec.Code, rec.Body)

@@ -5,58 +5,22 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/name"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/workqueue"
 
+	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
+	"github.com/fluxd/fluxd/webhook"
 )
-
-func TestParseNotification(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name, body, source string
-		want               []string
-	}{
-		{"dockerhub", `{"push_data":{"tag":"1.2"},"repository":{"repo_name":"team/app"}}`, "dockerhub", []string{"team/app:1.2"}},
-		{"distribution", `{"events":[{"action":"pull","target":{"repository":"app","tag":"1"},"request":{"host":"reg:5000"}},
-			{"action":"push","target":{"repository":"app","tag":"2"},"request":{"host":"reg:5000"}},
-			{"action":"push","target":{"repository":"app","tag":"2"},"request":{"host":"reg:5000"}}]}`, "distribution", []string{"reg:5000/app:2"}},
-		// A push sends an event per blob (no tag) and one per manifest:
-		// only the manifest's costs a refresh.
-		{"distribution blobs and a manifest", `{"events":[{"action":"push","target":{"mediaType":"application/octet-stream","repository":"app","digest":"sha256:aa"},"request":{"host":"reg:5000"}},
-			{"action":"push","target":{"mediaType":"application/vnd.docker.container.image.v1+json","repository":"app","digest":"sha256:bb"},"request":{"host":"reg:5000"}},
-			{"action":"push","target":{"mediaType":"application/vnd.oci.image.manifest.v1+json","repository":"app","tag":"3"},"request":{"host":"reg:5000"}}]}`, "distribution", []string{"reg:5000/app:3"}},
-		{"harbor", `{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"resource_url":"harbor.example/proj/app:3"}]}}`, "harbor", []string{"harbor.example/proj/app:3"}},
-		{"quay", `{"repository":"ns/app","docker_url":"quay.io/ns/app","updated_tags":["4","5"]}`, "quay", []string{"quay.io/ns/app"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, source, err := parseNotification([]byte(tc.body))
-			if err != nil || source != tc.source {
-				t.Fatalf("parse: %v, %q", err, source)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-		})
-	}
-	blobs := `{"events":[{"action":"push","target":{"mediaType":"application/vnd.docker.image.rootfs.diff.tar.gzip","repository":"app","digest":"sha256:aa"},"request":{"host":"reg:5000"}},
-		{"action":"push","target":{"mediaType":"application/octet-stream","repository":"app","digest":"sha256:bb"},"request":{"host":"reg:5000"}}]}`
-	if got, _, err := parseNotification([]byte(blobs)); !errors.Is(err, errNoPushEvents) {
-		t.Errorf("an envelope of blob pushes = %v, %v; want nothing to refresh", got, err)
-	}
-	for _, bad := range []string{`not json`, `{}`, `{"type":"DELETE_ARTIFACT","event_data":{}}`, `{"events":[{"action":"pull"}]}`} {
-		if _, _, err := parseNotification([]byte(bad)); err == nil {
-			t.Errorf("parse(%s) succeeded", bad)
-		}
-	}
-}
 
 // countingImages counts refreshes. Its repositories hold the tags the
 // tests notify (a notified tag missing from the list is read again).
@@ -70,7 +34,7 @@ func (c *countingImages) Images(_ context.Context, repo string) ([]registry.Imag
 func TestWebhookAuthenticatesAndRefreshes(t *testing.T) {
 	imgs := &countingImages{}
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	h, err := NewWebhookHandler(New(Config{}, watching(imgs, "reg:5000/app", "team/app", "harbor.example/proj/app", "quay.io/ns/app"), log), []byte("s3cret"), log)
+	h, err := webhook.New(New(Config{}, watching(imgs, "reg:5000/app", "team/app", "harbor.example/proj/app", "quay.io/ns/app"), log), workqueue.NewTyped[string](), []byte("s3cret"), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,7 +67,7 @@ func TestWebhookAuthenticatesAndRefreshes(t *testing.T) {
 			if rec.Code != tc.want {
 				t.Fatalf("status %d, want %d: %s", rec.Code, tc.want, rec.Body)
 			}
-			for h.work(context.Background()) {
+			for h.ProcessNext(context.Background()) {
 			}
 			refreshed := len(imgs.repos) - before
 			if (tc.want == http.StatusAccepted) != (refreshed == 1) {
@@ -119,4 +83,124 @@ func TestWebhookAuthenticatesAndRefreshes(t *testing.T) {
 	if rec.Code != http.StatusMethodNotAllowed {
 		t.Errorf("GET: %d", rec.Code)
 	}
+}
+
+// The distribution registry notifies pulls as well as pushes, and sends
+// an envelope again until it is answered 2xx, holding every later event
+// of the endpoint's queue behind it. An envelope without a push event is
+// answered 200 and refreshes nothing; a malformed one is still a 400.
+func TestWebhookAnswersDistributionPullsWith200(t *testing.T) {
+	imgs := &countingImages{}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	h, err := webhook.New(New(Config{}, watching(imgs, "reg:5000/app", "team/app", "harbor.example/proj/app", "quay.io/ns/app"), log), workqueue.NewTyped[string](), []byte("s3cret"), log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, body string
+		want       int
+	}{
+		{"manifest pull", `{"events":[{"action":"pull","target":{"repository":"app","tag":"1"},"request":{"host":"reg:5000"}}]}`, http.StatusOK},
+		{"blob pull", `{"events":[{"action":"pull","target":{"repository":"app"},"request":{"host":"reg:5000"}}]}`, http.StatusOK},
+		{"delete", `{"events":[{"action":"delete","target":{"repository":"app"},"request":{"host":"reg:5000"}}]}`, http.StatusOK},
+		{"not json", `{"events":[`, http.StatusBadRequest},
+		{"no sender known", `{}`, http.StatusBadRequest},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := httptest.NewRequest(http.MethodPost, "/v1/notify", strings.NewReader(tc.body))
+			req.Header.Set("Authorization", "Bearer s3cret")
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			if rec.Code != tc.want {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.want, rec.Body)
+			}
+			for h.ProcessNext(context.Background()) {
+			}
+			if len(imgs.repos) != 0 {
+				t.Errorf("refreshed %v", imgs.repos)
+			}
+		})
+	}
+}
+
+// strictImages fails the test when asked for a repository that does not
+// parse: nothing a payload says may reach the registry unchecked.
+type strictImages struct{ t *testing.T }
+
+func (s strictImages) Images(_ context.Context, repo string) ([]registry.Image, error) {
+	if _, err := name.NewRepository(repo, name.WeakValidation); err != nil {
+		s.t.Errorf("a notification made fluxd read the repository %q, which does not parse: %v", repo, err)
+	}
+	// Whatever host a payload names (request.host, resource_url,
+	// docker_url, repo_name), fluxd reads only repositories its services
+	// run.
+	if !registry.RunsRepository(fuzzWatched, repo) {
+		s.t.Errorf("a notification made fluxd read the repository %q, which no watched service runs", repo)
+	}
+	return nil, nil
+}
+
+// fuzzWatched are the images the fuzzed daemon's services run.
+var fuzzWatched = []string{"reg:5000/app:1", "team/app:1", "harbor.example/proj/app:1", "quay.io/ns/app:1"}
+
+// watching is Deps whose cluster runs a workload of each repository,
+// reading images through imgs.
+func watching(imgs ImageLister, repos ...string) Deps {
+	c := &stubCluster{}
+	for i, r := range repos {
+		c.workloads = append(c.workloads, platform.Workload{ID: platform.ID{Namespace: "default", Kind: "deployment", Name: "w" + strconv.Itoa(i)},
+			Containers: []platform.Container{{Name: "c", Image: r + ":1"}}})
+	}
+	return Deps{Cluster: c, Releaser: stubReleaser{}, Images: imgs}
+}
+
+// FuzzWebhook sends any payload through the webhook to a real daemon:
+// every repository refreshed is a valid reference that a watched service
+// runs. (The webhook package's FuzzParseNotification checks the parse.)
+func FuzzWebhook(f *testing.F) {
+	for _, s := range []string{
+		`{"push_data":{"tag":"1.2"},"repository":{"repo_name":"team/app"}}`,
+		`{"push_data":{},"repository":{"repo_name":"team/app"}}`,
+		`{"push_data":{"tag":"1.2"},"repository":"team/app"}`,
+		`{"events":[{"action":"push","target":{"repository":"app","tag":"2"},"request":{"host":"reg:5000"}},{"action":"pull","target":{"repository":"app"},"request":{"host":"reg:5000"}}]}`,
+		`{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"resource_url":"harbor.example/proj/app:3"},{"resource_url":""}]}}`,
+		`{"type":"DELETE_ARTIFACT","event_data":{"resources":[]}}`,
+		`{"repository":"ns/app","docker_url":"quay.io/ns/app","updated_tags":["4","5"]}`,
+		`{"docker_url":"quay.io/ns/app:1.0\nimage: evil"}`,
+		`{"push_data":{"tag":"a\"b"},"repository":{"repo_name":"Team/App"}}`,
+		`{}`, `[]`, `null`, `not json`,
+		// Host fields naming other hosts: an internal service, a
+		// metadata address, a watched path on another host, userinfo.
+		`{"events":[{"action":"push","target":{"repository":"app","tag":"2"},"request":{"host":"127.0.0.1:8080"}}]}`,
+		`{"events":[{"action":"push","target":{"repository":"latest/meta-data","tag":"1"},"request":{"host":"169.254.169.254"}}]}`,
+		`{"events":[{"action":"push","target":{"repository":"app","tag":"2"},"request":{"host":"reg:5000@evil.example"}}]}`,
+		`{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"resource_url":"10.0.0.1:5000/proj/app:3"}]}}`,
+		`{"docker_url":"localhost:2375/ns/app"}`,
+		`{"push_data":{"tag":"1"},"repository":{"repo_name":"evil.example/team/app"}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	log := slog.New(slog.DiscardHandler)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		d := New(Config{}, watching(strictImages{t}, "reg:5000/app", "team/app", "harbor.example/proj/app", "quay.io/ns/app"), log)
+		// Any tag may be notified, and the stub lists none: read once,
+		// not for the seconds a notified tag is waited for.
+		d.tagWait = wait.Backoff{}
+		h, err := webhook.New(d, workqueue.NewTyped[string](), []byte("s3cret"), log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := httptest.NewRequest(http.MethodPost, "/v1/notify?token=s3cret", strings.NewReader(string(body)))
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		for h.ProcessNext(context.Background()) {
+		}
+		switch rec.Code {
+		case http.StatusAccepted, http.StatusBadRequest, http.StatusBadGateway,
+			http.StatusOK: // a distribution batch with no push (pull events): ignored, so the registry's queue moves on
+		default:
+			t.Errorf("payload %q: status %d", body, rec.Code)
+		}
+		_, _ = io.Copy(io.Discard, rec.Body)
+	})
 }

@@ -35,6 +35,14 @@ type apiParts struct {
 	proxies clientkey.Proxies
 }
 
+// What the daemon's image-notification pipeline uses where offered: a
+// renamed method would otherwise drop out of it without a word.
+var (
+	_ daemon.TagRefresher       = (*oci.Client)(nil)
+	_ daemon.ImageRefresher     = (*oci.Client)(nil)
+	_ daemon.NotifiedAutomation = (*automator.Automator)(nil)
+)
+
 // newAPI builds the daemon (the API's operations) over the components
 // and its gRPC server, told of every move of git the engine sees.
 func newAPI(cfg daemon.Config, p apiParts, tokens *auth.Store, reg prometheus.Registerer, log *slog.Logger) (*daemon.Daemon, *daemon.Server) {

@@ -14,8 +14,17 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/fluxd/fluxd/daemon"
+	"github.com/fluxd/fluxd/webhook"
+)
+
+// The daemon is what a registry notification acts on; client-go's
+// workqueue is the webhook's queue.
+var (
+	_ webhook.Refresher = (*daemon.Daemon)(nil)
+	_ webhook.Queue     = (*workqueue.Typed[string])(nil)
 )
 
 // listenAPI listens for the gRPC API on addr, with TLS when the flags
@@ -30,7 +39,7 @@ func listenAPI(f flags, addr string, log *slog.Logger) (net.Listener, error) {
 
 // webhooks is the registry webhook listener, when --webhook-listen is set.
 type webhooks struct {
-	handler *daemon.WebhookHandler
+	handler *webhook.Handler
 	lis     net.Listener
 	// at is the address followers pass notifications on to when this
 	// replica leads: its host, the listener's port.
@@ -48,7 +57,9 @@ func listenWebhooks(f flags, d *daemon.Daemon, self string, log *slog.Logger) (*
 		return nil, fmt.Errorf("--webhook-listen needs --webhook-secret-file, a file holding the shared secret: %w", err)
 	}
 	w := &webhooks{}
-	if w.handler, err = daemon.NewWebhookHandler(d, []byte(strings.TrimSpace(string(secret))), log); err != nil {
+	// client-go's workqueue coalesces notifications per repository.
+	queue := workqueue.NewTyped[string]()
+	if w.handler, err = webhook.New(d, queue, []byte(strings.TrimSpace(string(secret))), log); err != nil {
 		return nil, fmt.Errorf("--webhook-secret-file %s: %w", f.webhookSecretFile, err)
 	}
 	w.handler.RequireTimestamp = f.webhookRequireTimestamp

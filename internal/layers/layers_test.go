@@ -13,7 +13,7 @@ const module = "github.com/fluxd/fluxd/"
 
 // allowed is, per package, the module's packages its non-test code may
 // import, as docs/architecture.md draws them: imports run down, from the
-// binaries through the edge (web, daemon) and the loops (automator,
+// binaries through the edge (web, daemon, webhook) and the loops (automator,
 // release/jobs, release, syncer, notify) to the domain (gitrepo,
 // platform, registry, history, policy, helmrelease) and the adapters
 // below it that only cmd/fluxd wires in. internal/* helpers sit beside
@@ -25,7 +25,7 @@ var allowed = map[string][]string{
 	// binaries and tools
 	"cmd/fluxd": {"automator", "daemon", "gitrepo/gogit", "history", "history/store", "internal/auth", "internal/memlimit",
 		"internal/tlsfiles", "internal/version", "internal/clientkey", "notify", "platform", "platform/kube", "platform/kube/gitguard",
-		"platform/kube/sync", "proto/fluxd/v1", "registry", "registry/oci", "release", "release/jobs", "syncer", "web"},
+		"platform/kube/sync", "proto/fluxd/v1", "registry", "registry/oci", "release", "release/jobs", "syncer", "web", "webhook"},
 	"cmd/fluxctl": {"check", "deploy", "internal/tlsfiles", "internal/version", "proto/fluxd/v1"},
 	"hack/image":  {},
 	"hack/stack":  {"internal/localstack"},
@@ -34,8 +34,11 @@ var allowed = map[string][]string{
 
 	// edge
 	"web":    {"history", "internal/auth", "internal/clientkey", "proto/fluxd/v1"},
-	"daemon": {"automator", "gitrepo", "history", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "platform", "policy", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
-	"check":  {"gitrepo", "platform", "policy", "promotion", "registry", "release"},
+	"daemon": {"automator", "gitrepo", "history", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "internal/replicacert", "platform", "policy", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
+	// webhook is the transport of registry notifications; what they do
+	// is the daemon's, through webhook.Refresher, wired by cmd/fluxd.
+	"webhook": {"internal/clientkey", "internal/replicacert", "registry"},
+	"check":   {"gitrepo", "platform", "policy", "promotion", "registry", "release"},
 
 	// loops
 	"promotion":    {"platform"},
@@ -81,6 +84,7 @@ var allowed = map[string][]string{
 	"internal/layers":       {},
 	"internal/memlimit":     {},
 	"internal/pgserver":     {},
+	"internal/replicacert":  {},
 	"internal/regtest":      {},
 	"internal/sshserver":    {},
 	"internal/testapp":      {},

@@ -1,6 +1,9 @@
-package daemon
+package webhook
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"net/http"
@@ -9,22 +12,110 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/fluxd/fluxd/internal/clientkey"
 )
+
+// Signed bodies are read before the signature is checked, so only a few at
+// once; and an operator may refuse signatures without a timestamp.
+func TestSignedReadsAreBoundedAndTimestampsCanBeRequired(t *testing.T) {
+	h := newTestWebhook(t)
+	post := func(sig, ts string) int {
+		req := httptest.NewRequest(http.MethodPost, "/v1/notify", strings.NewReader(pushOfApp))
+		req.Header.Set(SignatureHeader, sig)
+		if ts != "" {
+			req.Header.Set(TimestampHeader, ts)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec.Code
+	}
+	h.mu.Lock()
+	h.signedReads = maxSignedReads // as many slow senders
+	h.mu.Unlock()
+	if code := post(sign("s3cret", "", pushOfApp), ""); code != http.StatusServiceUnavailable {
+		t.Errorf("a signed notification while %d are read: %d; want 503", maxSignedReads, code)
+	}
+	h.mu.Lock()
+	h.signedReads = 0
+	h.mu.Unlock()
+	if code := post(sign("s3cret", "", pushOfApp), ""); code != http.StatusAccepted {
+		t.Errorf("a signed notification: %d; want 202", code)
+	}
+	h.RequireTimestamp = true
+	if code := post(sign("s3cret", "", pushOfApp), ""); code != http.StatusUnauthorized {
+		t.Errorf("a signature without a timestamp when one is required: %d; want 401", code)
+	}
+	ts := strconv.FormatInt(time.Now().Unix(), 10)
+	if code := post(sign("s3cret", ts, pushOfApp), ts); code != http.StatusAccepted {
+		t.Errorf("a signature with a timestamp: %d; want 202", code)
+	}
+}
+
+// Senders that claim a signature but trickle their bodies cannot take
+// every read slot from one address: a genuine sender from another
+// address is still served.
+func TestSignedReadsAreLimitedPerAddress(t *testing.T) {
+	h := newTestWebhook(t)
+	var held []*io.PipeWriter
+	defer func() {
+		for _, w := range held {
+			_ = w.Close()
+		}
+	}()
+	claimed := "sha256=" + strings.Repeat("00", 32)
+	var wg sync.WaitGroup
+	codes := make(chan int, 100)
+	for i := range 40 {
+		pr, pw := io.Pipe()
+		held = append(held, pw)
+		req := httptest.NewRequest(http.MethodPost, "/v1/notify", pr)
+		req.RemoteAddr = "10.0.0.66:" + strconv.Itoa(40000+i)
+		req.Header.Set(SignatureHeader, claimed)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, req)
+			codes <- rec.Code
+		}()
+	}
+	// All but maxSignedReadsPerAddr are refused at once, with 429.
+	for range 40 - maxSignedReadsPerAddr {
+		if c := <-codes; c != http.StatusTooManyRequests {
+			t.Fatalf("a slow signed sender beyond its address's share: %d, want 429", c)
+		}
+	}
+	body := pushOfApp
+	mac := hmac.New(sha256.New, []byte("s3cret"))
+	mac.Write([]byte(body))
+	req := httptest.NewRequest(http.MethodPost, "/v1/notify", strings.NewReader(body))
+	req.RemoteAddr = "192.0.2.10:5555"
+	req.Header.Set(SignatureHeader, "sha256="+hex.EncodeToString(mac.Sum(nil)))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("a genuine signed sender while another address trickles: %d %s", rec.Code, rec.Body)
+	}
+	for _, w := range held {
+		_ = w.CloseWithError(errors.New("gone"))
+	}
+	wg.Wait()
+}
 
 // slowReads starts signed reads whose bodies never come, one per
 // (remote, X-Forwarded-For) pair given, and returns the codes of those
 // refused at once; the others hold their slots until the test ends.
 type slowReads struct {
 	t     *testing.T
-	h     *WebhookHandler
+	h     *Handler
 	held  []*io.PipeWriter
 	wg    sync.WaitGroup
 	codes chan int
 }
 
-func newSlowReads(t *testing.T, h *WebhookHandler) *slowReads {
+func newSlowReads(t *testing.T, h *Handler) *slowReads {
 	s := &slowReads{t: t, h: h, codes: make(chan int, 1000)}
 	t.Cleanup(func() {
 		for _, w := range s.held {
@@ -65,7 +156,7 @@ func (s *slowReads) refused(n, code int, what string) {
 
 // signedFrom posts a genuine signed notification from remote, with
 // X-Forwarded-For xff.
-func signedFrom(h *WebhookHandler, remote, xff string) *httptest.ResponseRecorder {
+func signedFrom(h *Handler, remote, xff string) *httptest.ResponseRecorder {
 	req := httptest.NewRequest(http.MethodPost, "/v1/notify", strings.NewReader(pushOfApp))
 	req.RemoteAddr = remote
 	if xff != "" {

@@ -1,0 +1,58 @@
+package webhook
+
+import "time"
+
+// maxSignedReads is how many signed bodies (read before the signature is
+// checked) may be read at once; maxSignedReadsPerAddr of them from one
+// sender (an IPv4 address, an IPv6 /64). keptSignedReads of them are kept
+// for senders that signed validly within signerMemory (at most maxSigners
+// of those are remembered, the least recent forgotten first): senders
+// fluxd does not know can hold only the rest.
+const (
+	maxSignedReads        = 32
+	maxSignedReadsPerAddr = 2
+	keptSignedReads       = 8
+	signerMemory          = 24 * time.Hour
+	maxSigners            = 1000
+)
+
+// signedReadTimeout bounds the read of a signed body.
+const signedReadTimeout = 5 * time.Second
+
+// Why takeRead refused a signed read.
+const (
+	readTaken     = iota
+	readsOfSender // sender has maxSignedReadsPerAddr under way
+	readsOfAll    // every slot open to sender is taken
+)
+
+// takeRead counts a signed read from sender, unless sender has
+// maxSignedReadsPerAddr under way or every slot open to it is taken
+// (keptSignedReads of them only for senders that signed validly lately).
+func (h *Handler) takeRead(sender string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.readsFrom[sender] >= maxSignedReadsPerAddr {
+		return readsOfSender
+	}
+	open := maxSignedReads - keptSignedReads
+	if h.signers.Seen(sender, h.now()) {
+		open = maxSignedReads
+	}
+	if h.signedReads >= open {
+		return readsOfAll
+	}
+	h.signedReads++
+	h.readsFrom[sender]++
+	return readTaken
+}
+
+// releaseRead ends a read takeRead counted.
+func (h *Handler) releaseRead(sender string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.signedReads--
+	if h.readsFrom[sender]--; h.readsFrom[sender] <= 0 {
+		delete(h.readsFrom, sender)
+	}
+}
