@@ -106,21 +106,42 @@ func (c *Cluster) discoverHelm(ctx context.Context, namespaces []string, resync 
 	return all
 }
 
-// servedVersion is the first of versions at which the API server serves
-// group's helmreleases; "" when none.
+// servedVersion is the version at which the API server serves group's
+// helmreleases: the group's preferred version, as discovery says (so that
+// a version newer than fluxd knows is followed as Flux moves on), else
+// the first of versions it serves; "" when none.
 func servedVersion(c *Cluster, group string, versions []string) string {
-	for _, v := range versions {
-		list, err := c.client.Discovery().ServerResourcesForGroupVersion(group + "/" + v)
-		if err != nil {
-			continue
-		}
-		for _, r := range list.APIResources {
-			if r.Name == "helmreleases" {
+	if groups, err := c.client.Discovery().ServerGroups(); err == nil {
+		for _, g := range groups.Groups {
+			if g.Name != group {
+				continue
+			}
+			if v := g.PreferredVersion.Version; v != "" && servesHelmReleases(c, group, v) {
 				return v
 			}
 		}
 	}
+	for _, v := range versions {
+		if servesHelmReleases(c, group, v) {
+			return v
+		}
+	}
 	return ""
+}
+
+// servesHelmReleases says whether group/version has a helmreleases
+// resource.
+func servesHelmReleases(c *Cluster, group, version string) bool {
+	list, err := c.client.Discovery().ServerResourcesForGroupVersion(group + "/" + version)
+	if err != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "helmreleases" {
+			return true
+		}
+	}
+	return false
 }
 
 // kickHelm asks watchHelm to look for HelmRelease CRDs now.
@@ -131,8 +152,9 @@ func (c *Cluster) kickHelm() {
 	}
 }
 
-// helmReleases are the HelmReleases in the caches.
-func (c *Cluster) helmReleases() []platform.Workload {
+// helmReleases are the HelmReleases in the caches, their replicas those
+// of the owned workloads that are theirs (helmprogress.go).
+func (c *Cluster) helmReleases(owned []*helmOwned) []platform.Workload {
 	c.helm.mu.Lock()
 	defer c.helm.mu.Unlock()
 	var out []platform.Workload
@@ -145,7 +167,9 @@ func (c *Cluster) helmReleases() []platform.Workload {
 		for _, inf := range c.helm.informers[g] {
 			for _, o := range inf.GetStore().List() {
 				if u, ok := o.(*unstructured.Unstructured); ok {
-					out = append(out, fromHelmRelease(u))
+					w := fromHelmRelease(u)
+					w.Replicas = helmReplicas(helmReleaseKeys(u), owned)
+					out = append(out, w)
 				}
 			}
 		}

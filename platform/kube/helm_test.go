@@ -127,3 +127,41 @@ func TestHelmReleaseCRDAbsentThenServed(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// TestServedVersion: fluxd watches HelmReleases at the version the API
+// server prefers for their group, a version it has no name for included
+// (Flux moved helm.toolkit.fluxcd.io from v2beta1 to v2beta2 to v2), and
+// else at the first it knows that is served.
+func TestServedVersion(t *testing.T) {
+	t.Parallel()
+	served := func(versions ...string) *fake.Clientset {
+		client := fake.NewClientset()
+		for _, v := range versions {
+			client.Resources = append(client.Resources, &metav1.APIResourceList{
+				GroupVersion: "helm.toolkit.fluxcd.io/" + v,
+				APIResources: []metav1.APIResource{{Name: "helmreleases", Namespaced: true, Kind: "HelmRelease"}},
+			})
+		}
+		return client
+	}
+	known := []string{"v2", "v2beta2", "v2beta1"}
+	for _, tc := range []struct {
+		name   string
+		served []string
+		want   string
+	}{
+		{"flux 2.0: v2beta1 only", []string{"v2beta1"}, "v2beta1"},
+		{"flux 2.2: v2beta2 preferred, v2beta1 still served", []string{"v2beta2", "v2beta1"}, "v2beta2"},
+		{"flux 2.3: v2 preferred", []string{"v2", "v2beta2", "v2beta1"}, "v2"},
+		{"a version fluxd has no name for, preferred by the server", []string{"v3", "v2"}, "v3"},
+		{"none served", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(served(tc.served...), "fake", Config{Namespaces: []string{"default"}})
+			if got := servedVersion(c, "helm.toolkit.fluxcd.io", known); got != tc.want {
+				t.Errorf("servedVersion = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
