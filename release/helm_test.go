@@ -100,3 +100,56 @@ func TestHelmReleaseTargetNamespaceKeepsToTheScope(t *testing.T) {
 		}
 	}
 }
+
+// noHelmController is a cluster with no Helm controller running.
+type noHelmController struct{ *recCluster }
+
+func (noHelmController) HelmControllerAbsent(context.Context) string {
+	return "no Helm controller runs in the cluster"
+}
+
+// Where no Helm controller runs, a HelmRelease's release ends "applied,
+// not rolled out" once the grace has passed, saying why and what to
+// check, not after the whole rollout timeout; where one may run (the
+// cluster cannot tell, or one acts), it waits as before.
+func TestHelmReleaseWithNoControllerEndsAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		absent  bool
+		want    string
+		notWant string
+	}{
+		{name: "no controller: ends after the grace, naming what to check", absent: true,
+			want: "no Helm controller runs in the cluster", notWant: "nothing reported on the rollout"},
+		{name: "a controller may run: waits out the timeout", absent: false,
+			want: "nothing reported on the rollout of default:helmrelease/web within 3s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newRealGit(t, map[string]string{"web.yaml": helmWeb})
+			g.cluster.workloads = []platform.Workload{{ID: hrWeb, Generation: 1, ObservedGeneration: 0, Status: "updating"}}
+			if tc.absent {
+				g.e.cluster = noHelmController{g.cluster}
+			}
+			spec := Spec{Services: []platform.ID{hrWeb}, Image: "reg/web:1.2", User: "dana"}
+			start := time.Now()
+			res, err := g.e.Execute(context.Background(), "team", spec, history.Release,
+				ExecOptions{RolloutTimeout: 3 * time.Second, HelmGrace: 100 * time.Millisecond, PollInterval: 10 * time.Millisecond})
+			took := time.Since(start)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(res.NotRolledOut, tc.want) || tc.notWant != "" && strings.Contains(res.NotRolledOut, tc.notWant) {
+				t.Fatalf("NotRolledOut = %q, want it to say %q", res.NotRolledOut, tc.want)
+			}
+			if tc.absent && took >= 3*time.Second {
+				t.Errorf("the release took %v, the whole rollout timeout, though no controller runs", took)
+			}
+			if !tc.absent && took < 3*time.Second {
+				t.Errorf("the release ended after %v, before the timeout, though a controller may run", took)
+			}
+			if evs := g.events(t); len(evs) != 1 || !strings.Contains(evs[0].Message, tc.want) {
+				t.Fatalf("history holds %+v, want one release saying %q", evs, tc.want)
+			}
+		})
+	}
+}

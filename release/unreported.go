@@ -1,6 +1,7 @@
 package release
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strings"
@@ -22,12 +23,21 @@ const StageNotRolledOut = "applied, not rolled out"
 type NotRolledOut struct {
 	Services []platform.ID
 	Timeout  time.Duration
+	// Unattended, when set, says why no controller will act on them
+	// (helmChecker), found Grace after the rollout started, before the
+	// timeout.
+	Unattended string
+	Grace      time.Duration
 }
 
 func (e *NotRolledOut) Error() string {
 	ids := make([]string, len(e.Services))
 	for i, id := range e.Services {
 		ids[i] = id.String()
+	}
+	if e.Unattended != "" {
+		return fmt.Sprintf("committed and applied, not rolled out: nothing acted on %s within %v and %s; fluxd stopped waiting rather than wait out the rollout timeout of %v. Check with 'kubectl get helmrelease -n %s' and 'kubectl get pods -A -l app=helm-controller'; once a controller runs, it rolls the applied release out",
+			strings.Join(ids, ", "), e.Grace, e.Unattended, e.Timeout, e.Services[0].Namespace)
 	}
 	return fmt.Sprintf("committed and applied, not rolled out: nothing reported on the rollout of %s within %v (its status never reached the applied generation; is Flux's helm-controller running and reconciling it? check with 'kubectl get helmrelease -n %s')",
 		strings.Join(ids, ", "), e.Timeout, e.Services[0].Namespace)
@@ -54,4 +64,39 @@ func unreported(ws []platform.Workload, gens map[platform.ID]int64, timeout time
 	}
 	slices.SortFunc(ids, platform.ID.Compare)
 	return &NotRolledOut{Services: ids, Timeout: timeout}
+}
+
+// helmChecker is a Cluster that can tell that no Helm controller runs
+// (platform/kube: no helm-controller or helm-operator pod in the cluster).
+type helmChecker interface {
+	// HelmControllerAbsent says why no Helm controller will act on a
+	// HelmRelease; "" when one may (one runs, or fluxd cannot tell).
+	HelmControllerAbsent(ctx context.Context) string
+}
+
+// helmGrace is how long after a rollout starts fluxd looks whether a Helm
+// controller acts on the HelmReleases it applied: a running helm-controller
+// marks a new generation in its conditions within seconds. It is at most
+// half the rollout timeout.
+const helmGrace = 10 * time.Second
+
+// unattended is a *NotRolledOut, before the timeout, when every workload
+// of gens still rolling out is a HelmRelease no controller has acted on
+// (unreported) and the cluster says no Helm controller runs; nil
+// otherwise, and then fluxd waits as before.
+func (e *Engine) unattended(ctx context.Context, ws []platform.Workload, gens map[platform.ID]int64, timeout, grace time.Duration) *NotRolledOut {
+	hc, ok := e.cluster.(helmChecker)
+	if !ok {
+		return nil
+	}
+	nr := unreported(ws, gens, timeout)
+	if nr == nil {
+		return nil
+	}
+	why := hc.HelmControllerAbsent(ctx)
+	if why == "" {
+		return nil
+	}
+	nr.Unattended, nr.Grace = why, grace
+	return nr
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -225,4 +227,33 @@ func fromHelmRelease(u *unstructured.Unstructured) platform.Workload {
 		w.ObservedGeneration = observed
 	}
 	return w
+}
+
+// helmControllerSelectors find the pods of a Helm controller, as Flux's
+// install (flux install, the Flux Operator, the fluxcd-community chart)
+// and Flux v1's helm-operator chart label them.
+var helmControllerSelectors = []string{
+	"app in (helm-controller,helm-operator)",
+	"app.kubernetes.io/component=helm-controller",
+	"app.kubernetes.io/name in (helm-controller,helm-operator)",
+}
+
+// HelmControllerAbsent says why no Helm controller will act on a
+// HelmRelease: no pod in the cluster is labelled as one and running.
+// It says "" when one is, and when fluxd cannot tell (it may not list
+// pods in every namespace), so that a release then waits its rollout
+// timeout as before.
+func (c *Cluster) HelmControllerAbsent(ctx context.Context) string {
+	for _, sel := range helmControllerSelectors {
+		pods, err := c.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return ""
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				return ""
+			}
+		}
+	}
+	return "no Helm controller runs in the cluster (no pod labelled app=helm-controller or app=helm-operator is running): install Flux's helm-controller, or start it if it is scaled down"
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -161,6 +162,37 @@ func TestServedVersion(t *testing.T) {
 			c := newCluster(served(tc.served...), "fake", Config{Namespaces: []string{"default"}})
 			if got := servedVersion(c, "helm.toolkit.fluxcd.io", known); got != tc.want {
 				t.Errorf("servedVersion = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestHelmControllerAbsent: fluxd says no Helm controller runs only when
+// it can list pods and none labelled as Flux's helm-controller or Flux
+// v1's helm-operator is running.
+func TestHelmControllerAbsent(t *testing.T) {
+	t.Parallel()
+	pod := func(ns string, labels map[string]string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p", Labels: labels}, Status: corev1.PodStatus{Phase: phase}}
+	}
+	for _, tc := range []struct {
+		name   string
+		pods   []runtime.Object
+		absent bool
+	}{
+		{"no pods", nil, true},
+		{"flux install: app=helm-controller in flux-system", []runtime.Object{pod("flux-system", map[string]string{"app": "helm-controller"}, corev1.PodRunning)}, false},
+		{"flux operator: app.kubernetes.io/component=helm-controller", []runtime.Object{pod("flux", map[string]string{"app.kubernetes.io/component": "helm-controller"}, corev1.PodRunning)}, false},
+		{"flux v1: app=helm-operator", []runtime.Object{pod("fluxcd", map[string]string{"app": "helm-operator"}, corev1.PodPending)}, false},
+		{"a failed helm-controller pod is none", []runtime.Object{pod("flux-system", map[string]string{"app": "helm-controller"}, corev1.PodFailed)}, true},
+		{"other controllers only", []runtime.Object{pod("flux-system", map[string]string{"app": "source-controller"}, corev1.PodRunning)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(fake.NewClientset(tc.pods...), "fake", Config{Namespaces: []string{"default"}})
+			got := c.HelmControllerAbsent(context.Background())
+			if (got != "") != tc.absent {
+				t.Errorf("HelmControllerAbsent = %q, want absent %v", got, tc.absent)
 			}
 		})
 	}
