@@ -704,8 +704,8 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 			return nil
 		}
 		if !looked && len(progress) == len(gens) && time.Since(started) >= grace {
-			looked = true
-			if nr := e.unattended(ctx, ws, gens, o.RolloutTimeout, grace); nr != nil {
+			var nr *NotRolledOut
+			if nr, looked = e.unattended(ctx, ws, gens, o.RolloutTimeout, grace, time.Since(started)); nr != nil {
 				return nr
 			}
 		}

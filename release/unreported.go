@@ -66,37 +66,52 @@ func unreported(ws []platform.Workload, gens map[platform.ID]int64, timeout time
 	return &NotRolledOut{Services: ids, Timeout: timeout}
 }
 
-// helmChecker is a Cluster that can tell that no Helm controller runs
-// (platform/kube: no helm-controller or helm-operator pod in the cluster).
+// helmChecker is a Cluster that can tell whether a Helm controller runs
+// (platform/kube: a helm-controller or helm-operator pod in the cluster).
 type helmChecker interface {
 	// HelmControllerAbsent says why no Helm controller will act on a
-	// HelmRelease; "" when one may (one runs, or fluxd cannot tell).
-	HelmControllerAbsent(ctx context.Context) string
+	// HelmRelease; "" when one runs. An error says it cannot tell (it
+	// may not list pods in every namespace).
+	HelmControllerAbsent(ctx context.Context) (string, error)
 }
 
-// helmGrace is how long after a rollout starts fluxd looks whether a Helm
-// controller acts on the HelmReleases it applied: a running helm-controller
-// marks a new generation in its conditions within seconds. It is at most
-// half the rollout timeout.
-const helmGrace = 10 * time.Second
+// helmGrace is how long after a rollout starts fluxd asks whether a Helm
+// controller runs, when the HelmReleases it applied are still below their
+// generation: a running helm-controller marks a new generation in its
+// conditions within seconds. Where the cluster cannot tell, fluxd waits
+// helmQuiet instead, a time no idle controller takes to start on a
+// HelmRelease. Each is at most half the rollout timeout.
+const (
+	helmGrace = 10 * time.Second
+	helmQuiet = 6 * helmGrace
+)
 
 // unattended is a *NotRolledOut, before the timeout, when every workload
-// of gens still rolling out is a HelmRelease no controller has acted on
-// (unreported) and the cluster says no Helm controller runs; nil
-// otherwise, and then fluxd waits as before.
-func (e *Engine) unattended(ctx context.Context, ws []platform.Workload, gens map[platform.ID]int64, timeout, grace time.Duration) *NotRolledOut {
+// of gens still rolling out is a HelmRelease nothing has acted on
+// (unreported), and either the cluster says no Helm controller runs
+// (after grace) or it cannot tell and quiet has passed; nil otherwise,
+// and then fluxd waits as before. done says fluxd need not ask again.
+func (e *Engine) unattended(ctx context.Context, ws []platform.Workload, gens map[platform.ID]int64, timeout, grace, since time.Duration) (nr *NotRolledOut, done bool) {
 	hc, ok := e.cluster.(helmChecker)
 	if !ok {
-		return nil
+		return nil, true
 	}
-	nr := unreported(ws, gens, timeout)
+	nr = unreported(ws, gens, timeout)
 	if nr == nil {
-		return nil
+		return nil, false
 	}
-	why := hc.HelmControllerAbsent(ctx)
-	if why == "" {
-		return nil
+	why, err := hc.HelmControllerAbsent(ctx)
+	quiet := min(grace*(helmQuiet/helmGrace), timeout/2)
+	switch {
+	case err == nil && why == "":
+		return nil, true // one runs: wait for it
+	case err == nil:
+		nr.Unattended, nr.Grace = why, grace
+		return nr, true
+	case since < quiet:
+		return nil, false
+	default:
+		nr.Unattended, nr.Grace = fmt.Sprintf("fluxd could not tell whether a Helm controller runs (%v)", err), quiet
+		return nr, true
 	}
-	nr.Unattended, nr.Grace = why, grace
-	return nr
 }

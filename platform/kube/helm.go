@@ -239,21 +239,20 @@ var helmControllerSelectors = []string{
 }
 
 // HelmControllerAbsent says why no Helm controller will act on a
-// HelmRelease: no pod in the cluster is labelled as one and running.
-// It says "" when one is, and when fluxd cannot tell (it may not list
-// pods in every namespace), so that a release then waits its rollout
-// timeout as before.
-func (c *Cluster) HelmControllerAbsent(ctx context.Context) string {
+// HelmRelease: no pod in the cluster is labelled as one and alive. It
+// says "" when one is, and errs when fluxd cannot tell (deploy/rbac.yaml
+// grants pods per watched namespace, not in every one).
+func (c *Cluster) HelmControllerAbsent(ctx context.Context) (string, error) {
 	for _, sel := range helmControllerSelectors {
 		pods, err := c.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
-			return ""
+			return "", fmt.Errorf("listing pods in every namespace: %w", err)
 		}
 		for _, p := range pods.Items {
 			if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
-				return ""
+				return "", nil
 			}
 		}
 	}
-	return "no Helm controller runs in the cluster (no pod labelled app=helm-controller or app=helm-operator is running): install Flux's helm-controller, or start it if it is scaled down"
+	return "no Helm controller runs in the cluster (no pod labelled app=helm-controller or app=helm-operator is alive): install Flux's helm-controller, or scale it up", nil
 }

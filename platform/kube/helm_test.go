@@ -2,18 +2,21 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fluxd/fluxd/platform"
 )
@@ -190,10 +193,27 @@ func TestHelmControllerAbsent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			c := newCluster(fake.NewClientset(tc.pods...), "fake", Config{Namespaces: []string{"default"}})
-			got := c.HelmControllerAbsent(context.Background())
+			got, err := c.HelmControllerAbsent(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
 			if (got != "") != tc.absent {
 				t.Errorf("HelmControllerAbsent = %q, want absent %v", got, tc.absent)
 			}
 		})
+	}
+}
+
+// Where fluxd may not list pods in every namespace (deploy/rbac.yaml binds
+// per namespace), it cannot tell, and says so rather than "absent".
+func TestHelmControllerAbsentForbidden(t *testing.T) {
+	t.Parallel()
+	client := fake.NewClientset()
+	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no ClusterRoleBinding"))
+	})
+	c := newCluster(client, "fake", Config{Namespaces: []string{"default"}})
+	if why, err := c.HelmControllerAbsent(context.Background()); err == nil || why != "" {
+		t.Errorf("HelmControllerAbsent = %q, %v; want an error saying it cannot tell", why, err)
 	}
 }
