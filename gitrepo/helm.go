@@ -2,7 +2,11 @@ package gitrepo
 
 import (
 	"fmt"
+	"path"
+	"slices"
 	"strings"
+
+	"sigs.k8s.io/kustomize/api/konfig"
 
 	"go.yaml.in/yaml/v3"
 
@@ -168,4 +172,45 @@ func applyHelm(obj map[string]any, c Change) error {
 		return nil
 	}
 	return fmt.Errorf("has no container %s in spec.values at the parent commit, although the plan changes it", c.Container)
+}
+
+// helmSource is the file that holds HelmRelease d, which the
+// kustomization in directory rel builds: a file of that directory (not a
+// base) holding a HelmRelease of the same namespace and name, whose
+// values make the same images as built (no patch, namespace:, namePrefix
+// or nameSuffix of the kustomization changed them). "" when there is no
+// such file, or more than one: then the HelmRelease is not a service,
+// as before.
+func (k *kustomizer) helmSource(rel string, d *Definition) string {
+	dir := "/" + strings.TrimPrefix(path.Clean("/"+rel), "/")
+	entries, err := k.fs.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	found := ""
+	for _, name := range entries {
+		ext := path.Ext(name)
+		if ext != ".yaml" && ext != ".yml" || slices.Contains(konfig.RecognizedKustomizationFileNames(), name) {
+			continue
+		}
+		file := strings.TrimPrefix(path.Join(dir, name), "/")
+		b, err := k.fs.ReadFile("/" + file)
+		if err != nil {
+			continue
+		}
+		defs, err := ParseFile(file, b)
+		if err != nil {
+			continue
+		}
+		for _, src := range defs {
+			if src.ID != d.ID {
+				continue
+			}
+			if found != "" || !slices.Equal(src.Containers, d.Containers) {
+				return ""
+			}
+			found = file
+		}
+	}
+	return found
 }

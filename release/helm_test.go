@@ -159,3 +159,43 @@ func TestHelmReleaseWithNoControllerEndsAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// A HelmRelease a kustomization builds from a file of its own directory
+// (Flux v2's usual layout: kustomization.yaml listing release.yaml) is a
+// service: a release edits the values in that file, leaves the
+// kustomization as it is, and applies the HelmRelease as the
+// kustomization builds it; a lock is written on it there too. Where the
+// kustomization renames it (namespace:), fluxd cannot tell which object
+// to edit, and it is not offered, as before.
+func TestHelmReleaseBuiltByAKustomization(t *testing.T) {
+	kustomization := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - release.yaml\nlabels:\n  - pairs: {team: web}\n"
+	g := newRealGit(t, map[string]string{"apps/kustomization.yaml": kustomization, "apps/release.yaml": helmWeb})
+	ctx := context.Background()
+	spec := Spec{Services: []platform.ID{hrWeb}, Image: "reg/web:1.2", User: "dana"}
+	g.cluster.workloads = []platform.Workload{{ID: hrWeb, Generation: 1, ObservedGeneration: 1, Status: "ready"}}
+	if _, err := g.e.Execute(ctx, "team", spec, history.Release, ExecOptions{RolloutTimeout: 2 * time.Second, PollInterval: 10 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.remoteFile(t, "apps/release.yaml"); got != strings.TrimSpace(strings.Replace(helmWeb, `tag: "1.0"`, `tag: "1.2"`, 1)) {
+		t.Errorf("apps/release.yaml after the release:\n%s", got)
+	}
+	if got := g.remoteFile(t, "apps/kustomization.yaml"); got != strings.TrimSpace(kustomization) {
+		t.Errorf("the kustomization changed:\n%s", got)
+	}
+	if applied := g.cluster.applied[hrWeb]; !strings.Contains(applied, "team: web") || !strings.Contains(applied, "1.2") {
+		t.Errorf("applied, not as the kustomization builds it:\n%s", applied)
+	}
+	if _, err := g.e.SetPolicy(ctx, "team", PolicyChange{Service: hrWeb, Set: map[string]string{AnnotationLocked: "true"}, Type: history.Lock, User: "dana"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.remoteFile(t, "apps/release.yaml"); !strings.Contains(got, "locked") {
+		t.Errorf("apps/release.yaml after a lock:\n%s", got)
+	}
+
+	renamed := strings.Replace(kustomization, "resources:", "namespace: prod\nresources:", 1)
+	g2 := newRealGit(t, map[string]string{"apps/kustomization.yaml": renamed, "apps/release.yaml": helmWeb})
+	prod := platform.ID{Namespace: "prod", Kind: platform.KindHelmRelease, Name: "web"}
+	if p, err := g2.e.Plan(ctx, Spec{Services: []platform.ID{prod}, Image: "reg/web:1.2"}); err == nil && len(p.Items) > 0 && p.Items[0].Action == Update {
+		t.Errorf("a HelmRelease the kustomization renames was planned: %+v", rows(p))
+	}
+}
