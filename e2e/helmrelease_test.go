@@ -31,7 +31,7 @@ var (
 
 // TestHelmReleases: a repository of HelmReleases, as Flux v1's
 // helm-operator and Flux v2's helm-controller read them, works with fluxd
-// with no edits. Three HelmReleases, in three forms:
+// with no edits. Five HelmReleases, in five forms:
 //   - hrauto (helm.toolkit.fluxcd.io/v2): image.{repository,tag}, Flux v1
 //     annotations fluxcd.io/automated and fluxcd.io/tag.chart-image;
 //     automated through a registry notification;
@@ -40,6 +40,9 @@ var (
 //   - hranchor (helm.toolkit.fluxcd.io/v2beta2): one image under a YAML
 //     anchor that two tiers merge (<<: *app), and one in a list item;
 //     released by hand, the anchor edited once where it is defined;
+//   - hrkust (helm.toolkit.fluxcd.io/v2): built by a kustomization that
+//     lists its file; released by hand, the file edited, the kustomization
+//     not, and the object applied as built;
 //   - hrflat (helm.toolkit.fluxcd.io/v2beta1): backend.image: repo:tag;
 //     locked, refused, unlocked and released; its release's Deployment
 //     (annotated as Helm 3 annotates it) is its progress.
@@ -116,6 +119,17 @@ spec:
       - name: log
         image: ` + app + `:1.0.0
 `,
+		dir + "/kust/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - release.yaml\nlabels:\n  - pairs: {built-by: kustomize}\n",
+		dir + "/kust/release.yaml": `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: hrkust
+  namespace: default
+spec:
+  chart: {spec: {chart: app}}
+  values:
+    image: ` + app + `:1.0.0 # the whole image
+`,
 		dir + "/hrflat.yaml": `apiVersion: helm.toolkit.fluxcd.io/v2beta1
 kind: HelmRelease
 metadata:
@@ -130,14 +144,17 @@ spec:
 	}
 	pushManifest(t, "Add HelmReleases", files)
 	t.Cleanup(func() { removeHelmReleases(t, dyn, dir) })
-	for _, m := range files {
+	for name, m := range files {
+		if strings.HasPrefix(name, dir+"/kust/") {
+			continue // fluxd's sync applies what the kustomization builds
+		}
 		kubectlApply(t, m)
 	}
 
 	// The test actor playing helm-controller, for hrauto and hrv1 only.
 	actx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	go playHelmController(actx, dyn, map[string]schema.GroupVersionResource{"hrauto": hrV2, "hrv1": hrV1, "hranchor": hrV2})
+	go playHelmController(actx, dyn, map[string]schema.GroupVersionResource{"hrauto": hrV2, "hrv1": hrV1, "hranchor": hrV2, "hrkust": hrV2})
 
 	// hrflat's release installed a Deployment, annotated as Helm 3
 	// annotates what it installs: its pods are hrflat's progress.
@@ -254,6 +271,33 @@ spec:
 			}
 		}
 		waitHelmValue(t, dyn, hrV2, "hranchor", "1.1.0", "spec", "values", "worker", "image", "tag")
+	})
+
+	t.Run("built by a kustomization", func(t *testing.T) {
+		if err := poll(ctx, 60*time.Second, func() error {
+			out, _, _ := fluxctl(t, viewer, "list-services", "-o", "json")
+			if !strings.Contains(out, `"default:helmrelease/hrkust"`) {
+				return fmt.Errorf("list-services lacks hrkust:\n%s", out)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, code := fluxctl(t, deployer, "release", "-y", "-s", "default:helmrelease/hrkust", "-i", app+":1.1.0")
+		if code != 0 || !strings.Contains(out, "pushed, applied and rolled out") {
+			t.Fatalf("release: exit %d\n%s%s", code, out, stderr)
+		}
+		if y := gitShowRemote(t, dir+"/kust/release.yaml"); !strings.Contains(y, "    image: "+app+":1.1.0 # the whole image") {
+			t.Errorf("git after the release:\n%s", y)
+		}
+		if y := gitShowRemote(t, dir+"/kust/kustomization.yaml"); strings.Contains(y, "images:") || strings.Contains(y, "1.1.0") {
+			t.Errorf("the release edited the kustomization:\n%s", y)
+		}
+		waitHelmValue(t, dyn, hrV2, "hrkust", app+":1.1.0", "spec", "values", "image")
+		hr, err := dyn.Resource(hrV2).Namespace("default").Get(ctx, "hrkust", metav1.GetOptions{})
+		if err != nil || hr.GetLabels()["built-by"] != "kustomize" {
+			t.Errorf("hrkust in the cluster is not as the kustomization builds it: %v %v", err, hr.GetLabels())
+		}
 	})
 
 	t.Run("locked, then released with no controller", func(t *testing.T) {
@@ -410,7 +454,7 @@ func removeHelmReleases(t *testing.T, dyn dynamic.Interface, dir string) {
 		gitCLI(t, clone, "-c", "user.name=dana", "-c", "user.email=dana@example.invalid", "commit", "-q", "-m", "Remove "+dir)
 		gitCLI(t, clone, "push", "-q", "origin", stack.GitBranch)
 	}
-	for name, gvr := range map[string]schema.GroupVersionResource{"hrauto": hrV2, "hrv1": hrV1, "hrflat": hrV2, "hranchor": hrV2} {
+	for name, gvr := range map[string]schema.GroupVersionResource{"hrauto": hrV2, "hrv1": hrV1, "hrflat": hrV2, "hranchor": hrV2, "hrkust": hrV2} {
 		if err := dyn.Resource(gvr).Namespace("default").Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !errors.IsNotFound(err) {
 			t.Logf("deleting helmrelease %s: %v", name, err)
 		}
