@@ -106,11 +106,6 @@ func (idx *index) place(f *Field) {
 	f.Def, f.Key, f.Flow = d.path, d.key, d.flow
 }
 
-// Aliased says f is reached through an alias, or has other uses.
-func (f *Field) Aliased() bool {
-	return len(f.Uses) > 1 || f.Def == nil || !slices.Equal(f.Def, f.Path)
-}
-
 // Assignments are what to write so that each container of changes
 // (container name → new image) runs its image: one Assign per field
 // written, a field shared through an anchor once. It refuses a change
