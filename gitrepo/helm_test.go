@@ -252,3 +252,18 @@ func TestSetHelmImagesAnchors(t *testing.T) {
 		})
 	}
 }
+
+// An anchor defined outside spec.values is read, but not written: its
+// other uses are out of fluxd's sight.
+func TestSetHelmImagesAnchorOutsideValues(t *testing.T) {
+	t.Parallel()
+	in := "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: hr\n  namespace: apps\n  labels: {version: &v \"1\"}\nspec:\n  values:\n    image: {repository: team/app, tag: *v}\n"
+	defs, err := ParseFile("hr.yaml", []byte(in))
+	if err != nil || len(defs) != 1 || len(defs[0].Containers) != 1 || defs[0].Containers[0].Image != "team/app:1" {
+		t.Fatalf("ParseFile: %v %+v", err, defs)
+	}
+	_, err = SetImages([]byte(in), hrID, map[string]ImageChange{"chart-image": {From: "team/app:1", To: "team/app:2"}})
+	if err == nil || !strings.Contains(err.Error(), "anchor defined outside spec.values") {
+		t.Fatalf("SetImages error %v, want a refusal naming the anchor outside spec.values", err)
+	}
+}
