@@ -658,6 +658,7 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 	}
 	grace = min(grace, o.RolloutTimeout/2)
 	looked := false
+	var look helmLook
 	for {
 		ws, err := e.cluster.Workloads(ctx)
 		if err != nil {
@@ -705,7 +706,7 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 		}
 		if !looked && len(progress) == len(gens) && time.Since(started) >= grace {
 			var nr *NotRolledOut
-			if nr, looked = e.unattended(ctx, ws, gens, o.RolloutTimeout, grace, time.Since(started)); nr != nil {
+			if nr, looked = e.unattended(ctx, ws, gens, o.RolloutTimeout, grace, time.Since(started), &look); nr != nil {
 				return nr
 			}
 		}

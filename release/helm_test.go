@@ -105,17 +105,29 @@ func TestHelmReleaseTargetNamespaceKeepsToTheScope(t *testing.T) {
 // helmControllers is a cluster that says whether a Helm controller runs.
 type helmControllers struct {
 	*recCluster
-	why string
-	err error
+	why   string
+	err   error
+	asked *int
 }
 
-func (c helmControllers) HelmControllerAbsent(context.Context) (string, error) { return c.why, c.err }
+func (c helmControllers) HelmControllerAbsent(context.Context) (string, error) {
+	if c.asked != nil {
+		*c.asked++
+	}
+	return c.why, c.err
+}
 
 // Where no Helm controller runs, a HelmRelease's release ends "applied,
 // not rolled out" once the grace has passed, saying why and what to
 // check, not after the whole rollout timeout; where one may run (the
 // cluster cannot tell, or one acts), it waits as before.
 func TestHelmReleaseWithNoControllerEndsAtOnce(t *testing.T) {
+	forbiddenAsked := 0
+	t.Cleanup(func() {
+		if forbiddenAsked != 1 {
+			t.Errorf("a cluster that cannot tell was asked %d times in one rollout, want once", forbiddenAsked)
+		}
+	})
 	for _, tc := range []struct {
 		name    string
 		cluster func(*recCluster) Cluster
@@ -123,13 +135,17 @@ func TestHelmReleaseWithNoControllerEndsAtOnce(t *testing.T) {
 		want    string
 	}{
 		{name: "no controller: ends after the grace, naming what to check",
-			cluster: func(c *recCluster) Cluster { return helmControllers{c, "no Helm controller runs in the cluster", nil} },
-			early:   true, want: "nothing acted on default:helmrelease/web within 100ms and no Helm controller runs in the cluster"},
+			cluster: func(c *recCluster) Cluster {
+				return helmControllers{c, "no Helm controller runs in the cluster", nil, nil}
+			},
+			early: true, want: "nothing acted on default:helmrelease/web within 100ms and no Helm controller runs in the cluster"},
 		{name: "cannot tell: ends after the quiet time, saying it cannot tell",
-			cluster: func(c *recCluster) Cluster { return helmControllers{c, "", errors.New("pods is forbidden")} },
-			early:   true, want: "within 600ms and fluxd could not tell whether a Helm controller runs (pods is forbidden)"},
+			cluster: func(c *recCluster) Cluster {
+				return helmControllers{c, "", errors.New("pods is forbidden"), &forbiddenAsked}
+			},
+			early: true, want: "within 600ms and fluxd could not tell whether a Helm controller runs (pods is forbidden)"},
 		{name: "a controller runs: waits out the timeout",
-			cluster: func(c *recCluster) Cluster { return helmControllers{c, "", nil} },
+			cluster: func(c *recCluster) Cluster { return helmControllers{c, "", nil, nil} },
 			want:    "nothing reported on the rollout of default:helmrelease/web within 3s"},
 		{name: "a cluster that cannot say: waits out the timeout",
 			cluster: func(c *recCluster) Cluster { return c },

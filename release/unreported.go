@@ -66,6 +66,13 @@ func unreported(ws []platform.Workload, gens map[platform.ID]int64, timeout time
 	return &NotRolledOut{Services: ids, Timeout: timeout}
 }
 
+// helmLook is a rollout's one answer from helmChecker.
+type helmLook struct {
+	asked bool
+	why   string
+	err   error
+}
+
 // helmChecker is a Cluster that can tell whether a Helm controller runs
 // (platform/kube: a helm-controller or helm-operator pod in the cluster).
 type helmChecker interface {
@@ -91,7 +98,7 @@ const (
 // (unreported), and either the cluster says no Helm controller runs
 // (after grace) or it cannot tell and quiet has passed; nil otherwise,
 // and then fluxd waits as before. done says fluxd need not ask again.
-func (e *Engine) unattended(ctx context.Context, ws []platform.Workload, gens map[platform.ID]int64, timeout, grace, since time.Duration) (nr *NotRolledOut, done bool) {
+func (e *Engine) unattended(ctx context.Context, ws []platform.Workload, gens map[platform.ID]int64, timeout, grace, since time.Duration, look *helmLook) (nr *NotRolledOut, done bool) {
 	hc, ok := e.cluster.(helmChecker)
 	if !ok {
 		return nil, true
@@ -100,7 +107,13 @@ func (e *Engine) unattended(ctx context.Context, ws []platform.Workload, gens ma
 	if nr == nil {
 		return nil, false
 	}
-	why, err := hc.HelmControllerAbsent(ctx)
+	if !look.asked {
+		// Asked once per rollout: an answer that it cannot tell does
+		// not change while fluxd waits.
+		look.asked = true
+		look.why, look.err = hc.HelmControllerAbsent(ctx)
+	}
+	why, err := look.why, look.err
 	quiet := min(grace*(helmQuiet/helmGrace), timeout/2)
 	switch {
 	case err == nil && why == "":
