@@ -31,21 +31,28 @@ var (
 
 // TestHelmReleases: a repository of HelmReleases, as Flux v1's
 // helm-operator and Flux v2's helm-controller read them, works with fluxd
-// with no edits. Three HelmReleases, in three forms:
+// with no edits. Five HelmReleases, in five forms:
 //   - hrauto (helm.toolkit.fluxcd.io/v2): image.{repository,tag}, Flux v1
 //     annotations fluxcd.io/automated and fluxcd.io/tag.chart-image;
 //     automated through a registry notification;
 //   - hrv1 (helm.fluxcd.io/v1): its image at custom paths named by Flux v1's
 //     registry/repository/tag.fluxcd.io annotations; released by hand;
+//   - hranchor (helm.toolkit.fluxcd.io/v2beta2): one image under a YAML
+//     anchor that two tiers merge (<<: *app), and one in a list item;
+//     released by hand, the anchor edited once where it is defined;
+//   - hrkust (helm.toolkit.fluxcd.io/v2): built by a kustomization that
+//     lists its file; released by hand, the file edited, the kustomization
+//     not, and the object applied as built;
 //   - hrflat (helm.toolkit.fluxcd.io/v2beta1): backend.image: repo:tag;
-//     locked, refused, unlocked and released.
+//     locked, refused, unlocked and released; its release's Deployment
+//     (annotated as Helm 3 annotates it) is its progress.
 //
 // There is no helm-controller on the stack. For hrauto and hrv1 a test
 // actor plays its part: it writes Ready=True (Released=True for v1) at
 // the new observedGeneration once a generation appears, as helm-controller
 // would after a successful upgrade, and the jobs end rolled out. Nothing
 // writes hrflat's status: its release ends committed and applied, not
-// rolled out, and says so.
+// rolled out, and says so, as soon as fluxd sees no Helm controller pod.
 func TestHelmReleases(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	t.Cleanup(cancel)
@@ -94,6 +101,35 @@ spec:
     app:
       img: {host: "` + reg + `", repo: helmapp, version: '1.0.0'}
 `,
+		dir + "/hranchor.yaml": `apiVersion: helm.toolkit.fluxcd.io/v2beta2
+kind: HelmRelease
+metadata:
+  name: hranchor
+  namespace: default
+spec:
+  chart: {spec: {chart: app}}
+  values:
+    x-app: &app # one image for both tiers
+      image: {repository: ` + app + `, tag: "1.0.0"}
+    web:
+      <<: *app
+    worker:
+      <<: *app
+    sidecars:
+      - name: log
+        image: ` + app + `:1.0.0
+`,
+		dir + "/kust/kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - release.yaml\nlabels:\n  - pairs: {built-by: kustomize}\n",
+		dir + "/kust/release.yaml": `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: hrkust
+  namespace: default
+spec:
+  chart: {spec: {chart: app}}
+  values:
+    image: ` + app + `:1.0.0 # the whole image
+`,
 		dir + "/hrflat.yaml": `apiVersion: helm.toolkit.fluxcd.io/v2beta1
 kind: HelmRelease
 metadata:
@@ -108,14 +144,38 @@ spec:
 	}
 	pushManifest(t, "Add HelmReleases", files)
 	t.Cleanup(func() { removeHelmReleases(t, dyn, dir) })
-	for _, m := range files {
+	for name, m := range files {
+		if strings.HasPrefix(name, dir+"/kust/") {
+			continue // fluxd's sync applies what the kustomization builds
+		}
 		kubectlApply(t, m)
 	}
 
 	// The test actor playing helm-controller, for hrauto and hrv1 only.
 	actx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	go playHelmController(actx, dyn, map[string]schema.GroupVersionResource{"hrauto": hrV2, "hrv1": hrV1})
+	go playHelmController(actx, dyn, map[string]schema.GroupVersionResource{"hrauto": hrV2, "hrv1": hrV1, "hranchor": hrV2, "hrkust": hrV2})
+
+	// hrflat's release installed a Deployment, annotated as Helm 3
+	// annotates what it installs: its pods are hrflat's progress.
+	kubectlApply(t, `apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: hrflat-backend
+  namespace: default
+  labels: {app.kubernetes.io/managed-by: Helm}
+  annotations: {meta.helm.sh/release-name: hrflat, meta.helm.sh/release-namespace: default}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: hrflat-backend}}
+  template:
+    metadata: {labels: {app: hrflat-backend}}
+    spec:
+      containers: [{name: backend, image: `+app+`:1.0.0}]
+`)
+	t.Cleanup(func() {
+		_ = kubeClient(t).AppsV1().Deployments("default").Delete(context.Background(), "hrflat-backend", metav1.DeleteOptions{})
+	})
 
 	f := startFaultFluxd(t, "fluxd-helm", dir, nil, "--rollout-timeout=15s",
 		"--automation-short-wait=1s", "--automation-long-wait=2s", "--git-poll-interval=2s")
@@ -193,6 +253,53 @@ spec:
 		waitHelmValue(t, dyn, hrV1, "hrv1", "1.1.0", "spec", "values", "app", "img", "version")
 	})
 
+	t.Run("images in a list and under an anchor", func(t *testing.T) {
+		// -i moves every container that runs the repository: web and
+		// worker (one anchor, so they agree) and sidecars.0.
+		out, stderr, code := fluxctl(t, deployer, "release", "-y", "-s", "default:helmrelease/hranchor", "-i", app+":1.1.0")
+		if code != 0 || !strings.Contains(out, "pushed, applied and rolled out") {
+			t.Fatalf("release: exit %d\n%s%s", code, out, stderr)
+		}
+		y := gitShowRemote(t, dir+"/hranchor.yaml")
+		for _, want := range []string{
+			"    x-app: &app # one image for both tiers\n      image: {repository: " + app + `, tag: "1.1.0"}`,
+			"    web:\n      <<: *app\n    worker:\n      <<: *app\n",
+			"      - name: log\n        image: " + app + ":1.1.0",
+		} {
+			if !strings.Contains(y, want) {
+				t.Errorf("git after the release lacks %q:\n%s", want, y)
+			}
+		}
+		waitHelmValue(t, dyn, hrV2, "hranchor", "1.1.0", "spec", "values", "worker", "image", "tag")
+	})
+
+	t.Run("built by a kustomization", func(t *testing.T) {
+		if err := poll(ctx, 60*time.Second, func() error {
+			out, _, _ := fluxctl(t, viewer, "list-services", "-o", "json")
+			if !strings.Contains(out, `"default:helmrelease/hrkust"`) {
+				return fmt.Errorf("list-services lacks hrkust:\n%s", out)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		out, stderr, code := fluxctl(t, deployer, "release", "-y", "-s", "default:helmrelease/hrkust", "-i", app+":1.1.0")
+		if code != 0 || !strings.Contains(out, "pushed, applied and rolled out") {
+			t.Fatalf("release: exit %d\n%s%s", code, out, stderr)
+		}
+		if y := gitShowRemote(t, dir+"/kust/release.yaml"); !strings.Contains(y, "    image: "+app+":1.1.0 # the whole image") {
+			t.Errorf("git after the release:\n%s", y)
+		}
+		if y := gitShowRemote(t, dir+"/kust/kustomization.yaml"); strings.Contains(y, "images:") || strings.Contains(y, "1.1.0") {
+			t.Errorf("the release edited the kustomization:\n%s", y)
+		}
+		waitHelmValue(t, dyn, hrV2, "hrkust", app+":1.1.0", "spec", "values", "image")
+		hr, err := dyn.Resource(hrV2).Namespace("default").Get(ctx, "hrkust", metav1.GetOptions{})
+		if err != nil || hr.GetLabels()["built-by"] != "kustomize" {
+			t.Errorf("hrkust in the cluster is not as the kustomization builds it: %v %v", err, hr.GetLabels())
+		}
+	})
+
 	t.Run("locked, then released with no controller", func(t *testing.T) {
 		if out, stderr, code := fluxctl(t, deployer, "lock", "default:helmrelease/hrflat", "-m", "freeze"); code != 0 {
 			t.Fatalf("lock: exit %d\n%s%s", code, out, stderr)
@@ -210,9 +317,29 @@ spec:
 		if out, stderr, code := fluxctl(t, deployer, "unlock", "default:helmrelease/hrflat"); code != 0 {
 			t.Fatalf("unlock: exit %d\n%s%s", code, out, stderr)
 		}
+		if err := poll(ctx, 60*time.Second, func() error {
+			d, err := kubeClient(t).AppsV1().Deployments("default").Get(ctx, "hrflat-backend", metav1.GetOptions{})
+			if err != nil || d.Status.ReadyReplicas != 2 {
+				return fmt.Errorf("hrflat-backend is not ready: %v", err)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
 		out, stderr, code = fluxctl(t, deployer, "release", "-y", "-s", "default:helmrelease/hrflat", "-i", app+":1.1.0")
+		took := time.Since(start)
 		if code != 0 || !strings.Contains(out, "NOT rolled out") || strings.Contains(out, "pushed, applied and rolled out") {
 			t.Fatalf("release with no controller: exit %d, want a job that says it is applied, not rolled out\n%s%s", code, out, stderr)
+		}
+		// No helm-controller pod runs on the stack: fluxd says so after
+		// its grace (half the 15s timeout here), not after the timeout.
+		if !strings.Contains(out, "no Helm controller runs in the cluster") || took >= 15*time.Second {
+			t.Errorf("release with no controller took %v; want it to end before the 15s timeout saying no Helm controller runs:\n%s", took, out)
+		}
+		// Its progress is its release's Deployment's pods, not 0/0.
+		if !strings.Contains(out, "default:helmrelease/hrflat: 2/2 updated, 2 ready, 2 available") {
+			t.Errorf("release progress does not show hrflat-backend's pods:\n%s", out)
 		}
 		if y := gitShowRemote(t, dir+"/hrflat.yaml"); !strings.Contains(y, "image: "+app+":1.1.0") {
 			t.Errorf("git after the release:\n%s", y)
@@ -327,7 +454,7 @@ func removeHelmReleases(t *testing.T, dyn dynamic.Interface, dir string) {
 		gitCLI(t, clone, "-c", "user.name=dana", "-c", "user.email=dana@example.invalid", "commit", "-q", "-m", "Remove "+dir)
 		gitCLI(t, clone, "push", "-q", "origin", stack.GitBranch)
 	}
-	for name, gvr := range map[string]schema.GroupVersionResource{"hrauto": hrV2, "hrv1": hrV1, "hrflat": hrV2} {
+	for name, gvr := range map[string]schema.GroupVersionResource{"hrauto": hrV2, "hrv1": hrV1, "hrflat": hrV2, "hranchor": hrV2, "hrkust": hrV2} {
 		if err := dyn.Resource(gvr).Namespace("default").Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil && !errors.IsNotFound(err) {
 			t.Logf("deleting helmrelease %s: %v", name, err)
 		}

@@ -2,7 +2,11 @@ package gitrepo
 
 import (
 	"fmt"
+	"path"
+	"slices"
 	"strings"
+
+	"sigs.k8s.io/kustomize/api/konfig"
 
 	"go.yaml.in/yaml/v3"
 
@@ -43,12 +47,12 @@ func helmContainers(obj *yaml.Node) ([]Container, []string) {
 
 // helmEdits are the edits that set the images of HelmRelease w in
 // content (SetImages), and the values the decoded object must then hold,
-// by path under spec.values.
+// by path under spec.values. A field reached through a YAML alias is
+// edited where its anchor is defined, once, and only when every use of
+// the anchor agrees (helmrelease.Assignments).
 func helmEdits(content []byte, w workload, id platform.ID, changes map[string]ImageChange) ([]edit, map[string]helmValue, error) {
 	imgs, _ := helmImages(w.obj)
-	var edits []edit
-	values := map[string]helmValue{}
-	done := map[string]bool{}
+	to := map[string]string{}
 	for _, img := range imgs {
 		ch, ok := changes[img.Name]
 		if !ok {
@@ -57,32 +61,36 @@ func helmEdits(content []byte, w workload, id platform.ID, changes map[string]Im
 		if img.Ref != ch.From {
 			return nil, nil, &ConflictError{ID: id, What: fmt.Sprintf("container %s's image", img.Name), Want: ch.From, Got: img.Ref}
 		}
-		assigns, err := img.Split(ch.To)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%s: container %s: %w", id, img.Name, err)
-		}
-		for _, a := range assigns {
-			path := strings.Join(a.Field.Path, ".")
-			if a.Value == a.Field.Value.Value {
-				continue
-			}
-			flow := a.Field.Flow
-			vt, err := valueSpan(content, a.Field.Key, a.Field.Value, nodeContext{flow: flow, indent: a.Field.Key.Column - 1})
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s: container %s: finding spec.values.%s: %w", id, img.Name, path, err)
-			}
-			text, err := encodeImage(a.Value, a.Field.Value.Style, flow)
-			if err != nil {
-				return nil, nil, fmt.Errorf("%s: container %s: %w", id, img.Name, err)
-			}
-			edits = append(edits, edit{vt.span, vt.replace(text)})
-			values[path] = helmValue{a.Field.Path, a.Value}
-		}
-		done[img.Name] = true
+		to[img.Name] = ch.To
 	}
 	for name := range changes {
-		if !done[name] {
+		if _, ok := to[name]; !ok {
 			return nil, nil, fmt.Errorf("%s has no container %q (no image of that name in spec.values): %w", id, name, ErrNoSuchContainer)
+		}
+	}
+	assigns, err := helmrelease.Assignments(imgs, to)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", id, err)
+	}
+	var edits []edit
+	values := map[string]helmValue{}
+	for _, a := range assigns {
+		if a.Value == a.Field.Value.Value {
+			continue
+		}
+		path := strings.Join(a.Field.Def, ".")
+		flow := a.Field.Flow
+		vt, err := valueSpan(content, a.Field.Key, a.Field.Value, nodeContext{flow: flow, indent: a.Field.Key.Column - 1})
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: finding spec.values.%s: %w", id, path, err)
+		}
+		text, err := encodeImage(a.Value, a.Field.Value.Style, flow)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: spec.values.%s: %w", id, path, err)
+		}
+		edits = append(edits, edit{vt.span, vt.replace(text)})
+		for _, use := range a.Field.Uses {
+			values[strings.Join(use, ".")] = helmValue{use, a.Value}
 		}
 	}
 	return edits, values, nil
@@ -164,4 +172,45 @@ func applyHelm(obj map[string]any, c Change) error {
 		return nil
 	}
 	return fmt.Errorf("has no container %s in spec.values at the parent commit, although the plan changes it", c.Container)
+}
+
+// helmSource is the file that holds HelmRelease d, which the
+// kustomization in directory rel builds: a file of that directory (not a
+// base) holding a HelmRelease of the same namespace and name, whose
+// values make the same images as built (no patch, namespace:, namePrefix
+// or nameSuffix of the kustomization changed them). "" when there is no
+// such file, or more than one: then the HelmRelease is not a service,
+// as before.
+func (k *kustomizer) helmSource(rel string, d *Definition) string {
+	dir := "/" + strings.TrimPrefix(path.Clean("/"+rel), "/")
+	entries, err := k.fs.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	found := ""
+	for _, name := range entries {
+		ext := path.Ext(name)
+		if ext != ".yaml" && ext != ".yml" || slices.Contains(konfig.RecognizedKustomizationFileNames(), name) {
+			continue
+		}
+		file := strings.TrimPrefix(path.Join(dir, name), "/")
+		b, err := k.fs.ReadFile("/" + file)
+		if err != nil {
+			continue
+		}
+		defs, err := ParseFile(file, b)
+		if err != nil {
+			continue
+		}
+		for _, src := range defs {
+			if src.ID != d.ID {
+				continue
+			}
+			if found != "" || !slices.Equal(src.Containers, d.Containers) {
+				return ""
+			}
+			found = file
+		}
+	}
+	return found
 }

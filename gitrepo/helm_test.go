@@ -102,6 +102,15 @@ func TestSetHelmImages(t *testing.T) {
 			values: "    image:\n      repository: app\n      tag: 1.9.0\n", want: "    image:\n      repository: app\n      tag: \"1.10\"\n"},
 		{name: "deep image, block scalar written double-quoted", container: "a.b", image: "reg/deep:2",
 			values: "    a:\n      b:\n        image: |-\n          reg/deep:1\n", want: "    a:\n      b:\n        image: \"reg/deep:2\"\n"},
+		{name: "an image in a list item", container: "sidecars.1", image: "fluent/fluent-bit:3.1",
+			values: "    sidecars:\n      - name: proxy\n        image: envoyproxy/envoy:v1.30.1\n      - name: log # ships logs\n        image: {repository: fluent/fluent-bit, tag: \"3.0\"}\n",
+			want:   "    sidecars:\n      - name: proxy\n        image: envoyproxy/envoy:v1.30.1\n      - name: log # ships logs\n        image: {repository: fluent/fluent-bit, tag: \"3.1\"}\n"},
+		{name: "an image merged from an anchor no other container uses is edited where the anchor is defined", container: "web", image: "team/web:2",
+			values: "    x-defaults: &d\n      replicas: 2\n    web:\n      <<: *d\n      image: team/web:1\n",
+			want:   "    x-defaults: &d\n      replicas: 2\n    web:\n      <<: *d\n      image: team/web:2\n"},
+		{name: "an anchored tag is edited where it is defined", container: "web", image: "team/web:1.5",
+			values: "    version: &v \"1.4\" # the app's\n    web:\n      image: {repository: team/web, tag: *v}\n",
+			want:   "    version: &v \"1.5\" # the app's\n    web:\n      image: {repository: team/web, tag: *v}\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -180,5 +189,81 @@ func TestCheckRenderHelm(t *testing.T) {
 	other.To = "reg.io/team/app:3"
 	if err := CheckRender(&Objects{Objects: before}, &Objects{Objects: after}, []Change{other}); !IsRenderError(err) {
 		t.Errorf("a commit unlike its plan passes: %v", err)
+	}
+}
+
+// TestSetHelmImagesAnchors: an image reached through a YAML alias is
+// written where its anchor is defined, once, and only when every alias
+// agrees; otherwise nothing is written and the error names both paths.
+func TestSetHelmImagesAnchors(t *testing.T) {
+	t.Parallel()
+	shared := "    x-app: &app\n      image: {repository: team/app, tag: \"1\"}\n    web:\n      <<: *app\n    worker:\n      <<: *app\n"
+	for _, tc := range []struct {
+		name   string
+		images map[string]string
+		want   string // the values after, or "" when refused
+		err    []string
+	}{
+		{name: "every alias moves to the same image: the anchor is edited once",
+			images: map[string]string{"web": "team/app:2", "worker": "team/app:2"},
+			want:   "    x-app: &app\n      image: {repository: team/app, tag: \"2\"}\n    web:\n      <<: *app\n    worker:\n      <<: *app\n"},
+		{name: "two aliases want different images: refused, naming both",
+			images: map[string]string{"web": "team/app:2", "worker": "team/app:3"},
+			err:    []string{"values.web.image.tag", "values.worker.image.tag", "through a YAML anchor", "values.x-app.image.tag", `"2"`, `"3"`}},
+		{name: "one alias moves and another would follow silently: refused",
+			images: map[string]string{"web": "team/app:2"},
+			err:    []string{"values.web.image.tag is also values.worker.image.tag", "no container of this release agrees"}},
+		{name: "a shared repository with different tags is no conflict when the tags are not shared",
+			images: nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if tc.images == nil {
+				in := helmRelease("  values:\n    x-repo: &r team/app\n    web: {image: {repository: *r, tag: \"1\"}}\n    worker: {image: {repository: *r, tag: \"1\"}}\n")
+				out, err := SetImages([]byte(in), hrID, planned([]byte(in), hrID, map[string]string{"web": "team/app:2", "worker": "team/app:3"}))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := helmRelease("  values:\n    x-repo: &r team/app\n    web: {image: {repository: *r, tag: \"2\"}}\n    worker: {image: {repository: *r, tag: \"3\"}}\n")
+				if diff := cmp.Diff(want, string(out)); diff != "" {
+					t.Errorf("SetImages (-want +got):\n%s", diff)
+				}
+				return
+			}
+			in := helmRelease("  values:\n" + shared)
+			out, err := SetImages([]byte(in), hrID, planned([]byte(in), hrID, tc.images))
+			if tc.want != "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(helmRelease("  values:\n"+tc.want), string(out)); diff != "" {
+					t.Errorf("SetImages (-want +got):\n%s", diff)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("SetImages wrote:\n%s\nwant a refusal", out)
+			}
+			for _, w := range tc.err {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// An anchor defined outside spec.values is read, but not written: its
+// other uses are out of fluxd's sight.
+func TestSetHelmImagesAnchorOutsideValues(t *testing.T) {
+	t.Parallel()
+	in := "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: hr\n  namespace: apps\n  labels: {version: &v \"1\"}\nspec:\n  values:\n    image: {repository: team/app, tag: *v}\n"
+	defs, err := ParseFile("hr.yaml", []byte(in))
+	if err != nil || len(defs) != 1 || len(defs[0].Containers) != 1 || defs[0].Containers[0].Image != "team/app:1" {
+		t.Fatalf("ParseFile: %v %+v", err, defs)
+	}
+	_, err = SetImages([]byte(in), hrID, map[string]ImageChange{"chart-image": {From: "team/app:1", To: "team/app:2"}})
+	if err == nil || !strings.Contains(err.Error(), "anchor defined outside spec.values") {
+		t.Fatalf("SetImages error %v, want a refusal naming the anchor outside spec.values", err)
 	}
 }

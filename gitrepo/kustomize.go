@@ -148,11 +148,12 @@ func (k *kustomizer) workloads(rel string) ([]*Definition, error) {
 		}
 		for _, d := range defs {
 			if d.ID.Kind == platform.KindHelmRelease {
-				// A release edits a kustomization's images: entries,
-				// which do not reach a HelmRelease's values: not
-				// implemented, so it is not offered as a service (the
-				// sync applies it as git has it).
-				continue
+				// A kustomization's images: entries do not reach a
+				// HelmRelease's values: it is a service only where its
+				// own file can be edited (helm.go).
+				if d.Source = k.helmSource(rel, d); d.Source == "" {
+					continue
+				}
 			}
 			d.Line, d.Built = 0, true
 			out = append(out, d)

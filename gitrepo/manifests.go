@@ -55,6 +55,10 @@ type Definition struct {
 	// Built is set for a workload a kustomization builds: File is then
 	// the kustomization file, and a release edits its images: entries.
 	Built bool
+	// Source is set for a HelmRelease a kustomization builds from a file
+	// in its own directory, unrenamed and with its values as built: that
+	// file, where a release edits its values (helmSource).
+	Source string
 	// Replicas is spec.replicas when git sets it, for drift: nil when it
 	// leaves it out (an autoscaler's to set).
 	Replicas *int32

@@ -18,7 +18,10 @@
 //
 // The image at the top level of values is container "chart-image", as in
 // Flux v1; one under values.backend is container "backend"; deeper, the
-// keys joined by dots ("backend.worker"). Flux v1's annotations
+// keys joined by dots ("backend.worker"); in a list, the list's path and
+// the item's index ("sidecars.0"). YAML aliases and merge keys are read as
+// Helm reads them, as copies; a value reached through one is written where
+// its anchor is defined, only when every alias agrees (anchors.go). Flux v1's annotations
 // repository.fluxcd.io/<name>, tag.fluxcd.io/<name> and
 // registry.fluxcd.io/<name> name the dotted paths of a container's parts
 // where a chart keeps them elsewhere.

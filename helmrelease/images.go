@@ -3,6 +3,7 @@ package helmrelease
 import (
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -27,6 +28,10 @@ const (
 // a handful of levels, and a hostile file must not cost a deep walk.
 const maxDepth = 32
 
+// maxWalk bounds the mappings and list items walked for images: YAML
+// aliases make a small file a large tree ("billion laughs").
+const maxWalk = 10000
+
 // Field is one scalar of values holding a part of an image.
 type Field struct {
 	// Path is the keys from spec.values to the scalar.
@@ -36,6 +41,15 @@ type Field struct {
 	// Flow says the entry is inside a flow collection ({...}), where a
 	// plain value must not hold ",[]{}".
 	Flow bool
+	// Def is the path where Value is written in the file: Path itself,
+	// unless Value is reached through a YAML alias (image: *a, or a
+	// merge <<: *a), when it is where the anchor &a is defined; nil when
+	// the anchor is defined outside spec.values. Key and Flow are then
+	// the definition's.
+	Def []string
+	// Uses are every path of spec.values at which Value appears (Path
+	// and each alias of its anchor): editing Value changes them all.
+	Uses [][]string
 }
 
 // Image is one image found in values, a "container" of the HelmRelease.
@@ -84,7 +98,8 @@ func Find(annotations map[string]string, values *yaml.Node) ([]Image, []string) 
 		}
 	}
 	if values != nil && values.Kind == yaml.MappingNode {
-		walk(values, nil, values.Style&yaml.FlowStyle != 0, func(img Image) {
+		budget := maxWalk
+		walk(values, nil, values.Style&yaml.FlowStyle != 0, &budget, func(img Image) {
 			for _, f := range img.Fields() {
 				if claimed[f.Value] {
 					return // the annotations name it already
@@ -96,9 +111,16 @@ func Find(annotations map[string]string, values *yaml.Node) ([]Image, []string) 
 			}
 			byName[img.Name] = img
 		})
+		if budget < 0 {
+			return nil, append(warnings, fmt.Sprintf("spec.values holds more than %d mappings and lists once its YAML aliases are expanded, so fluxd reads no image in it (a file written to blow up, or values to split)", maxWalk))
+		}
 	}
+	idx := indexValues(values)
 	out := make([]Image, 0, len(byName))
 	for _, img := range byName {
+		for _, f := range img.Fields() {
+			idx.place(f)
+		}
 		out = append(out, img)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -106,9 +128,11 @@ func Find(annotations map[string]string, values *yaml.Node) ([]Image, []string) 
 }
 
 // walk calls fn for every mapping under m (at path) that holds an image,
-// in document order, depth first.
-func walk(m *yaml.Node, path []string, flow bool, fn func(Image)) {
-	if len(path) > maxDepth {
+// in document order, depth first: under mappings, in lists (an item's
+// path element is its index), and through YAML aliases and merge keys
+// (<<), which Helm reads as copies of the anchored node.
+func walk(m *yaml.Node, path []string, flow bool, budget *int, fn func(Image)) {
+	if *budget--; *budget < 0 || len(path) > maxDepth {
 		return
 	}
 	name := strings.Join(path, ".")
@@ -119,12 +143,30 @@ func walk(m *yaml.Node, path []string, flow bool, fn func(Image)) {
 		img.Name = name
 		fn(img)
 	}
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		k, v := m.Content[i], m.Content[i+1]
-		if v.Kind != yaml.MappingNode || k.Kind != yaml.ScalarNode || k.Value == "<<" || k.Value == "image" {
+	for _, e := range entries(m) {
+		if e.key.Kind != yaml.ScalarNode || e.key.Value == "image" {
 			continue
 		}
-		walk(v, append(path[:len(path):len(path)], k.Value), flow || v.Style&yaml.FlowStyle != 0, fn)
+		descend(e.value, append(path[:len(path):len(path)], e.key.Value), flow, budget, fn)
+	}
+}
+
+// descend walks v, a value at path, if it is (or aliases) a mapping or a
+// list.
+func descend(v *yaml.Node, path []string, flow bool, budget *int, fn func(Image)) {
+	v = resolve(v)
+	if v == nil || *budget < 0 || len(path) > maxDepth {
+		return
+	}
+	flow = flow || v.Style&yaml.FlowStyle != 0
+	switch v.Kind {
+	case yaml.MappingNode:
+		walk(v, path, flow, budget, fn)
+	case yaml.SequenceNode:
+		for i, item := range v.Content {
+			*budget--
+			descend(item, append(path[:len(path):len(path)], strconv.Itoa(i)), flow, budget, fn)
+		}
 	}
 }
 
@@ -324,15 +366,66 @@ func str(n *yaml.Node) bool {
 	return n != nil && n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str"
 }
 
-// entry is the key and value of mapping n's entry k; nils if none.
+// entry is the key and value of mapping n's entry k; nils if none. An
+// entry written in n wins over one merged into it (<<: *a), as YAML
+// says; a value that is an alias is resolved to its anchored node.
 func entry(n *yaml.Node, k string) (key, value *yaml.Node) {
-	if n == nil || n.Kind != yaml.MappingNode {
-		return nil, nil
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Kind == yaml.ScalarNode && n.Content[i].Value == k {
-			return n.Content[i], n.Content[i+1]
+	for _, e := range entries(n) {
+		if e.key.Kind == yaml.ScalarNode && e.key.Value == k {
+			return e.key, resolve(e.value)
 		}
 	}
 	return nil, nil
+}
+
+// kv is one mapping entry.
+type kv struct{ key, value *yaml.Node }
+
+// entries are mapping n's entries with its merge keys expanded: its own
+// first, then each merged mapping's that n does not already have, in the
+// order the merge lists them. nil for what is not a mapping.
+func entries(n *yaml.Node) []kv {
+	return mergedEntries(resolve(n), 0)
+}
+
+func mergedEntries(n *yaml.Node, depth int) []kv {
+	if n == nil || n.Kind != yaml.MappingNode || depth > maxDepth {
+		return nil
+	}
+	var own, merged []kv
+	seen := map[string]bool{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.Value == "<<" && k.Style == 0 {
+			src := resolve(v)
+			if src != nil && src.Kind == yaml.SequenceNode {
+				for _, s := range src.Content {
+					merged = append(merged, mergedEntries(resolve(s), depth+1)...)
+				}
+			} else {
+				merged = append(merged, mergedEntries(src, depth+1)...)
+			}
+			continue
+		}
+		own = append(own, kv{k, v})
+		seen[k.Value] = true
+	}
+	for _, e := range merged {
+		if !seen[e.key.Value] {
+			seen[e.key.Value] = true
+			own = append(own, e)
+		}
+	}
+	return own
+}
+
+// resolve is n, or the node its alias names.
+func resolve(n *yaml.Node) *yaml.Node {
+	for i := 0; n != nil && n.Kind == yaml.AliasNode && i < maxDepth; i++ {
+		n = n.Alias
+	}
+	if n != nil && n.Kind == yaml.AliasNode {
+		return nil
+	}
+	return n
 }

@@ -2,6 +2,7 @@ package helmrelease
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -23,28 +24,52 @@ func FindIn(annotations map[string]string, values map[string]any) ([]Image, []st
 }
 
 // Set writes value at path in decoded values, where a Field of the same
-// values says a string is.
+// values says a string is. A path element under a list is the item's
+// index.
 func Set(values map[string]any, path []string, value string) error {
+	if len(path) == 0 {
+		return fmt.Errorf("an empty path in spec.values")
+	}
 	var cur any = values
 	for i, k := range path {
+		last := i == len(path)-1
 		var next any
+		put := func() error {
+			if _, ok := next.(string); !ok {
+				return fmt.Errorf("spec.values.%s is not a string", strings.Join(path, "."))
+			}
+			return nil
+		}
 		switch m := cur.(type) {
 		case map[string]any:
 			next = m[k]
-			if i == len(path)-1 {
-				if _, ok := next.(string); !ok {
-					return fmt.Errorf("spec.values.%s is not a string", strings.Join(path, "."))
+			if last {
+				if err := put(); err != nil {
+					return err
 				}
 				m[k] = value
 				return nil
 			}
 		case map[any]any:
 			next = m[k]
-			if i == len(path)-1 {
-				if _, ok := next.(string); !ok {
-					return fmt.Errorf("spec.values.%s is not a string", strings.Join(path, "."))
+			if last {
+				if err := put(); err != nil {
+					return err
 				}
 				m[k] = value
+				return nil
+			}
+		case []any:
+			j, err := strconv.Atoi(k)
+			if err != nil || j < 0 || j >= len(m) {
+				return fmt.Errorf("spec.values has no %s", strings.Join(path[:i+1], "."))
+			}
+			next = m[j]
+			if last {
+				if err := put(); err != nil {
+					return err
+				}
+				m[j] = value
 				return nil
 			}
 		default:
@@ -52,7 +77,7 @@ func Set(values map[string]any, path []string, value string) error {
 		}
 		cur = next
 	}
-	return fmt.Errorf("an empty path in spec.values")
+	return nil
 }
 
 // IsHelmRelease says whether apiVersion and kind are a HelmRelease fluxd

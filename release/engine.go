@@ -801,9 +801,15 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 			}
 			continue
 		}
-		content, ok := files[it.File]
+		file := it.File
+		if def.Built && def.Source != "" {
+			// A HelmRelease a kustomization builds: its values are
+			// edited in its own file, which the build reads as is.
+			file = def.Source
+		}
+		content, ok := files[file]
 		if !ok {
-			b, err := gitrepo.ReadFile(e.repo.Dir(), it.File)
+			b, err := gitrepo.ReadFile(e.repo.Dir(), file)
 			if err != nil {
 				return nil, err
 			}
@@ -819,7 +825,7 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 		}
 		var out []byte
 		var err error
-		if def.Built {
+		if def.Built && def.Source == "" {
 			// Released through the kustomization's images: entries, not
 			// in the base it builds from (which other overlays share).
 			current := map[string]string{}
@@ -838,9 +844,9 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 			out, err = gitrepo.SetImages(content, it.Service, changes)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("editing %s in %s: %w", it.Service, it.File, err)
+			return nil, fmt.Errorf("editing %s in %s: %w", it.Service, file, err)
 		}
-		files[it.File] = out
+		files[file] = out
 	}
 	return files, nil
 }

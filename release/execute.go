@@ -73,6 +73,10 @@ type ExecOptions struct {
 	RolloutTimeout time.Duration
 	// PollInterval is how often rollouts are checked; default 250ms.
 	PollInterval time.Duration
+	// HelmGrace is how long a rollout waits for a Helm controller to act
+	// on the HelmReleases it applied before asking whether one runs;
+	// default helmGrace, at most half of RolloutTimeout.
+	HelmGrace time.Duration
 	// RollbackOnFailure reverts a pushed release whose rollout fails or
 	// that is cancelled after its push.
 	RollbackOnFailure bool
@@ -644,6 +648,17 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 	}
 	var last string
 	missing := map[platform.ID]time.Time{}
+	started := time.Now()
+	if !o.RolloutStarted.IsZero() {
+		started = o.RolloutStarted
+	}
+	grace := helmGrace
+	if o.HelmGrace > 0 {
+		grace = o.HelmGrace
+	}
+	grace = min(grace, o.RolloutTimeout/2)
+	looked := false
+	var look helmLook
 	for {
 		ws, err := e.cluster.Workloads(ctx)
 		if err != nil {
@@ -688,6 +703,12 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 		}
 		if done {
 			return nil
+		}
+		if !looked && len(progress) == len(gens) && time.Since(started) >= grace {
+			var nr *NotRolledOut
+			if nr, looked = e.unattended(ctx, ws, gens, o.RolloutTimeout, grace, time.Since(started), &look); nr != nil {
+				return nr
+			}
 		}
 		if time.Now().After(deadline) {
 			if nr := unreported(ws, gens, o.RolloutTimeout); nr != nil && len(progress) == len(gens) {

@@ -167,7 +167,8 @@ func (e *Engine) movedUnderPlan(ctx context.Context, plan, now *Plan) error {
 func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 	byFile := map[string][]platform.ID{}
 	for _, id := range sortedWorkloads(m) {
-		if def := m.Workloads[id]; def.Built {
+		// (A HelmRelease's values are not in the images: entries.)
+		if def := m.Workloads[id]; def.Built && def.Source == "" {
 			byFile[def.File] = append(byFile[def.File], id)
 		}
 	}
@@ -187,7 +188,7 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 		for i := range plan.Items {
 			it := &plan.Items[i]
 			def, ok := m.Workloads[it.Service]
-			if it.Action != Update || !ok || !def.Built || def.ImagePolicy != nil {
+			if it.Action != Update || !ok || !def.Built || def.ImagePolicy != nil || def.Source != "" {
 				// (An ImagePolicy's service sets the fields it marks,
 				// moving what they build, as in Flux v2; it is built only
 				// because its objects sit in the kustomization's

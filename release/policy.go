@@ -152,11 +152,19 @@ func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange
 // annotations belong in the base or a patch, which fluxd does not pick
 // for you.
 func builtPolicyObject(root string, def *gitrepo.Definition) (string, map[string]string, error) {
+	if def.Source != "" {
+		// A HelmRelease a kustomization builds from its own file.
+		return builtObjectIn(root, def.Source, def)
+	}
 	if def.ImagePolicy == nil || def.ImagePolicy.File == "" {
 		return "", nil, fluxerr.New(fluxerr.User, fmt.Errorf("%s is built by the kustomization %s, where fluxd cannot write its annotations", def.ID, def.File),
 			"fluxd keeps policies as annotations on the workload; in a kustomize layout add them yourself, in the base or in a patch of that kustomization (commonAnnotations applies to every object). Nothing was changed.")
 	}
-	file := def.ImagePolicy.File
+	return builtObjectIn(root, def.ImagePolicy.File, def)
+}
+
+// builtObjectIn is def's object in file, for builtPolicyObject.
+func builtObjectIn(root, file string, def *gitrepo.Definition) (string, map[string]string, error) {
 	content, err := gitrepo.ReadFile(root, file)
 	if err != nil {
 		return "", nil, err

@@ -47,6 +47,9 @@ func (c *Cluster) Apply(ctx context.Context, id platform.ID, manifest []byte) (i
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true})
 	if err != nil {
 		if id.Kind == platform.KindHelmRelease && meta.IsNoMatchError(err) || apierrors.IsNotFound(err) && id.Kind == platform.KindHelmRelease {
+			if v := servedVersion(c, gvr.Group, nil); v != "" && v != gvr.Version {
+				return 0, fmt.Errorf("applying %s to the cluster: %w; the cluster serves HelmReleases at %s/%s, not at %s as git writes it: change its apiVersion in git to %s/%s (fluxd applies and writes back the version git has)", id, err, gvr.Group, v, gvr.GroupVersion(), gvr.Group, v)
+			}
 			return 0, fmt.Errorf("applying %s to the cluster: %w; the cluster does not serve %s: install Flux's helm-controller (or its HelmRelease CRD) first", id, err, gvr.GroupVersion())
 		}
 		return 0, fmt.Errorf("applying %s to the cluster: %w", id, err)

@@ -284,27 +284,40 @@ func unreachable(host string, err error) error {
 // Workloads lists every workload in the caches, sorted by ID.
 func (c *Cluster) Workloads(ctx context.Context) ([]platform.Workload, error) {
 	var out []platform.Workload
+	var owned []*helmOwned
 	for _, l := range c.deploys {
 		ds, err := l.deployments()
 		if err != nil {
 			return nil, err
 		}
 		for _, d := range ds {
-			out = append(out, fromDeployment(d))
+			w := fromDeployment(d)
+			out = append(out, w)
+			if o := helmOwner(d, w.Replicas); o != nil {
+				owned = append(owned, o)
+			}
 		}
 		ss, err := l.statefulsets()
 		if err != nil {
 			return nil, err
 		}
 		for _, s := range ss {
-			out = append(out, fromStatefulSet(s))
+			w := fromStatefulSet(s)
+			out = append(out, w)
+			if o := helmOwner(s, w.Replicas); o != nil {
+				owned = append(owned, o)
+			}
 		}
 		dss, err := l.daemonsets()
 		if err != nil {
 			return nil, err
 		}
 		for _, d := range dss {
-			out = append(out, fromDaemonSet(d))
+			w := fromDaemonSet(d)
+			out = append(out, w)
+			if o := helmOwner(d, w.Replicas); o != nil {
+				owned = append(owned, o)
+			}
 		}
 		cjs, err := l.cronjobs()
 		if err != nil {
@@ -314,7 +327,7 @@ func (c *Cluster) Workloads(ctx context.Context) ([]platform.Workload, error) {
 			out = append(out, fromCronJob(cj))
 		}
 	}
-	out = append(out, c.helmReleases()...)
+	out = append(out, c.helmReleases(owned)...)
 	slices.SortFunc(out, func(a, b platform.Workload) int { return a.ID.Compare(b.ID) })
 	return out, ctx.Err()
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic/dynamicinformer"
@@ -106,21 +108,42 @@ func (c *Cluster) discoverHelm(ctx context.Context, namespaces []string, resync 
 	return all
 }
 
-// servedVersion is the first of versions at which the API server serves
-// group's helmreleases; "" when none.
+// servedVersion is the version at which the API server serves group's
+// helmreleases: the group's preferred version, as discovery says (so that
+// a version newer than fluxd knows is followed as Flux moves on), else
+// the first of versions it serves; "" when none.
 func servedVersion(c *Cluster, group string, versions []string) string {
-	for _, v := range versions {
-		list, err := c.client.Discovery().ServerResourcesForGroupVersion(group + "/" + v)
-		if err != nil {
-			continue
-		}
-		for _, r := range list.APIResources {
-			if r.Name == "helmreleases" {
+	if groups, err := c.client.Discovery().ServerGroups(); err == nil {
+		for _, g := range groups.Groups {
+			if g.Name != group {
+				continue
+			}
+			if v := g.PreferredVersion.Version; v != "" && servesHelmReleases(c, group, v) {
 				return v
 			}
 		}
 	}
+	for _, v := range versions {
+		if servesHelmReleases(c, group, v) {
+			return v
+		}
+	}
 	return ""
+}
+
+// servesHelmReleases says whether group/version has a helmreleases
+// resource.
+func servesHelmReleases(c *Cluster, group, version string) bool {
+	list, err := c.client.Discovery().ServerResourcesForGroupVersion(group + "/" + version)
+	if err != nil {
+		return false
+	}
+	for _, r := range list.APIResources {
+		if r.Name == "helmreleases" {
+			return true
+		}
+	}
+	return false
 }
 
 // kickHelm asks watchHelm to look for HelmRelease CRDs now.
@@ -131,8 +154,9 @@ func (c *Cluster) kickHelm() {
 	}
 }
 
-// helmReleases are the HelmReleases in the caches.
-func (c *Cluster) helmReleases() []platform.Workload {
+// helmReleases are the HelmReleases in the caches, their replicas those
+// of the owned workloads that are theirs (helmprogress.go).
+func (c *Cluster) helmReleases(owned []*helmOwned) []platform.Workload {
 	c.helm.mu.Lock()
 	defer c.helm.mu.Unlock()
 	var out []platform.Workload
@@ -145,7 +169,9 @@ func (c *Cluster) helmReleases() []platform.Workload {
 		for _, inf := range c.helm.informers[g] {
 			for _, o := range inf.GetStore().List() {
 				if u, ok := o.(*unstructured.Unstructured); ok {
-					out = append(out, fromHelmRelease(u))
+					w := fromHelmRelease(u)
+					w.Replicas = helmReplicas(helmReleaseKeys(u), owned)
+					out = append(out, w)
 				}
 			}
 		}
@@ -201,4 +227,32 @@ func fromHelmRelease(u *unstructured.Unstructured) platform.Workload {
 		w.ObservedGeneration = observed
 	}
 	return w
+}
+
+// helmControllerSelectors find the pods of a Helm controller, as Flux's
+// install (flux install, the Flux Operator, the fluxcd-community chart)
+// and Flux v1's helm-operator chart label them.
+var helmControllerSelectors = []string{
+	"app in (helm-controller,helm-operator)",
+	"app.kubernetes.io/component=helm-controller",
+	"app.kubernetes.io/name in (helm-controller,helm-operator)",
+}
+
+// HelmControllerAbsent says why no Helm controller will act on a
+// HelmRelease: no pod in the cluster is labelled as one and alive. It
+// says "" when one is, and errs when fluxd cannot tell (deploy/rbac.yaml
+// grants pods per watched namespace, not in every one).
+func (c *Cluster) HelmControllerAbsent(ctx context.Context) (string, error) {
+	for _, sel := range helmControllerSelectors {
+		pods, err := c.client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return "", fmt.Errorf("listing pods in every namespace: %w", err)
+		}
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+				return "", nil
+			}
+		}
+	}
+	return "no Helm controller runs in the cluster (no pod labelled app=helm-controller or app=helm-operator is alive): install Flux's helm-controller, or scale it up", nil
 }

@@ -2,17 +2,21 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/fluxd/fluxd/platform"
 )
@@ -125,5 +129,91 @@ func TestHelmReleaseCRDAbsentThenServed(t *testing.T) {
 			t.Fatalf("with the CRD served, Workloads (-want +got):\n%s", diff)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestServedVersion: fluxd watches HelmReleases at the version the API
+// server prefers for their group, a version it has no name for included
+// (Flux moved helm.toolkit.fluxcd.io from v2beta1 to v2beta2 to v2), and
+// else at the first it knows that is served.
+func TestServedVersion(t *testing.T) {
+	t.Parallel()
+	served := func(versions ...string) *fake.Clientset {
+		client := fake.NewClientset()
+		for _, v := range versions {
+			client.Resources = append(client.Resources, &metav1.APIResourceList{
+				GroupVersion: "helm.toolkit.fluxcd.io/" + v,
+				APIResources: []metav1.APIResource{{Name: "helmreleases", Namespaced: true, Kind: "HelmRelease"}},
+			})
+		}
+		return client
+	}
+	known := []string{"v2", "v2beta2", "v2beta1"}
+	for _, tc := range []struct {
+		name   string
+		served []string
+		want   string
+	}{
+		{"flux 2.0: v2beta1 only", []string{"v2beta1"}, "v2beta1"},
+		{"flux 2.2: v2beta2 preferred, v2beta1 still served", []string{"v2beta2", "v2beta1"}, "v2beta2"},
+		{"flux 2.3: v2 preferred", []string{"v2", "v2beta2", "v2beta1"}, "v2"},
+		{"a version fluxd has no name for, preferred by the server", []string{"v3", "v2"}, "v3"},
+		{"none served", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(served(tc.served...), "fake", Config{Namespaces: []string{"default"}})
+			if got := servedVersion(c, "helm.toolkit.fluxcd.io", known); got != tc.want {
+				t.Errorf("servedVersion = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestHelmControllerAbsent: fluxd says no Helm controller runs only when
+// it can list pods and none labelled as Flux's helm-controller or Flux
+// v1's helm-operator is running.
+func TestHelmControllerAbsent(t *testing.T) {
+	t.Parallel()
+	pod := func(ns string, labels map[string]string, phase corev1.PodPhase) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p", Labels: labels}, Status: corev1.PodStatus{Phase: phase}}
+	}
+	for _, tc := range []struct {
+		name   string
+		pods   []runtime.Object
+		absent bool
+	}{
+		{"no pods", nil, true},
+		{"flux install: app=helm-controller in flux-system", []runtime.Object{pod("flux-system", map[string]string{"app": "helm-controller"}, corev1.PodRunning)}, false},
+		{"flux operator: app.kubernetes.io/component=helm-controller", []runtime.Object{pod("flux", map[string]string{"app.kubernetes.io/component": "helm-controller"}, corev1.PodRunning)}, false},
+		{"flux v1: app=helm-operator", []runtime.Object{pod("fluxcd", map[string]string{"app": "helm-operator"}, corev1.PodPending)}, false},
+		{"a failed helm-controller pod is none", []runtime.Object{pod("flux-system", map[string]string{"app": "helm-controller"}, corev1.PodFailed)}, true},
+		{"other controllers only", []runtime.Object{pod("flux-system", map[string]string{"app": "source-controller"}, corev1.PodRunning)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := newCluster(fake.NewClientset(tc.pods...), "fake", Config{Namespaces: []string{"default"}})
+			got, err := c.HelmControllerAbsent(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (got != "") != tc.absent {
+				t.Errorf("HelmControllerAbsent = %q, want absent %v", got, tc.absent)
+			}
+		})
+	}
+}
+
+// Where fluxd may not list pods in every namespace (deploy/rbac.yaml binds
+// per namespace), it cannot tell, and says so rather than "absent".
+func TestHelmControllerAbsentForbidden(t *testing.T) {
+	t.Parallel()
+	client := fake.NewClientset()
+	client.PrependReactor("list", "pods", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "", errors.New("no ClusterRoleBinding"))
+	})
+	c := newCluster(client, "fake", Config{Namespaces: []string{"default"}})
+	if why, err := c.HelmControllerAbsent(context.Background()); err == nil || why != "" {
+		t.Errorf("HelmControllerAbsent = %q, %v; want an error saying it cannot tell", why, err)
 	}
 }
