@@ -15,7 +15,7 @@ const module = "github.com/fluxd/fluxd/"
 // import, as docs/architecture.md draws them: imports run down, from the
 // binaries through the edge (web, daemon) and the loops (automator,
 // release/jobs, release, syncer, notify) to the domain (gitrepo,
-// platform, registry, history, policy, helmrelease) and the adapters
+// platform, registry, history, policy, helmrelease, verify) and the adapters
 // below it that only cmd/fluxd wires in. internal/* helpers sit beside
 // every layer and import no layer.
 //
@@ -52,6 +52,7 @@ var allowed = map[string][]string{
 	"policy":      {"helmrelease"},
 	"registry":    {},
 	"history":     {"registry"},
+	"verify":      {"registry"},
 
 	// adapters
 	"gitrepo/gogit":          {"gitrepo", "internal/fluxerr", "internal/giturl"},
