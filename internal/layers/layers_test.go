@@ -60,6 +60,7 @@ var allowed = map[string][]string{
 	"platform/kube/sync":     {"internal/fielddiff", "internal/handover", "platform", "platform/kube/gitguard", "policy"},
 	"platform/kube/gitguard": {},
 	"registry/oci":           {"internal/fluxerr", "registry"},
+	"verify/cosign":          {"verify"},
 	"history/sqlite":         {"history", "registry"},
 	"history/postgres":       {"history", "registry"},
 	"history/store":          {"history", "history/postgres", "history/sqlite", "registry"},
@@ -95,7 +96,8 @@ var allowed = map[string][]string{
 var adapterLibraries = map[string][]string{
 	"k8s.io/client-go":                       {"cmd/fluxd", "internal/localstack", "platform/kube", "platform/kube/gitguard", "platform/kube/sync"},
 	"github.com/go-git/":                     {"gitrepo/gogit"},
-	"github.com/google/go-containerregistry": {"cmd/fluxd", "hack/image", "internal/localstack", "internal/regtest", "registry", "registry/oci"},
+	"github.com/google/go-containerregistry": {"cmd/fluxd", "hack/image", "internal/localstack", "internal/regtest", "registry", "registry/oci", "verify/cosign"},
+	"github.com/sigstore/":                   {"verify/cosign"},
 	"github.com/mattn/go-sqlite3":            {"history/sqlite"},
 	"github.com/jackc/pgx":                   {"history/postgres", "internal/pgserver"},
 	"google.golang.org/grpc":                 {"cmd/fluxctl", "daemon", "proto/fluxd/v1", "web"},
