@@ -69,6 +69,19 @@ func New(cfg Config) *Verifier {
 	return &Verifier{opts: []remote.Option{remote.WithTransport(tr), remote.WithAuthFromKeychain(kc)}}
 }
 
+var _ verify.Verifier = (*Verifier)(nil)
+
+// Verify checks the digest against a profile of keys. A profile that
+// names keyless identities or attestations is an error wrapping
+// verify.ErrNotBuilt: they are not checked yet, and a profile must not
+// pass what it was written to check.
+func (v *Verifier) Verify(ctx context.Context, repository, digest string, p *verify.Profile, keys []verify.PublicKey) (verify.Result, error) {
+	if len(p.Keyless) > 0 || len(p.Attestations) > 0 {
+		return verify.Result{Digest: digest, Profile: p.Name}, fmt.Errorf("profile %q names keyless identities or attestations, which fluxd does not verify yet: %w", p.Name, verify.ErrNotBuilt)
+	}
+	return v.VerifyKeys(ctx, repository, digest, p.Name, keys)
+}
+
 // VerifyKeys checks the digest's (sha256:...) cosign signatures in
 // repository against the profile's public keys. Unsigned: no signature
 // at all. Failed: signatures, none good by these keys over this digest.

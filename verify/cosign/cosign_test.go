@@ -11,10 +11,13 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -261,5 +264,86 @@ func TestVerifyKeysRegistryDown(t *testing.T) {
 	}
 	if got.Outcome != "" {
 		t.Errorf("a verdict (%s) from a registry that is down", got.Outcome)
+	}
+}
+
+// counting counts the requests a verifier makes.
+type counting struct {
+	n atomic.Int64
+}
+
+func (c *counting) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// A verified digest is verified once: the second plan asks the cache, not
+// the registry. An unsigned one is asked again, for cosign signs after the
+// push.
+func TestCachedVerifiesADigestOnce(t *testing.T) {
+	t.Parallel()
+	repo := testRegistry(t)
+	ci := newSigner(t, "ci.pub")
+	signed := push(t, repo, "1.0.0")
+	ci.sign(t, signed, signed.DigestStr())
+	unsigned := push(t, repo, "1.1.0")
+
+	tr := &counting{}
+	v := verify.Cached{Verifier: New(Config{Transport: tr}), Cache: &verify.MemoryCache{}}
+	p := &verify.Profile{Name: "signed", Keys: []string{"ci.pub"}}
+	keys := []verify.PublicKey{ci.pub}
+	ctx := context.Background()
+	for i := range 2 {
+		r, err := v.Verify(ctx, repo.String(), signed.DigestStr(), p, keys)
+		if err != nil || r.Outcome != verify.Verified {
+			t.Fatalf("round %d: %+v, %v", i, r, err)
+		}
+	}
+	first := tr.n.Load()
+	if first == 0 {
+		t.Fatal("no request was made")
+	}
+	r, err := v.Verify(ctx, repo.String(), signed.DigestStr(), p, keys)
+	if err != nil || r.Outcome != verify.Verified || tr.n.Load() != first {
+		t.Errorf("a third verification of a verified digest made %d requests (%+v, %v)", tr.n.Load()-first, r, err)
+	}
+
+	for i := range 2 {
+		if r, err := v.Verify(ctx, repo.String(), unsigned.DigestStr(), p, keys); err != nil || r.Outcome != verify.Unsigned {
+			t.Fatalf("round %d: %+v, %v", i, r, err)
+		}
+	}
+	ci.sign(t, unsigned, unsigned.DigestStr())
+	if r, err := v.Verify(ctx, repo.String(), unsigned.DigestStr(), p, keys); err != nil || r.Outcome != verify.Verified {
+		t.Errorf("signed after a first look: %+v, %v; want verified, not a cached unsigned", r, err)
+	}
+
+	// Another key for the profile is another profile: checked again.
+	other := newSigner(t, "other.pub")
+	before := tr.n.Load()
+	if r, _ := v.Verify(ctx, repo.String(), signed.DigestStr(), p, []verify.PublicKey{other.pub}); r.Outcome != verify.Failed {
+		t.Errorf("the cache answered for a profile with another key: %+v", r)
+	}
+	if tr.n.Load() == before {
+		t.Errorf("no request for a profile whose key changed")
+	}
+}
+
+// A profile asking for what is not built fails closed.
+func TestVerifyRefusesWhatIsNotBuilt(t *testing.T) {
+	t.Parallel()
+	repo := testRegistry(t)
+	ci := newSigner(t, "ci.pub")
+	signed := push(t, repo, "1.0.0")
+	ci.sign(t, signed, signed.DigestStr())
+	v := New(Config{})
+	for _, p := range []*verify.Profile{
+		{Name: "sbom", Keys: []string{"ci.pub"}, Attestations: []string{"https://spdx.dev/Document"}},
+		{Name: "ci", Keys: []string{"ci.pub"}, TrustedRoot: "r.json", Keyless: []verify.Identity{{Issuer: "https://i", Subject: "me"}}},
+	} {
+		r, err := v.Verify(context.Background(), repo.String(), signed.DigestStr(), p, []verify.PublicKey{ci.pub})
+		if !errors.Is(err, verify.ErrNotBuilt) || r.Outcome == verify.Verified {
+			t.Errorf("profile %s: %+v, %v; want verify.ErrNotBuilt and no verdict", p.Name, r, err)
+		}
 	}
 }
