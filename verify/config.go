@@ -126,6 +126,12 @@ func Parse(data []byte) (*Config, error) {
 	}
 	p := &parser{}
 	c := p.config(&doc)
+	var more yaml.Node
+	if err := dec.Decode(&more); !errors.Is(err, io.EOF) {
+		// A second document would be ignored: say so rather than verify
+		// by half a file.
+		p.add(&more, "a second YAML document (after ---): the config is one document")
+	}
 	if len(p.problems) > 0 {
 		return nil, &ConfigError{p.problems}
 	}

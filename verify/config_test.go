@@ -103,6 +103,8 @@ func TestParseRefusesWithTheLine(t *testing.T) {
 			`line 2: match "ghcr.io/[" is not a glob`, `line 2: repositories "ghcr.io/[": no profile is named "b" (profiles: none)`}},
 		{"field twice", "profiles:\n- name: a\n  keys: [a.pub]\n  keys: [b.pub]\n", []string{"line 4: a profile: keys is written twice"}},
 		{"alias", "profiles:\n- &p\n  name: a\n  keys: [a.pub]\n- *p\n", []string{"line 5: a profile should be a mapping (key: value), not an alias"}},
+		{"two documents", "profiles:\n- name: a\n  keys: [a.pub]\n---\nrepositories:\n- match: '*'\n  profile: a\n", []string{
+			"line 4: a second YAML document (after ---)"}},
 		{"too big", "#" + strings.Repeat("x", MaxConfigSize), []string{"more than 1048576"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -116,14 +117,15 @@ func readLimited(path string) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
+	const limit = 8 * MaxConfigSize
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if st.Size() > MaxConfigSize*8 {
-		return nil, fmt.Errorf("%s is %d bytes: too big for a config, key or trusted root", path, st.Size())
+	if len(data) > limit {
+		return nil, fmt.Errorf("%s is more than %d bytes: too big for a config, key or trusted root", path, limit)
 	}
-	return os.ReadFile(path)
+	return data, nil
 }
 
 // File is the config a daemon verifies by: loaded once, and reloaded when
