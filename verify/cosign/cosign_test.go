@@ -347,3 +347,58 @@ func TestVerifyRefusesWhatIsNotBuilt(t *testing.T) {
 		}
 	}
 }
+
+// cosign sign --registry-referrers-mode=oci-1-1 stores the signature as a
+// referrer of the image (config media type and artifact type
+// application/vnd.dev.cosign.artifact.sig.v1+json, a subject), with no
+// sha256-HEX.sig tag. Only the referrers of the digest count.
+func TestVerifyKeysFromReferrers(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0)), registry.WithReferrersSupport(true)))
+	t.Cleanup(srv.Close)
+	repo, err := name.NewRepository(strings.TrimPrefix(srv.URL, "http://") + "/team/app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ci := newSigner(t, "ci.pub")
+	signed := push(t, repo, "1.0.0")
+	unsigned := push(t, repo, "1.1.0")
+	refer := func(subject name.Digest, s signer) {
+		img := mutate.ConfigMediaType(s.signatureImage(t, subject), SignatureArtifactType)
+		desc, err := remote.Head(subject)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := img.Digest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The blobs first, then the manifest with its subject.
+		if err := remote.Write(repo.Digest(h.String()), img); err != nil {
+			t.Fatal(err)
+		}
+		withSubject := mutate.Subject(img, *desc)
+		raw, err := withSubject.RawManifest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(raw)
+		if err := remote.Put(repo.Digest("sha256:"+hex.EncodeToString(sum[:])), withSubject.(remote.Taggable)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refer(signed, ci)
+
+	v := New(Config{})
+	got, err := v.VerifyKeys(context.Background(), repo.String(), signed.DigestStr(), "signed", []verify.PublicKey{ci.pub})
+	if err != nil || got.Outcome != verify.Verified {
+		t.Fatalf("signed as a referrer: %+v, %v; want verified", got, err)
+	}
+	got, err = v.VerifyKeys(context.Background(), repo.String(), unsigned.DigestStr(), "signed", []verify.PublicKey{ci.pub})
+	if err != nil || got.Outcome != verify.Unsigned {
+		t.Fatalf("another digest's referrer counted: %+v, %v; want unsigned", got, err)
+	}
+	if _, err := remote.Head(repo.Tag(sigTag(signed.DigestStr()))); err == nil {
+		t.Fatal("the test pushed a .sig tag: the referrers path is not what was tested")
+	}
+}
