@@ -212,8 +212,13 @@ func (f Filter) Key() string {
 }
 
 // Match reports whether a tag passes the filter. A semver level that was
-// not bound passes nothing.
+// not bound passes nothing. cosign's own tags (CosignArtifact) pass no
+// filter, EveryTag and glob * included: this is the one place every
+// candidate list is filtered.
 func (f Filter) Match(tag string) bool {
+	if CosignArtifact(tag) {
+		return false
+	}
 	if f.flux != nil {
 		return f.fluxMatch(tag)
 	}

@@ -29,7 +29,8 @@ type ImagePolicy struct {
 	// Exclude is the ImageRepository's spec.exclusionList: tags matching
 	// any of these Go regular expressions are never candidates. nil is
 	// Flux v2's default, ^.*\.sig$ (cosign signatures); an empty list
-	// excludes nothing.
+	// excludes nothing more than cosign's own tags, which no filter passes
+	// (CosignArtifact).
 	Exclude []string
 }
 

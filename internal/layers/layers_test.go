@@ -15,7 +15,7 @@ const module = "github.com/fluxd/fluxd/"
 // import, as docs/architecture.md draws them: imports run down, from the
 // binaries through the edge (web, daemon, webhook) and the loops (automator,
 // release/jobs, release, syncer, notify) to the domain (gitrepo,
-// platform, registry, history, policy, helmrelease) and the adapters
+// platform, registry, history, policy, helmrelease, verify) and the adapters
 // below it that only cmd/fluxd wires in. internal/* helpers sit beside
 // every layer and import no layer.
 //
@@ -55,6 +55,7 @@ var allowed = map[string][]string{
 	"policy":      {"helmrelease"},
 	"registry":    {},
 	"history":     {"registry"},
+	"verify":      {"registry"},
 
 	// adapters
 	"gitrepo/gogit":          {"gitrepo", "internal/fluxerr", "internal/giturl"},
@@ -62,6 +63,7 @@ var allowed = map[string][]string{
 	"platform/kube/sync":     {"internal/fielddiff", "internal/handover", "platform", "platform/kube/gitguard", "policy"},
 	"platform/kube/gitguard": {},
 	"registry/oci":           {"internal/fluxerr", "registry"},
+	"verify/cosign":          {"verify"},
 	"history/sqlite":         {"history", "registry"},
 	"history/postgres":       {"history", "registry"},
 	"history/store":          {"history", "history/postgres", "history/sqlite", "registry"},
@@ -98,7 +100,8 @@ var allowed = map[string][]string{
 var adapterLibraries = map[string][]string{
 	"k8s.io/client-go":                       {"cmd/fluxd", "internal/localstack", "platform/kube", "platform/kube/gitguard", "platform/kube/sync"},
 	"github.com/go-git/":                     {"gitrepo/gogit"},
-	"github.com/google/go-containerregistry": {"cmd/fluxd", "hack/image", "internal/localstack", "internal/regtest", "registry", "registry/oci"},
+	"github.com/google/go-containerregistry": {"cmd/fluxd", "hack/image", "internal/localstack", "internal/regtest", "registry", "registry/oci", "verify/cosign"},
+	"github.com/sigstore/":                   {"verify/cosign"},
 	"github.com/mattn/go-sqlite3":            {"history/sqlite"},
 	"github.com/jackc/pgx":                   {"history/postgres", "internal/pgserver"},
 	"google.golang.org/grpc":                 {"cmd/fluxctl", "daemon", "proto/fluxd/v1", "web"},

@@ -1,0 +1,15 @@
+// Package verify names what fluxd requires of an image's signatures
+// before it may release it, and what it found: the verification config
+// that --verify-config will name (profiles of signers, and which
+// repositories need which profile), the annotations that ask for a profile
+// on a workload or one of its containers, and the outcome of checking one
+// image digest (verified by a signer, unsigned, or failed and why).
+//
+// The adapter that checks a digest against a registry, with the sigstore
+// libraries and go-containerregistry, is verify/cosign.
+//
+// Not built yet (issue 33): nothing in fluxd reads this package. No flag
+// loads the config, plans and the automator do not verify, keyless
+// identities and attestations are parsed and checked for form but not
+// verified, and no result is stored. See docs/security.md.
+package verify

@@ -1,0 +1,168 @@
+package verify
+
+import (
+	"crypto"
+	"crypto/sha256"
+	"crypto/x509"
+	"encoding/hex"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+)
+
+// PublicKey is a cosign public key a profile names, read from its file.
+type PublicKey struct {
+	// Path is the file, as the config resolves it.
+	Path string
+	// ID is "sha256:" and the hex SHA-256 of the key's DER
+	// SubjectPublicKeyInfo: the same for the same key in any file.
+	ID  string
+	Key crypto.PublicKey
+}
+
+// Loaded is a config with the files it names read: what a verifier needs.
+type Loaded struct {
+	*Config
+	// Keys holds each profile's public keys, by profile name.
+	Keys map[string][]PublicKey
+	// Path is the config file.
+	Path string
+}
+
+// Load reads the config at path, checks it (Parse), and reads the key
+// files its profiles name (relative to the config's directory), checking
+// that each holds a PEM public key and that each trusted root is a JSON
+// document. Every problem is reported with the line of the profile that
+// names the file, in a *ConfigError.
+func Load(path string) (*Loaded, error) {
+	data, err := readLimited(path)
+	if err != nil {
+		return nil, fmt.Errorf("reading the verification config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	l := &Loaded{Config: c, Keys: map[string][]PublicKey{}, Path: path}
+	var problems []Problem
+	dir := filepath.Dir(path)
+	for i := range c.Profiles {
+		p := &c.Profiles[i]
+		for j, k := range p.Keys {
+			if !filepath.IsAbs(k) {
+				p.Keys[j] = filepath.Join(dir, k)
+			}
+			key, err := ReadPublicKey(p.Keys[j])
+			if err != nil {
+				problems = append(problems, Problem{p.Line, fmt.Sprintf("profile %q: %v", p.Name, err)})
+				continue
+			}
+			l.Keys[p.Name] = append(l.Keys[p.Name], key)
+		}
+		if p.TrustedRoot != "" {
+			if !filepath.IsAbs(p.TrustedRoot) {
+				p.TrustedRoot = filepath.Join(dir, p.TrustedRoot)
+			}
+			if err := checkJSON(p.TrustedRoot); err != nil {
+				problems = append(problems, Problem{p.Line, fmt.Sprintf("profile %q: trustedRoot: %v", p.Name, err)})
+			}
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%s: %w", path, &ConfigError{problems})
+	}
+	return l, nil
+}
+
+// ReadPublicKey reads a PEM public key (cosign.pub: a PUBLIC KEY block,
+// PKIX) from a file.
+func ReadPublicKey(path string) (PublicKey, error) {
+	data, err := readLimited(path)
+	if err != nil {
+		return PublicKey{}, fmt.Errorf("reading key: %w", err)
+	}
+	block, _ := pem.Decode(data)
+	if block == nil {
+		return PublicKey{}, fmt.Errorf("key %s holds no PEM block: is it a cosign public key (cosign.pub, not cosign.key)?", path)
+	}
+	if block.Type != "PUBLIC KEY" {
+		return PublicKey{}, fmt.Errorf("key %s holds a %q PEM block, not a PUBLIC KEY: give the public half (cosign.pub)", path, block.Type)
+	}
+	key, err := x509.ParsePKIXPublicKey(block.Bytes)
+	if err != nil {
+		return PublicKey{}, fmt.Errorf("key %s: %v", path, err)
+	}
+	sum := sha256.Sum256(block.Bytes)
+	return PublicKey{Path: path, ID: "sha256:" + hex.EncodeToString(sum[:]), Key: key}, nil
+}
+
+func checkJSON(path string) error {
+	data, err := readLimited(path)
+	if err != nil {
+		return err
+	}
+	if !json.Valid(data) {
+		return fmt.Errorf("%s is not JSON: a Sigstore trusted root is trusted_root.json (cosign trusted-root create, or the TUF repository's)", path)
+	}
+	return nil
+}
+
+func readLimited(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	const limit = 8 * MaxConfigSize
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > limit {
+		return nil, fmt.Errorf("%s is more than %d bytes: too big for a config, key or trusted root", path, limit)
+	}
+	return data, nil
+}
+
+// File is the config a daemon verifies by: loaded once, and reloaded when
+// asked. A reload that fails keeps the config in force and says why.
+type File struct {
+	path string
+
+	mu  sync.RWMutex
+	cur *Loaded
+}
+
+// OpenFile loads the config at path; a bad one is refused, with every
+// problem and its line.
+func OpenFile(path string) (*File, error) {
+	l, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return &File{path: path, cur: l}, nil
+}
+
+// Current is the config in force.
+func (f *File) Current() *Loaded {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.cur
+}
+
+// Reload reads the file again. On any problem the config in force stays,
+// and the error names each problem with its line.
+func (f *File) Reload() error {
+	l, err := Load(f.path)
+	if err != nil {
+		return fmt.Errorf("%w; the verification config in force is kept", err)
+	}
+	f.mu.Lock()
+	f.cur = l
+	f.mu.Unlock()
+	return nil
+}
