@@ -3,6 +3,7 @@ package gitguard
 import (
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -123,6 +124,9 @@ func (g *Guard) refuseDelegation(u *unstructured.Unstructured) string {
 			if _, ok := spec["templatePatch"]; ok {
 				return unpinned("wherever its spec.templatePatch puts each Application", "drop the templatePatch")
 			}
+			if path := generatorTemplate(spec["generators"], "spec.generators"); path != "" {
+				return unpinned("wherever "+path+" puts its Applications (a generator's own template overrides spec.template)", "drop the generator's template and pin spec.template.spec")
+			}
 			app, _, _ = unstructured.NestedMap(spec, "template", "spec")
 			where = "spec.template.spec."
 		}
@@ -210,4 +214,34 @@ func ValidateDelegation(allow []string) error {
 		return fmt.Errorf("%s names %s: it takes %s", delegationFlag, strings.Join(bad, ","), strings.Join(DelegationKinds, ","))
 	}
 	return nil
+}
+
+// generatorTemplate finds a template or templatePatch anywhere under an
+// ApplicationSet's generators (a generator's own template overrides
+// spec.template for its Applications; matrix and merge generators nest
+// generators of their own), and returns its path, or "".
+func generatorTemplate(v any, path string) string {
+	switch t := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if k == "template" || k == "templatePatch" {
+				return path + "." + k
+			}
+			if p := generatorTemplate(t[k], path+"."+k); p != "" {
+				return p
+			}
+		}
+	case []any:
+		for i, e := range t {
+			if p := generatorTemplate(e, fmt.Sprintf("%s[%d]", path, i)); p != "" {
+				return p
+			}
+		}
+	}
+	return ""
 }
