@@ -193,9 +193,9 @@ func (v *View) service(id string) bool { return v.Service != nil && v.Service(id
 // services cut to the workloads among them; one with none v sees is not
 // shown. A sync event recorded without its objects (by an earlier fluxd)
 // shows v its services and no text. Another event naming no service v
-// sees is not shown; one of whose services v sees only some keeps its
-// message (written by whoever acted) but not its error, which may name
-// the others.
+// sees is not shown; one of whose services v sees only some has its
+// message written again from the services and changes v sees, and not
+// its error, which may name the others.
 func (ev Event) For(v *View) (Event, bool) {
 	if v == nil {
 		return ev, true
@@ -225,6 +225,12 @@ func (ev Event) For(v *View) (Event, bool) {
 				what = t + ": "
 			}
 			ev.Error = what + "failed (the error is not shown: it may name services you do not see)"
+		}
+		if len(svcs) < len(ev.Services) {
+			// The message was written for everyone who sees all its
+			// services (an automated release lists each service and
+			// image): it is written again from what v sees.
+			ev.Message = partialMessage(ev.Type, svcs, changes)
 		}
 		ev.Services = svcs
 		return ev, true
@@ -288,4 +294,21 @@ func DecodeSync(s string) (*SyncDetail, error) {
 		return nil, fmt.Errorf("the sync's objects: %w", err)
 	}
 	return d, nil
+}
+
+// partialMessage is an event's message for a reader who sees only some
+// of its services: its type, then each service seen with its image
+// changes, as AutomatedMessage writes them.
+func partialMessage(t Type, svcs []string, changes []Change) string {
+	parts := make([]string, 0, len(svcs))
+	for _, s := range svcs {
+		p := s
+		for _, c := range changes {
+			if c.Service == s {
+				p += " " + c.Container + "=" + c.To
+			}
+		}
+		parts = append(parts, p)
+	}
+	return fmt.Sprintf("%s of %s (the rest of the message is not shown: it names services you do not see)", t, strings.Join(parts, "; "))
 }

@@ -97,7 +97,7 @@ func TestSyncEventForAViewPastTheLimit(t *testing.T) {
 // its services in the view, and no text.
 func TestEveryEventTypeForAView(t *testing.T) {
 	for _, typ := range history.Types {
-		ev := history.Event{Type: typ, Services: []string{"a:deployment/web", "b:deployment/bapi"}, Message: "by alice", Error: "b:deployment/bapi failed",
+		ev := history.Event{Type: typ, Services: []string{"a:deployment/web", "b:deployment/bapi"}, Message: "automated release of a:deployment/web app=reg/a:2; b:deployment/bapi app=reg/b:2", Error: "b:deployment/bapi failed",
 			Changes: []history.Change{{Service: "a:deployment/web", To: "reg/a:2"}, {Service: "b:deployment/bapi", To: "reg/b:2"}}}
 		got, ok := ev.For(teamA)
 		text := fmt.Sprint(got)
