@@ -104,7 +104,12 @@ func (d *Daemon) historyView(ctx context.Context) (*history.View, error) {
 	}
 	return &history.View{
 		Service: func(id string) bool { return mine[id] },
-		Object:  func(o history.SyncObject) bool { return sc.Contains(o.Namespace, o.File) },
+		// An object with no file (pruned: it left git) is shown only to
+		// a scope not narrowed by paths: teams that share a namespace
+		// split by paths= would read each other's deletions by name.
+		Object: func(o history.SyncObject) bool {
+			return (o.File != "" || len(sc.Paths) == 0) && sc.Contains(o.Namespace, o.File)
+		},
 	}, nil
 }
 

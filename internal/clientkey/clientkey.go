@@ -134,7 +134,7 @@ func (p Proxies) Client(r *http.Request) netip.Addr {
 	}
 	last := peer.Unmap()
 	for i := len(hops) - 1; i >= 0; i-- {
-		addr, err := netip.ParseAddr(hops[i])
+		addr, err := parseHop(hops[i])
 		if err != nil {
 			return last
 		}
@@ -222,4 +222,18 @@ func (r *Recent) Seen(key string, now time.Time) bool {
 		return false
 	}
 	return true
+}
+
+// parseHop reads one X-Forwarded-For hop: an address, or an address with
+// a port (1.2.3.4:5678, [2001:db8::1]:443), which some load balancers
+// write.
+func parseHop(hop string) (netip.Addr, error) {
+	if addr, err := netip.ParseAddr(hop); err == nil {
+		return addr, nil
+	}
+	ap, err := netip.ParseAddrPort(hop)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	return ap.Addr(), nil
 }

@@ -57,6 +57,9 @@ func TestClientIsReadPastTrustedProxiesOnly(t *testing.T) {
 		{"a malformed hop stops at the last proxy", "10.1.2.3:1", []string{"203.0.113.9, junk"}, "10.1.2.3"},
 		{"a mapped proxy CIDR", "172.16.0.5:1", []string{"203.0.113.9"}, "203.0.113.9"},
 		{"only proxies: the outermost", "10.1.2.3:1", []string{"10.4.4.4"}, "10.4.4.4"},
+		{"a hop with a port", "10.1.2.3:1", []string{"203.0.113.9:5678"}, "203.0.113.9"},
+		{"an IPv6 hop with a port", "10.1.2.3:1", []string{"[2001:db8::7]:443"}, "2001:db8::7"},
+		{"a proxy hop with a port is passed", "10.1.2.3:1", []string{"203.0.113.9, 10.9.9.9:80"}, "203.0.113.9"},
 	} {
 		r := httptest.NewRequest("POST", "/", nil)
 		r.RemoteAddr = tc.remote
