@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -196,7 +197,7 @@ func (a *Applier) readInventory(ctx context.Context) (inventory, error) {
 			}
 		}
 		raw := cm.Data[entriesKey]
-		if i > 0 && (i > len(sums) || sums[i-1] != shardSum(i, raw)) {
+		if i > 0 && (i > len(sums) || !slices.Contains(strings.Split(sums[i-1], "|"), shardSum(i, raw))) {
 			a.log.Warn("a sync inventory shard does not match the checksum fluxd recorded when it wrote the inventory, so fluxd did not write it (git or someone with access to ConfigMaps did, or a write was cut short): what it lists is not read, so not pruned, and fluxd writes the shard again", "configmap", a.cfg.InventoryNamespace+"/"+a.shardName(i))
 			inv.stored[i] = untrustedShard
 			continue
@@ -309,18 +310,40 @@ func (a *Applier) writeInventory(ctx context.Context, inv inventory) error {
 				d[sumsKey] = sums
 			}
 		}
-		cm := &corev1.ConfigMap{
-			TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-			ObjectMeta: metav1.ObjectMeta{Namespace: a.cfg.InventoryNamespace, Name: a.shardName(i), Labels: map[string]string{"app.kubernetes.io/managed-by": "fluxd"},
-				Annotations: map[string]string{annotationSource: a.cfg.Source, annotationOwner: OwnerOf(a.cfg.Source)}},
-			Data: d,
-		}
-		if err := a.c.Patch(ctx, cm, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
-			return fmt.Errorf("writing the sync inventory ConfigMap %s/%s: %w", a.cfg.InventoryNamespace, a.shardName(i), err)
-		}
-		return nil
+		return a.writeShard(ctx, i, d)
 	}
 	changed := func(i int) bool { return i >= len(inv.stored) || inv.stored[i] != data[i] }
+	// Two phases when other shards change: the first shard is written
+	// first accepting each shard's old content and its new (sums of
+	// "new|old"), then the shards, then the first with the new sums
+	// alone. A write cut short anywhere leaves every shard readable, as
+	// it was or as it became; with the first shard written last only, a
+	// cut between the shards and it left rewritten shards failing their
+	// sums, and the objects fluxd created there forgotten, so never
+	// pruned (review of issue 31).
+	others := false
+	for i := 1; i < len(data); i++ {
+		others = others || changed(i)
+	}
+	if others && inv.ours && len(inv.stored) > 0 {
+		n := max(len(data), len(inv.stored))
+		old := strings.Split(inv.sums, ",")
+		both := make([]string, 0, n-1)
+		for i := 1; i < n; i++ {
+			var alts []string
+			if i < len(data) {
+				alts = append(alts, shardSum(i, data[i]))
+			}
+			if i-1 < len(old) && old[i-1] != "" && (i >= len(data) || !slices.Contains(strings.Split(old[i-1], "|"), alts[0])) {
+				alts = append(alts, old[i-1])
+			}
+			both = append(both, strings.Join(alts, "|"))
+		}
+		d := map[string]string{entriesKey: inv.stored[0], shardsKey: strconv.Itoa(n), sumsKey: strings.Join(both, ",")}
+		if err := a.writeShard(ctx, 0, d); err != nil {
+			return err
+		}
+	}
 	for i := 1; i < len(data); i++ {
 		if changed(i) {
 			if err := write(i); err != nil {
@@ -328,7 +351,7 @@ func (a *Applier) writeInventory(ctx context.Context, inv inventory) error {
 			}
 		}
 	}
-	if changed(0) || len(data) != len(inv.stored) || !inv.ours || sums != inv.sums {
+	if changed(0) || others || len(data) != len(inv.stored) || !inv.ours || sums != inv.sums {
 		if err := write(0); err != nil {
 			return err
 		}
@@ -338,6 +361,20 @@ func (a *Applier) writeInventory(ctx context.Context, inv inventory) error {
 		if err := a.c.Delete(ctx, cm); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("deleting the sync inventory ConfigMap %s/%s, a shard no longer used: %w", a.cfg.InventoryNamespace, a.shardName(i), err)
 		}
+	}
+	return nil
+}
+
+// writeShard applies shard i's ConfigMap with data d.
+func (a *Applier) writeShard(ctx context.Context, i int, d map[string]string) error {
+	cm := &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: a.cfg.InventoryNamespace, Name: a.shardName(i), Labels: map[string]string{"app.kubernetes.io/managed-by": "fluxd"},
+			Annotations: map[string]string{annotationSource: a.cfg.Source, annotationOwner: OwnerOf(a.cfg.Source)}},
+		Data: d,
+	}
+	if err := a.c.Patch(ctx, cm, client.Apply, client.FieldOwner(FieldManager), client.ForceOwnership); err != nil {
+		return fmt.Errorf("writing the sync inventory ConfigMap %s/%s: %w", a.cfg.InventoryNamespace, a.shardName(i), err)
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/fluxd/fluxd/platform"
 )
@@ -138,5 +139,65 @@ func TestGitMayNotWriteAnyInventoryShard(t *testing.T) {
 		if why := a.refuse(cm("apps", name)); why != "" {
 			t.Errorf("apps/%s, another namespace: refused: %s", name, why)
 		}
+	}
+}
+
+// TestInventoryWriteCutShortKeepsEveryShardReadable: a write cut short
+// before the first shard takes its final checksums (fluxd killed, the
+// API server timing out) leaves every shard readable, as it was or as it
+// became, so nothing fluxd created is forgotten and left unpruned.
+func TestInventoryWriteCutShortKeepsEveryShardReadable(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	a := inventoryApplier()
+	entries := manyEntries(12000)
+	inv := newInventory()
+	inv.entries = entries
+	if err := a.writeInventory(ctx, inv); err != nil {
+		t.Fatal(err)
+	}
+	read, err := a.readInventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Every entry's digest moves, so every shard is rewritten; the
+	// first shard's final write (sums with no alternatives) fails.
+	next := map[string]entry{}
+	for k, e := range read.entries {
+		e.Digest = "moved-" + e.Digest
+		next[k] = e
+	}
+	read.entries = next
+	cut := a.c
+	a.c = interceptor.NewClient(cut.(client.WithWatch), interceptor.Funcs{Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+		if cm, ok := obj.(*corev1.ConfigMap); ok && cm.Name == "inv" && !strings.Contains(cm.Data[sumsKey], "|") {
+			return fmt.Errorf("the API server timed out")
+		}
+		return c.Patch(ctx, obj, patch, opts...)
+	}})
+	if err := a.writeInventory(ctx, read); err == nil {
+		t.Fatal("the cut write did not fail")
+	}
+	a.c = cut
+	after, err := a.readInventory(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, raw := range after.stored {
+		if raw == untrustedShard {
+			t.Errorf("shard %d is not trusted after a write cut short: its objects would never be pruned", i)
+		}
+	}
+	if len(after.entries) != len(entries) {
+		t.Errorf("read %d entries after the cut write, want %d", len(after.entries), len(entries))
+	}
+	// And the next write completes: the first shard's sums have no
+	// alternatives left.
+	if err := a.writeInventory(ctx, after); err != nil {
+		t.Fatal(err)
+	}
+	final, err := a.readInventory(ctx)
+	if err != nil || strings.Contains(final.sums, "|") || len(final.entries) != len(entries) {
+		t.Errorf("after the next write: %v, sums %q, %d entries", err, final.sums, len(final.entries))
 	}
 }
