@@ -1,6 +1,7 @@
 package check
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,5 +144,61 @@ func TestRepositoryKustomizePinIsNotBuilt(t *testing.T) {
 	}
 	if s := r.Services[0]; !s.Containers[0].Pinned || !strings.Contains(strings.Join(s.Warnings, "\n"), "not implemented yet") {
 		t.Errorf("%+v; want the pin reported, with a warning that it is not built", s)
+	}
+}
+
+// TestRepositoryReadsPipelines: fluxctl check lists a Pipeline's stages
+// and gates, warns of a stage's service that is not in git, and reports a
+// bad Pipeline with its file and line while reading the good one beside
+// it.
+func TestRepositoryReadsPipelines(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("web.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: dev}\nspec:\n  template:\n    spec:\n      containers: [{name: app, image: reg.example/web:1.0.0}]\n")
+	write("pipeline.yaml", `apiVersion: fluxd.io/v1
+kind: Pipeline
+metadata: {name: web, namespace: team}
+spec:
+  stages:
+  - name: dev
+    services: [dev:deployment/web]
+  - name: prod
+    from: dev
+    services: [prod:deployment/web]
+    approvals: 2
+    soak: 1h
+    checks:
+    - http: {url: "http://web.prod/healthz"}
+---
+apiVersion: fluxd.io/v1
+kind: Pipeline
+metadata: {name: bad, namespace: team}
+spec:
+  stages:
+  - name: dev
+    services: [dev:deployment/other]
+    aprovals: 1
+`)
+	r, err := Repository(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Pipelines) != 1 || r.Pipelines[0].ID != "team/web" {
+		t.Fatalf("pipelines: %+v", r.Pipelines)
+	}
+	p := r.Pipelines[0]
+	if got := fmt.Sprint(p.Stages[1].Gates); got != "[soak 1h0m0s 2 approvals check http-0 (http)]" {
+		t.Errorf("prod's gates: %s", got)
+	}
+	if len(p.Warnings) != 1 || !strings.Contains(p.Warnings[0], "stage prod names prod:deployment/web, which is not a service in git") {
+		t.Errorf("warnings: %v", p.Warnings)
+	}
+	if len(r.Problems) != 1 || !strings.Contains(r.Problems[0], "pipeline.yaml:23: stage 1 has no field aprovals") {
+		t.Errorf("problems: %v", r.Problems)
 	}
 }

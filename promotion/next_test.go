@@ -51,7 +51,11 @@ func TestNext(t *testing.T) {
 			[]Decision{{Stage: "prod", Action: ActAwaitApproval, Bundle: "b2", Reason: "verified in staging; needs 1 approval(s)"}}},
 		{"approvals: waiting", View{Records: []Record{rec("staging", "b2", 2, Verified, true), rec("prod", "b2", 2, AwaitingApproval, false)}}, nil},
 		{"approvals: approved is promoted", View{Records: []Record{rec("staging", "b2", 2, Verified, true),
-			func() Record { r := rec("prod", "b2", 2, AwaitingApproval, false); r.Approvers = []string{"bob"}; return r }()}},
+			func() Record {
+				r := rec("prod", "b2", 2, AwaitingApproval, false)
+				r.Approvers = []string{"bob"}
+				return r
+			}()}},
 			[]Decision{{Stage: "prod", Action: ActPromote, Bundle: "b2", Reason: "approved by 1 of 1"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -135,7 +139,9 @@ func TestPromotableAndPauses(t *testing.T) {
 	}
 }
 
-func contains(s, sub string) bool { return len(sub) == 0 || (len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub))) }
+func contains(s, sub string) bool {
+	return len(sub) == 0 || (len(s) >= len(sub) && (s[:len(sub)] == sub || contains(s[1:], sub)))
+}
 
 // TestRandomPipelineRuns drives the minimal pipeline with seeded random
 // builds, rollouts, check results, approvals, promotions by hand,

@@ -254,9 +254,8 @@ func parsePipeline(root *yaml.Node) (Pipeline, []lineErr) {
 		var unused struct {
 			Stages yaml.Node `yaml:"stages"`
 		}
-		if err := decodeStrict(spec, &unused, "stages"); err != nil {
-			bad(spec.Line, "spec: %v", err)
-		}
+		e, _ := decodeStrict(spec, &unused, "spec", "stages")
+		errs = append(errs, e...)
 	}
 	stages := items(valueAt(spec, "stages"))
 	if len(stages) == 0 {
@@ -266,8 +265,9 @@ func parsePipeline(root *yaml.Node) (Pipeline, []lineErr) {
 	owner := map[string]string{} // service -> stage
 	for i, n := range stages {
 		var rs rawStage
-		if err := decodeStrict(n, &rs, "name", "from", "services", "auto", "soak", "approvals", "checks", "rollbackOnFailure"); err != nil {
-			bad(n.Line, "stage %d: %v", i+1, err)
+		e, ok := decodeStrict(n, &rs, fmt.Sprintf("stage %d", i+1), "name", "from", "services", "auto", "soak", "approvals", "checks", "rollbackOnFailure")
+		errs = append(errs, e...)
+		if !ok {
 			continue
 		}
 		s := Stage{Name: rs.Name, From: rs.From, Auto: rs.Auto, Approvals: rs.Approvals,
@@ -335,10 +335,10 @@ func parsePipeline(root *yaml.Node) (Pipeline, []lineErr) {
 
 func parseCheck(n *yaml.Node, k int) (Check, []lineErr) {
 	var rc rawCheck
-	if err := decodeStrict(n, &rc, "name", "http", "job", "prometheus"); err != nil {
-		return Check{}, []lineErr{{n.Line, fmt.Errorf("check %d: %v", k+1, err)}}
+	errs, ok := decodeStrict(n, &rc, fmt.Sprintf("check %d", k+1), "name", "http", "job", "prometheus")
+	if !ok {
+		return Check{}, errs
 	}
-	var errs []lineErr
 	bad := func(format string, args ...any) {
 		errs = append(errs, lineErr{n.Line, fmt.Errorf(format, args...)})
 	}
@@ -429,25 +429,27 @@ func defaultName(name, kind string, k int) string {
 	return fmt.Sprintf("%s-%d", kind, k)
 }
 
-// decodeStrict decodes n into v and refuses keys v does not name, each
-// at its own line, so that a misspelt gate is an error rather than a gate
-// silently missing. (yaml.v3 checks unknown fields only in a Decoder
-// over bytes, whose lines would be those of a re-encoding.)
-func decodeStrict(n *yaml.Node, v any, known ...string) error {
+// decodeStrict decodes n into v, and names each key v does not know at
+// its own line, so that a misspelt gate is an error rather than a gate
+// silently missing; the rest is still read, so every problem of a
+// Pipeline shows at once. ok is false when n could not be decoded at
+// all. (yaml.v3 checks unknown fields only in a Decoder over bytes,
+// whose lines would be those of a re-encoding.)
+func decodeStrict(n *yaml.Node, v any, what string, known ...string) (errs []lineErr, ok bool) {
 	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("line %d: is a %s, not a mapping", n.Line, kindName(n.Kind))
+		return []lineErr{{n.Line, fmt.Errorf("%s is a %s, not a mapping", what, kindName(n.Kind))}}, false
 	}
-	var errs []error
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k := n.Content[i]
 		if !slices.Contains(known, k.Value) {
-			errs = append(errs, fmt.Errorf("field %s not found (line %d; known: %s)", k.Value, k.Line, strings.Join(known, ", ")))
+			errs = append(errs, lineErr{k.Line, fmt.Errorf("%s has no field %s (known: %s)", what, k.Value, strings.Join(known, ", "))})
 		}
 	}
 	if err := n.Decode(v); err != nil {
-		errs = append(errs, errors.New(strings.TrimPrefix(strings.ReplaceAll(err.Error(), "yaml: unmarshal errors:\n  ", ""), "yaml: ")))
+		msg := strings.TrimPrefix(strings.ReplaceAll(err.Error(), "yaml: unmarshal errors:\n  ", ""), "yaml: ")
+		return append(errs, lineErr{n.Line, fmt.Errorf("%s: %s", what, msg)}), false
 	}
-	return errors.Join(errs...)
+	return errs, true
 }
 
 func kindName(k yaml.Kind) string {

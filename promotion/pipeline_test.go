@@ -90,7 +90,9 @@ func TestParseProblems(t *testing.T) {
 		want         string
 	}{
 		{"no stages", "", 1, "has no spec.stages"},
-		{"misspelt field", "  - name: dev\n    services: [a:deployment/web]\n    sevices: []\n", 6, "field sevices not found"},
+		{"misspelt field", "  - name: dev\n    services: [a:deployment/web]\n    sevices: []\n", 8, "stage 1 has no field sevices"},
+		{"misspelt field, and the rest still checked", "  - name: dev\n    services: [a:deployment/web]\n    checks:\n    - http: {url: \"ftp://x\"}\n  - name: qa\n    from: dev\n    aprovals: 1\n    services: [b:deployment/web]\n", 9, "not an http:// or https:// URL"},
+		{"misspelt field, reported beside the rest", "  - name: dev\n    services: [a:deployment/web]\n    checks:\n    - http: {url: \"ftp://x\"}\n  - name: qa\n    from: dev\n    aprovals: 1\n    services: [b:deployment/web]\n", 12, "stage 2 has no field aprovals"},
 		{"from a later stage", "  - name: dev\n    services: [a:deployment/web]\n  - name: qa\n    from: prod\n    services: [b:deployment/web]\n  - name: prod\n    from: qa\n    services: [c:deployment/web]\n", 8, `takes from "prod", which is not an earlier stage`},
 		{"from itself", "  - name: dev\n    services: [a:deployment/web]\n  - name: qa\n    from: qa\n    services: [b:deployment/web]\n", 8, "not an earlier stage"},
 		{"no from", "  - name: dev\n    services: [a:deployment/web]\n  - name: qa\n    services: [b:deployment/web]\n", 8, "has no from"},

@@ -26,7 +26,11 @@ container's tag filter and whether its digest is pinned. It warns about
 what fluxd cannot honour: unknown annotations, dialects that disagree,
 Keel settings fluxd does not read. Argo CD Image Updater's annotations on
 Application objects are reported with the fluxd annotations that mean the
-same (fluxd does not read them as they are). See docs/migrate.md.`,
+same (fluxd does not read them as they are). See docs/migrate.md.
+
+It also validates promotion Pipelines (fluxd.io/v1): each stage, its
+services and gates, and every problem with its file and line. fluxd does
+not act on Pipelines yet; see docs/promotion.md.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(g.output); err != nil {
@@ -89,8 +93,10 @@ func runCheck(w io.Writer, root string, paths []string, output string) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(r.Services) == 0 {
+	if len(r.Services) == 0 && len(r.Pipelines) == 0 {
 		fmt.Fprintln(w, "(no workloads found: check PATH and --git-path)")
+	} else if len(r.Services) == 0 {
+		fmt.Fprintln(w, "(no workloads under these paths)")
 	}
 	if len(r.Pipelines) > 0 {
 		fmt.Fprintln(w)
@@ -113,7 +119,7 @@ func runCheck(w io.Writer, root string, paths []string, output string) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		notes = append(notes, "note: fluxd reads Pipelines but does not promote yet (docs/promotion.md)")
+		notes = append(notes, "note: fluxctl check validates Pipelines; fluxd does not act on them yet (docs/promotion.md)")
 	}
 	for _, p := range r.Problems {
 		notes = append(notes, "not read: "+p)
