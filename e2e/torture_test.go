@@ -360,7 +360,7 @@ func TestTorture(t *testing.T) {
 	stats := fmt.Sprintf("%d commits (%d by people; fluxd's moving each format: %s), %d jobs, %d history rows, %d violations (%d enforced)",
 		len(obs.Order), len(obs.PersonCommits), formatCommits(obs), len(obs.Jobs), len(obs.Events), len(vs), len(enforced))
 	for _, j := range obs.Jobs {
-		r.logf("   job %s by %s: %s at %q, commit %.12s, plan %s", j.ID, j.User, j.State, j.Stage, j.Commit, strings.Join(j.Services(), ","))
+		r.logf("   job %s by %s: %s at %q, commit %.12s, plan %s%s", j.ID, j.User, j.State, j.Stage, j.Commit, strings.Join(j.Services(), ","), errNote(j.Error))
 	}
 	r.logf("-- %s", stats)
 	fmt.Fprintf(os.Stderr, "torture: seed %d steps %d: %s\n", seed, steps, stats)
@@ -430,6 +430,18 @@ func (r *tortureRun) modelAgrees(obs *torture.Observation) {
 	if err != nil {
 		r.t.Errorf("torture: the model does not read the run's services as fluxd does, so its checks would judge the wrong thing: %v", err)
 	}
+}
+
+func errNote(e string) string {
+	if e == "" {
+		return ""
+	}
+	if l, _, _ := strings.Cut(e, "\n"); len(l) > 300 {
+		e = l[:300] + "…"
+	} else {
+		e = l
+	}
+	return "; error: " + e
 }
 
 // formatCommits is torture.FormatCommits, each format of the run in
@@ -819,8 +831,9 @@ func (r *tortureRun) stop(role string, sig syscall.Signal) error {
 }
 
 // takeover pushes image (a version of its own), releases it, waits until
-// the job runs, op.For longer, and SIGKILLs the leader: the other replica
-// takes the job over.
+// the job runs (op.Phase PhaseRunning) or applies its pushed commit
+// (PhaseApplied), op.For longer, and SIGKILLs the leader: the other
+// replica takes the job over.
 func (r *tortureRun) takeover(ctx context.Context, op torture.Op, user, ref, image string) error {
 	if err := stack.PushImage(ctx, op.Repo, op.Tag, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(op.Step)*time.Minute)); err != nil {
 		return err
@@ -844,8 +857,11 @@ func (r *tortureRun) takeover(ctx context.Context, op torture.Op, user, ref, ima
 			return fmt.Errorf("job -o json: %w", err)
 		}
 		state, stage = j.State, j.Stage
-		if state == "queued" {
+		switch {
+		case state == "queued":
 			return fmt.Errorf("job %s is still queued", id)
+		case state == "running" && op.Phase == torture.PhaseApplied && stage != release.StageApplying && stage != release.StageRollingOut:
+			return fmt.Errorf("job %s is at %q, not applying yet", id, stage)
 		}
 		return nil
 	})
@@ -858,6 +874,10 @@ func (r *tortureRun) takeover(ctx context.Context, op torture.Op, user, ref, ima
 	}
 	time.Sleep(op.For)
 	r.logf("      -> job %s running at %q; killing the leader %v later", id, stage, op.For)
+	if r.leader() < 0 {
+		r.logf("      -> no leader to kill")
+		return nil
+	}
 	return r.stop("leader", syscall.SIGKILL)
 }
 

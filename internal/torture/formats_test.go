@@ -32,6 +32,7 @@ func TestGenerateSchedulesEveryFormat(t *testing.T) {
 				t.Fatalf("seed %d, %d steps: %d operations", seed, steps, len(ops))
 			}
 			took := map[Format]int{}
+			phases := map[string]int{}
 			pushed := map[string]bool{}
 			for i, op := range ops {
 				if op.Step != i+1 {
@@ -49,9 +50,13 @@ func TestGenerateSchedulesEveryFormat(t *testing.T) {
 					t.Errorf("seed %d step %d: take-over %v: not a version of its own of %s", seed, op.Step, op, s.Repo)
 				}
 				pushed[op.Repo+":"+op.Tag] = true
+				phases[op.Phase]++
 				if i == 0 || ops[i-1].Kind != UnlockGit || ops[i-1].Service != op.Service {
 					t.Errorf("seed %d step %d: take-over of %s not after an unlock of it", seed, op.Step, op.Service)
 				}
+			}
+			if phases[PhaseRunning]+phases[PhaseApplied] != len(Formats(formatServices)) {
+				t.Errorf("seed %d: take-overs' phases %v", seed, phases)
 			}
 			for _, f := range Formats(formatServices) {
 				if took[f] != 1 {

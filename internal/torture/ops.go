@@ -48,10 +48,23 @@ const (
 	// error, as a connection lost after the remote took the push does.
 	LoseReply Kind = "lose-push-reply"
 	// Takeover pushes a new tag of a service's repository, releases it,
-	// and SIGKILLs the leader while the job runs; the leader is started
-	// again, and the other replica takes the job over. Generate schedules
-	// one per format (Scheduled), never by weight.
+	// and SIGKILLs the leader while the job runs (Op.Phase says when);
+	// the leader is started again, and the other replica takes the job
+	// over. Generate schedules one per format (Scheduled), never by
+	// weight.
 	Takeover Kind = "takeover"
+)
+
+// When a Takeover kills the leader (Op.Phase), For after the job is seen
+// there.
+const (
+	// PhaseRunning: once the job runs, whatever its stage (before its
+	// push, mostly).
+	PhaseRunning = "running"
+	// PhaseApplied: once its commit is pushed, while it applies or
+	// follows the rollout: the replica that takes it over finds git
+	// holding the new image already.
+	PhaseApplied = "applied"
 )
 
 // weights say how often each kind is drawn.
@@ -169,6 +182,9 @@ type Op struct {
 	// Target is where a person's lock of an ImagePolicy's service goes
 	// (LockGit, RaceHotfix): TargetPolicy or TargetWorkload.
 	Target string
+	// Phase is when a Takeover kills the leader: PhaseRunning or
+	// PhaseApplied.
+	Phase string
 	// Back is how far back Cancel reaches: 0 is the last job started.
 	Back int
 	// For is how long a Stall lasts.
@@ -189,6 +205,9 @@ func (o Op) String() string {
 	}
 	if o.Target != "" {
 		fmt.Fprintf(&b, " lock=%s", o.Target)
+	}
+	if o.Phase != "" {
+		fmt.Fprintf(&b, " at=%s", o.Phase)
 	}
 	if o.Kind == Cancel {
 		fmt.Fprintf(&b, " back=%d", o.Back)
@@ -246,9 +265,13 @@ func Generate(seed int64, steps int, services []Service) []Op {
 				ts := tags[op.Repo]
 				op.Tag = fmt.Sprintf("1.0.%d", len(ts))
 				tags[op.Repo] = append(ts, op.Tag)
-				// How long after the job is seen running the leader is
-				// killed.
-				op.For = time.Duration(r.IntN(1500)) * time.Millisecond
+				// When the leader is killed: how long after the job is
+				// seen running, or applying its pushed commit.
+				if r.IntN(2) == 0 {
+					op.Phase, op.For = PhaseRunning, time.Duration(r.IntN(1500))*time.Millisecond
+				} else {
+					op.Phase, op.For = PhaseApplied, time.Duration(r.IntN(300))*time.Millisecond
+				}
 			}
 			op.Pause = time.Duration(r.IntN(2000)) * time.Millisecond
 			ops = append(ops, op)
