@@ -838,16 +838,14 @@ func (r *tortureRun) takeover(ctx context.Context, op torture.Op, user, ref, ima
 	if err := stack.PushImage(ctx, op.Repo, op.Tag, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(op.Step)*time.Minute)); err != nil {
 		return err
 	}
-	if err := r.release(op.Replica, user, ref, image); err != nil {
+	id, err := r.releaseJob(op.Replica, user, ref, image)
+	if err != nil || id == "" {
 		return err
 	}
-	r.mu.Lock()
-	id := r.jobs[len(r.jobs)-1]
-	r.mu.Unlock()
 	// Queued behind a HelmRelease's job, it may wait out that job's
 	// rollout timeout (60 s) and its take-over.
 	var state, stage string
-	err := poll(ctx, 150*time.Second, func() error {
+	err = poll(ctx, 150*time.Second, func() error {
 		out, err := r.fluxctl("leader", user, "job", id, "-o", "json")
 		if err != nil {
 			return err
@@ -944,9 +942,16 @@ func (r *tortureRun) hotfix(op torture.Op, file, y, image string) string {
 
 // release starts a release and remembers its job.
 func (r *tortureRun) release(role, user, svc, image string) error {
+	_, err := r.releaseJob(role, user, svc, image)
+	return err
+}
+
+// releaseJob is release, and returns the job's ID ("" when fluxd started
+// none).
+func (r *tortureRun) releaseJob(role, user, svc, image string) (string, error) {
 	out, err := r.fluxctl(role, user, "release", "-y", "--no-wait", "-s", svc, "-i", image)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if _, rest, ok := strings.Cut(out, "Job "); ok {
 		id := strings.Fields(rest)[0]
@@ -954,11 +959,11 @@ func (r *tortureRun) release(role, user, svc, image string) error {
 		r.jobs = append(r.jobs, id)
 		r.mu.Unlock()
 		r.logf("      -> job %s", id)
-		return nil
+		return id, nil
 	}
 	ls := strings.Split(strings.TrimSpace(out), "\n")
 	r.logf("      -> %s", ls[len(ls)-1])
-	return nil
+	return "", nil
 }
 
 // person edits files (in the run's directory) as a person does: fetch,
