@@ -85,10 +85,10 @@ test-unit:
 
 ## torture: the randomized torture suite on the local stack (docs/torture.md):
 ## two replicas on PostgreSQL, STEPS random operations drawn from SEED (default:
-## a fresh seed, printed), then six checks; ENFORCE lists the checks whose
-## violations fail the run (default all: abcdef), the others are reported
+## a fresh seed, printed), then seven checks; ENFORCE lists the checks whose
+## violations fail the run (default all: abcdefg), the others are reported
 STEPS ?= 60
-ENFORCE ?= abcdef
+ENFORCE ?= abcdefg
 .PHONY: torture
 torture: deps
 	@bin=$$(stack/build.sh) && FLUXD_STACK_BIN="$$bin" FLUXD_TORTURE_SEED='$(SEED)' FLUXD_TORTURE_STEPS='$(STEPS)' \

@@ -49,7 +49,12 @@ import (
 // so that one image release moves two services; tt-e is a Flux v2
 // ImagePolicy whose markers set the image of the Deployment tt-e and a
 // ConfigMap's tag (tortureFluxV2); tt-f is a Flux v2 HelmRelease with
-// its image in its values (tortureHelmRelease), with no Helm controller.
+// its image in its values (tortureHelmRelease), with no Helm controller;
+// tt-g is a Deployment a kustomization builds, released through its
+// images: entry (tortureKustomize); tt-h is an ImagePolicy whose marker
+// is in a kustomize base that an overlay builds from (tortureBase: it
+// moves the Deployments tt-h and tt-h-o); tt-i is an ImagePolicy whose
+// marker is in a kind: List's item (tortureList).
 var tortureServices = []torture.Service{
 	{Name: "tt-a", Repo: "torture-a"},
 	{Name: "tt-b", Repo: "torture-b"},
@@ -57,7 +62,13 @@ var tortureServices = []torture.Service{
 	{Name: "tt-d", Repo: "torture-a"},
 	{Name: "tt-e", Repo: "torture-e", Format: torture.ImagePolicy},
 	{Name: "tt-f", Repo: "torture-f", Format: torture.HelmRelease},
+	{Name: "tt-g", Repo: "torture-g", Format: torture.Kustomize},
+	{Name: "tt-h", Repo: "torture-h", Format: torture.ImagePolicyBase},
+	{Name: "tt-i", Repo: "torture-i", Format: torture.ImagePolicyList},
 }
+
+// The overlay's name suffix in tortureBase.
+const tortureOverlaySuffix = "-o"
 
 const (
 	tortureDir    = "torture"
@@ -175,6 +186,102 @@ spec:
 	return workload, automation
 }
 
+// tortureMarked is the Deployment of an ImagePolicy's service, its image
+// marked whole.
+func tortureMarked(s torture.Service, repo string) string {
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: %[1]s
+  namespace: default
+  annotations:
+    torture.fluxd.io/owner: team-%[1]s
+spec:
+  replicas: 1
+  minReadySeconds: 2
+  selector:
+    matchLabels: {app: %[1]s}
+  template:
+    metadata:
+      labels: {app: %[1]s}
+    spec:
+      containers:
+        - name: app
+          image: %[2]s:%[3]s # {"$imagepolicy": "%[4]s:%[1]s"}
+`, s.Name, repo, torture.InitialTag, torture.PolicyNamespace)
+}
+
+// torturePolicy is an ImagePolicy service's ImageRepository and
+// ImagePolicy (semver, every 1.x release), without an automation: tt-e's
+// ImageUpdateAutomation covers the run's directory.
+func torturePolicy(s torture.Service, repo string) string {
+	return fmt.Sprintf(`apiVersion: image.toolkit.fluxcd.io/v1beta2
+kind: ImageRepository
+metadata:
+  name: %[1]s
+  namespace: %[3]s
+spec:
+  image: %[2]s
+---
+apiVersion: image.toolkit.fluxcd.io/v1
+kind: ImagePolicy
+metadata:
+  name: %[1]s
+  namespace: %[3]s
+  annotations:
+    torture.fluxd.io/owner: team-%[1]s
+spec:
+  imageRepositoryRef:
+    name: %[1]s
+  policy:
+    semver:
+      range: ">=1.0.0 <2.0.0"
+`, s.Name, repo, torture.PolicyNamespace)
+}
+
+// tortureKustomize is a kustomize service's files (under name/): its
+// Deployment, automated (semver:^1) by fluxd's annotations and naming its
+// repository without a tag, and the kustomization whose images: entry
+// sets the tag; cluster is the Deployment the build makes.
+func tortureKustomize(s torture.Service, repo string, automated bool) (files map[string]string, cluster string) {
+	d := tortureManifest(s, repo, automated)
+	return map[string]string{
+		s.Name + "/deployment.yaml": d,
+		s.Name + "/kustomization.yaml": fmt.Sprintf(`resources:
+  - deployment.yaml
+images:
+  - name: %s
+    newTag: "%s" # a release edits this value
+`, repo, torture.InitialTag),
+	}, strings.Replace(d, "image: "+repo+"\n", "image: "+repo+":"+torture.InitialTag+"\n", 1)
+}
+
+// tortureBase is the files of an ImagePolicy's service whose marker sets
+// the image of a Deployment in a kustomize base (name/base/), which the
+// base builds as it is and an overlay (name/overlay/) builds with a name
+// suffix; cluster is the two Deployments the builds make.
+func tortureBase(s torture.Service, repo string) (files map[string]string, cluster string) {
+	d := tortureMarked(s, repo)
+	return map[string]string{
+		s.Name + "/base/deployment.yaml":       d,
+		s.Name + "/base/kustomization.yaml":    "resources:\n  - deployment.yaml\n",
+		s.Name + "/overlay/kustomization.yaml": "nameSuffix: " + tortureOverlaySuffix + "\nresources:\n  - ../base\n",
+		s.Name + "-automation.yaml":            torturePolicy(s, repo),
+	}, d + "---\n" + strings.Replace(d, "  name: "+s.Name+"\n", "  name: "+s.Name+tortureOverlaySuffix+"\n", 1)
+}
+
+// tortureList is the files of an ImagePolicy's service whose marker sets
+// the image of a Deployment that is the item of a kind: List; cluster is
+// that Deployment.
+func tortureList(s torture.Service, repo string) (files map[string]string, cluster string) {
+	d := tortureMarked(s, repo)
+	item := strings.ReplaceAll(strings.TrimRight(d, "\n"), "\n", "\n    ")
+	return map[string]string{
+		s.Name + ".yaml":            "apiVersion: v1\nkind: List\nitems:\n  - " + item + "\n",
+		s.Name + "-automation.yaml": torturePolicy(s, repo),
+	}, d
+}
+
 // tortureHelmRelease is a HelmRelease service's file: its image in
 // values as image: {repository, tag}, automated (semver:^1) by fluxd's
 // annotations. The CRD is served (minimal, as in TestHelmReleases), but
@@ -206,7 +313,7 @@ spec:
 
 // tortureRef is how fluxctl names the service called name.
 func tortureRef(name string) string {
-	if s := svcByName(name); s.Format != torture.Plain {
+	if s := svcByName(name); s.Format != torture.Plain && s.Format != torture.Kustomize {
 		return s.ID()
 	}
 	return name
@@ -253,7 +360,7 @@ func TestTorture(t *testing.T) {
 	stats := fmt.Sprintf("%d commits (%d by people; fluxd's moving each format: %s), %d jobs, %d history rows, %d violations (%d enforced)",
 		len(obs.Order), len(obs.PersonCommits), formatCommits(obs), len(obs.Jobs), len(obs.Events), len(vs), len(enforced))
 	for _, j := range obs.Jobs {
-		r.logf("   job %s by %s: %s at %q, commit %.12s, plan %s", j.ID, j.User, j.State, j.Stage, j.Commit, strings.Join(j.Services(), ","))
+		r.logf("   job %s by %s: %s at %q, commit %.12s, plan %s%s", j.ID, j.User, j.State, j.Stage, j.Commit, strings.Join(j.Services(), ","), errNote(j.Error))
 	}
 	r.logf("-- %s", stats)
 	fmt.Fprintf(os.Stderr, "torture: seed %d steps %d: %s\n", seed, steps, stats)
@@ -325,29 +432,28 @@ func (r *tortureRun) modelAgrees(obs *torture.Observation) {
 	}
 }
 
-// formatCommits counts fluxd's commits that move a service of each
-// format: what (a) and (b) judged of it.
-func formatCommits(obs *torture.Observation) string {
-	n := map[torture.Format]int{}
-	for _, h := range obs.Order {
-		c := obs.Commits[h]
-		if c.Committer != obs.FluxdCommitter || len(c.Parents) == 0 || obs.Commits[c.Parents[0]] == nil {
-			continue
-		}
-		ups, _ := torture.Diff(obs.Commits[c.Parents[0]].Workloads, c.Workloads)
-		moved := map[torture.Format]bool{}
-		for _, u := range ups {
-			for _, s := range tortureServices {
-				if s.ID() == u.Service {
-					moved[s.Format] = true
-				}
-			}
-		}
-		for f := range moved {
-			n[f]++
-		}
+func errNote(e string) string {
+	if e == "" {
+		return ""
 	}
-	return fmt.Sprintf("plain %d, imagepolicy %d, helmrelease %d", n[torture.Plain], n[torture.ImagePolicy], n[torture.HelmRelease])
+	if l, _, _ := strings.Cut(e, "\n"); len(l) > 300 {
+		e = l[:300] + "…"
+	} else {
+		e = l
+	}
+	return "; error: " + e
+}
+
+// formatCommits is torture.FormatCommits, each format of the run in
+// the order of its first service: what (a) and (b) judged of each, and
+// what (g) fails when it is 0.
+func formatCommits(obs *torture.Observation) string {
+	n := torture.FormatCommits(obs)
+	var s []string
+	for _, f := range torture.Formats(tortureServices) {
+		s = append(s, fmt.Sprintf("%s %d", f.Name(), n[f]))
+	}
+	return strings.Join(s, ", ")
 }
 
 // tortureReplica is one of the two fluxd replicas.
@@ -426,6 +532,18 @@ func newTortureRun(t *testing.T, seed int64) *tortureRun {
 			w, a := tortureFluxV2(s, repo)
 			files[s.Name+".yaml"], files[s.Name+"-automation.yaml"] = w, a
 			all = append(all, w)
+		case torture.Kustomize:
+			fs, c := tortureKustomize(s, repo, true)
+			files = fs
+			all = append(all, c)
+		case torture.ImagePolicyBase:
+			fs, c := tortureBase(s, repo)
+			files = fs
+			all = append(all, c)
+		case torture.ImagePolicyList:
+			fs, c := tortureList(s, repo)
+			files = fs
+			all = append(all, c)
 		case torture.HelmRelease:
 			m := tortureHelmRelease(s, repo)
 			files[s.Name+".yaml"] = m
@@ -436,7 +554,11 @@ func newTortureRun(t *testing.T, seed int64) *tortureRun {
 			all = append(all, m)
 		}
 		for name, content := range files {
-			if err := os.WriteFile(filepath.Join(seedDir, tortureDir, name), []byte(content), 0o644); err != nil {
+			path := filepath.Join(seedDir, tortureDir, name)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -454,6 +576,8 @@ func newTortureRun(t *testing.T, seed int64) *tortureRun {
 		for _, s := range tortureServices {
 			_ = r.kc.AppsV1().Deployments("default").Delete(context.Background(), s.Name, metav1.DeleteOptions{})
 			switch s.Format {
+			case torture.ImagePolicyBase:
+				_ = r.kc.AppsV1().Deployments("default").Delete(context.Background(), s.Name+tortureOverlaySuffix, metav1.DeleteOptions{})
 			case torture.ImagePolicy:
 				_ = r.kc.CoreV1().ConfigMaps("default").Delete(context.Background(), s.Name+"-config", metav1.DeleteOptions{})
 			case torture.HelmRelease:
@@ -671,25 +795,13 @@ func (r *tortureRun) do(op torture.Op) {
 		note(r.person(op.Step, "Unlock "+op.Service+" by hand", r.personFiles(op), func(_, y string) string { return torture.SetLocked(y, false) }))
 	case torture.Hotfix:
 		hot := img(op.Repo, op.Tag)
-		note(r.person(op.Step, "Hotfix "+op.Service+" to "+op.Tag, []string{workloadFile(op.Service)}, func(file, y string) string { return r.hotfix(op, file, y, hot) }))
-	case torture.Term, torture.Kill:
-		i := r.pick(op.Replica)
-		rep := r.replicas[i]
-		sig := syscall.SIGTERM
-		if op.Kind == torture.Kill {
-			sig = syscall.SIGKILL
-		}
-		was := r.leader()
-		_ = syscall.Kill(rep.f.PID, sig)
-		err := poll(context.Background(), 40*time.Second, func() error {
-			if processRuns(rep.f.PID) {
-				return fmt.Errorf("%s (pid %d) still runs %v after %v", rep.name, rep.f.PID, 40*time.Second, sig)
-			}
-			return nil
-		})
-		note(err)
-		r.logf("      -> %v to %s (leader was %d)", sig, rep.name, was)
-		r.start(i)
+		note(r.person(op.Step, "Hotfix "+op.Service+" to "+op.Tag, []string{hotfixFile(op.Service)}, func(file, y string) string { return r.hotfix(op, file, y, hot) }))
+	case torture.Term:
+		note(r.stop(op.Replica, syscall.SIGTERM))
+	case torture.Kill:
+		note(r.stop(op.Replica, syscall.SIGKILL))
+	case torture.Takeover:
+		note(r.takeover(ctx, op, user, ref, img(op.Repo, op.Tag)))
 	case torture.Stall:
 		r.remote.Stalled.Store(true)
 		time.AfterFunc(op.For, func() { r.remote.Stalled.Store(false) })
@@ -700,14 +812,103 @@ func (r *tortureRun) do(op torture.Op) {
 	}
 }
 
-// workloadFile is the file of the Deployment of the service called name.
-func workloadFile(name string) string { return name + ".yaml" }
+// stop stops the replica of role with sig, waits until it has exited and
+// starts it again on its state.
+func (r *tortureRun) stop(role string, sig syscall.Signal) error {
+	i := r.pick(role)
+	rep := r.replicas[i]
+	was := r.leader()
+	_ = syscall.Kill(rep.f.PID, sig)
+	err := poll(context.Background(), 40*time.Second, func() error {
+		if processRuns(rep.f.PID) {
+			return fmt.Errorf("%s (pid %d) still runs %v after %v", rep.name, rep.f.PID, 40*time.Second, sig)
+		}
+		return nil
+	})
+	r.logf("      -> %v to %s (leader was %d)", sig, rep.name, was)
+	r.start(i)
+	return err
+}
+
+// takeover pushes image (a version of its own), releases it, waits until
+// the job runs (op.Phase PhaseRunning) or applies its pushed commit
+// (PhaseApplied), op.For longer, and SIGKILLs the leader: the other
+// replica takes the job over.
+func (r *tortureRun) takeover(ctx context.Context, op torture.Op, user, ref, image string) error {
+	if err := stack.PushImage(ctx, op.Repo, op.Tag, time.Date(2026, 10, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(op.Step)*time.Minute)); err != nil {
+		return err
+	}
+	id, err := r.releaseJob(op.Replica, user, ref, image)
+	if err != nil || id == "" {
+		return err
+	}
+	// Queued behind a HelmRelease's job, it may wait out that job's
+	// rollout timeout (60 s) and its take-over.
+	var state, stage string
+	err = poll(ctx, 150*time.Second, func() error {
+		out, err := r.fluxctl("leader", user, "job", id, "-o", "json")
+		if err != nil {
+			return err
+		}
+		var j struct{ State, Stage string }
+		if err := json.Unmarshal([]byte(out), &j); err != nil {
+			return fmt.Errorf("job -o json: %w", err)
+		}
+		state, stage = j.State, j.Stage
+		switch {
+		case state == "queued":
+			return fmt.Errorf("job %s is still queued", id)
+		case state == "running" && op.Phase == torture.PhaseApplied && stage != release.StageApplying && stage != release.StageRollingOut:
+			return fmt.Errorf("job %s is at %q, not applying yet", id, stage)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if state != "running" {
+		r.logf("      -> job %s ended %s (%q) before the leader could be killed", id, state, stage)
+		return nil
+	}
+	time.Sleep(op.For)
+	r.logf("      -> job %s running at %q; killing the leader %v later", id, stage, op.For)
+	if r.leader() < 0 {
+		r.logf("      -> no leader to kill")
+		return nil
+	}
+	return r.stop("leader", syscall.SIGKILL)
+}
+
+// workloadFile is the file of the Deployment of the service called name:
+// where its annotations (fluxd's, a person's lock) and its marker are.
+func workloadFile(name string) string {
+	switch svcByName(name).Format {
+	case torture.Kustomize:
+		return name + "/deployment.yaml"
+	case torture.ImagePolicyBase:
+		return name + "/base/deployment.yaml"
+	}
+	return name + ".yaml"
+}
+
+// hotfixFile is where a person sets the service's image: its Deployment's
+// file, or its kustomization's images: entry.
+func hotfixFile(name string) string {
+	if svcByName(name).Format == torture.Kustomize {
+		return name + "/kustomization.yaml"
+	}
+	return workloadFile(name)
+}
 
 // personFiles are the files in which a person edits the service of op:
-// its Deployment's, and an ImagePolicy's own.
+// its Deployment's, its kustomization, and an ImagePolicy's own.
 func (r *tortureRun) personFiles(op torture.Op) []string {
-	if svcByName(op.Service).Format == torture.ImagePolicy {
+	s := svcByName(op.Service)
+	switch {
+	case s.Format.Policy():
 		return []string{workloadFile(op.Service), op.Service + "-automation.yaml"}
+	case s.Format == torture.Kustomize:
+		return []string{workloadFile(op.Service), hotfixFile(op.Service)}
 	}
 	return []string{workloadFile(op.Service)}
 }
@@ -715,21 +916,24 @@ func (r *tortureRun) personFiles(op torture.Op) []string {
 // lockFile is where a person's lock of the service of op goes: on the
 // ImagePolicy, or on the Deployment its marker sets (op.Target).
 func (r *tortureRun) lockFile(op torture.Op) string {
-	if svcByName(op.Service).Format == torture.ImagePolicy && op.Target == torture.TargetPolicy {
+	if svcByName(op.Service).Format.Policy() && op.Target == torture.TargetPolicy {
 		return op.Service + "-automation.yaml"
 	}
 	return workloadFile(op.Service)
 }
 
-// hotfix sets the image in the service's Deployment file as a person
-// does: the image line, or every marked value with its marker kept.
+// hotfix sets the image in the service's file as a person does: the image
+// line, every marked value with its marker kept, a HelmRelease's values'
+// tag or a kustomization's newTag.
 func (r *tortureRun) hotfix(op torture.Op, file, y, image string) string {
-	if file != workloadFile(op.Service) {
+	if file != hotfixFile(op.Service) {
 		return y
 	}
 	switch svcByName(op.Service).Format {
-	case torture.ImagePolicy:
+	case torture.ImagePolicy, torture.ImagePolicyBase, torture.ImagePolicyList:
 		return torture.SetMarked(y, image)
+	case torture.Kustomize:
+		return torture.SetNewTag(y, image[strings.LastIndex(image, ":")+1:])
 	case torture.HelmRelease:
 		return torture.SetHelmTag(y, image[strings.LastIndex(image, ":")+1:])
 	}
@@ -738,9 +942,16 @@ func (r *tortureRun) hotfix(op torture.Op, file, y, image string) string {
 
 // release starts a release and remembers its job.
 func (r *tortureRun) release(role, user, svc, image string) error {
+	_, err := r.releaseJob(role, user, svc, image)
+	return err
+}
+
+// releaseJob is release, and returns the job's ID ("" when fluxd started
+// none).
+func (r *tortureRun) releaseJob(role, user, svc, image string) (string, error) {
 	out, err := r.fluxctl(role, user, "release", "-y", "--no-wait", "-s", svc, "-i", image)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if _, rest, ok := strings.Cut(out, "Job "); ok {
 		id := strings.Fields(rest)[0]
@@ -748,11 +959,11 @@ func (r *tortureRun) release(role, user, svc, image string) error {
 		r.jobs = append(r.jobs, id)
 		r.mu.Unlock()
 		r.logf("      -> job %s", id)
-		return nil
+		return id, nil
 	}
 	ls := strings.Split(strings.TrimSpace(out), "\n")
 	r.logf("      -> %s", ls[len(ls)-1])
-	return nil
+	return "", nil
 }
 
 // person edits files (in the run's directory) as a person does: fetch,
@@ -952,7 +1163,14 @@ func (r *tortureRun) observe() (*torture.Observation, error) {
 			o.Cluster[svc.ID()] = map[string]string{torture.HelmContainer: repo + ":" + tag}
 			continue
 		}
-		d, err := r.kc.AppsV1().Deployments("default").Get(ctx, svc.Name, metav1.GetOptions{})
+	}
+	// Every Deployment the head makes: the builds of a base included.
+	for id := range o.Commits[o.Head].Workloads {
+		name, ok := strings.CutPrefix(id, "default:deployment/")
+		if !ok {
+			continue
+		}
+		d, err := r.kc.AppsV1().Deployments("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			continue
 		}
@@ -960,7 +1178,11 @@ func (r *tortureRun) observe() (*torture.Observation, error) {
 		for _, c := range d.Spec.Template.Spec.Containers {
 			imgs[c.Name] = c.Image
 		}
-		o.Cluster[svc.DeploymentID()] = imgs
+		o.Cluster[id] = imgs
+	}
+	o.Formats = map[string]torture.Format{}
+	for _, svc := range tortureServices {
+		o.Formats[svc.ID()] = svc.Format
 	}
 	return o, nil
 }

@@ -14,7 +14,8 @@ const (
 	CheckSettled   = "d" // no job is left queued or running
 	CheckOutcome   = "e" // each job's outcome matches git and the cluster
 	CheckHistory   = "f" // one history row per job outcome
-	AllChecks      = "abcdef"
+	CheckReached   = "g" // fluxd committed in every format
+	AllChecks      = "abcdefg"
 	revertPrefix   = "Revert release "
 	policyTrailer  = "policy-"
 	typeRelease    = "release"
@@ -35,7 +36,7 @@ func (v Violation) String() string { return "(" + v.Check + ") " + v.What }
 // Check runs every checker on o, in order.
 func Check(o *Observation) []Violation {
 	var out []Violation
-	for _, c := range []func(*Observation) []Violation{CheckCommitsArePlans, CheckNoLockedChange, CheckPersonsKept, CheckJobsSettled, CheckOutcomes, CheckHistoryRows} {
+	for _, c := range []func(*Observation) []Violation{CheckCommitsArePlans, CheckNoLockedChange, CheckPersonsKept, CheckJobsSettled, CheckOutcomes, CheckHistoryRows, CheckFormatsReached} {
 		out = append(out, c(o)...)
 	}
 	return out
@@ -456,6 +457,61 @@ func CheckHistoryRows(o *Observation) []Violation {
 		}
 		if jobs, rows := noCommitJobs[k], noCommitEvents[k]; len(jobs) != rows {
 			bad("%d jobs of %s ended %s without a commit (%s) but history has %d %s rows of %s without one", len(jobs), k.user, k.typ, strings.Join(jobs, ", "), rows, k.typ, k.user)
+		}
+	}
+	return out
+}
+
+// FormatCommits counts, by format, the fluxd commits reachable from the
+// head that move an image of a service of that format (o.Formats). A
+// commit that moves two formats counts for each. Every format of
+// o.Formats is in the map, with 0 when no commit moved it.
+func FormatCommits(o *Observation) map[Format]int {
+	n := map[Format]int{}
+	for _, f := range o.Formats {
+		n[f] += 0
+	}
+	for _, c := range o.fluxdCommits() {
+		parent := o.parentWorkloads(c)
+		if parent == nil {
+			continue
+		}
+		ups, _ := Diff(parent, c.Workloads)
+		moved := map[Format]bool{}
+		for _, u := range ups {
+			if f, ok := o.Formats[u.Service]; ok {
+				moved[f] = true
+			}
+		}
+		for f := range moved {
+			n[f]++
+		}
+	}
+	return n
+}
+
+// CheckFormatsReached is (g): every format of the run (o.Formats) has at
+// least one fluxd commit in the branch that moves one of its services.
+// A format that drew none was judged by none of the other checks: a run
+// that never released a HelmRelease says nothing about HelmReleases.
+func CheckFormatsReached(o *Observation) []Violation {
+	var out []Violation
+	n := FormatCommits(o)
+	var fs []Format
+	for f := range n {
+		fs = append(fs, f)
+	}
+	sort.Slice(fs, func(i, j int) bool { return fs[i] < fs[j] })
+	for _, f := range fs {
+		if n[f] == 0 {
+			var svcs []string
+			for id, g := range o.Formats {
+				if g == f {
+					svcs = append(svcs, id)
+				}
+			}
+			sort.Strings(svcs)
+			out = append(out, Violation{CheckReached, fmt.Sprintf("no fluxd commit in the branch moves a service of format %s (%s): the other checks judged nothing of it", f.Name(), strings.Join(svcs, ", "))})
 		}
 	}
 	return out

@@ -64,3 +64,12 @@ var helmTagLine = regexp.MustCompile(`(?m)^(\s+tag:[ \t]+)(["']?)([^"'\s#]+)(["'
 func SetHelmTag(y, tag string) string {
 	return helmTagLine.ReplaceAllString(y, "${1}${2}"+tag+"${4}")
 }
+
+// newTagLine is the newTag of a kustomization's images: entry.
+var newTagLine = regexp.MustCompile(`(?m)^(\s+newTag:[ \t]+)(["']?)([^"'\s#]+)(["']?)`)
+
+// SetNewTag sets the newTag of a kustomization's images: entries (the
+// run's have one) as a person does, in the quotes it had.
+func SetNewTag(y, tag string) string {
+	return newTagLine.ReplaceAllString(y, "${1}${2}"+tag+"${4}")
+}

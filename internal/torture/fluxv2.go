@@ -27,7 +27,7 @@ type setter struct {
 	field, value, line string
 	policy             string // NS/NAME
 	tagOnly            bool
-	holder             string // the Deployment holding it, or ""
+	holders            []string // the Deployments holding it (each build of it)
 }
 
 type fluxV2 struct {
@@ -41,14 +41,10 @@ func newFluxV2() *fluxV2 {
 	return &fluxV2{policies: map[string]Workload{}, repoOf: map[string]string{}, repos: map[string]string{}}
 }
 
-// read adds the objects and the marked fields of one document (node, of
-// file, whose text is lines); holder is its service ID when it is a
-// workload.
-func (v *fluxV2) read(file string, lines []string, node *yaml.Node, holder string) error {
-	if len(node.Content) == 0 || node.Content[0].Kind != yaml.MappingNode {
-		return nil
-	}
-	root := node.Content[0]
+// read adds the object and the marked fields of one object (root, a
+// document or a List's item, of file, whose text is lines); holders are
+// its service IDs when it is a workload (one for each build of it).
+func (v *fluxV2) read(file string, lines []string, root *yaml.Node, holders []string) error {
 	var obj struct {
 		APIVersion string `yaml:"apiVersion"`
 		Kind       string `yaml:"kind"`
@@ -87,6 +83,9 @@ func (v *fluxV2) read(file string, lines []string, node *yaml.Node, holder strin
 		return nil
 	}
 	name := obj.Kind
+	if name == "" && isKustomization(file) {
+		name = "Kustomization"
+	}
 	if obj.Metadata.Name != "" {
 		name += "/" + ns + "/" + obj.Metadata.Name // as fluxd names a field: with its object's namespace
 	}
@@ -105,7 +104,7 @@ func (v *fluxV2) read(file string, lines []string, node *yaml.Node, holder strin
 		}
 		v.setters = append(v.setters, setter{
 			field: file + ":" + name + ":" + pathString(path), value: n.Value, line: line,
-			policy: parts[0] + "/" + parts[1], tagOnly: len(parts) == 3, holder: holder,
+			policy: parts[0] + "/" + parts[1], tagOnly: len(parts) == 3, holders: holders,
 		})
 		return nil
 	})
@@ -126,9 +125,11 @@ func (v *fluxV2) services(ws map[string]Workload) {
 			}
 			w.Images[s.field] = img
 			w.Kept[s.field] = s.line
-			if s.holder != "" && !holders[s.holder] {
-				holders[s.holder] = true
-				w.Holders = append(w.Holders, s.holder)
+			for _, h := range s.holders {
+				if !holders[h] {
+					holders[h] = true
+					w.Holders = append(w.Holders, h)
+				}
 			}
 		}
 		sort.Strings(w.Holders)
@@ -212,13 +213,11 @@ func maskValue(line string, start int) string {
 }
 
 // markedContainers are the indexes of a Deployment's containers whose
-// image field carries a $imagepolicy marker.
-func markedContainers(doc *yaml.Node) []int {
+// image field carries a $imagepolicy marker (obj: the Deployment's
+// mapping).
+func markedContainers(obj *yaml.Node) []int {
 	var out []int
-	if len(doc.Content) == 0 {
-		return nil
-	}
-	_ = walkMarked(doc.Content[0], nil, func(n *yaml.Node, path []any) error {
+	_ = walkMarked(obj, nil, func(n *yaml.Node, path []any) error {
 		if len(path) < 2 {
 			return nil
 		}

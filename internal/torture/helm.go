@@ -16,11 +16,7 @@ const HelmContainer = "chart-image"
 // run uses, into its service, NS:helmrelease/NAME: one container,
 // chart-image, and its values block with the two values masked as what
 // a release must keep. ok is false for any other document.
-func readHelmRelease(file string, lines []string, node *yaml.Node) (id string, w Workload, ok bool, err error) {
-	if len(node.Content) == 0 || node.Content[0].Kind != yaml.MappingNode {
-		return "", Workload{}, false, nil
-	}
-	root := node.Content[0]
+func readHelmRelease(file string, lines []string, root *yaml.Node) (id string, w Workload, ok bool, err error) {
 	var obj struct {
 		APIVersion string `yaml:"apiVersion"`
 		Kind       string `yaml:"kind"`

@@ -152,6 +152,9 @@ type Observation struct {
 	// (a Deployment's, a HelmRelease's values'); nil skips the cluster
 	// half of (e).
 	Cluster map[string]map[string]string
+	// Formats maps each service of the run (its ID) to its format: what
+	// (g) counts fluxd's commits by. Nil: (g) judges nothing.
+	Formats map[string]Format
 	// HelmUnreported says no Helm controller runs: nothing ever reports
 	// a HelmRelease's rollout, so each release that moves one ends
 	// "applied, not rolled out", and only those.
@@ -159,10 +162,13 @@ type Observation struct {
 }
 
 // ParseWorkloads reads the Deployments among files (YAML, several
-// documents each; named by their path in the repository) into workloads
-// by service ID, the Flux v2 ImagePolicies with the fields their
-// $imagepolicy markers mark (NS:imagepolicy/NAME), and the Flux v2
-// HelmReleases with the image in their values (NS:helmrelease/NAME).
+// documents each, kind: List items too; named by their path in the
+// repository) into workloads by service ID, the Flux v2 ImagePolicies
+// with the fields their $imagepolicy markers mark (NS:imagepolicy/NAME),
+// and the Flux v2 HelmReleases with the image in their values
+// (NS:helmrelease/NAME). A file in a kustomization's directory is read
+// as each kustomization that reads it builds it (kustomize.go): its
+// Deployments named and their images set as the build makes them.
 func ParseWorkloads(files map[string][]byte) (map[string]Workload, error) {
 	out := map[string]Workload{}
 	names := make([]string, 0, len(files))
@@ -170,77 +176,122 @@ func ParseWorkloads(files map[string][]byte) (map[string]Workload, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
+	builds, built, err := kustomize(files)
+	if err != nil {
+		return nil, err
+	}
 	v2 := newFluxV2()
 	for _, name := range names {
+		ways := builds[name] // a built file that no build reads reaches nothing
+		if !built[name] {
+			ways = []build{{}} // as it is
+		}
 		dec := yaml.NewDecoder(bytes.NewReader(files[name]))
 		lines := strings.Split(string(files[name]), "\n")
 		for {
 			var node yaml.Node
-			var doc struct {
-				Kind     string `yaml:"kind"`
-				Metadata struct {
-					Name        string            `yaml:"name"`
-					Namespace   string            `yaml:"namespace"`
-					Annotations map[string]string `yaml:"annotations"`
-				} `yaml:"metadata"`
-				Spec struct {
-					Template struct {
-						Spec struct {
-							Containers []struct {
-								Name  string `yaml:"name"`
-								Image string `yaml:"image"`
-							} `yaml:"containers"`
-						} `yaml:"spec"`
-					} `yaml:"template"`
-				} `yaml:"spec"`
-			}
 			err := dec.Decode(&node)
 			if errors.Is(err, io.EOF) {
 				break
 			}
-			if err == nil {
-				err = node.Decode(&doc)
-			}
 			if err != nil {
 				return nil, fmt.Errorf("parsing %s: %w", name, err)
 			}
-			ns := doc.Metadata.Namespace
-			if ns == "" {
-				ns = "default"
-			}
-			holder := ""
-			if doc.Kind == "Deployment" {
-				holder = ns + ":deployment/" + doc.Metadata.Name
-			}
-			if err := v2.read(name, lines, &node, holder); err != nil {
-				return nil, err
-			}
-			if id, w, ok, err := readHelmRelease(name, lines, &node); err != nil {
-				return nil, err
-			} else if ok {
-				out[id] = w
-			}
-			if doc.Kind != "Deployment" {
-				continue
-			}
-			w := Workload{Images: map[string]string{}, Annotations: doc.Metadata.Annotations}
-			if w.Annotations == nil {
-				w.Annotations = map[string]string{}
-			}
-			for _, c := range doc.Spec.Template.Spec.Containers {
-				w.Images[c.Name] = c.Image
-			}
-			for _, i := range markedContainers(&node) {
-				if w.Marked == nil {
-					w.Marked = map[string]bool{}
+			for _, obj := range objects(&node) {
+				if err := readObject(out, v2, name, lines, obj, ways); err != nil {
+					return nil, err
 				}
-				w.Marked[doc.Spec.Template.Spec.Containers[i].Name] = true
 			}
-			out[holder] = w
 		}
 	}
 	v2.services(out)
 	return out, nil
+}
+
+// objects are the objects of a document: the document itself, or the
+// items of a kind: List (or a typed list, DeploymentList), as kubectl
+// applies them.
+func objects(doc *yaml.Node) []*yaml.Node {
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	root := doc.Content[0]
+	kind := mapEntryValue(root, "kind")
+	items := mapEntryValue(root, "items")
+	if kind != nil && strings.HasSuffix(kind.Value, "List") && items != nil && items.Kind == yaml.SequenceNode {
+		var out []*yaml.Node
+		for _, it := range items.Content {
+			if it.Kind == yaml.MappingNode {
+				out = append(out, it)
+			}
+		}
+		return out
+	}
+	return []*yaml.Node{root}
+}
+
+// readObject reads one object (a mapping node) of file, whose text is
+// lines, as each of ways makes it.
+func readObject(out map[string]Workload, v2 *fluxV2, file string, lines []string, obj *yaml.Node, ways []build) error {
+	var doc struct {
+		Kind     string `yaml:"kind"`
+		Metadata struct {
+			Name        string            `yaml:"name"`
+			Namespace   string            `yaml:"namespace"`
+			Annotations map[string]string `yaml:"annotations"`
+		} `yaml:"metadata"`
+		Spec struct {
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Name  string `yaml:"name"`
+						Image string `yaml:"image"`
+					} `yaml:"containers"`
+				} `yaml:"spec"`
+			} `yaml:"template"`
+		} `yaml:"spec"`
+	}
+	if err := obj.Decode(&doc); err != nil {
+		return fmt.Errorf("parsing %s: %w", file, err)
+	}
+	ns := doc.Metadata.Namespace
+	if ns == "" {
+		ns = "default"
+	}
+	var holders []string
+	if doc.Kind == "Deployment" {
+		for _, b := range ways {
+			holders = append(holders, ns+":deployment/"+b.name(doc.Metadata.Name))
+		}
+	}
+	if err := v2.read(file, lines, obj, holders); err != nil {
+		return err
+	}
+	if id, w, ok, err := readHelmRelease(file, lines, obj); err != nil {
+		return err
+	} else if ok {
+		out[id] = w
+	}
+	if doc.Kind != "Deployment" {
+		return nil
+	}
+	for i, b := range ways {
+		w := Workload{Images: map[string]string{}, Annotations: map[string]string{}}
+		for k, v := range doc.Metadata.Annotations {
+			w.Annotations[k] = v
+		}
+		for _, c := range doc.Spec.Template.Spec.Containers {
+			w.Images[c.Name] = b.image(c.Image)
+		}
+		for _, c := range markedContainers(obj) {
+			if w.Marked == nil {
+				w.Marked = map[string]bool{}
+			}
+			w.Marked[doc.Spec.Template.Spec.Containers[c].Name] = true
+		}
+		out[holders[i]] = w
+	}
+	return nil
 }
 
 // Diff lists the image changes from before to after, sorted, and the

@@ -47,6 +47,24 @@ const (
 	// LoseReply lets fluxd's next push land but answers it with an
 	// error, as a connection lost after the remote took the push does.
 	LoseReply Kind = "lose-push-reply"
+	// Takeover pushes a new tag of a service's repository, releases it,
+	// and SIGKILLs the leader while the job runs (Op.Phase says when);
+	// the leader is started again, and the other replica takes the job
+	// over. Generate schedules one per format (Scheduled), never by
+	// weight.
+	Takeover Kind = "takeover"
+)
+
+// When a Takeover kills the leader (Op.Phase), For after the job is seen
+// there.
+const (
+	// PhaseRunning: once the job runs, whatever its stage (before its
+	// push, mostly).
+	PhaseRunning = "running"
+	// PhaseApplied: once its commit is pushed, while it applies or
+	// follows the rollout: the replica that takes it over finds git
+	// holding the new image already.
+	PhaseApplied = "applied"
 )
 
 // weights say how often each kind is drawn.
@@ -66,6 +84,12 @@ type Format string
 const (
 	// Plain is a Deployment with fluxd's own annotations.
 	Plain Format = ""
+	// Kustomize is a Deployment that a kustomization builds, with fluxd's
+	// annotations in its resource: fluxd releases it through the
+	// kustomization's images: entry. Policy commands refuse it (the
+	// annotations go in the base, by hand), so lock-cli, unlock-cli,
+	// automate and deautomate do not apply to it.
+	Kustomize Format = "kustomize"
 	// ImagePolicy is a Flux v2 ImagePolicy, NS:imagepolicy/NAME, in
 	// namespace PolicyNamespace, whose $imagepolicy markers set the
 	// image of the Deployment of the same name (and a ConfigMap's tag).
@@ -73,6 +97,13 @@ const (
 	// so automate and deautomate do not apply to it; a lock on the
 	// ImagePolicy or on the Deployment holds it.
 	ImagePolicy Format = "imagepolicy"
+	// ImagePolicyBase is an ImagePolicy whose marker sets the image of a
+	// Deployment in a kustomize base that an overlay builds from: it
+	// moves the base's own build and the overlay's.
+	ImagePolicyBase Format = "imagepolicy-base"
+	// ImagePolicyList is an ImagePolicy whose marker sets the image of a
+	// Deployment that is an item of a kind: List.
+	ImagePolicyList Format = "imagepolicy-list"
 	// HelmRelease is a Flux v2 HelmRelease, default:helmrelease/NAME,
 	// whose values hold its image as image: {repository, tag}: fluxd's
 	// container chart-image. It is locked and automated by its own
@@ -80,6 +111,19 @@ const (
 	// run, so fluxd ends its releases "applied, not rolled out".
 	HelmRelease Format = "helmrelease"
 )
+
+// Policy reports whether f is a Flux v2 ImagePolicy's, of any layout.
+func (f Format) Policy() bool {
+	return f == ImagePolicy || f == ImagePolicyBase || f == ImagePolicyList
+}
+
+// Name is f as the run's statistics print it.
+func (f Format) Name() string {
+	if f == Plain {
+		return "plain"
+	}
+	return string(f)
+}
 
 // PolicyNamespace is the namespace of the run's Flux v2 objects.
 const PolicyNamespace = "flux-system"
@@ -94,10 +138,10 @@ type Service struct {
 
 // ID is the service's ID as fluxd writes it.
 func (s Service) ID() string {
-	switch s.Format {
-	case ImagePolicy:
+	switch {
+	case s.Format.Policy():
 		return PolicyNamespace + ":imagepolicy/" + s.Name
-	case HelmRelease:
+	case s.Format == HelmRelease:
 		return "default:helmrelease/" + s.Name
 	}
 	return s.DeploymentID()
@@ -109,7 +153,13 @@ func (s Service) DeploymentID() string { return "default:deployment/" + s.Name }
 
 // Takes reports whether an operation of kind k applies to the service.
 func (s Service) Takes(k Kind) bool {
-	return s.Format != ImagePolicy || k != Automate && k != Deautomate
+	switch {
+	case s.Format.Policy():
+		return k != Automate && k != Deautomate
+	case s.Format == Kustomize:
+		return k != Automate && k != Deautomate && k != LockCLI && k != UnlockCLI
+	}
+	return true
 }
 
 // The targets of a person's lock of an ImagePolicy's service (Op.Target).
@@ -132,6 +182,9 @@ type Op struct {
 	// Target is where a person's lock of an ImagePolicy's service goes
 	// (LockGit, RaceHotfix): TargetPolicy or TargetWorkload.
 	Target string
+	// Phase is when a Takeover kills the leader: PhaseRunning or
+	// PhaseApplied.
+	Phase string
 	// Back is how far back Cancel reaches: 0 is the last job started.
 	Back int
 	// For is how long a Stall lasts.
@@ -152,6 +205,9 @@ func (o Op) String() string {
 	}
 	if o.Target != "" {
 		fmt.Fprintf(&b, " lock=%s", o.Target)
+	}
+	if o.Phase != "" {
+		fmt.Fprintf(&b, " at=%s", o.Phase)
 	}
 	if o.Kind == Cancel {
 		fmt.Fprintf(&b, " back=%d", o.Back)
@@ -192,6 +248,7 @@ func Generate(seed int64, steps int, services []Service) []Op {
 		tags[s.Repo] = []string{InitialTag}
 	}
 	hotfixes := 0
+	sched, steps := schedule(r, steps, services)
 	replica := func() string {
 		if r.IntN(2) == 0 {
 			return "leader"
@@ -200,6 +257,26 @@ func Generate(seed int64, steps int, services []Service) []Op {
 	}
 	var ops []Op
 	for step := 1; step <= steps; step++ {
+		if op, ok := sched[step]; ok {
+			op.Step = step
+			if op.Kind == Takeover {
+				// A version of its own, newer than any: the release
+				// always has something to push.
+				ts := tags[op.Repo]
+				op.Tag = fmt.Sprintf("1.0.%d", len(ts))
+				tags[op.Repo] = append(ts, op.Tag)
+				// When the leader is killed: how long after the job is
+				// seen running, or applying its pushed commit.
+				if r.IntN(2) == 0 {
+					op.Phase, op.For = PhaseRunning, time.Duration(r.IntN(1500))*time.Millisecond
+				} else {
+					op.Phase, op.For = PhaseApplied, time.Duration(r.IntN(300))*time.Millisecond
+				}
+			}
+			op.Pause = time.Duration(r.IntN(2000)) * time.Millisecond
+			ops = append(ops, op)
+			continue
+		}
 		n := r.IntN(total)
 		var kind Kind
 		for _, w := range weights {
@@ -229,7 +306,7 @@ func Generate(seed int64, steps int, services []Service) []Op {
 				tag = ts[r.IntN(len(ts))]
 			}
 			op.Service, op.Repo, op.Tag = svc.Name, svc.Repo, tag
-			if kind == RaceHotfix && svc.Format == ImagePolicy {
+			if kind == RaceHotfix && svc.Format.Policy() {
 				op.Target = []string{TargetPolicy, TargetWorkload}[r.IntN(2)]
 			}
 		case PushTag:
@@ -245,7 +322,7 @@ func Generate(seed int64, steps int, services []Service) []Op {
 			op.Service, op.Repo, op.Tag = svc.Name, svc.Repo, fmt.Sprintf("1.0.%d-hotfix.%d", len(tags[svc.Repo])-1, hotfixes)
 		case LockCLI, UnlockCLI, LockGit, UnlockGit, Automate, Deautomate:
 			op.Service = svc.Name
-			if kind == LockGit && svc.Format == ImagePolicy {
+			if kind == LockGit && svc.Format.Policy() {
 				op.Target = []string{TargetPolicy, TargetWorkload}[r.IntN(2)]
 			}
 		case Cancel:
@@ -256,6 +333,61 @@ func Generate(seed int64, steps int, services []Service) []Op {
 		ops = append(ops, op)
 	}
 	return ops
+}
+
+// Formats are the formats of services, each once, in the order of their
+// first service.
+func Formats(services []Service) []Format {
+	var out []Format
+	seen := map[Format]bool{}
+	for _, s := range services {
+		if !seen[s.Format] {
+			seen[s.Format] = true
+			out = append(out, s.Format)
+		}
+	}
+	return out
+}
+
+// Scheduled is what Generate schedules for each format, whatever the
+// draws: a person's unlock of the format's first service (so that a lock
+// drawn before does not hold it), then a Takeover of it on the next step.
+// Each format so gets a release of a tag of its own that the leader is
+// killed in the middle of: a fluxd commit that moves the format, made by
+// a replica that took the job over (check (g) counts them).
+var Scheduled = []Kind{UnlockGit, Takeover}
+
+// schedule picks, from r, the steps of each format's Scheduled
+// operations: the run is cut into as many stretches as there are
+// formats, and each format's pair lands at a drawn step of its own
+// stretch. A run too short for them all is lengthened to fit; the
+// returned steps is the run's length.
+func schedule(r *rand.Rand, steps int, services []Service) (map[int]Op, int) {
+	fs := Formats(services)
+	per := len(Scheduled)
+	if steps < len(fs)*per {
+		steps = len(fs) * per
+	}
+	stretch := steps / len(fs)
+	out := map[int]Op{}
+	for i, f := range fs {
+		var svc Service
+		for _, s := range services {
+			if s.Format == f {
+				svc = s
+				break
+			}
+		}
+		at := 1 + i*stretch + r.IntN(stretch-per+1)
+		for k, kind := range Scheduled {
+			op := Op{Kind: kind, Service: svc.Name, Replica: "leader"}
+			if kind == Takeover {
+				op.Repo = svc.Repo
+			}
+			out[at+k] = op
+		}
+	}
+	return out, steps
 }
 
 // HotfixTag is the tag a RaceHotfix's person pushes.
