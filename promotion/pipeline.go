@@ -514,29 +514,6 @@ func (p Pipeline) Stage(name string) (Stage, bool) {
 	return Stage{}, false
 }
 
-// Next returns the stages that take bundles from the stage named name.
-func (p Pipeline) NextStages(name string) []Stage {
-	var out []Stage
-	for _, s := range p.Stages {
-		if s.From == name {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
-// StageOf returns the stage a service belongs to.
-func (p Pipeline) StageOf(id platform.ID) (Stage, bool) {
-	for _, s := range p.Stages {
-		for _, sv := range s.Services {
-			if sv == id {
-				return s, true
-			}
-		}
-	}
-	return Stage{}, false
-}
-
 // CheckAll finds what is wrong across Pipelines: a service in two
 // pipelines, or two pipelines of one name in one namespace. Each
 // pipeline on its own was checked by Parse.
