@@ -200,6 +200,14 @@ func FuzzSetAnnotations(f *testing.F) {
 				want.RawAnnotations[key] = v
 			}
 			want.Annotations, want.Warnings = policy.Read(want.RawAnnotations)
+			// What the annotations define but does nothing is warned
+			// of too (a key fluxd does not know, a filter of a
+			// container the workload does not have).
+			names := make([]string, 0, len(def.Containers))
+			for _, c := range def.Containers {
+				names = append(names, c.Name)
+			}
+			want.Warnings = append(want.Warnings, policy.Unhonoured(want.RawAnnotations, policy.Object{HelmRelease: def.ID.Kind == platform.KindHelmRelease, Containers: names})...)
 			want.Dialects = policy.Dialects(want.RawAnnotations, nil)
 		}
 		set(value)
