@@ -126,12 +126,6 @@ func (p Problem) Error() string {
 
 func (p Problem) Unwrap() error { return p.Err }
 
-// IsPipeline says whether an object's apiVersion and kind are a
-// Pipeline's: such an object is read by fluxd and never applied.
-func IsPipeline(apiVersion, kind string) bool {
-	return apiVersion == APIVersion && kind == Kind
-}
-
 // Parse reads the Pipelines among the YAML documents of one file. Other
 // objects are skipped. A Pipeline with a problem is left out, and each
 // problem names the file and line; the others are returned, so one bad
