@@ -58,6 +58,9 @@ type Record struct {
 	PromotedBy string
 	// Current says the stage's services run it (or are rolling out to it).
 	Current bool
+	// Version is the store's, for its compare-and-swap writes
+	// (Store.PutRecord); 0 for a record not stored yet.
+	Version int64
 }
 
 // EventKind is what happened to a bundle in a stage.

@@ -54,6 +54,26 @@ type Spec struct {
 	// release considers only the services in it (with All: every service
 	// in it), when it is planned and again when its job runs.
 	Scope *auth.Scope `json:",omitempty"`
+	// Promotion, when set, makes the release a promotion of a
+	// pipeline's bundle (package promotion): every container of
+	// Services that runs one of its images' repositories gets exactly
+	// that image, its tag, and its digest where the service pins
+	// digests. No filter or registry listing picks the image; the
+	// registry is asked only whether each tag still names its digest,
+	// and a tag moved since the bundle was verified is refused.
+	Promotion *Promotion `json:",omitempty"`
+}
+
+// Promotion is what a promotion release moves: one bundle of a
+// pipeline, into one of its stages.
+type Promotion struct {
+	Pipeline, Stage, Bundle string
+	Images                  []PromotedImage
+}
+
+// PromotedImage is one image of a promoted bundle.
+type PromotedImage struct {
+	Repository, Tag, Digest string
 }
 
 // Action is what a plan does with a service.
