@@ -1,12 +1,7 @@
 package check
 
 import (
-	"bytes"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/fluxd/fluxd/promotion"
@@ -40,52 +35,17 @@ type Stage struct {
 // files are read as they are written, not as built): its problems are
 // left for fluxd to report when promotion is wired in.
 func pipelines(root string, dirs []string, services map[string]bool) ([]Pipeline, []string, error) {
-	var all []promotion.Pipeline
-	var problems []string
-	seen := map[string]bool{}
-	for _, dir := range dirs {
-		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			if d.IsDir() {
-				if path != dir && strings.HasPrefix(d.Name(), ".") {
-					return filepath.SkipDir
-				}
-				return nil
-			}
-			if seen[path] || (!strings.HasSuffix(path, ".yaml") && !strings.HasSuffix(path, ".yml")) {
-				return nil
-			}
-			seen[path] = true
-			b, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			if !bytes.Contains(b, []byte("fluxd.io/")) {
-				return nil
-			}
-			rel, err := filepath.Rel(root, path)
-			if err != nil {
-				return err
-			}
-			ps, probs := promotion.Parse(filepath.ToSlash(rel), b)
-			all = append(all, ps...)
-			for _, p := range probs {
-				problems = append(problems, p.Error())
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, nil, err
-		}
+	all, probs, err := promotion.Load(root, dirs)
+	if err != nil {
+		return nil, nil, err
 	}
-	for _, p := range promotion.CheckAll(all) {
+	var problems []string
+	for _, p := range probs {
 		problems = append(problems, p.Error())
 	}
 	out := make([]Pipeline, 0, len(all))
 	for _, p := range all {
-		cp := Pipeline{ID: p.Namespace + "/" + p.Name, File: p.File, Line: p.Line}
+		cp := Pipeline{ID: p.ID(), File: p.File, Line: p.Line}
 		for _, st := range p.Stages {
 			cs := Stage{Name: st.Name, From: st.From, Gates: gates(st)}
 			for _, id := range st.Services {

@@ -58,6 +58,10 @@ type Record struct {
 	PromotedBy string
 	// Current says the stage's services run it (or are rolling out to it).
 	Current bool
+	// Job is the release job that moves the stage onto the bundle (its
+	// instance and ID), until it ends: the promotion's or rollback's
+	// commit, apply and rollout.
+	Job, JobInstance string `json:",omitempty"`
 	// Version is the store's, for its compare-and-swap writes
 	// (Store.PutRecord); 0 for a record not stored yet.
 	Version int64

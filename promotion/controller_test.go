@@ -1,0 +1,750 @@
+package promotion
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/release/jobs"
+)
+
+// The controller is tested here against doubles of its ports: an
+// in-memory store with the real compare-and-swap rule, a "cluster"
+// whose services run what the last succeeded job wrote, and a releaser
+// that checks each promotion spec. The wiring on the real stack is
+// e2e's (TestPromotion*).
+
+type memStore struct {
+	mu      sync.Mutex
+	bundles []Bundle
+	recs    map[string]Record
+	pauses  map[string]map[string]Pause
+}
+
+func newMemStore() *memStore {
+	return &memStore{recs: map[string]Record{}, pauses: map[string]map[string]Pause{}}
+}
+
+func (m *memStore) SaveBundle(_ context.Context, b Bundle) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, o := range m.bundles {
+		if o.Pipeline == b.Pipeline && o.ID == b.ID {
+			return nil
+		}
+	}
+	m.bundles = append(m.bundles, b)
+	return nil
+}
+
+func (m *memStore) Bundles(_ context.Context, p string) ([]Bundle, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Bundle
+	for _, b := range m.bundles {
+		if b.Pipeline == p {
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+func (m *memStore) Records(_ context.Context, p string) ([]Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Record
+	for _, r := range m.recs {
+		if r.Pipeline == p {
+			out = append(out, r)
+		}
+	}
+	slices.SortFunc(out, func(a, b Record) int { return strings.Compare(a.Stage+a.Bundle, b.Stage+b.Bundle) })
+	return out, nil
+}
+
+func (m *memStore) PutRecord(_ context.Context, r Record) (Record, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := r.Pipeline + "/" + r.Stage + "/" + r.Bundle
+	if m.recs[k].Version != r.Version {
+		return r, fmt.Errorf("%s at %d, not %d: %w", k, m.recs[k].Version, r.Version, ErrConflict)
+	}
+	r.Version++
+	m.recs[k] = r
+	return r, nil
+}
+
+func (m *memStore) Pauses(_ context.Context, p string) (map[string]Pause, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[string]Pause{}
+	for k, v := range m.pauses[p] {
+		out[k] = v
+	}
+	return out, nil
+}
+
+func (m *memStore) SetPause(_ context.Context, p, stage string, pz *Pause) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pauses[p] == nil {
+		m.pauses[p] = map[string]Pause{}
+	}
+	if pz == nil {
+		delete(m.pauses[p], stage)
+	} else {
+		m.pauses[p][stage] = *pz
+	}
+	return nil
+}
+
+// world is the cluster and the release engine at once: a promotion job
+// "runs" when the test says, and then its services run its images.
+type world struct {
+	mu      sync.Mutex
+	images  map[platform.ID]string // service → image (one container "app")
+	ready   map[platform.ID]bool
+	locked  map[platform.ID]string
+	digests map[string]string // repo:tag → digest
+	jobs    map[string]*fakeJob
+	seq     int
+	failJob string // the next job ends failed with this error
+}
+
+type fakeJob struct {
+	spec  release.Spec
+	state history.JobState
+	err   string
+}
+
+func newWorld() *world {
+	return &world{images: map[platform.ID]string{}, ready: map[platform.ID]bool{}, locked: map[platform.ID]string{},
+		digests: map[string]string{}, jobs: map[string]*fakeJob{}}
+}
+
+func digestOf(s string) string {
+	return "sha256:" + strings.Repeat(fmt.Sprintf("%x", len(s)%16), 32) + fmt.Sprintf("%032x", []byte(s)[:min(len(s), 16)])
+}
+
+// push makes an image exist in the "registry".
+func (w *world) push(ref string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.digests[ref] = digestOf(ref)
+}
+
+// release sets a service's image, rolled out.
+func (w *world) release(id platform.ID, ref string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.images[id], w.ready[id] = ref, true
+}
+
+func (w *world) Running(_ context.Context, ids []platform.ID) ([]Running, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []Running
+	for _, id := range ids {
+		img, ok := w.images[id]
+		out = append(out, Running{Service: id, Missing: !ok, Ready: w.ready[id], Locked: w.locked[id],
+			Containers: []RunningContainer{{Name: "app", Image: img}}})
+	}
+	return out, nil
+}
+
+func (w *world) Digest(_ context.Context, image string) (string, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	d, ok := w.digests[image]
+	if !ok {
+		return "", fmt.Errorf("%s: no such tag", image)
+	}
+	return d, nil
+}
+
+func (w *world) Plan(_ context.Context, sp release.Spec) (*release.Plan, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if sp.Promotion == nil || len(sp.Services) == 0 {
+		return nil, errors.New("not a promotion")
+	}
+	for _, id := range sp.Services {
+		if l := w.locked[id]; l != "" && !sp.Force {
+			return nil, fmt.Errorf("%s is %s", id, l)
+		}
+	}
+	plan := &release.Plan{Checksum: fmt.Sprintf("%s/%s", sp.Promotion.Stage, sp.Promotion.Bundle)}
+	for _, id := range sp.Services {
+		for _, img := range sp.Promotion.Images {
+			if w.digests[img.Repository+":"+img.Tag] != img.Digest {
+				return nil, fmt.Errorf("tag %s:%s moved", img.Repository, img.Tag)
+			}
+			to := img.Repository + ":" + img.Tag
+			if w.images[id] != to {
+				plan.Items = append(plan.Items, release.Item{Service: id, Action: release.Update,
+					Updates: []release.ContainerUpdate{{Container: "app", Current: w.images[id], Target: to}}})
+			}
+		}
+	}
+	return plan, nil
+}
+
+func (w *world) Enqueue(_ context.Context, instance string, sp release.Spec, checksum string) (jobs.JobUpdate, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seq++
+	id := fmt.Sprintf("job-%d", w.seq)
+	w.jobs[id] = &fakeJob{spec: sp, state: history.JobQueued}
+	return jobs.JobUpdate{Job: history.Job{ID: id, Instance: instance, State: history.JobQueued}}, nil
+}
+
+func (w *world) Get(_ context.Context, instance, id string) (jobs.JobUpdate, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	j, ok := w.jobs[id]
+	if !ok {
+		return jobs.JobUpdate{}, history.ErrNotFound
+	}
+	return jobs.JobUpdate{Job: history.Job{ID: id, Instance: instance, State: j.state, Error: j.err}}, nil
+}
+
+// runJobs ends every queued job: it succeeds (its services run its
+// images) unless failJob is set.
+func (w *world) runJobs() (ran []release.Spec) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ids := make([]string, 0, len(w.jobs))
+	for id := range w.jobs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		j := w.jobs[id]
+		if j.state != history.JobQueued {
+			continue
+		}
+		ran = append(ran, j.spec)
+		if w.failJob != "" {
+			j.state, j.err, w.failJob = history.JobFailed, w.failJob, ""
+			continue
+		}
+		j.state = history.JobSucceeded
+		for _, svc := range j.spec.Services {
+			for _, img := range j.spec.Promotion.Images {
+				w.images[svc], w.ready[svc] = img.Repository+":"+img.Tag, true
+			}
+		}
+	}
+	return ran
+}
+
+type checks struct {
+	mu   sync.Mutex
+	fail map[string]string // check name → why it fails
+	runs int
+}
+
+func (k *checks) Run(_ context.Context, c Check, st Stage, b Bundle) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.runs++
+	if why := k.fail[c.Name]; why != "" {
+		return errors.New(why)
+	}
+	return nil
+}
+
+type harness struct {
+	t     *testing.T
+	store *memStore
+	w     *world
+	k     *checks
+	c     *Controller
+	now   time.Time
+	p     Pipeline
+	notes []Notice
+	mu    sync.Mutex
+}
+
+const testPipeline = `apiVersion: fluxd.io/v1
+kind: Pipeline
+metadata: {name: web, namespace: team}
+spec:
+  stages:
+  - name: dev
+    services: [team-dev:deployment/web]
+  - name: staging
+    from: dev
+    services: [team-staging:deployment/web]
+    auto: true
+    soak: 5s
+    rollbackOnFailure: true
+    checks:
+    - http: {url: "http://127.0.0.1:8080/healthz"}
+  - name: prod
+    from: staging
+    services: [team-prod:deployment/web]
+    approvals: 1
+`
+
+func mustID(s string) platform.ID {
+	id, err := platform.ParseID(s)
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
+var (
+	devSvc     = mustID("team-dev:deployment/web")
+	stagingSvc = mustID("team-staging:deployment/web")
+	prodSvc    = mustID("team-prod:deployment/web")
+)
+
+func newHarness(t *testing.T, pipeline string) *harness {
+	t.Helper()
+	ps, probs := Parse("pipeline.yaml", []byte(pipeline))
+	if len(probs) > 0 || len(ps) != 1 {
+		t.Fatalf("parse: %v", probs)
+	}
+	h := &harness{t: t, store: newMemStore(), w: newWorld(), k: &checks{fail: map[string]string{}}, p: ps[0],
+		now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
+	h.c = New(Config{Store: h.store, Releaser: h.w, Cluster: h.w, Digests: h.w, Checker: h.k,
+		Now: func() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.now },
+		Notice: func(_ context.Context, n Notice) { h.mu.Lock(); h.notes = append(h.notes, n); h.mu.Unlock() }})
+	h.c.SetPipelines(ps, nil)
+	return h
+}
+
+func (h *harness) advance(d time.Duration) {
+	h.mu.Lock()
+	h.now = h.now.Add(d)
+	h.mu.Unlock()
+}
+
+// settle steps until nothing changes: checks run in goroutines, so it
+// waits for them between steps.
+func (h *harness) settle() {
+	h.t.Helper()
+	ctx := context.Background()
+	for range 20 {
+		before := h.snapshot()
+		if err := h.c.Step(ctx); err != nil {
+			h.t.Logf("step: %v", err)
+		}
+		h.waitChecks()
+		if h.snapshot() == before {
+			return
+		}
+	}
+}
+
+func (h *harness) waitChecks() {
+	for range 1000 {
+		h.c.mu.Lock()
+		n := len(h.c.inflight)
+		h.c.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	h.t.Fatal("checks never ended")
+}
+
+func (h *harness) snapshot() string {
+	recs, _ := h.store.Records(context.Background(), h.p.ID())
+	var s []string
+	for _, r := range recs {
+		s = append(s, fmt.Sprintf("%s %s %s %v %d", r.Stage, r.Bundle, r.Status, r.Current, r.Version))
+	}
+	h.w.mu.Lock()
+	s = append(s, fmt.Sprint(len(h.w.jobs)))
+	h.w.mu.Unlock()
+	return strings.Join(s, "\n")
+}
+
+// stage returns the stage's current bundle's status and images.
+func (h *harness) stage(name string) (Record, bool) {
+	recs, _ := h.store.Records(context.Background(), h.p.ID())
+	return current(stageRecords(recs, name))
+}
+
+func (h *harness) bundleOf(image string) string {
+	h.w.mu.Lock()
+	d := h.w.digests[image]
+	h.w.mu.Unlock()
+	repo, tag, _ := strings.Cut(image, ":")
+	return bundleID([]Image{{Repository: repo, Tag: tag, Digest: d}})
+}
+
+func (h *harness) status(stage, bundle string) Status {
+	recs, _ := h.store.Records(context.Background(), h.p.ID())
+	r, ok := find(stageRecords(recs, stage), bundle)
+	if !ok {
+		return ""
+	}
+	return r.Status
+}
+
+// releaseDev is a release into the first stage: its services run img.
+func (h *harness) releaseDev(img string) string {
+	h.w.push("registry.test/web:" + img)
+	h.w.release(devSvc, "registry.test/web:"+img)
+	h.settle()
+	return h.bundleOf("registry.test/web:" + img)
+}
+
+func TestDevToStagingToProd(t *testing.T) {
+	h := newHarness(t, testPipeline)
+	b1 := h.releaseDev("1.0.0")
+	if s := h.status("dev", b1); s != Verified {
+		t.Fatalf("dev's bundle is %q, want verified (dev has no gates)", s)
+	}
+	cur, ok := h.stage("staging")
+	if !ok || cur.Bundle != b1 || cur.Status != Promoted || cur.Job == "" || cur.PromotedBy != Automatic {
+		t.Fatalf("staging = %+v, want bundle %s promoted by fluxd with a job", cur, b1)
+	}
+	ran := h.w.runJobs()
+	if len(ran) != 1 || ran[0].Promotion.Bundle != b1 || ran[0].Services[0] != stagingSvc || ran[0].User != Automatic {
+		t.Fatalf("jobs run: %+v", ran)
+	}
+	h.settle()
+	if s := h.status("staging", b1); s != Soaking {
+		t.Fatalf("staging after its check passed: %q, want soaking", s)
+	}
+	if _, ok := h.stage("prod"); ok {
+		t.Fatal("prod got a bundle before staging verified one")
+	}
+	h.advance(5 * time.Second)
+	h.settle()
+	if s := h.status("staging", b1); s != Verified {
+		t.Fatalf("staging after the soak: %q, want verified", s)
+	}
+	if s := h.status("prod", b1); s != AwaitingApproval {
+		t.Fatalf("prod: %q, want awaiting approval", s)
+	}
+	h.w.mu.Lock()
+	njobs := len(h.w.jobs)
+	h.w.mu.Unlock()
+	if njobs != 1 {
+		t.Fatalf("%d jobs before prod's approval, want 1", njobs)
+	}
+	r, err := h.c.Approve(context.Background(), "web", "prod", "", "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(r.Approvers, []string{"alice"}) {
+		t.Fatalf("approvers %v", r.Approvers)
+	}
+	h.settle()
+	h.w.runJobs()
+	h.settle()
+	if cur, _ := h.stage("prod"); cur.Bundle != b1 || cur.Status != Verified {
+		t.Fatalf("prod = %+v, want %s verified", cur, b1)
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	if h.w.images[prodSvc] != "registry.test/web:1.0.0" {
+		t.Fatalf("prod runs %s", h.w.images[prodSvc])
+	}
+}
+
+func TestApprovingTwiceCountsOnce(t *testing.T) {
+	h := newHarness(t, strings.Replace(testPipeline, "approvals: 1", "approvals: 2", 1))
+	b1 := h.releaseDev("1.0.0")
+	h.w.runJobs()
+	h.settle()
+	h.advance(10 * time.Second)
+	h.settle()
+	for range 2 {
+		if _, err := h.c.Approve(context.Background(), "team/web", "prod", b1[:6], "alice"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.settle()
+	if s := h.status("prod", b1); s != AwaitingApproval {
+		t.Fatalf("prod after alice approved twice: %q, want still awaiting approval", s)
+	}
+	if _, err := h.c.Approve(context.Background(), "team/web", "prod", b1, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	if s := h.status("prod", b1); s != Promoted {
+		t.Fatalf("prod after bob approved: %q, want promoted", s)
+	}
+}
+
+func TestFailingCheckRollsBackToLastVerified(t *testing.T) {
+	h := newHarness(t, testPipeline)
+	b1 := h.releaseDev("1.0.0")
+	h.w.runJobs()
+	h.settle()
+	h.advance(5 * time.Second)
+	h.settle()
+	if s := h.status("staging", b1); s != Verified {
+		t.Fatalf("staging: %q", s)
+	}
+	h.k.fail["http-0"] = "GET http://127.0.0.1:8080/healthz: 503 Service Unavailable"
+	b2 := h.releaseDev("2.0.0")
+	h.w.runJobs() // the promotion of b2
+	h.settle()
+	if s := h.status("staging", b2); s != Failed {
+		t.Fatalf("staging's b2: %q, want failed", s)
+	}
+	cur, _ := h.stage("staging")
+	if cur.Bundle != b1 || cur.Job == "" {
+		t.Fatalf("staging current = %+v, want a rollback job onto %s", cur, b1)
+	}
+	ran := h.w.runJobs()
+	if len(ran) != 1 || ran[0].Promotion.Bundle != b1 {
+		t.Fatalf("rollback jobs: %+v", ran)
+	}
+	h.settle()
+	if cur, _ := h.stage("staging"); cur.Bundle != b1 || cur.Status != Verified || cur.Job != "" {
+		t.Fatalf("staging after the rollback = %+v", cur)
+	}
+	if h.w.images[stagingSvc] != "registry.test/web:1.0.0" {
+		t.Fatalf("staging runs %s", h.w.images[stagingSvc])
+	}
+	// b2 is never promoted on from staging, nor again into it.
+	h.settle()
+	if s := h.status("prod", b2); s != "" {
+		t.Fatalf("prod has failed bundle b2: %q", s)
+	}
+	if n := len(h.w.runJobs()); n != 0 {
+		t.Fatalf("%d more jobs after the rollback", n)
+	}
+}
+
+func TestNewBuildDoesNotResetSoak(t *testing.T) {
+	h := newHarness(t, testPipeline)
+	b1 := h.releaseDev("1.0.0")
+	h.w.runJobs()
+	h.settle()
+	if s := h.status("staging", b1); s != Soaking {
+		t.Fatalf("b1 in staging: %q", s)
+	}
+	h.advance(3 * time.Second)
+	b2 := h.releaseDev("2.0.0") // promoted over b1 mid-soak
+	h.w.runJobs()
+	h.settle()
+	if s := h.status("staging", b1); s != Soaking {
+		t.Fatalf("b1 after b2 arrived: %q, want still soaking", s)
+	}
+	h.advance(2 * time.Second)
+	h.settle()
+	if s := h.status("staging", b1); s != Verified {
+		t.Fatalf("b1 after its own 5s: %q, want verified (its soak was not reset)", s)
+	}
+	if s := h.status("staging", b2); s != Soaking {
+		t.Fatalf("b2 after 2s: %q, want soaking", s)
+	}
+	h.advance(3 * time.Second)
+	h.settle()
+	if s := h.status("prod", b2); s != AwaitingApproval {
+		t.Fatalf("prod's b2: %q, want awaiting approval (the newest verified)", s)
+	}
+}
+
+func TestManualPromotionOfOlderBundlePauses(t *testing.T) {
+	h := newHarness(t, testPipeline)
+	b1 := h.releaseDev("1.0.0")
+	h.w.runJobs()
+	h.settle()
+	b2 := h.releaseDev("2.0.0")
+	h.w.runJobs()
+	h.settle()
+	h.advance(10 * time.Second)
+	h.settle()
+	if cur, _ := h.stage("staging"); cur.Bundle != b2 {
+		t.Fatalf("staging runs %s, want b2", cur.Bundle)
+	}
+	ctx := context.Background()
+	req := PromoteRequest{Pipeline: "web", Stage: "staging", Bundle: b1, User: "carol"}
+	_, plan, err := h.c.PlanPromotion(ctx, req)
+	if err != nil || plan.Updates() != 1 {
+		t.Fatalf("plan: %v %+v", err, plan)
+	}
+	if _, err := h.c.Promote(ctx, "default", req, plan.Checksum); err != nil {
+		t.Fatal(err)
+	}
+	pz, _ := h.store.Pauses(ctx, h.p.ID())
+	if pz["staging"].By != "carol" {
+		t.Fatalf("pauses %+v, want staging paused by carol", pz)
+	}
+	h.w.runJobs()
+	h.settle()
+	b3 := h.releaseDev("3.0.0")
+	h.settle()
+	if cur, _ := h.stage("staging"); cur.Bundle != b1 {
+		t.Fatalf("staging moved to %s while paused, want %s", cur.Bundle, b1)
+	}
+	st, _ := h.c.Stages(ctx, "web")
+	if st[1].Paused == nil || !strings.Contains(st[1].Hold, "paused by carol") {
+		t.Fatalf("staging's status does not show the pause: %+v", st[1])
+	}
+	if err := h.c.Resume(ctx, "web", "staging", "carol"); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	if cur, _ := h.stage("staging"); cur.Bundle != b3 {
+		t.Fatalf("staging after resume = %s, want b3 %s", cur.Bundle, b3)
+	}
+}
+
+func TestLockedServiceHoldsPromotion(t *testing.T) {
+	h := newHarness(t, testPipeline)
+	h.w.mu.Lock()
+	h.w.locked[stagingSvc] = "locked by dave: incident 42"
+	h.w.mu.Unlock()
+	h.w.release(stagingSvc, "registry.test/web:0.9.0")
+	h.w.push("registry.test/web:0.9.0")
+	h.releaseDev("1.0.0")
+	if n := len(h.w.runJobs()); n != 0 {
+		t.Fatalf("%d promotion jobs into a stage with a locked service", n)
+	}
+	st, _ := h.c.Stages(context.Background(), "web")
+	if !strings.Contains(st[1].Hold, "incident 42") {
+		t.Fatalf("staging's hold %q does not say why", st[1].Hold)
+	}
+}
+
+func TestFailedJobFailsTheBundle(t *testing.T) {
+	h := newHarness(t, testPipeline)
+	b1 := h.releaseDev("1.0.0")
+	h.w.failJob = "rollout of team-staging:deployment/web timed out: 0 of 1 pods ready"
+	h.w.runJobs()
+	h.settle()
+	r, _ := h.stage("staging")
+	if h.status("staging", b1) != Failed || !strings.Contains(r.Reason, "timed out") {
+		t.Fatalf("staging: %+v", r)
+	}
+}
+
+// TestRandomControllerRuns drives the controller with seeded random
+// events (releases into dev, jobs that succeed or fail, checks that
+// pass or fail, time, approvals, promotions by hand, resumes) and
+// checks its invariants after every step:
+//   - each stage has at most one current bundle;
+//   - a bundle fluxd promoted by itself into a stage is verified in the
+//     stage's from-stage, or (a rollback) was verified in the stage;
+//   - every job moves exactly a stored bundle's images, to the stage's
+//     services.
+//
+// It fails when the runs drew no automatic promotion, rollback or
+// approval at all: a run that reaches nothing checks nothing.
+func TestRandomControllerRuns(t *testing.T) {
+	drew := map[string]int{}
+	defer func() {
+		t.Logf("drew %v", drew)
+		for _, what := range []string{"promoted", "rolled back", "approved", "paused", "failed", "verified"} {
+			if drew[what] == 0 && !t.Failed() {
+				t.Errorf("the random runs drew no %q notice", what)
+			}
+		}
+	}()
+	for seed := int64(1); seed <= 40; seed++ {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := newRand(seed)
+			h := newHarness(t, testPipeline)
+			ctx := context.Background()
+			version := 0
+			for step := 0; step < 60; step++ {
+				switch r.Intn(9) {
+				case 0, 1:
+					version++
+					h.releaseDev(fmt.Sprintf("1.%d.0", version))
+				case 2:
+					if r.Intn(4) == 0 {
+						h.w.failJob = "rollout failed"
+					}
+					h.w.runJobs()
+				case 3:
+					if r.Intn(3) == 0 {
+						h.k.fail["http-0"] = "503"
+					} else {
+						delete(h.k.fail, "http-0")
+					}
+				case 4, 5:
+					h.advance(time.Duration(r.Intn(4)) * time.Second)
+				case 6:
+					_, _ = h.c.Approve(ctx, "web", "prod", "", []string{"alice", "bob"}[r.Intn(2)])
+				case 7:
+					bs, _ := h.store.Bundles(ctx, h.p.ID())
+					if len(bs) > 0 {
+						b := bs[r.Intn(len(bs))]
+						stage := []string{"staging", "prod"}[r.Intn(2)]
+						req := PromoteRequest{Pipeline: "web", Stage: stage, Bundle: b.ID, User: "carol"}
+						if _, plan, err := h.c.PlanPromotion(ctx, req); err == nil {
+							_, _ = h.c.Promote(ctx, "default", req, plan.Checksum)
+						}
+					}
+				case 8:
+					_ = h.c.Resume(ctx, "web", []string{"staging", "prod"}[r.Intn(2)], "carol")
+				}
+				h.settle()
+				checkInvariants(t, h, step)
+			}
+			for _, n := range h.notes {
+				drew[n.What]++
+			}
+		})
+	}
+}
+
+func checkInvariants(t *testing.T, h *harness, step int) {
+	t.Helper()
+	ctx := context.Background()
+	recs, _ := h.store.Records(ctx, h.p.ID())
+	bs, _ := h.store.Bundles(ctx, h.p.ID())
+	byID := map[string]Bundle{}
+	for _, b := range bs {
+		byID[b.ID] = b
+	}
+	for _, st := range h.p.Stages {
+		here := stageRecords(recs, st.Name)
+		n := 0
+		for _, r := range here {
+			if r.Current {
+				n++
+			}
+			if r.PromotedBy != Automatic || st.From == "" {
+				continue
+			}
+			from, ok := find(stageRecords(recs, st.From), r.Bundle)
+			if !(ok && from.Status == Verified) && !(r.Status == Verified) {
+				t.Fatalf("step %d: fluxd promoted %s into %s (now %s), but it is not verified in %s (%+v)", step, r.Bundle, st.Name, r.Status, st.From, from)
+			}
+		}
+		if n > 1 {
+			t.Fatalf("step %d: stage %s has %d current bundles", step, st.Name, n)
+		}
+	}
+	h.w.mu.Lock()
+	defer h.w.mu.Unlock()
+	for id, j := range h.w.jobs {
+		b, ok := byID[j.spec.Promotion.Bundle]
+		if !ok {
+			t.Fatalf("step %d: job %s moves bundle %s, which is not stored", step, id, j.spec.Promotion.Bundle)
+		}
+		for i, img := range b.Images {
+			p := j.spec.Promotion.Images[i]
+			if p.Repository != img.Repository || p.Tag != img.Tag || p.Digest != img.Digest {
+				t.Fatalf("step %d: job %s moves %+v, bundle %s holds %+v", step, id, p, b.ID, img)
+			}
+		}
+		st, _ := h.p.Stage(j.spec.Promotion.Stage)
+		if !slices.Equal(j.spec.Services, st.Services) {
+			t.Fatalf("step %d: job %s releases %v into %s, whose services are %v", step, id, j.spec.Services, st.Name, st.Services)
+		}
+	}
+}
