@@ -318,7 +318,7 @@ func newHarness(t *testing.T, pipeline string) *harness {
 	h := &harness{t: t, store: newMemStore(), w: newWorld(), k: &checks{fail: map[string]string{}}, p: ps[0],
 		now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
 	h.c = New(Config{Store: h.store, Releaser: h.w, Cluster: h.w, Digests: h.w, Checker: h.k,
-		Now: func() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.now },
+		Now:    func() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.now },
 		Notice: func(_ context.Context, n Notice) { h.mu.Lock(); h.notes = append(h.notes, n); h.mu.Unlock() }})
 	h.c.SetPipelines(ps, nil)
 	return h
