@@ -41,7 +41,7 @@ var allowed = map[string][]string{
 	"check":   {"gitrepo", "platform", "policy", "promotion", "registry", "release"},
 
 	// loops
-	"promotion":    {"platform", "release", "release/jobs"},
+	"promotion":    {"history", "platform", "release", "release/jobs"},
 	"automator":    {"gitrepo", "history", "internal/auth", "platform", "release", "release/jobs"},
 	"release/jobs": {"history", "internal/fluxerr", "release"},
 	"release":      {"gitrepo", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "registry"},
