@@ -159,3 +159,32 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 		t.Errorf("after the refused copy team-a has %d events; want 602 (nothing doubled)", len(got))
 	}
 }
+
+// TestCopyRefusesATargetWithPromotionState: a target holding only
+// promotion's rows (a pause) is not empty: copying into it would mix two
+// pipelines' states.
+func TestCopyRefusesATargetWithPromotionState(t *testing.T) {
+	ctx := context.Background()
+	open := func() Store {
+		s, err := Open(ctx, Config{URL: "sqlite://" + filepath.Join(t.TempDir(), "history.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	src, dst := open(), open()
+	if _, err := src.Record(ctx, history.Event{Instance: "i", Type: history.Release}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.SetPromotionPause(ctx, history.PromotionPause{Pipeline: "team/web", Stage: "prod", By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Copy(ctx, src, dst)
+	if !errors.Is(err, ErrTargetNotEmpty) {
+		t.Fatalf("copying into a store holding a pause: %v; want ErrTargetNotEmpty", err)
+	}
+	if evs, _ := dst.Events(ctx, "i", history.Query{}); len(evs) != 0 {
+		t.Errorf("the refused copy wrote %d events", len(evs))
+	}
+}
