@@ -7,9 +7,10 @@ import (
 )
 
 // Store is everything fluxd keeps between runs: the event history, the
-// release jobs and the registry metadata cache. history/sqlite (one file,
-// one replica) and history/postgres (a server the replicas share) both
-// satisfy it and pass the same contract tests (history/storetest).
+// release jobs, the registry metadata cache and promotion's state.
+// history/sqlite (one file, one replica) and history/postgres (a server
+// the replicas share) both satisfy it and pass the same contract tests
+// (history/storetest).
 //
 // Consumers still declare the few methods they use (jobs.JobStore,
 // oci.Cache, daemon.History); Store is what an adapter must provide, so
@@ -23,6 +24,7 @@ type Store interface {
 	Outbox
 	LiveLog
 	WebSessions
+	Promotions
 	// Ping checks that the database answers, for readiness.
 	Ping(ctx context.Context) error
 	// Close releases the database.
@@ -84,4 +86,7 @@ type Exporter interface {
 	EachJob(ctx context.Context, fn func(Job) error) error
 	// CachedRepositories lists the repositories the registry cache knows.
 	CachedRepositories(ctx context.Context) ([]string, error)
+	// PromotionPipelines lists the pipelines with promotion rows
+	// (bundles, records or pauses), sorted.
+	PromotionPipelines(ctx context.Context) ([]string, error)
 }

@@ -314,26 +314,8 @@ func TestStatementTimeoutReachesTheServer(t *testing.T) {
 // event's services and the cached repositories still come back in byte
 // order, as SQLite returns them.
 func TestByteOrderUnderALanguageCollation(t *testing.T) {
-	_, srv := pgserver.Database(t)
 	ctx := context.Background()
-	cfg, err := pgx.ParseConfig(srv.URL("postgres"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Password = srv.Password
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	name := "collated_" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C'`); err != nil {
-		t.Skipf("this server cannot make an ICU database: %v", err)
-	}
-	s, err := Open(ctx, Config{URL: srv.URL(name), Password: srv.Password})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openCollated(t)
 	defer s.Close()
 	if _, err := s.Record(ctx, history.Event{Instance: "i", Type: history.Release, Services: []string{"ns:deployment/b", "ns:deployment/B", "ns:deployment/_a"}}); err != nil {
 		t.Fatal(err)
@@ -357,6 +339,34 @@ func TestByteOrderUnderALanguageCollation(t *testing.T) {
 	if diff := cmp.Diff([]string{"B/x", "_/x", "b/x"}, repos); diff != "" {
 		t.Errorf("cached repositories (-want +got):\n%s", diff)
 	}
+}
+
+// openCollated opens a store on a new database whose default collation
+// is ICU's "en-US" (where "_a" < "b" < "B"); it skips the test on a
+// server that cannot make one.
+func openCollated(t *testing.T) *Store {
+	t.Helper()
+	_, srv := pgserver.Database(t)
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(srv.URL("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Password = srv.Password
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	name := "collated_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	if _, err := conn.Exec(ctx, `CREATE DATABASE `+name+` TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en-US' LOCALE 'C'`); err != nil {
+		t.Skipf("this server cannot make an ICU database: %v", err)
+	}
+	s, err := Open(ctx, Config{URL: srv.URL(name), Password: srv.Password})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // TestTransient: which failures are tried again.

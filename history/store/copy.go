@@ -12,6 +12,8 @@ import (
 // Counts are what Copy copied.
 type Counts struct {
 	Events, Jobs, JobLogLines, Repositories, Tags int
+	// Promotion's rows: bundles, per-stage records and pauses.
+	Bundles, PromotionRecords, Pauses int
 }
 
 // ErrTargetNotEmpty says Copy's target already holds records.
@@ -19,9 +21,11 @@ var ErrTargetNotEmpty = errors.New("the target database is not empty")
 
 var errStop = errors.New("stop")
 
-// Copy copies every event, job (with its log) and cached registry tag from one store to
-// another, oldest first, so that order (event IDs, job sequence) is kept;
-// IDs themselves are the target's. The target must be empty: copying
+// Copy copies every event, job (with its log), cached registry tag and
+// promotion row from one store to another, oldest first, so that order
+// (event IDs, job sequence) is kept; IDs themselves are the target's,
+// and so are promotion records' versions, which start again at 1 (no
+// fluxd writes to the target before the copy ends). The target must be empty: copying
 // into records of their own would mix two histories and double whatever
 // both hold. It is not one transaction: a copy that fails midway leaves
 // the target partly filled, and says so.
@@ -65,8 +69,11 @@ func Copy(ctx context.Context, from, to Store) (Counts, error) {
 	if err == nil {
 		err = copyCache(ctx, from, to, &n)
 	}
+	if err == nil {
+		err = copyPromotions(ctx, from, to, &n)
+	}
 	if err != nil {
-		return n, fmt.Errorf("copying stopped after %d events, %d jobs and %d cached tags, which the target now holds (empty it before copying again): %w", n.Events, n.Jobs, n.Tags, err)
+		return n, fmt.Errorf("copying stopped after %d events, %d jobs, %d cached tags and %d promotion bundles, which the target now holds (empty it before copying again): %w", n.Events, n.Jobs, n.Tags, n.Bundles, err)
 	}
 	return n, nil
 }
@@ -98,6 +105,47 @@ func copyCache(ctx context.Context, from, to Store, n *Counts) error {
 	return nil
 }
 
+func copyPromotions(ctx context.Context, from, to Store, n *Counts) error {
+	pipelines, err := from.PromotionPipelines(ctx)
+	if err != nil {
+		return err
+	}
+	for _, p := range pipelines {
+		bundles, err := from.PromotionBundles(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, b := range bundles {
+			if err := to.SavePromotionBundle(ctx, b); err != nil {
+				return err
+			}
+			n.Bundles++
+		}
+		recs, err := from.PromotionRecords(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, r := range recs {
+			r.Version = 0
+			if _, err := to.PutPromotionRecord(ctx, r); err != nil {
+				return err
+			}
+			n.PromotionRecords++
+		}
+		pauses, err := from.PromotionPauses(ctx, p)
+		if err != nil {
+			return err
+		}
+		for _, pz := range pauses {
+			if err := to.SetPromotionPause(ctx, pz); err != nil {
+				return err
+			}
+			n.Pauses++
+		}
+	}
+	return nil
+}
+
 // empty returns ErrTargetNotEmpty, with what s holds, unless s holds
 // nothing.
 func empty(ctx context.Context, s Store) error {
@@ -118,6 +166,13 @@ func empty(ctx context.Context, s Store) error {
 	}
 	if len(repos) > 0 {
 		held = append(held, "registry cache entries")
+	}
+	pipelines, err := s.PromotionPipelines(ctx)
+	if err != nil {
+		return err
+	}
+	if len(pipelines) > 0 {
+		held = append(held, "promotion state")
 	}
 	if len(held) > 0 {
 		return fmt.Errorf("%w: it holds %v. fluxd db copy copies into an empty database only, so that no two histories are mixed and nothing is copied twice: point --to at a new database (or drop and recreate this one)", ErrTargetNotEmpty, held)

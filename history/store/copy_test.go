@@ -50,6 +50,23 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 		map[string]registry.ImageMeta{"sha256:a": {CreatedAt: t0, Platform: "linux/amd64", Labels: map[string]string{"k": "v"}}, "sha256:b": {}}, nil); err != nil {
 		t.Fatal(err)
 	}
+	// Promotion's rows: two pipelines, a record written twice, a pause.
+	for i, p := range []string{"team/web", "team/api"} {
+		if err := src.SavePromotionBundle(ctx, history.PromotionBundle{Pipeline: p, ID: fmt.Sprint("b", i), Created: t0, Data: []byte(`{"images":[]}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := src.PutPromotionRecord(ctx, history.PromotionRecord{Pipeline: "team/web", Stage: "dev", Bundle: "b0", Updated: t0, Data: []byte(`{"status":"verifying"}`)})
+	if err == nil {
+		r.Data = []byte(`{"status":"verified"}`)
+		_, err = src.PutPromotionRecord(ctx, r)
+	}
+	if err == nil {
+		err = src.SetPromotionPause(ctx, history.PromotionPause{Pipeline: "team/web", Stage: "prod", By: "alice", Reason: "promoted b0 by hand", Since: t0})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	url, srv := pgDatabase(t)
 	dst, err := Open(ctx, Config{URL: url, PasswordFile: srv.PasswordFile()})
@@ -61,7 +78,7 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Counts{Events: 1203, Jobs: 30, JobLogLines: 2, Repositories: 1, Tags: 3}); n != want {
+	if want := (Counts{Events: 1203, Jobs: 30, JobLogLines: 2, Repositories: 1, Tags: 3, Bundles: 2, PromotionRecords: 1, Pauses: 1}); n != want {
 		t.Errorf("copied %+v; want %+v", n, want)
 	}
 	if lines, err := dst.JobLog(ctx, "team-a", "job00", 0); err != nil || len(lines) != 2 || lines[1].Text != "done" {
@@ -106,11 +123,68 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	if diff := cmp.Diff(wantTags, gotTags, eq); diff != "" {
 		t.Errorf("registry cache after the copy (-sqlite +postgres):\n%s", diff)
 	}
+	for _, p := range []string{"team/web", "team/api"} {
+		wantB, _ := src.PromotionBundles(ctx, p)
+		gotB, err := dst.PromotionBundles(ctx, p)
+		if err != nil || len(wantB) != 1 {
+			t.Fatal(wantB, err)
+		}
+		if diff := cmp.Diff(wantB, gotB, eq); diff != "" {
+			t.Errorf("%s bundles after the copy (-sqlite +postgres):\n%s", p, diff)
+		}
+	}
+	// The record's content is copied; its version starts again at 1.
+	wantR, _ := src.PromotionRecords(ctx, "team/web")
+	gotR, err := dst.PromotionRecords(ctx, "team/web")
+	if err != nil || len(wantR) != 1 || wantR[0].Version != 2 {
+		t.Fatal(wantR, err)
+	}
+	wantR[0].Version = 1
+	if diff := cmp.Diff(wantR, gotR, eq); diff != "" {
+		t.Errorf("promotion records after the copy (-sqlite +postgres):\n%s", diff)
+	}
+	wantP, _ := src.PromotionPauses(ctx, "team/web")
+	gotP, err := dst.PromotionPauses(ctx, "team/web")
+	if err != nil || len(wantP) != 1 {
+		t.Fatal(wantP, err)
+	}
+	if diff := cmp.Diff(wantP, gotP, eq); diff != "" {
+		t.Errorf("pauses after the copy (-sqlite +postgres):\n%s", diff)
+	}
 
 	if _, err := Copy(ctx, src, dst); !errors.Is(err, ErrTargetNotEmpty) {
 		t.Errorf("second copy into the same database: %v; want ErrTargetNotEmpty", err)
 	}
 	if got, _ := dst.Events(ctx, "team-a", history.Query{Limit: 2000}); len(got) != 602 {
 		t.Errorf("after the refused copy team-a has %d events; want 602 (nothing doubled)", len(got))
+	}
+}
+
+// TestCopyRefusesATargetWithPromotionState: a target holding only
+// promotion's rows (a pause) is not empty: copying into it would mix two
+// pipelines' states.
+func TestCopyRefusesATargetWithPromotionState(t *testing.T) {
+	ctx := context.Background()
+	open := func() Store {
+		s, err := Open(ctx, Config{URL: "sqlite://" + filepath.Join(t.TempDir(), "history.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		return s
+	}
+	src, dst := open(), open()
+	if _, err := src.Record(ctx, history.Event{Instance: "i", Type: history.Release}); err != nil {
+		t.Fatal(err)
+	}
+	if err := dst.SetPromotionPause(ctx, history.PromotionPause{Pipeline: "team/web", Stage: "prod", By: "alice"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Copy(ctx, src, dst)
+	if !errors.Is(err, ErrTargetNotEmpty) {
+		t.Fatalf("copying into a store holding a pause: %v; want ErrTargetNotEmpty", err)
+	}
+	if evs, _ := dst.Events(ctx, "i", history.Query{}); len(evs) != 0 {
+		t.Errorf("the refused copy wrote %d events", len(evs))
 	}
 }

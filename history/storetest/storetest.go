@@ -59,6 +59,11 @@ func Run(t *testing.T, f Factory) {
 		{"OutboxConcurrent", testOutboxConcurrent},
 		{"LiveEvents", testLiveEvents},
 		{"WebSessions", testWebSessions},
+		{"PromotionBundles", testPromotionBundles},
+		{"PromotionRecordsCAS", testPromotionRecordsCAS},
+		{"PromotionRecordsRace", testPromotionRecordsRace},
+		{"PromotionPauses", testPromotionPauses},
+		{"PromotionPipelines", testPromotionPipelines},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, f) })
