@@ -26,6 +26,17 @@ const (
 	// Sync is a sync of git to the cluster that changed something or
 	// failed: kept under SyncInstance, which every instance reads.
 	Sync Type = "sync"
+	// The promotion events (package promotion): a bundle promoted into
+	// a stage (by a person, or by fluxd, a rollback included), verified
+	// there, failed a gate there, awaiting or given an approval, and a
+	// stage's automatic promotion paused or resumed.
+	Promoted         Type = "promoted"
+	Verified         Type = "verified"
+	PromotionFailed  Type = "promotion-failed"
+	AwaitingApproval Type = "awaiting-approval"
+	Approved         Type = "approved"
+	PromotionPaused  Type = "paused"
+	PromotionResumed Type = "resumed"
 )
 
 // SyncInstance keys the sync's events. The sync is the cluster's, not one
@@ -34,7 +45,8 @@ const (
 const SyncInstance = "_sync"
 
 // Types lists every event type.
-var Types = []Type{Release, AutomatedRelease, Rollback, Failed, Cancelled, Automate, Deautomate, Lock, Unlock, Policy, Sync}
+var Types = []Type{Release, AutomatedRelease, Rollback, Failed, Cancelled, Automate, Deautomate, Lock, Unlock, Policy, Sync,
+	Promoted, Verified, PromotionFailed, AwaitingApproval, Approved, PromotionPaused, PromotionResumed}
 
 // Change is one container's image change.
 type Change struct {

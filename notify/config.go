@@ -48,10 +48,13 @@ const (
 	CatSync       Category = "sync"
 	CatLock       Category = "lock"
 	CatFailure    Category = "failure"
+	// CatPromotion: a pipeline's bundle promoted, verified, failed,
+	// awaiting approval, approved, paused or resumed.
+	CatPromotion Category = "promotion"
 )
 
 // Categories lists every category.
-var Categories = []Category{CatRelease, CatAutomation, CatSync, CatLock, CatFailure}
+var Categories = []Category{CatRelease, CatAutomation, CatSync, CatLock, CatFailure, CatPromotion}
 
 // Config is the notification config file: its receivers.
 type Config struct {

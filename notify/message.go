@@ -98,6 +98,10 @@ func newMessage(n history.Notice, webURL string) (*Message, bool) {
 		}
 	case history.Lock, history.Unlock:
 		m.Kind, m.Categories = string(ev.Type), []Category{CatLock}
+	case history.Promoted, history.Verified, history.AwaitingApproval, history.Approved, history.PromotionPaused, history.PromotionResumed:
+		m.Kind, m.Categories = "promotion."+string(ev.Type), []Category{CatPromotion}
+	case history.PromotionFailed:
+		m.Kind, m.Categories = "promotion.failed", []Category{CatPromotion, CatFailure}
 	default:
 		return nil, false
 	}

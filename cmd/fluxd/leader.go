@@ -17,6 +17,7 @@ import (
 	"github.com/fluxd/fluxd/daemon"
 	"github.com/fluxd/fluxd/notify"
 	"github.com/fluxd/fluxd/platform/kube"
+	"github.com/fluxd/fluxd/promotion"
 	"github.com/fluxd/fluxd/release/jobs"
 	"github.com/fluxd/fluxd/syncer"
 )
@@ -30,6 +31,7 @@ type leader struct {
 	sender *notify.Sender
 	syncs  *syncer.Syncer // nil: no sync
 	auto   *automator.Automator
+	promo  *promotion.Controller
 	log    *slog.Logger
 }
 
@@ -58,6 +60,9 @@ func (l leader) run(ctx context.Context) {
 		go func() { l.syncs.Run(ctx); close(syncDone) }()
 		defer func() { <-syncDone }()
 	}
+	promoDone := make(chan struct{})
+	go func() { l.promo.Run(ctx); close(promoDone) }()
+	defer func() { <-promoDone }()
 	l.auto.Run(ctx)
 	<-done
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fluxd/fluxd/gitrepo/gogit"
+	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/version"
 	"github.com/fluxd/fluxd/release"
 )
@@ -116,6 +117,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 	d, srv := newAPI(cfg.daemon, apiParts{cluster: cluster, engine: engine, images: images, store: store, auto: auto, queue: queue, repo: repo, syncs: syncs, proxies: proxies}, tokens, reg, log)
+	promo := newPromotion(engine, queue, d, images, store, nil, tokens, log)
+	queue.OnEnd(func(history.Job) { auto.Poke(); promo.Wake() })
+	g.Go(func() error { loadPipelines(ctx, engine, promo, log); return nil })
 	self := lis.Addr().String()
 	if cfg.election != nil {
 		if self, err = advertise(f, self); err != nil {
@@ -137,7 +141,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 			return err
 		}
 	}
-	lead := leader{repo: repo, store: store, queue: queue, sender: sender, syncs: syncs, auto: auto, log: log}
+	lead := leader{repo: repo, store: store, queue: queue, sender: sender, syncs: syncs, auto: auto, promo: promo, log: log}
 	startLeading(ctx, g, cfg.election, self, leadership, peer, srv, wh, cluster, repo, lead.run, log)
 
 	g.Go(func() error { return srv.Serve(ctx, lis, cfg.daemon.ShutdownGrace*4/5) })

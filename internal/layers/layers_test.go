@@ -23,7 +23,7 @@ const module = "github.com/fluxd/fluxd/"
 // code that ships is held to this.
 var allowed = map[string][]string{
 	// binaries and tools
-	"cmd/fluxd": {"automator", "daemon", "gitrepo/gogit", "history", "history/store", "internal/auth", "internal/memlimit",
+	"cmd/fluxd": {"automator", "daemon", "promotion", "gitrepo", "gitrepo/gogit", "history", "history/store", "internal/auth", "internal/memlimit",
 		"internal/tlsfiles", "internal/version", "internal/clientkey", "notify", "platform", "platform/kube", "platform/kube/gitguard",
 		"platform/kube/sync", "proto/fluxd/v1", "registry", "registry/oci", "release", "release/jobs", "syncer", "web", "webhook"},
 	"cmd/fluxctl": {"check", "deploy", "internal/tlsfiles", "internal/version", "proto/fluxd/v1"},
@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 
 	// edge
 	"web":    {"history", "internal/auth", "internal/clientkey", "proto/fluxd/v1"},
-	"daemon": {"automator", "gitrepo", "history", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "internal/replicacert", "platform", "policy", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
+	"daemon": {"automator", "gitrepo", "history", "promotion", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "internal/replicacert", "platform", "policy", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
 	// webhook is the transport of registry notifications; what they do
 	// is the daemon's, through webhook.Refresher, wired by cmd/fluxd.
 	"webhook": {"internal/clientkey", "internal/replicacert", "registry"},

@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/fluxd/fluxd/daemon"
+	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/promotion"
+	"github.com/fluxd/fluxd/registry"
+	"github.com/fluxd/fluxd/release"
+	"github.com/fluxd/fluxd/release/jobs"
+)
+
+// The promotion loop's wiring: its ports are the release engine and
+// queue, the daemon's joined view, the registry (for digests), the
+// history store (its tables, its events) and the gates' adapters.
+
+// releaser is the engine's planning with the queue's jobs.
+type releaser struct {
+	engine *release.Engine
+	queue  *jobs.Queue
+}
+
+func (r releaser) Plan(ctx context.Context, spec release.Spec) (*release.Plan, error) {
+	return r.engine.Plan(ctx, spec)
+}
+
+func (r releaser) Enqueue(ctx context.Context, instance string, spec release.Spec, checksum string) (jobs.JobUpdate, error) {
+	return r.queue.Enqueue(ctx, instance, spec, checksum)
+}
+
+func (r releaser) Get(ctx context.Context, instance, id string) (jobs.JobUpdate, error) {
+	return r.queue.Get(ctx, instance, id)
+}
+
+// tagDigests reads a tag's digest through the registry client's cache.
+type tagDigests struct{ images release.Images }
+
+func (t tagDigests) Digest(ctx context.Context, image string) (string, error) {
+	ref, err := registry.ParseRef(image)
+	if err != nil {
+		return "", err
+	}
+	imgs, err := t.images.ImagesMatching(ctx, ref.Repository, func(tag string) bool { return tag == ref.Tag })
+	if err != nil {
+		return "", err
+	}
+	for _, img := range imgs {
+		if img.Tag == ref.Tag && img.Digest != "" {
+			return img.Digest, nil
+		}
+	}
+	return "", fmt.Errorf("the registry has no digest for %s (is the tag still there?)", image)
+}
+
+// promotionInstance is the instance an automatic promotion's job and
+// events are kept under: the one instance whose scope holds every
+// service of the stage, else "default" (as the automator does).
+func promotionInstance(tokens *auth.Store) func([]platform.ID) string {
+	return func(ids []platform.ID) string {
+		found := ""
+		for inst, sc := range tokens.Instances() {
+			all := true
+			for _, id := range ids {
+				if sc != nil && !sc.Contains(id.Namespace, "") {
+					all = false
+				}
+			}
+			if !all {
+				continue
+			}
+			if found != "" {
+				return "default"
+			}
+			found = inst
+		}
+		if found == "" {
+			return "default"
+		}
+		return found
+	}
+}
+
+// noticeTypes maps the controller's notices to history's event types.
+var noticeTypes = map[string]history.Type{
+	"promoted":          history.Promoted,
+	"rolled back":       history.Promoted,
+	"verified":          history.Verified,
+	"failed":            history.PromotionFailed,
+	"awaiting approval": history.AwaitingApproval,
+	"approved":          history.Approved,
+	"paused":            history.PromotionPaused,
+	"resumed":           history.PromotionResumed,
+}
+
+// recordNotices writes the controller's notices to history (and so to
+// the notifications' outbox, in the same transaction).
+func recordNotices(rec interface {
+	Record(context.Context, history.Event) (int64, error)
+}, instance func([]platform.ID) string, log *slog.Logger) func(context.Context, promotion.Notice) {
+	return func(ctx context.Context, n promotion.Notice) {
+		typ, ok := noticeTypes[n.What]
+		if !ok {
+			return // soaking, rolled out, running, superseded: shown, not recorded
+		}
+		ev := history.Event{Instance: instance(n.Services), Type: typ, User: n.By, Message: fmt.Sprintf("%s: %s", n.Pipeline, n.Text), Job: n.Job,
+			StartedAt: time.Now(), EndedAt: time.Now()}
+		if ev.User == "" {
+			ev.User = promotion.Automatic
+		}
+		for _, id := range n.Services {
+			ev.Services = append(ev.Services, id.String())
+		}
+		if typ == history.PromotionFailed {
+			ev.Error = n.Text
+		}
+		if _, err := rec.Record(ctx, ev); err != nil {
+			log.Warn("recording a promotion event", "pipeline", n.Pipeline, "stage", n.Stage, "error", err)
+		}
+	}
+}
+
+// loadPipelines reads the Pipelines under --git-path at each revision
+// git moves to (and once at start), for the controller. It runs on
+// every replica: followers answer 'fluxctl stages' from the store too.
+func loadPipelines(ctx context.Context, engine *release.Engine, ctrl *promotion.Controller, log *slog.Logger) {
+	moved := make(chan struct{}, 1)
+	engine.OnRevision(func(string) {
+		select {
+		case moved <- struct{}{}:
+		default:
+		}
+	})
+	last := ""
+	for {
+		err := engine.Read(ctx, false, false, func(rev, root string, paths []string) error {
+			if rev == last {
+				return nil
+			}
+			dirs, err := gitrepo.ResolvePaths(root, paths)
+			if err != nil {
+				return err
+			}
+			ps, problems, err := promotion.Load(root, dirs)
+			if err != nil {
+				return err
+			}
+			ctrl.SetPipelines(ps, problems)
+			last = rev
+			return nil
+		})
+		if err != nil && ctx.Err() == nil {
+			log.Warn("reading the Pipelines in git", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-moved:
+		case <-time.After(time.Minute):
+		}
+	}
+}
+
+// newPromotion builds the promotion loop; it runs on the leader (and
+// reads pipelines on every replica).
+func newPromotion(engine *release.Engine, queue *jobs.Queue, d *daemon.Daemon, images release.Images, store history.Store, checker promotion.Checker, tokens *auth.Store, log *slog.Logger) *promotion.Controller {
+	inst := promotionInstance(tokens)
+	return promotion.New(promotion.Config{
+		Store:    promotion.NewStore(store),
+		Releaser: releaser{engine: engine, queue: queue},
+		Cluster:  d,
+		Digests:  tagDigests{images: images},
+		Checker:  checker,
+		Instance: inst,
+		Notice:   recordNotices(store, inst, log),
+		Log:      log.With("component", "promotion"),
+	})
+}
