@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 
 	// edge
 	"web":    {"history", "internal/auth", "internal/clientkey", "proto/fluxd/v1"},
-	"daemon": {"automator", "gitrepo", "history", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "internal/replicacert", "platform", "policy", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
+	"daemon": {"automator", "gitrepo", "history", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "internal/replicacert", "platform", "policy", "promotion", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
 	// webhook is the transport of registry notifications; what they do
 	// is the daemon's, through webhook.Refresher, wired by cmd/fluxd.
 	"webhook": {"internal/clientkey", "internal/replicacert", "registry"},
