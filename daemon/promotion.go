@@ -288,9 +288,12 @@ func (d *Daemon) Promote(ctx context.Context, id auth.Identity, req PromoteReque
 		return res, nil
 	}
 	if req.Checksum != "" && req.Checksum != plan.Checksum {
-		changed := "the plan changed"
+		changed := ""
 		if d.deps.Releaser != nil {
 			changed = d.deps.Releaser.WhatChanged(req.Checksum, plan)
+		}
+		if changed == "" {
+			changed = "its checksum is now " + plan.Checksum
 		}
 		return nil, fluxerr.New(fluxerr.Precondition, fmt.Errorf("the promotion plan you confirmed no longer matches: %s", changed),
 			"Git, the registry or the cluster changed since you saw the plan. Nothing was changed; look at the new plan and confirm it again.")

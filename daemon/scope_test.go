@@ -232,6 +232,8 @@ func TestEveryRPCKeepsToTheCallersScope(t *testing.T) {
 				switch r := req.(type) {
 				case *fluxdv1.ReleaseRequest:
 					r.Kind = fluxdv1.ReleaseKind_RELEASE_KIND_PLAN
+				case *fluxdv1.PromoteRequest:
+					r.Kind = fluxdv1.ReleaseKind_RELEASE_KIND_PLAN
 				case *fluxdv1.SetPolicyRequest:
 					r.Automated = ptr(true)
 				}
