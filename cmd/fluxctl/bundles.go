@@ -125,11 +125,17 @@ func runBundles(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, p
 		}
 		for i, img := range imgs {
 			cols := []string{"", "", img.GetRepository() + ":" + img.GetTag(), shortDigest(img.GetDigest())}
+			for _, st := range stages {
+				// Every row has every column, so that tabwriter aligns
+				// them across a bundle's further images.
+				if i == 0 {
+					cols = append(cols, orDash(state[st]))
+				} else {
+					cols = append(cols, "")
+				}
+			}
 			if i == 0 {
 				cols[0], cols[1] = b.GetId(), created
-				for _, st := range stages {
-					cols = append(cols, orDash(state[st]))
-				}
 			}
 			fmt.Fprintln(tw, strings.Join(cols, "\t"))
 		}

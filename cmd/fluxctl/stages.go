@@ -168,7 +168,7 @@ func runStages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, pi
 	fmt.Fprintf(w, "Pipeline %s\n", resp.GetPipeline())
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "STAGE\tFROM\tBUNDLE\tSTATE\tCHECKS\tSOAK LEFT\tAPPROVALS\tHOLD")
-	var waiting []string
+	var details []string
 	for _, s := range resp.GetStages() {
 		bundle, state := "-", "-"
 		if cur := s.GetCurrent(); cur != nil {
@@ -202,18 +202,18 @@ func runStages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, pi
 				}
 				line += "); approve with: fluxctl approve --stage " + s.GetName() + " " + r.GetBundle()
 			}
-			waiting = append(waiting, line)
+			details = append(details, line)
 		}
 		if cur := s.GetCurrent(); cur != nil && cur.GetReason() != "" {
-			waiting = append(waiting, fmt.Sprintf("  %s: bundle %s %s: %s", s.GetName(), cur.GetBundle(), cur.GetStatus(), cur.GetReason()))
+			details = append(details, fmt.Sprintf("  %s: bundle %s %s: %s", s.GetName(), cur.GetBundle(), cur.GetStatus(), cur.GetReason()))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if len(waiting) > 0 {
-		fmt.Fprintln(w, "\nWaiting:")
-		for _, l := range waiting {
+	if len(details) > 0 {
+		fmt.Fprintln(w, "\nWaiting, and why bundles failed:")
+		for _, l := range details {
 			fmt.Fprintln(w, l)
 		}
 	}
