@@ -107,25 +107,26 @@ func TestStagesAndBundlesOutput(t *testing.T) {
 func TestPromoteConfirms(t *testing.T) {
 	for _, tc := range []struct {
 		name        string
-		flags       promoteFlags
+		dryRun      bool
+		noWait      bool
 		answer      string
 		interactive bool
 		wantKinds   []fluxdv1.ReleaseKind
 		wantErr     string
 		wantOut     string
 	}{
-		{name: "dry run", flags: promoteFlags{dryRun: true}, wantKinds: []fluxdv1.ReleaseKind{fluxdv1.ReleaseKind_RELEASE_KIND_PLAN}, wantOut: "Dry run: nothing was changed"},
+		{name: "dry run", dryRun: true, wantKinds: []fluxdv1.ReleaseKind{fluxdv1.ReleaseKind_RELEASE_KIND_PLAN}, wantOut: "Dry run: nothing was changed"},
 		{name: "no", answer: "n\n", interactive: true, wantKinds: []fluxdv1.ReleaseKind{fluxdv1.ReleaseKind_RELEASE_KIND_PLAN}, wantOut: "Promotion cancelled"},
-		{name: "yes", answer: "\n", interactive: true, flags: promoteFlags{noWait: true},
+		{name: "yes", answer: "\n", interactive: true, noWait: true,
 			wantKinds: []fluxdv1.ReleaseKind{fluxdv1.ReleaseKind_RELEASE_KIND_PLAN, fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE}, wantOut: "Job j-7 queued"},
 		{name: "no terminal", wantKinds: []fluxdv1.ReleaseKind{fluxdv1.ReleaseKind_RELEASE_KIND_PLAN}, wantErr: "needs a confirmation"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := promotionFixture()
-			pf := tc.flags
+			pf := &promoteFlags{dryRun: tc.dryRun, noWait: tc.noWait}
 			pf.req.Stage, pf.req.User = "prod", "alice"
 			var out bytes.Buffer
-			err := runPromote(context.Background(), strings.NewReader(tc.answer), &out, c, &pf, tc.interactive)
+			err := runPromote(context.Background(), strings.NewReader(tc.answer), &out, c, pf, tc.interactive)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want %q", err, tc.wantErr)
