@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -105,7 +106,8 @@ func runBundles(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, p
 		}
 	}
 	fmt.Fprintf(w, "Pipeline %s\n", resp.GetPipeline())
-	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, strings.Join(append([]string{"BUNDLE", "CREATED", "IMAGE", "DIGEST"}, upper(stages)...), "\t"))
 	for _, b := range bundles {
 		state := map[string]string{}
@@ -140,7 +142,20 @@ func runBundles(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, p
 			fmt.Fprintln(tw, strings.Join(cols, "\t"))
 		}
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	// A bundle's further images leave its stage columns empty: no
+	// padding after them.
+	for _, line := range strings.SplitAfter(table.String(), "\n") {
+		if strings.HasSuffix(line, "\n") {
+			line = strings.TrimRight(line, " \n") + "\n"
+		}
+		if _, err := io.WriteString(w, line); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // shortDigest is a digest's algorithm and first 12 hex digits.

@@ -73,7 +73,7 @@ func promotionFixture() *promotionClient {
 				Records: []*fluxdv1.BundleRecord{{Stage: "dev", Bundle: "77aa01bc9d3e", Status: "superseded"}, {Stage: "staging", Bundle: "77aa01bc9d3e", Status: "verified"},
 					{Stage: "prod", Bundle: "77aa01bc9d3e", Status: "failed", Current: true}}},
 			{Id: "3f9a0c1d2e4b", Created: at(25 * time.Minute), Stage: "dev",
-				Images: []*fluxdv1.BundleImage{{Repository: "reg.example/team/sidecar", Tag: "2.0", Digest: digest("2")}, {Repository: "reg.example/team/web", Tag: "1.5.0", Digest: digest("3")}},
+				Images:  []*fluxdv1.BundleImage{{Repository: "reg.example/team/sidecar", Tag: "2.0", Digest: digest("2")}, {Repository: "reg.example/team/web", Tag: "1.5.0", Digest: digest("3")}},
 				Records: []*fluxdv1.BundleRecord{{Stage: "dev", Bundle: "3f9a0c1d2e4b", Status: "verified", Current: true}, {Stage: "staging", Bundle: "3f9a0c1d2e4b", Status: "soaking", Current: true}}},
 		}},
 	}
