@@ -25,9 +25,10 @@ person, a locked service, or why the newest verified bundle of its from-stage
 is not taken). Bundles waiting in a stage are listed under the table.
 
 PIPELINE may be left out when fluxd reads one pipeline (that your token may
-see); otherwise the error lists them. A token scoped to some namespaces sees
-only the stages whose services are all in its scope. 'fluxctl stages resume'
-ends a pause.`,
+see); otherwise the error lists them. Give it as NAMESPACE/NAME where two
+namespaces hold a pipeline of that name (and for a pipeline named "resume").
+A token scoped to some namespaces sees only the stages whose services are all
+in its scope. 'fluxctl stages resume' ends a pause.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(g.output); err != nil {
