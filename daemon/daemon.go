@@ -85,6 +85,11 @@ type Deps struct {
 	// caches not synced, the database not answering), or nil. The health
 	// service reports it, without a token.
 	Ready func(ctx context.Context) error
+	// Promotions, if set, is the promotion loop (promotion.Controller):
+	// fluxctl stages, bundles, promote, approve and stages resume go to
+	// it. Nil when fluxd runs no pipelines: those calls answer
+	// Unimplemented, saying so.
+	Promotions Promotions
 }
 
 // SSHKey reports the public half of the key fluxd reaches an SSH git

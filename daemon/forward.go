@@ -50,6 +50,12 @@ var leaderOnly = map[string]bool{
 	fluxdv1.FluxService_SetPolicy_FullMethodName:   true,
 	fluxdv1.FluxService_NotifyImage_FullMethodName: true,
 	fluxdv1.FluxService_Sync_FullMethodName:        true, // the leader syncs
+	// The leader runs the promotion loop and the release queue: a
+	// promotion's job is its, and an approval or a resume is acted on
+	// at once.
+	fluxdv1.FluxService_Promote_FullMethodName:     true,
+	fluxdv1.FluxService_Approve_FullMethodName:     true,
+	fluxdv1.FluxService_ResumeStage_FullMethodName: true,
 }
 
 // leaderFirst are reads a follower asks the leader for, because only the

@@ -49,6 +49,10 @@ var readOnly = map[string]bool{
 	// GetPodLog is not here: logs may carry secrets (docs/security.md).
 	fluxdv1.FluxService_GetResources_FullMethodName: true,
 	fluxdv1.FluxService_GetManifest_FullMethodName:  true,
+	// Pipelines, stages and bundles, as far as the caller's scope goes.
+	fluxdv1.FluxService_ListPipelines_FullMethodName: true,
+	fluxdv1.FluxService_ListStages_FullMethodName:    true,
+	fluxdv1.FluxService_ListBundles_FullMethodName:   true,
 	// Server reflection describes the API; it reads nothing of fluxd's.
 	"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo":      true,
 	"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo": true,
@@ -259,6 +263,9 @@ var commandsOf = map[string]string{
 	fluxdv1.FluxService_Sync_FullMethodName:        "fluxctl sync",
 	fluxdv1.FluxService_CancelJob_FullMethodName:   "fluxctl cancel",
 	fluxdv1.FluxService_GetPodLog_FullMethodName:   "the status page's pod logs",
+	fluxdv1.FluxService_Promote_FullMethodName:     "fluxctl promote",
+	fluxdv1.FluxService_Approve_FullMethodName:     "fluxctl approve",
+	fluxdv1.FluxService_ResumeStage_FullMethodName: "fluxctl stages resume",
 }
 
 // methodAndCommands is a method's short name with what calls it, e.g.

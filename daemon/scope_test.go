@@ -211,6 +211,10 @@ func TestEveryRPCKeepsToTheCallersScope(t *testing.T) {
 		// A workload's pods, logs and manifest: another team's workload,
 		// and so its pods, are not found.
 		"GetResources": codes.NotFound, "GetPodLog": codes.NotFound, "GetManifest": codes.NotFound,
+		// This fixture runs no pipelines: every promotion call says so,
+		// whoever calls (promotion_test.go has the scoped stages).
+		"ListPipelines": codes.Unimplemented, "ListStages": codes.Unimplemented, "ListBundles": codes.Unimplemented,
+		"Promote": codes.Unimplemented, "Approve": codes.Unimplemented, "ResumeStage": codes.Unimplemented,
 	}
 	// What the caller did not type: the service's running image, its
 	// file in git, its status.
@@ -227,6 +231,8 @@ func TestEveryRPCKeepsToTheCallersScope(t *testing.T) {
 				aimAt(req.ProtoReflect(), name)
 				switch r := req.(type) {
 				case *fluxdv1.ReleaseRequest:
+					r.Kind = fluxdv1.ReleaseKind_RELEASE_KIND_PLAN
+				case *fluxdv1.PromoteRequest:
 					r.Kind = fluxdv1.ReleaseKind_RELEASE_KIND_PLAN
 				case *fluxdv1.SetPolicyRequest:
 					r.Automated = ptr(true)

@@ -43,6 +43,9 @@ var readOnlyRPCs = map[protoreflect.Name]bool{
 	"WatchJob": true, "ListJobs": true, "History": true, "GetJobLog": true,
 	// A workload's pods, events and manifest; not its pods' logs.
 	"GetResources": true, "GetManifest": true,
+	// Pipelines, stages and bundles; promoting, approving and resuming
+	// are mutations.
+	"ListPipelines": true, "ListStages": true, "ListBundles": true,
 }
 
 // fluxService is the service as its generated file describes it.

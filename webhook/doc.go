@@ -16,4 +16,9 @@
 //     (client-go's workqueue coalesces per repository, wired by
 //     cmd/fluxd), answered 202 at once, and refreshed by Run's workers
 //     through the Refresher.
+//
+// approve.go serves CI's approvals of promotion bundles (POST
+// /v1/approve): signed as notifications are, with a timestamp always,
+// under the same limits (signed.go holds the proof and the limits both
+// share), and passed to the promotion loop through Approver.
 package webhook

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fluxd/fluxd/internal/clientkey"
 	"github.com/fluxd/fluxd/registry"
 )
 
@@ -37,22 +36,14 @@ import (
 // must be within 5 minutes of fluxd's clock, so that a captured request
 // cannot be replayed later. Comparisons take constant time.
 type Handler struct {
-	// RequireTimestamp refuses signed notifications without a signed
-	// X-Fluxd-Timestamp, which could be replayed forever. Set before
-	// serving.
-	RequireTimestamp bool
-	// TrustedProxies are the proxies in front of the listener (an
-	// Ingress: registries must reach it) whose X-Forwarded-For names the
-	// sender, for the per-sender share of signed reads (--trusted-proxies).
-	// Empty: the connection's address. Set before serving.
-	TrustedProxies clientkey.Proxies
+	// signed is the sender's proof and the limits on reading signed
+	// bodies (RequireTimestamp and TrustedProxies are set before
+	// serving), shared with the approval webhook (signed.go).
+	*signed
 
-	secret []byte
 	log    *slog.Logger
 	leader Leadership
 	client *http.Client
-	// now is the clock for signed timestamps.
-	now func() time.Time
 	// refresh and watched are the Refresher's RefreshNotified and
 	// RefuseUnwatched, held as functions so that a test can stand in
 	// for either.
@@ -67,14 +58,6 @@ type Handler struct {
 	// replicaCAs sign the certificates of followers whose passed-on
 	// notifications are taken (RequireReplicaCerts).
 	replicaCAs *x509.CertPool
-	// signedReads counts the signed bodies being read (under mu), and
-	// readsFrom counts them by sender (clientkey), so that one sender
-	// cannot take every slot from genuine ones. signers are the senders
-	// whose signature was valid lately: they may use the slots kept for
-	// them, which a flood of unknown senders cannot take (limits.go).
-	signedReads int
-	readsFrom   map[string]int
-	signers     *clientkey.Recent
 }
 
 // Refresher is what a notification does, the daemon's operations: the
@@ -96,10 +79,9 @@ func New(r Refresher, queue Queue, secret []byte, log *slog.Logger) (*Handler, e
 	if len(secret) == 0 {
 		return nil, errors.New("the webhook secret is empty")
 	}
-	return &Handler{secret: secret, log: log.With("component", "webhook"), now: time.Now,
+	return &Handler{signed: newSigned(secret), log: log.With("component", "webhook"),
 		refresh: r.RefreshNotified, watched: r.RefuseUnwatched,
-		queue: queue, pending: map[string]string{},
-		readsFrom: map[string]int{}, signers: clientkey.NewRecent(maxSigners, signerMemory)}, nil
+		queue: queue, pending: map[string]string{}}, nil
 }
 
 // maxPayload is the largest body read.

@@ -29,9 +29,9 @@ const (
 // takeRead counts a signed read from sender, unless sender has
 // maxSignedReadsPerAddr under way or every slot open to it is taken
 // (keptSignedReads of them only for senders that signed validly lately).
-func (h *Handler) takeRead(sender string) int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+func (h *signed) takeRead(sender string) int {
+	h.readsMu.Lock()
+	defer h.readsMu.Unlock()
 	if h.readsFrom[sender] >= maxSignedReadsPerAddr {
 		return readsOfSender
 	}
@@ -48,9 +48,9 @@ func (h *Handler) takeRead(sender string) int {
 }
 
 // releaseRead ends a read takeRead counted.
-func (h *Handler) releaseRead(sender string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
+func (h *signed) releaseRead(sender string) {
+	h.readsMu.Lock()
+	defer h.readsMu.Unlock()
 	h.signedReads--
 	if h.readsFrom[sender]--; h.readsFrom[sender] <= 0 {
 		delete(h.readsFrom, sender)

@@ -31,15 +31,15 @@ func TestSignedReadsAreBoundedAndTimestampsCanBeRequired(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		return rec.Code
 	}
-	h.mu.Lock()
+	h.readsMu.Lock()
 	h.signedReads = maxSignedReads // as many slow senders
-	h.mu.Unlock()
+	h.readsMu.Unlock()
 	if code := post(sign("s3cret", "", pushOfApp), ""); code != http.StatusServiceUnavailable {
 		t.Errorf("a signed notification while %d are read: %d; want 503", maxSignedReads, code)
 	}
-	h.mu.Lock()
+	h.readsMu.Lock()
 	h.signedReads = 0
-	h.mu.Unlock()
+	h.readsMu.Unlock()
 	if code := post(sign("s3cret", "", pushOfApp), ""); code != http.StatusAccepted {
 		t.Errorf("a signed notification: %d; want 202", code)
 	}

@@ -22,7 +22,7 @@ const signatureWindow = 5 * time.Minute
 
 // hasSecret reports whether the request carries the shared secret in a
 // header or the query string.
-func (h *Handler) hasSecret(r *http.Request) bool {
+func (h *signed) hasSecret(r *http.Request) bool {
 	candidates := []string{r.Header.Get("X-Fluxd-Secret"), r.URL.Query().Get("token")}
 	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "bearer") {
 		candidates = append(candidates, strings.TrimSpace(tok))
@@ -38,7 +38,7 @@ func (h *Handler) hasSecret(r *http.Request) bool {
 // signedInWindow reports whether the request claims a signature worth
 // reading the body for: a well-formed one, with a timestamp (if any)
 // within the window.
-func (h *Handler) signedInWindow(r *http.Request) bool {
+func (h *signed) signedInWindow(r *http.Request) bool {
 	sig, ok := strings.CutPrefix(r.Header.Get(SignatureHeader), "sha256=")
 	if !ok || len(sig) != 2*sha256.Size {
 		return false
@@ -59,7 +59,7 @@ func (h *Handler) signedInWindow(r *http.Request) bool {
 }
 
 // validSignature checks the HMAC of the body, or of "TIMESTAMP.BODY".
-func (h *Handler) validSignature(r *http.Request, body []byte) bool {
+func (h *signed) validSignature(r *http.Request, body []byte) bool {
 	got, err := hex.DecodeString(strings.TrimPrefix(r.Header.Get(SignatureHeader), "sha256="))
 	if err != nil {
 		return false

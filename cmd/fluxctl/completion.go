@@ -22,8 +22,19 @@ const completionTimeout = 3 * time.Second
 func wireCompletions(root *cobra.Command, g *globals) {
 	services := completeFromFluxd(g, listServiceNames)
 	jobs := completeFromFluxd(g, listJobIDs)
+	pipelines := completeFromFluxd(g, listPipelineNames)
+	stages := completeFromFluxd(g, listStageNames)
 	for _, cmd := range root.Commands() {
 		switch cmd.Name() {
+		case "stages", "bundles":
+			cmd.ValidArgsFunction = firstArg(pipelines)
+			for _, sub := range cmd.Commands() {
+				sub.ValidArgsFunction = firstArg(stages)
+				_ = sub.RegisterFlagCompletionFunc("pipeline", pipelines)
+			}
+		case "promote", "approve":
+			_ = cmd.RegisterFlagCompletionFunc("pipeline", pipelines)
+			_ = cmd.RegisterFlagCompletionFunc(map[string]string{"promote": "to", "approve": "stage"}[cmd.Name()], stages)
 		case "list-images", "policy", "automate", "deautomate", "lock", "unlock", "history", "rollback":
 			cmd.ValidArgsFunction = firstArg(services)
 		case "job", "cancel":
@@ -110,6 +121,38 @@ func listServiceNames(ctx context.Context, c fluxdv1.FluxServiceClient) ([]strin
 		out = append(out, s.GetId())
 		if _, name, ok := strings.Cut(s.GetId(), "/"); ok && names[name] == 1 {
 			out = append(out, name)
+		}
+	}
+	return out, nil
+}
+
+// listPipelineNames offers the pipelines the token may see.
+func listPipelineNames(ctx context.Context, c fluxdv1.FluxServiceClient) ([]string, error) {
+	resp, err := c.ListPipelines(ctx, &fluxdv1.ListPipelinesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, p := range resp.GetPipelines() {
+		out = append(out, p.GetName())
+	}
+	return out, nil
+}
+
+// listStageNames offers the stages the token may see, of every pipeline.
+func listStageNames(ctx context.Context, c fluxdv1.FluxServiceClient) ([]string, error) {
+	resp, err := c.ListPipelines(ctx, &fluxdv1.ListPipelinesRequest{})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, p := range resp.GetPipelines() {
+		for _, s := range p.GetStages() {
+			if !seen[s] {
+				seen[s] = true
+				out = append(out, s)
+			}
 		}
 	}
 	return out, nil

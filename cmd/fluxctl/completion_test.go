@@ -23,6 +23,12 @@ func (completionServer) ListServices(context.Context, *fluxdv1.ListServicesReque
 	}}, nil
 }
 
+func (completionServer) ListPipelines(context.Context, *fluxdv1.ListPipelinesRequest) (*fluxdv1.ListPipelinesResponse, error) {
+	return &fluxdv1.ListPipelinesResponse{Pipelines: []*fluxdv1.Pipeline{
+		{Name: "web", Stages: []string{"dev", "staging", "prod"}}, {Name: "api", Stages: []string{"dev", "prod"}},
+	}}, nil
+}
+
 func (completionServer) ListJobs(context.Context, *fluxdv1.ListJobsRequest) (*fluxdv1.ListJobsResponse, error) {
 	return &fluxdv1.ListJobsResponse{Jobs: []*fluxdv1.Job{{Id: "j-1"}, {Id: "j-2"}}}, nil
 }
@@ -71,6 +77,12 @@ func TestDynamicCompletion(t *testing.T) {
 		{[]string{"job", "j-"}, "j-1 j-2"},
 		{[]string{"history", "--type", "auto"}, "automated-release automate"},
 		{[]string{"list-services", "-o", ""}, "table json yaml"},
+		{[]string{"stages", ""}, "resume web api"}, // its subcommand, then the pipelines
+		{[]string{"stages", "resume", "p"}, "prod"},
+		{[]string{"bundles", "web", ""}, ""},
+		{[]string{"promote", "--to", ""}, "dev staging prod"},
+		{[]string{"approve", "--pipeline", "a"}, "api"},
+		{[]string{"approve", "--stage", "st"}, "staging"},
 	} {
 		if got := strings.Join(complete(tc.args...), " "); got != tc.want {
 			t.Errorf("complete %q: %q; want %q", tc.args, got, tc.want)

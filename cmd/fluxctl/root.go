@@ -71,6 +71,10 @@ func newRootCommand() (*cobra.Command, *globals) {
 		newCancelCommand(g),
 		newNotifyCommand(g),
 		newCheckCommand(g),
+		newStagesCommand(g),
+		newBundlesCommand(g),
+		newPromoteCommand(g),
+		newApproveCommand(g),
 		newInstallCommand(),
 	)
 	wireCompletions(root, g)

@@ -34,10 +34,11 @@ var allowed = map[string][]string{
 
 	// edge
 	"web":    {"history", "internal/auth", "internal/clientkey", "proto/fluxd/v1"},
-	"daemon": {"automator", "gitrepo", "history", "promotion", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "internal/replicacert", "platform", "policy", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
-	// webhook is the transport of registry notifications; what they do
-	// is the daemon's, through webhook.Refresher, wired by cmd/fluxd.
-	"webhook": {"internal/clientkey", "internal/replicacert", "registry"},
+	"daemon": {"automator", "gitrepo", "history", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "internal/replicacert", "platform", "policy", "promotion", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
+	// webhook is the transport of registry notifications and of CI's
+	// approvals; what they do is the daemon's and the promotion loop's,
+	// through webhook.Refresher and webhook.Approver, wired by cmd/fluxd.
+	"webhook": {"internal/clientkey", "internal/fluxerr", "internal/replicacert", "promotion", "registry"},
 	"check":   {"gitrepo", "platform", "policy", "promotion", "registry", "release"},
 
 	// loops

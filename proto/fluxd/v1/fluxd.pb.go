@@ -4632,6 +4632,1241 @@ func (x *GetManifestResponse) GetRedacted() bool {
 	return false
 }
 
+// Pipeline is a Pipeline object fluxd reads from git.
+type Pipeline struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// file is where the object is written, relative to the repository's
+	// root, and line its first line.
+	File string `protobuf:"bytes,3,opt,name=file,proto3" json:"file,omitempty"`
+	Line int32  `protobuf:"varint,4,opt,name=line,proto3" json:"line,omitempty"`
+	// stages are the names of the stages the caller may see, in order.
+	Stages        []string `protobuf:"bytes,5,rep,name=stages,proto3" json:"stages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Pipeline) Reset() {
+	*x = Pipeline{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[65]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Pipeline) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Pipeline) ProtoMessage() {}
+
+func (x *Pipeline) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[65]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Pipeline.ProtoReflect.Descriptor instead.
+func (*Pipeline) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{65}
+}
+
+func (x *Pipeline) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Pipeline) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *Pipeline) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *Pipeline) GetLine() int32 {
+	if x != nil {
+		return x.Line
+	}
+	return 0
+}
+
+func (x *Pipeline) GetStages() []string {
+	if x != nil {
+		return x.Stages
+	}
+	return nil
+}
+
+type ListPipelinesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPipelinesRequest) Reset() {
+	*x = ListPipelinesRequest{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[66]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPipelinesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPipelinesRequest) ProtoMessage() {}
+
+func (x *ListPipelinesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[66]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPipelinesRequest.ProtoReflect.Descriptor instead.
+func (*ListPipelinesRequest) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{66}
+}
+
+type ListPipelinesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pipelines     []*Pipeline            `protobuf:"bytes,1,rep,name=pipelines,proto3" json:"pipelines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPipelinesResponse) Reset() {
+	*x = ListPipelinesResponse{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[67]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPipelinesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPipelinesResponse) ProtoMessage() {}
+
+func (x *ListPipelinesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[67]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPipelinesResponse.ProtoReflect.Descriptor instead.
+func (*ListPipelinesResponse) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{67}
+}
+
+func (x *ListPipelinesResponse) GetPipelines() []*Pipeline {
+	if x != nil {
+		return x.Pipelines
+	}
+	return nil
+}
+
+// BundleRecord is one bundle's state in one stage.
+type BundleRecord struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Stage  string                 `protobuf:"bytes,1,opt,name=stage,proto3" json:"stage,omitempty"`
+	Bundle string                 `protobuf:"bytes,2,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	// status is "awaiting approval", "promoted", "verifying", "soaking",
+	// "verified", "failed" or "superseded".
+	Status string `protobuf:"bytes,3,opt,name=status,proto3" json:"status,omitempty"`
+	// reason says why it failed, or by what it was superseded.
+	Reason string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	// created is the bundle's: the newest bundle is the latest created.
+	Created *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=created,proto3" json:"created,omitempty"`
+	// since is when it entered its status.
+	Since *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	// rolled_out is when its rollout in the stage ended (unset before).
+	RolledOut *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=rolled_out,json=rolledOut,proto3" json:"rolled_out,omitempty"`
+	// soak_until is when its soak ends, while it soaks.
+	SoakUntil *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=soak_until,json=soakUntil,proto3" json:"soak_until,omitempty"`
+	// passed are the checks it passed in the stage, by name.
+	Passed []string `protobuf:"bytes,9,rep,name=passed,proto3" json:"passed,omitempty"`
+	// approvers are who approved it into the stage, each once.
+	Approvers []string `protobuf:"bytes,10,rep,name=approvers,proto3" json:"approvers,omitempty"`
+	// promoted_by is who promoted it into the stage ("fluxd": automatic).
+	PromotedBy string `protobuf:"bytes,11,opt,name=promoted_by,json=promotedBy,proto3" json:"promoted_by,omitempty"`
+	// current says the stage's services run it (or are rolling out to it).
+	Current       bool `protobuf:"varint,12,opt,name=current,proto3" json:"current,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleRecord) Reset() {
+	*x = BundleRecord{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[68]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleRecord) ProtoMessage() {}
+
+func (x *BundleRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[68]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleRecord.ProtoReflect.Descriptor instead.
+func (*BundleRecord) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{68}
+}
+
+func (x *BundleRecord) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *BundleRecord) GetBundle() string {
+	if x != nil {
+		return x.Bundle
+	}
+	return ""
+}
+
+func (x *BundleRecord) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *BundleRecord) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *BundleRecord) GetCreated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+func (x *BundleRecord) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *BundleRecord) GetRolledOut() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RolledOut
+	}
+	return nil
+}
+
+func (x *BundleRecord) GetSoakUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SoakUntil
+	}
+	return nil
+}
+
+func (x *BundleRecord) GetPassed() []string {
+	if x != nil {
+		return x.Passed
+	}
+	return nil
+}
+
+func (x *BundleRecord) GetApprovers() []string {
+	if x != nil {
+		return x.Approvers
+	}
+	return nil
+}
+
+func (x *BundleRecord) GetPromotedBy() string {
+	if x != nil {
+		return x.PromotedBy
+	}
+	return ""
+}
+
+func (x *BundleRecord) GetCurrent() bool {
+	if x != nil {
+		return x.Current
+	}
+	return false
+}
+
+// StagePause is a person's hold on automatic promotion into a stage.
+type StagePause struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	By            string                 `protobuf:"bytes,1,opt,name=by,proto3" json:"by,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Since         *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StagePause) Reset() {
+	*x = StagePause{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[69]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StagePause) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StagePause) ProtoMessage() {}
+
+func (x *StagePause) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[69]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StagePause.ProtoReflect.Descriptor instead.
+func (*StagePause) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{69}
+}
+
+func (x *StagePause) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *StagePause) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *StagePause) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+// StageStatus is one stage of a pipeline, as fluxctl stages shows it.
+type StageStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// from is the stage it takes bundles from; empty for the first.
+	From     string   `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	Services []string `protobuf:"bytes,3,rep,name=services,proto3" json:"services,omitempty"`
+	// current is the bundle the stage runs, unset before its first.
+	Current *BundleRecord `protobuf:"bytes,4,opt,name=current,proto3" json:"current,omitempty"`
+	// waiting are bundles waiting here: awaiting approval, or verified in
+	// from and not taken yet (hold says why not).
+	Waiting []*BundleRecord `protobuf:"bytes,5,rep,name=waiting,proto3" json:"waiting,omitempty"`
+	// checks_passed of checks have passed for the current bundle.
+	ChecksPassed int32 `protobuf:"varint,6,opt,name=checks_passed,json=checksPassed,proto3" json:"checks_passed,omitempty"`
+	Checks       int32 `protobuf:"varint,7,opt,name=checks,proto3" json:"checks,omitempty"`
+	// soak_left_ms is how long the current bundle has left to soak.
+	SoakLeftMs int64 `protobuf:"varint,8,opt,name=soak_left_ms,json=soakLeftMs,proto3" json:"soak_left_ms,omitempty"`
+	// approvals is how many approvals the stage asks for.
+	Approvals int32 `protobuf:"varint,9,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	// paused is set while a person holds automatic promotion into it.
+	Paused *StagePause `protobuf:"bytes,10,opt,name=paused,proto3" json:"paused,omitempty"`
+	// locked is a locked service's reason, which holds promotion into it.
+	Locked string `protobuf:"bytes,11,opt,name=locked,proto3" json:"locked,omitempty"`
+	// hold says why the newest bundle verified in from is not promoted
+	// here, when it is not.
+	Hold          string `protobuf:"bytes,12,opt,name=hold,proto3" json:"hold,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageStatus) Reset() {
+	*x = StageStatus{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[70]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageStatus) ProtoMessage() {}
+
+func (x *StageStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[70]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageStatus.ProtoReflect.Descriptor instead.
+func (*StageStatus) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{70}
+}
+
+func (x *StageStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *StageStatus) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *StageStatus) GetServices() []string {
+	if x != nil {
+		return x.Services
+	}
+	return nil
+}
+
+func (x *StageStatus) GetCurrent() *BundleRecord {
+	if x != nil {
+		return x.Current
+	}
+	return nil
+}
+
+func (x *StageStatus) GetWaiting() []*BundleRecord {
+	if x != nil {
+		return x.Waiting
+	}
+	return nil
+}
+
+func (x *StageStatus) GetChecksPassed() int32 {
+	if x != nil {
+		return x.ChecksPassed
+	}
+	return 0
+}
+
+func (x *StageStatus) GetChecks() int32 {
+	if x != nil {
+		return x.Checks
+	}
+	return 0
+}
+
+func (x *StageStatus) GetSoakLeftMs() int64 {
+	if x != nil {
+		return x.SoakLeftMs
+	}
+	return 0
+}
+
+func (x *StageStatus) GetApprovals() int32 {
+	if x != nil {
+		return x.Approvals
+	}
+	return 0
+}
+
+func (x *StageStatus) GetPaused() *StagePause {
+	if x != nil {
+		return x.Paused
+	}
+	return nil
+}
+
+func (x *StageStatus) GetLocked() string {
+	if x != nil {
+		return x.Locked
+	}
+	return ""
+}
+
+func (x *StageStatus) GetHold() string {
+	if x != nil {
+		return x.Hold
+	}
+	return ""
+}
+
+type ListStagesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pipeline may be empty when fluxd reads exactly one.
+	Pipeline      string `protobuf:"bytes,1,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListStagesRequest) Reset() {
+	*x = ListStagesRequest{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[71]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListStagesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListStagesRequest) ProtoMessage() {}
+
+func (x *ListStagesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[71]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListStagesRequest.ProtoReflect.Descriptor instead.
+func (*ListStagesRequest) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{71}
+}
+
+func (x *ListStagesRequest) GetPipeline() string {
+	if x != nil {
+		return x.Pipeline
+	}
+	return ""
+}
+
+type ListStagesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pipeline      string                 `protobuf:"bytes,1,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	Stages        []*StageStatus         `protobuf:"bytes,2,rep,name=stages,proto3" json:"stages,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListStagesResponse) Reset() {
+	*x = ListStagesResponse{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[72]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListStagesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListStagesResponse) ProtoMessage() {}
+
+func (x *ListStagesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[72]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListStagesResponse.ProtoReflect.Descriptor instead.
+func (*ListStagesResponse) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{72}
+}
+
+func (x *ListStagesResponse) GetPipeline() string {
+	if x != nil {
+		return x.Pipeline
+	}
+	return ""
+}
+
+func (x *ListStagesResponse) GetStages() []*StageStatus {
+	if x != nil {
+		return x.Stages
+	}
+	return nil
+}
+
+// BundleImage is one image of a bundle.
+type BundleImage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Repository    string                 `protobuf:"bytes,1,opt,name=repository,proto3" json:"repository,omitempty"`
+	Tag           string                 `protobuf:"bytes,2,opt,name=tag,proto3" json:"tag,omitempty"`
+	Digest        string                 `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleImage) Reset() {
+	*x = BundleImage{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[73]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleImage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleImage) ProtoMessage() {}
+
+func (x *BundleImage) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[73]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleImage.ProtoReflect.Descriptor instead.
+func (*BundleImage) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{73}
+}
+
+func (x *BundleImage) GetRepository() string {
+	if x != nil {
+		return x.Repository
+	}
+	return ""
+}
+
+func (x *BundleImage) GetTag() string {
+	if x != nil {
+		return x.Tag
+	}
+	return ""
+}
+
+func (x *BundleImage) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+// BundleStatus is a bundle, and its state in every stage it reached.
+type BundleStatus struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Created *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=created,proto3" json:"created,omitempty"`
+	Images  []*BundleImage         `protobuf:"bytes,3,rep,name=images,proto3" json:"images,omitempty"`
+	// stage is where it was formed.
+	Stage string `protobuf:"bytes,4,opt,name=stage,proto3" json:"stage,omitempty"`
+	// records are its states, in the pipeline's stage order.
+	Records       []*BundleRecord `protobuf:"bytes,5,rep,name=records,proto3" json:"records,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BundleStatus) Reset() {
+	*x = BundleStatus{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[74]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BundleStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BundleStatus) ProtoMessage() {}
+
+func (x *BundleStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[74]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BundleStatus.ProtoReflect.Descriptor instead.
+func (*BundleStatus) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{74}
+}
+
+func (x *BundleStatus) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *BundleStatus) GetCreated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
+func (x *BundleStatus) GetImages() []*BundleImage {
+	if x != nil {
+		return x.Images
+	}
+	return nil
+}
+
+func (x *BundleStatus) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *BundleStatus) GetRecords() []*BundleRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+type ListBundlesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pipeline may be empty when fluxd reads exactly one.
+	Pipeline      string `protobuf:"bytes,1,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBundlesRequest) Reset() {
+	*x = ListBundlesRequest{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[75]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBundlesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBundlesRequest) ProtoMessage() {}
+
+func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[75]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBundlesRequest.ProtoReflect.Descriptor instead.
+func (*ListBundlesRequest) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{75}
+}
+
+func (x *ListBundlesRequest) GetPipeline() string {
+	if x != nil {
+		return x.Pipeline
+	}
+	return ""
+}
+
+type ListBundlesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pipeline      string                 `protobuf:"bytes,1,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	Bundles       []*BundleStatus        `protobuf:"bytes,2,rep,name=bundles,proto3" json:"bundles,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListBundlesResponse) Reset() {
+	*x = ListBundlesResponse{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[76]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListBundlesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListBundlesResponse) ProtoMessage() {}
+
+func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[76]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListBundlesResponse.ProtoReflect.Descriptor instead.
+func (*ListBundlesResponse) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{76}
+}
+
+func (x *ListBundlesResponse) GetPipeline() string {
+	if x != nil {
+		return x.Pipeline
+	}
+	return ""
+}
+
+func (x *ListBundlesResponse) GetBundles() []*BundleStatus {
+	if x != nil {
+		return x.Bundles
+	}
+	return nil
+}
+
+type PromoteRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pipeline may be empty when fluxd reads exactly one.
+	Pipeline string `protobuf:"bytes,1,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	Stage    string `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"`
+	// bundle is a bundle's ID or a unique prefix of it; empty: the newest
+	// bundle verified in the stage's from-stage.
+	Bundle string `protobuf:"bytes,3,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	// kind asks for a plan or an execution.
+	Kind ReleaseKind `protobuf:"varint,4,opt,name=kind,proto3,enum=fluxd.v1.ReleaseKind" json:"kind,omitempty"`
+	// checksum, when set on execute, must match the plan's checksum.
+	Checksum string `protobuf:"bytes,5,opt,name=checksum,proto3" json:"checksum,omitempty"`
+	// force promotes a bundle not verified in the from-stage.
+	Force bool `protobuf:"varint,6,opt,name=force,proto3" json:"force,omitempty"`
+	// user is who promotes; the token's holder's name is stamped on it.
+	User          string `protobuf:"bytes,7,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteRequest) Reset() {
+	*x = PromoteRequest{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[77]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteRequest) ProtoMessage() {}
+
+func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[77]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteRequest.ProtoReflect.Descriptor instead.
+func (*PromoteRequest) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{77}
+}
+
+func (x *PromoteRequest) GetPipeline() string {
+	if x != nil {
+		return x.Pipeline
+	}
+	return ""
+}
+
+func (x *PromoteRequest) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *PromoteRequest) GetBundle() string {
+	if x != nil {
+		return x.Bundle
+	}
+	return ""
+}
+
+func (x *PromoteRequest) GetKind() ReleaseKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ReleaseKind_RELEASE_KIND_UNSPECIFIED
+}
+
+func (x *PromoteRequest) GetChecksum() string {
+	if x != nil {
+		return x.Checksum
+	}
+	return ""
+}
+
+func (x *PromoteRequest) GetForce() bool {
+	if x != nil {
+		return x.Force
+	}
+	return false
+}
+
+func (x *PromoteRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+type PromoteResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Pipeline string                 `protobuf:"bytes,1,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	Stage    string                 `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"`
+	// bundle is the bundle's full ID.
+	Bundle string `protobuf:"bytes,3,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	Plan   *Plan  `protobuf:"bytes,4,opt,name=plan,proto3" json:"plan,omitempty"`
+	// job_id is set when the promotion was enqueued as a job.
+	JobId         string `protobuf:"bytes,5,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PromoteResponse) Reset() {
+	*x = PromoteResponse{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[78]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PromoteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PromoteResponse) ProtoMessage() {}
+
+func (x *PromoteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[78]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PromoteResponse.ProtoReflect.Descriptor instead.
+func (*PromoteResponse) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{78}
+}
+
+func (x *PromoteResponse) GetPipeline() string {
+	if x != nil {
+		return x.Pipeline
+	}
+	return ""
+}
+
+func (x *PromoteResponse) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *PromoteResponse) GetBundle() string {
+	if x != nil {
+		return x.Bundle
+	}
+	return ""
+}
+
+func (x *PromoteResponse) GetPlan() *Plan {
+	if x != nil {
+		return x.Plan
+	}
+	return nil
+}
+
+func (x *PromoteResponse) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type ApproveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pipeline may be empty when fluxd reads exactly one.
+	Pipeline string `protobuf:"bytes,1,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	Stage    string `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"`
+	// bundle is a bundle's ID or a unique prefix of it; empty: the one
+	// bundle awaiting approval in the stage.
+	Bundle        string `protobuf:"bytes,3,opt,name=bundle,proto3" json:"bundle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveRequest) Reset() {
+	*x = ApproveRequest{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[79]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveRequest) ProtoMessage() {}
+
+func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[79]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
+func (*ApproveRequest) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{79}
+}
+
+func (x *ApproveRequest) GetPipeline() string {
+	if x != nil {
+		return x.Pipeline
+	}
+	return ""
+}
+
+func (x *ApproveRequest) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+func (x *ApproveRequest) GetBundle() string {
+	if x != nil {
+		return x.Bundle
+	}
+	return ""
+}
+
+type ApproveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// record is the bundle's state in the stage after the approval.
+	Record *BundleRecord `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	// approvals is how many the stage asks for.
+	Approvals int32 `protobuf:"varint,2,opt,name=approvals,proto3" json:"approvals,omitempty"`
+	// approver is who the approval was recorded as: the token's holder.
+	Approver      string `protobuf:"bytes,3,opt,name=approver,proto3" json:"approver,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApproveResponse) Reset() {
+	*x = ApproveResponse{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[80]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApproveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApproveResponse) ProtoMessage() {}
+
+func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[80]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
+func (*ApproveResponse) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{80}
+}
+
+func (x *ApproveResponse) GetRecord() *BundleRecord {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+func (x *ApproveResponse) GetApprovals() int32 {
+	if x != nil {
+		return x.Approvals
+	}
+	return 0
+}
+
+func (x *ApproveResponse) GetApprover() string {
+	if x != nil {
+		return x.Approver
+	}
+	return ""
+}
+
+type ResumeStageRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// pipeline may be empty when fluxd reads exactly one.
+	Pipeline      string `protobuf:"bytes,1,opt,name=pipeline,proto3" json:"pipeline,omitempty"`
+	Stage         string `protobuf:"bytes,2,opt,name=stage,proto3" json:"stage,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeStageRequest) Reset() {
+	*x = ResumeStageRequest{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[81]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeStageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeStageRequest) ProtoMessage() {}
+
+func (x *ResumeStageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[81]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeStageRequest.ProtoReflect.Descriptor instead.
+func (*ResumeStageRequest) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{81}
+}
+
+func (x *ResumeStageRequest) GetPipeline() string {
+	if x != nil {
+		return x.Pipeline
+	}
+	return ""
+}
+
+func (x *ResumeStageRequest) GetStage() string {
+	if x != nil {
+		return x.Stage
+	}
+	return ""
+}
+
+type ResumeStageResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeStageResponse) Reset() {
+	*x = ResumeStageResponse{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[82]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeStageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeStageResponse) ProtoMessage() {}
+
+func (x *ResumeStageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[82]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeStageResponse.ProtoReflect.Descriptor instead.
+func (*ResumeStageResponse) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{82}
+}
+
 var File_fluxd_v1_fluxd_proto protoreflect.FileDescriptor
 
 const file_fluxd_v1_fluxd_proto_rawDesc = "" +
@@ -4998,7 +6233,101 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x04diff\x18\b \x03(\tR\x04diff\x12\x12\n" +
 	"\x04note\x18\t \x01(\tR\x04note\x12\x1a\n" +
 	"\bredacted\x18\n" +
-	" \x01(\bR\bredacted*P\n" +
+	" \x01(\bR\bredacted\"|\n" +
+	"\bPipeline\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x12\n" +
+	"\x04file\x18\x03 \x01(\tR\x04file\x12\x12\n" +
+	"\x04line\x18\x04 \x01(\x05R\x04line\x12\x16\n" +
+	"\x06stages\x18\x05 \x03(\tR\x06stages\"\x16\n" +
+	"\x14ListPipelinesRequest\"I\n" +
+	"\x15ListPipelinesResponse\x120\n" +
+	"\tpipelines\x18\x01 \x03(\v2\x12.fluxd.v1.PipelineR\tpipelines\"\xbb\x03\n" +
+	"\fBundleRecord\x12\x14\n" +
+	"\x05stage\x18\x01 \x01(\tR\x05stage\x12\x16\n" +
+	"\x06bundle\x18\x02 \x01(\tR\x06bundle\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\tR\x06status\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x124\n" +
+	"\acreated\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x120\n" +
+	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x129\n" +
+	"\n" +
+	"rolled_out\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\trolledOut\x129\n" +
+	"\n" +
+	"soak_until\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\tsoakUntil\x12\x16\n" +
+	"\x06passed\x18\t \x03(\tR\x06passed\x12\x1c\n" +
+	"\tapprovers\x18\n" +
+	" \x03(\tR\tapprovers\x12\x1f\n" +
+	"\vpromoted_by\x18\v \x01(\tR\n" +
+	"promotedBy\x12\x18\n" +
+	"\acurrent\x18\f \x01(\bR\acurrent\"f\n" +
+	"\n" +
+	"StagePause\x12\x0e\n" +
+	"\x02by\x18\x01 \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x8c\x03\n" +
+	"\vStageStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04from\x18\x02 \x01(\tR\x04from\x12\x1a\n" +
+	"\bservices\x18\x03 \x03(\tR\bservices\x120\n" +
+	"\acurrent\x18\x04 \x01(\v2\x16.fluxd.v1.BundleRecordR\acurrent\x120\n" +
+	"\awaiting\x18\x05 \x03(\v2\x16.fluxd.v1.BundleRecordR\awaiting\x12#\n" +
+	"\rchecks_passed\x18\x06 \x01(\x05R\fchecksPassed\x12\x16\n" +
+	"\x06checks\x18\a \x01(\x05R\x06checks\x12 \n" +
+	"\fsoak_left_ms\x18\b \x01(\x03R\n" +
+	"soakLeftMs\x12\x1c\n" +
+	"\tapprovals\x18\t \x01(\x05R\tapprovals\x12,\n" +
+	"\x06paused\x18\n" +
+	" \x01(\v2\x14.fluxd.v1.StagePauseR\x06paused\x12\x16\n" +
+	"\x06locked\x18\v \x01(\tR\x06locked\x12\x12\n" +
+	"\x04hold\x18\f \x01(\tR\x04hold\"/\n" +
+	"\x11ListStagesRequest\x12\x1a\n" +
+	"\bpipeline\x18\x01 \x01(\tR\bpipeline\"_\n" +
+	"\x12ListStagesResponse\x12\x1a\n" +
+	"\bpipeline\x18\x01 \x01(\tR\bpipeline\x12-\n" +
+	"\x06stages\x18\x02 \x03(\v2\x15.fluxd.v1.StageStatusR\x06stages\"W\n" +
+	"\vBundleImage\x12\x1e\n" +
+	"\n" +
+	"repository\x18\x01 \x01(\tR\n" +
+	"repository\x12\x10\n" +
+	"\x03tag\x18\x02 \x01(\tR\x03tag\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\"\xcb\x01\n" +
+	"\fBundleStatus\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x124\n" +
+	"\acreated\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\x12-\n" +
+	"\x06images\x18\x03 \x03(\v2\x15.fluxd.v1.BundleImageR\x06images\x12\x14\n" +
+	"\x05stage\x18\x04 \x01(\tR\x05stage\x120\n" +
+	"\arecords\x18\x05 \x03(\v2\x16.fluxd.v1.BundleRecordR\arecords\"0\n" +
+	"\x12ListBundlesRequest\x12\x1a\n" +
+	"\bpipeline\x18\x01 \x01(\tR\bpipeline\"c\n" +
+	"\x13ListBundlesResponse\x12\x1a\n" +
+	"\bpipeline\x18\x01 \x01(\tR\bpipeline\x120\n" +
+	"\abundles\x18\x02 \x03(\v2\x16.fluxd.v1.BundleStatusR\abundles\"\xcb\x01\n" +
+	"\x0ePromoteRequest\x12\x1a\n" +
+	"\bpipeline\x18\x01 \x01(\tR\bpipeline\x12\x14\n" +
+	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x16\n" +
+	"\x06bundle\x18\x03 \x01(\tR\x06bundle\x12)\n" +
+	"\x04kind\x18\x04 \x01(\x0e2\x15.fluxd.v1.ReleaseKindR\x04kind\x12\x1a\n" +
+	"\bchecksum\x18\x05 \x01(\tR\bchecksum\x12\x14\n" +
+	"\x05force\x18\x06 \x01(\bR\x05force\x12\x12\n" +
+	"\x04user\x18\a \x01(\tR\x04user\"\x96\x01\n" +
+	"\x0fPromoteResponse\x12\x1a\n" +
+	"\bpipeline\x18\x01 \x01(\tR\bpipeline\x12\x14\n" +
+	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x16\n" +
+	"\x06bundle\x18\x03 \x01(\tR\x06bundle\x12\"\n" +
+	"\x04plan\x18\x04 \x01(\v2\x0e.fluxd.v1.PlanR\x04plan\x12\x15\n" +
+	"\x06job_id\x18\x05 \x01(\tR\x05jobId\"Z\n" +
+	"\x0eApproveRequest\x12\x1a\n" +
+	"\bpipeline\x18\x01 \x01(\tR\bpipeline\x12\x14\n" +
+	"\x05stage\x18\x02 \x01(\tR\x05stage\x12\x16\n" +
+	"\x06bundle\x18\x03 \x01(\tR\x06bundle\"{\n" +
+	"\x0fApproveResponse\x12.\n" +
+	"\x06record\x18\x01 \x01(\v2\x16.fluxd.v1.BundleRecordR\x06record\x12\x1c\n" +
+	"\tapprovals\x18\x02 \x01(\x05R\tapprovals\x12\x1a\n" +
+	"\bapprover\x18\x03 \x01(\tR\bapprover\"F\n" +
+	"\x12ResumeStageRequest\x12\x1a\n" +
+	"\bpipeline\x18\x01 \x01(\tR\bpipeline\x12\x14\n" +
+	"\x05stage\x18\x02 \x01(\tR\x05stage\"\x15\n" +
+	"\x13ResumeStageResponse*P\n" +
 	"\x04Role\x12\x14\n" +
 	"\x10ROLE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vROLE_VIEWER\x10\x01\x12\x11\n" +
@@ -5015,7 +6344,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x11JOB_STATE_RUNNING\x10\x02\x12\x17\n" +
 	"\x13JOB_STATE_SUCCEEDED\x10\x03\x12\x14\n" +
 	"\x10JOB_STATE_FAILED\x10\x04\x12\x17\n" +
-	"\x13JOB_STATE_CANCELLED\x10\x052\xa3\v\n" +
+	"\x13JOB_STATE_CANCELLED\x10\x052\xd6\x0e\n" +
 	"\vFluxService\x12>\n" +
 	"\aVersion\x12\x18.fluxd.v1.VersionRequest\x1a\x19.fluxd.v1.VersionResponse\x12A\n" +
 	"\bIdentity\x12\x19.fluxd.v1.IdentityRequest\x1a\x1a.fluxd.v1.IdentityResponse\x12M\n" +
@@ -5039,7 +6368,14 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x04Sync\x12\x15.fluxd.v1.SyncRequest\x1a\x16.fluxd.v1.SyncResponse\x12M\n" +
 	"\fGetResources\x12\x1d.fluxd.v1.GetResourcesRequest\x1a\x1e.fluxd.v1.GetResourcesResponse\x12D\n" +
 	"\tGetPodLog\x12\x1a.fluxd.v1.GetPodLogRequest\x1a\x1b.fluxd.v1.GetPodLogResponse\x12J\n" +
-	"\vGetManifest\x12\x1c.fluxd.v1.GetManifestRequest\x1a\x1d.fluxd.v1.GetManifestResponseB/Z-github.com/fluxd/fluxd/proto/fluxd/v1;fluxdv1b\x06proto3"
+	"\vGetManifest\x12\x1c.fluxd.v1.GetManifestRequest\x1a\x1d.fluxd.v1.GetManifestResponse\x12P\n" +
+	"\rListPipelines\x12\x1e.fluxd.v1.ListPipelinesRequest\x1a\x1f.fluxd.v1.ListPipelinesResponse\x12G\n" +
+	"\n" +
+	"ListStages\x12\x1b.fluxd.v1.ListStagesRequest\x1a\x1c.fluxd.v1.ListStagesResponse\x12J\n" +
+	"\vListBundles\x12\x1c.fluxd.v1.ListBundlesRequest\x1a\x1d.fluxd.v1.ListBundlesResponse\x12>\n" +
+	"\aPromote\x12\x18.fluxd.v1.PromoteRequest\x1a\x19.fluxd.v1.PromoteResponse\x12>\n" +
+	"\aApprove\x12\x18.fluxd.v1.ApproveRequest\x1a\x19.fluxd.v1.ApproveResponse\x12J\n" +
+	"\vResumeStage\x12\x1c.fluxd.v1.ResumeStageRequest\x1a\x1d.fluxd.v1.ResumeStageResponseB/Z-github.com/fluxd/fluxd/proto/fluxd/v1;fluxdv1b\x06proto3"
 
 var (
 	file_fluxd_v1_fluxd_proto_rawDescOnce sync.Once
@@ -5054,7 +6390,7 @@ func file_fluxd_v1_fluxd_proto_rawDescGZIP() []byte {
 }
 
 var file_fluxd_v1_fluxd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
 var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(Role)(0),                     // 0: fluxd.v1.Role
 	(ReleaseKind)(0),              // 1: fluxd.v1.ReleaseKind
@@ -5124,26 +6460,44 @@ var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(*GetPodLogResponse)(nil),     // 65: fluxd.v1.GetPodLogResponse
 	(*GetManifestRequest)(nil),    // 66: fluxd.v1.GetManifestRequest
 	(*GetManifestResponse)(nil),   // 67: fluxd.v1.GetManifestResponse
-	nil,                           // 68: fluxd.v1.Service.TagFiltersEntry
-	nil,                           // 69: fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	(*timestamppb.Timestamp)(nil), // 70: google.protobuf.Timestamp
+	(*Pipeline)(nil),              // 68: fluxd.v1.Pipeline
+	(*ListPipelinesRequest)(nil),  // 69: fluxd.v1.ListPipelinesRequest
+	(*ListPipelinesResponse)(nil), // 70: fluxd.v1.ListPipelinesResponse
+	(*BundleRecord)(nil),          // 71: fluxd.v1.BundleRecord
+	(*StagePause)(nil),            // 72: fluxd.v1.StagePause
+	(*StageStatus)(nil),           // 73: fluxd.v1.StageStatus
+	(*ListStagesRequest)(nil),     // 74: fluxd.v1.ListStagesRequest
+	(*ListStagesResponse)(nil),    // 75: fluxd.v1.ListStagesResponse
+	(*BundleImage)(nil),           // 76: fluxd.v1.BundleImage
+	(*BundleStatus)(nil),          // 77: fluxd.v1.BundleStatus
+	(*ListBundlesRequest)(nil),    // 78: fluxd.v1.ListBundlesRequest
+	(*ListBundlesResponse)(nil),   // 79: fluxd.v1.ListBundlesResponse
+	(*PromoteRequest)(nil),        // 80: fluxd.v1.PromoteRequest
+	(*PromoteResponse)(nil),       // 81: fluxd.v1.PromoteResponse
+	(*ApproveRequest)(nil),        // 82: fluxd.v1.ApproveRequest
+	(*ApproveResponse)(nil),       // 83: fluxd.v1.ApproveResponse
+	(*ResumeStageRequest)(nil),    // 84: fluxd.v1.ResumeStageRequest
+	(*ResumeStageResponse)(nil),   // 85: fluxd.v1.ResumeStageResponse
+	nil,                           // 86: fluxd.v1.Service.TagFiltersEntry
+	nil,                           // 87: fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	(*timestamppb.Timestamp)(nil), // 88: google.protobuf.Timestamp
 }
 var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	0,  // 0: fluxd.v1.VersionResponse.role:type_name -> fluxd.v1.Role
 	7,  // 1: fluxd.v1.Service.containers:type_name -> fluxd.v1.Container
 	10, // 2: fluxd.v1.Service.replicas:type_name -> fluxd.v1.ReplicaCounts
 	9,  // 3: fluxd.v1.Service.automation:type_name -> fluxd.v1.Automation
-	68, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
-	70, // 5: fluxd.v1.Service.locked_at:type_name -> google.protobuf.Timestamp
-	70, // 6: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
-	70, // 7: fluxd.v1.Automation.last_check:type_name -> google.protobuf.Timestamp
+	86, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
+	88, // 5: fluxd.v1.Service.locked_at:type_name -> google.protobuf.Timestamp
+	88, // 6: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
+	88, // 7: fluxd.v1.Automation.last_check:type_name -> google.protobuf.Timestamp
 	8,  // 8: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
 	13, // 9: fluxd.v1.ListServicesResponse.git:type_name -> fluxd.v1.GitRemoteStatus
-	70, // 10: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
-	70, // 11: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
-	70, // 12: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
+	88, // 10: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
+	88, // 11: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
+	88, // 12: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
 	15, // 13: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
-	70, // 14: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
+	88, // 14: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
 	16, // 15: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
 	17, // 16: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
 	19, // 17: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
@@ -5152,8 +6506,8 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	22, // 20: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
 	23, // 21: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
 	2,  // 22: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
-	70, // 23: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	70, // 24: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	88, // 23: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	88, // 24: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
 	23, // 25: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
 	25, // 26: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
 	10, // 27: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
@@ -5161,71 +6515,100 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	29, // 29: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
 	25, // 30: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
 	25, // 31: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
-	70, // 32: fluxd.v1.JobLogLine.time:type_name -> google.protobuf.Timestamp
+	88, // 32: fluxd.v1.JobLogLine.time:type_name -> google.protobuf.Timestamp
 	36, // 33: fluxd.v1.GetJobLogResponse.lines:type_name -> fluxd.v1.JobLogLine
-	69, // 34: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	70, // 35: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
-	70, // 36: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
+	87, // 34: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	88, // 35: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
+	88, // 36: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
 	48, // 37: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
-	70, // 38: fluxd.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
-	70, // 39: fluxd.v1.HistoryRequest.until:type_name -> google.protobuf.Timestamp
+	88, // 38: fluxd.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
+	88, // 39: fluxd.v1.HistoryRequest.until:type_name -> google.protobuf.Timestamp
 	49, // 40: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
-	70, // 41: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
+	88, // 41: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
 	56, // 42: fluxd.v1.SyncResponse.objects:type_name -> fluxd.v1.SyncObject
-	70, // 43: fluxd.v1.OwnedResource.created_at:type_name -> google.protobuf.Timestamp
-	70, // 44: fluxd.v1.Pod.created_at:type_name -> google.protobuf.Timestamp
+	88, // 43: fluxd.v1.OwnedResource.created_at:type_name -> google.protobuf.Timestamp
+	88, // 44: fluxd.v1.Pod.created_at:type_name -> google.protobuf.Timestamp
 	60, // 45: fluxd.v1.Pod.containers:type_name -> fluxd.v1.PodContainer
-	70, // 46: fluxd.v1.ResourceEvent.last_seen:type_name -> google.protobuf.Timestamp
+	88, // 46: fluxd.v1.ResourceEvent.last_seen:type_name -> google.protobuf.Timestamp
 	59, // 47: fluxd.v1.GetResourcesResponse.owned:type_name -> fluxd.v1.OwnedResource
 	61, // 48: fluxd.v1.GetResourcesResponse.pods:type_name -> fluxd.v1.Pod
 	62, // 49: fluxd.v1.GetResourcesResponse.events:type_name -> fluxd.v1.ResourceEvent
-	3,  // 50: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	4,  // 51: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
-	11, // 52: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	14, // 53: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	20, // 54: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	26, // 55: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	28, // 56: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	31, // 57: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	33, // 58: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	35, // 59: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
-	38, // 60: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	40, // 61: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	42, // 62: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	44, // 63: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	46, // 64: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	50, // 65: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	52, // 66: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	55, // 67: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
-	58, // 68: fluxd.v1.FluxService.GetResources:input_type -> fluxd.v1.GetResourcesRequest
-	64, // 69: fluxd.v1.FluxService.GetPodLog:input_type -> fluxd.v1.GetPodLogRequest
-	66, // 70: fluxd.v1.FluxService.GetManifest:input_type -> fluxd.v1.GetManifestRequest
-	6,  // 71: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	5,  // 72: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
-	12, // 73: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	18, // 74: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	24, // 75: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	27, // 76: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	30, // 77: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	32, // 78: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	34, // 79: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	37, // 80: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
-	39, // 81: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	41, // 82: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	43, // 83: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	45, // 84: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	47, // 85: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	51, // 86: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	54, // 87: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	57, // 88: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
-	63, // 89: fluxd.v1.FluxService.GetResources:output_type -> fluxd.v1.GetResourcesResponse
-	65, // 90: fluxd.v1.FluxService.GetPodLog:output_type -> fluxd.v1.GetPodLogResponse
-	67, // 91: fluxd.v1.FluxService.GetManifest:output_type -> fluxd.v1.GetManifestResponse
-	71, // [71:92] is the sub-list for method output_type
-	50, // [50:71] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	68, // 50: fluxd.v1.ListPipelinesResponse.pipelines:type_name -> fluxd.v1.Pipeline
+	88, // 51: fluxd.v1.BundleRecord.created:type_name -> google.protobuf.Timestamp
+	88, // 52: fluxd.v1.BundleRecord.since:type_name -> google.protobuf.Timestamp
+	88, // 53: fluxd.v1.BundleRecord.rolled_out:type_name -> google.protobuf.Timestamp
+	88, // 54: fluxd.v1.BundleRecord.soak_until:type_name -> google.protobuf.Timestamp
+	88, // 55: fluxd.v1.StagePause.since:type_name -> google.protobuf.Timestamp
+	71, // 56: fluxd.v1.StageStatus.current:type_name -> fluxd.v1.BundleRecord
+	71, // 57: fluxd.v1.StageStatus.waiting:type_name -> fluxd.v1.BundleRecord
+	72, // 58: fluxd.v1.StageStatus.paused:type_name -> fluxd.v1.StagePause
+	73, // 59: fluxd.v1.ListStagesResponse.stages:type_name -> fluxd.v1.StageStatus
+	88, // 60: fluxd.v1.BundleStatus.created:type_name -> google.protobuf.Timestamp
+	76, // 61: fluxd.v1.BundleStatus.images:type_name -> fluxd.v1.BundleImage
+	71, // 62: fluxd.v1.BundleStatus.records:type_name -> fluxd.v1.BundleRecord
+	77, // 63: fluxd.v1.ListBundlesResponse.bundles:type_name -> fluxd.v1.BundleStatus
+	1,  // 64: fluxd.v1.PromoteRequest.kind:type_name -> fluxd.v1.ReleaseKind
+	23, // 65: fluxd.v1.PromoteResponse.plan:type_name -> fluxd.v1.Plan
+	71, // 66: fluxd.v1.ApproveResponse.record:type_name -> fluxd.v1.BundleRecord
+	3,  // 67: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
+	4,  // 68: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
+	11, // 69: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	14, // 70: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	20, // 71: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	26, // 72: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	28, // 73: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	31, // 74: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	33, // 75: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	35, // 76: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
+	38, // 77: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	40, // 78: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	42, // 79: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	44, // 80: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	46, // 81: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	50, // 82: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	52, // 83: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	55, // 84: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
+	58, // 85: fluxd.v1.FluxService.GetResources:input_type -> fluxd.v1.GetResourcesRequest
+	64, // 86: fluxd.v1.FluxService.GetPodLog:input_type -> fluxd.v1.GetPodLogRequest
+	66, // 87: fluxd.v1.FluxService.GetManifest:input_type -> fluxd.v1.GetManifestRequest
+	69, // 88: fluxd.v1.FluxService.ListPipelines:input_type -> fluxd.v1.ListPipelinesRequest
+	74, // 89: fluxd.v1.FluxService.ListStages:input_type -> fluxd.v1.ListStagesRequest
+	78, // 90: fluxd.v1.FluxService.ListBundles:input_type -> fluxd.v1.ListBundlesRequest
+	80, // 91: fluxd.v1.FluxService.Promote:input_type -> fluxd.v1.PromoteRequest
+	82, // 92: fluxd.v1.FluxService.Approve:input_type -> fluxd.v1.ApproveRequest
+	84, // 93: fluxd.v1.FluxService.ResumeStage:input_type -> fluxd.v1.ResumeStageRequest
+	6,  // 94: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	5,  // 95: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
+	12, // 96: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	18, // 97: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	24, // 98: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	27, // 99: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	30, // 100: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	32, // 101: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	34, // 102: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	37, // 103: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
+	39, // 104: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	41, // 105: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	43, // 106: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	45, // 107: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	47, // 108: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	51, // 109: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	54, // 110: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	57, // 111: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
+	63, // 112: fluxd.v1.FluxService.GetResources:output_type -> fluxd.v1.GetResourcesResponse
+	65, // 113: fluxd.v1.FluxService.GetPodLog:output_type -> fluxd.v1.GetPodLogResponse
+	67, // 114: fluxd.v1.FluxService.GetManifest:output_type -> fluxd.v1.GetManifestResponse
+	70, // 115: fluxd.v1.FluxService.ListPipelines:output_type -> fluxd.v1.ListPipelinesResponse
+	75, // 116: fluxd.v1.FluxService.ListStages:output_type -> fluxd.v1.ListStagesResponse
+	79, // 117: fluxd.v1.FluxService.ListBundles:output_type -> fluxd.v1.ListBundlesResponse
+	81, // 118: fluxd.v1.FluxService.Promote:output_type -> fluxd.v1.PromoteResponse
+	83, // 119: fluxd.v1.FluxService.Approve:output_type -> fluxd.v1.ApproveResponse
+	85, // 120: fluxd.v1.FluxService.ResumeStage:output_type -> fluxd.v1.ResumeStageResponse
+	94, // [94:121] is the sub-list for method output_type
+	67, // [67:94] is the sub-list for method input_type
+	67, // [67:67] is the sub-list for extension type_name
+	67, // [67:67] is the sub-list for extension extendee
+	0,  // [0:67] is the sub-list for field type_name
 }
 
 func init() { file_fluxd_v1_fluxd_proto_init() }
@@ -5240,7 +6623,7 @@ func file_fluxd_v1_fluxd_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluxd_v1_fluxd_proto_rawDesc), len(file_fluxd_v1_fluxd_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   67,
+			NumMessages:   85,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -598,6 +598,168 @@ func local_request_FluxService_GetManifest_0(ctx context.Context, marshaler runt
 	return msg, metadata, err
 }
 
+func request_FluxService_ListPipelines_0(ctx context.Context, marshaler runtime.Marshaler, client FluxServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListPipelinesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListPipelines(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_FluxService_ListPipelines_0(ctx context.Context, marshaler runtime.Marshaler, server FluxServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListPipelinesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListPipelines(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_FluxService_ListStages_0(ctx context.Context, marshaler runtime.Marshaler, client FluxServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListStagesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListStages(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_FluxService_ListStages_0(ctx context.Context, marshaler runtime.Marshaler, server FluxServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListStagesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListStages(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_FluxService_ListBundles_0(ctx context.Context, marshaler runtime.Marshaler, client FluxServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListBundlesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ListBundles(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_FluxService_ListBundles_0(ctx context.Context, marshaler runtime.Marshaler, server FluxServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ListBundlesRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ListBundles(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_FluxService_Promote_0(ctx context.Context, marshaler runtime.Marshaler, client FluxServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq PromoteRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.Promote(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_FluxService_Promote_0(ctx context.Context, marshaler runtime.Marshaler, server FluxServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq PromoteRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.Promote(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_FluxService_Approve_0(ctx context.Context, marshaler runtime.Marshaler, client FluxServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ApproveRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.Approve(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_FluxService_Approve_0(ctx context.Context, marshaler runtime.Marshaler, server FluxServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ApproveRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.Approve(ctx, &protoReq)
+	return msg, metadata, err
+}
+
+func request_FluxService_ResumeStage_0(ctx context.Context, marshaler runtime.Marshaler, client FluxServiceClient, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ResumeStageRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	if req.Body != nil {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
+	msg, err := client.ResumeStage(ctx, &protoReq, grpc.Header(&metadata.HeaderMD), grpc.Trailer(&metadata.TrailerMD))
+	return msg, metadata, err
+}
+
+func local_request_FluxService_ResumeStage_0(ctx context.Context, marshaler runtime.Marshaler, server FluxServiceServer, req *http.Request, pathParams map[string]string) (proto.Message, runtime.ServerMetadata, error) {
+	var (
+		protoReq ResumeStageRequest
+		metadata runtime.ServerMetadata
+	)
+	if err := marshaler.NewDecoder(req.Body).Decode(&protoReq); err != nil && !errors.Is(err, io.EOF) {
+		return nil, metadata, status.Errorf(codes.InvalidArgument, "%v", err)
+	}
+	msg, err := server.ResumeStage(ctx, &protoReq)
+	return msg, metadata, err
+}
+
 // RegisterFluxServiceHandlerServer registers the http handlers for service FluxService to "mux".
 // UnaryRPC     :call FluxServiceServer directly.
 // StreamingRPC :currently unsupported pending https://github.com/grpc/grpc-go/issues/906.
@@ -1011,6 +1173,126 @@ func RegisterFluxServiceHandlerServer(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_FluxService_GetManifest_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_FluxService_ListPipelines_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/fluxd.v1.FluxService/ListPipelines", runtime.WithHTTPPathPattern("/fluxd.v1.FluxService/ListPipelines"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_FluxService_ListPipelines_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_FluxService_ListPipelines_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_FluxService_ListStages_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/fluxd.v1.FluxService/ListStages", runtime.WithHTTPPathPattern("/fluxd.v1.FluxService/ListStages"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_FluxService_ListStages_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_FluxService_ListStages_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_FluxService_ListBundles_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/fluxd.v1.FluxService/ListBundles", runtime.WithHTTPPathPattern("/fluxd.v1.FluxService/ListBundles"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_FluxService_ListBundles_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_FluxService_ListBundles_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_FluxService_Promote_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/fluxd.v1.FluxService/Promote", runtime.WithHTTPPathPattern("/fluxd.v1.FluxService/Promote"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_FluxService_Promote_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_FluxService_Promote_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_FluxService_Approve_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/fluxd.v1.FluxService/Approve", runtime.WithHTTPPathPattern("/fluxd.v1.FluxService/Approve"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_FluxService_Approve_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_FluxService_Approve_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_FluxService_ResumeStage_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		var stream runtime.ServerTransportStream
+		ctx = grpc.NewContextWithServerTransportStream(ctx, &stream)
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateIncomingContext(ctx, mux, req, "/fluxd.v1.FluxService/ResumeStage", runtime.WithHTTPPathPattern("/fluxd.v1.FluxService/ResumeStage"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := local_request_FluxService_ResumeStage_0(annotatedContext, inboundMarshaler, server, req, pathParams)
+		md.HeaderMD, md.TrailerMD = metadata.Join(md.HeaderMD, stream.Header()), metadata.Join(md.TrailerMD, stream.Trailer())
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_FluxService_ResumeStage_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 
 	return nil
 }
@@ -1408,53 +1690,167 @@ func RegisterFluxServiceHandlerClient(ctx context.Context, mux *runtime.ServeMux
 		}
 		forward_FluxService_GetManifest_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
 	})
+	mux.Handle(http.MethodPost, pattern_FluxService_ListPipelines_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/fluxd.v1.FluxService/ListPipelines", runtime.WithHTTPPathPattern("/fluxd.v1.FluxService/ListPipelines"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_FluxService_ListPipelines_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_FluxService_ListPipelines_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_FluxService_ListStages_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/fluxd.v1.FluxService/ListStages", runtime.WithHTTPPathPattern("/fluxd.v1.FluxService/ListStages"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_FluxService_ListStages_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_FluxService_ListStages_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_FluxService_ListBundles_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/fluxd.v1.FluxService/ListBundles", runtime.WithHTTPPathPattern("/fluxd.v1.FluxService/ListBundles"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_FluxService_ListBundles_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_FluxService_ListBundles_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_FluxService_Promote_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/fluxd.v1.FluxService/Promote", runtime.WithHTTPPathPattern("/fluxd.v1.FluxService/Promote"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_FluxService_Promote_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_FluxService_Promote_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_FluxService_Approve_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/fluxd.v1.FluxService/Approve", runtime.WithHTTPPathPattern("/fluxd.v1.FluxService/Approve"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_FluxService_Approve_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_FluxService_Approve_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
+	mux.Handle(http.MethodPost, pattern_FluxService_ResumeStage_0, func(w http.ResponseWriter, req *http.Request, pathParams map[string]string) {
+		ctx, cancel := context.WithCancel(req.Context())
+		defer cancel()
+		inboundMarshaler, outboundMarshaler := runtime.MarshalerForRequest(mux, req)
+		annotatedContext, err := runtime.AnnotateContext(ctx, mux, req, "/fluxd.v1.FluxService/ResumeStage", runtime.WithHTTPPathPattern("/fluxd.v1.FluxService/ResumeStage"))
+		if err != nil {
+			runtime.HTTPError(ctx, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		resp, md, err := request_FluxService_ResumeStage_0(annotatedContext, inboundMarshaler, client, req, pathParams)
+		annotatedContext = runtime.NewServerMetadataContext(annotatedContext, md)
+		if err != nil {
+			runtime.HTTPError(annotatedContext, mux, outboundMarshaler, w, req, err)
+			return
+		}
+		forward_FluxService_ResumeStage_0(annotatedContext, mux, outboundMarshaler, w, req, resp, mux.GetForwardResponseOptions()...)
+	})
 	return nil
 }
 
 var (
-	pattern_FluxService_Version_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Version"}, ""))
-	pattern_FluxService_Identity_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Identity"}, ""))
-	pattern_FluxService_ListServices_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "ListServices"}, ""))
-	pattern_FluxService_ListImages_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "ListImages"}, ""))
-	pattern_FluxService_Release_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Release"}, ""))
-	pattern_FluxService_GetJob_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "GetJob"}, ""))
-	pattern_FluxService_WatchJob_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "WatchJob"}, ""))
-	pattern_FluxService_CancelJob_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "CancelJob"}, ""))
-	pattern_FluxService_ListJobs_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "ListJobs"}, ""))
-	pattern_FluxService_GetJobLog_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "GetJobLog"}, ""))
-	pattern_FluxService_Automate_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Automate"}, ""))
-	pattern_FluxService_Deautomate_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Deautomate"}, ""))
-	pattern_FluxService_Lock_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Lock"}, ""))
-	pattern_FluxService_Unlock_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Unlock"}, ""))
-	pattern_FluxService_SetPolicy_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "SetPolicy"}, ""))
-	pattern_FluxService_History_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "History"}, ""))
-	pattern_FluxService_NotifyImage_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "NotifyImage"}, ""))
-	pattern_FluxService_Sync_0         = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Sync"}, ""))
-	pattern_FluxService_GetResources_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "GetResources"}, ""))
-	pattern_FluxService_GetPodLog_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "GetPodLog"}, ""))
-	pattern_FluxService_GetManifest_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "GetManifest"}, ""))
+	pattern_FluxService_Version_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Version"}, ""))
+	pattern_FluxService_Identity_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Identity"}, ""))
+	pattern_FluxService_ListServices_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "ListServices"}, ""))
+	pattern_FluxService_ListImages_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "ListImages"}, ""))
+	pattern_FluxService_Release_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Release"}, ""))
+	pattern_FluxService_GetJob_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "GetJob"}, ""))
+	pattern_FluxService_WatchJob_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "WatchJob"}, ""))
+	pattern_FluxService_CancelJob_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "CancelJob"}, ""))
+	pattern_FluxService_ListJobs_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "ListJobs"}, ""))
+	pattern_FluxService_GetJobLog_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "GetJobLog"}, ""))
+	pattern_FluxService_Automate_0      = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Automate"}, ""))
+	pattern_FluxService_Deautomate_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Deautomate"}, ""))
+	pattern_FluxService_Lock_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Lock"}, ""))
+	pattern_FluxService_Unlock_0        = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Unlock"}, ""))
+	pattern_FluxService_SetPolicy_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "SetPolicy"}, ""))
+	pattern_FluxService_History_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "History"}, ""))
+	pattern_FluxService_NotifyImage_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "NotifyImage"}, ""))
+	pattern_FluxService_Sync_0          = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Sync"}, ""))
+	pattern_FluxService_GetResources_0  = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "GetResources"}, ""))
+	pattern_FluxService_GetPodLog_0     = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "GetPodLog"}, ""))
+	pattern_FluxService_GetManifest_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "GetManifest"}, ""))
+	pattern_FluxService_ListPipelines_0 = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "ListPipelines"}, ""))
+	pattern_FluxService_ListStages_0    = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "ListStages"}, ""))
+	pattern_FluxService_ListBundles_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "ListBundles"}, ""))
+	pattern_FluxService_Promote_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Promote"}, ""))
+	pattern_FluxService_Approve_0       = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "Approve"}, ""))
+	pattern_FluxService_ResumeStage_0   = runtime.MustPattern(runtime.NewPattern(1, []int{2, 0, 2, 1}, []string{"fluxd.v1.FluxService", "ResumeStage"}, ""))
 )
 
 var (
-	forward_FluxService_Version_0      = runtime.ForwardResponseMessage
-	forward_FluxService_Identity_0     = runtime.ForwardResponseMessage
-	forward_FluxService_ListServices_0 = runtime.ForwardResponseMessage
-	forward_FluxService_ListImages_0   = runtime.ForwardResponseMessage
-	forward_FluxService_Release_0      = runtime.ForwardResponseMessage
-	forward_FluxService_GetJob_0       = runtime.ForwardResponseMessage
-	forward_FluxService_WatchJob_0     = runtime.ForwardResponseStream
-	forward_FluxService_CancelJob_0    = runtime.ForwardResponseMessage
-	forward_FluxService_ListJobs_0     = runtime.ForwardResponseMessage
-	forward_FluxService_GetJobLog_0    = runtime.ForwardResponseMessage
-	forward_FluxService_Automate_0     = runtime.ForwardResponseMessage
-	forward_FluxService_Deautomate_0   = runtime.ForwardResponseMessage
-	forward_FluxService_Lock_0         = runtime.ForwardResponseMessage
-	forward_FluxService_Unlock_0       = runtime.ForwardResponseMessage
-	forward_FluxService_SetPolicy_0    = runtime.ForwardResponseMessage
-	forward_FluxService_History_0      = runtime.ForwardResponseMessage
-	forward_FluxService_NotifyImage_0  = runtime.ForwardResponseMessage
-	forward_FluxService_Sync_0         = runtime.ForwardResponseMessage
-	forward_FluxService_GetResources_0 = runtime.ForwardResponseMessage
-	forward_FluxService_GetPodLog_0    = runtime.ForwardResponseMessage
-	forward_FluxService_GetManifest_0  = runtime.ForwardResponseMessage
+	forward_FluxService_Version_0       = runtime.ForwardResponseMessage
+	forward_FluxService_Identity_0      = runtime.ForwardResponseMessage
+	forward_FluxService_ListServices_0  = runtime.ForwardResponseMessage
+	forward_FluxService_ListImages_0    = runtime.ForwardResponseMessage
+	forward_FluxService_Release_0       = runtime.ForwardResponseMessage
+	forward_FluxService_GetJob_0        = runtime.ForwardResponseMessage
+	forward_FluxService_WatchJob_0      = runtime.ForwardResponseStream
+	forward_FluxService_CancelJob_0     = runtime.ForwardResponseMessage
+	forward_FluxService_ListJobs_0      = runtime.ForwardResponseMessage
+	forward_FluxService_GetJobLog_0     = runtime.ForwardResponseMessage
+	forward_FluxService_Automate_0      = runtime.ForwardResponseMessage
+	forward_FluxService_Deautomate_0    = runtime.ForwardResponseMessage
+	forward_FluxService_Lock_0          = runtime.ForwardResponseMessage
+	forward_FluxService_Unlock_0        = runtime.ForwardResponseMessage
+	forward_FluxService_SetPolicy_0     = runtime.ForwardResponseMessage
+	forward_FluxService_History_0       = runtime.ForwardResponseMessage
+	forward_FluxService_NotifyImage_0   = runtime.ForwardResponseMessage
+	forward_FluxService_Sync_0          = runtime.ForwardResponseMessage
+	forward_FluxService_GetResources_0  = runtime.ForwardResponseMessage
+	forward_FluxService_GetPodLog_0     = runtime.ForwardResponseMessage
+	forward_FluxService_GetManifest_0   = runtime.ForwardResponseMessage
+	forward_FluxService_ListPipelines_0 = runtime.ForwardResponseMessage
+	forward_FluxService_ListStages_0    = runtime.ForwardResponseMessage
+	forward_FluxService_ListBundles_0   = runtime.ForwardResponseMessage
+	forward_FluxService_Promote_0       = runtime.ForwardResponseMessage
+	forward_FluxService_Approve_0       = runtime.ForwardResponseMessage
+	forward_FluxService_ResumeStage_0   = runtime.ForwardResponseMessage
 )

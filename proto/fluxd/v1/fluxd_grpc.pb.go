@@ -19,27 +19,33 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	FluxService_Version_FullMethodName      = "/fluxd.v1.FluxService/Version"
-	FluxService_Identity_FullMethodName     = "/fluxd.v1.FluxService/Identity"
-	FluxService_ListServices_FullMethodName = "/fluxd.v1.FluxService/ListServices"
-	FluxService_ListImages_FullMethodName   = "/fluxd.v1.FluxService/ListImages"
-	FluxService_Release_FullMethodName      = "/fluxd.v1.FluxService/Release"
-	FluxService_GetJob_FullMethodName       = "/fluxd.v1.FluxService/GetJob"
-	FluxService_WatchJob_FullMethodName     = "/fluxd.v1.FluxService/WatchJob"
-	FluxService_CancelJob_FullMethodName    = "/fluxd.v1.FluxService/CancelJob"
-	FluxService_ListJobs_FullMethodName     = "/fluxd.v1.FluxService/ListJobs"
-	FluxService_GetJobLog_FullMethodName    = "/fluxd.v1.FluxService/GetJobLog"
-	FluxService_Automate_FullMethodName     = "/fluxd.v1.FluxService/Automate"
-	FluxService_Deautomate_FullMethodName   = "/fluxd.v1.FluxService/Deautomate"
-	FluxService_Lock_FullMethodName         = "/fluxd.v1.FluxService/Lock"
-	FluxService_Unlock_FullMethodName       = "/fluxd.v1.FluxService/Unlock"
-	FluxService_SetPolicy_FullMethodName    = "/fluxd.v1.FluxService/SetPolicy"
-	FluxService_History_FullMethodName      = "/fluxd.v1.FluxService/History"
-	FluxService_NotifyImage_FullMethodName  = "/fluxd.v1.FluxService/NotifyImage"
-	FluxService_Sync_FullMethodName         = "/fluxd.v1.FluxService/Sync"
-	FluxService_GetResources_FullMethodName = "/fluxd.v1.FluxService/GetResources"
-	FluxService_GetPodLog_FullMethodName    = "/fluxd.v1.FluxService/GetPodLog"
-	FluxService_GetManifest_FullMethodName  = "/fluxd.v1.FluxService/GetManifest"
+	FluxService_Version_FullMethodName       = "/fluxd.v1.FluxService/Version"
+	FluxService_Identity_FullMethodName      = "/fluxd.v1.FluxService/Identity"
+	FluxService_ListServices_FullMethodName  = "/fluxd.v1.FluxService/ListServices"
+	FluxService_ListImages_FullMethodName    = "/fluxd.v1.FluxService/ListImages"
+	FluxService_Release_FullMethodName       = "/fluxd.v1.FluxService/Release"
+	FluxService_GetJob_FullMethodName        = "/fluxd.v1.FluxService/GetJob"
+	FluxService_WatchJob_FullMethodName      = "/fluxd.v1.FluxService/WatchJob"
+	FluxService_CancelJob_FullMethodName     = "/fluxd.v1.FluxService/CancelJob"
+	FluxService_ListJobs_FullMethodName      = "/fluxd.v1.FluxService/ListJobs"
+	FluxService_GetJobLog_FullMethodName     = "/fluxd.v1.FluxService/GetJobLog"
+	FluxService_Automate_FullMethodName      = "/fluxd.v1.FluxService/Automate"
+	FluxService_Deautomate_FullMethodName    = "/fluxd.v1.FluxService/Deautomate"
+	FluxService_Lock_FullMethodName          = "/fluxd.v1.FluxService/Lock"
+	FluxService_Unlock_FullMethodName        = "/fluxd.v1.FluxService/Unlock"
+	FluxService_SetPolicy_FullMethodName     = "/fluxd.v1.FluxService/SetPolicy"
+	FluxService_History_FullMethodName       = "/fluxd.v1.FluxService/History"
+	FluxService_NotifyImage_FullMethodName   = "/fluxd.v1.FluxService/NotifyImage"
+	FluxService_Sync_FullMethodName          = "/fluxd.v1.FluxService/Sync"
+	FluxService_GetResources_FullMethodName  = "/fluxd.v1.FluxService/GetResources"
+	FluxService_GetPodLog_FullMethodName     = "/fluxd.v1.FluxService/GetPodLog"
+	FluxService_GetManifest_FullMethodName   = "/fluxd.v1.FluxService/GetManifest"
+	FluxService_ListPipelines_FullMethodName = "/fluxd.v1.FluxService/ListPipelines"
+	FluxService_ListStages_FullMethodName    = "/fluxd.v1.FluxService/ListStages"
+	FluxService_ListBundles_FullMethodName   = "/fluxd.v1.FluxService/ListBundles"
+	FluxService_Promote_FullMethodName       = "/fluxd.v1.FluxService/Promote"
+	FluxService_Approve_FullMethodName       = "/fluxd.v1.FluxService/Approve"
+	FluxService_ResumeStage_FullMethodName   = "/fluxd.v1.FluxService/ResumeStage"
 )
 
 // FluxServiceClient is the client API for FluxService service.
@@ -99,6 +105,31 @@ type FluxServiceClient interface {
 	// GetManifest returns a workload's manifest in git beside the live
 	// object, and what applying git would change (a server-side dry run).
 	GetManifest(ctx context.Context, in *GetManifestRequest, opts ...grpc.CallOption) (*GetManifestResponse, error)
+	// ListPipelines lists the Pipeline objects fluxd reads from git, with
+	// the stages the caller may see (a scoped token sees only the stages
+	// whose services are all in its scope, and no pipeline without one).
+	ListPipelines(ctx context.Context, in *ListPipelinesRequest, opts ...grpc.CallOption) (*ListPipelinesResponse, error)
+	// ListStages reports each stage of a pipeline: its current bundle, its
+	// state, its gates' progress and what waits or holds it.
+	ListStages(ctx context.Context, in *ListStagesRequest, opts ...grpc.CallOption) (*ListStagesResponse, error)
+	// ListBundles lists a pipeline's bundles, each with its images and its
+	// state in every stage it reached.
+	ListBundles(ctx context.Context, in *ListBundlesRequest, opts ...grpc.CallOption) (*ListBundlesResponse, error)
+	// Promote plans the promotion of a bundle into a stage, or enqueues its
+	// execution as a release job, as Release does: the execution may carry
+	// the plan's checksum, and is refused when the plan changed. It needs
+	// the deployer role, with every service of the stage in the caller's
+	// scope.
+	Promote(ctx context.Context, in *PromoteRequest, opts ...grpc.CallOption) (*PromoteResponse, error)
+	// Approve approves a bundle into a stage, as the token's holder: the
+	// same holder approving twice counts once. It needs the deployer role,
+	// with every service of the stage in the caller's scope.
+	Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error)
+	// ResumeStage ends a pause of automatic promotion into a stage (set by
+	// a manual promotion of anything but the newest verified bundle). It
+	// needs the deployer role, with every service of the stage in the
+	// caller's scope.
+	ResumeStage(ctx context.Context, in *ResumeStageRequest, opts ...grpc.CallOption) (*ResumeStageResponse, error)
 }
 
 type fluxServiceClient struct {
@@ -328,6 +359,66 @@ func (c *fluxServiceClient) GetManifest(ctx context.Context, in *GetManifestRequ
 	return out, nil
 }
 
+func (c *fluxServiceClient) ListPipelines(ctx context.Context, in *ListPipelinesRequest, opts ...grpc.CallOption) (*ListPipelinesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPipelinesResponse)
+	err := c.cc.Invoke(ctx, FluxService_ListPipelines_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fluxServiceClient) ListStages(ctx context.Context, in *ListStagesRequest, opts ...grpc.CallOption) (*ListStagesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListStagesResponse)
+	err := c.cc.Invoke(ctx, FluxService_ListStages_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fluxServiceClient) ListBundles(ctx context.Context, in *ListBundlesRequest, opts ...grpc.CallOption) (*ListBundlesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListBundlesResponse)
+	err := c.cc.Invoke(ctx, FluxService_ListBundles_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fluxServiceClient) Promote(ctx context.Context, in *PromoteRequest, opts ...grpc.CallOption) (*PromoteResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PromoteResponse)
+	err := c.cc.Invoke(ctx, FluxService_Promote_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fluxServiceClient) Approve(ctx context.Context, in *ApproveRequest, opts ...grpc.CallOption) (*ApproveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ApproveResponse)
+	err := c.cc.Invoke(ctx, FluxService_Approve_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *fluxServiceClient) ResumeStage(ctx context.Context, in *ResumeStageRequest, opts ...grpc.CallOption) (*ResumeStageResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeStageResponse)
+	err := c.cc.Invoke(ctx, FluxService_ResumeStage_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // FluxServiceServer is the server API for FluxService service.
 // All implementations must embed UnimplementedFluxServiceServer
 // for forward compatibility.
@@ -385,6 +476,31 @@ type FluxServiceServer interface {
 	// GetManifest returns a workload's manifest in git beside the live
 	// object, and what applying git would change (a server-side dry run).
 	GetManifest(context.Context, *GetManifestRequest) (*GetManifestResponse, error)
+	// ListPipelines lists the Pipeline objects fluxd reads from git, with
+	// the stages the caller may see (a scoped token sees only the stages
+	// whose services are all in its scope, and no pipeline without one).
+	ListPipelines(context.Context, *ListPipelinesRequest) (*ListPipelinesResponse, error)
+	// ListStages reports each stage of a pipeline: its current bundle, its
+	// state, its gates' progress and what waits or holds it.
+	ListStages(context.Context, *ListStagesRequest) (*ListStagesResponse, error)
+	// ListBundles lists a pipeline's bundles, each with its images and its
+	// state in every stage it reached.
+	ListBundles(context.Context, *ListBundlesRequest) (*ListBundlesResponse, error)
+	// Promote plans the promotion of a bundle into a stage, or enqueues its
+	// execution as a release job, as Release does: the execution may carry
+	// the plan's checksum, and is refused when the plan changed. It needs
+	// the deployer role, with every service of the stage in the caller's
+	// scope.
+	Promote(context.Context, *PromoteRequest) (*PromoteResponse, error)
+	// Approve approves a bundle into a stage, as the token's holder: the
+	// same holder approving twice counts once. It needs the deployer role,
+	// with every service of the stage in the caller's scope.
+	Approve(context.Context, *ApproveRequest) (*ApproveResponse, error)
+	// ResumeStage ends a pause of automatic promotion into a stage (set by
+	// a manual promotion of anything but the newest verified bundle). It
+	// needs the deployer role, with every service of the stage in the
+	// caller's scope.
+	ResumeStage(context.Context, *ResumeStageRequest) (*ResumeStageResponse, error)
 	mustEmbedUnimplementedFluxServiceServer()
 }
 
@@ -457,6 +573,24 @@ func (UnimplementedFluxServiceServer) GetPodLog(context.Context, *GetPodLogReque
 }
 func (UnimplementedFluxServiceServer) GetManifest(context.Context, *GetManifestRequest) (*GetManifestResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetManifest not implemented")
+}
+func (UnimplementedFluxServiceServer) ListPipelines(context.Context, *ListPipelinesRequest) (*ListPipelinesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPipelines not implemented")
+}
+func (UnimplementedFluxServiceServer) ListStages(context.Context, *ListStagesRequest) (*ListStagesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListStages not implemented")
+}
+func (UnimplementedFluxServiceServer) ListBundles(context.Context, *ListBundlesRequest) (*ListBundlesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListBundles not implemented")
+}
+func (UnimplementedFluxServiceServer) Promote(context.Context, *PromoteRequest) (*PromoteResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Promote not implemented")
+}
+func (UnimplementedFluxServiceServer) Approve(context.Context, *ApproveRequest) (*ApproveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Approve not implemented")
+}
+func (UnimplementedFluxServiceServer) ResumeStage(context.Context, *ResumeStageRequest) (*ResumeStageResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeStage not implemented")
 }
 func (UnimplementedFluxServiceServer) mustEmbedUnimplementedFluxServiceServer() {}
 func (UnimplementedFluxServiceServer) testEmbeddedByValue()                     {}
@@ -850,6 +984,114 @@ func _FluxService_GetManifest_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _FluxService_ListPipelines_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPipelinesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).ListPipelines(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_ListPipelines_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).ListPipelines(ctx, req.(*ListPipelinesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FluxService_ListStages_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListStagesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).ListStages(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_ListStages_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).ListStages(ctx, req.(*ListStagesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FluxService_ListBundles_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListBundlesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).ListBundles(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_ListBundles_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).ListBundles(ctx, req.(*ListBundlesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FluxService_Promote_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PromoteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).Promote(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_Promote_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).Promote(ctx, req.(*PromoteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FluxService_Approve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ApproveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).Approve(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_Approve_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).Approve(ctx, req.(*ApproveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _FluxService_ResumeStage_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeStageRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(FluxServiceServer).ResumeStage(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: FluxService_ResumeStage_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(FluxServiceServer).ResumeStage(ctx, req.(*ResumeStageRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // FluxService_ServiceDesc is the grpc.ServiceDesc for FluxService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -936,6 +1178,30 @@ var FluxService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetManifest",
 			Handler:    _FluxService_GetManifest_Handler,
+		},
+		{
+			MethodName: "ListPipelines",
+			Handler:    _FluxService_ListPipelines_Handler,
+		},
+		{
+			MethodName: "ListStages",
+			Handler:    _FluxService_ListStages_Handler,
+		},
+		{
+			MethodName: "ListBundles",
+			Handler:    _FluxService_ListBundles_Handler,
+		},
+		{
+			MethodName: "Promote",
+			Handler:    _FluxService_Promote_Handler,
+		},
+		{
+			MethodName: "Approve",
+			Handler:    _FluxService_Approve_Handler,
+		},
+		{
+			MethodName: "ResumeStage",
+			Handler:    _FluxService_ResumeStage_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
