@@ -68,7 +68,10 @@ func (g *Gates) runPrometheus(ctx context.Context, c promotion.PrometheusCheck) 
 	}
 	want := fmt.Sprintf("%s %s", c.Op, formatValue(c.Threshold))
 	if len(samples) == 1 {
-		return fmt.Errorf("query %q at %s is %s, not %s", c.Query, shown, strings.TrimPrefix(failing[0], "scalar = "), want)
+		if v, ok := strings.CutPrefix(failing[0], "scalar = "); ok {
+			return fmt.Errorf("query %q at %s is %s, not %s", c.Query, shown, v, want)
+		}
+		return fmt.Errorf("query %q at %s: %s, not %s", c.Query, shown, failing[0], want)
 	}
 	n, more := len(failing), ""
 	if len(failing) > maxShownSeries {
