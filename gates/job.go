@@ -130,7 +130,7 @@ func (g *Gates) startJob(ctx context.Context, want *batchv1.Job) (*batchv1.Job, 
 
 // forbidden says which permission fluxd's service account lacks.
 func forbidden(err error, verb, resource, ns string) error {
-	return fmt.Errorf("fluxd's service account may not %s %s in namespace %s: give it a Role there (bound with a RoleBinding) that allows create and get on jobs in the batch API group, and list on pods, which job checks need (the cluster said: %v)", verb, resource, ns, err)
+	return fmt.Errorf("fluxd's service account may not %s %s in namespace %s: give it a Role there (bound with a RoleBinding) that allows create and get on jobs in the batch API group, and list on pods and events, which job checks need (the cluster said: %v)", verb, resource, ns, err)
 }
 
 // finished: the Job completed or failed.
@@ -162,15 +162,47 @@ func (g *Gates) podsSay(ctx context.Context, job *batchv1.Job) string {
 	if err != nil {
 		return fmt.Sprintf("its pods could not be read: %v", err)
 	}
+	if len(pods.Items) == 0 {
+		return g.eventsSay(ctx, job)
+	}
 	return podsReason(pods.Items)
+}
+
+// eventsSay is the last warning about the Job's pods, for when none is
+// left: the Job controller deletes them when the Job passes its deadline.
+func (g *Gates) eventsSay(ctx context.Context, job *batchv1.Job) string {
+	const none = "it has no pod left (kubectl describe job shows why: a quota, an admission policy, a missing service account, or its pods deleted at its deadline)"
+	evs, err := g.kube.CoreV1().Events(job.Namespace).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.kind=Pod,type=Warning"})
+	if err != nil {
+		return none
+	}
+	var last *corev1.Event
+	for i, e := range evs.Items {
+		if !strings.HasPrefix(e.InvolvedObject.Name, job.Name+"-") {
+			continue
+		}
+		if last == nil || eventTime(e).After(eventTime(*last)) {
+			last = &evs.Items[i]
+		}
+	}
+	if last == nil {
+		return none
+	}
+	return fmt.Sprintf("it has no pod left; the last warning about pod %s: %s: %s", last.InvolvedObject.Name, last.Reason, oneLine(last.Message))
+}
+
+func eventTime(e corev1.Event) time.Time {
+	for _, t := range []time.Time{e.LastTimestamp.Time, e.EventTime.Time, e.FirstTimestamp.Time, e.CreationTimestamp.Time} {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return time.Time{}
 }
 
 // podsReason picks the pod that tells most (the newest failed one, else
 // the newest) and says why it did not succeed.
 func podsReason(pods []corev1.Pod) string {
-	if len(pods) == 0 {
-		return "it has no pod (kubectl describe job shows why: a quota, an admission policy, a missing service account?)"
-	}
 	slices.SortStableFunc(pods, func(a, b corev1.Pod) int {
 		if fa, fb := a.Status.Phase == corev1.PodFailed, b.Status.Phase == corev1.PodFailed; fa != fb {
 			if fa {
@@ -247,6 +279,10 @@ func oneLine(s string) string {
 	return s
 }
 
+// deadlineGrace is how long a Job may run after the check's timeout,
+// when its template sets no activeDeadlineSeconds.
+const deadlineGrace = time.Minute
+
 // newJob makes the Job of check name for bundle b in stage stage, from
 // template (a Job's spec as the Pipeline writes it).
 func newJob(check string, template map[string]any, timeout, ttl time.Duration, ns, stage string, b promotion.Bundle) (*batchv1.Job, error) {
@@ -284,8 +320,9 @@ func newJob(check string, template map[string]any, timeout, ttl time.Duration, n
 		spec.TTLSecondsAfterFinished = new(int32(ttl.Seconds()))
 	}
 	if spec.ActiveDeadlineSeconds == nil {
-		// The Job stops itself when fluxd stops waiting for it.
-		spec.ActiveDeadlineSeconds = new(int64(math.Ceil(timeout.Seconds())))
+		// The Job stops itself soon after fluxd stops waiting for it;
+		// not at once, so that its pods are still there to say why.
+		spec.ActiveDeadlineSeconds = new(int64(math.Ceil((timeout + deadlineGrace).Seconds())))
 	}
 	if spec.Template.Labels == nil {
 		spec.Template.Labels = map[string]string{}

@@ -75,9 +75,9 @@ func TestNewJob(t *testing.T) {
 	if j.Namespace != "team-staging" || len(j.OwnerReferences) != 0 {
 		t.Errorf("namespace %q, owners %v: want team-staging, none", j.Namespace, j.OwnerReferences)
 	}
-	if *j.Spec.BackoffLimit != 0 || *j.Spec.TTLSecondsAfterFinished != 3600 || *j.Spec.ActiveDeadlineSeconds != 90 ||
+	if *j.Spec.BackoffLimit != 0 || *j.Spec.TTLSecondsAfterFinished != 3600 || *j.Spec.ActiveDeadlineSeconds != 150 ||
 		j.Spec.Template.Spec.RestartPolicy != corev1.RestartPolicyNever {
-		t.Errorf("backoffLimit %d, ttl %d, deadline %d, restartPolicy %q: want 0, 3600, 90, Never", *j.Spec.BackoffLimit,
+		t.Errorf("backoffLimit %d, ttl %d, deadline %d, restartPolicy %q: want 0, 3600, 150 (the timeout and a minute), Never", *j.Spec.BackoffLimit,
 			*j.Spec.TTLSecondsAfterFinished, *j.Spec.ActiveDeadlineSeconds, j.Spec.Template.Spec.RestartPolicy)
 	}
 	if c := j.Spec.Template.Spec.Containers; len(c) != 1 || c[0].Image != "curlimages/curl:8" || len(c[0].Args) != 2 {
