@@ -130,6 +130,22 @@ func TestHTTPCheck(t *testing.T) {
 		}
 	})
 
+	t.Run("a URL's credentials are sent as basic auth", func(t *testing.T) {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if u, p, ok := r.BasicAuth(); !ok || u != "ci" || p != "s3cret" {
+				w.WriteHeader(http.StatusUnauthorized)
+			}
+		}))
+		t.Cleanup(srv.Close)
+		u := strings.Replace(srv.URL, "http://", "http://ci:s3cret@", 1)
+		if err := g.Run(ctx, httpCheck(u, 0, time.Second), st, b); err != nil {
+			t.Fatalf("want a pass with the URL's credentials, got %v", err)
+		}
+		if err := g.Run(ctx, httpCheck(srv.URL, 0, time.Second), st, b); err == nil || !strings.Contains(err.Error(), "401") {
+			t.Fatalf("want a 401 without them, got %v", err)
+		}
+	})
+
 	t.Run("a cancelled context stops the retries", func(t *testing.T) {
 		srv, n := statuses(t, 500)
 		ctx, cancel := context.WithCancel(ctx)
