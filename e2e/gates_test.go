@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/fluxd/fluxd/gates"
+	"github.com/fluxd/fluxd/internal/localstack"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/promotion"
 )
@@ -112,6 +113,71 @@ func TestJobCheckOnTheStack(t *testing.T) {
 			if !strings.Contains(err.Error(), want) {
 				t.Errorf("the failure %q does not say %q", err, want)
 			}
+		}
+	})
+}
+
+// TestJobCheckOnTheRealNode is issue 32's "a job check runs on the real
+// node, and fails with its pod's reason": a container that really exits
+// with status 3, and an image no node can pull. (Written without a run
+// on the real node: the helper that wrote it was not to run real-node
+// tests.)
+func TestJobCheckOnTheRealNode(t *testing.T) {
+	kc := requireRealNode(t)
+	ctx := testContext(t)
+	const ns = "gates-realnode"
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crash, err := stack.PushAppImage(ctx, "gates-job", "1.0.0-crash", localstack.AppCrash)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unpullable, err := stack.UnpullableAppImage(ctx, "gates-job", "1.0.0-unpullable")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tol, sel := localstack.OnRealNode()
+	g := gates.New(kc, gates.WithJobPoll(500*time.Millisecond))
+	stage := promotion.Stage{Name: "staging", Services: []platform.ID{{Namespace: ns, Kind: "deployment", Name: "web"}}}
+	bundle := promotion.Bundle{ID: "0123456789ab", Pipeline: "web"}
+	check := func(name, image string, timeout time.Duration) promotion.Check {
+		var tols []any
+		for _, t := range tol {
+			tols = append(tols, map[string]any{"key": t.Key, "operator": string(t.Operator), "effect": string(t.Effect)})
+		}
+		nodeSel := map[string]any{}
+		for k, v := range sel {
+			nodeSel[k] = v
+		}
+		return promotion.Check{Name: name, Job: &promotion.JobCheck{Timeout: timeout, Template: map[string]any{"template": map[string]any{"spec": map[string]any{
+			"tolerations": tols, "nodeSelector": nodeSel,
+			"containers": []any{map[string]any{"name": "smoke", "image": image}},
+		}}}}}
+	}
+
+	t.Run("a container that exits 3 fails the check with its exit code", func(t *testing.T) {
+		err := g.Run(ctx, check("crash", crash, 90*time.Second), stage, bundle)
+		if err == nil {
+			t.Fatal("want a failure")
+		}
+		t.Log(err)
+		for _, want := range []string{"failed (BackoffLimitExceeded", "container smoke exited with code 3"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("the failure %q does not say %q", err, want)
+			}
+		}
+	})
+
+	t.Run("an image that cannot be pulled fails at the timeout saying so", func(t *testing.T) {
+		err := g.Run(ctx, check("unpullable", unpullable, 45*time.Second), stage, bundle)
+		if err == nil {
+			t.Fatal("want a failure")
+		}
+		t.Log(err)
+		if !strings.Contains(err.Error(), "did not finish within 45s") ||
+			!(strings.Contains(err.Error(), "ImagePullBackOff") || strings.Contains(err.Error(), "ErrImagePull")) {
+			t.Errorf("the failure %q does not say the timeout and ImagePullBackOff or ErrImagePull", err)
 		}
 	})
 }
