@@ -33,8 +33,7 @@ const (
 )
 
 // runJob runs a Job made from the check's template in the stage's
-// namespace, or finds the one it started before (the name is the same
-// for the same pipeline, stage, bundle, check and template), and waits
+// namespace, or finds the one it started before (see JobName), and waits
 // until it completes, fails, or the check's timeout passes.
 func (g *Gates) runJob(ctx context.Context, c promotion.Check, jc promotion.JobCheck, st promotion.Stage, b promotion.Bundle) error {
 	if g.kube == nil {
@@ -88,11 +87,12 @@ func (g *Gates) runJob(ctx context.Context, c promotion.Check, jc promotion.JobC
 		return nil
 	}
 	cond := condition(job, batchv1.JobFailed)
-	why := cond.Reason
-	if cond.Message != "" {
-		why += ": " + cond.Message
+	why := strings.TrimPrefix(cond.Reason+": "+cond.Message, ": ")
+	why = strings.TrimSuffix(why, ": ")
+	if why != "" {
+		why = " (" + why + ")"
 	}
-	return fmt.Errorf("Job %s/%s failed (%s); %s", ns, job.Name, why, g.podsSay(context.WithoutCancel(parent), job))
+	return fmt.Errorf("Job %s/%s failed%s; %s", ns, job.Name, why, g.podsSay(context.WithoutCancel(parent), job))
 }
 
 // startJob creates want, or returns the Job of that name that a fluxd
