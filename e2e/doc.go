@@ -43,6 +43,7 @@
 //	status page in a browser (Chromium)       web_test.go, web_workload_test.go, webfollower_test.go
 //	  its browser helpers                     statuspage_test.go
 //	metrics and the dashboard                 metrics_test.go, rollout_test.go
+//	promotion gates: job checks on the stack  gates_test.go (TestJobCheckOnTheRealNode: real node)
 //	rollouts seen in the cluster              rollout_test.go
 //	install: manifests, fluxctl install       deploy_test.go, install_test.go
 //	install: Helm chart and guide             helm_test.go, installguide_test.go

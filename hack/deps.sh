@@ -9,7 +9,8 @@
 # the PostgreSQL store's tests and 'make up DB=postgres' start) and
 # chromium (headless, the browser the status page's end-to-end tests drive),
 # containerd, runc and containernetworking-plugins (the stack's real node:
-# a kubelet on containerd with a CNI bridge).
+# a kubelet on containerd with a CNI bridge), and prometheus (the real
+# server the promotion gates' prometheus check is tested against).
 set -euo pipefail
 missing=()
 command -v git >/dev/null || missing+=(git)
@@ -22,6 +23,7 @@ compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql
 command -v containerd >/dev/null || missing+=(containerd)
 command -v runc >/dev/null || missing+=(runc)
 [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+command -v prometheus >/dev/null || missing+=(prometheus)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "deps: installing ${missing[*]}" >&2
 sudo=""

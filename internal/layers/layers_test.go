@@ -31,6 +31,9 @@ var allowed = map[string][]string{
 	"hack/stack":  {"internal/localstack"},
 	"deploy":      {"internal/giturl"},
 	"e2e":         {},
+	// gates: promotion's check adapters (http, job, prometheus), beside
+	// the binary that wires them into the promotion loop.
+	"gates": {"internal/giturl", "promotion"},
 
 	// edge
 	"web":    {"history", "internal/auth", "internal/clientkey", "proto/fluxd/v1"},
@@ -99,7 +102,7 @@ var allowed = map[string][]string{
 // adapterLibraries are the outside libraries that only adapters (and the
 // binaries and test helpers that wire or start them) may import.
 var adapterLibraries = map[string][]string{
-	"k8s.io/client-go":                       {"cmd/fluxd", "internal/localstack", "platform/kube", "platform/kube/gitguard", "platform/kube/sync"},
+	"k8s.io/client-go":                       {"cmd/fluxd", "gates", "internal/localstack", "platform/kube", "platform/kube/gitguard", "platform/kube/sync"},
 	"github.com/go-git/":                     {"gitrepo/gogit"},
 	"github.com/google/go-containerregistry": {"cmd/fluxd", "hack/image", "internal/localstack", "internal/regtest", "registry", "registry/oci", "verify/cosign"},
 	"github.com/sigstore/":                   {"verify/cosign"},
