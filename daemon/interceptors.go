@@ -70,6 +70,13 @@ func requiredRole(method string, req any) auth.Role {
 		}
 		return auth.Deployer
 	}
+	if r, ok := req.(*fluxdv1.PromoteRequest); ok {
+		// As a release's: a viewer may see what a promotion would do.
+		if r.GetKind() == fluxdv1.ReleaseKind_RELEASE_KIND_PLAN {
+			return auth.Viewer
+		}
+		return auth.Deployer
+	}
 	if readOnly[method] {
 		return auth.Viewer
 	}

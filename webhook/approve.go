@@ -38,11 +38,10 @@ type Approver interface {
 // so that a captured approval cannot be replayed and the secret never
 // travels.
 //
-// The approval is recorded as "webhook:BY", or "webhook:KEY" (the
-// secret's name) when the body names no one. BY is the sender's to
-// choose: whoever holds the secret can approve as several names, so a
-// stage that wants N different people should count on people's
-// approvals (fluxctl approve), with the webhook as one of them.
+// The approval is recorded as "webhook:KEY", the secret's name: one
+// secret is one approver, however many times and under whatever names
+// CI sends it, since whoever holds the secret could name anyone. The
+// body's "by" (who in CI approved) is logged with the approval.
 type Approvals struct {
 	*signed
 
@@ -138,28 +137,29 @@ func (a *Approvals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `an approval names its pipeline, stage and bundle (an ID or a unique prefix, as fluxctl bundles shows it): {"pipeline": P, "stage": S, "bundle": B, "by": WHO}`, http.StatusBadRequest)
 		return
 	}
-	by := a.key
-	if ap.By != "" {
-		if !approverName.MatchString(ap.By) {
-			http.Error(w, fmt.Sprintf("by %q: give up to 64 letters, digits and . _ @ + - (who in CI approves, e.g. a CI user or job)", ap.By), http.StatusBadRequest)
-			return
-		}
-		by = ap.By
+	if ap.By != "" && !approverName.MatchString(ap.By) {
+		http.Error(w, fmt.Sprintf("by %q: give up to 64 letters, digits and . _ @ + - (who in CI approves, e.g. a CI user or job)", ap.By), http.StatusBadRequest)
+		return
 	}
-	by = "webhook:" + by
+	by := "webhook:" + a.key
+	log := a.log
+	if ap.By != "" {
+		// Logged, not counted: the secret is the approver.
+		log = log.With("sender", ap.By)
+	}
 	rec, err := a.approver.Approve(r.Context(), ap.Pipeline, ap.Stage, ap.Bundle, by)
 	if err != nil {
 		code := approvalCode(err)
 		if code == http.StatusInternalServerError {
-			a.log.Error("approval failed", "pipeline", ap.Pipeline, "stage", ap.Stage, "bundle", ap.Bundle, "by", by, "error", err)
+			log.Error("approval failed", "pipeline", ap.Pipeline, "stage", ap.Stage, "bundle", ap.Bundle, "by", by, "error", err)
 			http.Error(w, "fluxd could not record the approval; its log says why. Send it again later.", code)
 			return
 		}
-		a.log.Info("approval refused", "pipeline", ap.Pipeline, "stage", ap.Stage, "bundle", ap.Bundle, "by", by, "error", firstLineOf(err))
+		log.Info("approval refused", "pipeline", ap.Pipeline, "stage", ap.Stage, "bundle", ap.Bundle, "by", by, "error", firstLineOf(err))
 		http.Error(w, err.Error(), code)
 		return
 	}
-	a.log.Info("approval accepted", "pipeline", ap.Pipeline, "stage", ap.Stage, "bundle", rec.Bundle, "by", by, "approvers", len(rec.Approvers))
+	log.Info("approval accepted", "pipeline", ap.Pipeline, "stage", ap.Stage, "bundle", rec.Bundle, "by", by, "approvers", len(rec.Approvers))
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
 		"pipeline": ap.Pipeline, "stage": ap.Stage, "bundle": rec.Bundle, "status": rec.Status,

@@ -14,6 +14,7 @@ import (
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/clientkey"
 	"github.com/fluxd/fluxd/platform/kube"
+	"github.com/fluxd/fluxd/promotion"
 	"github.com/fluxd/fluxd/registry/oci"
 	"github.com/fluxd/fluxd/release"
 	"github.com/fluxd/fluxd/release/jobs"
@@ -30,6 +31,7 @@ type apiParts struct {
 	queue   *jobs.Queue
 	repo    *gogit.Repo
 	syncs   *syncer.Syncer // nil: no sync
+	promo   *promotion.Controller
 	// proxies are --trusted-proxies: their connections count against
 	// the API's connection limit only, not per client.
 	proxies clientkey.Proxies
@@ -55,6 +57,9 @@ func newAPI(cfg daemon.Config, p apiParts, tokens *auth.Store, reg prometheus.Re
 	deps := daemon.Deps{Cluster: p.cluster, Releaser: p.engine, Images: p.images, History: p.store, Automator: p.auto, Jobs: p.queue, Git: p.repo, SSHKey: p.repo, Ready: ready}
 	if p.syncs != nil {
 		deps.Sync = p.syncs
+	}
+	if p.promo != nil {
+		deps.Promotions = p.promo
 	}
 	d := daemon.New(cfg, deps, log)
 	p.engine.OnRevision(d.GitMoved)

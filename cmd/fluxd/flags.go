@@ -10,6 +10,7 @@ import (
 	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/internal/memlimit"
 	"github.com/fluxd/fluxd/registry/oci"
+	"github.com/fluxd/fluxd/webhook"
 )
 
 // flags are the daemon's command-line flags; configure turns them into
@@ -55,6 +56,8 @@ type flags struct {
 	webTrustedProxies         []string // deprecated name of trustedProxies
 	gitWebURL                 string
 	webhookSecretFile         string
+	approveWebhookSecretFile  string
+	approveWebhookKey         string
 	registryRate              float64
 	registryBurst             int
 	rolloutTimeout            time.Duration
@@ -130,6 +133,8 @@ func (f *flags) register(fs *pflag.FlagSet) {
 	_ = fs.MarkDeprecated("web-trusted-proxies", "use --trusted-proxies, which also covers the webhook listener and the API")
 	fs.BoolVar(&f.webAllowWithoutClientCert, "web-allow-without-client-cert", false, "with --tls-client-ca-file: serve the status page without asking for a client certificate (the API still requires one; a token is still needed)")
 	fs.StringVar(&f.webhookSecretFile, "webhook-secret-file", "", "file holding the webhooks' shared secret (required with --webhook-listen)")
+	fs.StringVar(&f.approveWebhookSecretFile, "approve-webhook-secret-file", "", "file holding the secret CI signs promotion approvals with (POST "+webhook.ApprovePath+" on --webhook-listen; docs/promotion.md); empty: no approval webhook")
+	fs.StringVar(&f.approveWebhookKey, "approve-webhook-key", "ci", "the approval webhook's name in a stage's approvers (webhook:KEY): one secret counts as one approver")
 	fs.Float64Var(&f.registryRate, "registry-rate", 100, "registry requests per second per host; a 429 halves it for that host, successes restore it")
 	fs.IntVar(&f.registryBurst, "registry-burst", 20, "registry requests that may go at once above --registry-rate")
 	fs.DurationVar(&f.rolloutTimeout, "rollout-timeout", 5*time.Minute, "how long a release job waits for its rollout before failing (a Deployment's progressDeadlineSeconds fails it sooner)")

@@ -15,6 +15,7 @@ import (
 	"github.com/fluxd/fluxd/registry"
 	"github.com/fluxd/fluxd/release"
 	"github.com/fluxd/fluxd/release/jobs"
+	"github.com/fluxd/fluxd/webhook"
 )
 
 // The promotion loop's wiring: its ports are the release engine and
@@ -37,6 +38,18 @@ func (r releaser) Enqueue(ctx context.Context, instance string, spec release.Spe
 
 func (r releaser) Get(ctx context.Context, instance, id string) (jobs.JobUpdate, error) {
 	return r.queue.Get(ctx, instance, id)
+}
+
+// viewOf is the daemon's view as the loop's Cluster, bound once the
+// daemon is made (it serves the loop's calls, so it is made after it).
+type viewOf func() *daemon.Daemon
+
+func (v viewOf) Running(ctx context.Context, ids []platform.ID) ([]promotion.Running, error) {
+	d := v()
+	if d == nil {
+		return nil, fmt.Errorf("fluxd is still starting")
+	}
+	return d.Running(ctx, ids)
 }
 
 // tagDigests reads a tag's digest through the registry client's cache.
@@ -86,6 +99,12 @@ func promotionInstance(tokens *auth.Store) func([]platform.ID) string {
 		return found
 	}
 }
+
+// The controller is what the daemon and the approval webhook serve.
+var (
+	_ daemon.Promotions = (*promotion.Controller)(nil)
+	_ webhook.Approver  = (*promotion.Controller)(nil)
+)
 
 // noticeTypes maps the controller's notices to history's event types.
 var noticeTypes = map[string]history.Type{
@@ -169,7 +188,7 @@ func loadPipelines(ctx context.Context, engine *release.Engine, ctrl *promotion.
 
 // newPromotion builds the promotion loop; it runs on the leader (and
 // reads pipelines on every replica).
-func newPromotion(engine *release.Engine, queue *jobs.Queue, d *daemon.Daemon, images release.Images, store history.Store, checker promotion.Checker, tokens *auth.Store, log *slog.Logger) *promotion.Controller {
+func newPromotion(engine *release.Engine, queue *jobs.Queue, d promotion.Cluster, images release.Images, store history.Store, checker promotion.Checker, tokens *auth.Store, log *slog.Logger) *promotion.Controller {
 	inst := promotionInstance(tokens)
 	return promotion.New(promotion.Config{
 		Store:    promotion.NewStore(store),

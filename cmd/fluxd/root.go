@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"k8s.io/client-go/kubernetes"
 	"log/slog"
 	"os"
 	"time"
@@ -11,6 +12,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/fluxd/fluxd/daemon"
+	"github.com/fluxd/fluxd/gates"
 	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/version"
@@ -116,8 +119,16 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	d, srv := newAPI(cfg.daemon, apiParts{cluster: cluster, engine: engine, images: images, store: store, auto: auto, queue: queue, repo: repo, syncs: syncs, proxies: proxies}, tokens, reg, log)
-	promo := newPromotion(engine, queue, d, images, store, nil, tokens, log)
+	// The promotion loop reads the daemon's view, and the daemon serves
+	// the loop's calls: the view is bound once the daemon exists.
+	var d *daemon.Daemon
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	checks := gates.New(kc, gates.WithLogger(log.With("component", "gates")))
+	promo := newPromotion(engine, queue, viewOf(func() *daemon.Daemon { return d }), images, store, checks, tokens, log)
+	d, srv := newAPI(cfg.daemon, apiParts{cluster: cluster, engine: engine, images: images, store: store, auto: auto, queue: queue, repo: repo, syncs: syncs, proxies: proxies, promo: promo}, tokens, reg, log)
 	queue.OnEnd(func(history.Job) { auto.Poke(); promo.Wake() })
 	g.Go(func() error { loadPipelines(ctx, engine, promo, log); return nil })
 	self := lis.Addr().String()
@@ -126,7 +137,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 			return err
 		}
 	}
-	wh, err := listenWebhooks(f, d, self, log)
+	wh, err := listenWebhooks(f, d, promo, self, log)
 	if err != nil {
 		return err
 	}

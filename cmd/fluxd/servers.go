@@ -40,7 +40,10 @@ func listenAPI(f flags, addr string, log *slog.Logger) (net.Listener, error) {
 // webhooks is the registry webhook listener, when --webhook-listen is set.
 type webhooks struct {
 	handler *webhook.Handler
-	lis     net.Listener
+	// mux serves the handler, and CI's approvals with
+	// --approve-webhook-secret-file.
+	mux *http.ServeMux
+	lis net.Listener
 	// at is the address followers pass notifications on to when this
 	// replica leads: its host, the listener's port.
 	at string
@@ -48,7 +51,7 @@ type webhooks struct {
 
 // listenWebhooks listens for registry webhooks (nil without
 // --webhook-listen).
-func listenWebhooks(f flags, d *daemon.Daemon, self string, log *slog.Logger) (*webhooks, error) {
+func listenWebhooks(f flags, d *daemon.Daemon, approver webhook.Approver, self string, log *slog.Logger) (*webhooks, error) {
 	if f.webhookListen == "" {
 		return nil, nil
 	}
@@ -66,6 +69,22 @@ func listenWebhooks(f flags, d *daemon.Daemon, self string, log *slog.Logger) (*
 	if w.handler.TrustedProxies, err = f.proxies(); err != nil {
 		return nil, err
 	}
+	w.mux = http.NewServeMux()
+	w.mux.Handle("/", w.handler)
+	if f.approveWebhookSecretFile != "" {
+		// Any replica takes an approval: it is a compare-and-swap on
+		// the shared store, which the leader's loop then reads.
+		sec, err := os.ReadFile(f.approveWebhookSecretFile)
+		if err != nil {
+			return nil, fmt.Errorf("--approve-webhook-secret-file: %w", err)
+		}
+		a, err := webhook.NewApprovals(approver, f.approveWebhookKey, []byte(strings.TrimSpace(string(sec))), log)
+		if err != nil {
+			return nil, fmt.Errorf("--approve-webhook-secret-file %s: %w", f.approveWebhookSecretFile, err)
+		}
+		a.TrustedProxies = w.handler.TrustedProxies
+		w.mux.Handle(webhook.ApprovePath, a)
+	}
 	if w.lis, err = net.Listen("tcp", f.webhookListen); err != nil {
 		return nil, fmt.Errorf("listening for webhooks on %s: %w", f.webhookListen, err)
 	}
@@ -81,7 +100,7 @@ func listenWebhooks(f flags, d *daemon.Daemon, self string, log *slog.Logger) (*
 // serve runs the webhooks' queue and listener in g.
 func (w *webhooks) serve(ctx context.Context, g *errgroup.Group, log *slog.Logger) {
 	g.Go(func() error { w.handler.Run(ctx); return nil })
-	g.Go(func() error { return serveHTTP(ctx, w.lis, w.handler, "webhooks", log) })
+	g.Go(func() error { return serveHTTP(ctx, w.lis, w.mux, "webhooks", log) })
 }
 
 // serveMetrics serves reg at /metrics on --metrics-listen, when set.
