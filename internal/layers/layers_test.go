@@ -23,7 +23,7 @@ const module = "github.com/fluxd/fluxd/"
 // code that ships is held to this.
 var allowed = map[string][]string{
 	// binaries and tools
-	"cmd/fluxd": {"automator", "daemon", "promotion", "gitrepo", "gitrepo/gogit", "history", "history/store", "internal/auth", "internal/memlimit",
+	"cmd/fluxd": {"automator", "daemon", "gates", "promotion", "gitrepo", "gitrepo/gogit", "history", "history/store", "internal/auth", "internal/memlimit",
 		"internal/tlsfiles", "internal/version", "internal/clientkey", "notify", "platform", "platform/kube", "platform/kube/gitguard",
 		"platform/kube/sync", "proto/fluxd/v1", "registry", "registry/oci", "release", "release/jobs", "syncer", "web", "webhook"},
 	"cmd/fluxctl": {"check", "deploy", "internal/tlsfiles", "internal/version", "proto/fluxd/v1"},
