@@ -11,12 +11,17 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/fluxerr"
+	"github.com/fluxd/fluxd/internal/regtest"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
+	"github.com/fluxd/fluxd/registry/oci"
 )
 
 // promo is a promotion of bundle into stage staging of pipeline web.
@@ -430,4 +435,147 @@ func TestPromotionOfMarkedFields(t *testing.T) {
 	if len(rec.events) != 1 || rec.events[0].Type != history.Release || !strings.HasPrefix(rec.events[0].Message, "promotion of bundle 5c0ffee to stage prod (pipeline app)") {
 		t.Errorf("history: %+v; want one release row saying it is the promotion", rec.events)
 	}
+}
+
+// newPromoGit is newRealGit over the registry images.
+func newPromoGit(t *testing.T, files map[string]string, images Images) *realGit {
+	t.Helper()
+	g := newRealGit(t, files)
+	g.e = NewEngine(g.repo, images, g.cluster, g.store, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return g
+}
+
+// pushImage pushes a new random image as ref and returns its digest.
+func pushImage(t *testing.T, ref string) string {
+	t.Helper()
+	img, err := random.Image(256, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := name.NewTag(ref, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, img); err != nil {
+		t.Fatal(err)
+	}
+	d, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
+
+// A promotion through a real git remote and a real registry (the
+// registry client fluxd runs): the commit in the remote has the bundle's
+// tag, and its digest in the pinned service; a locked service, a
+// repository no service runs, and a tag pushed again since the bundle
+// was verified each refuse it with nothing pushed.
+func TestPromotionThroughRealGit(t *testing.T) {
+	reg := regtest.New(100)
+	defer reg.Close()
+	host := reg.Host()
+	web := host + "/web"
+	d10 := pushImage(t, web+":1.0")
+	d12 := pushImage(t, web+":1.2")
+	d13 := pushImage(t, web+":1.3")
+	pushImage(t, web+":1.3") // pushed again: 1.3 moved
+	client, err := oci.New(oci.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer client.Close()
+	g := newPromoGit(t, map[string]string{
+		"web.yaml":    deployment("web", web+":1.0"),
+		"pinned.yaml": deployment("pinned", web+":1.0@"+d10, "fluxd.io/pin-digest", "true"),
+		"frozen.yaml": deployment("frozen", web+":1.0", "fluxd.io/locked", "true", "fluxd.io/lock-message", "load test"),
+	}, client)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	head := gitCLI(t, g.bare, "rev-parse", "main")
+	promote := func(bundle string, services []platform.ID, images ...PromotedImage) error {
+		t.Helper()
+		spec := Spec{Services: services, User: "Dana <dana@example.com>", Promotion: &Promotion{Pipeline: "web", Stage: "staging", Bundle: bundle, Images: images}}
+		_, err := g.e.Execute(ctx, "team", spec, history.Release, ExecOptions{JobID: "job-" + bundle})
+		return err
+	}
+	nothingPushed := func(what string) {
+		t.Helper()
+		if now := gitCLI(t, g.bare, "rev-parse", "main"); now != head {
+			t.Errorf("%s: the remote moved from %.12s to %.12s", what, head, now)
+		}
+		if len(g.cluster.applied) != 0 {
+			t.Errorf("%s: applied %v", what, g.cluster.applied)
+		}
+	}
+
+	err = promote("b-locked", ids("web", "frozen"), pimg(web, "1.2", d12))
+	if fluxerr.KindOf(err) != fluxerr.Precondition || !strings.Contains(err.Error(), "default:deployment/frozen is locked: load test") {
+		t.Errorf("a promotion into a locked service: %v; want it refused, saying who locked it", err)
+	}
+	nothingPushed("a locked service")
+
+	reg.Reset()
+	err = promote("b-api", ids("web"), pimg(host+"/api", "2.0", dg('a')))
+	if fluxerr.KindOf(err) != fluxerr.Precondition || !strings.Contains(err.Error(), "runs "+host+"/api") {
+		t.Errorf("a bundle of a repository the stage does not run: %v; want it refused", err)
+	}
+	if n := reg.Requests(); n != 0 {
+		t.Errorf("the refusal of a repository no service runs made %d registry requests; want none", n)
+	}
+	nothingPushed("an unknown repository")
+
+	err = promote("b-moved", ids("web", "pinned"), pimg(web, "1.3", d13))
+	if fluxerr.KindOf(err) != fluxerr.Precondition || !strings.Contains(err.Error(), "the tag "+web+":1.3 moved since the bundle was verified") ||
+		!strings.Contains(err.Error(), "Nothing was changed") {
+		t.Errorf("a bundle whose tag was pushed again: %v; want it refused, saying the tag moved", err)
+	}
+	nothingPushed("a moved tag")
+	// Each refused job is recorded, as a failed promotion.
+	if evs := g.events(t); len(evs) != 3 {
+		t.Errorf("history has %d rows after three refused promotions; want 3: %+v", len(evs), evs)
+	} else {
+		for _, ev := range evs {
+			if ev.Type != history.Failed || !strings.HasPrefix(ev.Message, "promotion of bundle b-") {
+				t.Errorf("history row %+v; want a failed promotion", ev)
+			}
+		}
+	}
+
+	if err := promote("b-ok", ids("web", "pinned"), pimg(web, "1.2", d12)); err != nil {
+		t.Fatalf("promoting bundle b-ok: %v", err)
+	}
+	if got := g.remoteFile(t, "web.yaml"); !hasLine(got, "image: "+web+":1.2") {
+		t.Errorf("the remote's web.yaml:\n%s", got)
+	}
+	if got := g.remoteFile(t, "pinned.yaml"); !hasLine(got, "image: "+web+":1.2@"+d12) {
+		t.Errorf("the remote's pinned.yaml (pinned: the tag and its digest):\n%s", got)
+	}
+	if got := g.remoteFile(t, "frozen.yaml"); !hasLine(got, "image: "+web+":1.0") {
+		t.Errorf("the locked service, not named, moved:\n%s", got)
+	}
+	commit := gitCLI(t, g.bare, "rev-parse", "main")
+	if subject := gitCLI(t, g.bare, "log", "-1", "--format=%s", "main"); subject != "Promote bundle b-ok to staging (pipeline web)" {
+		t.Errorf("the commit's subject is %q", subject)
+	}
+	if author := gitCLI(t, g.bare, "log", "-1", "--format=%an <%ae>", "main"); author != "Dana <dana@example.com>" {
+		t.Errorf("the commit's author is %q; want who promoted", author)
+	}
+	if body := gitCLI(t, g.bare, "log", "-1", "--format=%b", "main"); !strings.Contains(body, web+":1.2@"+d12) {
+		t.Errorf("the commit does not name the bundle's image:\n%s", body)
+	}
+	evs := g.events(t)
+	if len(evs) == 0 || evs[0].Type != history.Release || evs[0].Commit != commit || evs[0].Message != "promotion of bundle b-ok to stage staging (pipeline web)" || len(evs[0].Changes) != 2 {
+		t.Errorf("history's newest row %+v; want the promotion's release, with its commit and two changes", evs[0])
+	}
+}
+
+// hasLine says whether s has a line that is line, indentation aside.
+func hasLine(s, line string) bool {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.TrimSpace(l) == line {
+			return true
+		}
+	}
+	return false
 }
