@@ -26,7 +26,10 @@ import (
 //     run by a container of the named services (the stages run the same
 //     things, or the bundle means nothing there), and the registry must
 //     still give each tag the bundle's digest (a tag pushed again since
-//     the bundle was verified is not what was verified);
+//     the bundle was verified is not what was verified): asked with a
+//     manifest HEAD per image where the registry client can (tagHeader),
+//     since the cache never reads a version tag's digest again, and the
+//     pins written are that answer;
 //   - it is all or nothing: a container running a bundle's repository
 //     that cannot be moved (an image without a tag, a pin kept by hand, a
 //     pin through a kustomization's images:) refuses the promotion,
@@ -204,7 +207,7 @@ func checkPromotion(ctx context.Context, spec Spec, m *gitrepo.Manifests, lister
 			"The stages of a pipeline must run the same images: check the stage's services in the Pipeline, and that their manifests in git run every repository of the bundle. Nothing was changed, and no registry was asked.")
 	}
 	for _, img := range p.Images {
-		d, err := lister.digest(ctx, img.Repository, img.Tag)
+		d, err := lister.headDigest(ctx, img.Repository, img.Tag)
 		switch {
 		case err != nil:
 			if errors.Is(err, errRegistryUnderLock) {
@@ -221,6 +224,44 @@ func checkPromotion(ctx context.Context, spec Spec, m *gitrepo.Manifests, lister
 		}
 	}
 	return nil
+}
+
+// tagHeader is an Images that reads a tag's digest from its registry
+// now, with one manifest HEAD, whatever its cache holds (registry/oci's
+// Client does).
+type tagHeader interface {
+	HeadDigest(ctx context.Context, ref string) (string, error)
+}
+
+type cachedDigest struct {
+	digest string
+	err    error
+}
+
+// headDigest is the digest repository:tag has in its registry now, read
+// once per plan with a HEAD where the registry client can (tagHeader),
+// else through the cache (digest). The rest of the plan reads the same
+// answer (digest looks here first), so a pin is written with the digest
+// just checked.
+func (c *imageCache) headDigest(ctx context.Context, repo, tag string) (string, error) {
+	h, ok := c.images.(tagHeader)
+	if !ok {
+		return c.digest(ctx, repo, tag)
+	}
+	key := repo + ":" + tag
+	if r, ok := c.heads[key]; ok {
+		return r.digest, r.err
+	}
+	if c.offline {
+		c.missed = true
+		return "", errRegistryUnderLock
+	}
+	d, err := h.HeadDigest(ctx, key)
+	if c.heads == nil {
+		c.heads = map[string]cachedDigest{}
+	}
+	c.heads[key] = cachedDigest{d, err}
+	return d, err
 }
 
 func joinIDs(ids []platform.ID) string {

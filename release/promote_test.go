@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/history/sqlite"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/internal/regtest"
@@ -469,8 +470,9 @@ func pushImage(t *testing.T, ref string) string {
 // A promotion through a real git remote and a real registry (the
 // registry client fluxd runs): the commit in the remote has the bundle's
 // tag, and its digest in the pinned service; a locked service, a
-// repository no service runs, and a tag pushed again since the bundle
-// was verified each refuse it with nothing pushed.
+// repository no service runs, a tag pushed again since the bundle was
+// verified (though the registry cache still holds its old digest) and
+// a tag gone from the registry each refuse it with nothing pushed.
 func TestPromotionThroughRealGit(t *testing.T) {
 	reg := regtest.New(100)
 	defer reg.Close()
@@ -479,12 +481,22 @@ func TestPromotionThroughRealGit(t *testing.T) {
 	d10 := pushImage(t, web+":1.0")
 	d12 := pushImage(t, web+":1.2")
 	d13 := pushImage(t, web+":1.3")
-	pushImage(t, web+":1.3") // pushed again: 1.3 moved
-	client, err := oci.New(oci.Config{})
+	cache, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "cache.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close()
+	client, err := oci.New(oci.Config{Cache: cache})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer client.Close()
+	// The cache reads 1.3 before it is pushed again: it never reads a
+	// version's digest again, so only a HEAD sees that 1.3 moved.
+	if _, err := client.ImagesMatching(context.Background(), web, nil); err != nil {
+		t.Fatal(err)
+	}
+	pushImage(t, web+":1.3")
 	g := newPromoGit(t, map[string]string{
 		"web.yaml":    deployment("web", web+":1.0"),
 		"pinned.yaml": deployment("pinned", web+":1.0@"+d10, "fluxd.io/pin-digest", "true"),
@@ -531,9 +543,16 @@ func TestPromotionThroughRealGit(t *testing.T) {
 		t.Errorf("a bundle whose tag was pushed again: %v; want it refused, saying the tag moved", err)
 	}
 	nothingPushed("a moved tag")
+
+	err = promote("b-gone", ids("web"), pimg(web, "9.9", d12))
+	if fluxerr.KindOf(err) != fluxerr.Precondition || !strings.Contains(err.Error(), web+":9.9 is no longer in its registry") {
+		t.Errorf("a bundle whose tag is not in the registry: %v; want it refused, saying so", err)
+	}
+	nothingPushed("a tag gone from the registry")
+
 	// Each refused job is recorded, as a failed promotion.
-	if evs := g.events(t); len(evs) != 3 {
-		t.Errorf("history has %d rows after three refused promotions; want 3: %+v", len(evs), evs)
+	if evs := g.events(t); len(evs) != 4 {
+		t.Errorf("history has %d rows after four refused promotions; want 4: %+v", len(evs), evs)
 	} else {
 		for _, ev := range evs {
 			if ev.Type != history.Failed || !strings.HasPrefix(ev.Message, "promotion of bundle b-") {
@@ -542,8 +561,12 @@ func TestPromotionThroughRealGit(t *testing.T) {
 		}
 	}
 
+	reg.Reset()
 	if err := promote("b-ok", ids("web", "pinned"), pimg(web, "1.2", d12)); err != nil {
 		t.Fatalf("promoting bundle b-ok: %v", err)
+	}
+	if n := reg.Heads.Load(); n != 1 {
+		t.Errorf("the promotion of one image made %d manifest HEADs; want 1 (its tag's digest, read once for the plan and the locked plan)", n)
 	}
 	if got := g.remoteFile(t, "web.yaml"); !hasLine(got, "image: "+web+":1.2") {
 		t.Errorf("the remote's web.yaml:\n%s", got)
