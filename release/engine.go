@@ -982,7 +982,7 @@ type imageCache struct {
 	tags   map[string]cachedTags
 	found  map[string]cachedExists
 	// heads are the digests a promotion read with a HEAD (promote.go),
-	// by repository:tag: the rest of its plan reads those, not the cache.
+	// by headKey: the rest of its plan reads those, not the cache.
 	heads map[string]cachedDigest
 	// offline answers only what was read before (a plan under the git
 	// lock): a read not made yet sets missed and fails.

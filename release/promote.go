@@ -248,7 +248,7 @@ func (c *imageCache) headDigest(ctx context.Context, repo, tag string) (string, 
 	if !ok {
 		return c.digest(ctx, repo, tag)
 	}
-	key := repo + ":" + tag
+	key := headKey(repo, tag)
 	if r, ok := c.heads[key]; ok {
 		return r.digest, r.err
 	}
@@ -256,12 +256,18 @@ func (c *imageCache) headDigest(ctx context.Context, repo, tag string) (string, 
 		c.missed = true
 		return "", errRegistryUnderLock
 	}
-	d, err := h.HeadDigest(ctx, key)
+	d, err := h.HeadDigest(ctx, repo+":"+tag)
 	if c.heads == nil {
 		c.heads = map[string]cachedDigest{}
 	}
 	c.heads[key] = cachedDigest{d, err}
 	return d, err
+}
+
+// headKey keys heads: the repository as its registry knows it (a
+// container may spell a Docker Hub repository short), and the tag.
+func headKey(repo, tag string) string {
+	return registry.CanonicalRepository(repo) + ":" + tag
 }
 
 func joinIDs(ids []platform.ID) string {

@@ -602,3 +602,48 @@ func hasLine(s, line string) bool {
 	}
 	return false
 }
+
+// headImages is a registry client that reads a tag's digest with a HEAD
+// (tagHeader), as registry/oci's does, counting them.
+type headImages struct {
+	memImages
+	heads int
+}
+
+func (h *headImages) HeadDigest(_ context.Context, ref string) (string, error) {
+	h.heads++
+	r, err := registry.ParseRef(ref)
+	if err != nil {
+		return "", err
+	}
+	img, _ := findTag(h.memImages[r.Repository], r.Tag)
+	return img.Digest, nil
+}
+
+// A container that spells a Docker Hub repository short (web, not
+// docker.io/library/web) is promoted under its own spelling, and a pinned
+// one gets the digest the HEAD read for the bundle's spelling: the plan
+// asks the registry nothing else.
+func TestPromotionOfAShortRepositoryName(t *testing.T) {
+	dir := t.TempDir()
+	yaml := pinDeploy("plain", "web:1.0") + pinDeploy("pinned", "web:1.0@"+dg('0'), `fluxd.io/pin-digest: "true"`)
+	if err := os.WriteFile(filepath.Join(dir, "app.yaml"), []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Only the bundle's spelling is in the registry: a read under the
+	// container's would fail.
+	images := &headImages{memImages: memImages{"docker.io/library/web": {{Repository: "docker.io/library/web", Tag: "1.2", Digest: dg('2')}}}}
+	e := NewEngine(dirRepo{dir}, images, noCluster{}, noRecorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	p, err := e.Plan(context.Background(), Spec{Services: ids("plain", "pinned"), User: "dana",
+		Promotion: promo("b1", pimg("docker.io/library/web", "1.2", dg('2')))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"pinned: app:web:1.0@" + dg('0') + "->web:1.2@" + dg('2'), "plain: app:web:1.0->web:1.2"}
+	if diff := cmp.Diff(want, flatten(p)); diff != "" {
+		t.Errorf("updates (-want +got):\n%s", diff)
+	}
+	if images.heads != 1 {
+		t.Errorf("%d HEADs; want 1", images.heads)
+	}
+}
