@@ -295,6 +295,12 @@ func planPromotion(ctx context.Context, item *Item, def *gitrepo.Definition, p *
 		if !ok {
 			continue
 		}
+		if ref.Tag == img.Tag && ref.Digest == img.Digest && registry.HasTag(c.Image) {
+			// Exactly the bundle's image (its digest pinned by hand, or
+			// by a pin): nothing to write.
+			already = append(already, c.Name)
+			continue
+		}
 		one := *def
 		one.Containers = []gitrepo.Container{c}
 		sub := Item{Service: item.Service}

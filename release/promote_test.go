@@ -179,6 +179,16 @@ spec:
 ---
 apiVersion: apps/v1
 kind: Deployment
+metadata: {name: handpinned, namespace: default}
+spec:
+  template:
+    spec:
+      containers:
+      - name: web
+        image: reg/web:1.2@sha256:2222222222222222222222222222222222222222222222222222222222222222
+---
+apiVersion: apps/v1
+kind: Deployment
 metadata: {name: halftagged, namespace: default}
 spec:
   template:
@@ -290,6 +300,8 @@ func TestPlanPromotion(t *testing.T) {
 			want: []row{{"current", "uptodate", "container web already runs bundle b1", ""}}},
 		{name: "a pinned workload on the bundle's tag and digest is up to date", services: ids("pinnedcurrent"), images: []PromotedImage{web12},
 			want: []row{{"pinnedcurrent", "uptodate", "container web already runs bundle b1", ""}}},
+		{name: "a workload pinned by hand at the bundle's tag and digest is up to date", services: ids("handpinned"), images: []PromotedImage{web12},
+			want: []row{{"handpinned", "uptodate", "container web already runs bundle b1", ""}}},
 		{name: "every container running a bundle image moves, the others stay", services: ids("both"), images: []PromotedImage{web12, db5},
 			want: []row{{"both", "update", "", "web:reg/web:1.0->reg/web:1.2,db:reg/db:4->reg/db:5"}}},
 		{name: "a service running none of the bundle is left alone", services: ids("web", "other"), images: []PromotedImage{web12},
