@@ -85,7 +85,7 @@ func (s Spec) validatePromotion() error {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
-		return fluxerr.New(fluxerr.User, err, "A promotion is made from a bundle recorded by fluxd (fluxctl bundles); promote by its ID rather than writing one by hand.")
+		return fluxerr.New(fluxerr.User, err, "A promotion carries a bundle fluxd recorded (its ID and its images, each with repository, tag and digest); promote a recorded bundle rather than writing one by hand.")
 	}
 	return nil
 }
