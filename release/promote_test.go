@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -657,5 +658,39 @@ func TestPromotionOfAShortRepositoryName(t *testing.T) {
 	}
 	if images.heads != 1 {
 		t.Errorf("%d HEADs; want 1", images.heads)
+	}
+}
+
+// The job queue keeps a job's spec and plan as JSON, and a take-over
+// reads them back: a promotion survives the trip, so the taken-over job
+// still commits, records and checks as a promotion.
+func TestPromotionSurvivesTheJobStore(t *testing.T) {
+	e, _, _, _ := promoEngine(t, promoImages())
+	spec := Spec{Services: ids("pinned"), User: "dana", Promotion: promo("b1", pimg("reg/web", "1.2", dg('2')))}
+	plan, err := e.Plan(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec2 Spec
+	var plan2 Plan
+	for _, rt := range []struct {
+		in, out any
+	}{{spec, &spec2}, {plan, &plan2}} {
+		b, err := json.Marshal(rt.in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, rt.out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff(spec, spec2); diff != "" {
+		t.Errorf("the spec after JSON (-before +after):\n%s", diff)
+	}
+	if diff := cmp.Diff(*plan, plan2); diff != "" {
+		t.Errorf("the plan after JSON (-before +after):\n%s", diff)
+	}
+	if plan2.Promotion == nil || checksum(&plan2, nil, nil) == checksum(&Plan{Items: plan2.Items}, nil, nil) {
+		t.Errorf("the plan read back does not carry its promotion into the checksum")
 	}
 }
