@@ -25,6 +25,11 @@ import (
 // manifests each to its manifest's digest.
 func checksum(p *Plan, running map[string][]string, manifests map[string]string) string {
 	h := sha256.New()
+	if p.Promotion != nil {
+		// Which bundle, into which stage: a confirmed promotion of one
+		// bundle never executes another with the same updates.
+		fmt.Fprint(h, promotionSum(p.Promotion))
+	}
 	for _, it := range p.Items {
 		fmt.Fprintf(h, "item %s %s %q\n", it.Service, it.Action, it.Reason)
 		for _, u := range it.Updates {
@@ -89,6 +94,9 @@ func (e *Engine) WhatChanged(confirmed string, now *Plan) string {
 		return fmt.Sprintf("checksum %s was not made by this fluxd recently (now %s)", confirmed, now.Checksum)
 	}
 	var diffs []string
+	if d := promotionChanged(old.plan.Promotion, now.Promotion); d != "" {
+		diffs = append(diffs, d)
+	}
 	nowItems := map[string]Item{}
 	for _, it := range now.Items {
 		nowItems[it.Service.String()] = it

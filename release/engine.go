@@ -247,6 +247,9 @@ type Result struct {
 
 // Validate checks a spec on its own, before anything is read.
 func (s Spec) Validate() error {
+	if s.Promotion != nil {
+		return s.validatePromotion() // (promote.go)
+	}
 	var errs []error
 	if len(s.Services) == 0 && !s.All {
 		errs = append(errs, errors.New("no services: name services to release, or all"))
@@ -463,6 +466,11 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			return nil, err
 		}
 	}
+	if spec.Promotion != nil {
+		if err := checkPromotion(ctx, spec, m, lister); err != nil {
+			return nil, err
+		}
+	}
 	var target registry.Ref
 	if spec.Image != "" {
 		var err error
@@ -470,7 +478,7 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			return nil, err
 		}
 	}
-	plan := &Plan{Revision: rev}
+	plan := &Plan{Revision: rev, Promotion: spec.Promotion}
 	for _, id := range targets {
 		def, inGit := m.Workloads[id]
 		if !InScope(spec.Scope, id, m.Workloads[id], m) {
@@ -507,7 +515,9 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			item.Action, item.Reason = Skip, reason
 		default:
 			item.File = def.File
-			if spec.AllLatest {
+			if spec.Promotion != nil {
+				planPromotion(ctx, &item, def, spec.Promotion, spec.Force, lister)
+			} else if spec.AllLatest {
 				planLatest(ctx, &item, def, lister, spec.Force)
 			} else {
 				planImage(ctx, &item, def, target, spec.Force, lister)
@@ -521,6 +531,11 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 		plan.Items = append(plan.Items, item)
 	}
 	sort.Slice(plan.Items, func(i, j int) bool { return plan.Items[i].Service.Compare(plan.Items[j].Service) < 0 })
+	if spec.Promotion != nil {
+		if err := refuseHalfPromotion(spec, plan); err != nil {
+			return nil, err
+		}
+	}
 	if err := kustomizeSiblings(spec, plan, m); err != nil {
 		return nil, err
 	}
@@ -897,6 +912,9 @@ func event(instance string, spec Spec, plan *Plan, typ history.Type, start time.
 // commitMessage is "Release <images> to <instance> by <user>", with a body
 // listing every change.
 func commitMessage(instance string, spec Spec, plan *Plan) string {
+	if spec.Promotion != nil {
+		return promotionCommitMessage(instance, spec, plan)
+	}
 	var targets []string
 	seen := map[string]bool{}
 	var body strings.Builder
@@ -929,6 +947,9 @@ func commitMessage(instance string, spec Spec, plan *Plan) string {
 // from the automator's decision: the job plans again when it runs, and a
 // policy changed in between (a new tag filter) may choose other images.
 func messageOf(spec Spec, plan *Plan) string {
+	if spec.Promotion != nil {
+		return PromotionMessage(spec)
+	}
 	if !spec.Automated || plan == nil || plan.Updates() == 0 {
 		return spec.Message
 	}
@@ -960,6 +981,9 @@ type imageCache struct {
 	byKey  map[listKey]cached
 	tags   map[string]cachedTags
 	found  map[string]cachedExists
+	// heads are the digests a promotion read with a HEAD (promote.go),
+	// by headKey: the rest of its plan reads those, not the cache.
+	heads map[string]cachedDigest
 	// offline answers only what was read before (a plan under the git
 	// lock): a read not made yet sets missed and fails.
 	offline, missed bool

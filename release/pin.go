@@ -86,6 +86,11 @@ func planDigest(ctx context.Context, lister *imageCache, c gitrepo.Container, re
 // manifest HEAD when due, or after a notification refreshed it); "" when
 // the registry has no such tag.
 func (c *imageCache) digest(ctx context.Context, repo, tag string) (string, error) {
+	if c.heads != nil {
+		if h, ok := c.heads[headKey(repo, tag)]; ok {
+			return h.digest, h.err // (a promotion read it now: headDigest)
+		}
+	}
 	imgs, err := c.matching(ctx, repo, registry.Filter{Kind: "glob", Pattern: tag})
 	if err != nil {
 		return "", err

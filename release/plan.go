@@ -137,6 +137,9 @@ type Plan struct {
 	// Checksum covers Revision, Items and the images the targeted
 	// workloads run; an execution given it runs only if it still matches.
 	Checksum string
+	// Promotion is the promotion the plan carries out (Spec.Promotion),
+	// nil for any other release; the checksum covers it.
+	Promotion *Promotion `json:",omitempty"`
 	// Targeted says that the items' Targets were recorded when the job
 	// was planned. A job saved by an older fluxd has none: its take-over
 	// looks its workloads up in git (legacyTargets), and says so.
