@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/fluxd/fluxd/internal/localstack"
 )
 
 // The promotion tests run the issue's minimal Pipeline on the stack: a
@@ -24,6 +27,10 @@ import (
 // history.
 
 const promoDir = "promotion-e2e"
+
+// promoPprof is the promotion fluxd's metrics address, whose goroutines
+// a failed wait logs.
+var promoPprof string
 
 // promoStage is what `fluxctl stages -o json` says of one stage.
 type promoStage struct {
@@ -73,6 +80,13 @@ func waitStages(t *testing.T, env []string, what string, timeout time.Duration, 
 	})
 	if err != nil {
 		b, _ := json.MarshalIndent(last, "", "  ")
+		if promoPprof != "" {
+			if resp, err := http.Get("http://" + promoPprof + "/debug/pprof/goroutine?debug=2"); err == nil {
+				dump, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				t.Logf("fluxd's goroutines:\n%s", dump)
+			}
+		}
 		t.Fatalf("%s: %v\nstages: %s", what, err, b)
 	}
 	return last
@@ -178,7 +192,12 @@ func promoSetup(t *testing.T, prefix, pipeline string, extra ...string) (img str
 	for _, st := range []string{"dev", "staging", "prod"} {
 		runsImage(t, prefix+st, img+"1.0.0", 2*time.Minute)
 	}
-	f := startFaultFluxd(t, "fluxd-"+strings.TrimSuffix(prefix, "-"), promoDir+"/"+prefix, nil, append([]string{"--git-poll-interval=2s"}, extra...)...)
+	maddr, err := localstack.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	promoPprof = maddr
+	f := startFaultFluxd(t, "fluxd-"+strings.TrimSuffix(prefix, "-"), promoDir+"/"+prefix, nil, append([]string{"--git-poll-interval=2s", "--metrics-listen=" + maddr, "--pprof"}, extra...)...)
 	return img, []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=alice"}
 }
 

@@ -54,6 +54,8 @@ type recordData struct {
 	Approvers  []string  `json:"approvers,omitempty"`
 	PromotedBy string    `json:"promotedBy,omitempty"`
 	Current    bool      `json:"current,omitempty"`
+	Job        string    `json:"job,omitempty"`
+	JobInst    string    `json:"jobInstance,omitempty"`
 }
 
 // SaveBundle stores b; a bundle already stored under its pipeline and
@@ -114,7 +116,7 @@ func (s *store) Records(ctx context.Context, pipeline string) ([]Record, error) 
 func (s *store) PutRecord(ctx context.Context, r Record) (Record, error) {
 	data, err := json.Marshal(recordData{Created: r.Created, Status: r.Status, Reason: r.Reason, Since: r.Since,
 		RolledOut: r.RolledOut, SoakUntil: r.SoakUntil, Passed: r.Passed, Approvers: r.Approvers,
-		PromotedBy: r.PromotedBy, Current: r.Current})
+		PromotedBy: r.PromotedBy, Current: r.Current, Job: r.Job, JobInst: r.JobInstance})
 	if err != nil {
 		return Record{}, fmt.Errorf("storing bundle %s in stage %s of pipeline %s: %w", r.Bundle, r.Stage, r.Pipeline, err)
 	}
@@ -157,5 +159,5 @@ func fromRow(row history.PromotionRecord) (Record, error) {
 	}
 	return Record{Pipeline: row.Pipeline, Stage: row.Stage, Bundle: row.Bundle, Version: row.Version,
 		Created: d.Created, Status: d.Status, Reason: d.Reason, Since: d.Since, RolledOut: d.RolledOut,
-		SoakUntil: d.SoakUntil, Passed: d.Passed, Approvers: d.Approvers, PromotedBy: d.PromotedBy, Current: d.Current}, nil
+		SoakUntil: d.SoakUntil, Passed: d.Passed, Approvers: d.Approvers, PromotedBy: d.PromotedBy, Current: d.Current, Job: d.Job, JobInstance: d.JobInst}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -109,7 +110,17 @@ func TestStoreRoundTrip(t *testing.T) {
 
 		rec := promotion.Record{Pipeline: "team/web", Stage: "staging", Bundle: bundle.ID, Created: bundle.Created,
 			Status: promotion.Soaking, Since: t0.Add(3 * time.Minute), RolledOut: t0.Add(2 * time.Minute), SoakUntil: t0.Add(8 * time.Minute),
-			Passed: []string{"http-0", "job-1"}, PromotedBy: "fluxd", Current: true}
+			Passed: []string{"http-0", "job-1"}, PromotedBy: "fluxd", Current: true,
+			Reason: "a reason", Approvers: []string{"alice"}, Job: "job-1", JobInstance: "team"}
+		// Every field is set, so that one the store forgets to keep
+		// fails the round trip (Job once did: a promotion's job was
+		// never followed to its end on a real store).
+		rv := reflect.ValueOf(rec)
+		for i := range rv.NumField() {
+			if name := rv.Type().Field(i).Name; name != "Version" && rv.Field(i).IsZero() {
+				t.Fatalf("the round trip's record leaves %s unset: set it, so the test covers it", name)
+			}
+		}
 		stored, err := a.PutRecord(ctx, rec)
 		if err != nil {
 			t.Fatal(err)
