@@ -553,7 +553,24 @@ func (c *Controller) await(ctx context.Context, p Pipeline, st Stage, bundle str
 	if errors.Is(err, ErrConflict) {
 		return nil // another replica recorded it
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	// An older bundle still awaiting approval here is superseded: only
+	// the newest verified bundle is ever promoted, so approving the
+	// older one could not move anything.
+	recs, err := c.cfg.Store.Records(ctx, p.ID())
+	if err != nil {
+		return err
+	}
+	for _, o := range stageRecords(recs, st.Name) {
+		if o.Status == AwaitingApproval && o.Bundle != bundle {
+			if err := c.supersede(ctx, p, st, o, bundle); err != nil && !errors.Is(err, ErrConflict) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // spec is the release that promotes b into st.

@@ -748,3 +748,33 @@ func checkInvariants(t *testing.T, h *harness, step int) {
 		}
 	}
 }
+
+// A newer bundle verified in staging supersedes an older one still
+// awaiting prod's approval: only one waits, and it is the one that can be
+// promoted.
+func TestNewerBundleSupersedesAnOlderAwaitingApproval(t *testing.T) {
+	h := newHarness(t, testPipeline)
+	b1 := h.releaseDev("1.0.0")
+	h.w.runJobs()
+	h.settle()
+	h.advance(5 * time.Second)
+	h.settle()
+	if s := h.status("prod", b1); s != AwaitingApproval {
+		t.Fatalf("prod's b1: %q", s)
+	}
+	b2 := h.releaseDev("2.0.0")
+	h.w.runJobs()
+	h.settle()
+	h.advance(5 * time.Second)
+	h.settle()
+	if s1, s2 := h.status("prod", b1), h.status("prod", b2); s1 != Superseded || s2 != AwaitingApproval {
+		t.Fatalf("prod's b1 %q, b2 %q; want superseded and awaiting approval", s1, s2)
+	}
+	st, _ := h.c.Stages(context.Background(), "web")
+	if len(st[2].Waiting) != 1 || st[2].Waiting[0].Bundle != b2 {
+		t.Fatalf("prod waits for %+v, want only %s", st[2].Waiting, b2)
+	}
+	if _, err := h.c.Approve(context.Background(), "web", "prod", "", "alice"); err != nil {
+		t.Fatalf("approve with one bundle waiting: %v", err)
+	}
+}
