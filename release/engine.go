@@ -95,6 +95,9 @@ type Engine struct {
 	// sync yields to them between objects (DeployWaiting).
 	deploying atomic.Int32
 	memory    planMemory
+	// verifier checks images' signatures where a profile applies
+	// (verify.go); nil: none is checked.
+	verifier Verifier
 
 	// onRevision, if set, is told each revision a fetch finds that
 	// differs from the one before (the sync is kicked by it, so any
@@ -511,6 +514,9 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 				planLatest(ctx, &item, def, lister, spec.Force)
 			} else {
 				planImage(ctx, &item, def, target, spec.Force, lister)
+			}
+			if err := e.verifyItem(ctx, spec, &item, def, lister); err != nil {
+				return nil, err
 			}
 		}
 		// With all services and one image, services that do not run the
@@ -930,6 +936,9 @@ func commitMessage(instance string, spec Spec, plan *Plan) string {
 // policy changed in between (a new tag filter) may choose other images.
 func messageOf(spec Spec, plan *Plan) string {
 	if !spec.Automated || plan == nil || plan.Updates() == 0 {
+		if note := unverifiedNote(spec, plan); note != "" {
+			return strings.TrimSpace(spec.Message + "\n\n" + note)
+		}
 		return spec.Message
 	}
 	return AutomatedMessage(plan.Items)
@@ -960,6 +969,8 @@ type imageCache struct {
 	byKey  map[listKey]cached
 	tags   map[string]cachedTags
 	found  map[string]cachedExists
+	// verdicts are the plan's signature verifications (verify.go).
+	verdicts map[verdictKey]verdictAnswer
 	// offline answers only what was read before (a plan under the git
 	// lock): a read not made yet sets missed and fails.
 	offline, missed bool
