@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"crypto"
 	"crypto/sha256"
 	"crypto/x509"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // PublicKey is a cosign public key a profile names, read from its file.
@@ -135,6 +137,9 @@ type File struct {
 
 	mu  sync.RWMutex
 	cur *Loaded
+	// stamp is the content of the config and the files it names, as
+	// last loaded (Watch reloads when it changes).
+	stamp [sha256.Size]byte
 }
 
 // OpenFile loads the config at path; a bad one is refused, with every
@@ -144,7 +149,7 @@ func OpenFile(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{path: path, cur: l}, nil
+	return &File{path: path, cur: l, stamp: stampOf(l)}, nil
 }
 
 // Current is the config in force.
@@ -162,7 +167,59 @@ func (f *File) Reload() error {
 		return fmt.Errorf("%w; the verification config in force is kept", err)
 	}
 	f.mu.Lock()
-	f.cur = l
+	f.cur, f.stamp = l, stampOf(l)
 	f.mu.Unlock()
 	return nil
+}
+
+// Watch reloads the config every interval in which its file, or a key or
+// trusted root it names, changed content, until ctx ends. report is told
+// each reload's outcome: nil, or why the new config was refused (the old
+// one is kept, and the same content is not tried again).
+func (f *File) Watch(ctx context.Context, interval time.Duration, report func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var refused [sha256.Size]byte
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f.mu.RLock()
+		cur, stamp := f.cur, f.stamp
+		f.mu.RUnlock()
+		now := stampOf(&Loaded{Config: cur.Config, Path: f.path})
+		if now == stamp || now == refused {
+			continue
+		}
+		err := f.Reload()
+		if err != nil {
+			refused = now
+		}
+		report(err)
+	}
+}
+
+// stampOf hashes the content of l's config file and of every key and
+// trusted root it names; a file that cannot be read counts as empty.
+func stampOf(l *Loaded) [sha256.Size]byte {
+	h := sha256.New()
+	add := func(path string) {
+		data, _ := readLimited(path)
+		fmt.Fprintf(h, "%s %d\n", path, len(data))
+		h.Write(data)
+	}
+	add(l.Path)
+	for _, p := range l.Profiles {
+		for _, k := range p.Keys {
+			add(k)
+		}
+		if p.TrustedRoot != "" {
+			add(p.TrustedRoot)
+		}
+	}
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
 }
