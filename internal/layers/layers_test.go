@@ -75,6 +75,7 @@ var allowed = map[string][]string{
 	"internal/tlsfiles":     {"internal/filestamp"},
 	"internal/localstack":   {"internal/auth", "internal/pgserver", "internal/sshserver"},
 	"internal/clidocs":      {},
+	"internal/cosigntest":   {},
 	"internal/clientkey":    {},
 	"internal/editdistance": {},
 	"internal/fielddiff":    {},
@@ -100,8 +101,8 @@ var allowed = map[string][]string{
 var adapterLibraries = map[string][]string{
 	"k8s.io/client-go":                       {"cmd/fluxd", "internal/localstack", "platform/kube", "platform/kube/gitguard", "platform/kube/sync"},
 	"github.com/go-git/":                     {"gitrepo/gogit"},
-	"github.com/google/go-containerregistry": {"cmd/fluxd", "hack/image", "internal/localstack", "internal/regtest", "registry", "registry/oci", "verify/cosign"},
-	"github.com/sigstore/":                   {"verify/cosign"},
+	"github.com/google/go-containerregistry": {"cmd/fluxd", "hack/image", "internal/cosigntest", "internal/localstack", "internal/regtest", "registry", "registry/oci", "verify/cosign"},
+	"github.com/sigstore/":                   {"internal/cosigntest", "verify/cosign"},
 	"github.com/mattn/go-sqlite3":            {"history/sqlite"},
 	"github.com/jackc/pgx":                   {"history/postgres", "internal/pgserver"},
 	"google.golang.org/grpc":                 {"cmd/fluxctl", "daemon", "proto/fluxd/v1", "web"},
