@@ -160,26 +160,45 @@ func (f *File) Current() *Loaded {
 }
 
 // Reload reads the file again. On any problem the config in force stays,
-// and the error names each problem with its line.
+// and the error names each problem with its line. A config that has
+// become empty (no profile) is refused too: it would turn verification
+// off, which is a restart without --verify-config, not an edit (and an
+// editor caught mid-write leaves an empty file for a moment).
 func (f *File) Reload() error {
+	_, err := f.reload(nil, nil)
+	return err
+}
+
+// reload is Reload; with want, it installs the config only if the files
+// of the config in force (was) still hold the content want stamps once
+// the new one is read (none was rewritten while it was read), and
+// reports whether it did.
+func (f *File) reload(was *Loaded, want *[sha256.Size]byte) (bool, error) {
 	l, err := Load(f.path)
+	if err == nil && len(l.Profiles) == 0 {
+		err = fmt.Errorf("%s: the config now names no profile, which would stop every verification; to turn verification off, restart fluxd without --verify-config", f.path)
+	}
 	if err != nil {
-		return fmt.Errorf("%w; the verification config in force is kept", err)
+		return false, fmt.Errorf("%w; the verification config in force is kept", err)
+	}
+	if want != nil && stampOf(was) != *want {
+		return false, nil
 	}
 	f.mu.Lock()
 	f.cur, f.stamp = l, stampOf(l)
 	f.mu.Unlock()
-	return nil
+	return true, nil
 }
 
-// Watch reloads the config every interval in which its file, or a key or
-// trusted root it names, changed content, until ctx ends. report is told
-// each reload's outcome: nil, or why the new config was refused (the old
-// one is kept, and the same content is not tried again).
+// Watch reloads the config when its file, or a key or trusted root it
+// names, changed content and then held it for one interval (a file being
+// written is not read half-way), until ctx ends. report is told each
+// reload's outcome: nil, or why the new config was refused (the old one
+// is kept, and the same content is not tried again).
 func (f *File) Watch(ctx context.Context, interval time.Duration, report func(error)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	var refused [sha256.Size]byte
+	var refused, last [sha256.Size]byte
 	for {
 		select {
 		case <-ctx.Done():
@@ -189,15 +208,21 @@ func (f *File) Watch(ctx context.Context, interval time.Duration, report func(er
 		f.mu.RLock()
 		cur, stamp := f.cur, f.stamp
 		f.mu.RUnlock()
-		now := stampOf(&Loaded{Config: cur.Config, Path: f.path})
-		if now == stamp || now == refused {
+		was := &Loaded{Config: cur.Config, Path: f.path}
+		now := stampOf(was)
+		seen := last
+		last = now
+		if now == stamp || now == refused || now != seen {
 			continue
 		}
-		err := f.Reload()
-		if err != nil {
+		done, err := f.reload(was, &now)
+		switch {
+		case err != nil:
 			refused = now
+			report(err)
+		case done:
+			report(nil)
 		}
-		report(err)
 	}
 }
 

@@ -121,6 +121,14 @@ func TestReloadKeepsTheOldConfigOnError(t *testing.T) {
 	if _, ok := f.Current().Profile("ci"); !ok {
 		t.Errorf("a good reload was not taken")
 	}
+	// Emptied (or caught empty mid-write): refused, not "verify nothing".
+	write(t, cfg, "")
+	if err := f.Reload(); err == nil || !strings.Contains(err.Error(), "names no profile") {
+		t.Errorf("Reload of an empty config: %v; want it refused", err)
+	}
+	if _, ok := f.Current().Profile("ci"); !ok {
+		t.Errorf("an empty config replaced the one in force")
+	}
 	if _, err := OpenFile(filepath.Join(dir, "nope.yaml")); err == nil {
 		t.Errorf("opening a missing config succeeded")
 	}
