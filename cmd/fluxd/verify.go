@@ -29,8 +29,12 @@ func (f verifyFlags) validate() error {
 	if f.config == "" {
 		return nil
 	}
-	if _, err := verify.Load(f.config); err != nil {
+	l, err := verify.Load(f.config)
+	if err != nil {
 		return fmt.Errorf("--verify-config: %w", err)
+	}
+	if len(l.Profiles) == 0 {
+		return fmt.Errorf("--verify-config: %s names no verification profile, so nothing would be verified: add one (see docs/security.md, \"Image signatures\"), or leave the flag out", f.config)
 	}
 	return nil
 }

@@ -33,3 +33,14 @@ func TestBadVerifyConfigStopsFluxdAtStart(t *testing.T) {
 		t.Error("fluxd opened its database before refusing the config")
 	}
 }
+
+// An empty --verify-config is refused: the flag asks for verification.
+func TestEmptyVerifyConfigIsRefused(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "verify.yaml")
+	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := (verifyFlags{config: cfg}).validate(); err == nil || !strings.Contains(err.Error(), "names no verification profile") {
+		t.Errorf("validate: %v; want an empty config refused", err)
+	}
+}
