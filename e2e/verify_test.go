@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,7 +19,8 @@ import (
 // by another key (--force or not); a deployer's --allow-unverified is
 // refused; --update-all-images plans the newest signed image, shows its
 // verification and says which newer image it skipped and why; the signed
-// image is released, into git and the cluster.
+// image is released, into git and the cluster, by hand and by the
+// automator, whose warnings (list-services) name the unsigned newer one.
 func TestReleaseRefusesUnsignedImages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("needs the local stack")
@@ -65,9 +67,14 @@ func TestReleaseRefusesUnsignedImages(t *testing.T) {
 	if err := os.WriteFile(cfg, []byte("profiles:\n- name: signed\n  keys: [cosign.pub]\nrepositories:\n- match: "+repo+"\n  profile: signed\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	path := dir + "/" + app + ".yaml"
-	pushManifest(t, "Add "+app, map[string]string{path: policyDeployment(app, repo+":1.0.0", map[string]string{"fluxd.io/tag-all": "semver:*"})})
-	t.Cleanup(func() { removeManifest(t, path, app) })
+	path, autoPath := dir+"/"+app+".yaml", dir+"/verauto.yaml"
+	pushManifest(t, "Add "+app, map[string]string{
+		path: policyDeployment(app, repo+":1.0.0", map[string]string{"fluxd.io/tag-all": "semver:*"}),
+		// Automated from the start: the automator's first check
+		// releases the newest image that verifies.
+		autoPath: policyDeployment("verauto", repo+":1.0.0", map[string]string{"fluxd.io/tag-all": "semver:*", "fluxd.io/automated": "true", "fluxd.io/automated-by": instance}),
+	})
+	t.Cleanup(func() { removeManifest(t, path, app); removeManifest(t, autoPath, "verauto") })
 	f := startFaultFluxd(t, "fluxd-verify", dir, nil, "--verify-config="+cfg)
 	admin := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["admin"], "USER=ada"}
 	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=erin"}
@@ -100,8 +107,33 @@ func TestReleaseRefusesUnsignedImages(t *testing.T) {
 	if out, stderr, code := fluxctl(t, deployer, "release", "-s", svc, "--update-all-images", "-y"); code != 0 {
 		t.Fatalf("release --update-all-images: exit %d\n%s%s", code, out, stderr)
 	}
-	waitRolledOut(t, kc, map[string][]string{app: {"app=" + repo + ":1.3.0"}})
-	if y := gitShowRemote(t, path); !strings.Contains(y, "image: "+repo+":1.3.0") {
-		t.Errorf("%s in the remote:\n%s", path, y)
+	// By hand and by the automator alike: 1.3.0, not the newer unsigned
+	// 1.4.0, in git and in the cluster.
+	waitRolledOut(t, kc, map[string][]string{app: {"app=" + repo + ":1.3.0"}, "verauto": {"app=" + repo + ":1.3.0"}})
+	for _, p := range []string{path, autoPath} {
+		if y := gitShowRemote(t, p); !strings.Contains(y, "image: "+repo+":1.3.0") {
+			t.Errorf("%s in the remote:\n%s", p, y)
+		}
+	}
+	// The automator says which newer image it skipped, and why.
+	out, stderr, code = fluxctl(t, admin, "list-services", "-o", "json")
+	var services []struct {
+		ID       string
+		Warnings []string
+	}
+	if err := json.Unmarshal([]byte(out), &services); code != 0 || err != nil {
+		t.Fatalf("list-services -o json: exit %d, %v\n%s%s", code, err, out, stderr)
+	}
+	found := false
+	for _, s := range services {
+		if s.ID == "default:deployment/verauto" {
+			found = strings.Contains(strings.Join(s.Warnings, "\n"), "skipped newer images that do not pass signature verification: "+repo+":1.4.0 (unsigned")
+			if !found {
+				t.Errorf("verauto's warnings %q do not name the unsigned 1.4.0 it skipped", s.Warnings)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("list-services shows no verauto with the warning:\n%s", out)
 	}
 }
