@@ -913,6 +913,9 @@ func commitMessage(instance string, spec Spec, plan *Plan) string {
 		fmt.Fprintf(&body, "\n%s\n", it.Service)
 		for _, u := range it.Updates {
 			fmt.Fprintf(&body, "  %s: %s -> %s\n", u.Container, u.Current, u.Target)
+			if line := u.Verification.commitLine(); line != "" {
+				body.WriteString(line)
+			}
 			if !seen[u.Target] {
 				seen[u.Target] = true
 				targets = append(targets, u.Target)

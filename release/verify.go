@@ -93,6 +93,19 @@ func (v Verification) String() string {
 	return v.Outcome + ": " + v.Detail
 }
 
+// commitLine is the verification as the commit message's body records
+// it under the update, or "" where none applies.
+func (v Verification) commitLine() string {
+	if v.Outcome == "" || v.Outcome == VerifyNotRequired {
+		return ""
+	}
+	line := "    signature: " + v.String()
+	if v.Digest != "" && !strings.Contains(line, v.Digest) {
+		line += " (at " + v.Digest + ")"
+	}
+	return line + "\n"
+}
+
 // SetVerifier makes plans verify images where a profile applies. Call
 // before using e; without it, no image is verified, and a workload that
 // asks for verification by annotation is refused.
