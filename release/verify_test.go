@@ -300,7 +300,7 @@ func TestExecuteVerifiesOutsideTheGitLock(t *testing.T) {
 	if !strings.Contains(repo.message, "  app: reg/app:1.0.0 -> reg/app:1.2.0\n    signature: profile signed: verified by key sha256:ci (ci.pub) (at "+dg('3')+")\n") {
 		t.Errorf("the commit message does not record the verification:\n%s", repo.message)
 	}
-		if res.Commit == "" || v.checks() != 2 {
+	if res.Commit == "" || v.checks() != 2 {
 		t.Errorf("commit %q after %d verifications (%v); want one commit, 2 verifications", res.Commit, v.checks(), v.checked)
 	}
 }
