@@ -113,6 +113,7 @@ func releaseRequestFromProto(r *fluxdv1.ReleaseRequest) ReleaseRequest {
 		RollbackOnFailure: r.GetRollbackOnFailure(),
 		RolloutTimeout:    time.Duration(r.GetRolloutTimeoutSeconds()) * time.Second,
 		Cached:            s.GetCached(),
+		AllowUnverified:   s.GetAllowUnverified(),
 	}
 }
 
@@ -154,9 +155,13 @@ func jobToProto(u jobs.JobUpdate) *fluxdv1.Job {
 func planToProto(p *release.Plan) *fluxdv1.Plan {
 	out := &fluxdv1.Plan{Revision: p.Revision, Checksum: p.Checksum}
 	for _, it := range p.Items {
-		pi := &fluxdv1.PlanItem{Service: it.Service.String(), Action: string(it.Action), Reason: it.Reason}
+		pi := &fluxdv1.PlanItem{Service: it.Service.String(), Action: string(it.Action), Reason: it.Reason, Warnings: it.Warnings}
 		for _, u := range it.Updates {
-			pi.Updates = append(pi.Updates, &fluxdv1.ContainerUpdate{Container: u.Container, Current: u.Current, Target: u.Target})
+			cu := &fluxdv1.ContainerUpdate{Container: u.Container, Current: u.Current, Target: u.Target}
+			if v := u.Verification; v.Outcome != "" {
+				cu.Verification = &fluxdv1.Verification{Outcome: v.Outcome, Profiles: v.Profiles, Digest: v.Digest, Detail: v.Detail}
+			}
+			pi.Updates = append(pi.Updates, cu)
 		}
 		out.Items = append(out.Items, pi)
 	}

@@ -226,6 +226,9 @@ type ReleaseRequest struct {
 	// an execution.
 	Cached bool
 	Force  bool
+	// AllowUnverified releases images that do not pass signature
+	// verification; admins alone may ask it.
+	AllowUnverified bool
 	// Files select the services defined in these repository files.
 	Files []string
 }
@@ -242,7 +245,10 @@ type ReleaseResult struct {
 func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseRequest) (*ReleaseResult, error) {
 	spec := release.Spec{All: req.All, Image: req.Image, AllLatest: req.AllLatest, User: req.User, Message: req.Message,
 		RollbackOnFailure: req.RollbackOnFailure, RolloutTimeout: req.RolloutTimeout, Force: req.Force, Cached: req.Cached && !req.Execute,
-		Scope: identity(ctx).Scope}
+		AllowUnverified: req.AllowUnverified, Scope: identity(ctx).Scope}
+	if err := refuseAllowUnverified(id, req); err != nil {
+		return nil, err
+	}
 	if err := (release.Spec{All: true, Image: req.Image, AllLatest: req.AllLatest}).Validate(); err != nil {
 		return nil, err
 	}
@@ -311,6 +317,19 @@ func (d *Daemon) Release(ctx context.Context, id auth.Identity, req ReleaseReque
 	}
 	res.Job = &job
 	return res, nil
+}
+
+// refuseAllowUnverified refuses --allow-unverified to any role but
+// admin: it releases what the verification config was written to keep
+// out, which --force (a deployer's) does not.
+func refuseAllowUnverified(id auth.Identity, req ReleaseRequest) error {
+	if !req.AllowUnverified || id.Allows(auth.Admin) {
+		return nil
+	}
+	return fluxerr.New(fluxerr.Forbidden, fmt.Errorf("--allow-unverified needs the admin role; your token's role is %s", id.Role),
+		"It releases images that do not pass signature verification, which the verification config (fluxd --verify-config) was written to keep out. "+
+			"Sign the image with a key the config names (cosign sign --key ...), or release an image that verifies ('release --dry-run' shows each image's verification); "+
+			"or ask an admin to release it with --allow-unverified, which the commit and history record. Nothing was planned or queued.")
 }
 
 // checkRolloutTimeout refuses a rollout timeout above the daemon's cap:

@@ -21,6 +21,7 @@
 //	rollback and the job view                 ux_test.go
 //	automation and tag policies               release_test.go, tagpolicy_test.go
 //	pinned digests                            pin_test.go
+//	image signatures (--verify-config)        verify_test.go
 //	registry: pull secrets, 429 storms        registry_test.go
 //	registry credentials (auth registry)      regauth_test.go
 //	a 2,000-tag repository never read         bigrepo_test.go

@@ -388,3 +388,22 @@ func TestFluxIgnore(t *testing.T) {
 		}
 	}
 }
+
+// fluxd.io/verify is honoured (release verifies by it): no warning, but
+// one for a container the object does not have, or none named.
+func TestVerifyAnnotationsAreRead(t *testing.T) {
+	t.Parallel()
+	obj := Object{Containers: []string{"app"}}
+	if w := Unhonoured(map[string]string{Verify: "signed", VerifyPrefix + "app": "ci"}, obj); len(w) != 0 {
+		t.Errorf("warnings %q; want none", w)
+	}
+	for key, want := range map[string]string{
+		VerifyPrefix + "ap": `fluxd.io/verify.ap names the container "ap", which this object does not have`,
+		VerifyPrefix:        "fluxd.io/verify. names no container",
+		"fluxd.io/verfy":    "fluxd.io/verfy is not one of fluxd's annotations",
+	} {
+		if w := Unhonoured(map[string]string{key: "signed"}, obj); len(w) != 1 || !strings.Contains(w[0], want) {
+			t.Errorf("%s: warnings %q; want one saying %q", key, w, want)
+		}
+	}
+}

@@ -56,9 +56,10 @@ func Dialects(annotations, labels map[string]string) []string {
 func Unread(key string) string {
 	if name, ok := strings.CutPrefix(key, "fluxd.io/"); ok {
 		switch {
-		case ownPolicyKey(key), key == AutomatedBy, key == LockedAt, key == TagOrder:
+		case ownPolicyKey(key), key == AutomatedBy, key == LockedAt, key == TagOrder, key == Verify,
+			strings.HasPrefix(key, VerifyPrefix) && len(key) > len(VerifyPrefix):
 			return ""
-		case strings.HasPrefix(key, TagPrefix), strings.HasPrefix(key, PinDigestPrefix):
+		case strings.HasPrefix(key, TagPrefix), strings.HasPrefix(key, PinDigestPrefix), key == VerifyPrefix:
 			return key + " names no container: write the container's name after the dot"
 		}
 		return "fluxd.io/" + name + " is not one of fluxd's annotations (a typo?); see docs/migrate.md for the ones it reads"
@@ -152,10 +153,10 @@ func Unhonoured(raw map[string]string, obj Object) []string {
 }
 
 // container is the container an annotation's key names, in any dialect
-// Read knows: fluxd's tag filter and pin, Flux v1's tag filter in either
-// form.
+// Read knows: fluxd's tag filter, pin and verification profile, Flux v1's
+// tag filter in either form.
 func container(key string) (string, bool) {
-	for _, p := range []string{TagPrefix, PinDigestPrefix, FluxPrefix + "tag.", FluxLegacyPrefix + "tag.", FluxFilterPrefix} {
+	for _, p := range []string{TagPrefix, PinDigestPrefix, VerifyPrefix, FluxPrefix + "tag.", FluxLegacyPrefix + "tag.", FluxFilterPrefix} {
 		if c, ok := strings.CutPrefix(key, p); ok && c != "" {
 			return c, true
 		}

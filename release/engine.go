@@ -95,6 +95,9 @@ type Engine struct {
 	// sync yields to them between objects (DeployWaiting).
 	deploying atomic.Int32
 	memory    planMemory
+	// verifier checks images' signatures where a profile applies
+	// (verify.go); nil: none is checked.
+	verifier Verifier
 
 	// onRevision, if set, is told each revision a fetch finds that
 	// differs from the one before (the sync is kicked by it, so any
@@ -522,6 +525,9 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			} else {
 				planImage(ctx, &item, def, target, spec.Force, lister)
 			}
+			if err := e.verifyItem(ctx, spec, &item, def, lister); err != nil {
+				return nil, err
+			}
 		}
 		// With all services and one image, services that do not run the
 		// image's repository are not part of the release at all.
@@ -925,6 +931,9 @@ func commitMessage(instance string, spec Spec, plan *Plan) string {
 		fmt.Fprintf(&body, "\n%s\n", it.Service)
 		for _, u := range it.Updates {
 			fmt.Fprintf(&body, "  %s: %s -> %s\n", u.Container, u.Current, u.Target)
+			if line := u.Verification.commitLine(); line != "" {
+				body.WriteString(line)
+			}
 			if !seen[u.Target] {
 				seen[u.Target] = true
 				targets = append(targets, u.Target)
@@ -951,6 +960,9 @@ func messageOf(spec Spec, plan *Plan) string {
 		return PromotionMessage(spec)
 	}
 	if !spec.Automated || plan == nil || plan.Updates() == 0 {
+		if note := unverifiedNote(spec, plan); note != "" {
+			return strings.TrimSpace(spec.Message + "\n\n" + note)
+		}
 		return spec.Message
 	}
 	return AutomatedMessage(plan.Items)
@@ -984,6 +996,8 @@ type imageCache struct {
 	// heads are the digests a promotion read with a HEAD (promote.go),
 	// by headKey: the rest of its plan reads those, not the cache.
 	heads map[string]cachedDigest
+	// verdicts are the plan's signature verifications (verify.go).
+	verdicts map[verdictKey]verdictAnswer
 	// offline answers only what was read before (a plan under the git
 	// lock): a read not made yet sets missed and fails.
 	offline, missed bool

@@ -50,6 +50,11 @@ type Spec struct {
 	// Force releases services named explicitly although they are locked,
 	// and pins manifests whose images have no tag.
 	Force bool
+	// AllowUnverified releases images that do not pass signature
+	// verification (release/verify.go), which Force does not. The daemon
+	// allows it to admins alone; the commit and history say what was
+	// released unverified.
+	AllowUnverified bool `json:",omitempty"`
 	// Scope, when set, is the scope of the instance that asked: the
 	// release considers only the services in it (with All: every service
 	// in it), when it is planned and again when its job runs.
@@ -107,6 +112,9 @@ type ContainerUpdate struct {
 	Container string
 	Current   string
 	Target    string
+	// Verification is what checking Target's signatures found, where
+	// fluxd verifies images (--verify-config); zero where it does not.
+	Verification Verification `json:",omitzero"`
 }
 
 // Item is what the plan does with one service.

@@ -8,8 +8,10 @@
 // The adapter that checks a digest against a registry, with the sigstore
 // libraries and go-containerregistry, is verify/cosign.
 //
-// Not built yet (issue 33): nothing in fluxd reads this package. No flag
-// loads the config, plans and the automator do not verify, keyless
-// identities and attestations are parsed and checked for form but not
-// verified, and no result is stored. See docs/security.md.
+// fluxd --verify-config loads the config (OpenFile, Watch) and hands a
+// Gate to the release engine, whose plans ask it (release/verify.go).
+// Not built yet (issue 33): keyless identities and attestations are
+// parsed and checked for form but not verified (a profile naming them
+// verifies nothing), and results are cached in memory only, not in the
+// store. See docs/security.md.
 package verify

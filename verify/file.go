@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"crypto"
 	"crypto/sha256"
 	"crypto/x509"
@@ -12,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // PublicKey is a cosign public key a profile names, read from its file.
@@ -135,6 +137,9 @@ type File struct {
 
 	mu  sync.RWMutex
 	cur *Loaded
+	// stamp is the content of the config and the files it names, as
+	// last loaded (Watch reloads when it changes).
+	stamp [sha256.Size]byte
 }
 
 // OpenFile loads the config at path; a bad one is refused, with every
@@ -144,7 +149,7 @@ func OpenFile(path string) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &File{path: path, cur: l}, nil
+	return &File{path: path, cur: l, stamp: stampOf(l)}, nil
 }
 
 // Current is the config in force.
@@ -155,14 +160,91 @@ func (f *File) Current() *Loaded {
 }
 
 // Reload reads the file again. On any problem the config in force stays,
-// and the error names each problem with its line.
+// and the error names each problem with its line. A config that has
+// become empty (no profile) is refused too: it would turn verification
+// off, which is a restart without --verify-config, not an edit (and an
+// editor caught mid-write leaves an empty file for a moment).
 func (f *File) Reload() error {
+	_, err := f.reload(nil, nil)
+	return err
+}
+
+// reload is Reload; with want, it installs the config only if the files
+// of the config in force (was) still hold the content want stamps once
+// the new one is read (none was rewritten while it was read), and
+// reports whether it did.
+func (f *File) reload(was *Loaded, want *[sha256.Size]byte) (bool, error) {
 	l, err := Load(f.path)
+	if err == nil && len(l.Profiles) == 0 {
+		err = fmt.Errorf("%s: the config now names no profile, which would stop every verification; to turn verification off, restart fluxd without --verify-config", f.path)
+	}
 	if err != nil {
-		return fmt.Errorf("%w; the verification config in force is kept", err)
+		return false, fmt.Errorf("%w; the verification config in force is kept", err)
+	}
+	if want != nil && stampOf(was) != *want {
+		return false, nil
 	}
 	f.mu.Lock()
-	f.cur = l
+	f.cur, f.stamp = l, stampOf(l)
 	f.mu.Unlock()
-	return nil
+	return true, nil
+}
+
+// Watch reloads the config when its file, or a key or trusted root it
+// names, changed content and then held it for one interval (a file being
+// written is not read half-way), until ctx ends. report is told each
+// reload's outcome: nil, or why the new config was refused (the old one
+// is kept, and the same content is not tried again).
+func (f *File) Watch(ctx context.Context, interval time.Duration, report func(error)) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var refused, last [sha256.Size]byte
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		f.mu.RLock()
+		cur, stamp := f.cur, f.stamp
+		f.mu.RUnlock()
+		was := &Loaded{Config: cur.Config, Path: f.path}
+		now := stampOf(was)
+		seen := last
+		last = now
+		if now == stamp || now == refused || now != seen {
+			continue
+		}
+		done, err := f.reload(was, &now)
+		switch {
+		case err != nil:
+			refused = now
+			report(err)
+		case done:
+			report(nil)
+		}
+	}
+}
+
+// stampOf hashes the content of l's config file and of every key and
+// trusted root it names; a file that cannot be read counts as empty.
+func stampOf(l *Loaded) [sha256.Size]byte {
+	h := sha256.New()
+	add := func(path string) {
+		data, _ := readLimited(path)
+		fmt.Fprintf(h, "%s %d\n", path, len(data))
+		h.Write(data)
+	}
+	add(l.Path)
+	for _, p := range l.Profiles {
+		for _, k := range p.Keys {
+			add(k)
+		}
+		if p.TrustedRoot != "" {
+			add(p.TrustedRoot)
+		}
+	}
+	var out [sha256.Size]byte
+	h.Sum(out[:0])
+	return out
 }

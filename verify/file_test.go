@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func writePublicKey(t *testing.T, path string) {
@@ -119,7 +121,70 @@ func TestReloadKeepsTheOldConfigOnError(t *testing.T) {
 	if _, ok := f.Current().Profile("ci"); !ok {
 		t.Errorf("a good reload was not taken")
 	}
+	// Emptied (or caught empty mid-write): refused, not "verify nothing".
+	write(t, cfg, "")
+	if err := f.Reload(); err == nil || !strings.Contains(err.Error(), "names no profile") {
+		t.Errorf("Reload of an empty config: %v; want it refused", err)
+	}
+	if _, ok := f.Current().Profile("ci"); !ok {
+		t.Errorf("an empty config replaced the one in force")
+	}
 	if _, err := OpenFile(filepath.Join(dir, "nope.yaml")); err == nil {
 		t.Errorf("opening a missing config succeeded")
+	}
+}
+
+// Watch takes a good edit of the config, or of a key it names, and keeps
+// the config in force on a bad one, saying why once.
+func TestWatchReloadsOnChange(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writePublicKey(t, filepath.Join(dir, "cosign.pub"))
+	cfg := filepath.Join(dir, "verify.yaml")
+	write(t, cfg, "profiles:\n- name: signed\n  keys: [cosign.pub]\n")
+	f, err := OpenFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reports := make(chan error, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go f.Watch(ctx, 5*time.Millisecond, func(err error) { reports <- err })
+	next := func() error {
+		t.Helper()
+		select {
+		case err := <-reports:
+			return err
+		case <-time.After(10 * time.Second):
+			t.Fatal("no reload")
+			return nil
+		}
+	}
+	write(t, cfg, "profiles:\n- name: signed\n  keys: [cosign.pub]\n- name: ci\n  keyz: [ci.pub]\n")
+	if err := next(); err == nil || !strings.Contains(err.Error(), "line 5") {
+		t.Fatalf("a bad edit: %v; want it refused with its line", err)
+	}
+	if len(f.Current().Profiles) != 1 {
+		t.Errorf("a bad edit replaced the config in force")
+	}
+	select {
+	case err := <-reports:
+		t.Errorf("the same bad content was reported again: %v", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	write(t, cfg, "profiles:\n- name: signed\n  keys: [cosign.pub]\n- name: ci\n  keys: [cosign.pub]\n")
+	if err := next(); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Current().Profile("ci"); !ok {
+		t.Errorf("a good edit was not taken")
+	}
+	old := f.Current().Keys["signed"][0].ID
+	writePublicKey(t, filepath.Join(dir, "cosign.pub"))
+	if err := next(); err != nil {
+		t.Fatal(err)
+	}
+	if f.Current().Keys["signed"][0].ID == old {
+		t.Errorf("a new key in the same file was not read")
 	}
 }

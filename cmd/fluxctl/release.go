@@ -75,6 +75,7 @@ exits non-zero if it failed.`,
 	f.BoolVar(&rf.rollback, "rollback-on-failure", false, "if the rollout fails, revert the release (a new commit, re-applied and followed)")
 	f.DurationVar(&rf.rolloutTimeout, "rollout-timeout", 0, "fail the release if its rollout takes longer (default: fluxd's --rollout-timeout)")
 	f.BoolVar(&rf.spec.Force, "force", false, "release named services even if locked, and pin manifests whose images have no tag")
+	f.BoolVar(&rf.spec.AllowUnverified, "allow-unverified", false, "release images that do not pass signature verification (fluxd --verify-config), which --force does not; admins only, recorded in the commit and history")
 	f.StringVar(&rf.spec.User, "user", "", "who is releasing: a name, or git's form \"Jane Doe <jane@example.com>\" (default: git config user.name and user.email, else $USER)")
 	f.StringVarP(&rf.spec.Message, "message", "m", "", "why")
 	return cmd
@@ -152,6 +153,9 @@ func printPlan(w io.Writer, p *fluxdv1.Plan, header string) int {
 		case "update":
 			for _, u := range it.GetUpdates() {
 				fmt.Fprintf(w, "  Container %s: %s -> %s\n", u.GetContainer(), u.GetCurrent(), shortTarget(u.GetCurrent(), u.GetTarget()))
+				if v := u.GetVerification(); v != nil {
+					fmt.Fprintf(w, "    Signature: %s\n", verificationLine(v))
+				}
 				n++
 			}
 		case "uptodate":
@@ -163,8 +167,30 @@ func printPlan(w io.Writer, p *fluxdv1.Plan, header string) int {
 		default:
 			fmt.Fprintf(w, "  Skipped: %s\n", it.GetReason())
 		}
+		for _, warning := range it.GetWarnings() {
+			fmt.Fprintf(w, "  Warning: %s\n", warning)
+		}
 	}
 	return n
+}
+
+// verificationLine is an update's signature verification in a plan:
+// verified by whom, or why not, at which digest.
+func verificationLine(v *fluxdv1.Verification) string {
+	switch v.GetOutcome() {
+	case "not-required":
+		return "not required (no verification profile applies)"
+	case "verified":
+		return v.GetDetail() + " at " + v.GetDigest()
+	}
+	line := strings.ToUpper(v.GetOutcome())
+	if v.GetDetail() != "" {
+		line += ": " + v.GetDetail()
+	}
+	if v.GetDigest() != "" && !strings.Contains(line, v.GetDigest()) {
+		line += " (at " + v.GetDigest() + ")"
+	}
+	return line
 }
 
 // shortTarget drops the repository from target when it is current's.

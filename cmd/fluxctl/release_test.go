@@ -101,3 +101,30 @@ func TestReleaseWithoutATerminalNeedsYes(t *testing.T) {
 		t.Errorf("-y --no-wait: executed %v\n%s", c.executed, out.String())
 	}
 }
+
+// The plan shows each update's signature verification and the item's
+// warnings (newer images skipped, and why).
+func TestReleasePlanShowsVerification(t *testing.T) {
+	var out bytes.Buffer
+	printPlan(&out, &fluxdv1.Plan{Items: []*fluxdv1.PlanItem{
+		{Service: "default:deployment/web", Action: "update", Warnings: []string{"web: skipped newer images that do not pass signature verification: reg/web:1.3.0 (unsigned: profile signed: unsigned: no cosign signature for sha256:44); releasing reg/web:1.2.0, the newest that does"},
+			Updates: []*fluxdv1.ContainerUpdate{
+				{Container: "web", Current: "reg/web:1.0.0", Target: "reg/web:1.2.0", Verification: &fluxdv1.Verification{Outcome: "verified", Digest: "sha256:33", Detail: "profile signed: verified by key sha256:ab (/etc/fluxd/cosign.pub)"}},
+				{Container: "sidecar", Current: "reg/envoy:1", Target: "reg/envoy:2", Verification: &fluxdv1.Verification{Outcome: "not-required"}},
+				{Container: "tool", Current: "reg/tool:1", Target: "reg/tool:2", Verification: &fluxdv1.Verification{Outcome: "failed", Digest: "sha256:55", Detail: "profile signed: failed (wrong-key): 1 signature(s), none by the key(s) of profile \"signed\""}},
+			}},
+	}}, "Plan:")
+	want := `Plan:
+Service default:deployment/web
+  Container web: reg/web:1.0.0 -> 1.2.0
+    Signature: profile signed: verified by key sha256:ab (/etc/fluxd/cosign.pub) at sha256:33
+  Container sidecar: reg/envoy:1 -> 2
+    Signature: not required (no verification profile applies)
+  Container tool: reg/tool:1 -> 2
+    Signature: FAILED: profile signed: failed (wrong-key): 1 signature(s), none by the key(s) of profile "signed" (at sha256:55)
+  Warning: web: skipped newer images that do not pass signature verification: reg/web:1.3.0 (unsigned: profile signed: unsigned: no cosign signature for sha256:44); releasing reg/web:1.2.0, the newest that does
+`
+	if out.String() != want {
+		t.Errorf("plan:\n%s\nwant:\n%s", out.String(), want)
+	}
+}

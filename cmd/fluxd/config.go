@@ -67,7 +67,7 @@ func (f flags) configure() (configs, error) {
 		c.git.SSHKeySource = "the Secret " + f.gitSSHKeySecret
 		c.git.SSHKey = []byte("-")
 	}
-	errs := []error{c.daemon.Validate(), c.git.Validate(), validateRetryMax(f.gitCloneRetryMax), validateWebFlags(f), f.notify.validate(), f.sync.validate(), validatePprof(f), memlimit.ValidateRatio(f.memoryLimitRatio)}
+	errs := []error{c.daemon.Validate(), c.git.Validate(), validateRetryMax(f.gitCloneRetryMax), validateWebFlags(f), f.notify.validate(), f.verify.validate(), f.sync.validate(), validatePprof(f), memlimit.ValidateRatio(f.memoryLimitRatio)}
 	if f.webhookListen != "" && f.webhookSecretFile == "" {
 		errs = append(errs, errors.New("--webhook-listen needs --webhook-secret-file, a file holding the webhooks' shared secret: without one anybody could post notifications"))
 	}

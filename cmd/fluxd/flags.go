@@ -87,6 +87,7 @@ type flags struct {
 
 	sync   syncFlags
 	notify notifyFlags
+	verify verifyFlags
 }
 
 // register defines every flag of fluxd on fs, with its default and help.
@@ -164,6 +165,7 @@ func (f *flags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.retryPeriod, "leader-elect-retry-period", 2*time.Second, "how often replicas try to take or renew the lease")
 	f.sync.register(fs)
 	f.notify.register(fs)
+	f.verify.register(fs)
 }
 
 // envOr is the environment variable key, or def when it is empty.

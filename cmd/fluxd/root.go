@@ -96,6 +96,13 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 	engine := release.NewEngine(repo, images, cluster, store, log)
+	verifier, verifyConfig, err := newVerifier(f.verify, images, log)
+	if err != nil {
+		return err
+	}
+	if verifier != nil {
+		engine.SetVerifier(verifier)
+	}
 	guard := newGuard(ctx, f.sync, rc, tokens, log)
 	cluster.SetGuard(guard)
 	syncs, err := newSyncer(f.sync, syncSource(cfg.git.URL, cfg.git.Branch, cfg.git.Paths), rc, guard, engine, store, reg, log)
@@ -157,6 +164,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 
 	g.Go(func() error { return srv.Serve(ctx, lis, cfg.daemon.ShutdownGrace*4/5) })
 	g.Go(func() error { runWatcher(ctx, notices); return nil })
+	g.Go(func() error { watchVerifyConfig(ctx, verifyConfig, log); return nil })
 	g.Go(func() error {
 		select {
 		case <-repo.Cloned():

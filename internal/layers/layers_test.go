@@ -25,7 +25,7 @@ var allowed = map[string][]string{
 	// binaries and tools
 	"cmd/fluxd": {"automator", "daemon", "gates", "promotion", "gitrepo", "gitrepo/gogit", "history", "history/store", "internal/auth", "internal/memlimit",
 		"internal/tlsfiles", "internal/version", "internal/clientkey", "notify", "platform", "platform/kube", "platform/kube/gitguard",
-		"platform/kube/sync", "proto/fluxd/v1", "registry", "registry/oci", "release", "release/jobs", "syncer", "web", "webhook"},
+		"platform/kube/sync", "proto/fluxd/v1", "registry", "registry/oci", "release", "release/jobs", "syncer", "verify", "verify/cosign", "web", "webhook"},
 	"cmd/fluxctl": {"check", "deploy", "internal/tlsfiles", "internal/version", "proto/fluxd/v1"},
 	"hack/image":  {},
 	"hack/stack":  {"internal/localstack"},
@@ -48,7 +48,7 @@ var allowed = map[string][]string{
 	"promotion":    {"history", "platform", "release", "release/jobs"},
 	"automator":    {"gitrepo", "history", "internal/auth", "platform", "release", "release/jobs"},
 	"release/jobs": {"history", "internal/fluxerr", "release"},
-	"release":      {"gitrepo", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "registry"},
+	"release":      {"gitrepo", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "registry", "verify"},
 	"syncer":       {"gitrepo", "history", "internal/fluxerr", "platform"},
 	"notify":       {"history"},
 
@@ -79,6 +79,7 @@ var allowed = map[string][]string{
 	"internal/tlsfiles":     {"internal/filestamp"},
 	"internal/localstack":   {"internal/auth", "internal/pgserver", "internal/sshserver"},
 	"internal/clidocs":      {},
+	"internal/cosigntest":   {},
 	"internal/clientkey":    {},
 	"internal/editdistance": {},
 	"internal/fielddiff":    {},
@@ -104,8 +105,8 @@ var allowed = map[string][]string{
 var adapterLibraries = map[string][]string{
 	"k8s.io/client-go":                       {"cmd/fluxd", "gates", "internal/localstack", "platform/kube", "platform/kube/gitguard", "platform/kube/sync"},
 	"github.com/go-git/":                     {"gitrepo/gogit"},
-	"github.com/google/go-containerregistry": {"cmd/fluxd", "hack/image", "internal/localstack", "internal/regtest", "registry", "registry/oci", "verify/cosign"},
-	"github.com/sigstore/":                   {"verify/cosign"},
+	"github.com/google/go-containerregistry": {"cmd/fluxd", "hack/image", "internal/cosigntest", "internal/localstack", "internal/regtest", "registry", "registry/oci", "verify/cosign"},
+	"github.com/sigstore/":                   {"internal/cosigntest", "verify/cosign"},
 	"github.com/mattn/go-sqlite3":            {"history/sqlite"},
 	"github.com/jackc/pgx":                   {"history/postgres", "internal/pgserver"},
 	"google.golang.org/grpc":                 {"cmd/fluxctl", "daemon", "proto/fluxd/v1", "web"},

@@ -1,7 +1,7 @@
 // Package cosign checks cosign's signatures on image digests in a
 // registry, with go-containerregistry to read them and the sigstore
 // library (github.com/sigstore/sigstore/pkg/signature) to verify them. It
-// is verify's adapter: only cmd/fluxd would wire it in (it does not yet).
+// is verify's adapter: only cmd/fluxd wires it in (--verify-config).
 //
 // What it verifies today: key-based signatures in cosign's tag scheme. For
 // the digest sha256:HEX of repository R it reads R:sha256-HEX.sig, and for

@@ -1421,9 +1421,13 @@ type ReleaseSpec struct {
 	// cached plans against fluxd's clone as it is, without fetching the git
 	// remote first (the status page's overview of newest allowed images);
 	// ignored for an execution, which always fetches.
-	Cached        bool `protobuf:"varint,10,opt,name=cached,proto3" json:"cached,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Cached bool `protobuf:"varint,10,opt,name=cached,proto3" json:"cached,omitempty"`
+	// allow_unverified releases images that do not pass signature
+	// verification (fluxd --verify-config), which force does not; admins
+	// alone may ask it, and the commit and history record it.
+	AllowUnverified bool `protobuf:"varint,11,opt,name=allow_unverified,json=allowUnverified,proto3" json:"allow_unverified,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ReleaseSpec) Reset() {
@@ -1526,6 +1530,13 @@ func (x *ReleaseSpec) GetCached() bool {
 	return false
 }
 
+func (x *ReleaseSpec) GetAllowUnverified() bool {
+	if x != nil {
+		return x.AllowUnverified
+	}
+	return false
+}
+
 type ReleaseRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Spec  *ReleaseSpec           `protobuf:"bytes,1,opt,name=spec,proto3" json:"spec,omitempty"`
@@ -1606,10 +1617,13 @@ func (x *ReleaseRequest) GetRolloutTimeoutSeconds() int32 {
 }
 
 type ContainerUpdate struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Container     string                 `protobuf:"bytes,1,opt,name=container,proto3" json:"container,omitempty"`
-	Current       string                 `protobuf:"bytes,2,opt,name=current,proto3" json:"current,omitempty"`
-	Target        string                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Container string                 `protobuf:"bytes,1,opt,name=container,proto3" json:"container,omitempty"`
+	Current   string                 `protobuf:"bytes,2,opt,name=current,proto3" json:"current,omitempty"`
+	Target    string                 `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	// verification is what checking target's signatures found, where
+	// fluxd verifies images (--verify-config); unset where it does not.
+	Verification  *Verification `protobuf:"bytes,4,opt,name=verification,proto3" json:"verification,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1665,20 +1679,105 @@ func (x *ContainerUpdate) GetTarget() string {
 	return ""
 }
 
+func (x *ContainerUpdate) GetVerification() *Verification {
+	if x != nil {
+		return x.Verification
+	}
+	return nil
+}
+
+// Verification is one image's signature verification in a plan.
+type Verification struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// outcome is "verified", "unsigned", "failed", "error" (no verdict
+	// could be reached) or "not-required" (no profile applies).
+	Outcome string `protobuf:"bytes,1,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// profiles are the verification profiles required of the image.
+	Profiles []string `protobuf:"bytes,2,rep,name=profiles,proto3" json:"profiles,omitempty"`
+	// digest is the digest verified.
+	Digest string `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
+	// detail says by which signer, or why not.
+	Detail        string `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Verification) Reset() {
+	*x = Verification{}
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Verification) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Verification) ProtoMessage() {}
+
+func (x *Verification) ProtoReflect() protoreflect.Message {
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Verification.ProtoReflect.Descriptor instead.
+func (*Verification) Descriptor() ([]byte, []int) {
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *Verification) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *Verification) GetProfiles() []string {
+	if x != nil {
+		return x.Profiles
+	}
+	return nil
+}
+
+func (x *Verification) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *Verification) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 type PlanItem struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Service string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
 	// action is "update", "skip" or "uptodate".
-	Action        string             `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
-	Reason        string             `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	Updates       []*ContainerUpdate `protobuf:"bytes,4,rep,name=updates,proto3" json:"updates,omitempty"`
+	Action  string             `protobuf:"bytes,2,opt,name=action,proto3" json:"action,omitempty"`
+	Reason  string             `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Updates []*ContainerUpdate `protobuf:"bytes,4,rep,name=updates,proto3" json:"updates,omitempty"`
+	// warnings are problems to fix that the plan worked around: a filter
+	// that matches no tag, newer images skipped because they do not pass
+	// signature verification.
+	Warnings      []string `protobuf:"bytes,5,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PlanItem) Reset() {
 	*x = PlanItem{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1789,7 @@ func (x *PlanItem) String() string {
 func (*PlanItem) ProtoMessage() {}
 
 func (x *PlanItem) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[19]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1802,7 @@ func (x *PlanItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PlanItem.ProtoReflect.Descriptor instead.
 func (*PlanItem) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{19}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PlanItem) GetService() string {
@@ -1734,6 +1833,13 @@ func (x *PlanItem) GetUpdates() []*ContainerUpdate {
 	return nil
 }
 
+func (x *PlanItem) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
 type Plan struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Items         []*PlanItem            `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
@@ -1745,7 +1851,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +1863,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[20]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +1876,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{20}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Plan) GetItems() []*PlanItem {
@@ -1807,7 +1913,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1819,7 +1925,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[21]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1832,7 +1938,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{21}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReleaseResponse) GetPlan() *Plan {
@@ -1878,7 +1984,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +1996,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[22]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2009,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{22}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Job) GetId() string {
@@ -1992,7 +2098,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2004,7 +2110,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[23]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2017,7 +2123,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{23}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetJobRequest) GetId() string {
@@ -2036,7 +2142,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2154,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[24]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +2167,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{24}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetJobResponse) GetJob() *Job {
@@ -2080,7 +2186,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2092,7 +2198,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[25]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2105,7 +2211,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{25}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchJobRequest) GetId() string {
@@ -2125,7 +2231,7 @@ type WorkloadProgress struct {
 
 func (x *WorkloadProgress) Reset() {
 	*x = WorkloadProgress{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2243,7 @@ func (x *WorkloadProgress) String() string {
 func (*WorkloadProgress) ProtoMessage() {}
 
 func (x *WorkloadProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[26]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2256,7 @@ func (x *WorkloadProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkloadProgress.ProtoReflect.Descriptor instead.
 func (*WorkloadProgress) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{26}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WorkloadProgress) GetService() string {
@@ -2177,7 +2283,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2295,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[27]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2308,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{27}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchJobResponse) GetJob() *Job {
@@ -2228,7 +2334,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2346,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[28]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2359,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{28}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelJobRequest) GetId() string {
@@ -2272,7 +2378,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2390,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[29]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2403,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{29}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelJobResponse) GetJob() *Job {
@@ -2316,7 +2422,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2328,7 +2434,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[30]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2341,7 +2447,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{30}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListJobsRequest) GetLimit() int32 {
@@ -2360,7 +2466,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2372,7 +2478,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[31]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2385,7 +2491,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{31}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListJobsResponse) GetJobs() []*Job {
@@ -2406,7 +2512,7 @@ type GetJobLogRequest struct {
 
 func (x *GetJobLogRequest) Reset() {
 	*x = GetJobLogRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2418,7 +2524,7 @@ func (x *GetJobLogRequest) String() string {
 func (*GetJobLogRequest) ProtoMessage() {}
 
 func (x *GetJobLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[32]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2431,7 +2537,7 @@ func (x *GetJobLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobLogRequest.ProtoReflect.Descriptor instead.
 func (*GetJobLogRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{32}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetJobLogRequest) GetId() string {
@@ -2464,7 +2570,7 @@ type JobLogLine struct {
 
 func (x *JobLogLine) Reset() {
 	*x = JobLogLine{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2476,7 +2582,7 @@ func (x *JobLogLine) String() string {
 func (*JobLogLine) ProtoMessage() {}
 
 func (x *JobLogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[33]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2489,7 +2595,7 @@ func (x *JobLogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobLogLine.ProtoReflect.Descriptor instead.
 func (*JobLogLine) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{33}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *JobLogLine) GetJobId() string {
@@ -2536,7 +2642,7 @@ type GetJobLogResponse struct {
 
 func (x *GetJobLogResponse) Reset() {
 	*x = GetJobLogResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +2654,7 @@ func (x *GetJobLogResponse) String() string {
 func (*GetJobLogResponse) ProtoMessage() {}
 
 func (x *GetJobLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[34]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +2667,7 @@ func (x *GetJobLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobLogResponse.ProtoReflect.Descriptor instead.
 func (*GetJobLogResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{34}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetJobLogResponse) GetLines() []*JobLogLine {
@@ -2582,7 +2688,7 @@ type AutomateRequest struct {
 
 func (x *AutomateRequest) Reset() {
 	*x = AutomateRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2700,7 @@ func (x *AutomateRequest) String() string {
 func (*AutomateRequest) ProtoMessage() {}
 
 func (x *AutomateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[35]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2713,7 @@ func (x *AutomateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutomateRequest.ProtoReflect.Descriptor instead.
 func (*AutomateRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{35}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *AutomateRequest) GetService() string {
@@ -2632,7 +2738,7 @@ type AutomateResponse struct {
 
 func (x *AutomateResponse) Reset() {
 	*x = AutomateResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2644,7 +2750,7 @@ func (x *AutomateResponse) String() string {
 func (*AutomateResponse) ProtoMessage() {}
 
 func (x *AutomateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[36]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2657,7 +2763,7 @@ func (x *AutomateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AutomateResponse.ProtoReflect.Descriptor instead.
 func (*AutomateResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{36}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{37}
 }
 
 type DeautomateRequest struct {
@@ -2670,7 +2776,7 @@ type DeautomateRequest struct {
 
 func (x *DeautomateRequest) Reset() {
 	*x = DeautomateRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +2788,7 @@ func (x *DeautomateRequest) String() string {
 func (*DeautomateRequest) ProtoMessage() {}
 
 func (x *DeautomateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[37]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +2801,7 @@ func (x *DeautomateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeautomateRequest.ProtoReflect.Descriptor instead.
 func (*DeautomateRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{37}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DeautomateRequest) GetService() string {
@@ -2720,7 +2826,7 @@ type DeautomateResponse struct {
 
 func (x *DeautomateResponse) Reset() {
 	*x = DeautomateResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2732,7 +2838,7 @@ func (x *DeautomateResponse) String() string {
 func (*DeautomateResponse) ProtoMessage() {}
 
 func (x *DeautomateResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[38]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2745,7 +2851,7 @@ func (x *DeautomateResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeautomateResponse.ProtoReflect.Descriptor instead.
 func (*DeautomateResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{38}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{39}
 }
 
 type LockRequest struct {
@@ -2759,7 +2865,7 @@ type LockRequest struct {
 
 func (x *LockRequest) Reset() {
 	*x = LockRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2771,7 +2877,7 @@ func (x *LockRequest) String() string {
 func (*LockRequest) ProtoMessage() {}
 
 func (x *LockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[39]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2784,7 +2890,7 @@ func (x *LockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockRequest.ProtoReflect.Descriptor instead.
 func (*LockRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{39}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LockRequest) GetService() string {
@@ -2816,7 +2922,7 @@ type LockResponse struct {
 
 func (x *LockResponse) Reset() {
 	*x = LockResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2828,7 +2934,7 @@ func (x *LockResponse) String() string {
 func (*LockResponse) ProtoMessage() {}
 
 func (x *LockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[40]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2841,7 +2947,7 @@ func (x *LockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockResponse.ProtoReflect.Descriptor instead.
 func (*LockResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{40}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{41}
 }
 
 type UnlockRequest struct {
@@ -2854,7 +2960,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2866,7 +2972,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[41]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2879,7 +2985,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{41}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *UnlockRequest) GetService() string {
@@ -2904,7 +3010,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3022,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[42]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3035,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{42}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{43}
 }
 
 // SetPolicyRequest changes a service's policies in one commit; unset
@@ -2960,7 +3066,7 @@ type SetPolicyRequest struct {
 
 func (x *SetPolicyRequest) Reset() {
 	*x = SetPolicyRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3078,7 @@ func (x *SetPolicyRequest) String() string {
 func (*SetPolicyRequest) ProtoMessage() {}
 
 func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[43]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3091,7 @@ func (x *SetPolicyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyRequest.ProtoReflect.Descriptor instead.
 func (*SetPolicyRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{43}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *SetPolicyRequest) GetService() string {
@@ -3061,7 +3167,7 @@ type SetPolicyResponse struct {
 
 func (x *SetPolicyResponse) Reset() {
 	*x = SetPolicyResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3073,7 +3179,7 @@ func (x *SetPolicyResponse) String() string {
 func (*SetPolicyResponse) ProtoMessage() {}
 
 func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[44]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3086,7 +3192,7 @@ func (x *SetPolicyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetPolicyResponse.ProtoReflect.Descriptor instead.
 func (*SetPolicyResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{44}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SetPolicyResponse) GetCommit() string {
@@ -3108,7 +3214,7 @@ type Change struct {
 
 func (x *Change) Reset() {
 	*x = Change{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3120,7 +3226,7 @@ func (x *Change) String() string {
 func (*Change) ProtoMessage() {}
 
 func (x *Change) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[45]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3133,7 +3239,7 @@ func (x *Change) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Change.ProtoReflect.Descriptor instead.
 func (*Change) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{45}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Change) GetService() string {
@@ -3182,7 +3288,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[46]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3194,7 +3300,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[46]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3207,7 +3313,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{46}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Event) GetId() int64 {
@@ -3301,7 +3407,7 @@ type HistoryRequest struct {
 
 func (x *HistoryRequest) Reset() {
 	*x = HistoryRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[47]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3313,7 +3419,7 @@ func (x *HistoryRequest) String() string {
 func (*HistoryRequest) ProtoMessage() {}
 
 func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[47]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3326,7 +3432,7 @@ func (x *HistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryRequest.ProtoReflect.Descriptor instead.
 func (*HistoryRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{47}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *HistoryRequest) GetService() string {
@@ -3380,7 +3486,7 @@ type HistoryResponse struct {
 
 func (x *HistoryResponse) Reset() {
 	*x = HistoryResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[48]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3392,7 +3498,7 @@ func (x *HistoryResponse) String() string {
 func (*HistoryResponse) ProtoMessage() {}
 
 func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[48]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3405,7 +3511,7 @@ func (x *HistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HistoryResponse.ProtoReflect.Descriptor instead.
 func (*HistoryResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{48}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *HistoryResponse) GetEvents() []*Event {
@@ -3425,7 +3531,7 @@ type NotifyImageRequest struct {
 
 func (x *NotifyImageRequest) Reset() {
 	*x = NotifyImageRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[49]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3437,7 +3543,7 @@ func (x *NotifyImageRequest) String() string {
 func (*NotifyImageRequest) ProtoMessage() {}
 
 func (x *NotifyImageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[49]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3450,7 +3556,7 @@ func (x *NotifyImageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyImageRequest.ProtoReflect.Descriptor instead.
 func (*NotifyImageRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{49}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NotifyImageRequest) GetImage() string {
@@ -3474,7 +3580,7 @@ type ImageNotification struct {
 
 func (x *ImageNotification) Reset() {
 	*x = ImageNotification{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[50]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3486,7 +3592,7 @@ func (x *ImageNotification) String() string {
 func (*ImageNotification) ProtoMessage() {}
 
 func (x *ImageNotification) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[50]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3499,7 +3605,7 @@ func (x *ImageNotification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ImageNotification.ProtoReflect.Descriptor instead.
 func (*ImageNotification) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{50}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ImageNotification) GetRepository() string {
@@ -3535,7 +3641,7 @@ type NotifyImageResponse struct {
 
 func (x *NotifyImageResponse) Reset() {
 	*x = NotifyImageResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[51]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3653,7 @@ func (x *NotifyImageResponse) String() string {
 func (*NotifyImageResponse) ProtoMessage() {}
 
 func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[51]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3666,7 @@ func (x *NotifyImageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotifyImageResponse.ProtoReflect.Descriptor instead.
 func (*NotifyImageResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{51}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *NotifyImageResponse) GetRepository() string {
@@ -3591,7 +3697,7 @@ type SyncRequest struct {
 
 func (x *SyncRequest) Reset() {
 	*x = SyncRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[52]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3603,7 +3709,7 @@ func (x *SyncRequest) String() string {
 func (*SyncRequest) ProtoMessage() {}
 
 func (x *SyncRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[52]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3616,7 +3722,7 @@ func (x *SyncRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncRequest.ProtoReflect.Descriptor instead.
 func (*SyncRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{52}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *SyncRequest) GetDryRun() bool {
@@ -3654,7 +3760,7 @@ type SyncObject struct {
 
 func (x *SyncObject) Reset() {
 	*x = SyncObject{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[53]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3666,7 +3772,7 @@ func (x *SyncObject) String() string {
 func (*SyncObject) ProtoMessage() {}
 
 func (x *SyncObject) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[53]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3679,7 +3785,7 @@ func (x *SyncObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncObject.ProtoReflect.Descriptor instead.
 func (*SyncObject) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{53}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *SyncObject) GetObject() string {
@@ -3737,7 +3843,7 @@ type SyncResponse struct {
 
 func (x *SyncResponse) Reset() {
 	*x = SyncResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[54]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3749,7 +3855,7 @@ func (x *SyncResponse) String() string {
 func (*SyncResponse) ProtoMessage() {}
 
 func (x *SyncResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[54]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3762,7 +3868,7 @@ func (x *SyncResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SyncResponse.ProtoReflect.Descriptor instead.
 func (*SyncResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{54}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *SyncResponse) GetRevision() string {
@@ -3823,7 +3929,7 @@ type GetResourcesRequest struct {
 
 func (x *GetResourcesRequest) Reset() {
 	*x = GetResourcesRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[55]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3835,7 +3941,7 @@ func (x *GetResourcesRequest) String() string {
 func (*GetResourcesRequest) ProtoMessage() {}
 
 func (x *GetResourcesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[55]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3848,7 +3954,7 @@ func (x *GetResourcesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourcesRequest.ProtoReflect.Descriptor instead.
 func (*GetResourcesRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{55}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetResourcesRequest) GetService() string {
@@ -3877,7 +3983,7 @@ type OwnedResource struct {
 
 func (x *OwnedResource) Reset() {
 	*x = OwnedResource{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[56]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3889,7 +3995,7 @@ func (x *OwnedResource) String() string {
 func (*OwnedResource) ProtoMessage() {}
 
 func (x *OwnedResource) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[56]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3902,7 +4008,7 @@ func (x *OwnedResource) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnedResource.ProtoReflect.Descriptor instead.
 func (*OwnedResource) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{56}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *OwnedResource) GetKind() string {
@@ -3971,7 +4077,7 @@ type PodContainer struct {
 
 func (x *PodContainer) Reset() {
 	*x = PodContainer{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[57]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3983,7 +4089,7 @@ func (x *PodContainer) String() string {
 func (*PodContainer) ProtoMessage() {}
 
 func (x *PodContainer) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[57]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3996,7 +4102,7 @@ func (x *PodContainer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PodContainer.ProtoReflect.Descriptor instead.
 func (*PodContainer) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{57}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *PodContainer) GetName() string {
@@ -4068,7 +4174,7 @@ type Pod struct {
 
 func (x *Pod) Reset() {
 	*x = Pod{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[58]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4080,7 +4186,7 @@ func (x *Pod) String() string {
 func (*Pod) ProtoMessage() {}
 
 func (x *Pod) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[58]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4093,7 +4199,7 @@ func (x *Pod) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pod.ProtoReflect.Descriptor instead.
 func (*Pod) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{58}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Pod) GetName() string {
@@ -4168,7 +4274,7 @@ type ResourceEvent struct {
 
 func (x *ResourceEvent) Reset() {
 	*x = ResourceEvent{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[59]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4180,7 +4286,7 @@ func (x *ResourceEvent) String() string {
 func (*ResourceEvent) ProtoMessage() {}
 
 func (x *ResourceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[59]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4193,7 +4299,7 @@ func (x *ResourceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResourceEvent.ProtoReflect.Descriptor instead.
 func (*ResourceEvent) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{59}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ResourceEvent) GetObject() string {
@@ -4254,7 +4360,7 @@ type GetResourcesResponse struct {
 
 func (x *GetResourcesResponse) Reset() {
 	*x = GetResourcesResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[60]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4266,7 +4372,7 @@ func (x *GetResourcesResponse) String() string {
 func (*GetResourcesResponse) ProtoMessage() {}
 
 func (x *GetResourcesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[60]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4279,7 +4385,7 @@ func (x *GetResourcesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetResourcesResponse.ProtoReflect.Descriptor instead.
 func (*GetResourcesResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{60}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *GetResourcesResponse) GetService() string {
@@ -4332,7 +4438,7 @@ type GetPodLogRequest struct {
 
 func (x *GetPodLogRequest) Reset() {
 	*x = GetPodLogRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[61]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4344,7 +4450,7 @@ func (x *GetPodLogRequest) String() string {
 func (*GetPodLogRequest) ProtoMessage() {}
 
 func (x *GetPodLogRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[61]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4357,7 +4463,7 @@ func (x *GetPodLogRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPodLogRequest.ProtoReflect.Descriptor instead.
 func (*GetPodLogRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{61}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *GetPodLogRequest) GetService() string {
@@ -4401,7 +4507,7 @@ type GetPodLogResponse struct {
 
 func (x *GetPodLogResponse) Reset() {
 	*x = GetPodLogResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[62]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4413,7 +4519,7 @@ func (x *GetPodLogResponse) String() string {
 func (*GetPodLogResponse) ProtoMessage() {}
 
 func (x *GetPodLogResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[62]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4426,7 +4532,7 @@ func (x *GetPodLogResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPodLogResponse.ProtoReflect.Descriptor instead.
 func (*GetPodLogResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{62}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *GetPodLogResponse) GetPod() string {
@@ -4466,7 +4572,7 @@ type GetManifestRequest struct {
 
 func (x *GetManifestRequest) Reset() {
 	*x = GetManifestRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[63]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4478,7 +4584,7 @@ func (x *GetManifestRequest) String() string {
 func (*GetManifestRequest) ProtoMessage() {}
 
 func (x *GetManifestRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[63]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4491,7 +4597,7 @@ func (x *GetManifestRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManifestRequest.ProtoReflect.Descriptor instead.
 func (*GetManifestRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{63}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *GetManifestRequest) GetService() string {
@@ -4534,7 +4640,7 @@ type GetManifestResponse struct {
 
 func (x *GetManifestResponse) Reset() {
 	*x = GetManifestResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[64]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4546,7 +4652,7 @@ func (x *GetManifestResponse) String() string {
 func (*GetManifestResponse) ProtoMessage() {}
 
 func (x *GetManifestResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[64]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4559,7 +4665,7 @@ func (x *GetManifestResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetManifestResponse.ProtoReflect.Descriptor instead.
 func (*GetManifestResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{64}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *GetManifestResponse) GetService() string {
@@ -4649,7 +4755,7 @@ type Pipeline struct {
 
 func (x *Pipeline) Reset() {
 	*x = Pipeline{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[65]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4661,7 +4767,7 @@ func (x *Pipeline) String() string {
 func (*Pipeline) ProtoMessage() {}
 
 func (x *Pipeline) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[65]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4674,7 +4780,7 @@ func (x *Pipeline) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pipeline.ProtoReflect.Descriptor instead.
 func (*Pipeline) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{65}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *Pipeline) GetName() string {
@@ -4720,7 +4826,7 @@ type ListPipelinesRequest struct {
 
 func (x *ListPipelinesRequest) Reset() {
 	*x = ListPipelinesRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[66]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4732,7 +4838,7 @@ func (x *ListPipelinesRequest) String() string {
 func (*ListPipelinesRequest) ProtoMessage() {}
 
 func (x *ListPipelinesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[66]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4745,7 +4851,7 @@ func (x *ListPipelinesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPipelinesRequest.ProtoReflect.Descriptor instead.
 func (*ListPipelinesRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{66}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{67}
 }
 
 type ListPipelinesResponse struct {
@@ -4757,7 +4863,7 @@ type ListPipelinesResponse struct {
 
 func (x *ListPipelinesResponse) Reset() {
 	*x = ListPipelinesResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[67]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4769,7 +4875,7 @@ func (x *ListPipelinesResponse) String() string {
 func (*ListPipelinesResponse) ProtoMessage() {}
 
 func (x *ListPipelinesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[67]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4782,7 +4888,7 @@ func (x *ListPipelinesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPipelinesResponse.ProtoReflect.Descriptor instead.
 func (*ListPipelinesResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{67}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListPipelinesResponse) GetPipelines() []*Pipeline {
@@ -4824,7 +4930,7 @@ type BundleRecord struct {
 
 func (x *BundleRecord) Reset() {
 	*x = BundleRecord{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[68]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4836,7 +4942,7 @@ func (x *BundleRecord) String() string {
 func (*BundleRecord) ProtoMessage() {}
 
 func (x *BundleRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[68]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4849,7 +4955,7 @@ func (x *BundleRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleRecord.ProtoReflect.Descriptor instead.
 func (*BundleRecord) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{68}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *BundleRecord) GetStage() string {
@@ -4948,7 +5054,7 @@ type StagePause struct {
 
 func (x *StagePause) Reset() {
 	*x = StagePause{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[69]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4960,7 +5066,7 @@ func (x *StagePause) String() string {
 func (*StagePause) ProtoMessage() {}
 
 func (x *StagePause) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[69]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4973,7 +5079,7 @@ func (x *StagePause) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StagePause.ProtoReflect.Descriptor instead.
 func (*StagePause) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{69}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *StagePause) GetBy() string {
@@ -5029,7 +5135,7 @@ type StageStatus struct {
 
 func (x *StageStatus) Reset() {
 	*x = StageStatus{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[70]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5041,7 +5147,7 @@ func (x *StageStatus) String() string {
 func (*StageStatus) ProtoMessage() {}
 
 func (x *StageStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[70]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5054,7 +5160,7 @@ func (x *StageStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageStatus.ProtoReflect.Descriptor instead.
 func (*StageStatus) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{70}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *StageStatus) GetName() string {
@@ -5151,7 +5257,7 @@ type ListStagesRequest struct {
 
 func (x *ListStagesRequest) Reset() {
 	*x = ListStagesRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[71]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5163,7 +5269,7 @@ func (x *ListStagesRequest) String() string {
 func (*ListStagesRequest) ProtoMessage() {}
 
 func (x *ListStagesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[71]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5176,7 +5282,7 @@ func (x *ListStagesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStagesRequest.ProtoReflect.Descriptor instead.
 func (*ListStagesRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{71}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ListStagesRequest) GetPipeline() string {
@@ -5196,7 +5302,7 @@ type ListStagesResponse struct {
 
 func (x *ListStagesResponse) Reset() {
 	*x = ListStagesResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[72]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5208,7 +5314,7 @@ func (x *ListStagesResponse) String() string {
 func (*ListStagesResponse) ProtoMessage() {}
 
 func (x *ListStagesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[72]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5221,7 +5327,7 @@ func (x *ListStagesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListStagesResponse.ProtoReflect.Descriptor instead.
 func (*ListStagesResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{72}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *ListStagesResponse) GetPipeline() string {
@@ -5250,7 +5356,7 @@ type BundleImage struct {
 
 func (x *BundleImage) Reset() {
 	*x = BundleImage{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[73]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5262,7 +5368,7 @@ func (x *BundleImage) String() string {
 func (*BundleImage) ProtoMessage() {}
 
 func (x *BundleImage) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[73]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5275,7 +5381,7 @@ func (x *BundleImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleImage.ProtoReflect.Descriptor instead.
 func (*BundleImage) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{73}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *BundleImage) GetRepository() string {
@@ -5315,7 +5421,7 @@ type BundleStatus struct {
 
 func (x *BundleStatus) Reset() {
 	*x = BundleStatus{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[74]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5327,7 +5433,7 @@ func (x *BundleStatus) String() string {
 func (*BundleStatus) ProtoMessage() {}
 
 func (x *BundleStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[74]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5340,7 +5446,7 @@ func (x *BundleStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BundleStatus.ProtoReflect.Descriptor instead.
 func (*BundleStatus) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{74}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *BundleStatus) GetId() string {
@@ -5388,7 +5494,7 @@ type ListBundlesRequest struct {
 
 func (x *ListBundlesRequest) Reset() {
 	*x = ListBundlesRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[75]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5400,7 +5506,7 @@ func (x *ListBundlesRequest) String() string {
 func (*ListBundlesRequest) ProtoMessage() {}
 
 func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[75]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5413,7 +5519,7 @@ func (x *ListBundlesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesRequest.ProtoReflect.Descriptor instead.
 func (*ListBundlesRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{75}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *ListBundlesRequest) GetPipeline() string {
@@ -5433,7 +5539,7 @@ type ListBundlesResponse struct {
 
 func (x *ListBundlesResponse) Reset() {
 	*x = ListBundlesResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[76]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5445,7 +5551,7 @@ func (x *ListBundlesResponse) String() string {
 func (*ListBundlesResponse) ProtoMessage() {}
 
 func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[76]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5458,7 +5564,7 @@ func (x *ListBundlesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListBundlesResponse.ProtoReflect.Descriptor instead.
 func (*ListBundlesResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{76}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListBundlesResponse) GetPipeline() string {
@@ -5497,7 +5603,7 @@ type PromoteRequest struct {
 
 func (x *PromoteRequest) Reset() {
 	*x = PromoteRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[77]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5509,7 +5615,7 @@ func (x *PromoteRequest) String() string {
 func (*PromoteRequest) ProtoMessage() {}
 
 func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[77]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5522,7 +5628,7 @@ func (x *PromoteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteRequest.ProtoReflect.Descriptor instead.
 func (*PromoteRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{77}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *PromoteRequest) GetPipeline() string {
@@ -5589,7 +5695,7 @@ type PromoteResponse struct {
 
 func (x *PromoteResponse) Reset() {
 	*x = PromoteResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[78]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5601,7 +5707,7 @@ func (x *PromoteResponse) String() string {
 func (*PromoteResponse) ProtoMessage() {}
 
 func (x *PromoteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[78]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5614,7 +5720,7 @@ func (x *PromoteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PromoteResponse.ProtoReflect.Descriptor instead.
 func (*PromoteResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{78}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *PromoteResponse) GetPipeline() string {
@@ -5666,7 +5772,7 @@ type ApproveRequest struct {
 
 func (x *ApproveRequest) Reset() {
 	*x = ApproveRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[79]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5678,7 +5784,7 @@ func (x *ApproveRequest) String() string {
 func (*ApproveRequest) ProtoMessage() {}
 
 func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[79]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5691,7 +5797,7 @@ func (x *ApproveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveRequest.ProtoReflect.Descriptor instead.
 func (*ApproveRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{79}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *ApproveRequest) GetPipeline() string {
@@ -5729,7 +5835,7 @@ type ApproveResponse struct {
 
 func (x *ApproveResponse) Reset() {
 	*x = ApproveResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[80]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5741,7 +5847,7 @@ func (x *ApproveResponse) String() string {
 func (*ApproveResponse) ProtoMessage() {}
 
 func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[80]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5754,7 +5860,7 @@ func (x *ApproveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApproveResponse.ProtoReflect.Descriptor instead.
 func (*ApproveResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{80}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *ApproveResponse) GetRecord() *BundleRecord {
@@ -5789,7 +5895,7 @@ type ResumeStageRequest struct {
 
 func (x *ResumeStageRequest) Reset() {
 	*x = ResumeStageRequest{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[81]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5801,7 +5907,7 @@ func (x *ResumeStageRequest) String() string {
 func (*ResumeStageRequest) ProtoMessage() {}
 
 func (x *ResumeStageRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[81]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5814,7 +5920,7 @@ func (x *ResumeStageRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeStageRequest.ProtoReflect.Descriptor instead.
 func (*ResumeStageRequest) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{81}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *ResumeStageRequest) GetPipeline() string {
@@ -5839,7 +5945,7 @@ type ResumeStageResponse struct {
 
 func (x *ResumeStageResponse) Reset() {
 	*x = ResumeStageResponse{}
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[82]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5851,7 +5957,7 @@ func (x *ResumeStageResponse) String() string {
 func (*ResumeStageResponse) ProtoMessage() {}
 
 func (x *ResumeStageResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fluxd_v1_fluxd_proto_msgTypes[82]
+	mi := &file_fluxd_v1_fluxd_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5864,7 +5970,7 @@ func (x *ResumeStageResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeStageResponse.ProtoReflect.Descriptor instead.
 func (*ResumeStageResponse) Descriptor() ([]byte, []int) {
-	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{82}
+	return file_fluxd_v1_fluxd_proto_rawDescGZIP(), []int{83}
 }
 
 var File_fluxd_v1_fluxd_proto protoreflect.FileDescriptor
@@ -5980,7 +6086,7 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"containers\x18\x02 \x03(\v2\x19.fluxd.v1.ContainerImagesR\n" +
 	"containers\"I\n" +
 	"\x12ListImagesResponse\x123\n" +
-	"\bservices\x18\x01 \x03(\v2\x17.fluxd.v1.ServiceImagesR\bservices\"\xfc\x01\n" +
+	"\bservices\x18\x01 \x03(\v2\x17.fluxd.v1.ServiceImagesR\bservices\"\xa7\x02\n" +
 	"\vReleaseSpec\x12\x1a\n" +
 	"\bservices\x18\x01 \x03(\tR\bservices\x12\x10\n" +
 	"\x03all\x18\x02 \x01(\bR\x03all\x12\x18\n" +
@@ -5993,22 +6099,30 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x05force\x18\b \x01(\bR\x05force\x12\x14\n" +
 	"\x05files\x18\t \x03(\tR\x05files\x12\x16\n" +
 	"\x06cached\x18\n" +
-	" \x01(\bR\x06cached\"\xea\x01\n" +
+	" \x01(\bR\x06cached\x12)\n" +
+	"\x10allow_unverified\x18\v \x01(\bR\x0fallowUnverified\"\xea\x01\n" +
 	"\x0eReleaseRequest\x12)\n" +
 	"\x04spec\x18\x01 \x01(\v2\x15.fluxd.v1.ReleaseSpecR\x04spec\x12)\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x15.fluxd.v1.ReleaseKindR\x04kind\x12\x1a\n" +
 	"\bchecksum\x18\x03 \x01(\tR\bchecksum\x12.\n" +
 	"\x13rollback_on_failure\x18\x04 \x01(\bR\x11rollbackOnFailure\x126\n" +
-	"\x17rollout_timeout_seconds\x18\x05 \x01(\x05R\x15rolloutTimeoutSeconds\"a\n" +
+	"\x17rollout_timeout_seconds\x18\x05 \x01(\x05R\x15rolloutTimeoutSeconds\"\x9d\x01\n" +
 	"\x0fContainerUpdate\x12\x1c\n" +
 	"\tcontainer\x18\x01 \x01(\tR\tcontainer\x12\x18\n" +
 	"\acurrent\x18\x02 \x01(\tR\acurrent\x12\x16\n" +
-	"\x06target\x18\x03 \x01(\tR\x06target\"\x89\x01\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12:\n" +
+	"\fverification\x18\x04 \x01(\v2\x16.fluxd.v1.VerificationR\fverification\"t\n" +
+	"\fVerification\x12\x18\n" +
+	"\aoutcome\x18\x01 \x01(\tR\aoutcome\x12\x1a\n" +
+	"\bprofiles\x18\x02 \x03(\tR\bprofiles\x12\x16\n" +
+	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\"\xa5\x01\n" +
 	"\bPlanItem\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x16\n" +
 	"\x06action\x18\x02 \x01(\tR\x06action\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x123\n" +
-	"\aupdates\x18\x04 \x03(\v2\x19.fluxd.v1.ContainerUpdateR\aupdates\"h\n" +
+	"\aupdates\x18\x04 \x03(\v2\x19.fluxd.v1.ContainerUpdateR\aupdates\x12\x1a\n" +
+	"\bwarnings\x18\x05 \x03(\tR\bwarnings\"h\n" +
 	"\x04Plan\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.fluxd.v1.PlanItemR\x05items\x12\x1a\n" +
 	"\bchecksum\x18\x02 \x01(\tR\bchecksum\x12\x1a\n" +
@@ -6390,7 +6504,7 @@ func file_fluxd_v1_fluxd_proto_rawDescGZIP() []byte {
 }
 
 var file_fluxd_v1_fluxd_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 85)
+var file_fluxd_v1_fluxd_proto_msgTypes = make([]protoimpl.MessageInfo, 86)
 var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(Role)(0),                     // 0: fluxd.v1.Role
 	(ReleaseKind)(0),              // 1: fluxd.v1.ReleaseKind
@@ -6414,201 +6528,203 @@ var file_fluxd_v1_fluxd_proto_goTypes = []any{
 	(*ReleaseSpec)(nil),           // 19: fluxd.v1.ReleaseSpec
 	(*ReleaseRequest)(nil),        // 20: fluxd.v1.ReleaseRequest
 	(*ContainerUpdate)(nil),       // 21: fluxd.v1.ContainerUpdate
-	(*PlanItem)(nil),              // 22: fluxd.v1.PlanItem
-	(*Plan)(nil),                  // 23: fluxd.v1.Plan
-	(*ReleaseResponse)(nil),       // 24: fluxd.v1.ReleaseResponse
-	(*Job)(nil),                   // 25: fluxd.v1.Job
-	(*GetJobRequest)(nil),         // 26: fluxd.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 27: fluxd.v1.GetJobResponse
-	(*WatchJobRequest)(nil),       // 28: fluxd.v1.WatchJobRequest
-	(*WorkloadProgress)(nil),      // 29: fluxd.v1.WorkloadProgress
-	(*WatchJobResponse)(nil),      // 30: fluxd.v1.WatchJobResponse
-	(*CancelJobRequest)(nil),      // 31: fluxd.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 32: fluxd.v1.CancelJobResponse
-	(*ListJobsRequest)(nil),       // 33: fluxd.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 34: fluxd.v1.ListJobsResponse
-	(*GetJobLogRequest)(nil),      // 35: fluxd.v1.GetJobLogRequest
-	(*JobLogLine)(nil),            // 36: fluxd.v1.JobLogLine
-	(*GetJobLogResponse)(nil),     // 37: fluxd.v1.GetJobLogResponse
-	(*AutomateRequest)(nil),       // 38: fluxd.v1.AutomateRequest
-	(*AutomateResponse)(nil),      // 39: fluxd.v1.AutomateResponse
-	(*DeautomateRequest)(nil),     // 40: fluxd.v1.DeautomateRequest
-	(*DeautomateResponse)(nil),    // 41: fluxd.v1.DeautomateResponse
-	(*LockRequest)(nil),           // 42: fluxd.v1.LockRequest
-	(*LockResponse)(nil),          // 43: fluxd.v1.LockResponse
-	(*UnlockRequest)(nil),         // 44: fluxd.v1.UnlockRequest
-	(*UnlockResponse)(nil),        // 45: fluxd.v1.UnlockResponse
-	(*SetPolicyRequest)(nil),      // 46: fluxd.v1.SetPolicyRequest
-	(*SetPolicyResponse)(nil),     // 47: fluxd.v1.SetPolicyResponse
-	(*Change)(nil),                // 48: fluxd.v1.Change
-	(*Event)(nil),                 // 49: fluxd.v1.Event
-	(*HistoryRequest)(nil),        // 50: fluxd.v1.HistoryRequest
-	(*HistoryResponse)(nil),       // 51: fluxd.v1.HistoryResponse
-	(*NotifyImageRequest)(nil),    // 52: fluxd.v1.NotifyImageRequest
-	(*ImageNotification)(nil),     // 53: fluxd.v1.ImageNotification
-	(*NotifyImageResponse)(nil),   // 54: fluxd.v1.NotifyImageResponse
-	(*SyncRequest)(nil),           // 55: fluxd.v1.SyncRequest
-	(*SyncObject)(nil),            // 56: fluxd.v1.SyncObject
-	(*SyncResponse)(nil),          // 57: fluxd.v1.SyncResponse
-	(*GetResourcesRequest)(nil),   // 58: fluxd.v1.GetResourcesRequest
-	(*OwnedResource)(nil),         // 59: fluxd.v1.OwnedResource
-	(*PodContainer)(nil),          // 60: fluxd.v1.PodContainer
-	(*Pod)(nil),                   // 61: fluxd.v1.Pod
-	(*ResourceEvent)(nil),         // 62: fluxd.v1.ResourceEvent
-	(*GetResourcesResponse)(nil),  // 63: fluxd.v1.GetResourcesResponse
-	(*GetPodLogRequest)(nil),      // 64: fluxd.v1.GetPodLogRequest
-	(*GetPodLogResponse)(nil),     // 65: fluxd.v1.GetPodLogResponse
-	(*GetManifestRequest)(nil),    // 66: fluxd.v1.GetManifestRequest
-	(*GetManifestResponse)(nil),   // 67: fluxd.v1.GetManifestResponse
-	(*Pipeline)(nil),              // 68: fluxd.v1.Pipeline
-	(*ListPipelinesRequest)(nil),  // 69: fluxd.v1.ListPipelinesRequest
-	(*ListPipelinesResponse)(nil), // 70: fluxd.v1.ListPipelinesResponse
-	(*BundleRecord)(nil),          // 71: fluxd.v1.BundleRecord
-	(*StagePause)(nil),            // 72: fluxd.v1.StagePause
-	(*StageStatus)(nil),           // 73: fluxd.v1.StageStatus
-	(*ListStagesRequest)(nil),     // 74: fluxd.v1.ListStagesRequest
-	(*ListStagesResponse)(nil),    // 75: fluxd.v1.ListStagesResponse
-	(*BundleImage)(nil),           // 76: fluxd.v1.BundleImage
-	(*BundleStatus)(nil),          // 77: fluxd.v1.BundleStatus
-	(*ListBundlesRequest)(nil),    // 78: fluxd.v1.ListBundlesRequest
-	(*ListBundlesResponse)(nil),   // 79: fluxd.v1.ListBundlesResponse
-	(*PromoteRequest)(nil),        // 80: fluxd.v1.PromoteRequest
-	(*PromoteResponse)(nil),       // 81: fluxd.v1.PromoteResponse
-	(*ApproveRequest)(nil),        // 82: fluxd.v1.ApproveRequest
-	(*ApproveResponse)(nil),       // 83: fluxd.v1.ApproveResponse
-	(*ResumeStageRequest)(nil),    // 84: fluxd.v1.ResumeStageRequest
-	(*ResumeStageResponse)(nil),   // 85: fluxd.v1.ResumeStageResponse
-	nil,                           // 86: fluxd.v1.Service.TagFiltersEntry
-	nil,                           // 87: fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	(*timestamppb.Timestamp)(nil), // 88: google.protobuf.Timestamp
+	(*Verification)(nil),          // 22: fluxd.v1.Verification
+	(*PlanItem)(nil),              // 23: fluxd.v1.PlanItem
+	(*Plan)(nil),                  // 24: fluxd.v1.Plan
+	(*ReleaseResponse)(nil),       // 25: fluxd.v1.ReleaseResponse
+	(*Job)(nil),                   // 26: fluxd.v1.Job
+	(*GetJobRequest)(nil),         // 27: fluxd.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 28: fluxd.v1.GetJobResponse
+	(*WatchJobRequest)(nil),       // 29: fluxd.v1.WatchJobRequest
+	(*WorkloadProgress)(nil),      // 30: fluxd.v1.WorkloadProgress
+	(*WatchJobResponse)(nil),      // 31: fluxd.v1.WatchJobResponse
+	(*CancelJobRequest)(nil),      // 32: fluxd.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 33: fluxd.v1.CancelJobResponse
+	(*ListJobsRequest)(nil),       // 34: fluxd.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),      // 35: fluxd.v1.ListJobsResponse
+	(*GetJobLogRequest)(nil),      // 36: fluxd.v1.GetJobLogRequest
+	(*JobLogLine)(nil),            // 37: fluxd.v1.JobLogLine
+	(*GetJobLogResponse)(nil),     // 38: fluxd.v1.GetJobLogResponse
+	(*AutomateRequest)(nil),       // 39: fluxd.v1.AutomateRequest
+	(*AutomateResponse)(nil),      // 40: fluxd.v1.AutomateResponse
+	(*DeautomateRequest)(nil),     // 41: fluxd.v1.DeautomateRequest
+	(*DeautomateResponse)(nil),    // 42: fluxd.v1.DeautomateResponse
+	(*LockRequest)(nil),           // 43: fluxd.v1.LockRequest
+	(*LockResponse)(nil),          // 44: fluxd.v1.LockResponse
+	(*UnlockRequest)(nil),         // 45: fluxd.v1.UnlockRequest
+	(*UnlockResponse)(nil),        // 46: fluxd.v1.UnlockResponse
+	(*SetPolicyRequest)(nil),      // 47: fluxd.v1.SetPolicyRequest
+	(*SetPolicyResponse)(nil),     // 48: fluxd.v1.SetPolicyResponse
+	(*Change)(nil),                // 49: fluxd.v1.Change
+	(*Event)(nil),                 // 50: fluxd.v1.Event
+	(*HistoryRequest)(nil),        // 51: fluxd.v1.HistoryRequest
+	(*HistoryResponse)(nil),       // 52: fluxd.v1.HistoryResponse
+	(*NotifyImageRequest)(nil),    // 53: fluxd.v1.NotifyImageRequest
+	(*ImageNotification)(nil),     // 54: fluxd.v1.ImageNotification
+	(*NotifyImageResponse)(nil),   // 55: fluxd.v1.NotifyImageResponse
+	(*SyncRequest)(nil),           // 56: fluxd.v1.SyncRequest
+	(*SyncObject)(nil),            // 57: fluxd.v1.SyncObject
+	(*SyncResponse)(nil),          // 58: fluxd.v1.SyncResponse
+	(*GetResourcesRequest)(nil),   // 59: fluxd.v1.GetResourcesRequest
+	(*OwnedResource)(nil),         // 60: fluxd.v1.OwnedResource
+	(*PodContainer)(nil),          // 61: fluxd.v1.PodContainer
+	(*Pod)(nil),                   // 62: fluxd.v1.Pod
+	(*ResourceEvent)(nil),         // 63: fluxd.v1.ResourceEvent
+	(*GetResourcesResponse)(nil),  // 64: fluxd.v1.GetResourcesResponse
+	(*GetPodLogRequest)(nil),      // 65: fluxd.v1.GetPodLogRequest
+	(*GetPodLogResponse)(nil),     // 66: fluxd.v1.GetPodLogResponse
+	(*GetManifestRequest)(nil),    // 67: fluxd.v1.GetManifestRequest
+	(*GetManifestResponse)(nil),   // 68: fluxd.v1.GetManifestResponse
+	(*Pipeline)(nil),              // 69: fluxd.v1.Pipeline
+	(*ListPipelinesRequest)(nil),  // 70: fluxd.v1.ListPipelinesRequest
+	(*ListPipelinesResponse)(nil), // 71: fluxd.v1.ListPipelinesResponse
+	(*BundleRecord)(nil),          // 72: fluxd.v1.BundleRecord
+	(*StagePause)(nil),            // 73: fluxd.v1.StagePause
+	(*StageStatus)(nil),           // 74: fluxd.v1.StageStatus
+	(*ListStagesRequest)(nil),     // 75: fluxd.v1.ListStagesRequest
+	(*ListStagesResponse)(nil),    // 76: fluxd.v1.ListStagesResponse
+	(*BundleImage)(nil),           // 77: fluxd.v1.BundleImage
+	(*BundleStatus)(nil),          // 78: fluxd.v1.BundleStatus
+	(*ListBundlesRequest)(nil),    // 79: fluxd.v1.ListBundlesRequest
+	(*ListBundlesResponse)(nil),   // 80: fluxd.v1.ListBundlesResponse
+	(*PromoteRequest)(nil),        // 81: fluxd.v1.PromoteRequest
+	(*PromoteResponse)(nil),       // 82: fluxd.v1.PromoteResponse
+	(*ApproveRequest)(nil),        // 83: fluxd.v1.ApproveRequest
+	(*ApproveResponse)(nil),       // 84: fluxd.v1.ApproveResponse
+	(*ResumeStageRequest)(nil),    // 85: fluxd.v1.ResumeStageRequest
+	(*ResumeStageResponse)(nil),   // 86: fluxd.v1.ResumeStageResponse
+	nil,                           // 87: fluxd.v1.Service.TagFiltersEntry
+	nil,                           // 88: fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	(*timestamppb.Timestamp)(nil), // 89: google.protobuf.Timestamp
 }
 var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	0,  // 0: fluxd.v1.VersionResponse.role:type_name -> fluxd.v1.Role
 	7,  // 1: fluxd.v1.Service.containers:type_name -> fluxd.v1.Container
 	10, // 2: fluxd.v1.Service.replicas:type_name -> fluxd.v1.ReplicaCounts
 	9,  // 3: fluxd.v1.Service.automation:type_name -> fluxd.v1.Automation
-	86, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
-	88, // 5: fluxd.v1.Service.locked_at:type_name -> google.protobuf.Timestamp
-	88, // 6: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
-	88, // 7: fluxd.v1.Automation.last_check:type_name -> google.protobuf.Timestamp
+	87, // 4: fluxd.v1.Service.tag_filters:type_name -> fluxd.v1.Service.TagFiltersEntry
+	89, // 5: fluxd.v1.Service.locked_at:type_name -> google.protobuf.Timestamp
+	89, // 6: fluxd.v1.Automation.next:type_name -> google.protobuf.Timestamp
+	89, // 7: fluxd.v1.Automation.last_check:type_name -> google.protobuf.Timestamp
 	8,  // 8: fluxd.v1.ListServicesResponse.services:type_name -> fluxd.v1.Service
 	13, // 9: fluxd.v1.ListServicesResponse.git:type_name -> fluxd.v1.GitRemoteStatus
-	88, // 10: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
-	88, // 11: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
-	88, // 12: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
+	89, // 10: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
+	89, // 11: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
+	89, // 12: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
 	15, // 13: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
-	88, // 14: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
+	89, // 14: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
 	16, // 15: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
 	17, // 16: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
 	19, // 17: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
 	1,  // 18: fluxd.v1.ReleaseRequest.kind:type_name -> fluxd.v1.ReleaseKind
-	21, // 19: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
-	22, // 20: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
-	23, // 21: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
-	2,  // 22: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
-	88, // 23: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	88, // 24: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	23, // 25: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
-	25, // 26: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
-	10, // 27: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
-	25, // 28: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
-	29, // 29: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
-	25, // 30: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
-	25, // 31: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
-	88, // 32: fluxd.v1.JobLogLine.time:type_name -> google.protobuf.Timestamp
-	36, // 33: fluxd.v1.GetJobLogResponse.lines:type_name -> fluxd.v1.JobLogLine
-	87, // 34: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	88, // 35: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
-	88, // 36: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
-	48, // 37: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
-	88, // 38: fluxd.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
-	88, // 39: fluxd.v1.HistoryRequest.until:type_name -> google.protobuf.Timestamp
-	49, // 40: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
-	88, // 41: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
-	56, // 42: fluxd.v1.SyncResponse.objects:type_name -> fluxd.v1.SyncObject
-	88, // 43: fluxd.v1.OwnedResource.created_at:type_name -> google.protobuf.Timestamp
-	88, // 44: fluxd.v1.Pod.created_at:type_name -> google.protobuf.Timestamp
-	60, // 45: fluxd.v1.Pod.containers:type_name -> fluxd.v1.PodContainer
-	88, // 46: fluxd.v1.ResourceEvent.last_seen:type_name -> google.protobuf.Timestamp
-	59, // 47: fluxd.v1.GetResourcesResponse.owned:type_name -> fluxd.v1.OwnedResource
-	61, // 48: fluxd.v1.GetResourcesResponse.pods:type_name -> fluxd.v1.Pod
-	62, // 49: fluxd.v1.GetResourcesResponse.events:type_name -> fluxd.v1.ResourceEvent
-	68, // 50: fluxd.v1.ListPipelinesResponse.pipelines:type_name -> fluxd.v1.Pipeline
-	88, // 51: fluxd.v1.BundleRecord.created:type_name -> google.protobuf.Timestamp
-	88, // 52: fluxd.v1.BundleRecord.since:type_name -> google.protobuf.Timestamp
-	88, // 53: fluxd.v1.BundleRecord.rolled_out:type_name -> google.protobuf.Timestamp
-	88, // 54: fluxd.v1.BundleRecord.soak_until:type_name -> google.protobuf.Timestamp
-	88, // 55: fluxd.v1.StagePause.since:type_name -> google.protobuf.Timestamp
-	71, // 56: fluxd.v1.StageStatus.current:type_name -> fluxd.v1.BundleRecord
-	71, // 57: fluxd.v1.StageStatus.waiting:type_name -> fluxd.v1.BundleRecord
-	72, // 58: fluxd.v1.StageStatus.paused:type_name -> fluxd.v1.StagePause
-	73, // 59: fluxd.v1.ListStagesResponse.stages:type_name -> fluxd.v1.StageStatus
-	88, // 60: fluxd.v1.BundleStatus.created:type_name -> google.protobuf.Timestamp
-	76, // 61: fluxd.v1.BundleStatus.images:type_name -> fluxd.v1.BundleImage
-	71, // 62: fluxd.v1.BundleStatus.records:type_name -> fluxd.v1.BundleRecord
-	77, // 63: fluxd.v1.ListBundlesResponse.bundles:type_name -> fluxd.v1.BundleStatus
-	1,  // 64: fluxd.v1.PromoteRequest.kind:type_name -> fluxd.v1.ReleaseKind
-	23, // 65: fluxd.v1.PromoteResponse.plan:type_name -> fluxd.v1.Plan
-	71, // 66: fluxd.v1.ApproveResponse.record:type_name -> fluxd.v1.BundleRecord
-	3,  // 67: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	4,  // 68: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
-	11, // 69: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	14, // 70: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	20, // 71: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	26, // 72: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	28, // 73: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	31, // 74: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	33, // 75: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	35, // 76: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
-	38, // 77: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	40, // 78: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	42, // 79: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	44, // 80: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	46, // 81: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	50, // 82: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	52, // 83: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	55, // 84: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
-	58, // 85: fluxd.v1.FluxService.GetResources:input_type -> fluxd.v1.GetResourcesRequest
-	64, // 86: fluxd.v1.FluxService.GetPodLog:input_type -> fluxd.v1.GetPodLogRequest
-	66, // 87: fluxd.v1.FluxService.GetManifest:input_type -> fluxd.v1.GetManifestRequest
-	69, // 88: fluxd.v1.FluxService.ListPipelines:input_type -> fluxd.v1.ListPipelinesRequest
-	74, // 89: fluxd.v1.FluxService.ListStages:input_type -> fluxd.v1.ListStagesRequest
-	78, // 90: fluxd.v1.FluxService.ListBundles:input_type -> fluxd.v1.ListBundlesRequest
-	80, // 91: fluxd.v1.FluxService.Promote:input_type -> fluxd.v1.PromoteRequest
-	82, // 92: fluxd.v1.FluxService.Approve:input_type -> fluxd.v1.ApproveRequest
-	84, // 93: fluxd.v1.FluxService.ResumeStage:input_type -> fluxd.v1.ResumeStageRequest
-	6,  // 94: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	5,  // 95: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
-	12, // 96: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	18, // 97: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	24, // 98: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	27, // 99: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	30, // 100: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	32, // 101: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	34, // 102: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	37, // 103: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
-	39, // 104: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	41, // 105: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	43, // 106: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	45, // 107: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	47, // 108: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	51, // 109: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	54, // 110: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	57, // 111: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
-	63, // 112: fluxd.v1.FluxService.GetResources:output_type -> fluxd.v1.GetResourcesResponse
-	65, // 113: fluxd.v1.FluxService.GetPodLog:output_type -> fluxd.v1.GetPodLogResponse
-	67, // 114: fluxd.v1.FluxService.GetManifest:output_type -> fluxd.v1.GetManifestResponse
-	70, // 115: fluxd.v1.FluxService.ListPipelines:output_type -> fluxd.v1.ListPipelinesResponse
-	75, // 116: fluxd.v1.FluxService.ListStages:output_type -> fluxd.v1.ListStagesResponse
-	79, // 117: fluxd.v1.FluxService.ListBundles:output_type -> fluxd.v1.ListBundlesResponse
-	81, // 118: fluxd.v1.FluxService.Promote:output_type -> fluxd.v1.PromoteResponse
-	83, // 119: fluxd.v1.FluxService.Approve:output_type -> fluxd.v1.ApproveResponse
-	85, // 120: fluxd.v1.FluxService.ResumeStage:output_type -> fluxd.v1.ResumeStageResponse
-	94, // [94:121] is the sub-list for method output_type
-	67, // [67:94] is the sub-list for method input_type
-	67, // [67:67] is the sub-list for extension type_name
-	67, // [67:67] is the sub-list for extension extendee
-	0,  // [0:67] is the sub-list for field type_name
+	22, // 19: fluxd.v1.ContainerUpdate.verification:type_name -> fluxd.v1.Verification
+	21, // 20: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
+	23, // 21: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
+	24, // 22: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
+	2,  // 23: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
+	89, // 24: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	89, // 25: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	24, // 26: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
+	26, // 27: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
+	10, // 28: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
+	26, // 29: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
+	30, // 30: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
+	26, // 31: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
+	26, // 32: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
+	89, // 33: fluxd.v1.JobLogLine.time:type_name -> google.protobuf.Timestamp
+	37, // 34: fluxd.v1.GetJobLogResponse.lines:type_name -> fluxd.v1.JobLogLine
+	88, // 35: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	89, // 36: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
+	89, // 37: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
+	49, // 38: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
+	89, // 39: fluxd.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
+	89, // 40: fluxd.v1.HistoryRequest.until:type_name -> google.protobuf.Timestamp
+	50, // 41: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
+	89, // 42: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
+	57, // 43: fluxd.v1.SyncResponse.objects:type_name -> fluxd.v1.SyncObject
+	89, // 44: fluxd.v1.OwnedResource.created_at:type_name -> google.protobuf.Timestamp
+	89, // 45: fluxd.v1.Pod.created_at:type_name -> google.protobuf.Timestamp
+	61, // 46: fluxd.v1.Pod.containers:type_name -> fluxd.v1.PodContainer
+	89, // 47: fluxd.v1.ResourceEvent.last_seen:type_name -> google.protobuf.Timestamp
+	60, // 48: fluxd.v1.GetResourcesResponse.owned:type_name -> fluxd.v1.OwnedResource
+	62, // 49: fluxd.v1.GetResourcesResponse.pods:type_name -> fluxd.v1.Pod
+	63, // 50: fluxd.v1.GetResourcesResponse.events:type_name -> fluxd.v1.ResourceEvent
+	69, // 51: fluxd.v1.ListPipelinesResponse.pipelines:type_name -> fluxd.v1.Pipeline
+	89, // 52: fluxd.v1.BundleRecord.created:type_name -> google.protobuf.Timestamp
+	89, // 53: fluxd.v1.BundleRecord.since:type_name -> google.protobuf.Timestamp
+	89, // 54: fluxd.v1.BundleRecord.rolled_out:type_name -> google.protobuf.Timestamp
+	89, // 55: fluxd.v1.BundleRecord.soak_until:type_name -> google.protobuf.Timestamp
+	89, // 56: fluxd.v1.StagePause.since:type_name -> google.protobuf.Timestamp
+	72, // 57: fluxd.v1.StageStatus.current:type_name -> fluxd.v1.BundleRecord
+	72, // 58: fluxd.v1.StageStatus.waiting:type_name -> fluxd.v1.BundleRecord
+	73, // 59: fluxd.v1.StageStatus.paused:type_name -> fluxd.v1.StagePause
+	74, // 60: fluxd.v1.ListStagesResponse.stages:type_name -> fluxd.v1.StageStatus
+	89, // 61: fluxd.v1.BundleStatus.created:type_name -> google.protobuf.Timestamp
+	77, // 62: fluxd.v1.BundleStatus.images:type_name -> fluxd.v1.BundleImage
+	72, // 63: fluxd.v1.BundleStatus.records:type_name -> fluxd.v1.BundleRecord
+	78, // 64: fluxd.v1.ListBundlesResponse.bundles:type_name -> fluxd.v1.BundleStatus
+	1,  // 65: fluxd.v1.PromoteRequest.kind:type_name -> fluxd.v1.ReleaseKind
+	24, // 66: fluxd.v1.PromoteResponse.plan:type_name -> fluxd.v1.Plan
+	72, // 67: fluxd.v1.ApproveResponse.record:type_name -> fluxd.v1.BundleRecord
+	3,  // 68: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
+	4,  // 69: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
+	11, // 70: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	14, // 71: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	20, // 72: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	27, // 73: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	29, // 74: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	32, // 75: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	34, // 76: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	36, // 77: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
+	39, // 78: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	41, // 79: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	43, // 80: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	45, // 81: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	47, // 82: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	51, // 83: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	53, // 84: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	56, // 85: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
+	59, // 86: fluxd.v1.FluxService.GetResources:input_type -> fluxd.v1.GetResourcesRequest
+	65, // 87: fluxd.v1.FluxService.GetPodLog:input_type -> fluxd.v1.GetPodLogRequest
+	67, // 88: fluxd.v1.FluxService.GetManifest:input_type -> fluxd.v1.GetManifestRequest
+	70, // 89: fluxd.v1.FluxService.ListPipelines:input_type -> fluxd.v1.ListPipelinesRequest
+	75, // 90: fluxd.v1.FluxService.ListStages:input_type -> fluxd.v1.ListStagesRequest
+	79, // 91: fluxd.v1.FluxService.ListBundles:input_type -> fluxd.v1.ListBundlesRequest
+	81, // 92: fluxd.v1.FluxService.Promote:input_type -> fluxd.v1.PromoteRequest
+	83, // 93: fluxd.v1.FluxService.Approve:input_type -> fluxd.v1.ApproveRequest
+	85, // 94: fluxd.v1.FluxService.ResumeStage:input_type -> fluxd.v1.ResumeStageRequest
+	6,  // 95: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	5,  // 96: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
+	12, // 97: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	18, // 98: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	25, // 99: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	28, // 100: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	31, // 101: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	33, // 102: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	35, // 103: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	38, // 104: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
+	40, // 105: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	42, // 106: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	44, // 107: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	46, // 108: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	48, // 109: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	52, // 110: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	55, // 111: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	58, // 112: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
+	64, // 113: fluxd.v1.FluxService.GetResources:output_type -> fluxd.v1.GetResourcesResponse
+	66, // 114: fluxd.v1.FluxService.GetPodLog:output_type -> fluxd.v1.GetPodLogResponse
+	68, // 115: fluxd.v1.FluxService.GetManifest:output_type -> fluxd.v1.GetManifestResponse
+	71, // 116: fluxd.v1.FluxService.ListPipelines:output_type -> fluxd.v1.ListPipelinesResponse
+	76, // 117: fluxd.v1.FluxService.ListStages:output_type -> fluxd.v1.ListStagesResponse
+	80, // 118: fluxd.v1.FluxService.ListBundles:output_type -> fluxd.v1.ListBundlesResponse
+	82, // 119: fluxd.v1.FluxService.Promote:output_type -> fluxd.v1.PromoteResponse
+	84, // 120: fluxd.v1.FluxService.Approve:output_type -> fluxd.v1.ApproveResponse
+	86, // 121: fluxd.v1.FluxService.ResumeStage:output_type -> fluxd.v1.ResumeStageResponse
+	95, // [95:122] is the sub-list for method output_type
+	68, // [68:95] is the sub-list for method input_type
+	68, // [68:68] is the sub-list for extension type_name
+	68, // [68:68] is the sub-list for extension extendee
+	0,  // [0:68] is the sub-list for field type_name
 }
 
 func init() { file_fluxd_v1_fluxd_proto_init() }
@@ -6616,14 +6732,14 @@ func file_fluxd_v1_fluxd_proto_init() {
 	if File_fluxd_v1_fluxd_proto != nil {
 		return
 	}
-	file_fluxd_v1_fluxd_proto_msgTypes[43].OneofWrappers = []any{}
+	file_fluxd_v1_fluxd_proto_msgTypes[44].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fluxd_v1_fluxd_proto_rawDesc), len(file_fluxd_v1_fluxd_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   85,
+			NumMessages:   86,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

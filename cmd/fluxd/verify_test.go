@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBadVerifyConfigStopsFluxdAtStart: fluxd refuses to start with a
+// malformed --verify-config, naming the file's line, before it reaches
+// for the cluster or the database.
+func TestBadVerifyConfigStopsFluxdAtStart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "verify.yaml")
+	if err := os.WriteFile(cfg, []byte("profiles:\n- name: signed\n  keys: [cosign.pub]\nrepositories:\n- match: ghcr.io/org/*\n  profile: sigend\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newRootCommand()
+	cmd.SetArgs([]string{"--verify-config=" + cfg, "--git-url=file:///nonexistent", "--state-dir=" + dir, "--kubeconfig=/nonexistent"})
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	err := cmd.ExecuteContext(ctx)
+	if err == nil || !strings.Contains(err.Error(), `--verify-config: `) || !strings.Contains(err.Error(), `line 5: repositories "ghcr.io/org/*": no profile is named "sigend"`) {
+		t.Fatalf("fluxd with a bad --verify-config: %v", err)
+	}
+	if _, statErr := os.Stat(filepath.Join(dir, "history.db")); statErr == nil {
+		t.Error("fluxd opened its database before refusing the config")
+	}
+}
+
+// An empty --verify-config is refused: the flag asks for verification.
+func TestEmptyVerifyConfigIsRefused(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "verify.yaml")
+	if err := os.WriteFile(cfg, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := (verifyFlags{config: cfg}).validate(); err == nil || !strings.Contains(err.Error(), "names no verification profile") {
+		t.Errorf("validate: %v; want an empty config refused", err)
+	}
+}

@@ -1,0 +1,139 @@
+package e2e
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/fluxd/fluxd/internal/cosigntest"
+)
+
+// TestReleaseRefusesUnsignedImages: a fluxd started with --verify-config
+// requiring a cosign key for one repository of the stack's registry. A
+// release by hand of an unsigned image is refused, and so is one signed
+// by another key (--force or not); a deployer's --allow-unverified is
+// refused; --update-all-images plans the newest signed image, shows its
+// verification and says which newer image it skipped and why; the signed
+// image is released, into git and the cluster, by hand and by the
+// automator, whose warnings (list-services) name the unsigned newer one.
+func TestReleaseRefusesUnsignedImages(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs the local stack")
+	}
+	ctx := testContext(t)
+	kc := kubeClient(t)
+	const app, dir = "verapp", "verify-e2e"
+	repo := stack.Registry + "/" + app
+	ci, err := cosigntest.NewSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := cosigntest.NewSigner()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 7, 1, 0, 0, 0, 0, time.UTC)
+	sign := func(s *cosigntest.Signer, tag string) {
+		t.Helper()
+		d, err := name.NewDigest(repo+"@"+digestOf(t, ctx, app, tag), name.Insecure)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Sign(d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, tag := range []string{"1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"} {
+		if err := stack.PushImage(ctx, app, tag, t0.Add(time.Duration(i)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sign(ci, "1.0.0")
+	// 1.1.0 unsigned; 1.2.0 signed by a key the config does not name;
+	// 1.3.0 signed; 1.4.0, the newest, unsigned.
+	sign(other, "1.2.0")
+	sign(ci, "1.3.0")
+
+	cfgDir := t.TempDir()
+	if err := ci.WritePublicKey(filepath.Join(cfgDir, "cosign.pub")); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(cfgDir, "verify.yaml")
+	if err := os.WriteFile(cfg, []byte("profiles:\n- name: signed\n  keys: [cosign.pub]\nrepositories:\n- match: "+repo+"\n  profile: signed\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path, autoPath := dir+"/"+app+".yaml", dir+"/verauto.yaml"
+	pushManifest(t, "Add "+app, map[string]string{
+		path: policyDeployment(app, repo+":1.0.0", map[string]string{"fluxd.io/tag-all": "semver:*"}),
+		// Automated from the start: the automator's first check
+		// releases the newest image that verifies.
+		autoPath: policyDeployment("verauto", repo+":1.0.0", map[string]string{"fluxd.io/tag-all": "semver:*", "fluxd.io/automated": "true", "fluxd.io/automated-by": instance}),
+	})
+	t.Cleanup(func() { removeManifest(t, path, app); removeManifest(t, autoPath, "verauto") })
+	f := startFaultFluxd(t, "fluxd-verify", dir, nil, "--verify-config="+cfg)
+	admin := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["admin"], "USER=ada"}
+	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=erin"}
+	svc := "default:deployment/" + app
+
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want []string
+	}{
+		{"unsigned", deployer, []string{"-i", repo + ":1.1.0"}, []string{"does not pass signature verification", "is unsigned"}},
+		{"another key's, with --force", deployer, []string{"-i", repo + ":1.2.0", "--force"}, []string{"does not pass signature verification", "failed (wrong-key)", "--allow-unverified"}},
+		{"a deployer's --allow-unverified", deployer, []string{"-i", repo + ":1.1.0", "--allow-unverified"}, []string{"--allow-unverified needs the admin role; your token's role is deployer"}},
+	} {
+		out, stderr, code := fluxctl(t, tc.env, append([]string{"release", "-s", svc, "-y"}, tc.args...)...)
+		for _, w := range tc.want {
+			if code == 0 || !strings.Contains(stderr+out, w) {
+				t.Errorf("%s: exit %d, want it refused saying %q:\n%s%s", tc.name, code, w, out, stderr)
+			}
+		}
+	}
+
+	out, stderr, code := fluxctl(t, admin, "release", "-s", svc, "--update-all-images", "--dry-run")
+	if code != 0 || !strings.Contains(out, "Container app: "+repo+":1.0.0 -> 1.3.0") ||
+		!strings.Contains(out, "Signature: profile signed: verified by key "+ci.ID()) ||
+		!strings.Contains(out, "Warning: app: skipped newer images that do not pass signature verification: "+repo+":1.4.0 (unsigned") {
+		t.Fatalf("--update-all-images --dry-run: exit %d\n%s%s", code, out, stderr)
+	}
+	if out, stderr, code := fluxctl(t, deployer, "release", "-s", svc, "--update-all-images", "-y"); code != 0 {
+		t.Fatalf("release --update-all-images: exit %d\n%s%s", code, out, stderr)
+	}
+	// By hand and by the automator alike: 1.3.0, not the newer unsigned
+	// 1.4.0, in git and in the cluster.
+	waitRolledOut(t, kc, map[string][]string{app: {"app=" + repo + ":1.3.0"}, "verauto": {"app=" + repo + ":1.3.0"}})
+	for _, p := range []string{path, autoPath} {
+		if y := gitShowRemote(t, p); !strings.Contains(y, "image: "+repo+":1.3.0") {
+			t.Errorf("%s in the remote:\n%s", p, y)
+		}
+	}
+	// The automator says which newer image it skipped, and why.
+	out, stderr, code = fluxctl(t, admin, "list-services", "-o", "json")
+	var services []struct {
+		ID       string
+		Warnings []string
+	}
+	if err := json.Unmarshal([]byte(out), &services); code != 0 || err != nil {
+		t.Fatalf("list-services -o json: exit %d, %v\n%s%s", code, err, out, stderr)
+	}
+	found := false
+	for _, s := range services {
+		if s.ID == "default:deployment/verauto" {
+			found = strings.Contains(strings.Join(s.Warnings, "\n"), "skipped newer images that do not pass signature verification: "+repo+":1.4.0 (unsigned")
+			if !found {
+				t.Errorf("verauto's warnings %q do not name the unsigned 1.4.0 it skipped", s.Warnings)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("list-services shows no verauto with the warning:\n%s", out)
+	}
+}
