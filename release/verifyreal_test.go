@@ -64,7 +64,7 @@ func newRealVerifier(t testing.TB, images *oci.Client, signer *cosigntest.Signer
 }
 
 // pushImage pushes a new random image under tag.
-func pushImage(t testing.TB, repo name.Repository, tag string) name.Digest {
+func pushSignedTestImage(t testing.TB, repo name.Repository, tag string) name.Digest {
 	t.Helper()
 	img, err := random.Image(256, 1)
 	if err != nil {
@@ -107,15 +107,15 @@ func TestVerifyWithCosignOverARealRegistry(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d100 := pushImage(t, repo, "1.0.0")
+	d100 := pushSignedTestImage(t, repo, "1.0.0")
 	sign(ci, d100)
-	d110 := pushImage(t, repo, "1.1.0")
+	d110 := pushSignedTestImage(t, repo, "1.1.0")
 	sign(ci, d110)
-	pushImage(t, repo, "1.2.0") // unsigned
-	d130 := pushImage(t, repo, "1.3.0")
+	pushSignedTestImage(t, repo, "1.2.0") // unsigned
+	d130 := pushSignedTestImage(t, repo, "1.3.0")
 	sign(other, d130) // by a key the profile does not name
-	sign(ci, pushImage(t, repo, "1.4.0"))
-	moved := pushImage(t, repo, "1.4.0") // the tag moved to an unsigned image after signing
+	sign(ci, pushSignedTestImage(t, repo, "1.4.0"))
+	moved := pushSignedTestImage(t, repo, "1.4.0") // the tag moved to an unsigned image after signing
 
 	images, err := oci.New(oci.Config{})
 	if err != nil {
@@ -255,7 +255,7 @@ func verifyCost(tb testing.TB, rounds int) (first, firstRequests, later, laterRe
 	}
 	// 1998 and 1999 are new, and unsigned.
 	for _, i := range []int{1998, 1999} {
-		pushImage(tb, repo, regtest.Version(i))
+		pushSignedTestImage(tb, repo, regtest.Version(i))
 	}
 	images, err := oci.New(oci.Config{ListMin: time.Hour, ListMax: time.Hour})
 	if err != nil {

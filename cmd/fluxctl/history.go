@@ -20,7 +20,8 @@ import (
 // eventTypes are the event types fluxd records (history.Types, which a
 // test keeps this equal to: importing history would pull the registry
 // client into fluxctl).
-var eventTypes = []string{"release", "automated-release", "rollback", "failed", "cancelled", "automate", "deautomate", "lock", "unlock", "policy", "sync"}
+var eventTypes = []string{"release", "automated-release", "rollback", "failed", "cancelled", "automate", "deautomate", "lock", "unlock", "policy", "sync",
+	"promoted", "verified", "promotion-failed", "awaiting-approval", "approved", "paused", "resumed"}
 
 func newHistoryCommand(g *globals) *cobra.Command {
 	var q historyQuery
