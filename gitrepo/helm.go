@@ -117,6 +117,16 @@ func setHelmValues(obj map[string]any, values map[string]helmValue) error {
 	return nil
 }
 
+// SetHelmImages is SetImages for HelmRelease id: the images its
+// spec.values make, written in the fields and form they have there.
+func SetHelmImages(content []byte, id platform.ID, changes map[string]ImageChange) ([]byte, error) {
+	w, err := findWorkload(content, id)
+	if err != nil {
+		return nil, err
+	}
+	return setHelmImages(content, w, id, changes)
+}
+
 // setHelmImages is SetImages for a HelmRelease.
 func setHelmImages(content []byte, w workload, id platform.ID, changes map[string]ImageChange) ([]byte, error) {
 	edits, values, err := helmEdits(content, w, id, changes)

@@ -52,6 +52,7 @@ func attachImageAutomation(a *ImageAutomation, m *Manifests, builds map[string][
 		p := p
 		p.Exclude = excludes[p.Repository]
 		def.ImagePolicy = &p
+		def.Format = FormatSetters
 		defs[p.NSName] = def
 		if repos[p.Repository] == "" {
 			def.Warnings = append(def.Warnings, fmt.Sprintf("its ImageRepository %s is not in git (or has no spec.image), so fluxd cannot tell which image its fields hold; nothing it marks is released", p.Repository))

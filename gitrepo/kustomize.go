@@ -147,7 +147,7 @@ func (k *kustomizer) workloads(rel string) ([]*Definition, error) {
 			return nil, err
 		}
 		for _, d := range defs {
-			if d.ID.Kind == platform.KindHelmRelease {
+			if d.Format == FormatHelm {
 				// A kustomization's images: entries do not reach a
 				// HelmRelease's values: it is a service only where its
 				// own file can be edited (helm.go).
@@ -156,6 +156,11 @@ func (k *kustomizer) workloads(rel string) ([]*Definition, error) {
 				}
 			}
 			d.Line, d.Built = 0, true
+			if d.Format != FormatHelm {
+				// (A HelmRelease's values are edited in its own file,
+				// Source: still Helm values.)
+				d.Format = FormatKustomize
+			}
 			out = append(out, d)
 		}
 	}

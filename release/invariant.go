@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/gitrepo/format"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 )
@@ -73,13 +74,8 @@ func imageChanges(plan *Plan, m *gitrepo.Manifests) []gitrepo.Change {
 		if it.Action != Update {
 			continue
 		}
-		if def, ok := m.Workloads[it.Service]; ok && def.ImagePolicy != nil {
-			out = append(out, policyChanges(it.Service, def, it.Updates, m)...)
-			continue
-		}
-		for _, u := range it.Updates {
-			out = append(out, gitrepo.Change{Workload: it.Service, Container: u.Container, From: u.Current, To: u.Target})
-		}
+		def := definitionOf(m, it.Service)
+		out = append(out, format.Of(def).Changes(def, updatesOf(it), m)...)
 	}
 	return out
 }
@@ -167,8 +163,10 @@ func (e *Engine) movedUnderPlan(ctx context.Context, plan, now *Plan) error {
 func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 	byFile := map[string][]platform.ID{}
 	for _, id := range sortedWorkloads(m) {
-		// (A HelmRelease's values are not in the images: entries.)
-		if def := m.Workloads[id]; def.Built && def.Source == "" {
+		// (A HelmRelease's values are not in the images: entries, nor
+		// is an ImagePolicy's service, whose containers are its marked
+		// fields: they are formats of their own.)
+		if def := m.Workloads[id]; def.Format == gitrepo.FormatKustomize {
 			byFile[def.File] = append(byFile[def.File], id)
 		}
 	}
@@ -188,7 +186,7 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 		for i := range plan.Items {
 			it := &plan.Items[i]
 			def, ok := m.Workloads[it.Service]
-			if it.Action != Update || !ok || !def.Built || def.ImagePolicy != nil || def.Source != "" {
+			if it.Action != Update || !ok || def.Format != gitrepo.FormatKustomize {
 				// (An ImagePolicy's service sets the fields it marks,
 				// moving what they build, as in Flux v2; it is built only
 				// because its objects sit in the kustomization's
@@ -201,8 +199,8 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 				repo, _ := splitRef(u.Current)
 				for _, id := range byFile[def.File] {
 					sib := m.Workloads[id]
-					if id == it.Service || !runsRepo(sib, repo) || sib.ImagePolicy != nil {
-						continue // (a policy's containers are its marked fields)
+					if id == it.Service || !runsRepo(sib, repo) {
+						continue
 					}
 					if targets[id][repo] == u.Target {
 						continue // released together, to the same image

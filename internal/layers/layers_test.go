@@ -34,7 +34,7 @@ var allowed = map[string][]string{
 
 	// edge
 	"web":    {"history", "internal/auth", "internal/clientkey", "proto/fluxd/v1"},
-	"daemon": {"automator", "gitrepo", "history", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "internal/replicacert", "platform", "policy", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
+	"daemon": {"automator", "gitrepo", "gitrepo/format", "history", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "internal/replicacert", "platform", "policy", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
 	// webhook is the transport of registry notifications; what they do
 	// is the daemon's, through webhook.Refresher, wired by cmd/fluxd.
 	"webhook": {"internal/clientkey", "internal/replicacert", "registry"},
@@ -44,18 +44,24 @@ var allowed = map[string][]string{
 	"promotion":    {"platform", "release", "release/jobs"},
 	"automator":    {"gitrepo", "history", "internal/auth", "platform", "release", "release/jobs"},
 	"release/jobs": {"history", "internal/fluxerr", "release"},
-	"release":      {"gitrepo", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "registry"},
+	"release":      {"gitrepo", "gitrepo/format", "gitrepo/format/setters", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "registry"},
 	"syncer":       {"gitrepo", "history", "internal/fluxerr", "platform"},
 	"notify":       {"history"},
 
 	// domain
-	"gitrepo":     {"helmrelease", "platform", "policy"},
-	"helmrelease": {"registry"},
-	"platform":    {},
-	"policy":      {"helmrelease"},
-	"registry":    {},
-	"history":     {"registry"},
-	"verify":      {"registry"},
+	"gitrepo": {"helmrelease", "platform", "policy"},
+	// one package per format, behind gitrepo/format's Handler
+	"gitrepo/format":           {"gitrepo", "gitrepo/format/helm", "gitrepo/format/kustomize", "gitrepo/format/plain", "gitrepo/format/setters", "platform"},
+	"gitrepo/format/plain":     {"gitrepo", "internal/fluxerr", "platform"},
+	"gitrepo/format/kustomize": {"gitrepo", "gitrepo/format/plain", "platform"},
+	"gitrepo/format/helm":      {"gitrepo", "gitrepo/format/plain", "platform"},
+	"gitrepo/format/setters":   {"gitrepo", "gitrepo/format/plain", "platform", "registry"},
+	"helmrelease":              {"registry"},
+	"platform":                 {},
+	"policy":                   {"helmrelease"},
+	"registry":                 {},
+	"history":                  {"registry"},
+	"verify":                   {"registry"},
 
 	// adapters
 	"gitrepo/gogit":          {"gitrepo", "internal/fluxerr", "internal/giturl"},
