@@ -166,6 +166,9 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 	fluxv2 := &ImageAutomation{kustomized: map[string]bool{}}
 	fluxSeen := map[string]bool{}
 	builds := map[string][]string{} // file → the kustomization files whose build reads it
+	// file → kustomization file → the name prefixes and suffixes its
+	// build gives the file's objects, where fluxd can tell them exactly
+	affixes := map[string]map[string][]affix{}
 	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -204,8 +207,15 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 				// outside --git-path too) moves what it builds.
 				kfile := filepath.ToSlash(filepath.Join(rel, KustomizationFile(path)))
 				fluxv2.kustomized[filepath.ToSlash(rel)] = true
+				named, exact := kust.affixes(rel)
 				for _, f := range kust.reads(rel) {
 					builds[f] = append(builds[f], kfile)
+					if a, ok := named[f]; ok && exact {
+						if affixes[f] == nil {
+							affixes[f] = map[string][]affix{}
+						}
+						affixes[f][kfile] = a
+					}
 					abs := filepath.Join(root, filepath.FromSlash(f))
 					if fluxSeen[abs] || filepath.Ext(f) != ".yaml" && filepath.Ext(f) != ".yml" && !IsKustomization(f) {
 						continue
@@ -247,7 +257,7 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 			return nil, fmt.Errorf("reading manifests: %w", err)
 		}
 	}
-	attachImageAutomation(fluxv2, m, builds)
+	attachImageAutomation(fluxv2, m, builds, affixes)
 	return m, nil
 }
 

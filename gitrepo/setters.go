@@ -81,6 +81,10 @@ type Setter struct {
 	// kustomization, and the overlays built from it as a base. The
 	// field moves what they build, not an object of the file.
 	Builds []string
+	// builtNames are, by build (a file of Builds), the names that build
+	// gives the object holding the field, where fluxd can tell them
+	// (BuiltNames).
+	builtNames map[string][]string
 	// Namespace is the namespace of the object holding the field, as
 	// the sync applies it ("default" when it names none); "" in a
 	// kustomization file, whose built workloads are where it lands.

@@ -119,10 +119,16 @@ func changes(def *gitrepo.Definition, u gitrepo.ImageUpdate, m *gitrepo.Manifest
 	}
 	if len(s.Builds) > 0 && !byBuild(s) {
 		// A field of an object in a base: that object as each build
-		// makes it.
+		// makes it, under the names the build gives it.
 		var out []gitrepo.Change
 		for _, k := range s.Builds {
-			out = append(out, gitrepo.Change{File: k, Kind: s.ObjectKind, Name: s.ObjectName, Field: s.ObjectPath, From: from, To: to})
+			names, exact := s.BuiltNames(k)
+			if !exact {
+				names = []string{s.ObjectName}
+			}
+			for _, name := range names {
+				out = append(out, gitrepo.Change{File: k, Kind: s.ObjectKind, Name: name, ExactName: exact, Field: s.ObjectPath, From: from, To: to})
+			}
 		}
 		return out
 	}
@@ -212,9 +218,10 @@ func MovesWorkload(s gitrepo.Setter, w *gitrepo.Definition, u gitrepo.ImageUpdat
 			return false
 		}
 		if !byBuild(s) {
-			// An object of a base: the workloads built from it (a
-			// name prefix or suffix added).
-			return strings.EqualFold(w.ID.Kind, s.ObjectKind) && strings.Contains(w.ID.Name, s.ObjectName)
+			// An object of a base: the workloads built from it, named
+			// as the build names it (its kustomizations' namePrefix
+			// and nameSuffix).
+			return strings.EqualFold(w.ID.Kind, s.ObjectKind) && s.MovedByName(w.File, w.ID.Name)
 		}
 		for _, c := range w.Containers {
 			if _, ok := builtMove(c.Image, u); ok {
