@@ -14,8 +14,8 @@
 // repository (a kustomization's build, the markers in every file a build
 // reads): it sets Definition.Format there. What is shared by every
 // format's edit, finding a YAML value's exact bytes and replacing only
-// those, then reading the result back, is gitrepo's span.go, scalar.go
-// and verify.go. The release engine's edit, render check, apply, lock and
+// those, is package format/yamledit, beside them; gitrepo's verify.go
+// reads every edit back. The release engine's edit, render check, apply, lock and
 // scope paths call Of(def) and never tell formats apart themselves, as
 // package policy reads the annotations of every tool once and writes
 // them back in the dialect in use.

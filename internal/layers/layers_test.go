@@ -49,19 +49,22 @@ var allowed = map[string][]string{
 	"notify":       {"history"},
 
 	// domain
-	"gitrepo": {"helmrelease", "platform", "policy"},
-	// one package per format, behind gitrepo/format's Handler
+	"gitrepo":     {"gitrepo/format/yamledit", "helmrelease", "platform", "policy"},
+	"helmrelease": {"registry"},
+	"platform":    {},
+	"policy":      {"helmrelease"},
+	"registry":    {},
+	"history":     {"registry"},
+	"verify":      {"registry"},
+
+	// one package per format, behind gitrepo/format's Handler, and the
+	// byte-span editing they share (below gitrepo, which edits with it)
 	"gitrepo/format":           {"gitrepo", "gitrepo/format/helm", "gitrepo/format/kustomize", "gitrepo/format/plain", "gitrepo/format/setters", "platform"},
 	"gitrepo/format/plain":     {"gitrepo", "internal/fluxerr", "platform"},
 	"gitrepo/format/kustomize": {"gitrepo", "gitrepo/format/plain", "platform"},
 	"gitrepo/format/helm":      {"gitrepo", "gitrepo/format/plain", "platform"},
 	"gitrepo/format/setters":   {"gitrepo", "gitrepo/format/plain", "platform", "registry"},
-	"helmrelease":              {"registry"},
-	"platform":                 {},
-	"policy":                   {"helmrelease"},
-	"registry":                 {},
-	"history":                  {"registry"},
-	"verify":                   {"registry"},
+	"gitrepo/format/yamledit":  {},
 
 	// adapters
 	"gitrepo/gogit":          {"gitrepo", "internal/fluxerr", "internal/giturl"},
