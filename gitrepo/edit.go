@@ -62,8 +62,8 @@ func SetImages(content []byte, id platform.ID, changes map[string]ImageChange) (
 	if err != nil {
 		return nil, err
 	}
-	if id.Kind == platform.KindHelmRelease {
-		return setHelmImages(content, w, id, changes)
+	if KindFormat(id.Kind) == FormatHelm {
+		return setHelmImages(content, w, id, changes) // (SetHelmImages)
 	}
 	var edits []yamledit.Edit
 	done := map[string]bool{}

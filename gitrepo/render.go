@@ -269,7 +269,7 @@ func apply(obj map[string]any, c Change) error {
 		ann[c.Annotation] = c.To
 		return nil
 	}
-	if c.Workload.Kind == platform.KindHelmRelease {
+	if KindFormat(c.Workload.Kind) == FormatHelm {
 		return applyHelm(obj, c)
 	}
 	path := []string{"spec", "template", "spec"}

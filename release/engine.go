@@ -746,7 +746,7 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 				if cur, ok := lister.dated(ctx, ref.Repository, f, ref.Tag); ok && !newest.CreatedAt.After(cur.CreatedAt) {
 					continue
 				}
-			} else if !f.Newer(newest.Tag, ref.Tag) && def.ImagePolicy == nil {
+			} else if !f.Newer(newest.Tag, ref.Tag) && def.Format != gitrepo.FormatSetters {
 				// (A Flux v2 ImagePolicy sets its fields to the tag it
 				// picks, older or not, as Flux v2 does.)
 				continue

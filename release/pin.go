@@ -22,7 +22,7 @@ import (
 // kustomization's images: entries are not built.
 func pinProblem(def *gitrepo.Definition, c gitrepo.Container, ref registry.Ref, pinned bool) string {
 	switch {
-	case def.ImagePolicy != nil:
+	case def.Format == gitrepo.FormatSetters:
 		// A marked field: its ImagePolicy says whether it holds a
 		// digest (digestReflectionPolicy); a kustomization's images:
 		// digest is a field like any other.
