@@ -14,7 +14,7 @@ import (
 // A Flux v2 ImagePolicy of team a's namespace whose marker sits in team
 // b's file, on team b's Deployment, is not team a's to see: its service's
 // containers are b's fields (file, object, image). The release engine
-// leaves such a service out of a scoped plan (setterScope); list-services
+// leaves such a service out of a scoped plan (release.InScope); list-services
 // and every call naming it leave it out as well, kept answers included.
 // So with a HelmRelease of a's namespace whose spec.targetNamespace is b.
 func TestScopedCallerDoesNotSeeAPolicyMarkingAnotherTeamsField(t *testing.T) {

@@ -44,6 +44,7 @@ func deployment(image, line string) string {
 
 // contract is one format's fixture for the contract every Handler keeps.
 type contract struct {
+	name   string
 	format gitrepo.Format
 	// files is the repository; service the definition to release, with
 	// its container (the first one when "").
@@ -63,6 +64,7 @@ var app = platform.ID{Namespace: "apps", Kind: "deployment", Name: "app"}
 
 var contracts = []contract{
 	{
+		name:    "plain",
 		format:  gitrepo.FormatPlain,
 		files:   map[string]string{"apps/app.yaml": deployment("reg/app:1.0.0", " # 古い")},
 		service: app,
@@ -71,6 +73,7 @@ var contracts = []contract{
 		moves: []platform.ID{app},
 	},
 	{
+		name:   "kustomize",
 		format: gitrepo.FormatKustomize,
 		files: map[string]string{
 			"apps/kustomization.yaml": "# Überlagerung — ça marche\nresources: [app.yaml]\nimages:\n- name: reg/app\n  newTag: 1.0.0 # étiquette\n",
@@ -82,6 +85,7 @@ var contracts = []contract{
 		moves: []platform.ID{app},
 	},
 	{
+		name:   "setters",
 		format: gitrepo.FormatSetters,
 		files: map[string]string{
 			"flux/objects.yaml": fluxObjects,
@@ -93,6 +97,25 @@ var contracts = []contract{
 		moves: []platform.ID{app},
 	},
 	{
+		// A marker on a base's object: it moves the object each build
+		// makes of it, named as that build names it, and nothing whose
+		// name merely contains it.
+		name:   "setters in a base",
+		format: gitrepo.FormatSetters,
+		files: map[string]string{
+			"flux/objects.yaml":            fluxObjects,
+			"apps/base/kustomization.yaml": "resources: [app.yaml]\n",
+			"apps/base/app.yaml":           deployment("reg/app:1.0.0", ` # {"$imagepolicy": "flux-system:app"}`),
+			"apps/prod/kustomization.yaml": "# Produktion — ça\nnamePrefix: prod-\nresources: [../base, sidecar.yaml]\n",
+			"apps/prod/sidecar.yaml":       strings.Replace(deployment("reg/app:1.0.0", ""), "name: app # ünïcode", "name: app-sidecar", 1),
+		},
+		service: platform.ID{Namespace: "flux-system", Kind: "imagepolicy", Name: "app"},
+		file:    "apps/base/app.yaml", from: `image: reg/app:1.0.0 # {"$imagepolicy": "flux-system:app"}`, to: `image: reg/app:1.2.0 # {"$imagepolicy": "flux-system:app"}`,
+		image: "reg/app:1.0.0", target: "reg/app:1.2.0",
+		moves: []platform.ID{app, {Namespace: "apps", Kind: "deployment", Name: "prod-app"}},
+	},
+	{
+		name:   "helm",
 		format: gitrepo.FormatHelm,
 		files: map[string]string{
 			"apps/hr.yaml": "# Versión — ñandú\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: hr # ünïcode\n  namespace: apps\nspec:\n  chart: {spec: {chart: app}}\n  values:\n    image:\n      repository: reg/app # リポジトリ\n      tag: 1.0.0 # タグ\n",
@@ -125,7 +148,7 @@ func TestEveryFormatKeepsTheContract(t *testing.T) {
 		}
 	}
 	for _, c := range contracts {
-		t.Run(string(c.format), func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			root := t.TempDir()
 			for f, content := range c.files {
 				p := filepath.Join(root, filepath.FromSlash(f))
