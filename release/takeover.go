@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/gitrepo/format"
 	"github.com/fluxd/fluxd/platform"
 )
 
@@ -104,7 +105,7 @@ func recordTargets(plan *Plan, m *gitrepo.Manifests) {
 		if it.Action != Update {
 			continue
 		}
-		f := definitionOf(m, it.Service).Format
+		f := format.Of(definitionOf(m, it.Service)).Format()
 		for _, t := range applyTargets(*it, m) {
 			it.Targets = append(it.Targets, Target{Workload: t.id, File: t.file, Format: targetFormats[f]})
 		}

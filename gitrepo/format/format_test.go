@@ -58,6 +58,8 @@ type contract struct {
 	image, target string
 	// moves are the workloads the change applies.
 	moves []platform.ID
+	// built is whether a kustomization builds the definition.
+	built bool
 }
 
 var app = platform.ID{Namespace: "apps", Kind: "deployment", Name: "app"}
@@ -74,6 +76,7 @@ var contracts = []contract{
 	},
 	{
 		name:   "kustomize",
+		built:  true,
 		format: gitrepo.FormatKustomize,
 		files: map[string]string{
 			"apps/kustomization.yaml": "# Überlagerung — ça marche\nresources: [app.yaml]\nimages:\n- name: reg/app\n  newTag: 1.0.0 # étiquette\n",
@@ -125,6 +128,19 @@ var contracts = []contract{
 		image: "reg/app:1.0.0", target: "reg/app:1.2.0",
 		moves: []platform.ID{{Namespace: "apps", Kind: platform.KindHelmRelease, Name: "hr"}},
 	},
+	{
+		name:   "helm built by a kustomization",
+		built:  true,
+		format: gitrepo.FormatHelm,
+		files: map[string]string{
+			"apps/kustomization.yaml": "resources: [hr.yaml]\n",
+			"apps/hr.yaml":            "# Versión — ñandú\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: hr # ünïcode\n  namespace: apps\nspec:\n  chart: {spec: {chart: app}}\n  values:\n    image:\n      repository: reg/app # リポジトリ\n      tag: 1.0.0 # タグ\n",
+		},
+		service: platform.ID{Namespace: "apps", Kind: platform.KindHelmRelease, Name: "hr"},
+		file:    "apps/hr.yaml", from: "tag: 1.0.0 # タグ", to: "tag: 1.2.0 # タグ",
+		image: "reg/app:1.0.0", target: "reg/app:1.2.0",
+		moves: []platform.ID{{Namespace: "apps", Kind: platform.KindHelmRelease, Name: "hr"}},
+	},
 }
 
 // TestEveryFormatKeepsTheContract runs the contract of format.Handler over
@@ -169,8 +185,8 @@ func TestEveryFormatKeepsTheContract(t *testing.T) {
 			}
 			// Read: the definition carries its format, and its handler
 			// is that format's.
-			if def.Format != c.format {
-				t.Fatalf("%s is read as format %q, want %q", c.service, def.Format, c.format)
+			if def.Format != c.format || def.Built != c.built {
+				t.Fatalf("%s is read as format %q (built %v), want %q (built %v)", c.service, def.Format, def.Built, c.format, c.built)
 			}
 			h := format.Of(def)
 			if h.Format() != c.format {
