@@ -152,10 +152,11 @@ func InScope(scope *auth.Scope, id platform.ID, def *gitrepo.Definition, m *gitr
 	return true
 }
 
-// lockedSetterWorkloads keeps an ImagePolicy's release off workloads
-// locked in git: a marked field is the workload's own image (or a
-// kustomization's images: entry it is built from), so setting it moves
-// the workload however its lock reads. As with a locked service, the
+// lockedSetterWorkloads keeps a release off the workloads locked in git
+// that its change moves besides its own (format.Handler.Moves; only an
+// ImagePolicy's service moves others): a marked field is the workload's
+// own image (or a kustomization's images: entry it is built from), so
+// setting it moves the workload however its lock reads. As with a locked service, the
 // policy's item is skipped (automated, or all services) or the release
 // refused (the policy named), unless forced by name.
 func lockedSetterWorkloads(spec Spec, plan *Plan, m *gitrepo.Manifests) error {

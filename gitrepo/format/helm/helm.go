@@ -9,11 +9,15 @@
 // controller then upgrades the release; the render check applies it to
 // the rendered values as the rules that found the image do.
 //
-// How fluxd edits a HelmRelease, file by file: helmrelease/ (which
-// values are images, and how an image is split across them),
-// gitrepo/helm.go (reading them into a Definition; the byte edit), this
-// package (where the edit goes, what it moves, where its policy is
-// written), platform/kube/helm.go (following the upgrade).
+// How fluxd edits a HelmRelease, file by file: package helmrelease
+// (which values are images, and how an image is split across them);
+// gitrepo/helm.go (reading them into a Definition, the byte edit
+// SetHelmImages, the render check's applyHelm, and Source for one a
+// kustomization builds), on package gitrepo/format/yamledit's spans;
+// this package (which file the edit goes to, what it moves, which
+// namespaces a scope must hold, where its policy is written); and, in
+// the cluster, platform/kube's apply.go (applying it) and helm.go
+// (following the controller's upgrade).
 package helm
 
 import (
