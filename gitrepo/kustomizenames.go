@@ -3,6 +3,7 @@ package gitrepo
 import (
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -75,20 +76,11 @@ func names(name string, affixes []affix) []string {
 	var out []string
 	for _, a := range affixes {
 		n := a.prefix + name + a.suffix
-		if !containsString(out, n) {
+		if !slices.Contains(out, n) {
 			out = append(out, n)
 		}
 	}
 	return out
-}
-
-func containsString(s []string, v string) bool {
-	for _, x := range s {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // BuiltNames are the names the build of kustomization file build gives
@@ -108,7 +100,7 @@ func (s Setter) BuiltNames(build string) (names []string, ok bool) {
 // that contains s.ObjectName.
 func (s Setter) MovedByName(build, name string) bool {
 	if exact, ok := s.BuiltNames(build); ok {
-		return containsString(exact, name)
+		return slices.Contains(exact, name)
 	}
 	return strings.Contains(name, s.ObjectName)
 }

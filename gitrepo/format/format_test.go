@@ -60,6 +60,9 @@ type contract struct {
 	moves []platform.ID
 	// built is whether a kustomization builds the definition.
 	built bool
+	// places are the files and namespaces its release touches besides
+	// its own.
+	places []gitrepo.Place
 }
 
 var app = platform.ID{Namespace: "apps", Kind: "deployment", Name: "app"}
@@ -97,7 +100,8 @@ var contracts = []contract{
 		service: platform.ID{Namespace: "flux-system", Kind: "imagepolicy", Name: "app"},
 		file:    "apps/app.yaml", from: `image: reg/app:1.0.0 # {"$imagepolicy": "flux-system:app"}`, to: `image: reg/app:1.2.0 # {"$imagepolicy": "flux-system:app"}`,
 		image: "reg/app:1.0.0", target: "reg/app:1.2.0",
-		moves: []platform.ID{app},
+		moves:  []platform.ID{app},
+		places: []gitrepo.Place{{Namespace: "flux-system", File: "apps/app.yaml"}, {Namespace: "apps", File: "apps/app.yaml"}},
 	},
 	{
 		// A marker on a base's object: it moves the object each build
@@ -115,18 +119,20 @@ var contracts = []contract{
 		service: platform.ID{Namespace: "flux-system", Kind: "imagepolicy", Name: "app"},
 		file:    "apps/base/app.yaml", from: `image: reg/app:1.0.0 # {"$imagepolicy": "flux-system:app"}`, to: `image: reg/app:1.2.0 # {"$imagepolicy": "flux-system:app"}`,
 		image: "reg/app:1.0.0", target: "reg/app:1.2.0",
-		moves: []platform.ID{app, {Namespace: "apps", Kind: "deployment", Name: "prod-app"}},
+		moves:  []platform.ID{app, {Namespace: "apps", Kind: "deployment", Name: "prod-app"}},
+		places: []gitrepo.Place{{Namespace: "flux-system", File: "apps/base/app.yaml"}, {Namespace: "apps", File: "apps/base/app.yaml"}},
 	},
 	{
 		name:   "helm",
 		format: gitrepo.FormatHelm,
 		files: map[string]string{
-			"apps/hr.yaml": "# Versión — ñandú\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: hr # ünïcode\n  namespace: apps\nspec:\n  chart: {spec: {chart: app}}\n  values:\n    image:\n      repository: reg/app # リポジトリ\n      tag: 1.0.0 # タグ\n",
+			"apps/hr.yaml": "# Versión — ñandú\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: hr # ünïcode\n  namespace: apps\nspec:\n  chart: {spec: {chart: app}}\n  targetNamespace: web\n  values:\n    image:\n      repository: reg/app # リポジトリ\n      tag: 1.0.0 # タグ\n",
 		},
 		service: platform.ID{Namespace: "apps", Kind: platform.KindHelmRelease, Name: "hr"},
 		file:    "apps/hr.yaml", from: "tag: 1.0.0 # タグ", to: "tag: 1.2.0 # タグ",
 		image: "reg/app:1.0.0", target: "reg/app:1.2.0",
-		moves: []platform.ID{{Namespace: "apps", Kind: platform.KindHelmRelease, Name: "hr"}},
+		moves:  []platform.ID{{Namespace: "apps", Kind: platform.KindHelmRelease, Name: "hr"}},
+		places: []gitrepo.Place{{Namespace: "web", File: "apps/hr.yaml"}},
 	},
 	{
 		name:   "helm built by a kustomization",
@@ -134,12 +140,13 @@ var contracts = []contract{
 		format: gitrepo.FormatHelm,
 		files: map[string]string{
 			"apps/kustomization.yaml": "resources: [hr.yaml]\n",
-			"apps/hr.yaml":            "# Versión — ñandú\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: hr # ünïcode\n  namespace: apps\nspec:\n  chart: {spec: {chart: app}}\n  values:\n    image:\n      repository: reg/app # リポジトリ\n      tag: 1.0.0 # タグ\n",
+			"apps/hr.yaml":            "# Versión — ñandú\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: hr # ünïcode\n  namespace: apps\nspec:\n  chart: {spec: {chart: app}}\n  targetNamespace: web\n  values:\n    image:\n      repository: reg/app # リポジトリ\n      tag: 1.0.0 # タグ\n",
 		},
 		service: platform.ID{Namespace: "apps", Kind: platform.KindHelmRelease, Name: "hr"},
 		file:    "apps/hr.yaml", from: "tag: 1.0.0 # タグ", to: "tag: 1.2.0 # タグ",
 		image: "reg/app:1.0.0", target: "reg/app:1.2.0",
-		moves: []platform.ID{{Namespace: "apps", Kind: platform.KindHelmRelease, Name: "hr"}},
+		moves:  []platform.ID{{Namespace: "apps", Kind: platform.KindHelmRelease, Name: "hr"}},
+		places: []gitrepo.Place{{Namespace: "web", File: "apps/kustomization.yaml"}},
 	},
 }
 
@@ -230,6 +237,11 @@ func TestEveryFormatKeepsTheContract(t *testing.T) {
 			// What the change applies.
 			if got := h.Moves(def, updates, m); !slices.Equal(got, c.moves) {
 				t.Errorf("the change moves %v, want %v", got, c.moves)
+			}
+
+			// Where else it reaches, for scopes.
+			if got := h.Places(def); !slices.Equal(got, c.places) {
+				t.Errorf("its release touches %v besides its own file and namespace, want %v", got, c.places)
 			}
 
 			// What it renders: the render check passes with the
