@@ -10,6 +10,7 @@ import (
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/gitrepo/format"
+	"github.com/fluxd/fluxd/gitrepo/format/kustomize"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 )
@@ -161,15 +162,7 @@ func (e *Engine) movedUnderPlan(ctx context.Context, plan, now *Plan) error {
 // with a reason naming the siblings (locked ones said so). It repeats
 // until nothing more is skipped.
 func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
-	byFile := map[string][]platform.ID{}
-	for _, id := range sortedWorkloads(m) {
-		// (A HelmRelease's values are not in the images: entries, nor
-		// is an ImagePolicy's service, whose containers are its marked
-		// fields: they are formats of their own.)
-		if def := m.Workloads[id]; def.Format == gitrepo.FormatKustomize {
-			byFile[def.File] = append(byFile[def.File], id)
-		}
-	}
+	builds := kustomize.Builds(m)
 	for changed := true; changed; {
 		changed = false
 		targets := map[platform.ID]map[string]string{} // service → repo → target
@@ -179,8 +172,7 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 			}
 			targets[it.Service] = map[string]string{}
 			for _, u := range it.Updates {
-				repo, _ := splitRef(u.Current)
-				targets[it.Service][repo] = u.Target
+				targets[it.Service][kustomize.Repository(u.Current)] = u.Target
 			}
 		}
 		for i := range plan.Items {
@@ -196,12 +188,9 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 			var blocking []string
 			outside := 0 // siblings outside the caller's scope: counted, not named
 			for _, u := range it.Updates {
-				repo, _ := splitRef(u.Current)
-				for _, id := range byFile[def.File] {
+				repo := kustomize.Repository(u.Current)
+				for _, id := range kustomize.Sharing(def, repo, builds, m) {
 					sib := m.Workloads[id]
-					if id == it.Service || !runsRepo(sib, repo) {
-						continue
-					}
 					if targets[id][repo] == u.Target {
 						continue // released together, to the same image
 					}
@@ -233,26 +222,6 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 		}
 	}
 	return nil
-}
-
-func runsRepo(def *gitrepo.Definition, repo string) bool {
-	for _, c := range def.Containers {
-		if r, _ := splitRef(c.Image); r == repo {
-			return true
-		}
-	}
-	return false
-}
-
-// splitRef splits an image reference into its repository and its tag
-// (a digest dropped), as kustomize's images: entries match them.
-func splitRef(ref string) (repo, tag string) {
-	ref, _, _ = strings.Cut(ref, "@")
-	slash := strings.LastIndex(ref, "/")
-	if i := strings.LastIndex(ref, ":"); i > slash {
-		return ref[:i], ref[i+1:]
-	}
-	return ref, ""
 }
 
 func sortedWorkloads(m *gitrepo.Manifests) []platform.ID {

@@ -44,7 +44,7 @@ var allowed = map[string][]string{
 	"promotion":    {"platform", "release", "release/jobs"},
 	"automator":    {"gitrepo", "history", "internal/auth", "platform", "release", "release/jobs"},
 	"release/jobs": {"history", "internal/fluxerr", "release"},
-	"release":      {"gitrepo", "gitrepo/format", "gitrepo/format/setters", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "registry"},
+	"release":      {"gitrepo", "gitrepo/format", "gitrepo/format/kustomize", "gitrepo/format/setters", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "registry"},
 	"syncer":       {"gitrepo", "history", "internal/fluxerr", "platform"},
 	"notify":       {"history"},
 

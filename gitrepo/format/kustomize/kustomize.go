@@ -11,6 +11,8 @@ package kustomize
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/gitrepo/format/plain"
@@ -68,4 +70,57 @@ func (Format) Places(def *gitrepo.Definition) []gitrepo.Place { return plain.Ins
 // Annotated refuses: see plain.Unwritable.
 func (Format) Annotated(_ string, def *gitrepo.Definition) (string, map[string]string, error) {
 	return "", nil, plain.Unwritable(def)
+}
+
+// Builds are the workloads of this format by the kustomization file
+// that builds them, in order: the workloads whose images one images:
+// entry of that file may set. (A HelmRelease's values are not in the
+// images: entries, nor is an ImagePolicy's service, whose containers are
+// its marked fields: they are formats of their own.)
+func Builds(m *gitrepo.Manifests) map[string][]platform.ID {
+	ids := make([]platform.ID, 0, len(m.Workloads))
+	for id := range m.Workloads {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, platform.ID.Compare)
+	out := map[string][]platform.ID{}
+	for _, id := range ids {
+		if def := m.Workloads[id]; def.Format == gitrepo.FormatKustomize {
+			out[def.File] = append(out[def.File], id)
+		}
+	}
+	return out
+}
+
+// Sharing are the workloads besides def that its kustomization builds
+// (builds, from Builds) running repository repo: an images: entry for
+// repo, which a release of def writes, moves them with it.
+func Sharing(def *gitrepo.Definition, repo string, builds map[string][]platform.ID, m *gitrepo.Manifests) []platform.ID {
+	var out []platform.ID
+	for _, id := range builds[def.File] {
+		if id != def.ID && runsRepo(m.Workloads[id], repo) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func runsRepo(def *gitrepo.Definition, repo string) bool {
+	for _, c := range def.Containers {
+		if Repository(c.Image) == repo {
+			return true
+		}
+	}
+	return false
+}
+
+// Repository is an image reference's repository, its tag and digest
+// dropped, as kustomize's images: entries match it.
+func Repository(ref string) string {
+	ref, _, _ = strings.Cut(ref, "@")
+	slash := strings.LastIndex(ref, "/")
+	if i := strings.LastIndex(ref, ":"); i > slash {
+		return ref[:i]
+	}
+	return ref
 }
