@@ -40,7 +40,7 @@ func (Workloads) Read(root string, dirs []string) ([]Service, []string, error) {
 				s.Warnings = append(s.Warnings, c.Name+": pinning digests through a kustomization's images: entries is not implemented yet, so fluxd does not release this container; pin the image in the base instead")
 			}
 			f, err := release.ContainerFilter(ann, c.Name)
-			if def.ImagePolicy != nil {
+			if def.Format == gitrepo.FormatSetters {
 				// A Flux v2 ImagePolicy's fields are filtered by the
 				// policy itself, as the release engine does.
 				f, err = release.DefinitionFilter(def, c.Name)

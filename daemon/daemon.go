@@ -463,7 +463,7 @@ func policyOf(def *gitrepo.Definition) (map[string]string, string, []string) {
 	if v := def.Annotations[release.AnnotationTagAll]; v != "" && v != "*" {
 		add("*", v)
 	}
-	if def.ImagePolicy != nil {
+	if def.Format == gitrepo.FormatSetters {
 		if f, err := release.DefinitionFilter(def, ""); err == nil {
 			add("*", "ImagePolicy "+f.String())
 		}

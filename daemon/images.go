@@ -304,7 +304,7 @@ func (d *Daemon) readLater(ctx context.Context, lister pagedImages, repo string,
 // Flux v2 ImagePolicy's on its service, the annotations' otherwise.
 func containerFilter(def *gitrepo.Definition, ann map[string]string, container string, ref registry.Ref) (registry.Filter, error) {
 	f, err := release.ContainerFilter(ann, container)
-	if def != nil && def.ImagePolicy != nil {
+	if def != nil && def.Format == gitrepo.FormatSetters {
 		f, err = release.DefinitionFilter(def, container)
 	}
 	if err == nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fluxd/fluxd/gitrepo/format"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/fluxerr"
@@ -31,28 +32,21 @@ func inScope(sc *auth.Scope, all []Service) []Service {
 	return out
 }
 
-// settersIn says whether the namespaces a HelmRelease installs into
-// besides its own (spec.targetNamespace) lie in sc, and the fields a
-// Flux v2 ImagePolicy's service marks lie in sc: every file holding one, and the namespace of every object
-// holding one. Its containers are those fields (file, object, image): a
-// policy in the caller's namespace whose marker sits in another team's
-// file, or on another namespace's object, is not the caller's to see, as
-// the release engine does not plan it for the caller (setterScope).
+// settersIn says whether the places its format says a release of s
+// touches (format.Handler.Places) lie in sc: the namespaces a
+// HelmRelease installs into besides its own (spec.targetNamespace), and,
+// for a Flux v2 ImagePolicy's service, every file holding a field it
+// marks and the namespace of every object holding one. Its containers
+// are those fields (file, object, image): a policy in the caller's
+// namespace whose marker sits in another team's file, or on another
+// namespace's object, is not the caller's to see, as the release engine
+// does not plan it for the caller (release.InScope).
 func settersIn(sc *auth.Scope, s Service) bool {
 	if s.def == nil {
 		return true
 	}
-	for _, ns := range s.def.InstallsInto {
-		// A HelmRelease installing into another namespace.
-		if !sc.Contains(ns, s.def.File) {
-			return false
-		}
-	}
-	if s.def.ImagePolicy == nil {
-		return true
-	}
-	for _, st := range s.def.Setters {
-		if !sc.Contains(s.ID.Namespace, st.File) || st.Namespace != "" && !sc.Contains(st.Namespace, st.File) {
+	for _, p := range format.Of(s.def).Places(s.def) {
+		if !sc.Contains(p.Namespace, p.File) {
 			return false
 		}
 	}

@@ -14,14 +14,14 @@ import (
 // A Flux v2 ImagePolicy of team a's namespace whose marker sits in team
 // b's file, on team b's Deployment, is not team a's to see: its service's
 // containers are b's fields (file, object, image). The release engine
-// leaves such a service out of a scoped plan (setterScope); list-services
+// leaves such a service out of a scoped plan (release.InScope); list-services
 // and every call naming it leave it out as well, kept answers included.
 // So with a HelmRelease of a's namespace whose spec.targetNamespace is b.
 func TestScopedCallerDoesNotSeeAPolicyMarkingAnotherTeamsField(t *testing.T) {
 	cluster, m := scopeWorld()
 	policy := platform.ID{Namespace: "a", Kind: "imagepolicy", Name: "shared"}
 	field := "b/secret-api.yaml:Deployment/b/secret-api:spec.template.spec.containers[0].image"
-	m.Workloads[policy] = &gitrepo.Definition{ID: policy, File: "a/policy.yaml",
+	m.Workloads[policy] = &gitrepo.Definition{ID: policy, File: "a/policy.yaml", Format: gitrepo.FormatSetters,
 		Containers:  []gitrepo.Container{{Name: field, Image: "reg.example/b/secret-api:1"}},
 		Annotations: map[string]string{},
 		ImagePolicy: &gitrepo.ImagePolicy{NSName: gitrepo.NSName{Namespace: "a", Name: "shared"}, File: "a/policy.yaml", SemverRange: ">=1"},
@@ -29,7 +29,7 @@ func TestScopedCallerDoesNotSeeAPolicyMarkingAnotherTeamsField(t *testing.T) {
 	}
 	// And a HelmRelease of namespace a that installs into b.
 	hr := platform.ID{Namespace: "a", Kind: platform.KindHelmRelease, Name: "into-b"}
-	m.Workloads[hr] = &gitrepo.Definition{ID: hr, File: "a/hr.yaml", Annotations: map[string]string{}, InstallsInto: []string{"b"},
+	m.Workloads[hr] = &gitrepo.Definition{ID: hr, File: "a/hr.yaml", Format: gitrepo.FormatHelm, Annotations: map[string]string{}, InstallsInto: []string{"b"},
 		Containers: []gitrepo.Container{{Name: "chart-image", Image: "reg.example/b/secret-api:1"}}}
 	f := newFixtureWith(t, Config{}, Deps{Cluster: cluster, Releaser: scopeReleaser{m: m}, Jobs: stubJobs{}, Images: stubImages{}})
 	fh, err := os.OpenFile(f.tokensFile, os.O_APPEND|os.O_WRONLY, 0)

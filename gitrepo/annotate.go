@@ -8,6 +8,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fluxd/fluxd/gitrepo/format/yamledit"
 	"github.com/fluxd/fluxd/platform"
 )
 
@@ -34,7 +35,7 @@ func SetAnnotations(content []byte, id platform.ID, values map[string]string) ([
 	if err != nil {
 		return nil, fmt.Errorf("%s: editing annotations: %w", id, err)
 	}
-	out, err := applyEdits(content, edits)
+	out, err := yamledit.Apply(content, edits)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", id, err)
 	}
@@ -48,7 +49,7 @@ func SetAnnotations(content []byte, id platform.ID, values map[string]string) ([
 }
 
 // annotationEdits are the edits that make obj's annotations values.
-func annotationEdits(content []byte, obj *yaml.Node, values map[string]string) ([]edit, error) {
+func annotationEdits(content []byte, obj *yaml.Node, values map[string]string) ([]yamledit.Edit, error) {
 	metaKey, meta := entry(obj, "metadata")
 	if meta == nil || meta.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf("metadata is not a mapping")
@@ -68,14 +69,14 @@ func annotationEdits(content []byte, obj *yaml.Node, values map[string]string) (
 		}
 		flow := "{" + strings.Join(added, ", ") + "}"
 		if ann != nil {
-			vt, err := valueSpan(content, annKey, ann, nodeContext{flow: flowMeta, indent: annKey.Column - 1})
+			vt, err := yamledit.ValueSpan(content, annKey, ann, yamledit.Context{Flow: flowMeta, Indent: annKey.Column - 1})
 			if err != nil {
 				return nil, fmt.Errorf("finding the empty annotations: %w", err)
 			}
-			return []edit{{vt.span, vt.replace(flow)}}, nil
+			return []yamledit.Edit{{Span: vt.Span, Text: vt.Replace(flow)}}, nil
 		}
 		if flowMeta {
-			open, err := nodeStart(content, meta)
+			open, err := yamledit.NodeStart(content, meta)
 			if err != nil || content[open] != '{' {
 				return nil, fmt.Errorf("line %d: found no { where metadata starts", meta.Line)
 			}
@@ -83,7 +84,7 @@ func annotationEdits(content []byte, obj *yaml.Node, values map[string]string) (
 			if len(meta.Content) > 0 {
 				text += ", "
 			}
-			return []edit{{span{open + 1, open + 1}, text}}, nil
+			return []yamledit.Edit{{Span: yamledit.Span{Start: open + 1, End: open + 1}, Text: text}}, nil
 		}
 		return newAnnotationsBlock(content, metaKey, meta, keys, values)
 	case ann.Kind != yaml.MappingNode:
@@ -102,11 +103,11 @@ func newEntries(keys []string, values map[string]string, flow bool) ([]string, e
 		if values[k] == "" {
 			continue
 		}
-		ek, err := encodeKey(k, flow)
+		ek, err := yamledit.EncodeKey(k, flow)
 		if err != nil {
 			return nil, err
 		}
-		ev, err := doubleQuoted(values[k])
+		ev, err := yamledit.DoubleQuoted(values[k])
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s: %w", k, err)
 		}
@@ -121,9 +122,9 @@ func unchanged(v *yaml.Node, s string) bool {
 }
 
 // blockAnnotations edits a block-style annotations mapping in place.
-func blockAnnotations(content []byte, annKey, ann *yaml.Node, keys []string, values map[string]string) ([]edit, error) {
+func blockAnnotations(content []byte, annKey, ann *yaml.Node, keys []string, values map[string]string) ([]yamledit.Edit, error) {
 	nl := lineBreak(content)
-	var edits []edit
+	var edits []yamledit.Edit
 	var add []string
 	removed := 0
 	for _, k := range keys {
@@ -141,7 +142,7 @@ func blockAnnotations(content []byte, annKey, ann *yaml.Node, keys []string, val
 		if val.Kind != yaml.ScalarNode {
 			return nil, fmt.Errorf("line %d: annotation %s is not a string", val.Line, k)
 		}
-		vt, err := valueSpan(content, key, val, nodeContext{indent: key.Column - 1})
+		vt, err := yamledit.ValueSpan(content, key, val, yamledit.Context{Indent: key.Column - 1})
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s: %w", k, err)
 		}
@@ -150,15 +151,15 @@ func blockAnnotations(content []byte, annKey, ann *yaml.Node, keys []string, val
 			if err != nil {
 				return nil, fmt.Errorf("removing annotation %s: %w", k, err)
 			}
-			edits = append(edits, edit{span{ls, afterLine(content, vt.end)}, ""})
+			edits = append(edits, yamledit.Edit{Span: yamledit.Span{Start: ls, End: yamledit.AfterLine(content, vt.End)}, Text: ""})
 			removed++
 			continue
 		}
-		ev, err := doubleQuoted(v)
+		ev, err := yamledit.DoubleQuoted(v)
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s: %w", k, err)
 		}
-		edits = append(edits, edit{vt.span, vt.replace(ev)})
+		edits = append(edits, yamledit.Edit{Span: vt.Span, Text: vt.Replace(ev)})
 	}
 	if removed == len(ann.Content)/2 && len(add) == 0 {
 		// Nothing is left: remove the annotations key too, rather than
@@ -171,11 +172,11 @@ func blockAnnotations(content []byte, annKey, ann *yaml.Node, keys []string, val
 		if last.Kind != yaml.ScalarNode {
 			return nil, fmt.Errorf("line %d: annotation %s is not a string", last.Line, lastKey.Value)
 		}
-		vt, err := valueSpan(content, lastKey, last, nodeContext{indent: lastKey.Column - 1})
+		vt, err := yamledit.ValueSpan(content, lastKey, last, yamledit.Context{Indent: lastKey.Column - 1})
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s: %w", lastKey.Value, err)
 		}
-		return []edit{{span{ls, afterLine(content, vt.end)}, ""}}, nil
+		return []yamledit.Edit{{Span: yamledit.Span{Start: ls, End: yamledit.AfterLine(content, vt.End)}, Text: ""}}, nil
 	}
 	if len(add) == 0 {
 		return edits, nil
@@ -190,12 +191,12 @@ func blockAnnotations(content []byte, annKey, ann *yaml.Node, keys []string, val
 		return nil, fmt.Errorf("adding annotations: %w", err)
 	}
 	indent := strings.Repeat(" ", first.Column-1)
-	return append(edits, edit{span{ls, ls}, indent + strings.Join(lines, nl+indent) + nl}), nil
+	return append(edits, yamledit.Edit{Span: yamledit.Span{Start: ls, End: ls}, Text: indent + strings.Join(lines, nl+indent) + nl}), nil
 }
 
 // newAnnotationsBlock inserts an annotations: block above the first key of
 // block-style metadata, indented as the file indents nested mappings.
-func newAnnotationsBlock(content []byte, metaKey, meta *yaml.Node, keys []string, values map[string]string) ([]edit, error) {
+func newAnnotationsBlock(content []byte, metaKey, meta *yaml.Node, keys []string, values map[string]string) ([]yamledit.Edit, error) {
 	lines, err := newEntries(keys, values, false)
 	if err != nil || len(lines) == 0 {
 		return nil, err
@@ -228,18 +229,18 @@ func newAnnotationsBlock(content []byte, metaKey, meta *yaml.Node, keys []string
 	for _, line := range lines {
 		text += indent + step + line + nl
 	}
-	return []edit{{span{ls, ls}, text}}, nil
+	return []yamledit.Edit{{Span: yamledit.Span{Start: ls, End: ls}, Text: text}}, nil
 }
 
 // flowAnnotations rewrites a flow-style annotations mapping as one flow
 // mapping: entries left alone keep their text, changed ones keep their
 // key's text, new ones go last.
-func flowAnnotations(content []byte, ann *yaml.Node, keys []string, values map[string]string) ([]edit, error) {
-	open, err := nodeStart(content, ann)
+func flowAnnotations(content []byte, ann *yaml.Node, keys []string, values map[string]string) ([]yamledit.Edit, error) {
+	open, err := yamledit.NodeStart(content, ann)
 	if err != nil || content[open] != '{' {
 		return nil, fmt.Errorf("line %d: found no { where the annotations start", ann.Line)
 	}
-	ctx := nodeContext{flow: true}
+	ctx := yamledit.Context{Flow: true}
 	var parts []string
 	changed := false
 	last := open + 1
@@ -253,38 +254,38 @@ func flowAnnotations(content []byte, ann *yaml.Node, keys []string, values map[s
 		if key.Kind != yaml.ScalarNode {
 			return nil, fmt.Errorf("line %d: an annotation's key is not a string", key.Line)
 		}
-		kp, err := nodeProperties(content, key)
+		kp, err := yamledit.NodeProperties(content, key)
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s: %w", key.Value, err)
 		}
-		vs, err := valueSpan(content, key, val, ctx)
+		vs, err := yamledit.ValueSpan(content, key, val, ctx)
 		if err != nil {
 			return nil, fmt.Errorf("annotation %s: %w", key.Value, err)
 		}
-		if bytes.IndexByte(content[last:kp.start], '#') >= 0 {
+		if bytes.IndexByte(content[last:kp.Start], '#') >= 0 {
 			return nil, fmt.Errorf("line %d: the flow-style annotations hold comments, which a rewrite would lose; write them in block style", ann.Line)
 		}
-		last = vs.end
+		last = vs.End
 		v, set := values[key.Value]
 		switch {
 		case !set || v != "" && unchanged(val, v):
-			text := string(content[kp.start:vs.end])
-			if vs.start == vs.end {
+			text := string(content[kp.Start:vs.End])
+			if vs.Start == vs.End {
 				text += " " // an empty value: keep "key:" from running into the comma
 			}
 			parts = append(parts, text)
 		case v == "":
 			changed = true
 		default:
-			ev, err := doubleQuoted(v)
+			ev, err := yamledit.DoubleQuoted(v)
 			if err != nil {
 				return nil, fmt.Errorf("annotation %s: %w", key.Value, err)
 			}
-			parts = append(parts, string(content[kp.start:vs.start])+vs.replace(ev))
+			parts = append(parts, string(content[kp.Start:vs.Start])+vs.Replace(ev))
 			changed = true
 		}
 	}
-	end, commented, err := flowEnd(content, last, '}')
+	end, commented, err := yamledit.FlowEnd(content, last, '}')
 	if err != nil {
 		return nil, fmt.Errorf("line %d: finding the end of the annotations: %w", ann.Line, err)
 	}
@@ -305,17 +306,17 @@ func flowAnnotations(content []byte, ann *yaml.Node, keys []string, values map[s
 		return nil, nil
 	}
 	parts = append(parts, added...)
-	return []edit{{span{open, end}, "{" + strings.Join(parts, ", ") + "}"}}, nil
+	return []yamledit.Edit{{Span: yamledit.Span{Start: open, End: end}, Text: "{" + strings.Join(parts, ", ") + "}"}}, nil
 }
 
 // ownLine is the start of the line n is on, which must hold nothing before
 // n but indentation.
 func ownLine(content []byte, n *yaml.Node) (int, error) {
-	off, err := offsetOf(content, n.Line, n.Column)
+	off, err := yamledit.OffsetOf(content, n.Line, n.Column)
 	if err != nil {
 		return 0, err
 	}
-	ls := lineStart(content, off)
+	ls := yamledit.LineStart(content, off)
 	if strings.Trim(string(content[ls:off]), " ") != "" {
 		return 0, fmt.Errorf("line %d: %q does not start its line", n.Line, n.Value)
 	}

@@ -15,8 +15,9 @@
 // style, plain, single- or double-quoted values with escapes, literal (|)
 // and folded (>) block scalars, values over several lines, CRLF line
 // endings. yaml.v3 nodes say where the value to change starts; where it
-// ends is found by scanning as yaml.v3's scanner does (span.go), and only
-// those bytes are replaced, so comments, key order, quoting and
+// ends is found by scanning as yaml.v3's scanner does (package
+// gitrepo/format/yamledit, the byte-span editing every format shares), and
+// only those bytes are replaced, so comments, key order, quoting and
 // indentation elsewhere stay byte for byte. Images keep their quoting where
 // the new value allows it; annotation values are written double-quoted,
 // with escapes YAML reads back. New annotations are inserted as lines in
@@ -39,6 +40,11 @@
 // edits images, and FuzzSetSetters checks it. The Flux v2 fixtures under
 // testdata/setters and testdata/automation (txtar) name the peer rule
 // each checks.
+//
+// Every Definition carries its Format (format.go): plain, kustomize,
+// setters or helm. What a release does with each (where its edit goes,
+// what it moves, where its policy is written) is in package
+// gitrepo/format, one package per format behind one Handler.
 //
 // The git working clone itself (go-git) is in gitrepo/gogit.
 package gitrepo

@@ -1,13 +1,12 @@
 package gitrepo
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"sort"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fluxd/fluxd/gitrepo/format/yamledit"
 	"github.com/fluxd/fluxd/platform"
 )
 
@@ -50,12 +49,6 @@ type ImageChange struct{ From, To string }
 // Signature is the author of a commit.
 type Signature struct{ Name, Email string }
 
-// edit replaces the bytes of span with text.
-type edit struct {
-	span
-	text string
-}
-
 // SetImages returns content with the images of workload id's containers
 // replaced: images maps a container name to its change. Each change names
 // the image it replaces; if the container has another one, the edit is
@@ -69,10 +62,10 @@ func SetImages(content []byte, id platform.ID, changes map[string]ImageChange) (
 	if err != nil {
 		return nil, err
 	}
-	if id.Kind == platform.KindHelmRelease {
-		return setHelmImages(content, w, id, changes)
+	if KindFormat(id.Kind) == FormatHelm {
+		return setHelmImages(content, w, id, changes) // (SetHelmImages)
 	}
-	var edits []edit
+	var edits []yamledit.Edit
 	done := map[string]bool{}
 	images := map[string]string{}
 	for _, c := range containerNodes(w.obj, id.Kind) {
@@ -85,15 +78,15 @@ func SetImages(content []byte, id platform.ID, changes map[string]ImageChange) (
 		}
 		img := ch.To
 		images[c.name] = img
-		vt, err := valueSpan(content, c.key, c.image, nodeContext{flow: c.flow, indent: c.key.Column - 1})
+		vt, err := yamledit.ValueSpan(content, c.key, c.image, yamledit.Context{Flow: c.flow, Indent: c.key.Column - 1})
 		if err != nil {
 			return nil, fmt.Errorf("%s: container %s: finding its image: %w", id, c.name, err)
 		}
-		text, err := encodeImage(img, c.image.Style, c.flow)
+		text, err := yamledit.EncodeImage(img, c.image.Style, c.flow)
 		if err != nil {
 			return nil, fmt.Errorf("%s: container %s: %w", id, c.name, err)
 		}
-		edits = append(edits, edit{vt.span, vt.replace(text)})
+		edits = append(edits, yamledit.Edit{Span: vt.Span, Text: vt.Replace(text)})
 		done[c.name] = true
 	}
 	for name := range changes {
@@ -101,7 +94,7 @@ func SetImages(content []byte, id platform.ID, changes map[string]ImageChange) (
 			return nil, fmt.Errorf("%s has no container %q: %w", id, name, ErrNoSuchContainer)
 		}
 	}
-	out, err := applyEdits(content, edits)
+	out, err := yamledit.Apply(content, edits)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", id, err)
 	}
@@ -168,30 +161,6 @@ func findWorkload(content []byte, id platform.ID) (workload, error) {
 		return workload{}, &DuplicateError{ID: id, First: fmt.Sprintf("line %d", found[0].obj.Line), Second: fmt.Sprintf("line %d", found[1].obj.Line)}
 	}
 	return found[0], nil
-}
-
-// applyEdits returns content with the edits made; they must not overlap.
-// An insertion (an empty span) goes before a replacement starting at the
-// same offset.
-func applyEdits(content []byte, edits []edit) ([]byte, error) {
-	sort.SliceStable(edits, func(i, j int) bool {
-		if edits[i].start != edits[j].start {
-			return edits[i].start < edits[j].start
-		}
-		return edits[i].end-edits[i].start < edits[j].end-edits[j].start
-	})
-	var out bytes.Buffer
-	prev := 0
-	for _, e := range edits {
-		if e.start < prev {
-			return nil, fmt.Errorf("two edits overlap at byte %d", e.start)
-		}
-		out.Write(content[prev:e.start])
-		out.WriteString(e.text)
-		prev = e.end
-	}
-	out.Write(content[prev:])
-	return out.Bytes(), nil
 }
 
 // WorkloadDocument returns the YAML of workload id's object alone, from a

@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fluxd/fluxd/gitrepo/format/yamledit"
 	"github.com/fluxd/fluxd/helmrelease"
 	"github.com/fluxd/fluxd/platform"
 )
@@ -50,7 +51,7 @@ func helmContainers(obj *yaml.Node) ([]Container, []string) {
 // by path under spec.values. A field reached through a YAML alias is
 // edited where its anchor is defined, once, and only when every use of
 // the anchor agrees (helmrelease.Assignments).
-func helmEdits(content []byte, w workload, id platform.ID, changes map[string]ImageChange) ([]edit, map[string]helmValue, error) {
+func helmEdits(content []byte, w workload, id platform.ID, changes map[string]ImageChange) ([]yamledit.Edit, map[string]helmValue, error) {
 	imgs, _ := helmImages(w.obj)
 	to := map[string]string{}
 	for _, img := range imgs {
@@ -72,7 +73,7 @@ func helmEdits(content []byte, w workload, id platform.ID, changes map[string]Im
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", id, err)
 	}
-	var edits []edit
+	var edits []yamledit.Edit
 	values := map[string]helmValue{}
 	for _, a := range assigns {
 		if a.Value == a.Field.Value.Value {
@@ -80,15 +81,15 @@ func helmEdits(content []byte, w workload, id platform.ID, changes map[string]Im
 		}
 		path := strings.Join(a.Field.Def, ".")
 		flow := a.Field.Flow
-		vt, err := valueSpan(content, a.Field.Key, a.Field.Value, nodeContext{flow: flow, indent: a.Field.Key.Column - 1})
+		vt, err := yamledit.ValueSpan(content, a.Field.Key, a.Field.Value, yamledit.Context{Flow: flow, Indent: a.Field.Key.Column - 1})
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: finding spec.values.%s: %w", id, path, err)
 		}
-		text, err := encodeImage(a.Value, a.Field.Value.Style, flow)
+		text, err := yamledit.EncodeImage(a.Value, a.Field.Value.Style, flow)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: spec.values.%s: %w", id, path, err)
 		}
-		edits = append(edits, edit{vt.span, vt.replace(text)})
+		edits = append(edits, yamledit.Edit{Span: vt.Span, Text: vt.Replace(text)})
 		for _, use := range a.Field.Uses {
 			values[strings.Join(use, ".")] = helmValue{use, a.Value}
 		}
@@ -117,13 +118,23 @@ func setHelmValues(obj map[string]any, values map[string]helmValue) error {
 	return nil
 }
 
+// SetHelmImages is SetImages for HelmRelease id: the images its
+// spec.values make, written in the fields and form they have there.
+func SetHelmImages(content []byte, id platform.ID, changes map[string]ImageChange) ([]byte, error) {
+	w, err := findWorkload(content, id)
+	if err != nil {
+		return nil, err
+	}
+	return setHelmImages(content, w, id, changes)
+}
+
 // setHelmImages is SetImages for a HelmRelease.
 func setHelmImages(content []byte, w workload, id platform.ID, changes map[string]ImageChange) ([]byte, error) {
 	edits, values, err := helmEdits(content, w, id, changes)
 	if err != nil {
 		return nil, err
 	}
-	out, err := applyEdits(content, edits)
+	out, err := yamledit.Apply(content, edits)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", id, err)
 	}

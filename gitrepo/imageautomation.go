@@ -22,7 +22,9 @@ import (
 //     reflects digests);
 //   - a field in a file kustomizations read (builds: file → the
 //     kustomization files under --git-path whose build reads it, bases
-//     and inline patches included) moves what they build (Setter.Builds);
+//     and inline patches included) moves what they build (Setter.Builds:
+//     an object of such a file, the objects each build makes of it, named
+//     as its kustomizations' namePrefix and nameSuffix say, BuiltNames);
 //     one in a kustomization's directory that no build reads is left
 //     out, with a warning, since nothing would apply it;
 //   - it is automated when such an automation covers one of its fields
@@ -33,7 +35,7 @@ import (
 //     git.commit.author says.
 //
 // What it cannot honour is said in the service's warnings.
-func attachImageAutomation(a *ImageAutomation, m *Manifests, builds map[string][]string) {
+func attachImageAutomation(a *ImageAutomation, m *Manifests, builds map[string][]string, affixes map[string]map[string][]affix) {
 	if len(a.Policies) == 0 && len(a.Setters) == 0 && len(a.Automations) == 0 {
 		return
 	}
@@ -52,6 +54,7 @@ func attachImageAutomation(a *ImageAutomation, m *Manifests, builds map[string][
 		p := p
 		p.Exclude = excludes[p.Repository]
 		def.ImagePolicy = &p
+		def.Format = FormatSetters
 		defs[p.NSName] = def
 		if repos[p.Repository] == "" {
 			def.Warnings = append(def.Warnings, fmt.Sprintf("its ImageRepository %s is not in git (or has no spec.image), so fluxd cannot tell which image its fields hold; nothing it marks is released", p.Repository))
@@ -89,6 +92,12 @@ func attachImageAutomation(a *ImageAutomation, m *Manifests, builds map[string][
 			continue
 		}
 		s.Builds = builds[s.File]
+		for k, a := range affixes[s.File] {
+			if s.builtNames == nil {
+				s.builtNames = map[string][]string{}
+			}
+			s.builtNames[k] = names(s.ObjectName, a)
+		}
 		if len(s.Builds) == 0 && (s.Patch != nil || IsKustomization(s.File) || inKustomization(a, s.File)) {
 			def.Warnings = append(def.Warnings, fmt.Sprintf("%s is in a kustomization's directory, but no kustomization fluxd builds under --git-path reads its file, so nothing would apply it; it is left as it is", s.Field))
 			continue

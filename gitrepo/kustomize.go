@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
+	"github.com/fluxd/fluxd/gitrepo/format/yamledit"
 	"github.com/fluxd/fluxd/platform"
 )
 
@@ -147,7 +148,7 @@ func (k *kustomizer) workloads(rel string) ([]*Definition, error) {
 			return nil, err
 		}
 		for _, d := range defs {
-			if d.ID.Kind == platform.KindHelmRelease {
+			if d.Format == FormatHelm {
 				// A kustomization's images: entries do not reach a
 				// HelmRelease's values: it is a service only where its
 				// own file can be edited (helm.go).
@@ -156,6 +157,11 @@ func (k *kustomizer) workloads(rel string) ([]*Definition, error) {
 				}
 			}
 			d.Line, d.Built = 0, true
+			if d.Format != FormatHelm {
+				// (A HelmRelease's values are edited in its own file,
+				// Source: still Helm values.)
+				d.Format = FormatKustomize
+			}
 			out = append(out, d)
 		}
 	}
@@ -201,7 +207,7 @@ func SetKustomizeImages(root, file string, content []byte, id platform.ID, curre
 		return nil, Problem{File: file, Err: fmt.Errorf("is not a kustomization fluxd can edit (a YAML mapping): %v", err)}
 	}
 	top := doc.Content[0]
-	var edits []edit
+	var edits []yamledit.Edit
 	restructure := false
 	for container, img := range images {
 		cur, ok := current[container]
@@ -232,15 +238,15 @@ func SetKustomizeImages(root, file string, content []byte, id platform.ID, curre
 		if key != nil && val.Kind == yaml.ScalarNode && dig == nil && repo == curRepo {
 			// Only the tag's bytes change.
 			flow := ent.Style&yaml.FlowStyle != 0
-			vt, err := valueSpan(content, key, val, nodeContext{flow: flow, indent: key.Column - 1})
+			vt, err := yamledit.ValueSpan(content, key, val, yamledit.Context{Flow: flow, Indent: key.Column - 1})
 			if err != nil {
 				return nil, fmt.Errorf("%s: finding the newTag of %s: %w", file, curRepo, err)
 			}
-			text, err := encodeImage(tag, val.Style, flow)
+			text, err := yamledit.EncodeImage(tag, val.Style, flow)
 			if err != nil {
 				return nil, err
 			}
-			edits = append(edits, edit{vt.span, vt.replace(text)})
+			edits = append(edits, yamledit.Edit{Span: vt.Span, Text: vt.Replace(text)})
 			val.Value = tag
 			continue
 		}
@@ -262,7 +268,7 @@ func SetKustomizeImages(root, file string, content []byte, id platform.ID, curre
 		out = buf.Bytes()
 	} else {
 		var err error
-		if out, err = applyEdits(content, edits); err != nil {
+		if out, err = yamledit.Apply(content, edits); err != nil {
 			return nil, fmt.Errorf("%s: %w", file, err)
 		}
 	}

@@ -52,6 +52,10 @@ type Definition struct {
 	// Digest identifies what the definition says (its YAML tree; comments
 	// and layout aside): see digest.
 	Digest string
+	// Format is how git writes its images, so how fluxd edits them and
+	// what a change of them applies (package gitrepo/format): set where
+	// the definition is read.
+	Format Format
 	// Built is set for a workload a kustomization builds: File is then
 	// the kustomization file, and a release edits its images: entries.
 	Built bool
@@ -162,6 +166,9 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 	fluxv2 := &ImageAutomation{kustomized: map[string]bool{}}
 	fluxSeen := map[string]bool{}
 	builds := map[string][]string{} // file → the kustomization files whose build reads it
+	// file → kustomization file → the name prefixes and suffixes its
+	// build gives the file's objects, where fluxd can tell them exactly
+	affixes := map[string]map[string][]affix{}
 	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -200,8 +207,15 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 				// outside --git-path too) moves what it builds.
 				kfile := filepath.ToSlash(filepath.Join(rel, KustomizationFile(path)))
 				fluxv2.kustomized[filepath.ToSlash(rel)] = true
+				named, exact := kust.affixes(rel)
 				for _, f := range kust.reads(rel) {
 					builds[f] = append(builds[f], kfile)
+					if a, ok := named[f]; ok && exact {
+						if affixes[f] == nil {
+							affixes[f] = map[string][]affix{}
+						}
+						affixes[f][kfile] = a
+					}
 					abs := filepath.Join(root, filepath.FromSlash(f))
 					if fluxSeen[abs] || filepath.Ext(f) != ".yaml" && filepath.Ext(f) != ".yml" && !IsKustomization(f) {
 						continue
@@ -243,7 +257,7 @@ func FindWorkloads(root string, dirs []string) (*Manifests, error) {
 			return nil, fmt.Errorf("reading manifests: %w", err)
 		}
 	}
-	attachImageAutomation(fluxv2, m, builds)
+	attachImageAutomation(fluxv2, m, builds, affixes)
 	return m, nil
 }
 
@@ -334,12 +348,12 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 	var defs []*Definition
 	h := sha256.New()
 	err := eachWorkload(content, func(w workload) error {
-		def := &Definition{ID: w.id, File: file, Line: w.obj.Line, RawAnnotations: map[string]string{}, Digest: digest(h, w.obj)}
+		def := &Definition{ID: w.id, File: file, Line: w.obj.Line, Format: KindFormat(w.id.Kind), RawAnnotations: map[string]string{}, Digest: digest(h, w.obj)}
 		for _, c := range containerNodes(w.obj, w.id.Kind) {
 			def.Containers = append(def.Containers, Container{Name: c.name, Image: c.image.Value, Init: c.init})
 		}
 		var helmWarnings []string
-		if w.id.Kind == platform.KindHelmRelease {
+		if def.Format == FormatHelm {
 			def.Containers, helmWarnings = helmContainers(w.obj)
 			for _, f := range []string{"targetNamespace", "storageNamespace"} {
 				if ns := scalar(lookup(w.obj, "spec"), f); ns != "" && ns != w.id.Namespace && !slices.Contains(def.InstallsInto, ns) {
@@ -373,7 +387,7 @@ func ParseFile(file string, content []byte) ([]*Definition, error) {
 		for _, c := range def.Containers {
 			names = append(names, c.Name)
 		}
-		def.Warnings = append(def.Warnings, policy.Unhonoured(def.RawAnnotations, policy.Object{HelmRelease: w.id.Kind == platform.KindHelmRelease, Containers: names})...)
+		def.Warnings = append(def.Warnings, policy.Unhonoured(def.RawAnnotations, policy.Object{HelmRelease: def.Format == FormatHelm, Containers: names})...)
 		def.Warnings = append(def.Warnings, helmWarnings...)
 		defs = append(defs, def)
 		return nil

@@ -32,17 +32,23 @@ type Change struct {
 	// File:Line (a field a $imagepolicy marker marks), for a change that
 	// is not a workload's container or annotation. With no Line, File is
 	// a kustomization file and the field is of what it builds from an
-	// object of kind Kind named Name (with a prefix or suffix it may
-	// add) in one of its bases: every such object holding From at Field
-	// changes.
-	File  string
-	Line  int
-	Field []any
-	Kind  string
-	Name  string
+	// object of kind Kind in one of its bases: named Name exactly when
+	// ExactName is set (the base object's name with the namePrefix and
+	// nameSuffix of every kustomization on the way, Setter.BuiltNames),
+	// else any name containing Name; every such object holding From at
+	// Field changes.
+	File      string
+	Line      int
+	Field     []any
+	Kind      string
+	Name      string
+	ExactName bool
 }
 
 func (c Change) String() string {
+	if c.Field != nil && c.Line == 0 && c.ExactName {
+		return fmt.Sprintf("%s builds %s/%s %s: %q -> %q", c.File, c.Kind, c.Name, pathString(c.Field), c.From, c.To)
+	}
 	if c.Field != nil && c.Line == 0 {
 		return fmt.Sprintf("%s builds %s/*%s* %s: %q -> %q", c.File, c.Kind, c.Name, pathString(c.Field), c.From, c.To)
 	}
@@ -263,7 +269,7 @@ func apply(obj map[string]any, c Change) error {
 		ann[c.Annotation] = c.To
 		return nil
 	}
-	if c.Workload.Kind == platform.KindHelmRelease {
+	if KindFormat(c.Workload.Kind) == FormatHelm {
 		return applyHelm(obj, c)
 	}
 	path := []string{"spec", "template", "spec"}
@@ -477,13 +483,14 @@ func applyField(obj map[string]any, c Change) error {
 }
 
 // builtFrom are the keys of the objects kustomization file c.File builds
-// that change c may move: of kind c.Kind, named with c.Name, holding
-// c.From at c.Field.
+// that change c may move: of kind c.Kind, named c.Name (exactly, or
+// containing it where the build's names are unknown), holding c.From at
+// c.Field.
 func builtFrom(objs map[string]platform.Object, c Change) []string {
 	var out []string
 	for k, o := range objs {
 		r := o.Ref()
-		if o.File != c.File || o.Line != 0 || r.Kind != c.Kind || !strings.Contains(r.Name, c.Name) {
+		if o.File != c.File || o.Line != 0 || r.Kind != c.Kind || c.ExactName && r.Name != c.Name || !c.ExactName && !strings.Contains(r.Name, c.Name) {
 			continue
 		}
 		var cur any = o.Manifest

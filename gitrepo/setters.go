@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fluxd/fluxd/gitrepo/format/yamledit"
 	"github.com/fluxd/fluxd/platform"
 )
 
@@ -81,6 +82,10 @@ type Setter struct {
 	// kustomization, and the overlays built from it as a base. The
 	// field moves what they build, not an object of the file.
 	Builds []string
+	// builtNames are, by build (a file of Builds), the names that build
+	// gives the object holding the field, where fluxd can tell them
+	// (BuiltNames).
+	builtNames map[string][]string
 	// Namespace is the namespace of the object holding the field, as
 	// the sync applies it ("default" when it names none); "" in a
 	// kustomization file, whose built workloads are where it lands.
@@ -530,28 +535,28 @@ func SetSetters(id platform.ID, file string, content []byte, changes []SetterCha
 // setValues returns content with each setter's field set to its Value,
 // read back and checked.
 func setValues(content []byte, set []Setter) ([]byte, error) {
-	var edits []edit
+	var edits []yamledit.Edit
 	for _, s := range set {
 		key, val, flow, indent, err := nodeAt(content, s)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.Field, err)
 		}
-		var vt valueText
+		var vt yamledit.ValueText
 		if key != nil {
-			vt, err = valueSpan(content, key, val, nodeContext{flow: flow, indent: indent})
+			vt, err = yamledit.ValueSpan(content, key, val, yamledit.Context{Flow: flow, Indent: indent})
 		} else {
-			vt, err = scalarSpan(content, val, nodeContext{flow: flow, indent: indent})
+			vt, err = yamledit.ScalarSpan(content, val, yamledit.Context{Flow: flow, Indent: indent})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: finding its value: %w", s.Field, err)
 		}
-		text, err := encodeImage(s.Value, val.Style, flow)
+		text, err := yamledit.EncodeImage(s.Value, val.Style, flow)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.Field, err)
 		}
-		edits = append(edits, edit{vt.span, vt.replace(text)})
+		edits = append(edits, yamledit.Edit{Span: vt.Span, Text: vt.Replace(text)})
 	}
-	out, err := applyEdits(content, edits)
+	out, err := yamledit.Apply(content, edits)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/gitrepo/format"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/editdistance"
 	"github.com/fluxd/fluxd/internal/fluxerr"
@@ -766,7 +767,7 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 				if cur, ok := lister.dated(ctx, ref.Repository, f, ref.Tag); ok && !newest.CreatedAt.After(cur.CreatedAt) {
 					continue
 				}
-			} else if !f.Newer(newest.Tag, ref.Tag) && def.ImagePolicy == nil {
+			} else if !f.Newer(newest.Tag, ref.Tag) && def.Format != gitrepo.FormatSetters {
 				// (A Flux v2 ImagePolicy sets its fields to the tag it
 				// picks, older or not, as Flux v2 does.)
 				continue
@@ -816,58 +817,12 @@ func (e *Engine) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, erro
 			return nil, fmt.Errorf("%s is no longer defined in git", it.Service)
 		}
 		it.File = def.File
-		if def.ImagePolicy != nil {
-			if err := editSetters(e.repo.Dir(), it, def, files); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		file := it.File
-		if def.Built && def.Source != "" {
-			// A HelmRelease a kustomization builds: its values are
-			// edited in its own file, which the build reads as is.
-			file = def.Source
-		}
-		content, ok := files[file]
-		if !ok {
-			b, err := gitrepo.ReadFile(e.repo.Dir(), file)
-			if err != nil {
-				return nil, err
-			}
-			content = b
-		}
 		// Every edit names the image it replaces, the plan's: git
-		// holding another one refuses it (compare-and-swap).
-		images := map[string]string{}
-		changes := map[string]gitrepo.ImageChange{}
-		for _, u := range it.Updates {
-			images[u.Container] = u.Target
-			changes[u.Container] = gitrepo.ImageChange{From: u.Current, To: u.Target}
+		// holding another one refuses it (compare-and-swap). Where it
+		// is written is the format's (gitrepo/format).
+		if err := format.Of(def).Edit(e.repo.Dir(), def, updatesOf(*it), files); err != nil {
+			return nil, err
 		}
-		var out []byte
-		var err error
-		if def.Built && def.Source == "" {
-			// Released through the kustomization's images: entries, not
-			// in the base it builds from (which other overlays share).
-			current := map[string]string{}
-			for _, c := range def.Containers {
-				current[c.Name] = c.Image
-			}
-			for _, u := range it.Updates {
-				if cur, ok := current[u.Container]; ok && cur != u.Current {
-					err = &gitrepo.ConflictError{ID: it.Service, What: fmt.Sprintf("container %s's image (as %s builds it)", u.Container, it.File), Want: u.Current, Got: cur}
-				}
-			}
-			if err == nil {
-				out, err = gitrepo.SetKustomizeImages(e.repo.Dir(), it.File, content, it.Service, current, images)
-			}
-		} else {
-			out, err = gitrepo.SetImages(content, it.Service, changes)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("editing %s in %s: %w", it.Service, file, err)
-		}
-		files[file] = out
 	}
 	return files, nil
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/gitrepo/format"
+	"github.com/fluxd/fluxd/gitrepo/format/kustomize"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 )
@@ -73,13 +75,8 @@ func imageChanges(plan *Plan, m *gitrepo.Manifests) []gitrepo.Change {
 		if it.Action != Update {
 			continue
 		}
-		if def, ok := m.Workloads[it.Service]; ok && def.ImagePolicy != nil {
-			out = append(out, policyChanges(it.Service, def, it.Updates, m)...)
-			continue
-		}
-		for _, u := range it.Updates {
-			out = append(out, gitrepo.Change{Workload: it.Service, Container: u.Container, From: u.Current, To: u.Target})
-		}
+		def := definitionOf(m, it.Service)
+		out = append(out, format.Of(def).Changes(def, updatesOf(it), m)...)
 	}
 	return out
 }
@@ -165,13 +162,7 @@ func (e *Engine) movedUnderPlan(ctx context.Context, plan, now *Plan) error {
 // with a reason naming the siblings (locked ones said so). It repeats
 // until nothing more is skipped.
 func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
-	byFile := map[string][]platform.ID{}
-	for _, id := range sortedWorkloads(m) {
-		// (A HelmRelease's values are not in the images: entries.)
-		if def := m.Workloads[id]; def.Built && def.Source == "" {
-			byFile[def.File] = append(byFile[def.File], id)
-		}
-	}
+	builds := kustomize.Builds(m)
 	for changed := true; changed; {
 		changed = false
 		targets := map[platform.ID]map[string]string{} // service → repo → target
@@ -181,14 +172,13 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 			}
 			targets[it.Service] = map[string]string{}
 			for _, u := range it.Updates {
-				repo, _ := splitRef(u.Current)
-				targets[it.Service][repo] = u.Target
+				targets[it.Service][kustomize.Repository(u.Current)] = u.Target
 			}
 		}
 		for i := range plan.Items {
 			it := &plan.Items[i]
 			def, ok := m.Workloads[it.Service]
-			if it.Action != Update || !ok || !def.Built || def.ImagePolicy != nil || def.Source != "" {
+			if it.Action != Update || !ok || def.Format != gitrepo.FormatKustomize {
 				// (An ImagePolicy's service sets the fields it marks,
 				// moving what they build, as in Flux v2; it is built only
 				// because its objects sit in the kustomization's
@@ -198,12 +188,9 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 			var blocking []string
 			outside := 0 // siblings outside the caller's scope: counted, not named
 			for _, u := range it.Updates {
-				repo, _ := splitRef(u.Current)
-				for _, id := range byFile[def.File] {
+				repo := kustomize.Repository(u.Current)
+				for _, id := range kustomize.Sharing(def, repo, builds, m) {
 					sib := m.Workloads[id]
-					if id == it.Service || !runsRepo(sib, repo) || sib.ImagePolicy != nil {
-						continue // (a policy's containers are its marked fields)
-					}
 					if targets[id][repo] == u.Target {
 						continue // released together, to the same image
 					}
@@ -235,26 +222,6 @@ func kustomizeSiblings(spec Spec, plan *Plan, m *gitrepo.Manifests) error {
 		}
 	}
 	return nil
-}
-
-func runsRepo(def *gitrepo.Definition, repo string) bool {
-	for _, c := range def.Containers {
-		if r, _ := splitRef(c.Image); r == repo {
-			return true
-		}
-	}
-	return false
-}
-
-// splitRef splits an image reference into its repository and its tag
-// (a digest dropped), as kustomize's images: entries match them.
-func splitRef(ref string) (repo, tag string) {
-	ref, _, _ = strings.Cut(ref, "@")
-	slash := strings.LastIndex(ref, "/")
-	if i := strings.LastIndex(ref, ":"); i > slash {
-		return ref[:i], ref[i+1:]
-	}
-	return ref, ""
 }
 
 func sortedWorkloads(m *gitrepo.Manifests) []platform.ID {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/gitrepo/format/setters"
 	"github.com/fluxd/fluxd/policy"
 	"github.com/fluxd/fluxd/registry"
 )
@@ -21,7 +22,7 @@ import (
 // kustomization's images: entries are not built.
 func pinProblem(def *gitrepo.Definition, c gitrepo.Container, ref registry.Ref, pinned bool) string {
 	switch {
-	case def.ImagePolicy != nil:
+	case def.Format == gitrepo.FormatSetters:
 		// A marked field: its ImagePolicy says whether it holds a
 		// digest (digestReflectionPolicy); a kustomization's images:
 		// digest is a field like any other.
@@ -41,7 +42,7 @@ func pinProblem(def *gitrepo.Definition, c gitrepo.Container, ref registry.Ref, 
 // or :name field cannot hold a digest; the fields beside it that hold
 // the image carry the pin).
 func pinnedIn(def *gitrepo.Definition, container string) bool {
-	if s, ok := setterOf(def, container); ok && def.ImagePolicy.ReflectsDigest() {
+	if s, ok := setters.Of(def, container); ok && def.ImagePolicy.ReflectsDigest() {
 		// Flux v2 2.6: a policy that reflects digests writes
 		// repository:tag@digest in a whole-image field and the digest
 		// in a :digest field.
@@ -50,7 +51,7 @@ func pinnedIn(def *gitrepo.Definition, container string) bool {
 	if !policy.Pinned(def.Annotations, container) {
 		return false
 	}
-	if s, ok := setterOf(def, container); ok && s.Form != gitrepo.FormImage {
+	if s, ok := setters.Of(def, container); ok && s.Form != gitrepo.FormImage {
 		return false
 	}
 	return true

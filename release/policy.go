@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/gitrepo/format"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
@@ -66,11 +67,9 @@ func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange
 	// workload's definition, or, for a Flux v2 ImagePolicy that a
 	// kustomization builds, the ImagePolicy's file in that
 	// kustomization's directory (Flux v2's usual layout).
-	file, written := def.File, def.RawAnnotations
-	if def.Built {
-		if file, written, err = builtPolicyObject(e.repo.Dir(), def); err != nil {
-			return "", err
-		}
+	file, written, err := format.Of(def).Annotated(e.repo.Dir(), def)
+	if err != nil {
+		return "", err
 	}
 	// The change is written in the dialect the workload uses (fluxcd.io/
 	// stays fluxcd.io/): what is written is raw. What the render check
@@ -142,46 +141,6 @@ func (e *Engine) SetPolicy(ctx context.Context, instance string, ch PolicyChange
 	}
 	e.log.Info("policy pushed", "service", ch.Service.String(), "change", string(ch.Type), "commit", commit)
 	return commit, nil
-}
-
-// builtPolicyObject is the file, and the annotations as written there, of
-// the object a kustomization builds into def, where a policy change is
-// written. Only a Flux v2 ImagePolicy has one: its object sits in a file
-// of the kustomization's directory, which fluxd read (gitrepo's
-// ImagePolicy.File). A workload built from a base is refused: its
-// annotations belong in the base or a patch, which fluxd does not pick
-// for you.
-func builtPolicyObject(root string, def *gitrepo.Definition) (string, map[string]string, error) {
-	if def.Source != "" {
-		// A HelmRelease a kustomization builds from its own file.
-		return builtObjectIn(root, def.Source, def)
-	}
-	if def.ImagePolicy == nil || def.ImagePolicy.File == "" {
-		return "", nil, fluxerr.New(fluxerr.User, fmt.Errorf("%s is built by the kustomization %s, where fluxd cannot write its annotations", def.ID, def.File),
-			"fluxd keeps policies as annotations on the workload; in a kustomize layout add them yourself, in the base or in a patch of that kustomization (commonAnnotations applies to every object). Nothing was changed.")
-	}
-	return builtObjectIn(root, def.ImagePolicy.File, def)
-}
-
-// builtObjectIn is def's object in file, for builtPolicyObject.
-func builtObjectIn(root, file string, def *gitrepo.Definition) (string, map[string]string, error) {
-	content, err := gitrepo.ReadFile(root, file)
-	if err != nil {
-		return "", nil, err
-	}
-	defs, err := gitrepo.ParseFile(file, content)
-	if err != nil {
-		return "", nil, fluxerr.New(fluxerr.User, err, "")
-	}
-	for _, d := range defs {
-		if d.ID == def.ID {
-			return file, d.RawAnnotations, nil
-		}
-	}
-	// The kustomization renamed it (a namespace:, namePrefix or
-	// nameSuffix), so the object in the file is not the one built.
-	return "", nil, fluxerr.New(fluxerr.User, fmt.Errorf("%s is built by the kustomization %s from %s, where the ImagePolicy has another name or namespace", def.ID, def.File, file),
-		"The kustomization renames the ImagePolicy (namespace:, namePrefix: or nameSuffix:), so fluxd cannot tell which object to annotate. Add the annotations yourself, on the ImagePolicy in "+file+". Nothing was changed.")
 }
 
 func titleOf(t history.Type) string {

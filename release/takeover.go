@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fluxd/fluxd/gitrepo"
+	"github.com/fluxd/fluxd/gitrepo/format"
 	"github.com/fluxd/fluxd/platform"
 )
 
@@ -104,29 +105,22 @@ func recordTargets(plan *Plan, m *gitrepo.Manifests) {
 		if it.Action != Update {
 			continue
 		}
-		marked := false
-		if def, ok := m.Workloads[it.Service]; ok && def.ImagePolicy != nil {
-			marked = true
-		}
+		f := format.Of(definitionOf(m, it.Service)).Format()
 		for _, t := range applyTargets(*it, m) {
-			it.Targets = append(it.Targets, Target{Workload: t.id, File: t.file, Format: targetFormat(t, marked, m)})
+			it.Targets = append(it.Targets, Target{Workload: t.id, File: t.file, Format: targetFormats[f]})
 		}
 	}
 	plan.Targeted = true
 }
 
-// targetFormat names the format a target is edited in.
-func targetFormat(t applyTarget, marked bool, m *gitrepo.Manifests) string {
-	switch def := m.Workloads[t.id]; {
-	case marked:
-		return TargetMarked
-	case t.id.Kind == platform.KindHelmRelease:
-		return TargetHelmValues
-	case def != nil && def.Built:
-		return TargetKustomize
-	default:
-		return TargetPlain
-	}
+// targetFormats name, in a Target, the format of the item whose release
+// applies it: a target of an ImagePolicy's service is a marked field's,
+// any other item's target is its own workload.
+var targetFormats = map[gitrepo.Format]string{
+	gitrepo.FormatPlain:     TargetPlain,
+	gitrepo.FormatKustomize: TargetKustomize,
+	gitrepo.FormatSetters:   TargetMarked,
+	gitrepo.FormatHelm:      TargetHelmValues,
 }
 
 // targetsOf are the workloads applying item it means, and the files to

@@ -37,7 +37,7 @@ var allowed = map[string][]string{
 
 	// edge
 	"web":    {"history", "internal/auth", "internal/clientkey", "proto/fluxd/v1"},
-	"daemon": {"automator", "gitrepo", "history", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "internal/replicacert", "platform", "policy", "promotion", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
+	"daemon": {"automator", "gitrepo", "gitrepo/format", "history", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "internal/replicacert", "platform", "policy", "promotion", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
 	// webhook is the transport of registry notifications and of CI's
 	// approvals; what they do is the daemon's and the promotion loop's,
 	// through webhook.Refresher and webhook.Approver, wired by cmd/fluxd.
@@ -48,18 +48,27 @@ var allowed = map[string][]string{
 	"promotion":    {"history", "platform", "release", "release/jobs"},
 	"automator":    {"gitrepo", "history", "internal/auth", "platform", "release", "release/jobs"},
 	"release/jobs": {"history", "internal/fluxerr", "release"},
-	"release":      {"gitrepo", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "registry", "verify"},
+	"release":      {"gitrepo", "gitrepo/format", "gitrepo/format/kustomize", "gitrepo/format/setters", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "registry", "verify"},
 	"syncer":       {"gitrepo", "history", "internal/fluxerr", "platform"},
 	"notify":       {"history"},
 
 	// domain
-	"gitrepo":     {"helmrelease", "platform", "policy"},
+	"gitrepo":     {"gitrepo/format/yamledit", "helmrelease", "platform", "policy"},
 	"helmrelease": {"registry"},
 	"platform":    {},
 	"policy":      {"helmrelease"},
 	"registry":    {},
 	"history":     {"registry"},
 	"verify":      {"registry"},
+
+	// one package per format, behind gitrepo/format's Handler, and the
+	// byte-span editing they share (below gitrepo, which edits with it)
+	"gitrepo/format":           {"gitrepo", "gitrepo/format/helm", "gitrepo/format/kustomize", "gitrepo/format/plain", "gitrepo/format/setters", "platform"},
+	"gitrepo/format/plain":     {"gitrepo", "internal/fluxerr", "platform"},
+	"gitrepo/format/kustomize": {"gitrepo", "gitrepo/format/plain", "platform"},
+	"gitrepo/format/helm":      {"gitrepo", "gitrepo/format/plain", "platform"},
+	"gitrepo/format/setters":   {"gitrepo", "gitrepo/format/plain", "platform", "registry"},
+	"gitrepo/format/yamledit":  {},
 
 	// adapters
 	"gitrepo/gogit":          {"gitrepo", "internal/fluxerr", "internal/giturl"},

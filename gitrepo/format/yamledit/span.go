@@ -1,4 +1,4 @@
-package gitrepo
+package yamledit
 
 import (
 	"bytes"
@@ -15,22 +15,22 @@ import (
 // for rule for each scalar style. Whatever these functions get wrong is
 // caught afterwards: every edit is read back and compared (verify.go).
 
-// span is a byte range [start, end) of content.
-type span struct{ start, end int }
+// Span is a byte range [start, end) of content.
+type Span struct{ Start, End int }
 
-// nodeContext is what the scanner needs to know about where a node sits.
-type nodeContext struct {
+// Context is what the scanner needs to know about where a node sits.
+type Context struct {
 	// flow is true inside a flow collection ({...} or [...]).
-	flow bool
+	Flow bool
 	// indent is yaml.v3's indentation level (0-based column) of the block
 	// mapping the node is a value of.
-	indent int
+	Indent int
 }
 
-// offsetOf turns a node's 1-based line and column (counted in characters,
+// OffsetOf turns a node's 1-based line and column (counted in characters,
 // with the line breaks yaml.v3 knows: \r\n, \r, \n, NEL, LS, PS) into a
 // byte offset of content.
-func offsetOf(content []byte, line, column int) (int, error) {
+func OffsetOf(content []byte, line, column int) (int, error) {
 	off, l, c := 0, 1, 1
 	if bytes.HasPrefix(content, []byte("\xef\xbb\xbf")) {
 		off = 3 // yaml.v3 does not count a byte-order mark
@@ -77,17 +77,17 @@ func blankAt(b []byte, i int) bool { return i < len(b) && (b[i] == ' ' || b[i] =
 // blankzAt is yaml.v3's is_blankz: a blank, a break or the end.
 func blankzAt(b []byte, i int) bool { return i >= len(b) || blankAt(b, i) || breakAt(b, i) > 0 }
 
-// lineStart is the offset of the start of the line holding offset i.
-func lineStart(b []byte, i int) int {
+// LineStart is the offset of the start of the line holding offset i.
+func LineStart(b []byte, i int) int {
 	for i > 0 && b[i-1] != '\n' && b[i-1] != '\r' {
 		i--
 	}
 	return i
 }
 
-// afterLine is the offset just past the line break ending the line that
+// AfterLine is the offset just past the line break ending the line that
 // holds offset i (or the end of content).
-func afterLine(b []byte, i int) int {
+func AfterLine(b []byte, i int) int {
 	for i < len(b) {
 		if w := breakAt(b, i); w > 0 {
 			return i + w
@@ -97,22 +97,22 @@ func afterLine(b []byte, i int) int {
 	return i
 }
 
-// properties are a node's anchor and tag, which yaml.v3 counts as the
+// Properties are a node's anchor and tag, which yaml.v3 counts as the
 // start of the node.
-type properties struct {
+type Properties struct {
 	// start is where the node starts (its first property, if any), end
 	// just past its last property, value where its value starts.
-	start, end, value int
-	anchor, tag       string
+	Start, End, Value int
+	Anchor, Tag       string
 }
 
-// nodeProperties finds n's properties and where its value starts.
-func nodeProperties(content []byte, n *yaml.Node) (properties, error) {
-	off, err := offsetOf(content, n.Line, n.Column)
+// NodeProperties finds n's properties and where its value starts.
+func NodeProperties(content []byte, n *yaml.Node) (Properties, error) {
+	off, err := OffsetOf(content, n.Line, n.Column)
 	if err != nil {
-		return properties{}, err
+		return Properties{}, err
 	}
-	p := properties{start: off, end: off}
+	p := Properties{Start: off, End: off}
 	for off < len(content) && (content[off] == '&' || content[off] == '!') {
 		begin := off
 		if content[off] == '&' {
@@ -120,14 +120,14 @@ func nodeProperties(content []byte, n *yaml.Node) (properties, error) {
 			for off < len(content) && isAnchorChar(content[off]) {
 				off++
 			}
-			p.anchor = string(content[begin:off])
+			p.Anchor = string(content[begin:off])
 		} else {
 			for !blankzAt(content, off) {
 				off++
 			}
-			p.tag = string(content[begin:off])
+			p.Tag = string(content[begin:off])
 		}
-		p.end = off
+		p.End = off
 		// Spaces, line breaks and comments may sit between the properties
 		// and the value.
 		for {
@@ -144,7 +144,7 @@ func nodeProperties(content []byte, n *yaml.Node) (properties, error) {
 			}
 		}
 	}
-	p.value = off
+	p.Value = off
 	return p, nil
 }
 
@@ -153,83 +153,83 @@ func isAnchorChar(c byte) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_' || c == '-'
 }
 
-// nodeStart is where n's own text starts: past its anchor and tag.
-func nodeStart(content []byte, n *yaml.Node) (int, error) {
-	p, err := nodeProperties(content, n)
-	return p.value, err
+// NodeStart is where n's own text starts: past its anchor and tag.
+func NodeStart(content []byte, n *yaml.Node) (int, error) {
+	p, err := NodeProperties(content, n)
+	return p.Value, err
 }
 
-// valueText is where a value is written and what an edit must keep.
-type valueText struct {
-	span
-	// pad goes before the new value: a space after a bare colon, or the
+// ValueText is where a value is written and what an edit must keep.
+type ValueText struct {
+	Span
+	// Pad goes before the new value: a space after a bare colon, or the
 	// anchor of a value whose tag the edit drops.
-	pad string
-	// comment is a block scalar's header comment, which the span covers.
-	comment string
+	Pad string
+	// Comment is a block scalar's header comment, which the span covers.
+	Comment string
 }
 
-// replace is the text that replaces the value with encoded.
-func (v valueText) replace(encoded string) string {
-	if v.comment != "" {
-		return v.pad + encoded + " " + v.comment
+// Replace is the text that replaces the value with encoded.
+func (v ValueText) Replace(encoded string) string {
+	if v.Comment != "" {
+		return v.Pad + encoded + " " + v.Comment
 	}
-	return v.pad + encoded
+	return v.Pad + encoded
 }
 
-// scalarSpan finds the bytes of scalar node n. A tag other than a string's
+// ScalarSpan finds the bytes of scalar node n. A tag other than a string's
 // is inside the span, so that the new value is read as a string.
-func scalarSpan(content []byte, n *yaml.Node, ctx nodeContext) (valueText, error) {
+func ScalarSpan(content []byte, n *yaml.Node, ctx Context) (ValueText, error) {
 	if n.Kind != yaml.ScalarNode {
-		return valueText{}, fmt.Errorf("line %d: not a scalar", n.Line)
+		return ValueText{}, fmt.Errorf("line %d: not a scalar", n.Line)
 	}
-	p, err := nodeProperties(content, n)
+	p, err := NodeProperties(content, n)
 	if err != nil {
-		return valueText{}, err
+		return ValueText{}, err
 	}
 	// A tag other than a string's is dropped with the old value (its
 	// anchor kept), so that the new value reads as a string.
-	v := valueText{span: span{p.value, p.value}}
-	switch p.tag {
+	v := ValueText{Span: Span{Start: p.Value, End: p.Value}}
+	switch p.Tag {
 	case "", "!", "!!str", "!<tag:yaml.org,2002:str>":
 		if n.Value == "" && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
 			// An empty value sits just past its properties.
-			if p.end == p.start {
-				return valueText{}, fmt.Errorf("line %d: an empty value without an anchor or a tag", n.Line)
+			if p.End == p.Start {
+				return ValueText{}, fmt.Errorf("line %d: an empty value without an anchor or a tag", n.Line)
 			}
-			return valueText{span: span{p.end, p.end}, pad: " "}, nil
+			return ValueText{Span: Span{Start: p.End, End: p.End}, Pad: " "}, nil
 		}
 	default:
-		v.start = p.start
-		if p.anchor != "" {
-			v.pad = p.anchor + " "
+		v.Start = p.Start
+		if p.Anchor != "" {
+			v.Pad = p.Anchor + " "
 		}
 		if n.Value == "" && n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
-			v.end = p.end
+			v.End = p.End
 			return v, nil
 		}
 	}
-	start := p.value
+	start := p.Value
 	if start >= len(content) {
-		return valueText{}, fmt.Errorf("line %d: the value is past the end of the file", n.Line)
+		return ValueText{}, fmt.Errorf("line %d: the value is past the end of the file", n.Line)
 	}
 	switch c := content[start]; {
 	case c == '"' && n.Style&yaml.DoubleQuotedStyle != 0:
-		v.end, err = doubleQuotedEnd(content, start)
+		v.End, err = doubleQuotedEnd(content, start)
 	case c == '\'' && n.Style&yaml.SingleQuotedStyle != 0:
-		v.end, err = singleQuotedEnd(content, start)
+		v.End, err = singleQuotedEnd(content, start)
 	case (c == '|' || c == '>') && n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0:
-		v.end, v.comment = blockScalarEnd(content, start, ctx.indent)
+		v.End, v.Comment = blockScalarEnd(content, start, ctx.Indent)
 	case n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0:
-		v.end = plainEnd(content, start, ctx)
-		if v.end == start {
+		v.End = plainEnd(content, start, ctx)
+		if v.End == start {
 			err = fmt.Errorf("line %d: found no value where yaml said one starts", n.Line)
 		}
 	default:
 		err = fmt.Errorf("line %d: the value does not start with the quoting its style needs", n.Line)
 	}
 	if err != nil {
-		return valueText{}, err
+		return ValueText{}, err
 	}
 	return v, nil
 }
@@ -345,7 +345,7 @@ func blockScalarEnd(b []byte, start, parent int) (end int, comment string) {
 // ends at " #", at ": ", in flow context at any of ",?[]{}", at a line
 // less indented than the mapping's content in block context, and at a
 // document marker.
-func plainEnd(b []byte, start int, ctx nodeContext) int {
+func plainEnd(b []byte, start int, ctx Context) int {
 	i, end := start, start
 	col := -1 // column on the current line, once known after a break
 	for {
@@ -357,7 +357,7 @@ func plainEnd(b []byte, start int, ctx nodeContext) int {
 		}
 		for !blankzAt(b, i) {
 			if b[i] == ':' && blankzAt(b, i+1) ||
-				ctx.flow && bytes.IndexByte([]byte(",?[]{}"), b[i]) >= 0 {
+				ctx.Flow && bytes.IndexByte([]byte(",?[]{}"), b[i]) >= 0 {
 				break
 			}
 			_, w := utf8.DecodeRune(b[i:])
@@ -378,45 +378,45 @@ func plainEnd(b []byte, start int, ctx nodeContext) int {
 				col++
 			}
 		}
-		if !ctx.flow && col >= 0 && col < ctx.indent+1 {
+		if !ctx.Flow && col >= 0 && col < ctx.Indent+1 {
 			break
 		}
 	}
 	return end
 }
 
-// valueSpan is where the value of a mapping entry, key: value, is
+// ValueSpan is where the value of a mapping entry, key: value, is
 // written. An empty value without properties (null) has an empty span just
 // past the colon, and a pad of " ".
-func valueSpan(content []byte, key, value *yaml.Node, ctx nodeContext) (valueText, error) {
+func ValueSpan(content []byte, key, value *yaml.Node, ctx Context) (ValueText, error) {
 	if value.Kind == yaml.ScalarNode && value.Value == "" && value.Style == 0 {
-		p, err := nodeProperties(content, value)
-		if err == nil && p.start < len(content) && (content[p.start] == '&' || content[p.start] == '!') {
-			return scalarSpan(content, value, ctx)
+		p, err := NodeProperties(content, value)
+		if err == nil && p.Start < len(content) && (content[p.Start] == '&' || content[p.Start] == '!') {
+			return ScalarSpan(content, value, ctx)
 		}
 		// yaml.v3 places an empty value at the next token; find the colon
 		// after the key instead.
-		ks, err := scalarSpan(content, key, ctx)
+		ks, err := ScalarSpan(content, key, ctx)
 		if err != nil {
-			return valueText{}, err
+			return ValueText{}, err
 		}
-		i := ks.end
+		i := ks.End
 		for blankAt(content, i) {
 			i++
 		}
 		if i >= len(content) || content[i] != ':' {
-			return valueText{}, fmt.Errorf("line %d: found no colon after the key %q", key.Line, key.Value)
+			return ValueText{}, fmt.Errorf("line %d: found no colon after the key %q", key.Line, key.Value)
 		}
-		return valueText{span: span{i + 1, i + 1}, pad: " "}, nil
+		return ValueText{Span: Span{Start: i + 1, End: i + 1}, Pad: " "}, nil
 	}
-	return scalarSpan(content, value, ctx)
+	return ScalarSpan(content, value, ctx)
 }
 
-// flowEnd is the offset just past the closing bracket of a flow
+// FlowEnd is the offset just past the closing bracket of a flow
 // collection, scanning from where its last entry ends (or just past its
 // opening bracket if it has none) over commas, spaces and comments. It
 // reports whether it passed a comment.
-func flowEnd(b []byte, from int, closer byte) (int, bool, error) {
+func FlowEnd(b []byte, from int, closer byte) (int, bool, error) {
 	commented := false
 	for i := from; i < len(b); i++ {
 		switch {

@@ -1,4 +1,4 @@
-package gitrepo
+package yamledit
 
 import (
 	"fmt"
@@ -9,10 +9,10 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// encodeImage writes an image as a scalar, keeping the style the old value
+// EncodeImage writes an image as a scalar, keeping the style the old value
 // had where the new one can be written in it, double-quoted otherwise
 // (block scalars included: an image is one line).
-func encodeImage(v string, style yaml.Style, flow bool) (string, error) {
+func EncodeImage(v string, style yaml.Style, flow bool) (string, error) {
 	switch {
 	case style&(yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) != 0:
 	case style&yaml.SingleQuotedStyle != 0:
@@ -22,35 +22,35 @@ func encodeImage(v string, style yaml.Style, flow bool) (string, error) {
 	case plainOK(v, flow):
 		return v, nil
 	}
-	return doubleQuoted(v)
+	return DoubleQuoted(v)
 }
 
-// encodeKey writes a mapping key: plain when that reads back as the same
+// EncodeKey writes a mapping key: plain when that reads back as the same
 // string, double-quoted otherwise. yaml.v3 reads a key only if it ends
 // within 1024 characters of its start (Kubernetes' own limit on annotation
 // keys is far below that).
-func encodeKey(k string, flow bool) (string, error) {
+func EncodeKey(k string, flow bool) (string, error) {
 	if len(k) > 1000 {
 		return "", fmt.Errorf("the key %.20q... is %d bytes long, more than YAML allows a key", k, len(k))
 	}
 	if plainOK(k, flow) {
 		return k, nil
 	}
-	q, err := doubleQuoted(k)
+	q, err := DoubleQuoted(k)
 	if err == nil && len(q) > 1000 {
 		return "", fmt.Errorf("the key %.20q... is too long to write in YAML", k)
 	}
 	return q, err
 }
 
-// doubleQuoted writes v as a YAML double-quoted scalar. For valid UTF-8,
+// DoubleQuoted writes v as a YAML double-quoted scalar. For valid UTF-8,
 // every escape strconv.Quote writes is a YAML escape with the same
 // meaning: \a \b \f \n \r \t \v \\ \", \xXX only below U+0080 (where YAML's
 // code point and Go's byte agree), \uXXXX and \UXXXXXXXX; and what it
 // leaves unescaped is printable in YAML (U+0085, U+2028 and U+2029, which
 // yaml.v3 would read as line breaks, are escaped). Invalid UTF-8 has no
 // YAML form.
-func doubleQuoted(v string) (string, error) {
+func DoubleQuoted(v string) (string, error) {
 	if !utf8.ValidString(v) {
 		return "", fmt.Errorf("%q is not valid UTF-8, which YAML cannot hold", v)
 	}
