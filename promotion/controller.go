@@ -329,9 +329,27 @@ func (c *Controller) observe(ctx context.Context, p Pipeline, st Stage) error {
 	if _, err := c.put(ctx, p, st, rec, what, rec.PromotedBy, fmt.Sprintf("%s runs bundle %s (%s), released outside a promotion", st.Name, b.ID, imagesText(b))); err != nil {
 		return err
 	}
-	if hasCur {
-		return c.supersede(ctx, p, st, cur, b.ID)
+	if !hasCur {
+		return nil
 	}
+	if err := c.supersede(ctx, p, st, cur, b.ID); err != nil {
+		return err
+	}
+	if st.From == "" || cur.Status == Failed {
+		// The first stage takes releases: that is its job. A stage
+		// whose bundle failed and that went back (the release job's
+		// own rollback on failure) was not changed by a person.
+		return nil
+	}
+	// A stage that takes bundles by promotion was released into by hand
+	// (fluxctl release, or fluxctl rollback): automatic promotion would
+	// overwrite it, so it pauses until a person resumes it.
+	pz := Pause{By: "release", Reason: fmt.Sprintf("%s now runs bundle %s, released outside a promotion (fluxctl release or rollback)", st.Name, b.ID), Since: now}
+	if err := c.cfg.Store.SetPause(ctx, p.ID(), st.Name, &pz); err != nil {
+		return err
+	}
+	c.notice(ctx, Notice{Pipeline: p.ID(), Stage: st.Name, Bundle: b.ID, What: "paused", By: pz.By, Services: st.Services,
+		Text: fmt.Sprintf("automatic promotion into %s is paused: %s; 'fluxctl stages resume %s' ends it", st.Name, pz.Reason, st.Name)})
 	return nil
 }
 

@@ -778,3 +778,37 @@ func TestNewerBundleSupersedesAnOlderAwaitingApproval(t *testing.T) {
 		t.Fatalf("approve with one bundle waiting: %v", err)
 	}
 }
+
+// A release by hand into a stage that takes bundles by promotion (a
+// rollback with fluxctl rollback, say) pauses automatic promotion there,
+// so that fluxd does not overwrite it (Argo CD Image Updater's users'
+// complaint); the first stage takes releases and never pauses.
+func TestReleaseByHandIntoAStagePausesIt(t *testing.T) {
+	h := newHarness(t, testPipeline)
+	b1 := h.releaseDev("1.0.0")
+	h.w.runJobs()
+	h.settle()
+	h.advance(5 * time.Second)
+	h.settle()
+	if s := h.status("staging", b1); s != Verified {
+		t.Fatalf("staging's b1: %q", s)
+	}
+	h.w.push("registry.test/web:0.9.0")
+	h.w.release(stagingSvc, "registry.test/web:0.9.0") // fluxctl rollback
+	h.settle()
+	pz, _ := h.store.Pauses(context.Background(), h.p.ID())
+	if _, ok := pz["staging"]; !ok {
+		t.Fatalf("staging not paused after a release by hand: %+v", pz)
+	}
+	if _, ok := pz["dev"]; ok {
+		t.Fatal("dev paused")
+	}
+	h.releaseDev("2.0.0")
+	h.settle()
+	if n := len(h.w.runJobs()); n != 0 {
+		t.Fatalf("%d promotion jobs into paused staging", n)
+	}
+	if h.w.images[stagingSvc] != "registry.test/web:0.9.0" {
+		t.Fatalf("staging runs %s; the rollback was overwritten", h.w.images[stagingSvc])
+	}
+}
