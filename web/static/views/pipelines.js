@@ -120,7 +120,7 @@ function stageBox(pid, s) {
     ? el('div', {class: 'actions'},
       s.from ? el('button', {type: 'button', class: 'promote', 'aria-label': 'Promote a bundle into ' + s.name, onclick: () => startPromote(pid, s)}, 'Promote…') : '',
       s.paused ? el('button', {type: 'button', class: 'resume', 'aria-label': 'Resume automatic promotion into ' + s.name, onclick: () => startResume(pid, s)}, 'Resume…') : '')
-    : '';
+    : el('p', {class: 'muted view-only'}, 'view only: promoting, approving and resuming need the deployer role');
   return el('article', {class: 'stage state-' + stateClass(status), role: 'listitem', 'data-stage': s.name, 'data-from': s.from || '', 'aria-labelledby': 'stage-' + cssID(pid + '-' + s.name)},
     el('h3', {id: 'stage-' + cssID(pid + '-' + s.name)}, s.name, s.from ? el('span', {class: 'muted stage-from'}, ' from ' + s.from) : ''),
     lines,
