@@ -20,7 +20,9 @@ import (
 // stages left to right with arrows along 'from', each with its bundle and
 // state; a release to dev shows up on prod as a bundle awaiting approval
 // without a reload; a deployer approves it from the page, the plan shown
-// first, and prod's Deployment then runs the new image. A viewer sees the
+// first, and prod's Deployment then runs the new image; it promotes an
+// older bundle by hand (picked, planned, confirmed), which pauses prod,
+// and resumes prod from the page. A viewer sees the
 // stages and no action, and the server refuses a viewer's approval made
 // through the page's session.
 func TestPipelinesPageInBrowser(t *testing.T) {
@@ -134,6 +136,35 @@ func TestPipelinesPageInBrowser(t *testing.T) {
 		t.Errorf("prod's history types %v lack the approval from the page", types)
 	}
 
+	// A promotion by hand of the older b0 into prod, from the page: the
+	// bundle picked, its plan shown, confirmed; it pauses automatic
+	// promotion into prod, and the page resumes it, its plan shown first.
+	browse(t, p.ctx, "promote the older bundle into prod",
+		chromedp.Click(chromedp.CSS(stage("prod")+" button.promote")),
+		chromedp.WaitVisible(chromedp.ID("pick-dialog")),
+		chromedp.Click(chromedp.ID("bundle-"+b0)),
+		chromedp.Click(chromedp.ID("pick-bundle")),
+		chromedp.WaitVisible(chromedp.ID("promote-dialog")),
+		waitText(`#promote-dialog table`, img+"1.0.0"),
+		p.shot("pipelines-promote-plan"),
+		chromedp.Click(chromedp.ID("confirm-promote")),
+		chromedp.WaitVisible(chromedp.ID("job-state")))
+	runsImage(t, prefix+"prod", img+"1.0.0", 3*time.Minute)
+	browse(t, p.ctx, "prod is paused by the promotion by hand",
+		chromedp.Click(chromedp.CSS(`#nav a[data-nav="pipelines"]`)),
+		waitText(stage("prod")+" .stage-paused", "Paused"),
+		waitText(stage("prod")+" .stage-bundle", b0[:12]),
+		p.shot("pipelines-paused"),
+		chromedp.Click(chromedp.CSS(stage("prod")+" button.resume")),
+		chromedp.WaitVisible(chromedp.ID("resume-dialog")),
+		p.shot("pipelines-resume-plan"),
+		chromedp.Click(chromedp.ID("confirm-resume")),
+		chromedp.WaitNotPresent(chromedp.ID("resume-dialog")),
+		chromedp.WaitNotPresent(chromedp.CSS(stage("prod")+" .stage-paused")))
+	if m := promoStages(t, env); m["prod"].Paused != nil {
+		t.Errorf("prod still paused after the page's resume: %+v", m["prod"].Paused)
+	}
+
 	// A viewer sees the stages and no action; the server refuses an
 	// approval made with a viewer's session.
 	browse(t, p.ctx, "sign out, and in as a viewer",
@@ -143,7 +174,7 @@ func TestPipelinesPageInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("signin")),
 		chromedp.WaitVisible(chromedp.CSS(`#nav a[data-nav="pipelines"]`)),
 		chromedp.Click(chromedp.CSS(`#nav a[data-nav="pipelines"]`)),
-		waitText(stage("prod")+" .stage-bundle", b1[:12]),
+		waitText(stage("prod")+" .stage-bundle", b0[:12]),
 		waitText(stage("prod"), "view only"))
 	buttons := value(t, p.ctx, chromedp.Evaluate[int](`document.querySelectorAll('#pipelines button').length`))
 	if buttons != 0 {

@@ -25,7 +25,10 @@ export function pipelinesView() {
         'No pipeline you may see: fluxd reads Pipeline objects (kind: Pipeline, apiVersion: fluxd.io/v1) under its --git-path, and shows a stage only to callers whose scope holds all of its services. docs/promotion.md sets one up.'));
     }
     const sections = await Promise.all(ps.map(pipelineSection));
+    // A stage's services opened stay open when the view is read again.
+    const open = new Set(Array.from(body.querySelectorAll('details.stage-services[open]')).map((d) => d.dataset.key));
     body.replaceChildren(...sections);
+    for (const d of body.querySelectorAll('details.stage-services')) if (open.has(d.dataset.key)) d.open = true;
     for (const g of body.querySelectorAll('.stage-graph')) drawArrows(g);
   }, 15000);
 }
@@ -124,7 +127,7 @@ function stageBox(pid, s) {
   return el('article', {class: 'stage state-' + stateClass(status), role: 'listitem', 'data-stage': s.name, 'data-from': s.from || '', 'aria-labelledby': 'stage-' + cssID(pid + '-' + s.name)},
     el('h3', {id: 'stage-' + cssID(pid + '-' + s.name)}, s.name, s.from ? el('span', {class: 'muted stage-from'}, ' from ' + s.from) : ''),
     lines,
-    el('details', {class: 'stage-services'}, el('summary', {}, (s.services || []).length + ' service' + ((s.services || []).length === 1 ? '' : 's')),
+    el('details', {class: 'stage-services', 'data-key': pid + ' ' + s.name}, el('summary', {}, (s.services || []).length + ' service' + ((s.services || []).length === 1 ? '' : 's')),
       el('ul', {class: 'plain'}, (s.services || []).map((id) => el('li', {}, serviceLink(id))))),
     acts);
 }
@@ -159,8 +162,10 @@ function drawArrows(graph) {
       const f = boxes.get(b.dataset.from);
       if (!f) continue;
       const a = f.getBoundingClientRect(), z = b.getBoundingClientRect();
-      const x1 = a.right - g0.left, y1 = a.top + a.height / 2 - g0.top;
-      const x2 = z.left - g0.left, y2 = z.top + Math.min(z.height / 2, 40) - g0.top;
+      // From beside the one box's title to beside the other's: boxes
+      // of one row then have a straight arrow whatever their heights.
+      const x1 = a.right - g0.left, y1 = a.top + Math.min(a.height / 2, 28) - g0.top;
+      const x2 = z.left - g0.left, y2 = z.top + Math.min(z.height / 2, 28) - g0.top;
       const mx = (x1 + x2) / 2;
       paths.push(svgEl('path', {d: `M ${x1} ${y1} C ${mx} ${y1}, ${mx} ${y2}, ${x2} ${y2}`, class: 'arrow', 'marker-end': 'url(#' + mid + ')', 'data-from': b.dataset.from, 'data-to': b.dataset.stage}));
     }
@@ -263,7 +268,7 @@ async function startPromote(pid, s) {
 // approves it: once the stage has its approvals, fluxd promotes it.
 async function startApprove(pid, s, bundle) {
   const ok = await planFirst({title: 'Approve bundle ' + short(bundle) + ' into ' + s.name, id: 'approve', req: {pipeline: pid, stage: s.name, bundle},
-    intro: ['Your approval is recorded under your token\'s name; the same person approving twice counts once. With ' + (s.approvals || 1) + ' approval(s), fluxd promotes the bundle into ' + s.name + ' by itself: this is what it would change.'],
+    intro: ['Your approval is recorded under your token\'s name; the same person approving twice counts once. ' + s.name + ' asks for ' + (s.approvals || 1) + ' approval(s); with them, fluxd promotes the bundle into it by itself. This is what that promotion would change:'],
     confirm: 'Confirm: approve', allowWithout: true});
   if (!ok) return;
   try {
