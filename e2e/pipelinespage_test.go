@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -40,6 +41,17 @@ func TestPipelinesPageInBrowser(t *testing.T) {
 	// fluxd reads again when it changes.
 	viewerToken, err := auth.Create(filepath.Join(stack.Dir, "fluxd-pp1-tokens"), auth.Identity{Instance: instance, Role: auth.Viewer})
 	if err != nil {
+		t.Fatal(err)
+	}
+	// fluxd reads the Pipeline shortly after it starts: until then
+	// 'fluxctl stages' says there is none (which promoStages takes as
+	// a failure).
+	if err := poll(context.Background(), time.Minute, func() error {
+		if out, stderr, code := fluxctl(t, env, "stages", "-o", "json"); code != 0 {
+			return fmt.Errorf("fluxctl stages: exit %d\n%s%s", code, out, stderr)
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	m := waitStages(t, env, "the running images become verified bundles", 2*time.Minute, func(m map[string]promoStage) error {

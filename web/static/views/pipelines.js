@@ -27,8 +27,15 @@ export function pipelinesView() {
     const sections = await Promise.all(ps.map(pipelineSection));
     // A stage's services opened stay open when the view is read again.
     const open = new Set(Array.from(body.querySelectorAll('details.stage-services[open]')).map((d) => d.dataset.key));
+    // So does the keyboard's focus, on the same button of the same stage.
+    const a = document.activeElement;
+    const focused = a && body.contains(a) && a.tagName === 'BUTTON' ? a.getAttribute('aria-label') : null;
     body.replaceChildren(...sections);
     for (const d of body.querySelectorAll('details.stage-services')) if (open.has(d.dataset.key)) d.open = true;
+    if (focused) {
+      const b = Array.from(body.querySelectorAll('button')).find((x) => x.getAttribute('aria-label') === focused);
+      if (b) b.focus();
+    }
     for (const g of body.querySelectorAll('.stage-graph')) drawArrows(g);
   }, 15000);
 }
