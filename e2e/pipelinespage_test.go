@@ -97,6 +97,12 @@ func TestPipelinesPageInBrowser(t *testing.T) {
 		waitText(stage("staging")+" .stage-gates", "checks"),
 		p.shot("pipelines"))
 
+	// Count the stream's promotion events, to show below that fluxd sends
+	// them (the view also reads its stages every 15 s, which alone would
+	// pass the waits).
+	browse(t, p.ctx, "count the promotion events",
+		chromedp.Evaluate[chromedp.Void](`import('/static/state.js').then(({S}) => { window.promotionEvents = 0; S.es.addEventListener('promotion', () => { window.promotionEvents++; }); })`, chromedp.EvalAwaitPromise))
+
 	// The graph: left to right in the order of 'from', an arrow for each.
 	layout := value(t, p.ctx, chromedp.Evaluate[string](`(() => {
 		const r = (s) => document.querySelector('#pipelines .stage[data-stage="' + s + '"]').getBoundingClientRect();
@@ -128,6 +134,9 @@ func TestPipelinesPageInBrowser(t *testing.T) {
 		waitText(stage("staging")+" .stage-bundle", b1[:12]),
 		waitText(waiting, "awaiting approval"),
 		p.shot("pipelines-awaiting"))
+	if n := value(t, p.ctx, chromedp.Evaluate[int](`window.promotionEvents`)); n == 0 {
+		t.Errorf("the page's event stream carried no promotion event while dev's bundle went to staging and awaited approval in prod")
+	}
 
 	// Approve from the page: the promotion's plan first, then the
 	// approval; fluxd promotes the bundle into prod.
