@@ -3,7 +3,8 @@
 // grpc-gateway that calls the gRPC server in process (so every call passes
 // the API's own token and role checks), sign-in with an API token kept
 // server-side behind an HttpOnly, SameSite=Strict session cookie, and
-// live events (jobs, their logs, image notifications, automator passes) as Server-Sent
+// live events (jobs, their logs, image notifications, automator passes,
+// promotion changes) as Server-Sent
 // Events at /api/events, resumable with Last-Event-ID.
 //
 // The page's script is native ES modules under static/ (no bundler; the

@@ -18,8 +18,9 @@ const reauthEvery = time.Second
 
 // events streams live events as Server-Sent Events: the caller's
 // instance's jobs (state, stage, rollout progress), their log lines,
-// registry push notifications, and automator passes (an empty event: the
-// page reads its services again). A page that reconnects with Last-Event-ID
+// registry push notifications, automator passes (an empty event: the
+// page reads its services again) and changes of a bundle's state in a
+// stage (an empty "promotion" event: the page reads the stages again). A page that reconnects with Last-Event-ID
 // gets what it missed; when that is no longer kept (or fluxd restarted)
 // it gets a "reset" event and reloads what it shows.
 func (h *Handler) events(w http.ResponseWriter, r *http.Request) {

@@ -333,10 +333,14 @@ var pageMethods = map[string]bool{
 	"ListServices": true, "ListImages": true, "Release": true, "GetJob": true, "CancelJob": true,
 	"ListJobs": true, "GetJobLog": true, "Lock": true, "Unlock": true, "History": true, "Sync": true,
 	"Automate": true, "Deautomate": true, "SetPolicy": true, "GetResources": true, "GetPodLog": true, "GetManifest": true,
+	// The pipelines view: reading is a viewer's (as is a promotion's
+	// plan); Promote's execution, Approve and ResumeStage need the
+	// deployer role in the stage's scope, which the gRPC server checks.
+	"ListPipelines": true, "ListStages": true, "ListBundles": true, "Promote": true, "Approve": true, "ResumeStage": true,
 }
 
 const pageMethodList = "ListServices, ListImages, Release, GetJob, CancelJob, ListJobs, GetJobLog, Lock, Unlock, History, Sync, " +
-	"Automate, Deautomate, SetPolicy, GetResources, GetPodLog, GetManifest"
+	"Automate, Deautomate, SetPolicy, GetResources, GetPodLog, GetManifest, ListPipelines, ListStages, ListBundles, Promote, Approve, ResumeStage"
 
 // call serves the JSON API: the request goes, with the caller's token,
 // to the gRPC server's interceptors and methods.

@@ -23,7 +23,8 @@ type Event struct {
 	// Instance is the instance the event belongs to; "" is for every
 	// signed-in caller (a registry push notification).
 	Instance string
-	// Type is the SSE event name: "job", "log", "notify" or "automation".
+	// Type is the SSE event name: "job", "log", "notify", "automation"
+	// or "promotion".
 	Type string
 	Data []byte
 	// Audience, when set, says which callers an event for everyone ("")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/fluxd/fluxd/daemon"
@@ -186,10 +187,34 @@ func loadPipelines(ctx context.Context, engine *release.Engine, ctrl *promotion.
 	}
 }
 
+// noticeHooks tells others of the loop's notices, after history has
+// them: the status page's event stream (startWeb) hooks in here.
+type noticeHooks struct {
+	mu sync.Mutex
+	fs []func(promotion.Notice)
+}
+
+// On adds f; it is called on the loop's goroutine, and must not block.
+func (h *noticeHooks) On(f func(promotion.Notice)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.fs = append(h.fs, f)
+}
+
+func (h *noticeHooks) tell(n promotion.Notice) {
+	h.mu.Lock()
+	fs := h.fs
+	h.mu.Unlock()
+	for _, f := range fs {
+		f(n)
+	}
+}
+
 // newPromotion builds the promotion loop; it runs on the leader (and
-// reads pipelines on every replica).
-func newPromotion(engine *release.Engine, queue *jobs.Queue, d promotion.Cluster, images release.Images, store history.Store, checker promotion.Checker, tokens *auth.Store, log *slog.Logger) *promotion.Controller {
+// reads pipelines on every replica). hooks hear of its notices.
+func newPromotion(engine *release.Engine, queue *jobs.Queue, d promotion.Cluster, images release.Images, store history.Store, checker promotion.Checker, tokens *auth.Store, hooks *noticeHooks, log *slog.Logger) *promotion.Controller {
 	inst := promotionInstance(tokens)
+	record := recordNotices(store, inst, log)
 	return promotion.New(promotion.Config{
 		Store:    promotion.NewStore(store),
 		Releaser: releaser{engine: engine, queue: queue},
@@ -197,7 +222,7 @@ func newPromotion(engine *release.Engine, queue *jobs.Queue, d promotion.Cluster
 		Digests:  tagDigests{images: images},
 		Checker:  checker,
 		Instance: inst,
-		Notice:   recordNotices(store, inst, log),
+		Notice:   func(ctx context.Context, n promotion.Notice) { record(ctx, n); hooks.tell(n) },
 		Log:      log.With("component", "promotion"),
 	})
 }

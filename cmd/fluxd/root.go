@@ -134,7 +134,8 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 	checks := gates.New(kc, gates.WithLogger(log.With("component", "gates")))
-	promo := newPromotion(engine, queue, viewOf(func() *daemon.Daemon { return d }), images, store, checks, tokens, log)
+	promoHooks := &noticeHooks{}
+	promo := newPromotion(engine, queue, viewOf(func() *daemon.Daemon { return d }), images, store, checks, tokens, promoHooks, log)
 	d, srv := newAPI(cfg.daemon, apiParts{cluster: cluster, engine: engine, images: images, store: store, auto: auto, queue: queue, repo: repo, syncs: syncs, proxies: proxies, promo: promo}, tokens, reg, log)
 	queue.OnEnd(func(history.Job) { auto.Poke(); promo.Wake() })
 	g.Go(func() error { loadPipelines(ctx, engine, promo, log); return nil })
@@ -155,7 +156,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	leadership := newLeadership(self, webhookAt, reg)
 	if f.webListen != "" {
 		// Before the jobs run: it sets the queue's hooks.
-		if err := startWeb(ctx, g, f, srv, d, queue, auto, tokens, store, log); err != nil {
+		if err := startWeb(ctx, g, f, srv, d, queue, auto, promoHooks, tokens, store, log); err != nil {
 			return err
 		}
 	}

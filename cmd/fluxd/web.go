@@ -17,6 +17,7 @@ import (
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/clientkey"
+	"github.com/fluxd/fluxd/promotion"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/registry"
 	"github.com/fluxd/fluxd/release/jobs"
@@ -35,7 +36,7 @@ type liveStore interface {
 // startWeb serves the status page on --web-listen, its live events fed by
 // the job queue and the daemon's notifications of whichever replica leads,
 // through the store: every replica's page is live.
-func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Server, d *daemon.Daemon, queue *jobs.Queue, auto *automator.Automator, tokens *auth.Store, store liveStore, log *slog.Logger) error {
+func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Server, d *daemon.Daemon, queue *jobs.Queue, auto *automator.Automator, promo *noticeHooks, tokens *auth.Store, store liveStore, log *slog.Logger) error {
 	hub := web.NewHub(0).UseStore(store)
 	g.Go(func() error {
 		if store.Wait(ctx) != nil {
@@ -54,6 +55,11 @@ func startWeb(ctx context.Context, g *errgroup.Group, f flags, srv *daemon.Serve
 	// A pass of the automator may change any service's state: the event
 	// carries nothing, the page reads its services again.
 	auto.OnChange(func() { hub.Publish("", "automation", &emptypb.Empty{}) })
+	// A change of a bundle's state in a stage, likewise: the event names
+	// no pipeline, stage or bundle (it goes to every caller, through the
+	// store to every replica), and the page reads the stages again, as
+	// far as the caller's scope lets it see them.
+	promo.On(func(promotion.Notice) { hub.Publish("", "promotion", &emptypb.Empty{}) })
 	// A notification goes to the instances whose scope holds a service
 	// that uses its repository (every unscoped instance sees every
 	// service, so it tells them nothing new); a repository no service in

@@ -25,6 +25,19 @@ export function connect() {
   es.addEventListener('log', (ev) => onLog(JSON.parse(ev.data)));
   es.addEventListener('notify', (ev) => onNotify(JSON.parse(ev.data)));
   es.addEventListener('automation', onAutomation);
+  es.addEventListener('promotion', onPromotion);
+}
+
+// onPromotion reads the pipelines' stages again after a bundle changed
+// state in a stage (the event names nothing: the stages are read as far
+// as the caller's scope shows them), at most once a second.
+let promotionTimer = null;
+function onPromotion() {
+  if (promotionTimer) return;
+  promotionTimer = setTimeout(() => {
+    promotionTimer = null;
+    if (S.view && S.view.name === 'pipelines') S.view.refresh();
+  }, 1000);
 }
 
 // onAutomation reads the services again after an automator pass or a
@@ -63,6 +76,8 @@ function onJob(ev) {
     jobsTimer = setTimeout(() => { jobsTimer = null; if (S.view && S.view.name === 'jobs') S.view.refresh(); }, 1000);
   }
   if ((v.name === 'services' || v.name === 'service') && final(u.job.state)) v.refresh();
+  // A job's end may end a promotion's rollout: the stages say so next.
+  if (v.name === 'pipelines' && final(u.job.state)) onPromotion();
 }
 
 function onLog(l) {

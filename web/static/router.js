@@ -5,6 +5,7 @@ import {S} from './state.js';
 import {historyView} from './views/history.js';
 import {jobView} from './views/job.js';
 import {jobsView} from './views/jobs.js';
+import {pipelinesView} from './views/pipelines.js';
 import {serviceView} from './views/service.js';
 import {servicesView} from './views/services.js';
 
@@ -24,7 +25,7 @@ export function route() {
     const cur = a.dataset.nav === name || (a.dataset.nav === 'services' && name === 'service') || (a.dataset.nav === 'jobs' && name === 'job');
     if (cur) a.setAttribute('aria-current', 'page'); else a.removeAttribute('aria-current');
   }
-  const views = {services: servicesView, service: serviceView, jobs: jobsView, job: jobView, history: historyView};
+  const views = {services: servicesView, service: serviceView, jobs: jobsView, job: jobView, history: historyView, pipelines: pipelinesView};
   (views[name] || servicesView)(arg);
   main().focus();
 }

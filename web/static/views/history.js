@@ -7,7 +7,8 @@ import {when} from '../format.js';
 import {keepInHash, setView} from '../router.js';
 import {S} from '../state.js';
 
-const eventTypes = ['', 'release', 'automated-release', 'rollback', 'failed', 'cancelled', 'automate', 'deautomate', 'lock', 'unlock', 'policy', 'sync'];
+const eventTypes = ['', 'release', 'automated-release', 'rollback', 'failed', 'cancelled', 'automate', 'deautomate', 'lock', 'unlock', 'policy', 'sync',
+  'promoted', 'verified', 'promotion-failed', 'awaiting-approval', 'approved', 'paused', 'resumed'];
 export function historyView() {
   const q = new URLSearchParams(location.hash.split('?')[1] || '');
   const svc = el('input', {id: 'f-service', type: 'text', value: q.get('service') || '', placeholder: 'namespace:kind/name'});
