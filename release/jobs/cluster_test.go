@@ -77,6 +77,10 @@ func testClusters(t *testing.T, storeA, storeB replicaStore) {
 		t.Fatalf("cluster B's fluxd ran %q, a job of cluster A", got)
 	case <-time.After(300 * time.Millisecond):
 	}
+	// Asked of B, A's job is not cancelled: B says whose it is.
+	if _, err := b.Cancel(ctx, "default", u.Job.ID); err == nil || !strings.Contains(err.Error(), `another cluster's fluxd (--cluster-name "a")`) {
+		t.Fatalf("cancelling A's job through B: %v, want an error naming cluster a", err)
+	}
 	// B runs its own.
 	if _, err := b.Enqueue(ctx, "default", release.Spec{Message: "for-b"}, ""); err != nil {
 		t.Fatal(err)

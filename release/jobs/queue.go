@@ -600,6 +600,10 @@ func (q *Queue) Cancel(ctx context.Context, instance, id string) (JobUpdate, err
 	if err != nil {
 		return JobUpdate{}, err
 	}
+	if c := ClusterOf(id); c != q.cluster && !u.Job.State.Final() {
+		return JobUpdate{}, fluxerr.New(fluxerr.Precondition, fmt.Errorf("job %s is %s, and another cluster's fluxd (--cluster-name %q) runs it", id, u.Job.State, c),
+			"Cancel it through the fluxd of that cluster (fluxctl --url).")
+	}
 	return JobUpdate{}, fluxerr.New(fluxerr.Precondition, fmt.Errorf("job %s has already ended (%s)", id, u.Job.State), "")
 }
 
