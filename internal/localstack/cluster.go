@@ -31,10 +31,11 @@ type Cluster struct {
 
 // lightControllers are the controllers a Deployment needs to roll out
 // on kwok nodes: ReplicaSets from the Deployment, pods from the
-// ReplicaSet, and each namespace's default ServiceAccount (without which
-// the API server refuses the pods). No garbage collection, no node
-// lifecycle, no endpoints: nothing a test of promotion reads.
-const lightControllers = "deployment,replicaset,serviceaccount"
+// ReplicaSet, each namespace's default ServiceAccount (without which
+// the API server refuses the pods), and node lifecycle (which lifts the
+// not-ready taint a new node is created with, once kwok makes it Ready).
+// No garbage collection, no endpoints: nothing a test of promotion reads.
+const lightControllers = "deployment,replicaset,serviceaccount,nodelifecycle"
 
 // StartCluster starts a light cluster called name (its state under
 // Dir/clusters/NAME), stopped with the stack or by Cluster.Stop.
