@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,6 +47,7 @@ func TestPromotionAcrossClusters(t *testing.T) {
 	t.Cleanup(b.Stop)
 	t.Logf("cluster B started in %v", time.Since(start).Round(10*time.Millisecond))
 	kcB := clusterClient(t, b.Kubeconfig)
+	defer func() { t.Logf("cluster B's processes at the end: %s", rssOf(b.PIDs())) }()
 
 	pipeline := fmt.Sprintf(`apiVersion: fluxd.io/v1
 kind: Pipeline
@@ -204,4 +206,22 @@ func runsImageIn(t *testing.T, kc kubernetes.Interface, ns, image string, timeou
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// rssOf says each process's resident memory, from /proc.
+func rssOf(pids map[string]int) string {
+	var out []string
+	for name, pid := range pids {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmRSS:") {
+				out = append(out, name+" "+strings.Join(strings.Fields(strings.TrimPrefix(l, "VmRSS:")), " "))
+			}
+		}
+	}
+	slices.Sort(out)
+	return strings.Join(out, ", ")
 }
