@@ -150,6 +150,21 @@ spec:
 		t.Error("cluster B has a dev Deployment")
 	}
 
+	// Neither fluxd tried to act on the other's stage (A's attempt to
+	// promote into staging would fail its plan: staging is not in A's
+	// git path, nor in A's cluster).
+	for _, name := range []string{"fluxd-xc-a", "fluxd-xc-b"} {
+		b, err := os.ReadFile(stack.Log(name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.Contains(l, "promotion step") {
+				t.Errorf("%s's loop failed a step: %s", name, l)
+			}
+		}
+	}
+
 	// One promotion commit, by fluxd, in B's path.
 	clone := filepath.Join(t.TempDir(), "clone")
 	gitCLI(t, "", "clone", "-q", "-b", stack.GitBranch, stack.GitURL, clone)
