@@ -84,7 +84,9 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	db := []string{"--history-db=" + url, "--history-db-password-file=" + srv.PasswordFile(), "--git-poll-interval=2s"}
+	// Each leads by a Lease of the same name in its own cluster.
+	db := []string{"--history-db=" + url, "--history-db-password-file=" + srv.PasswordFile(), "--git-poll-interval=2s",
+		"--leader-elect", "--leader-elect-lease-name=fluxd-xc"}
 	fA := startFaultFluxd(t, "fluxd-xc-a", dirA, nil, append(db, "--cluster-name=a")...)
 	fB := startFaultFluxd(t, "fluxd-xc-b", dirB, nil, append(db, "--cluster-name=b", "--kubeconfig="+b.Kubeconfig)...)
 	envA := []string{"FLUX_URL=" + fA.Addr, "FLUX_TOKEN=" + fA.Tokens["deployer"], "USER=alice"}
@@ -163,6 +165,19 @@ spec:
 				t.Errorf("%s's loop failed a step: %s", name, l)
 			}
 		}
+	}
+
+	// Each cluster's Lease is held by its own fluxd.
+	holders := map[string]string{}
+	for name, kc := range map[string]kubernetes.Interface{"A": kubeClient(t), "B": kcB} {
+		l, err := kc.CoordinationV1().Leases("default").Get(ctx, "fluxd-xc", metav1.GetOptions{})
+		if err != nil || l.Spec.HolderIdentity == nil {
+			t.Fatalf("cluster %s's Lease fluxd-xc: %v", name, err)
+		}
+		holders[name] = *l.Spec.HolderIdentity
+	}
+	if holders["A"] == holders["B"] {
+		t.Errorf("both clusters' Leases are held by %q", holders["A"])
 	}
 
 	// One promotion commit, by fluxd, in B's path.
