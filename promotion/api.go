@@ -51,6 +51,9 @@ func (c *Controller) Stages(ctx context.Context, pipeline string) ([]StageStatus
 		c.mu.Lock()
 		s.Hold = c.holds[p.ID()+"\x00"+st.Name]
 		c.mu.Unlock()
+		if _, why, err := c.where(ctx, st); err == nil && why != "" {
+			s.Away, s.Hold = why, why
+		}
 		out = append(out, s)
 	}
 	return out, nil
@@ -94,6 +97,11 @@ func (c *Controller) manual(ctx context.Context, req PromoteRequest) (Pipeline, 
 	st, ok := p.Stage(req.Stage)
 	if !ok {
 		return p, Stage{}, Bundle{}, View{}, fmt.Errorf("pipeline %s has no stage %q (stages: %s)", p.ID(), req.Stage, stageNames(p))
+	}
+	if _, why, err := c.where(ctx, st); err != nil {
+		return p, st, Bundle{}, View{}, err
+	} else if why != "" {
+		return p, st, Bundle{}, View{}, fmt.Errorf("this fluxd does not promote into %s (%s); ask the fluxd of the stage's cluster (fluxctl --url)", st.Name, why)
 	}
 	v, err := c.view(ctx, p)
 	if err != nil {

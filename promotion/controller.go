@@ -72,6 +72,9 @@ type Controller struct {
 	// locked its locked services, by pipeline ID and stage.
 	holds  map[string]string
 	locked map[string]string
+	// away says why a stage is not this fluxd's (another cluster's, or
+	// split), by pipeline ID and stage; "" or absent: it is.
+	away map[string]string
 	// inflight are the checks running, by record key and check name.
 	inflight map[string]bool
 	wake     chan struct{}
@@ -88,7 +91,7 @@ func New(cfg Config) *Controller {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Controller{cfg: cfg, log: cfg.Log, holds: map[string]string{}, locked: map[string]string{},
+	return &Controller{cfg: cfg, log: cfg.Log, holds: map[string]string{}, locked: map[string]string{}, away: map[string]string{},
 		inflight: map[string]bool{}, wake: make(chan struct{}, 1)}
 }
 
@@ -166,8 +169,21 @@ func (c *Controller) Step(ctx context.Context) error {
 
 func (c *Controller) step(ctx context.Context, p Pipeline) error {
 	var errs []error
+	mine := map[string]bool{}
 	for _, st := range p.Stages {
-		if err := c.observe(ctx, p, st); err != nil {
+		run, why, err := c.where(ctx, st)
+		c.mu.Lock()
+		c.away[p.ID()+"\x00"+st.Name] = why
+		c.mu.Unlock()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("stage %s: %w", st.Name, err))
+			continue
+		}
+		if why != "" {
+			continue // another cluster's fluxd steps it
+		}
+		mine[st.Name] = true
+		if err := c.observe(ctx, p, st, run); err != nil {
 			errs = append(errs, fmt.Errorf("stage %s: %w", st.Name, err))
 		}
 	}
@@ -178,8 +194,8 @@ func (c *Controller) step(ctx context.Context, p Pipeline) error {
 	now := c.cfg.Now()
 	for _, r := range recs {
 		st, ok := p.Stage(r.Stage)
-		if !ok {
-			continue // a stage since removed from git
+		if !ok || !mine[st.Name] {
+			continue // a stage since removed from git, or not this cluster's
 		}
 		switch r.Status {
 		case Verifying:
@@ -203,6 +219,9 @@ func (c *Controller) step(ctx context.Context, p Pipeline) error {
 	c.mu.Unlock()
 	for _, d := range Next(p, v) {
 		st, _ := p.Stage(d.Stage)
+		if !mine[st.Name] {
+			continue // the fluxd of the stage's cluster decides the same and acts
+		}
 		switch d.Action {
 		case ActHold:
 			c.mu.Lock()
@@ -234,6 +253,39 @@ func (c *Controller) instance(st Stage) string {
 	return "default"
 }
 
+// where reads what a stage's services run in this fluxd's cluster, and
+// says whether the stage is this fluxd's: it is when every one of its
+// services is here (in this cluster and in this fluxd's git). why is
+// empty then; otherwise it says whose the stage is, for 'fluxctl
+// stages'. A stage none of whose services is here is another cluster's
+// fluxd's (fluxds of several clusters share one store): this one reads
+// its records, for the stages that take from it, and never acts on it.
+// A stage split between clusters is refused: no fluxd could promote it
+// in one release.
+func (c *Controller) where(ctx context.Context, st Stage) ([]Running, string, error) {
+	run, err := c.cfg.Cluster.Running(ctx, st.Services)
+	if err != nil {
+		return nil, "", err
+	}
+	var here, away []string
+	for _, r := range run {
+		if r.Missing {
+			away = append(away, r.Service.String())
+		} else {
+			here = append(here, r.Service.String())
+		}
+	}
+	switch {
+	case len(away) == 0:
+		return run, "", nil
+	case len(here) == 0:
+		return run, fmt.Sprintf("not in this fluxd's cluster (%s not here): the fluxd of the cluster running %s steps %s",
+			strings.Join(away, ", "), strings.Join(away, ", "), st.Name), nil
+	}
+	return run, fmt.Sprintf("refused: stage %s is split between clusters: %s here, %s not (or not in this fluxd's git); a stage's services must all run in one cluster, whose fluxd promotes it",
+		st.Name, strings.Join(here, ", "), strings.Join(away, ", ")), nil
+}
+
 // view is what Next decides from.
 func (c *Controller) view(ctx context.Context, p Pipeline) (View, error) {
 	recs, err := c.cfg.Store.Records(ctx, p.ID())
@@ -259,7 +311,7 @@ func (c *Controller) view(ctx context.Context, p Pipeline) (View, error) {
 // stage's services run: once all of them are Ready, their images are a
 // bundle, and a bundle the stage did not run before is recorded (a
 // release into the first stage, or a release by hand).
-func (c *Controller) observe(ctx context.Context, p Pipeline, st Stage) error {
+func (c *Controller) observe(ctx context.Context, p Pipeline, st Stage, run []Running) error {
 	recs, err := c.cfg.Store.Records(ctx, p.ID())
 	if err != nil {
 		return err
@@ -268,10 +320,6 @@ func (c *Controller) observe(ctx context.Context, p Pipeline, st Stage) error {
 	cur, hasCur := current(here)
 	if hasCur && cur.Job != "" {
 		return c.followJob(ctx, p, st, cur)
-	}
-	run, err := c.cfg.Cluster.Running(ctx, st.Services)
-	if err != nil {
-		return err
 	}
 	var locks []string
 	for _, r := range run {

@@ -117,6 +117,9 @@ type world struct {
 	jobs    map[string]*fakeJob
 	seq     int
 	failJob string // the next job ends failed with this error
+	// present are the services in this "cluster"; nil: every service
+	// asked for (one cluster holds every stage).
+	present map[platform.ID]bool
 }
 
 type fakeJob struct {
@@ -153,8 +156,9 @@ func (w *world) Running(_ context.Context, ids []platform.ID) ([]Running, error)
 	defer w.mu.Unlock()
 	var out []Running
 	for _, id := range ids {
-		img, ok := w.images[id]
-		out = append(out, Running{Service: id, Missing: !ok, Ready: w.ready[id], Locked: w.locked[id],
+		img := w.images[id]
+		missing := w.present != nil && !w.present[id]
+		out = append(out, Running{Service: id, Missing: missing, Ready: w.ready[id] && img != "", Locked: w.locked[id],
 			Containers: []RunningContainer{{Name: "app", Image: img}}})
 	}
 	return out, nil
@@ -264,7 +268,7 @@ func (k *checks) Run(_ context.Context, c Check, st Stage, b Bundle) error {
 
 type harness struct {
 	t     *testing.T
-	store *memStore
+	store Store
 	w     *world
 	k     *checks
 	c     *Controller
@@ -311,11 +315,17 @@ var (
 
 func newHarness(t *testing.T, pipeline string) *harness {
 	t.Helper()
+	return newHarnessOn(t, pipeline, newMemStore())
+}
+
+// newHarnessOn is a harness whose fluxd keeps its state in store.
+func newHarnessOn(t *testing.T, pipeline string, store Store) *harness {
+	t.Helper()
 	ps, probs := Parse("pipeline.yaml", []byte(pipeline))
 	if len(probs) > 0 || len(ps) != 1 {
 		t.Fatalf("parse: %v", probs)
 	}
-	h := &harness{t: t, store: newMemStore(), w: newWorld(), k: &checks{fail: map[string]string{}}, p: ps[0],
+	h := &harness{t: t, store: store, w: newWorld(), k: &checks{fail: map[string]string{}}, p: ps[0],
 		now: time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)}
 	h.c = New(Config{Store: h.store, Releaser: h.w, Cluster: h.w, Digests: h.w, Checker: h.k,
 		Now:    func() time.Time { h.mu.Lock(); defer h.mu.Unlock(); return h.now },

@@ -29,6 +29,11 @@ type StageStatus struct {
 	// Hold says why the newest verified bundle of From is not being
 	// promoted here, when it is not.
 	Hold string
+	// Away says why this fluxd does not step the stage, when it does
+	// not: its services run in another cluster (whose fluxd shares the
+	// store and steps it), or it is split between clusters (refused).
+	// Hold says it too, for 'fluxctl stages'.
+	Away string
 }
 
 // BundleStatus is one bundle and its state in every stage it reached.

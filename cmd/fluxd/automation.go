@@ -24,6 +24,7 @@ type jobStore interface {
 // queues its releases there and checks again when a job ends.
 func newAutomation(f flags, engine *release.Engine, store jobStore, tokens *auth.Store, reg prometheus.Registerer, log *slog.Logger) (*jobs.Queue, *automator.Automator) {
 	queue := jobs.NewQueue(engine, store, f.rolloutTimeout, f.rollbackOnFailure, log)
+	queue.SetCluster(f.clusterName)
 	queue.Instrument(jobs.NewMetrics(reg))
 	queue.NotifyStarts(store)
 	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg, Scopes: tokens.ScopeOf, Instances: tokens.Instances}, engine, queue, clock.RealClock{}, log)

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -68,6 +69,9 @@ func (f flags) configure() (configs, error) {
 		c.git.SSHKey = []byte("-")
 	}
 	errs := []error{c.daemon.Validate(), c.git.Validate(), validateRetryMax(f.gitCloneRetryMax), validateWebFlags(f), f.notify.validate(), f.verify.validate(), f.sync.validate(), validatePprof(f), memlimit.ValidateRatio(f.memoryLimitRatio)}
+	if f.clusterName != "" && !clusterNameRE.MatchString(f.clusterName) {
+		errs = append(errs, fmt.Errorf("--cluster-name %q is not a cluster name: use 1 to 40 lowercase letters, digits and '-', starting with a letter (it prefixes the IDs of this cluster's release jobs)", f.clusterName))
+	}
 	if f.webhookListen != "" && f.webhookSecretFile == "" {
 		errs = append(errs, errors.New("--webhook-listen needs --webhook-secret-file, a file holding the webhooks' shared secret: without one anybody could post notifications"))
 	}
@@ -110,3 +114,7 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	}
 	return nil, fmt.Errorf("--log-format %q: use text or json", format)
 }
+
+// clusterNameRE is what --cluster-name takes: a job ID's prefix, with no
+// "." (the prefix ends at the ID's last one).
+var clusterNameRE = regexp.MustCompile(`^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$`)

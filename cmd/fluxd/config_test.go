@@ -110,6 +110,8 @@ func TestConfigureRefusesBadFlags(t *testing.T) {
 		{"a delegation kind that is not one", []string{"--sync-allow-delegation=Kustomization,GitRepository"}, false, []string{"--sync-allow-delegation names GitRepository: it takes Kustomization,HelmRelease,Application,ApplicationSet,AppProject"}},
 		{"a negative sync interval", []string{"--sync-interval=-1m"}, false, []string{"--sync-interval must be positive"}},
 		{"a notification age of zero", []string{"--notify-max-age=0s"}, false, []string{"--notify-max-age 0s must be positive"}},
+		{"a cluster name with a dot", []string{"--cluster-name=eu.west"}, false, []string{`--cluster-name "eu.west" is not a cluster name`}},
+		{"a cluster name", []string{"--cluster-name=eu-west-1"}, false, nil},
 		{"every problem at once", []string{"--git-clone-retry-max=1ms", "--notify-max-age=0s", "--webhook-listen=:0"}, false,
 			[]string{"--git-clone-retry-max 1ms", "--notify-max-age 0s", "--webhook-listen needs --webhook-secret-file"}},
 	}

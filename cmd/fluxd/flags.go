@@ -23,6 +23,7 @@ type flags struct {
 	logFormat                 string
 	kubeconfig                string
 	kubeContext               string
+	clusterName               string
 	namespaces                []string
 	stateDir                  string
 	historyDB                 string
@@ -99,6 +100,7 @@ func (f *flags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config, else $KUBECONFIG or ~/.kube/config)")
 	fs.StringVar(&f.kubeContext, "context", "", "kubeconfig context (default: its current context)")
+	fs.StringVar(&f.clusterName, "cluster-name", "", "this fluxd's cluster, when fluxds of several clusters share one --history-db (docs/promotion.md, \"Across clusters\"): its release jobs' IDs carry it, and it runs only its own cluster's jobs; lowercase letters, digits, '-'; default: none (one cluster)")
 	fs.StringSliceVar(&f.namespaces, "namespaces", nil, "namespaces to watch, comma-separated (default: all)")
 	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/fluxd", "directory for the git working clone and, by default, the history database")
 	fs.StringVar(&f.historyDB, "history-db", "", "where history, jobs and the registry cache are kept: a SQLite file (a path or sqlite:///path; for one replica) or postgres://USER@HOST:PORT/DB?sslmode=... (PostgreSQL, for several replicas or records off the node; the password is never logged) (default: STATE_DIR/history.db)")

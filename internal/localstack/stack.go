@@ -74,6 +74,12 @@ type Stack struct {
 	appOnce sync.Once // builds internal/testapp for PushAppImage
 	appErr  error
 
+	// controllers is kube-controller-manager's --controllers; "": all
+	// but nodeipam. A light cluster (StartCluster) runs fewer.
+	controllers string
+	clustersMu  sync.Mutex
+	clusters    []*Cluster
+
 	pgMu  sync.Mutex
 	pg    *pgserver.Server
 	pgDBs map[string]string // database URL by fluxd name
@@ -140,6 +146,12 @@ func Start(ctx context.Context, opts Options) (st *Stack, err error) {
 
 // Stop stops every process this Stack started, dependents first.
 func (s *Stack) Stop() {
+	s.clustersMu.Lock()
+	for _, c := range s.clusters {
+		c.Stop()
+	}
+	s.clusters = nil
+	s.clustersMu.Unlock()
 	// The real node first: its pods, mounts and bridge outlive the
 	// processes otherwise.
 	if err := teardownNode(s.Dir); err != nil {
@@ -312,9 +324,13 @@ func (s *Stack) startAPIServer(ctx context.Context) error {
 }
 
 func (s *Stack) startControllers(ctx context.Context) error {
+	controllers := s.controllers
+	if controllers == "" {
+		controllers = "*,-nodeipam"
+	}
 	kcm, err := s.spawn("kube-controller-manager", s.bin("kube-controller-manager"),
 		"--kubeconfig="+s.Kubeconfig,
-		"--controllers=*,-nodeipam",
+		"--controllers="+controllers,
 		"--leader-elect=false",
 		"--secure-port=0",
 		"--root-ca-file="+s.pki("ca.crt"),

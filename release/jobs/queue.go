@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -81,7 +82,31 @@ type Queue struct {
 	adoptEvery time.Duration
 
 	notifier Notifier // nil: none
+
+	// cluster names the cluster this queue's jobs deploy to (SetCluster):
+	// it prefixes their IDs, and Recover and adopt take only its jobs.
+	cluster string
 }
+
+// SetCluster names the cluster this queue's fluxd deploys to, when
+// fluxds of several clusters share one store (--cluster-name): a job's
+// ID is then "NAME.<hex>", and Recover and adopt take in only the jobs
+// of this cluster, never another cluster's, which another fluxd runs
+// against another API server. Without a name (one cluster), IDs are bare
+// and only bare IDs are taken in. Set it before Recover and Run.
+func (q *Queue) SetCluster(name string) { q.cluster = name }
+
+// ClusterOf is the cluster a job ID was made for: the part before its
+// last ".", or "" for a bare ID.
+func ClusterOf(id string) string {
+	if i := strings.LastIndex(id, "."); i >= 0 {
+		return id[:i]
+	}
+	return ""
+}
+
+// ours says whether a stored job is this queue's to run.
+func (q *Queue) ours(j history.Job) bool { return ClusterOf(j.ID) == q.cluster }
 
 // OnEnd sets a function called after every job ends (the automator's
 // kick). Set it before Run.
@@ -147,6 +172,10 @@ func (q *Queue) Recover(ctx context.Context) error {
 	}
 	q.mu.Unlock()
 	for _, j := range live {
+		if !q.ours(j) {
+			q.log.Info("a live job of another cluster's fluxd is left to it", "job", j.ID, "cluster", ClusterOf(j.ID))
+			continue
+		}
 		var spec release.Spec
 		if err := json.Unmarshal(j.Spec, &spec); err != nil {
 			return fmt.Errorf("job %s: reading its spec: %w", j.ID, err)
@@ -214,7 +243,7 @@ func (q *Queue) adopt(ctx context.Context) {
 	var took []*entry
 	q.mu.Lock()
 	for _, j := range live {
-		if j.State != history.JobQueued || q.known[j.ID] {
+		if j.State != history.JobQueued || q.known[j.ID] || !q.ours(j) {
 			continue
 		}
 		var spec release.Spec
@@ -285,7 +314,11 @@ func (q *Queue) Enqueue(ctx context.Context, instance string, spec release.Spec,
 	}
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])
-	j := history.Job{ID: hex.EncodeToString(raw[:]), Instance: instance, State: history.JobQueued, Stage: release.StageQueued, Spec: specJSON, Checksum: checksum, CreatedAt: time.Now()}
+	id := hex.EncodeToString(raw[:])
+	if q.cluster != "" {
+		id = q.cluster + "." + id
+	}
+	j := history.Job{ID: id, Instance: instance, State: history.JobQueued, Stage: release.StageQueued, Spec: specJSON, Checksum: checksum, CreatedAt: time.Now()}
 	q.mu.Lock()
 	q.known[j.ID] = true
 	q.mu.Unlock()
@@ -566,6 +599,10 @@ func (q *Queue) Cancel(ctx context.Context, instance, id string) (JobUpdate, err
 	u, err := q.Get(ctx, instance, id)
 	if err != nil {
 		return JobUpdate{}, err
+	}
+	if c := ClusterOf(id); c != q.cluster && !u.Job.State.Final() {
+		return JobUpdate{}, fluxerr.New(fluxerr.Precondition, fmt.Errorf("job %s is %s, and another cluster's fluxd (--cluster-name %q) runs it", id, u.Job.State, c),
+			"Cancel it through the fluxd of that cluster (fluxctl --url).")
 	}
 	return JobUpdate{}, fluxerr.New(fluxerr.Precondition, fmt.Errorf("job %s has already ended (%s)", id, u.Job.State), "")
 }
