@@ -316,22 +316,30 @@ func TestPromotionDevToStagingToProd(t *testing.T) {
 	healthy.Store(false)
 	releaseNoWait(t, env, "--service", prefix+"dev:deployment/web", "--update-image", img+"1.2.0")
 	runsImage(t, prefix+"dev", img+"1.2.0", 2*time.Minute)
-	m = waitStages(t, env, "staging rolls back to its last verified bundle", 4*time.Minute, func(m map[string]promoStage) error {
-		if s := m["staging"].Current; s == nil || s.Bundle != b1 {
-			return fmt.Errorf("staging is on %+v, want back on %s", s, b1)
+	// First the new bundle fails in staging (staging is on b1 before it
+	// is promoted too: waiting for that alone would pass at once).
+	failed := ""
+	err := poll(context.Background(), 4*time.Minute, func() error {
+		for id, st := range promoBundles(t, env) {
+			if id != b1 && id != b0 && st["staging"] == "failed" {
+				failed = id
+				return nil
+			}
+		}
+		return fmt.Errorf("no bundle failed in staging yet")
+	})
+	if err != nil {
+		t.Fatalf("%v: %v", err, promoBundles(t, env))
+	}
+	waitStages(t, env, "staging rolls back to its last verified bundle", 4*time.Minute, func(m map[string]promoStage) error {
+		if s := m["staging"].Current; s == nil || s.Bundle != b1 || s.Status != "verified" {
+			return fmt.Errorf("staging is on %+v, want back on %s, verified", s, b1)
 		}
 		return nil
 	})
 	runsImage(t, prefix+"staging", img+"1.1.0", 2*time.Minute)
-	bundles := promoBundles(t, env)
-	failed := ""
-	for id, st := range bundles {
-		if st["staging"] == "failed" {
-			failed = id
-		}
-	}
-	if failed == "" || bundles[failed]["prod"] != "" {
-		t.Fatalf("bundles %v: want 1.2.0's failed in staging and absent from prod", bundles)
+	if bundles := promoBundles(t, env); bundles[failed]["prod"] != "" {
+		t.Fatalf("bundles %v: the failed bundle %s reached prod", bundles, failed)
 	}
 	healthy.Store(true)
 

@@ -78,6 +78,10 @@ type Controller struct {
 	// inflight are the checks running, by record key and check name.
 	inflight map[string]bool
 	wake     chan struct{}
+	// promoting serialises promote: the loop's step and a person's
+	// promotion (both on the leader) must not queue two jobs for one
+	// stage.
+	promoting sync.Mutex
 }
 
 // New makes a Controller; Run starts it.
@@ -653,9 +657,18 @@ func spec(p Pipeline, st Stage, b Bundle, user, why string, force bool) release.
 // made) and records the bundle as the stage's current one. A plan with
 // nothing to change records the bundle as rolled out at once.
 func (c *Controller) promote(ctx context.Context, p Pipeline, st Stage, bundle, user, instance, checksum string, force bool, what, why string) (jobs.JobUpdate, error) {
+	c.promoting.Lock()
+	defer c.promoting.Unlock()
 	b, err := c.resolve(ctx, p, bundle)
 	if err != nil {
 		return jobs.JobUpdate{}, err
+	}
+	// Decided on records read before the lock: a promotion of this
+	// bundle already under way is that one, not a second job.
+	if recs, err := c.cfg.Store.Records(ctx, p.ID()); err != nil {
+		return jobs.JobUpdate{}, err
+	} else if cur, ok := current(stageRecords(recs, st.Name)); ok && cur.Bundle == b.ID && cur.Job != "" {
+		return c.cfg.Releaser.Get(ctx, cur.JobInstance, cur.Job)
 	}
 	sp := spec(p, st, b, user, why, force)
 	plan, err := c.cfg.Releaser.Plan(ctx, sp)

@@ -822,3 +822,26 @@ func TestReleaseByHandIntoAStagePausesIt(t *testing.T) {
 		t.Fatalf("staging runs %s; the rollback was overwritten", h.w.images[stagingSvc])
 	}
 }
+
+// Concurrent promotions of one bundle into one stage (the loop's step
+// and a person's fluxctl promote, both on the leader) queue one job.
+func TestConcurrentPromotionsQueueOneJob(t *testing.T) {
+	h := newHarness(t, strings.Replace(testPipeline, "auto: true", "auto: false", 1))
+	b1 := h.releaseDev("1.0.0")
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, _ = h.c.Promote(ctx, "default", PromoteRequest{Pipeline: "web", Stage: "staging", Bundle: b1, User: "carol"}, "")
+		}()
+	}
+	wg.Wait()
+	h.w.mu.Lock()
+	n := len(h.w.jobs)
+	h.w.mu.Unlock()
+	if n != 1 {
+		t.Fatalf("%d jobs queued by 8 concurrent promotions of one bundle, want 1", n)
+	}
+}
