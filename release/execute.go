@@ -99,29 +99,55 @@ type ExecOptions struct {
 // JobTrailer is the commit message line naming the job that pushed it.
 func JobTrailer(id string) string { return "Fluxd-Job: " + id }
 
+// run is one job's execution, made by Execute or Resume: what it
+// releases, for whom, how, and since when. The steps of a release are
+// its methods, so that they share the job's state instead of passing it
+// along.
+type run struct {
+	e        *Engine
+	instance string
+	spec     Spec
+	typ      history.Type
+	o        ExecOptions
+	// start is when the job began, for history.
+	start time.Time
+}
+
+func (e *Engine) newRun(instance string, spec Spec, typ history.Type, o ExecOptions, start time.Time) *run {
+	return &run{e: e, instance: instance, spec: spec, typ: typ, o: o, start: start}
+}
+
+// report passes p to ExecOptions.Report, if any.
+func (r *run) report(p Progress) {
+	if r.o.Report != nil {
+		r.o.Report(p)
+	}
+}
+
+// fail records the job as failed with err (plan and commit as far as it
+// got) and returns the error to give back.
+func (r *run) fail(ctx context.Context, plan *Plan, commit string, err error) error {
+	return r.e.fail(ctx, r.instance, r.spec, plan, r.start, commit, err)
+}
+
 // Execute plans spec and carries it out for instance: edit, one commit,
 // push (re-applying the edits on a newer revision if someone else pushed),
 // apply, follow the rollout, record. If nothing changes, nothing is
 // committed. A cancelled ctx before the push stops it with nothing pushed.
 func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ history.Type, o ExecOptions) (*Result, error) {
-	report := func(p Progress) {
-		if o.Report != nil {
-			o.Report(p)
-		}
-	}
 	// One deployment at a time, rollout included; planning (e.git) stays
 	// free while a rollout is followed.
 	e.deploy.Lock()
 	defer e.deploy.Unlock()
-	start := time.Now()
-	res, gens, err := e.pushAndApply(ctx, instance, spec, o, report, start)
+	r := e.newRun(instance, spec, typ, o, time.Now())
+	res, gens, err := r.pushAndApply(ctx)
 	if ae := (*applyError)(nil); errors.As(err, &ae) {
-		return nil, e.applyFailed(ctx, instance, spec, res, gens, ae, o, report, start)
+		return nil, r.applyFailed(ctx, res, gens, ae)
 	}
 	if err != nil {
 		return res, err
 	}
-	return e.finish(ctx, instance, spec, res, gens, typ, o, report, start)
+	return r.finish(ctx, res, gens)
 }
 
 // finish follows a pushed and applied release's rollout (rolling it back
@@ -129,25 +155,24 @@ func (e *Engine) Execute(ctx context.Context, instance string, spec Spec, typ hi
 // ends succeeded, Execute's and Resume's, ends here, past
 // mayEndSucceeded: one with nothing to change says so and records
 // nothing.
-func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Result, gens map[platform.ID]int64, typ history.Type, o ExecOptions, report func(Progress), start time.Time) (*Result, error) {
+func (r *run) finish(ctx context.Context, res *Result, gens map[platform.ID]int64) (*Result, error) {
+	e := r.e
 	plan := res.Plan
 	note, err := mayEndSucceeded(plan, gens)
 	if err != nil {
-		return nil, e.fail(ctx, instance, spec, plan, start, res.Commit, err)
+		return nil, r.fail(ctx, plan, res.Commit, err)
 	}
 	if note != "" {
-		e.log.Info("release job: "+note, "instance", instance, "commit", res.Commit)
+		e.log.Info("release job: "+note, "instance", r.instance, "commit", res.Commit)
 	}
 	if res.Commit == "" {
-		report(Progress{Stage: StageDone, Note: note})
+		r.report(Progress{Stage: StageDone, Note: note})
 		return res, nil
 	}
 	var unrolled []platform.ID // nothing reported on their rollout
-	if o.RolloutTimeout > 0 {
-		report(Progress{Stage: StageRollingOut, Commit: res.Commit})
-		err := e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
-			report(Progress{Stage: StageRollingOut, Workloads: w, Commit: res.Commit})
-		})
+	if r.o.RolloutTimeout > 0 {
+		r.report(Progress{Stage: StageRollingOut, Commit: res.Commit})
+		err := r.follow(ctx, gens, r.o, StageRollingOut, res.Commit)
 		var nr *NotRolledOut
 		if errors.As(err, &nr) {
 			e.log.Warn("release applied, not rolled out: nothing reported on its rollout", "commit", res.Commit, "why", nr.Error())
@@ -158,18 +183,18 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 			if stopping(ctx) {
 				// fluxd is stopping: the release stays pushed and
 				// applied, and the next fluxd follows its rollout.
-				return nil, e.interrupted(instance, res.Commit, err)
+				return nil, e.interrupted(r.instance, res.Commit, err)
 			}
-			return nil, e.failAndRollBack(ctx, instance, spec, plan, res.Commit, err, o, report, start)
+			return nil, r.failAndRollBack(ctx, plan, res.Commit, err)
 		}
 	}
-	ev := event(instance, spec, plan, typ, start)
+	ev := event(r.instance, r.spec, plan, r.typ, r.start)
 	ev.Commit = res.Commit
 	// An automated batch is one commit, but each service gets a history
 	// row of its own, naming the images that triggered its release.
 	evs := []history.Event{ev}
-	if typ == history.AutomatedRelease && len(ev.Services) > 1 {
-		evs = perService(ev, spec, plan)
+	if r.typ == history.AutomatedRelease && len(ev.Services) > 1 {
+		evs = perService(ev, r.spec, plan)
 	}
 	if res.NotRolledOut != "" {
 		notRolledOutRows(evs, unrolled, res.NotRolledOut)
@@ -180,10 +205,10 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 		}
 	}
 	if res.NotRolledOut != "" {
-		report(Progress{Stage: StageNotRolledOut, Commit: res.Commit})
+		r.report(Progress{Stage: StageNotRolledOut, Commit: res.Commit})
 		return res, nil
 	}
-	report(Progress{Stage: StageDone, Commit: res.Commit, Note: note})
+	r.report(Progress{Stage: StageDone, Commit: res.Commit, Note: note})
 	return res, nil
 }
 
@@ -192,17 +217,17 @@ func (e *Engine) finish(ctx context.Context, instance string, spec Spec, res *Re
 // and records the failure. A rollback survives the user's cancel but not
 // fluxd's stop: then nothing more is recorded, and the job, left at
 // "rolling back", is finished by the next fluxd (Resume with RollingBack).
-func (e *Engine) failAndRollBack(ctx context.Context, instance string, spec Spec, plan *Plan, commit string, err error, o ExecOptions, report func(Progress), start time.Time) error {
+func (r *run) failAndRollBack(ctx context.Context, plan *Plan, commit string, err error) error {
 	cancelled := userCancelled(ctx)
-	if o.RollbackOnFailure || cancelled || o.RollingBack {
+	if r.o.RollbackOnFailure || cancelled || r.o.RollingBack {
 		dctx, stop := detach(ctx)
-		rctx, cancel := context.WithTimeout(dctx, o.RolloutTimeout+time.Minute)
-		revert, rerr := e.rollback(rctx, instance, spec, plan, commit, err, o, report)
+		rctx, cancel := context.WithTimeout(dctx, r.o.RolloutTimeout+time.Minute)
+		revert, rerr := r.rollback(rctx, plan, commit, err)
 		cancel()
 		stop()
 		switch {
 		case rerr != nil && stopping(ctx):
-			return e.interrupted(instance, commit, fmt.Errorf("%w; stopped while rolling back: %v", err, rerr))
+			return r.e.interrupted(r.instance, commit, fmt.Errorf("%w; stopped while rolling back: %v", err, rerr))
 		case rerr != nil:
 			err = fmt.Errorf("%w; and the rollback failed too: %v", err, rerr)
 		case revert == "":
@@ -215,7 +240,7 @@ func (e *Engine) failAndRollBack(ctx context.Context, instance string, spec Spec
 	if cancelled {
 		typ = history.Cancelled
 	}
-	return e.failAs(context.WithoutCancel(ctx), typ, instance, spec, plan, start, commit, err)
+	return r.e.failAs(context.WithoutCancel(ctx), typ, r.instance, r.spec, plan, r.start, commit, err)
 }
 
 // notRolledOutRows appends note to the rows that name a service nothing
@@ -280,26 +305,22 @@ func perService(ev history.Event, spec Spec, plan *Plan) []history.Event {
 // as git has them now, follows their rollout and records the release,
 // as Execute would have. Nothing is committed again.
 func (e *Engine) Resume(ctx context.Context, instance string, spec Spec, plan *Plan, commit string, typ history.Type, o ExecOptions) (*Result, error) {
-	report := func(p Progress) {
-		if o.Report != nil {
-			o.Report(p)
-		}
-	}
 	e.deploy.Lock()
 	defer e.deploy.Unlock()
 	start := o.Started
 	if start.IsZero() {
 		start = time.Now()
 	}
+	r := e.newRun(instance, spec, typ, o, start)
 	if o.RollingBack {
 		// The previous fluxd stopped while it rolled the release back:
 		// finish that (its revert may or may not have been pushed), never
 		// follow the release again.
 		e.log.Warn("took over a job that was rolling back: finishing the rollback", "instance", instance, "commit", commit)
 		cause := fmt.Errorf("the release of commit %.12s was being rolled back when fluxd stopped", commit)
-		return nil, e.failAndRollBack(ctx, instance, spec, plan, commit, cause, o, report, start)
+		return nil, r.failAndRollBack(ctx, plan, commit, cause)
 	}
-	report(Progress{Stage: StageApplying, Commit: commit})
+	r.report(Progress{Stage: StageApplying, Commit: commit})
 	e.warnLegacy(plan, "the take-over")
 	// Checked on the fetch that is applied, under the same lock: a revert
 	// pushed meanwhile is either seen by the check or not applied.
@@ -308,13 +329,13 @@ func (e *Engine) Resume(ctx context.Context, instance string, spec Spec, plan *P
 	})
 	if ae := (*applyError)(nil); errors.As(err, &ae) {
 		ae.commit = commit
-		return nil, e.applyFailed(ctx, instance, spec, &Result{Plan: plan, Commit: commit}, gens, ae, o, report, start)
+		return nil, r.applyFailed(ctx, &Result{Plan: plan, Commit: commit}, gens, ae)
 	}
 	if err != nil {
-		return nil, e.fail(ctx, instance, spec, plan, start, commit, fmt.Errorf("taking over the job that pushed commit %.12s: %w", commit, err))
+		return nil, r.fail(ctx, plan, commit, fmt.Errorf("taking over the job that pushed commit %.12s: %w", commit, err))
 	}
 	e.log.Info("took over a pushed release: applied it", "instance", instance, "commit", commit)
-	return e.finish(ctx, instance, spec, &Result{Plan: plan, Commit: commit}, gens, typ, o, report, start)
+	return r.finish(ctx, &Result{Plan: plan, Commit: commit}, gens)
 }
 
 // applyFromGit applies the plan's updated workloads as the branch has them,
@@ -391,7 +412,8 @@ func (e *Engine) FindJobCommit(ctx context.Context, id string) (string, error) {
 // pushAndApply plans, edits, commits, pushes and applies, holding the git
 // lock. It returns the generations the rollouts must reach; a Result
 // without a commit means there was nothing to change.
-func (e *Engine) pushAndApply(ctx context.Context, instance string, spec Spec, o ExecOptions, report func(Progress), start time.Time) (*Result, map[platform.ID]int64, error) {
+func (r *run) pushAndApply(ctx context.Context) (*Result, map[platform.ID]int64, error) {
+	e, instance, spec, o, start, report := r.e, r.instance, r.spec, r.o, r.start, r.report
 	planErr := func(err error) (*Result, map[platform.ID]int64, error) {
 		if stopping(ctx) {
 			return nil, nil, e.interrupted(instance, "", err)
@@ -733,6 +755,14 @@ func (e *Engine) followRollout(ctx context.Context, gens map[platform.ID]int64, 
 	}
 }
 
+// follow follows the rollout of gens as followRollout does, reporting
+// the workloads' progress at stage, for commit.
+func (r *run) follow(ctx context.Context, gens map[platform.ID]int64, o ExecOptions, stage, commit string) error {
+	return r.e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
+		r.report(Progress{Stage: stage, Workloads: w, Commit: commit})
+	})
+}
+
 // rolloutError names the workload whose rollout failed and what its pods
 // report.
 func (e *Engine) rolloutError(ctx context.Context, id platform.ID, why string) error {
@@ -746,8 +776,9 @@ func (e *Engine) rolloutError(ctx context.Context, id platform.ID, why string) e
 // rollback reverts a pushed release: it sets every updated container back
 // to its previous image in a new commit on top of the current revision,
 // pushes it, applies it and follows its rollout. It returns the commit.
-func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan *Plan, commit string, cause error, o ExecOptions, report func(Progress)) (string, error) {
-	report(Progress{Stage: StageRollingBack, Commit: commit})
+func (r *run) rollback(ctx context.Context, plan *Plan, commit string, cause error) (string, error) {
+	e := r.e
+	r.report(Progress{Stage: StageRollingBack, Commit: commit})
 	e.log.Warn("rolling back", "commit", commit, "cause", cause)
 	// The revert applies the workloads the release recorded (Targets,
 	// copied with each item), whatever git holds now.
@@ -764,8 +795,8 @@ func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan 
 		}
 		back.Items = append(back.Items, rev)
 	}
-	msg := fmt.Sprintf("Revert release %.12s in %s\n\n%v\n", commit, instance, cause)
-	revert, gens, err := e.pushRevert(ctx, spec, back, msg)
+	msg := fmt.Sprintf("Revert release %.12s in %s\n\n%v\n", commit, r.instance, cause)
+	revert, gens, err := r.pushRevert(ctx, back, msg)
 	if err == nil {
 		// A rollback that applied nothing does not say it rolled out.
 		_, err = mayEndSucceeded(back, gens)
@@ -774,22 +805,22 @@ func (e *Engine) rollback(ctx context.Context, instance string, spec Spec, plan 
 		return revert, err
 	}
 	if revert != "" {
-		ev := event(instance, spec, back, history.Rollback, time.Now())
+		ev := event(r.instance, r.spec, back, history.Rollback, time.Now())
 		ev.Commit, ev.Message = revert, fmt.Sprintf("rollback of %.12s: %v", commit, cause)
 		if _, err := e.recorder.Record(context.WithoutCancel(ctx), ev); err != nil {
 			e.log.Error("recording the rollback in history failed", "error", err)
 		}
 	}
 	// The rollback's rollout has a timeout of its own, from now.
+	o := r.o
 	o.Checksum, o.RolloutStarted = "", time.Time{}
-	return revert, e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
-		report(Progress{Stage: StageRollingBack, Workloads: w, Commit: commit})
-	})
+	return revert, r.follow(ctx, gens, o, StageRollingBack, commit)
 }
 
 // pushRevert commits, pushes and applies the revert plan back, holding
 // the git lock.
-func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg string) (string, map[platform.ID]int64, error) {
+func (r *run) pushRevert(ctx context.Context, back *Plan, msg string) (string, map[platform.ID]int64, error) {
+	e := r.e
 	if err := e.lockDeploy(ctx); err != nil {
 		return "", nil, err
 	}
@@ -816,7 +847,7 @@ func (e *Engine) pushRevert(ctx context.Context, spec Spec, back *Plan, msg stri
 		if files, err = e.edit(todo, m); err != nil {
 			return "", nil, err
 		}
-		if revert, err = e.commitChecked(ctx, rev, files, imageChanges(todo, m), msg, authorOf(spec.User)); err == nil {
+		if revert, err = e.commitChecked(ctx, rev, files, imageChanges(todo, m), msg, authorOf(r.spec.User)); err == nil {
 			err = e.repo.Push(ctx, revert)
 		}
 		if err == nil {
