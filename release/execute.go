@@ -413,143 +413,209 @@ func (e *Engine) FindJobCommit(ctx context.Context, id string) (string, error) {
 // lock. It returns the generations the rollouts must reach; a Result
 // without a commit means there was nothing to change.
 func (r *run) pushAndApply(ctx context.Context) (*Result, map[platform.ID]int64, error) {
-	e, instance, spec, o, start, report := r.e, r.instance, r.spec, r.o, r.start, r.report
-	planErr := func(err error) (*Result, map[platform.ID]int64, error) {
-		if stopping(ctx) {
-			return nil, nil, e.interrupted(instance, "", err)
-		}
-		return nil, nil, e.cancelledEarly(ctx, instance, spec, o.JobID, start, err)
+	if err := r.spec.Validate(); err != nil {
+		return nil, nil, r.planFailed(ctx, err)
 	}
-	if err := spec.Validate(); err != nil {
-		return planErr(err)
-	}
-	report(Progress{Stage: StageCloning})
+	r.report(Progress{Stage: StageCloning})
 	// The registry is read before the git lock is taken (planWarm), and
 	// the plan under the lock answers from those reads: a registry that
 	// stalls holds this job, never git.
-	lister := newImageCache(e.images)
-	var plan *Plan
-	var m *gitrepo.Manifests
-	for attempt := 1; ; attempt++ {
-		if err := e.planWarm(ctx, spec, lister); err != nil {
-			return planErr(err)
-		}
-		if err := e.lockDeploy(ctx); err != nil {
-			return planErr(err)
-		}
-		p, pm, retry, err := e.planLocked(ctx, spec, lister)
-		if err == nil && !retry {
-			plan, m = p, pm
-			break
-		}
-		e.unlockDeploy()
-		if err != nil {
-			return planErr(err)
-		}
-		if attempt == warmAttempts {
-			return planErr(fluxerr.New(fluxerr.Unavailable, errors.New("git changed while the release read the registry, several times in a row"),
-				"Nothing was changed. Try the release again; if it keeps failing, something pushes to the branch continuously."))
-		}
+	lister := newImageCache(r.e.images)
+	plan, m, err := r.plan(ctx, lister)
+	if err != nil {
+		return nil, nil, err
 	}
-	defer e.unlockDeploy()
-	var err error
-	if o.Checksum != "" && o.Checksum != plan.Checksum {
-		err := fluxerr.New(fluxerr.Precondition, fmt.Errorf("the plan you confirmed no longer matches: %s", e.WhatChanged(o.Checksum, plan)),
+	defer r.e.unlockDeploy()
+	if r.o.Checksum != "" && r.o.Checksum != plan.Checksum {
+		err := fluxerr.New(fluxerr.Precondition, fmt.Errorf("the plan you confirmed no longer matches: %s", r.e.WhatChanged(r.o.Checksum, plan)),
 			"Nothing was changed. Look at the new plan (release --dry-run) and confirm it again.")
-		return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
+		return nil, nil, r.fail(ctx, plan, "", err)
 	}
 	res := &Result{Plan: plan}
 	if plan.Updates() == 0 {
 		return res, nil, nil // finish says so
 	}
-	author := authorFor(spec, plan, m)
-	var files map[string][]byte
+	plan, m, files, err := r.editAndPush(ctx, res, lister, plan, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	if res.Commit == "" {
+		return res, nil, nil // finish says so
+	}
+	r.e.log.Info("release pushed", "instance", r.instance, "commit", res.Commit, "updates", plan.Updates(), "user", r.spec.User)
+	r.e.pushed(res.Commit)
+	r.report(Progress{Stage: StageApplying, Commit: res.Commit})
+	gens, err := r.apply(ctx, plan, files, m, res.Commit)
+	return res, gens, err
+}
+
+// planFailed ends a job whose planning failed, before anything was
+// changed, and returns the error to give back.
+func (r *run) planFailed(ctx context.Context, err error) error {
+	if stopping(ctx) {
+		return r.e.interrupted(r.instance, "", err)
+	}
+	return r.e.cancelledEarly(ctx, r.instance, r.spec, r.o.JobID, r.start, err)
+}
+
+// plan reads the registry, takes the git lock and plans under it,
+// starting again when git changed meanwhile. On success it returns
+// holding the git lock; its errors are the job's end (planFailed).
+func (r *run) plan(ctx context.Context, lister *imageCache) (*Plan, *gitrepo.Manifests, error) {
+	e := r.e
 	for attempt := 1; ; attempt++ {
-		// Saved with the plan at StageCommitting, before the push: what
-		// a take-over or a rollback applies.
-		recordTargets(plan, m)
-		report(Progress{Stage: StageEditing})
-		if files, err = e.edit(plan, m); err != nil {
-			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
+		if err := e.planWarm(ctx, r.spec, lister); err != nil {
+			return nil, nil, r.planFailed(ctx, err)
 		}
-		if err = e.mayApply(plan, files, m); err != nil {
-			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
+		if err := e.lockDeploy(ctx); err != nil {
+			return nil, nil, r.planFailed(ctx, err)
 		}
-		report(Progress{Stage: StageCommitting, Plan: plan})
-		msg := commitMessage(instance, spec, plan)
-		if o.JobID != "" {
-			msg += "\n" + JobTrailer(o.JobID) + "\n"
+		p, pm, retry, err := e.planLocked(ctx, r.spec, lister)
+		if err == nil && !retry {
+			return p, pm, nil
 		}
-		var commit string
-		commit, err = e.commitChecked(ctx, plan.Revision, files, imageChanges(plan, m), msg, author)
+		e.unlockDeploy()
+		if err != nil {
+			return nil, nil, r.planFailed(ctx, err)
+		}
+		if attempt == warmAttempts {
+			return nil, nil, r.planFailed(ctx, fluxerr.New(fluxerr.Unavailable, errors.New("git changed while the release read the registry, several times in a row"),
+				"Nothing was changed. Try the release again; if it keeps failing, something pushes to the branch continuously."))
+		}
+	}
+}
+
+// editAndPush edits, commits and pushes plan; when someone else pushed
+// first, it plans again from their commit and tries again, up to
+// pushRetries times. It sets res.Commit (and res.Plan, to the plan
+// pushed) and returns the plan, manifests and files pushed; res.Commit
+// stays empty when nothing was left to release at the new head. Its
+// errors are the job's end.
+func (r *run) editAndPush(ctx context.Context, res *Result, lister *imageCache, plan *Plan, m *gitrepo.Manifests) (*Plan, *gitrepo.Manifests, map[string][]byte, error) {
+	author := authorFor(r.spec, plan, m)
+	for attempt := 1; ; attempt++ {
+		files, err := r.edit(plan, m)
+		if err != nil {
+			return nil, nil, nil, r.fail(ctx, plan, "", err)
+		}
+		commit, err := r.commit(ctx, plan, m, files, author)
 		if err == nil {
-			if cerr := ctx.Err(); cerr != nil {
-				return nil, nil, e.dropLocalCommit(ctx, instance, spec, plan, start)
+			if ctx.Err() != nil {
+				return nil, nil, nil, r.e.dropLocalCommit(ctx, r.instance, r.spec, plan, r.start)
 			}
-			report(Progress{Stage: StagePushing})
-			err = e.repo.Push(ctx, commit)
-			if err != nil && !errors.Is(err, gitrepo.ErrMoved) && !stopping(ctx) {
-				// A timeout or cancel may strike after the remote took
-				// the push: look before saying nothing was pushed.
-				head, landed, lerr := e.pushLanded(ctx, commit, o.JobID)
-				switch {
-				case lerr != nil:
-					return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("%w; whether the push reached the remote cannot be told (%v): check the branch for a commit with %q before releasing again", err, lerr, JobTrailer(o.JobID)))
-				case landed:
-					e.log.Warn("the push reported an error, but the remote has the commit: carrying on", "commit", commit, "error", err)
-					err = nil
-				case head != plan.Revision:
-					// Refused because someone pushed first, in words the
-					// remote chose ("failed to update ref", "stale info").
-					err = fmt.Errorf("%w: the branch moved to %.12s during the push (%v)", gitrepo.ErrMoved, head, err)
-				}
-			}
+			err = r.push(ctx, plan, commit)
 		}
 		if err == nil {
 			res.Commit = commit
-			break
+			return plan, m, files, nil
 		}
 		if !errors.Is(err, gitrepo.ErrMoved) || attempt == pushRetries {
-			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", err)
+			return nil, nil, nil, r.fail(ctx, plan, "", err)
 		}
-		// Someone else pushed: keep their commit, and plan again from it.
-		// Locks, automation and filters are read there. A plan a person
-		// confirmed must come out the same (what they pushed touched
-		// nothing being released); otherwise nothing is pushed. An
-		// automated job's plan is fluxd's own: it goes on with the new
-		// one, which leaves out what no longer qualifies.
-		e.log.Info("the branch moved during the release; planning again from the new head", "attempt", attempt, "error", err)
-		// Under the git lock: the registry reads are the ones this job
-		// made before taking it (planLocked reads nothing more).
-		var now *Plan
-		var m2 *gitrepo.Manifests
-		_, perr := e.fetch(ctx)
-		if perr == nil {
-			var retry bool
-			now, m2, retry, perr = e.planLocked(ctx, spec, lister)
-			if perr == nil && retry {
-				perr = errors.New("the new head needs registry reads this release had not made (try the release again)")
-			}
-		}
-		if perr != nil {
-			if by := e.movedBy(ctx, plan.Revision, e.lastRev, planFiles(plan)); by != "" {
-				perr = fmt.Errorf("%w; changed by %s", perr, by)
-			}
-			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", fmt.Errorf("the branch moved while fluxd pushed, and planning again from the new head fails: %w; nothing was pushed", perr))
-		}
-		if !spec.Automated && now.Checksum != plan.Checksum {
-			return nil, nil, e.fail(ctx, instance, spec, plan, start, "", e.movedUnderPlan(ctx, plan, now))
+		now, m2, err := r.replan(ctx, lister, plan, attempt, err)
+		if err != nil {
+			return nil, nil, nil, r.fail(ctx, plan, "", err)
 		}
 		plan, m = now, m2
 		res.Plan = plan
 		if plan.Updates() == 0 {
-			e.log.Info("the branch moved during an automated release, and nothing is left to release at the new head", "revision", plan.Revision)
-			return res, nil, nil // finish says so
+			r.e.log.Info("the branch moved during an automated release, and nothing is left to release at the new head", "revision", plan.Revision)
+			return plan, m, nil, nil
 		}
 	}
-	e.log.Info("release pushed", "instance", instance, "commit", res.Commit, "updates", plan.Updates(), "user", spec.User)
-	e.pushed(res.Commit)
-	report(Progress{Stage: StageApplying, Commit: res.Commit})
+}
+
+// edit records the workloads the plan applies and edits their files,
+// refusing an edit the cluster would not apply.
+func (r *run) edit(plan *Plan, m *gitrepo.Manifests) (map[string][]byte, error) {
+	// Saved with the plan at StageCommitting, before the push: what
+	// a take-over or a rollback applies.
+	recordTargets(plan, m)
+	r.report(Progress{Stage: StageEditing})
+	files, err := r.e.edit(plan, m)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.e.mayApply(plan, files, m); err != nil {
+		return nil, err
+	}
+	return files, nil
+}
+
+// commit commits the edited files on the plan's revision, with the job's
+// trailer, and returns the commit.
+func (r *run) commit(ctx context.Context, plan *Plan, m *gitrepo.Manifests, files map[string][]byte, author gitrepo.Signature) (string, error) {
+	r.report(Progress{Stage: StageCommitting, Plan: plan})
+	msg := commitMessage(r.instance, r.spec, plan)
+	if r.o.JobID != "" {
+		msg += "\n" + JobTrailer(r.o.JobID) + "\n"
+	}
+	return r.e.commitChecked(ctx, plan.Revision, files, imageChanges(plan, m), msg, author)
+}
+
+// push pushes commit. A push whose outcome is unclear is looked for on
+// the remote: one that landed is no error, and one refused because the
+// branch moved is gitrepo.ErrMoved.
+func (r *run) push(ctx context.Context, plan *Plan, commit string) error {
+	r.report(Progress{Stage: StagePushing})
+	err := r.e.repo.Push(ctx, commit)
+	if err != nil && !errors.Is(err, gitrepo.ErrMoved) && !stopping(ctx) {
+		// A timeout or cancel may strike after the remote took
+		// the push: look before saying nothing was pushed.
+		head, landed, lerr := r.e.pushLanded(ctx, commit, r.o.JobID)
+		switch {
+		case lerr != nil:
+			return fmt.Errorf("%w; whether the push reached the remote cannot be told (%v): check the branch for a commit with %q before releasing again", err, lerr, JobTrailer(r.o.JobID))
+		case landed:
+			r.e.log.Warn("the push reported an error, but the remote has the commit: carrying on", "commit", commit, "error", err)
+			err = nil
+		case head != plan.Revision:
+			// Refused because someone pushed first, in words the
+			// remote chose ("failed to update ref", "stale info").
+			err = fmt.Errorf("%w: the branch moved to %.12s during the push (%v)", gitrepo.ErrMoved, head, err)
+		}
+	}
+	return err
+}
+
+// replan plans again from the new head after someone else pushed (moved,
+// the push's error), keeping their commit. Locks, automation and filters
+// are read there. A plan a person confirmed must come out the same (what
+// they pushed touched nothing being released); otherwise nothing is
+// pushed. An automated job's plan is fluxd's own: it goes on with the
+// new one, which leaves out what no longer qualifies.
+func (r *run) replan(ctx context.Context, lister *imageCache, plan *Plan, attempt int, moved error) (*Plan, *gitrepo.Manifests, error) {
+	e := r.e
+	e.log.Info("the branch moved during the release; planning again from the new head", "attempt", attempt, "error", moved)
+	// Under the git lock: the registry reads are the ones this job
+	// made before taking it (planLocked reads nothing more).
+	var now *Plan
+	var m *gitrepo.Manifests
+	_, perr := e.fetch(ctx)
+	if perr == nil {
+		var retry bool
+		now, m, retry, perr = e.planLocked(ctx, r.spec, lister)
+		if perr == nil && retry {
+			perr = errors.New("the new head needs registry reads this release had not made (try the release again)")
+		}
+	}
+	if perr != nil {
+		if by := e.movedBy(ctx, plan.Revision, e.lastRev, planFiles(plan)); by != "" {
+			perr = fmt.Errorf("%w; changed by %s", perr, by)
+		}
+		return nil, nil, fmt.Errorf("the branch moved while fluxd pushed, and planning again from the new head fails: %w; nothing was pushed", perr)
+	}
+	if !r.spec.Automated && now.Checksum != plan.Checksum {
+		return nil, nil, e.movedUnderPlan(ctx, plan, now)
+	}
+	return now, m, nil
+}
+
+// apply applies the plan's updated workloads as pushed in commit (files
+// holds the edited ones). A workload that fails to apply leaves the
+// others applied and followed: the error is then an *applyError.
+func (r *run) apply(ctx context.Context, plan *Plan, files map[string][]byte, m *gitrepo.Manifests, commit string) (map[platform.ID]int64, error) {
+	e := r.e
 	gens := map[platform.ID]int64{}
 	var failed applyError
 	for _, it := range plan.Items {
@@ -576,14 +642,14 @@ func (r *run) pushAndApply(ctx context.Context) (*Result, map[platform.ID]int64,
 				continue
 			}
 			gens[t.id] = gen
-			e.log.Info("applied", "service", t.id.String(), "commit", res.Commit, "generation", gen)
+			e.log.Info("applied", "service", t.id.String(), "commit", commit, "generation", gen)
 		}
 	}
 	if failed.errs != nil {
-		failed.commit = res.Commit
-		return res, gens, &failed
+		failed.commit = commit
+		return gens, &failed
 	}
-	return res, gens, nil
+	return gens, nil
 }
 
 // mayApply refuses, before the commit, a release whose edited workloads
