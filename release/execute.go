@@ -103,6 +103,7 @@ type run struct {
 	start time.Time
 }
 
+// newRun makes the run of one job, begun at start.
 func (e *Engine) newRun(instance string, spec Spec, typ history.Type, o ExecOptions, start time.Time) *run {
 	return &run{e: e, instance: instance, spec: spec, typ: typ, o: o, start: start}
 }
