@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/fluxd/fluxd/platform"
 )
@@ -32,20 +31,18 @@ func (a *applyError) Unwrap() []error { return a.errs }
 // apply: the workloads that applied are followed to the end of their
 // rollout (when the release follows rollouts), then the release fails as
 // a whole, rolled back when asked, as a failed rollout is.
-func (e *Engine) applyFailed(ctx context.Context, instance string, spec Spec, res *Result, gens map[platform.ID]int64, cause *applyError, o ExecOptions, report func(Progress), start time.Time) error {
-	e.log.Warn("a pushed release did not apply everywhere", "instance", instance, "commit", res.Commit, "error", cause)
+func (r *run) applyFailed(ctx context.Context, res *Result, gens map[platform.ID]int64, cause *applyError) error {
+	r.e.log.Warn("a pushed release did not apply everywhere", "instance", r.instance, "commit", res.Commit, "error", cause)
 	var err error = cause
-	if o.RolloutTimeout > 0 && len(gens) > 0 {
-		report(Progress{Stage: StageRollingOut, Commit: res.Commit})
-		ferr := e.followRollout(ctx, gens, o, func(w []WorkloadProgress) {
-			report(Progress{Stage: StageRollingOut, Workloads: w, Commit: res.Commit})
-		})
+	if r.o.RolloutTimeout > 0 && len(gens) > 0 {
+		r.report(Progress{Stage: StageRollingOut, Commit: res.Commit})
+		ferr := r.follow(ctx, gens, r.o, StageRollingOut, res.Commit)
 		if ferr != nil && stopping(ctx) {
-			return e.interrupted(instance, res.Commit, ferr)
+			return r.e.interrupted(r.instance, res.Commit, ferr)
 		}
 		if ferr != nil {
 			err = fmt.Errorf("%w; and %v", cause, ferr)
 		}
 	}
-	return e.failAndRollBack(ctx, instance, spec, res.Plan, res.Commit, err, o, report, start)
+	return r.failAndRollBack(ctx, res.Plan, res.Commit, err)
 }

@@ -246,7 +246,7 @@ func TestARollbackNeverOverwritesALaterFix(t *testing.T) {
 	}
 	fixed := strings.Replace(appsYAML, "image: reg/web:1.0 # pinned", "image: reg/web:1.2-fix", 1)
 	personPushes(t, remote, "Fix web", map[string]string{"apps.yaml": fixed})
-	_, err = e.rollback(ctx, "team-a", spec, res.Plan, res.Commit, errors.New("the rollout failed"), ExecOptions{}, func(Progress) {})
+	_, err = (&run{e: e, instance: "team-a", spec: spec}).rollback(ctx, res.Plan, res.Commit, errors.New("the rollout failed"))
 	if !errors.Is(err, gitrepo.ErrConflict) {
 		t.Errorf("rollback over a later fix: %v; want a conflict", err)
 	}
