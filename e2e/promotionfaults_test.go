@@ -23,6 +23,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/fluxd/fluxd/gates"
 	"github.com/fluxd/fluxd/internal/localstack"
 )
 
@@ -327,20 +328,20 @@ func TestPromotionJobCheck(t *testing.T) {
 		t.Errorf("staging's bundle passed %v, want the smoke check", m["staging"].Current.Passed)
 	}
 
-	jobs, err := kubeClient(t).BatchV1().Jobs(prefix+"staging").List(context.Background(), metav1.ListOptions{LabelSelector: "fluxd.io/stage=staging,fluxd.io/check=smoke"})
+	jobs, err := kubeClient(t).BatchV1().Jobs(prefix+"staging").List(context.Background(), metav1.ListOptions{LabelSelector: gates.LabelStage + "=staging," + gates.LabelCheck + "=smoke"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var job *batchv1.Job
 	for i, j := range jobs.Items {
-		if b := j.Labels["fluxd.io/bundle"]; b != "" && (strings.HasPrefix(b, b1) || strings.HasPrefix(b1, b)) {
+		if b := j.Labels[gates.LabelBundle]; b != "" && (strings.HasPrefix(b, b1) || strings.HasPrefix(b1, b)) {
 			job = &jobs.Items[i]
 		}
 	}
 	if job == nil {
 		t.Fatalf("no Job for bundle %s labelled fluxd.io/stage=staging,fluxd.io/check=smoke in %sstaging: %d others", b1, prefix, len(jobs.Items))
 	}
-	if job.Labels["fluxd.io/pipeline"] == "" || job.Status.Succeeded != 1 {
+	if job.Labels[gates.LabelPipeline] == "" || job.Status.Succeeded != 1 {
 		t.Errorf("Job %s: labels %v, %d succeeded; want fluxd.io/pipeline set and one success", job.Name, job.Labels, job.Status.Succeeded)
 	}
 }
