@@ -57,18 +57,27 @@ type promoStage struct {
 
 func promoStages(t *testing.T, env []string) map[string]promoStage {
 	t.Helper()
+	m, err := readStages(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func readStages(t *testing.T, env []string) (map[string]promoStage, error) {
+	t.Helper()
 	out, stderr, code := fluxctl(t, env, "stages", "-o", "json")
 	var doc struct {
 		Stages []promoStage `json:"stages"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil {
-		t.Fatalf("fluxctl stages: exit %d\n%s%s", code, out, stderr)
+		return nil, fmt.Errorf("fluxctl stages: exit %d\n%s%s", code, out, stderr)
 	}
 	m := map[string]promoStage{}
 	for _, s := range doc.Stages {
 		m[s.Name] = s
 	}
-	return m
+	return m, nil
 }
 
 // waitStages polls `fluxctl stages` until check passes.
@@ -76,7 +85,12 @@ func waitStages(t *testing.T, env []string, what string, timeout time.Duration, 
 	t.Helper()
 	var last map[string]promoStage
 	err := poll(context.Background(), timeout, func() error {
-		last = promoStages(t, env)
+		// fluxd answers that it has no pipeline until it has read git.
+		m, err := readStages(t, env)
+		if err != nil {
+			return err
+		}
+		last = m
 		return check(last)
 	})
 	if err != nil {
