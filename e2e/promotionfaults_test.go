@@ -456,7 +456,10 @@ func TestPromotionPrometheusCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	prom := startPromoPrometheus(t, maddr)
-	img, env := promoSetup(t, prefix, promoPipelineWith(prefix, promoPromCheck(prom, ">", 0)), "--metrics-listen="+maddr)
+	// The check comes once Prometheus has scraped fluxd: fluxd checks
+	// what staging runs as soon as it starts, and a query with no data
+	// fails.
+	img, env := promoSetup(t, prefix, promoPipelineWith(prefix, "    auto: true"), "--metrics-listen="+maddr)
 	if err := poll(context.Background(), time.Minute, func() error {
 		if n, err := promQuery(prom, `up{job="fluxd"} == 1`); err != nil || n != 1 {
 			return fmt.Errorf("Prometheus has %d up series of fluxd (%v)", n, err)
@@ -466,6 +469,9 @@ func TestPromotionPrometheusCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	allVerified(t, env)
+	pushManifest(t, "Check "+prefix+" staging with Prometheus", map[string]string{
+		promoDir + "/" + prefix + "/pipeline.yaml": promoPipelineWith(prefix, promoPromCheck(prom, ">", 0)),
+	})
 
 	releaseNoWait(t, env, "--service", prefix+"dev:deployment/web", "--update-image", img+"1.1.0")
 	runsImage(t, prefix+"staging", img+"1.1.0", 3*time.Minute)
