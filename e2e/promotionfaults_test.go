@@ -327,6 +327,9 @@ func TestPromotionJobCheck(t *testing.T) {
 	runsImage(t, prefix+"staging", img+"1.1.0", 3*time.Minute)
 	m := waitStages(t, env, "staging verifies 1.1.0 after its job check", 3*time.Minute, stageIs("staging", "verified"))
 	b1 := m["staging"].Current.Bundle
+	if _, tags := promoRecords(t, env); tags[b1] != "1.1.0" {
+		t.Fatalf("staging's verified bundle %s is of %s, want 1.1.0's", b1, tags[b1])
+	}
 	if !strings.Contains(strings.Join(m["staging"].Current.Passed, ","), "smoke") {
 		t.Errorf("staging's bundle passed %v, want the smoke check", m["staging"].Current.Passed)
 	}
@@ -484,6 +487,9 @@ func TestPromotionPrometheusCheck(t *testing.T) {
 		t.Errorf("staging's bundle passed %v, want the fluxd-up check", m["staging"].Current.Passed)
 	}
 	b1 := m["staging"].Current.Bundle
+	if _, tags := promoRecords(t, env); tags[b1] != "1.1.0" {
+		t.Fatalf("staging's verified bundle %s is of %s, want 1.1.0's", b1, tags[b1])
+	}
 
 	// The same query, now compared with a threshold it is over.
 	pushManifest(t, "Tighten "+prefix+" staging's check", map[string]string{
@@ -493,7 +499,7 @@ func TestPromotionPrometheusCheck(t *testing.T) {
 	runsImage(t, prefix+"staging", img+"1.2.0", 3*time.Minute)
 	m = waitStages(t, env, "the prometheus check fails 1.2.0 in staging", 2*time.Minute, stageIs("staging", "failed"))
 	reason := m["staging"].Current.Reason
-	if m["staging"].Current.Bundle == b1 || !strings.Contains(reason, `up{job="fluxd"}`) || !strings.Contains(reason, "not < 0.5") {
+	if m["staging"].Current.Bundle == b1 || !strings.Contains(reason, "check fluxd-up") || !strings.Contains(reason, "= 1, not < 0.5") {
 		t.Errorf("staging's bundle %s failed with %q; want 1.2.0's, failed by the query's value over the threshold", m["staging"].Current.Bundle, reason)
 	}
 	out, stderr, code := fluxctl(t, env, "stages")
