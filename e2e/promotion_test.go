@@ -359,6 +359,18 @@ func TestPromotionDevToStagingToProd(t *testing.T) {
 	healthy.Store(false)
 	releaseNoWait(t, env, "--service", prefix+"dev:deployment/web", "--update-image", img+"1.2.0")
 	runsImage(t, prefix+"dev", img+"1.2.0", 2*time.Minute)
+	// Staging is on b1 until 1.2.0's bundle is promoted there: wait for
+	// that bundle to fail first, or the wait below passes at once.
+	if err := poll(context.Background(), 4*time.Minute, func() error {
+		for _, st := range promoBundles(t, env) {
+			if st["staging"] == "failed" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no bundle failed in staging yet")
+	}); err != nil {
+		t.Fatal(err)
+	}
 	m = waitStages(t, env, "staging rolls back to its last verified bundle", 4*time.Minute, func(m map[string]promoStage) error {
 		if s := m["staging"].Current; s == nil || s.Bundle != b1 {
 			return fmt.Errorf("staging is on %+v, want back on %s", s, b1)
