@@ -45,6 +45,7 @@
 //	  its browser helpers                     statuspage_test.go
 //	metrics and the dashboard                 metrics_test.go, rollout_test.go
 //	promotion gates: job checks on the stack  gates_test.go (TestJobCheckOnTheRealNode: real node)
+//	promotion: stages, soak, SIGKILL, gates   promotion_test.go, promotionfaults_test.go (TestPromotionJobCheckOnTheRealNode: real node)
 //	rollouts seen in the cluster              rollout_test.go
 //	install: manifests, fluxctl install       deploy_test.go, install_test.go
 //	install: Helm chart and guide             helm_test.go, installguide_test.go

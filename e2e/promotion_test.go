@@ -36,11 +36,12 @@ var promoPprof string
 type promoStage struct {
 	Name    string `json:"name"`
 	Current *struct {
-		Bundle     string   `json:"bundle"`
-		Status     string   `json:"status"`
-		Reason     string   `json:"reason"`
-		PromotedBy string   `json:"promotedBy"`
-		Passed     []string `json:"passed"`
+		Bundle     string     `json:"bundle"`
+		Status     string     `json:"status"`
+		Reason     string     `json:"reason"`
+		PromotedBy string     `json:"promotedBy"`
+		Passed     []string   `json:"passed"`
+		SoakUntil  *time.Time `json:"soakUntil"`
 	} `json:"current"`
 	Waiting []struct {
 		Bundle    string   `json:"bundle"`
@@ -184,6 +185,35 @@ func healthz(t *testing.T) (url string, healthy *atomic.Bool) {
 // a deployer's fluxctl environment.
 func promoSetup(t *testing.T, prefix, pipeline string, extra ...string) (img string, env []string) {
 	t.Helper()
+	img, pf := promoSetupFluxd(t, prefix, pipeline, extra...)
+	return img, pf.env()
+}
+
+// promoFluxd is the promotion fluxd a test started, with what restarts
+// it on the same state (its name, git path, tokens and flags).
+type promoFluxd struct {
+	*localstack.Fluxd
+	name, dir string
+	args      []string
+	// metrics is its --metrics-listen address.
+	metrics string
+}
+
+// env is a deployer's fluxctl environment for it.
+func (p *promoFluxd) env() []string {
+	return []string{"FLUX_URL=" + p.Addr, "FLUX_TOKEN=" + p.Tokens["deployer"], "USER=alice"}
+}
+
+// restart starts the fluxd again on the same state dir, store and tokens
+// (after a SIGKILL, say).
+func (p *promoFluxd) restart(t *testing.T) {
+	t.Helper()
+	p.Fluxd = startFaultFluxd(t, p.name, p.dir, p.Tokens, p.args...)
+}
+
+// promoSetupFluxd is promoSetup, returning the fluxd.
+func promoSetupFluxd(t *testing.T, prefix, pipeline string, extra ...string) (img string, pf *promoFluxd) {
+	t.Helper()
 	ctx := testContext(t)
 	repo := prefix + "web"
 	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
@@ -207,13 +237,27 @@ func promoSetup(t *testing.T, prefix, pipeline string, extra ...string) (img str
 	for _, st := range []string{"dev", "staging", "prod"} {
 		runsImage(t, prefix+st, img+"1.0.0", 2*time.Minute)
 	}
-	maddr, err := localstack.FreeAddr()
-	if err != nil {
-		t.Fatal(err)
+	// A test may choose the metrics address (for a Prometheus to
+	// scrape before fluxd starts).
+	args := []string{"--git-poll-interval=2s", "--pprof"}
+	maddr := ""
+	for _, a := range extra {
+		if v, ok := strings.CutPrefix(a, "--metrics-listen="); ok {
+			maddr = v
+		}
+	}
+	if maddr == "" {
+		var err error
+		if maddr, err = localstack.FreeAddr(); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "--metrics-listen="+maddr)
 	}
 	promoPprof = maddr
-	f := startFaultFluxd(t, "fluxd-"+strings.TrimSuffix(prefix, "-"), promoDir+"/"+prefix, nil, append([]string{"--git-poll-interval=2s", "--metrics-listen=" + maddr, "--pprof"}, extra...)...)
-	return img, []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=alice"}
+	pf = &promoFluxd{name: "fluxd-" + strings.TrimSuffix(prefix, "-"), dir: promoDir + "/" + prefix,
+		args: append(args, extra...), metrics: maddr}
+	pf.Fluxd = startFaultFluxd(t, pf.name, pf.dir, nil, pf.args...)
+	return img, pf
 }
 
 func promoPipeline(prefix, checkURL string) string {
