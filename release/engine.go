@@ -102,6 +102,18 @@ type Engine struct {
 	// lock.
 	onRevision []func(rev string)
 	lastRev    string
+	// parsed is the last revision's workload definitions (readManifests),
+	// under the git lock.
+	parsed parsedRevision
+}
+
+// parsedRevision is a revision's definitions read from its snapshot: a
+// revision's files never change, so the automator's pass, its plan and a
+// dry run of the same revision share one parse (at 10,000 workloads,
+// seconds of YAML). Shared: nothing may modify them.
+type parsedRevision struct {
+	rev, paths string
+	m          *gitrepo.Manifests
 }
 
 // OnRevision adds f to be called, under the git lock, with each new
@@ -371,6 +383,11 @@ func (e *Engine) readManifests(ctx context.Context, fetch bool) (string, *gitrep
 			return "", nil, err
 		}
 	}
+	_, snap := e.repo.(Snapshotter)
+	paths := strings.Join(e.repo.Paths(), "\x00")
+	if p := e.parsed; snap && rev != "" && p.rev == rev && p.paths == paths {
+		return rev, p.m, nil
+	}
 	var m *gitrepo.Manifests
 	err := e.readTree(ctx, rev, func(root string) error {
 		dirs, err := gitrepo.ResolvePaths(root, e.repo.Paths())
@@ -385,6 +402,9 @@ func (e *Engine) readManifests(ctx context.Context, fetch bool) (string, *gitrep
 	}
 	for _, p := range m.Problems {
 		e.log.Warn("skipping a manifest", "problem", p.Error())
+	}
+	if snap && rev != "" {
+		e.parsed = parsedRevision{rev: rev, paths: paths, m: m}
 	}
 	return rev, m, nil
 }
@@ -984,6 +1004,9 @@ type imageCache struct {
 	// heads are the digests a promotion read with a HEAD (promote.go),
 	// by headKey: the rest of its plan reads those, not the cache.
 	heads map[string]cachedDigest
+	// best is newest's answer by repository and policy: the workloads
+	// that share both share one ranking of the repository's tags.
+	best map[bestKey]cachedBest
 	// offline answers only what was read before (a plan under the git
 	// lock): a read not made yet sets missed and fails.
 	offline, missed bool
@@ -1000,6 +1023,19 @@ type listKey struct{ repository, filter string }
 type cached struct {
 	imgs []registry.Image
 	err  error
+}
+
+// bestKey is a repository under one policy: its filter, bound to the
+// running tag where that matters (Key), and what Key leaves out.
+type bestKey struct {
+	repository, filter string
+	order              registry.Order
+	prerelease         bool
+}
+
+type cachedBest struct {
+	img   registry.Image
+	cands int
 }
 
 type cachedTags struct {
@@ -1075,9 +1111,16 @@ func (c *imageCache) newest(ctx context.Context, repo string, f registry.Filter)
 		}
 		return imgs[0], len(imgs), nil
 	}
+	key := bestKey{repo, f.Key(), f.Order, f.Prerelease}
+	if r, ok := c.best[key]; ok {
+		return r.img, r.cands, nil
+	}
 	tags, err := c.tagList(ctx, repo)
 	if err != nil {
 		return registry.Image{}, 0, err
+	}
+	if c.best == nil {
+		c.best = map[bestKey]cachedBest{}
 	}
 	var pass []string
 	for _, t := range tags {
@@ -1086,10 +1129,12 @@ func (c *imageCache) newest(ctx context.Context, repo string, f registry.Filter)
 		}
 	}
 	if len(pass) == 0 {
+		c.best[key] = cachedBest{}
 		return registry.Image{}, 0, nil
 	}
 	f.Rank(pass)
-	return registry.Image{Repository: repo, Tag: pass[0]}, len(pass), nil
+	c.best[key] = cachedBest{registry.Image{Repository: repo, Tag: pass[0]}, len(pass)}
+	return c.best[key].img, len(pass), nil
 }
 
 // dated returns the running tag's image when its creation time is known:
