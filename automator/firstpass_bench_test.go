@@ -248,3 +248,34 @@ func BenchmarkFirstPass(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDryRunPlan is release --all --update-all-images --dry-run
+// (release.Engine.Plan) at 1,000 and 10,000 workloads set up as for
+// BenchmarkFirstPass, after the daemon's view read the same revision
+// (Engine.Manifests), as it has when a caller asks: every plan reads the
+// revision (a fetch that finds it unchanged) and the cluster's workloads.
+func BenchmarkDryRunPlan(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			ctx := context.Background()
+			engine, images, _ := scaleSetUp(b, n)
+			if _, _, err := engine.Manifests(ctx); err != nil {
+				b.Fatal(err)
+			}
+			before := images.reads()
+			ops := 0
+			b.ReportAllocs()
+			for b.Loop() {
+				p, err := engine.Plan(ctx, release.Spec{All: true, AllLatest: true, User: "bench"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(p.Items) != n || p.Updates() != 0 {
+					b.Fatalf("%d items, %d updates; want %d items up to date", len(p.Items), p.Updates(), n)
+				}
+				ops++
+			}
+			b.ReportMetric(float64(images.reads()-before)/float64(ops), "reads/op")
+		})
+	}
+}
