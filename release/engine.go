@@ -499,6 +499,9 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 		}
 	}
 	plan := &Plan{Revision: rev, Promotion: spec.Promotion}
+	if len(targets) > 0 {
+		plan.Items = make([]Item, 0, len(targets)) // (grown, 10,000 items left 8 MB of garbage)
+	}
 	for _, id := range targets {
 		def, inGit := m.Workloads[id]
 		if !InScope(spec.Scope, id, m.Workloads[id], m) {
