@@ -467,7 +467,9 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 	// Planned as the job will be (Automated): a service fluxd will not
 	// release, or a locked policy's workload, is skipped with its reason
 	// rather than failing the whole batch as a release by hand would.
-	plan, err := a.plans.Plan(ctx, release.Spec{Services: ids, AllLatest: true, User: User, Automated: true})
+	// Cached: the pass fetched git a moment ago (Manifests), and plans
+	// the revision it read; the job fetches again when it runs.
+	plan, err := a.plans.Plan(ctx, release.Spec{Services: ids, AllLatest: true, User: User, Automated: true, Cached: true})
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	now := a.clock.Now()

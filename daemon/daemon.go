@@ -397,8 +397,9 @@ func (d *Daemon) buildServices(ctx context.Context, m *gitrepo.Manifests) ([]Ser
 	if err != nil {
 		return nil, err
 	}
-	byID := map[platform.ID]*Service{}
-	var order []platform.ID
+	// Sized once: growing a map of 10,000 rehashed it a dozen times.
+	byID := make(map[platform.ID]*Service, max(len(ws), len(m.Workloads)))
+	order := make([]platform.ID, 0, max(len(ws), len(m.Workloads)))
 	for _, w := range ws {
 		byID[w.ID] = &Service{ID: w.ID, Containers: w.Containers, Status: w.Status, Replicas: w.Replicas, InCluster: true}
 		order = append(order, w.ID)
@@ -440,13 +441,40 @@ func (d *Daemon) buildServices(ctx context.Context, m *gitrepo.Manifests) ([]Ser
 	d.markUnreleasable(ctx, byID)
 	d.syncStates(byID)
 	// Sorted as IDs, then copied: sorting the Services themselves moved
-	// their whole structs at every swap.
-	slices.SortFunc(order, platform.ID.Compare)
+	// their whole structs at every swap. Most views hold the services of
+	// the view before (a status, an image or the automator's decision
+	// changed, not which services there are): its order is then this
+	// one's, found with a lookup each rather than a sort.
+	if prev := d.previousView(); len(prev) == len(order) && len(order) == len(byID) && sameIDs(prev, byID) {
+		for i := range prev {
+			order[i] = prev[i].ID
+		}
+	} else {
+		slices.SortFunc(order, platform.ID.Compare)
+	}
 	out := make([]Service, 0, len(order))
 	for _, id := range order {
 		out = append(out, *byID[id])
 	}
 	return out, nil
+}
+
+// previousView is the last view kept (sorted by ID), or nil.
+func (d *Daemon) previousView() []Service {
+	d.view.mu.Lock()
+	defer d.view.mu.Unlock()
+	return d.view.services
+}
+
+// sameIDs says prev, as long as byID, names each of its services once, in
+// order: every ID in byID, each after the one before.
+func sameIDs(prev []Service, byID map[platform.ID]*Service) bool {
+	for i := range prev {
+		if _, ok := byID[prev[i].ID]; !ok || i > 0 && prev[i-1].ID.Compare(prev[i].ID) >= 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // policyOf reads a definition's tag filters, and reports the ones written

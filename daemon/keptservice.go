@@ -64,7 +64,7 @@ func (ks *keptServices) of(built uint64, svc Service) *keptService {
 	}
 	ks.mu.Lock()
 	if built > ks.view {
-		ks.view, ks.prev, ks.cur = built, ks.cur, map[platform.ID]*keptService{}
+		ks.view, ks.prev, ks.cur = built, ks.cur, make(map[platform.ID]*keptService, len(ks.cur))
 	}
 	k := ks.cur[svc.ID]
 	if k == nil {
