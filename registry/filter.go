@@ -205,10 +205,17 @@ func (f Filter) Bind(current string) (Filter, error) {
 // with the same key pass the same tags. It is the filter as written, and
 // the running tag for one bound to it.
 func (f Filter) Key() string {
-	if f.bound == "" {
-		return f.String()
+	k := f.String()
+	if f.Prerelease {
+		// Match passes pre-releases then: a list cached under the
+		// same pattern without it must not answer for it, nor the
+		// other way round.
+		k += " with pre-releases"
 	}
-	return f.String() + " on " + f.bound
+	if f.bound != "" {
+		k += " on " + f.bound
+	}
+	return k
 }
 
 // Match reports whether a tag passes the filter. A semver level that was

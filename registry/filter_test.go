@@ -228,6 +228,14 @@ func TestFilterKey(t *testing.T) {
 		}
 		keys[f.Key()] = c.filter + " on " + c.current
 	}
+	// Two policies that differ only in pre-releases pass different
+	// tags, so the plan's list cache must not share their lists.
+	rel, _ := ParseFilter("semver:~1.2", "")
+	pre := rel
+	pre.Prerelease = true
+	if rel.Key() == pre.Key() || rel.Match("1.2.4-rc.1") == pre.Match("1.2.4-rc.1") {
+		t.Errorf("semver:~1.2 with and without pre-releases: keys %q and %q, matching 1.2.4-rc.1 %v and %v", rel.Key(), pre.Key(), rel.Match("1.2.4-rc.1"), pre.Match("1.2.4-rc.1"))
+	}
 	if EveryTag.Key() == (Filter{}).Key() || !EveryTag.Match("latest") {
 		t.Errorf("EveryTag %q should pass latest and differ from no filter", EveryTag.Key())
 	}
