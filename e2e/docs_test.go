@@ -69,8 +69,8 @@ var (
 	guideMarker = regexp.MustCompile(`\s#\s*(expect|fails):\s*(.*?)\s*$`)
 	// hereDoc finds a here-document's start (<<EOF, <<'EOF', <<-EOF),
 	// not a here-string (<<<).
-	hereDoc = regexp.MustCompile(`(?:^|[^<])<<(-?)\s*['"]?([A-Za-z_]\w*)['"]?`)
-	testedBy    = regexp.MustCompile(`^#\s*tested:\s*(Test\w+)\s*$`)
+	hereDoc  = regexp.MustCompile(`(?:^|[^<])<<(-?)\s*['"]?([A-Za-z_]\w*)['"]?`)
+	testedBy = regexp.MustCompile(`^#\s*tested:\s*(Test\w+)\s*$`)
 )
 
 // guideSteps reads the ```sh blocks of a Markdown file, in order; with a
