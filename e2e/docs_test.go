@@ -67,12 +67,17 @@ type guideStep struct {
 
 var (
 	guideMarker = regexp.MustCompile(`\s#\s*(expect|fails):\s*(.*?)\s*$`)
-	testedBy    = regexp.MustCompile(`^#\s*tested:\s*(Test\w+)\s*$`)
+	// hereDoc finds a here-document's start (<<EOF, <<'EOF', <<-EOF),
+	// not a here-string (<<<).
+	hereDoc  = regexp.MustCompile(`(?:^|[^<])<<(-?)\s*['"]?([A-Za-z_]\w*)['"]?`)
+	testedBy = regexp.MustCompile(`^#\s*tested:\s*(Test\w+)\s*$`)
 )
 
 // guideSteps reads the ```sh blocks of a Markdown file, in order; with a
 // marker, only the blocks whose first line it is. A line of subs is not
-// run: its substitute is, if it has one.
+// run: its substitute is, if it has one. A command continued with a
+// backslash, or with a here-document (up to its closing word), is one
+// step.
 func guideSteps(path, marker string, subs map[string]guideSubstitute) (steps []guideStep, setup map[string]bool, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -86,6 +91,8 @@ func guideSteps(path, marker string, subs map[string]guideSubstitute) (steps []g
 		first   bool       // the block's first line is next
 		skip    bool       // the block lacks the marker
 		pending *guideStep // a command continued with a backslash
+		heredoc string     // the word that ends the here-document being read
+		dashed  bool       // it is a <<- one: the word may be indented
 	)
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
@@ -122,6 +129,15 @@ func guideSteps(path, marker string, subs map[string]guideSubstitute) (steps []g
 				continue
 			}
 			pending = &guideStep{line: n, command: text, tested: tested}
+		}
+		if heredoc != "" {
+			if text != heredoc && !(dashed && strings.TrimLeft(text, "\t") == heredoc) {
+				continue
+			}
+			heredoc = ""
+		} else if m := hereDoc.FindStringSubmatch(text); m != nil {
+			heredoc, dashed = m[2], m[1] == "-"
+			continue
 		}
 		if strings.HasSuffix(trimmed, `\`) {
 			continue
@@ -421,6 +437,19 @@ func TestGuideStepsParsesBlocks(t *testing.T) {
 	want = []guideStep{{line: 3, command: "helm version", tested: "TestOther"}, {line: 7, command: "kubectl version"}}
 	if fmt.Sprint(steps) != fmt.Sprint(want) {
 		t.Errorf("steps of a block naming its test:\n got %+v\nwant %+v", steps, want)
+	}
+	// A here-document is part of its command, up to its closing word; a
+	// here-string is not one.
+	steps, _, err = guideSteps(writeTemp(t, "```sh\ncat > f <<'EOF'\na: 1\n# not a comment\n\nEOF\ncat f   # expect: a: 1\ntr a b <<< a\n```\n"), "", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = []guideStep{{line: 2, command: "cat > f <<'EOF'\na: 1\n# not a comment\n\nEOF"}, {line: 7, command: "cat f   # expect: a: 1", expect: "a: 1"}, {line: 8, command: "tr a b <<< a"}}
+	if fmt.Sprint(steps) != fmt.Sprint(want) {
+		t.Errorf("steps with a here-document:\n got %+v\nwant %+v", steps, want)
+	}
+	if _, _, err := guideSteps(writeTemp(t, "```sh\ncat <<EOF\nx\n```\n"), "", nil); err == nil {
+		t.Error("a here-document left open at the block's end is not reported")
 	}
 	if _, _, err := guideSteps(writeTemp(t, "```sh\nfluxctl version\n"), "", guideSetup); err == nil {
 		t.Error("an unclosed block is not reported")
