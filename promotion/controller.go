@@ -603,7 +603,11 @@ func (c *Controller) event(ctx context.Context, p Pipeline, st Stage, bundle str
 		case ev.Kind == EvApproved:
 			what = "approved"
 		}
-		_, err = c.put(ctx, p, st, nr, what, ev.By, "")
+		text := ""
+		if what == "approved" {
+			text = fmt.Sprintf("bundle %s approved for %s by %s (%d of %d)", bundle, st.Name, ev.By, len(nr.Approvers), st.Approvals)
+		}
+		_, err = c.put(ctx, p, st, nr, what, ev.By, text)
 		if errors.Is(err, ErrConflict) && try < 5 {
 			continue
 		}

@@ -845,3 +845,54 @@ func TestConcurrentPromotionsQueueOneJob(t *testing.T) {
 		t.Fatalf("%d jobs queued by 8 concurrent promotions of one bundle, want 1", n)
 	}
 }
+
+// Resuming a stage moved back by hand to an older bundle takes it forward
+// again to the newest bundle verified there before, without asking for the
+// approvals it had.
+func TestResumeGoesForwardAgain(t *testing.T) {
+	h := newHarness(t, testPipeline)
+	ctx := context.Background()
+	b0 := h.releaseDev("1.0.0")
+	h.w.runJobs()
+	h.settle()
+	h.advance(5 * time.Second)
+	h.settle()
+	if _, err := h.c.Approve(ctx, "web", "prod", "", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	h.w.runJobs()
+	h.settle()
+	b1 := h.releaseDev("1.1.0")
+	h.w.runJobs()
+	h.settle()
+	h.advance(5 * time.Second)
+	h.settle()
+	if _, err := h.c.Approve(ctx, "web", "prod", "", "alice"); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	h.w.runJobs()
+	h.settle()
+	if cur, _ := h.stage("prod"); cur.Bundle != b1 || cur.Status != Verified {
+		t.Fatalf("prod = %+v, want %s verified", cur, b1)
+	}
+	req := PromoteRequest{Pipeline: "web", Stage: "prod", Bundle: b0, User: "carol"}
+	if _, err := h.c.Promote(ctx, "default", req, ""); err != nil {
+		t.Fatal(err)
+	}
+	h.w.runJobs()
+	h.settle()
+	if cur, _ := h.stage("prod"); cur.Bundle != b0 {
+		t.Fatalf("prod = %s after the promotion by hand, want %s", cur.Bundle, b0)
+	}
+	if err := h.c.Resume(ctx, "web", "prod", "carol"); err != nil {
+		t.Fatal(err)
+	}
+	h.settle()
+	h.w.runJobs()
+	h.settle()
+	if cur, _ := h.stage("prod"); cur.Bundle != b1 || cur.Status != Verified {
+		t.Fatalf("prod after resume = %+v, want back on %s", cur, b1)
+	}
+}

@@ -63,7 +63,8 @@ type Decision struct {
 //     (failed here, superseded, or current), or if it is older than the
 //     bundle the stage runs now: a person's promotion of a newer bundle,
 //     or of an older one (which also pauses the stage), is never undone by
-//     fluxd.
+//     fluxd while the stage is paused; once resumed, a stage moved back
+//     from a bundle verified there goes forward to it again.
 //   - With approvals, it waits for them, then is promoted.
 //   - With auto, it is promoted; a paused stage, or one with a locked
 //     service, holds it and says why.
@@ -107,6 +108,11 @@ func Next(p Pipeline, v View) []Decision {
 				continue
 			}
 			out = append(out, decide(st, cand.Bundle, hold, fmt.Sprintf("approved by %d of %d", len(here.Approvers), st.Approvals)))
+		case seen && here.Status == Verified && !here.Current && hasCur && (st.Auto || st.Approvals > 0):
+			// Verified here before, and the stage was moved back to an
+			// older bundle by hand (which paused it) and then resumed:
+			// it goes forward again, without asking for approvals it had.
+			out = append(out, decide(st, cand.Bundle, hold, fmt.Sprintf("the newest bundle verified in %s, verified here before", st.From)))
 		case seen:
 			// Promoted, failed or superseded here already.
 		case st.Auto:

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -70,11 +71,12 @@ func runBundles(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, p
 	if err != nil {
 		return err
 	}
-	// Newest first, as fluxd keeps them oldest first.
-	bundles := make([]*fluxdv1.BundleStatus, 0, len(resp.GetBundles()))
-	for i := len(resp.GetBundles()) - 1; i >= 0; i-- {
-		bundles = append(bundles, resp.GetBundles()[i])
-	}
+	// Newest first, whatever order fluxd sends (it sends newest first;
+	// an older fluxd sent oldest first).
+	bundles := slices.Clone(resp.GetBundles())
+	slices.SortStableFunc(bundles, func(a, b *fluxdv1.BundleStatus) int {
+		return b.GetCreated().AsTime().Compare(a.GetCreated().AsTime())
+	})
 	if output != "table" {
 		out := bundlesJSON{Pipeline: resp.GetPipeline(), Bundles: []bundleJSON{}}
 		for _, b := range bundles {

@@ -119,7 +119,6 @@ func runCheck(w io.Writer, root string, paths []string, output string) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
-		notes = append(notes, "note: fluxctl check validates Pipelines; fluxd does not act on them yet (docs/promotion.md)")
 	}
 	for _, p := range r.Problems {
 		notes = append(notes, "not read: "+p)

@@ -53,7 +53,8 @@ func (v viewOf) Running(ctx context.Context, ids []platform.ID) ([]promotion.Run
 	return d.Running(ctx, ids)
 }
 
-// tagDigests reads a tag's digest through the registry client's cache.
+// tagDigests reads a tag's digest through the registry client's cache,
+// and with one manifest HEAD for a tag the cache has not listed yet.
 type tagDigests struct{ images release.Images }
 
 func (t tagDigests) Digest(ctx context.Context, image string) (string, error) {
@@ -68,6 +69,15 @@ func (t tagDigests) Digest(ctx context.Context, image string) (string, error) {
 	for _, img := range imgs {
 		if img.Tag == ref.Tag && img.Digest != "" {
 			return img.Digest, nil
+		}
+	}
+	// A tag pushed since the cache last listed the repository (a
+	// release of a new build just rolled out): one manifest HEAD.
+	if h, ok := t.images.(interface {
+		HeadDigest(ctx context.Context, ref string) (string, error)
+	}); ok {
+		if d, err := h.HeadDigest(ctx, image); err == nil && d != "" {
+			return d, nil
 		}
 	}
 	return "", fmt.Errorf("the registry has no digest for %s (is the tag still there?)", image)
