@@ -54,6 +54,9 @@ const (
 	VerifyFailed      = "failed"
 	VerifyError       = "error"
 	VerifyNotRequired = "not-required"
+	// VerifyUnchecked is list-images' image whose digest is not read
+	// yet: nothing was verified.
+	VerifyUnchecked = "unchecked"
 )
 
 // ReasonUnverified is an AllLatest item's reason when every newer image
@@ -389,4 +392,27 @@ func unverifiedNote(spec Spec, plan *Plan) string {
 		return ""
 	}
 	return "Released unverified with --allow-unverified: " + strings.Join(us, "; ")
+}
+
+// VerifyImage is one image's verification as list-images shows it: ref
+// (with its digest) checked as a release of it to container of def
+// would check it, through the verifier (whose cache keeps a verified
+// digest, so an unchanged one is not verified again). Nil where no
+// profile applies. def may be nil (a workload not in git): only the
+// repositories rules then apply.
+func (e *Engine) VerifyImage(ctx context.Context, def *gitrepo.Definition, container string, ref registry.Ref) *Verification {
+	if def == nil {
+		def = &gitrepo.Definition{}
+	}
+	profiles, v := e.required(def, container, ref.Repository)
+	if v != nil {
+		return v
+	}
+	if len(profiles) == 0 {
+		return nil
+	}
+	if ref.Digest == "" {
+		return &Verification{Outcome: VerifyUnchecked, Profiles: profiles, Detail: "its digest is not read yet"}
+	}
+	return e.verifyRef(ctx, &imageCache{}, def, container, ref, profiles)
 }
