@@ -229,6 +229,7 @@ func (e *Engine) verifyRef(ctx context.Context, lister *imageCache, def *gitrepo
 // (nil when none does); the item's Warnings name each image skipped.
 func (e *Engine) olderVerified(ctx context.Context, lister *imageCache, item *Item, def *gitrepo.Definition, u ContainerUpdate, target registry.Ref, first *Verification) *ContainerUpdate {
 	skipped := []string{fmt.Sprintf("%s (%s)", u.Target, first)}
+	item.Unverified = append(item.Unverified, SkippedImage{Container: u.Container, Image: u.Target, Verification: *first})
 	warn := func(tail string) {
 		item.Warnings = append(item.Warnings, fmt.Sprintf("%s: skipped newer images that do not pass signature verification: %s; %s",
 			u.Container, strings.Join(skipped, "; "), tail))
@@ -263,6 +264,7 @@ func (e *Engine) olderVerified(ctx context.Context, lister *imageCache, item *It
 		}
 		if v.Outcome != VerifyVerified {
 			skipped = append(skipped, fmt.Sprintf("%s (%s)", ref, v))
+			item.Unverified = append(item.Unverified, SkippedImage{Container: u.Container, Image: ref.String(), Verification: *v})
 			if v.Outcome == VerifyError {
 				warn("stopped at a check that could not be made; " + u.Current + " stays")
 				return nil
