@@ -44,6 +44,9 @@ func (d *Daemon) verifyShown(ctx context.Context, svc Service, ci *ContainerImag
 		if (i < page.Offset || (page.Limit > 0 && i >= page.Offset+page.Limit)) && img.Ref() != ci.Current {
 			continue
 		}
+		if registry.CosignArtifact(img.Tag) {
+			continue // a signature or attestation, never run: nothing to verify
+		}
 		shown = append(shown, img)
 	}
 	if len(shown) == 0 {

@@ -136,4 +136,41 @@ func TestReleaseRefusesUnsignedImages(t *testing.T) {
 	if !found {
 		t.Errorf("list-services shows no verauto with the warning:\n%s", out)
 	}
+
+	// list-images says each image's verification, as the release saw it.
+	out, stderr, code = fluxctl(t, deployer, "list-images", svc, "-o", "json")
+	var listed []struct {
+		Container string
+		Images    []struct {
+			Tag          string
+			Verification *struct{ Outcome, Detail string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &listed); code != 0 || err != nil || len(listed) != 1 {
+		t.Fatalf("list-images -o json: exit %d, %v\n%s%s", code, err, out, stderr)
+	}
+	want := map[string]string{"1.4.0": "unsigned", "1.3.0": "verified", "1.2.0": "failed", "1.1.0": "unsigned", "1.0.0": "verified"}
+	for _, img := range listed[0].Images {
+		v := img.Verification
+		if strings.HasSuffix(img.Tag, ".sig") {
+			if v != nil {
+				t.Errorf("list-images verified cosign's signature tag %s: %+v", img.Tag, v)
+			}
+			continue
+		}
+		if v == nil || v.Outcome != want[img.Tag] {
+			t.Errorf("list-images: %s's verification is %+v, want %s", img.Tag, v, want[img.Tag])
+			continue
+		}
+		if img.Tag == "1.3.0" && !strings.Contains(v.Detail, ci.ID()) {
+			t.Errorf("list-images: 1.3.0 verified by %q, want the key %s", v.Detail, ci.ID())
+		}
+		delete(want, img.Tag)
+	}
+	if len(want) > 0 {
+		t.Errorf("list-images shows no %v:\n%s", want, out)
+	}
+	if out, stderr, code := fluxctl(t, deployer, "list-images", svc); code != 0 || !strings.Contains(out, "VERIFIED") || !strings.Contains(out, "verified (key "+ci.ID()) {
+		t.Errorf("list-images: exit %d, want a VERIFIED column naming the key:\n%s%s", code, out, stderr)
+	}
 }
