@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 
@@ -23,6 +24,11 @@ type imageVerifier interface {
 // as not checked. A verified digest is kept by the verifier's cache, so
 // a page shown again costs nothing.
 const maxShownVerify = 50
+
+// verifyWait bounds the verification of one container's page: an image
+// not verified by then (a slow registry) shows as not checked, and the
+// next listing asks again (a verified digest is kept by the cache).
+var verifyWait = 10 * time.Second
 
 // verifyConcurrency is how many of a page's images are verified at once.
 const verifyConcurrency = 4
@@ -54,12 +60,14 @@ func (d *Daemon) verifyShown(ctx context.Context, svc Service, ci *ContainerImag
 	}
 	// One check first: where no profile applies to the repository none
 	// applies to any of its images, and nothing more is asked.
+	vctx, cancel := context.WithTimeout(ctx, verifyWait)
+	defer cancel()
 	results := make([]*release.Verification, len(shown))
-	results[0] = v.VerifyImage(ctx, def, ci.Container, imageRef(shown[0]))
+	results[0] = v.VerifyImage(vctx, def, ci.Container, imageRef(shown[0]))
 	if results[0] == nil {
 		return
 	}
-	g, gctx := errgroup.WithContext(ctx)
+	g, gctx := errgroup.WithContext(vctx)
 	g.SetLimit(verifyConcurrency)
 	for i := 1; i < len(shown) && i < maxShownVerify; i++ {
 		g.Go(func() error {
@@ -71,6 +79,9 @@ func (d *Daemon) verifyShown(ctx context.Context, svc Service, ci *ContainerImag
 	ci.Verified = map[string]release.Verification{}
 	for i, r := range results {
 		switch {
+		case r != nil && r.Outcome == release.VerifyError && vctx.Err() != nil && ctx.Err() == nil:
+			ci.Verified[shown[i].Tag] = release.Verification{Outcome: release.VerifyUnchecked, Profiles: r.Profiles, Digest: r.Digest,
+				Detail: fmt.Sprintf("not verified within %s (a slow registry?); list again: a digest verified is kept, not verified again", verifyWait)}
 		case r != nil:
 			ci.Verified[shown[i].Tag] = *r
 		case i >= maxShownVerify:

@@ -167,3 +167,34 @@ func TestListImagesDoesNotVerifyCosignArtifacts(t *testing.T) {
 		t.Errorf("the running image's verification: %v", cis[0].Verified)
 	}
 }
+
+// slowVerifier answers only when its context ends, as a registry that
+// does not answer.
+type slowVerifier struct{ listVerifier }
+
+func (v *slowVerifier) Check(ctx context.Context, _ map[string]string, _, _, _ string) (verify.Verdict, error) {
+	<-ctx.Done()
+	return verify.Verdict{}, ctx.Err()
+}
+
+// A registry that does not answer the signature lookups does not hold
+// list-images up: past verifyWait the images show as not checked.
+func TestListImagesVerificationIsBounded(t *testing.T) {
+	defer func(w time.Duration) { verifyWait = w }(verifyWait)
+	verifyWait = 100 * time.Millisecond
+	const repo = "registry.example/team/app"
+	d := verifyDaemon(t, repo, versions(repo), &slowVerifier{listVerifier{want: repo}})
+	start := time.Now()
+	_, cis, err := d.ListImagesPage(context.Background(), auth.Identity{}, "app", Page{Limit: 3})
+	if err != nil || len(cis) != 1 {
+		t.Fatalf("%v %v", cis, err)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("list-images took %v with a registry that does not answer", took)
+	}
+	for _, tag := range []string{"1.5.0", "1.0.0"} {
+		if v := cis[0].Verified[tag]; v.Outcome != release.VerifyUnchecked || !strings.Contains(v.Detail, "not verified within") {
+			t.Errorf("%s: %+v, want unchecked, not verified within the wait", tag, v)
+		}
+	}
+}
