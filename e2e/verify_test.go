@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,7 +76,19 @@ func TestReleaseRefusesUnsignedImages(t *testing.T) {
 		autoPath: policyDeployment("verauto", repo+":1.0.0", map[string]string{"fluxd.io/tag-all": "semver:*", "fluxd.io/automated": "true", "fluxd.io/automated-by": instance}),
 	})
 	t.Cleanup(func() { removeManifest(t, path, app); removeManifest(t, autoPath, "verauto") })
-	f := startFaultFluxd(t, "fluxd-verify", dir, nil, "--verify-config="+cfg)
+	// A webhook receiver of category automation: the automator's skip of
+	// the unsigned 1.4.0 is told of.
+	recv := newTestReceivers(t)
+	recv.setUp(true)
+	if err := os.WriteFile(filepath.Join(cfgDir, "hook-key"), []byte("e2e-verify-hook-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notifyCfg := filepath.Join(cfgDir, "notify.yaml")
+	if err := os.WriteFile(notifyCfg, []byte(fmt.Sprintf("receivers:\n  - {name: auto, type: webhook, url: %s/auto, secretFile: %s, events: [automation], timeout: 2s}\n",
+		recv.srv.URL, filepath.Join(cfgDir, "hook-key"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := startFaultFluxd(t, "fluxd-verify", dir, nil, "--verify-config="+cfg, "--notify-config="+notifyCfg)
 	admin := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["admin"], "USER=ada"}
 	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=erin"}
 	svc := "default:deployment/" + app
@@ -135,6 +148,35 @@ func TestReleaseRefusesUnsignedImages(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("list-services shows no verauto with the warning:\n%s", out)
+	}
+
+	// The receiver was told once of the automator's skip of 1.4.0, in
+	// category automation.
+	var skips []string
+	if err := poll(ctx, 30*time.Second, func() error {
+		skips = skips[:0]
+		for _, h := range recv.delivered("/auto") {
+			var m struct {
+				Kind     string
+				Services []string
+				Message  string
+			}
+			if err := json.Unmarshal(h.Body, &m); err != nil {
+				return err
+			}
+			if m.Kind == "automation.unverified-skipped" {
+				skips = append(skips, strings.Join(m.Services, ",")+" "+m.Message)
+			}
+		}
+		if len(skips) == 0 {
+			return fmt.Errorf("no automation.unverified-skipped delivered yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(skips) != 1 || !strings.Contains(skips[0], "default:deployment/verauto") || !strings.Contains(skips[0], repo+":1.4.0 (sha256:") || !strings.Contains(skips[0], "unsigned") {
+		t.Errorf("automation.unverified-skipped notices %q, want one naming verauto's unsigned %s:1.4.0 and its digest", skips, repo)
 	}
 
 	// list-images says each image's verification, as the release saw it.
