@@ -71,6 +71,17 @@ type Config struct {
 	// scope was narrowed, or the annotation written by hand) is not
 	// released, as a locked one is not.
 	Scopes func(instance string) *auth.Scope
+	// Notices, when set, is told (as a history.UnverifiedSkipped notice,
+	// which notify sends as automation.unverified-skipped) of each newer
+	// image a check skipped because it does not pass signature
+	// verification: once per service and image digest, not every pass.
+	Notices Notices
+}
+
+// Notices stores a notice for the notification receivers
+// (history.Outbox's Notify).
+type Notices interface {
+	Notify(ctx context.Context, n history.Notice) (int64, error)
 }
 
 // State is where a service is in the machine.
@@ -127,6 +138,9 @@ type service struct {
 	// (release.Refused): it waits RefusedWait, and kicks do not end the
 	// wait.
 	refused bool
+	// toldUnverified are the skipped unverified images (by digest, or
+	// image where no digest was read) the receivers were told of.
+	toldUnverified map[string]bool
 }
 
 // Automator runs the state machines.
@@ -345,7 +359,7 @@ func (a *Automator) Step(ctx context.Context) time.Duration {
 	for _, inst := range instances {
 		ids := due[inst]
 		slices.SortFunc(ids, platform.ID.Compare)
-		a.check(ctx, inst, ids)
+		a.tellUnverified(ctx, a.check(ctx, inst, ids))
 	}
 	return a.nextDue()
 }
@@ -463,7 +477,7 @@ func (a *Automator) settleJobs(ctx context.Context) {
 // check plans the newest images for the due services of one instance and
 // decides for each: release (all of them in one job, one commit), nothing
 // newer, filtered out, or failing.
-func (a *Automator) check(ctx context.Context, instance string, ids []platform.ID) {
+func (a *Automator) check(ctx context.Context, instance string, ids []platform.ID) (unverified []unverifiedSkip) {
 	// Planned as the job will be (Automated): a service fluxd will not
 	// release, or a locked policy's workload, is skipped with its reason
 	// rather than failing the whole batch as a release by hand would.
@@ -503,6 +517,7 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 			continue
 		}
 		s.Warnings = it.Warnings
+		unverified = append(unverified, a.newUnverified(s, instance, it)...)
 		wasRefused := s.refused
 		s.refused = false
 		for _, w := range it.Warnings {
@@ -572,6 +587,65 @@ func (a *Automator) check(ctx context.Context, instance string, ids []platform.I
 		}
 		s.State, s.JobID = Releasing, u.Job.ID
 		a.log.Info("decision: "+s.Decision, "service", id.String(), "job", u.Job.ID, "batch", len(toRelease))
+	}
+	return unverified
+}
+
+// unverifiedSkip is one skipped unverified image to tell of.
+type unverifiedSkip struct {
+	id     platform.ID
+	key    string
+	notice history.Notice
+}
+
+// newUnverified lists the images it skipped for their signatures that
+// s's receivers were not told of yet. Call with a.mu held.
+func (a *Automator) newUnverified(s *service, instance string, it release.Item) []unverifiedSkip {
+	if a.cfg.Notices == nil {
+		return nil
+	}
+	var out []unverifiedSkip
+	for _, u := range it.Unverified {
+		v := u.Verification
+		if v.Outcome != release.VerifyUnsigned && v.Outcome != release.VerifyFailed {
+			continue // no verdict (a registry down): not a skip to tell of
+		}
+		key := v.Digest
+		if key == "" {
+			key = u.Image
+		}
+		if s.toldUnverified[key] {
+			continue
+		}
+		at := u.Image
+		if v.Digest != "" {
+			at += " (" + v.Digest + ")"
+		}
+		out = append(out, unverifiedSkip{id: s.id, key: key, notice: history.Notice{CreatedAt: a.clock.Now(), Event: history.Event{
+			Instance: instance, Type: history.UnverifiedSkipped, Services: []string{s.id.String()}, User: User,
+			Message: fmt.Sprintf("container %s: skipped %s, newer than what runs: %s; it is not released until an image that verifies is pushed (or it is signed)", u.Container, at, v),
+			EndedAt: a.clock.Now(),
+		}}})
+	}
+	return out
+}
+
+// tellUnverified stores a notice for each skip, and remembers those
+// stored: one that could not be stored is tried again on the next pass.
+func (a *Automator) tellUnverified(ctx context.Context, skips []unverifiedSkip) {
+	for _, sk := range skips {
+		if _, err := a.cfg.Notices.Notify(ctx, sk.notice); err != nil {
+			a.log.Warn("cannot store the notice of an image skipped for its signatures; will try again on the next check", "service", sk.id.String(), "error", err)
+			continue
+		}
+		a.mu.Lock()
+		if s := a.services[sk.id]; s != nil {
+			if s.toldUnverified == nil {
+				s.toldUnverified = map[string]bool{}
+			}
+			s.toldUnverified[sk.key] = true
+		}
+		a.mu.Unlock()
 	}
 }
 

@@ -89,6 +89,9 @@ func serviceImagesToProto(s Service, cis []ContainerImages, offset, limit int) *
 			if img.Dated() {
 				info.CreatedAt = timestamppb.New(img.CreatedAt)
 			}
+			if v, ok := ci.Verified[img.Tag]; ok {
+				info.Verification = verificationToProto(v)
+			}
 			c.Available = append(c.Available, info)
 		}
 		// The ranking of what is shown (and the best, always).
@@ -100,6 +103,10 @@ func serviceImagesToProto(s Service, cis []ContainerImages, offset, limit int) *
 		out.Containers = append(out.Containers, c)
 	}
 	return out
+}
+
+func verificationToProto(v release.Verification) *fluxdv1.Verification {
+	return &fluxdv1.Verification{Outcome: v.Outcome, Profiles: v.Profiles, Digest: v.Digest, Detail: v.Detail}
 }
 
 func releaseRequestFromProto(r *fluxdv1.ReleaseRequest) ReleaseRequest {
@@ -159,7 +166,7 @@ func planToProto(p *release.Plan) *fluxdv1.Plan {
 		for _, u := range it.Updates {
 			cu := &fluxdv1.ContainerUpdate{Container: u.Container, Current: u.Current, Target: u.Target}
 			if v := u.Verification; v.Outcome != "" {
-				cu.Verification = &fluxdv1.Verification{Outcome: v.Outcome, Profiles: v.Profiles, Digest: v.Digest, Detail: v.Detail}
+				cu.Verification = verificationToProto(v)
 			}
 			pi.Updates = append(pi.Updates, cu)
 		}

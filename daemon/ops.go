@@ -44,6 +44,10 @@ type ContainerImages struct {
 	// Read counts the images of Available whose digest and creation time
 	// are read; the others (no Digest) are being read in the background.
 	Read int
+	// Verified is, by tag, the signature verification of the images the
+	// page shows, where a verification profile applies to them (nil
+	// where none does, or fluxd verifies nothing).
+	Verified map[string]release.Verification
 }
 
 // cachedImages is the side of the image lister that can answer from its
@@ -136,7 +140,11 @@ func (d *Daemon) ListImagesPage(ctx context.Context, _ auth.Identity, name strin
 		return Service{}, nil, err
 	}
 	if lister, ok := d.deps.Images.(pagedImages); ok {
-		return svc, d.listPaged(ctx, svc, lister, page), nil
+		out := d.listPaged(ctx, svc, lister, page)
+		for i := range out {
+			d.verifyShown(ctx, svc, &out[i], page)
+		}
+		return svc, out, nil
 	}
 	type listed struct {
 		imgs []registry.Image
@@ -162,6 +170,7 @@ func (d *Daemon) ListImagesPage(ctx context.Context, _ auth.Identity, name strin
 		ci.Read = len(ci.Available)
 		if ci.Err == nil {
 			applyPolicy(&ci, svc.def, svc.annotations, ref)
+			d.verifyShown(ctx, svc, &ci, page)
 		}
 		out = append(out, ci)
 	}

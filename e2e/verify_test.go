@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -75,7 +76,19 @@ func TestReleaseRefusesUnsignedImages(t *testing.T) {
 		autoPath: policyDeployment("verauto", repo+":1.0.0", map[string]string{"fluxd.io/tag-all": "semver:*", "fluxd.io/automated": "true", "fluxd.io/automated-by": instance}),
 	})
 	t.Cleanup(func() { removeManifest(t, path, app); removeManifest(t, autoPath, "verauto") })
-	f := startFaultFluxd(t, "fluxd-verify", dir, nil, "--verify-config="+cfg)
+	// A webhook receiver of category automation: the automator's skip of
+	// the unsigned 1.4.0 is told of.
+	recv := newTestReceivers(t)
+	recv.setUp(true)
+	if err := os.WriteFile(filepath.Join(cfgDir, "hook-key"), []byte("e2e-verify-hook-key\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	notifyCfg := filepath.Join(cfgDir, "notify.yaml")
+	if err := os.WriteFile(notifyCfg, []byte(fmt.Sprintf("receivers:\n  - {name: auto, type: webhook, url: %s/auto, secretFile: %s, events: [automation], timeout: 2s}\n",
+		recv.srv.URL, filepath.Join(cfgDir, "hook-key"))), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := startFaultFluxd(t, "fluxd-verify", dir, nil, "--verify-config="+cfg, "--notify-config="+notifyCfg)
 	admin := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["admin"], "USER=ada"}
 	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=erin"}
 	svc := "default:deployment/" + app
@@ -135,5 +148,71 @@ func TestReleaseRefusesUnsignedImages(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("list-services shows no verauto with the warning:\n%s", out)
+	}
+
+	// The receiver was told once of the automator's skip of 1.4.0, in
+	// category automation.
+	var skips []string
+	if err := poll(ctx, 30*time.Second, func() error {
+		skips = skips[:0]
+		for _, h := range recv.delivered("/auto") {
+			var m struct {
+				Kind     string
+				Services []string
+				Message  string
+			}
+			if err := json.Unmarshal(h.Body, &m); err != nil {
+				return err
+			}
+			if m.Kind == "automation.unverified-skipped" {
+				skips = append(skips, strings.Join(m.Services, ",")+" "+m.Message)
+			}
+		}
+		if len(skips) == 0 {
+			return fmt.Errorf("no automation.unverified-skipped delivered yet")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(skips) != 1 || !strings.Contains(skips[0], "default:deployment/verauto") || !strings.Contains(skips[0], repo+":1.4.0 (sha256:") || !strings.Contains(skips[0], "unsigned") {
+		t.Errorf("automation.unverified-skipped notices %q, want one naming verauto's unsigned %s:1.4.0 and its digest", skips, repo)
+	}
+
+	// list-images says each image's verification, as the release saw it.
+	out, stderr, code = fluxctl(t, deployer, "list-images", svc, "-o", "json")
+	var listed []struct {
+		Container string
+		Images    []struct {
+			Tag          string
+			Verification *struct{ Outcome, Detail string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &listed); code != 0 || err != nil || len(listed) != 1 {
+		t.Fatalf("list-images -o json: exit %d, %v\n%s%s", code, err, out, stderr)
+	}
+	want := map[string]string{"1.4.0": "unsigned", "1.3.0": "verified", "1.2.0": "failed", "1.1.0": "unsigned", "1.0.0": "verified"}
+	for _, img := range listed[0].Images {
+		v := img.Verification
+		if strings.HasSuffix(img.Tag, ".sig") {
+			if v != nil {
+				t.Errorf("list-images verified cosign's signature tag %s: %+v", img.Tag, v)
+			}
+			continue
+		}
+		if v == nil || v.Outcome != want[img.Tag] {
+			t.Errorf("list-images: %s's verification is %+v, want %s", img.Tag, v, want[img.Tag])
+			continue
+		}
+		if img.Tag == "1.3.0" && !strings.Contains(v.Detail, ci.ID()) {
+			t.Errorf("list-images: 1.3.0 verified by %q, want the key %s", v.Detail, ci.ID())
+		}
+		delete(want, img.Tag)
+	}
+	if len(want) > 0 {
+		t.Errorf("list-images shows no %v:\n%s", want, out)
+	}
+	if out, stderr, code := fluxctl(t, deployer, "list-images", svc); code != 0 || !strings.Contains(out, "VERIFIED") || !strings.Contains(out, "verified (key "+ci.ID()) {
+		t.Errorf("list-images: exit %d, want a VERIFIED column naming the key:\n%s%s", code, out, stderr)
 	}
 }

@@ -37,6 +37,10 @@ const (
 	Approved         Type = "approved"
 	PromotionPaused  Type = "paused"
 	PromotionResumed Type = "resumed"
+	// UnverifiedSkipped is a notice, never a history row (it is not in
+	// Types): the automator skipped a newer image of a service because
+	// it does not pass signature verification.
+	UnverifiedSkipped Type = "unverified-skipped"
 )
 
 // SyncInstance keys the sync's events. The sync is the cluster's, not one

@@ -18,7 +18,9 @@ type Message struct {
 	// Kind is what happened: release.started, release.succeeded,
 	// release.failed, release.rolled-back, release.cancelled (and the
 	// same with automated-release.), sync.changed, sync.failed, lock,
-	// unlock, lock.failed, unlock.failed.
+	// unlock, lock.failed, unlock.failed, automation.unverified-skipped
+	// (the automator skipped a newer image that does not pass signature
+	// verification; once per service and image digest).
 	Kind string `json:"kind"`
 	// Categories are the filter categories the event is in.
 	Categories []Category `json:"categories"`
@@ -102,6 +104,8 @@ func newMessage(n history.Notice, webURL string) (*Message, bool) {
 		m.Kind, m.Categories = "promotion."+string(ev.Type), []Category{CatPromotion}
 	case history.PromotionFailed:
 		m.Kind, m.Categories = "promotion.failed", []Category{CatPromotion, CatFailure}
+	case history.UnverifiedSkipped:
+		m.Kind, m.Categories = "automation.unverified-skipped", []Category{CatAutomation}
 	default:
 		return nil, false
 	}
@@ -158,6 +162,8 @@ func (m *Message) Title() string {
 		what = "unlocked"
 	case "lock.failed", "unlock.failed":
 		what = strings.TrimSuffix(m.Kind, ".failed") + " FAILED"
+	case "automation.unverified-skipped":
+		what = "automation skipped an image that does not pass signature verification"
 	}
 	if strings.HasPrefix(m.Kind, "automated-") {
 		what = "automated " + what

@@ -624,3 +624,38 @@ func TestSecretsStayOutOfLogsAndMetrics(t *testing.T) {
 		t.Errorf("the log does not say why the forge failed:\n%s", f.logs.String())
 	}
 }
+
+// The automator's notice of a newer image skipped for its signatures
+// (a notice without a history row) reaches the receivers of category
+// automation as automation.unverified-skipped, saying which image and
+// why; a receiver of releases only is not told.
+func TestUnverifiedSkippedNotice(t *testing.T) {
+	rec := newRecorder(t)
+	f := newFixture(t, fmt.Sprintf(`receivers:
+  - {name: auto, type: webhook, url: %[1]s/auto, secretFile: DIR/k, events: [automation]}
+  - {name: releases, type: webhook, url: %[1]s/releases, secretFile: DIR/k, events: [release]}
+`, rec.srv.URL))
+	writeFile(t, f.dir, "k", "key")
+	f.start(t)
+	f.started(t, "auto", "releases")
+	msg := "container app: skipped r/app:1.4.0 (sha256:14), newer than what runs: unsigned: profile signed: unsigned"
+	if _, err := f.store.Notify(context.Background(), history.Notice{Event: history.Event{Instance: "team", Type: history.UnverifiedSkipped,
+		Services: []string{"default:deployment/app"}, User: "automator", Message: msg, EndedAt: time.Now()}}); err != nil {
+		t.Fatal(err)
+	}
+	f.record(t, release) // the releases receiver's, to know delivery has gone past the notice
+	waitFor(t, "2 deliveries", func() bool { return len(rec.got()) >= 2 })
+	time.Sleep(150 * time.Millisecond)
+	got := map[string][]string{}
+	for _, h := range rec.got() {
+		body := decode(t, h.Body)
+		got[h.Path] = append(got[h.Path], body["kind"].(string))
+		if h.Path == "/auto" && (body["message"] != msg || fmt.Sprint(body["categories"]) != "[automation]") {
+			t.Errorf("auto got %v, want the skip's message in category automation", body)
+		}
+	}
+	want := map[string][]string{"/auto": {"automation.unverified-skipped"}, "/releases": {"release.succeeded"}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("deliveries %v, want %v", got, want)
+	}
+}

@@ -135,6 +135,17 @@ type Item struct {
 	// cancel's revert and a failure's rollback apply exactly these,
 	// whatever git holds by then.
 	Targets []Target `json:",omitempty"`
+	// Unverified are the newer images an AllLatest plan skipped because
+	// they do not pass signature verification (verify.go): the
+	// automator tells the notification receivers of each once.
+	Unverified []SkippedImage `json:",omitempty"`
+}
+
+// SkippedImage is a newer image a plan did not take, and why.
+type SkippedImage struct {
+	Container    string
+	Image        string
+	Verification Verification
 }
 
 // Plan is a computed release.

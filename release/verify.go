@@ -54,6 +54,9 @@ const (
 	VerifyFailed      = "failed"
 	VerifyError       = "error"
 	VerifyNotRequired = "not-required"
+	// VerifyUnchecked is list-images' image whose digest is not read
+	// yet: nothing was verified.
+	VerifyUnchecked = "unchecked"
 )
 
 // ReasonUnverified is an AllLatest item's reason when every newer image
@@ -226,6 +229,7 @@ func (e *Engine) verifyRef(ctx context.Context, lister *imageCache, def *gitrepo
 // (nil when none does); the item's Warnings name each image skipped.
 func (e *Engine) olderVerified(ctx context.Context, lister *imageCache, item *Item, def *gitrepo.Definition, u ContainerUpdate, target registry.Ref, first *Verification) *ContainerUpdate {
 	skipped := []string{fmt.Sprintf("%s (%s)", u.Target, first)}
+	item.Unverified = append(item.Unverified, SkippedImage{Container: u.Container, Image: u.Target, Verification: *first})
 	warn := func(tail string) {
 		item.Warnings = append(item.Warnings, fmt.Sprintf("%s: skipped newer images that do not pass signature verification: %s; %s",
 			u.Container, strings.Join(skipped, "; "), tail))
@@ -260,6 +264,7 @@ func (e *Engine) olderVerified(ctx context.Context, lister *imageCache, item *It
 		}
 		if v.Outcome != VerifyVerified {
 			skipped = append(skipped, fmt.Sprintf("%s (%s)", ref, v))
+			item.Unverified = append(item.Unverified, SkippedImage{Container: u.Container, Image: ref.String(), Verification: *v})
 			if v.Outcome == VerifyError {
 				warn("stopped at a check that could not be made; " + u.Current + " stays")
 				return nil
@@ -389,4 +394,27 @@ func unverifiedNote(spec Spec, plan *Plan) string {
 		return ""
 	}
 	return "Released unverified with --allow-unverified: " + strings.Join(us, "; ")
+}
+
+// VerifyImage is one image's verification as list-images shows it: ref
+// (with its digest) checked as a release of it to container of def
+// would check it, through the verifier (whose cache keeps a verified
+// digest, so an unchanged one is not verified again). Nil where no
+// profile applies. def may be nil (a workload not in git): only the
+// repositories rules then apply.
+func (e *Engine) VerifyImage(ctx context.Context, def *gitrepo.Definition, container string, ref registry.Ref) *Verification {
+	if def == nil {
+		def = &gitrepo.Definition{}
+	}
+	profiles, v := e.required(def, container, ref.Repository)
+	if v != nil {
+		return v
+	}
+	if len(profiles) == 0 {
+		return nil
+	}
+	if ref.Digest == "" {
+		return &Verification{Outcome: VerifyUnchecked, Profiles: profiles, Detail: "its digest is not read yet"}
+	}
+	return e.verifyRef(ctx, &imageCache{}, def, container, ref, profiles)
 }

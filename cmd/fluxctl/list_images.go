@@ -25,6 +25,10 @@ the running tag and '*' the ones its policy ranks higher; tags the
 container's tag filter does not pass are marked "filtered out", and a filter
 that passes nothing is reported as a warning. --digests adds each image's
 manifest digest (what a pinned container, fluxd.io/pin-digest, runs).
+Where a signature verification profile applies (fluxd --verify-config, or
+the workload's fluxd.io/verify annotation), a VERIFIED column says of each
+image shown: verified (by which signer), unsigned, failed: why, or "-"
+where none applies; only the images shown are verified.
 SERVICE is namespace:kind/name, or namespace/name or name where unambiguous.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,6 +60,18 @@ type imageJSON struct {
 	Undated bool `json:"undated,omitempty"`
 	// Reading is true while its digest and creation time are being read.
 	Reading bool `json:"reading,omitempty"`
+	// Verification is what checking its signatures found, where a
+	// verification profile applies to it (absent where none does).
+	Verification *verificationJSON `json:"verification,omitempty"`
+}
+
+type verificationJSON struct {
+	// Outcome is verified, unsigned, failed, error or unchecked (its
+	// digest not read yet, or past what one call verifies).
+	Outcome  string   `json:"outcome"`
+	Profiles []string `json:"profiles,omitempty"`
+	Digest   string   `json:"digest,omitempty"`
+	Detail   string   `json:"detail,omitempty"`
 }
 
 type containerImagesJSON struct {
@@ -83,6 +99,7 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 		return err
 	}
 	var rows []containerImagesJSON
+	verified := false // some image shown has a verification
 	for _, s := range resp.GetServices() {
 		for _, ci := range s.GetContainers() {
 			row := containerImagesJSON{Service: s.GetService(), Container: ci.GetContainer(), Current: ci.GetCurrent(), Error: ci.GetError(),
@@ -136,6 +153,10 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 					t := img.GetCreatedAt().AsTime()
 					ij.CreatedAt = &t
 				}
+				if v := img.GetVerification(); v != nil {
+					ij.Verification = &verificationJSON{Outcome: v.GetOutcome(), Profiles: v.GetProfiles(), Digest: v.GetDigest(), Detail: v.GetDetail()}
+					verified = true
+				}
 				row.Images = append(row.Images, ij)
 			}
 			rows = append(rows, row)
@@ -147,11 +168,14 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 	// Notes on a container (warnings, a refresh under way, paging) go
 	// below the table, so that a long one does not widen the IMAGE column.
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
+	header := "SERVICE\tCONTAINER\tIMAGE\tCREATED"
 	if digests {
-		fmt.Fprintln(tw, "SERVICE\tCONTAINER\tIMAGE\tCREATED\tDIGEST")
-	} else {
-		fmt.Fprintln(tw, "SERVICE\tCONTAINER\tIMAGE\tCREATED")
+		header += "\tDIGEST"
 	}
+	if verified {
+		header += "\tVERIFIED"
+	}
+	fmt.Fprintln(tw, header)
 	var notes []string
 	marked := false
 	for _, r := range rows {
@@ -210,15 +234,18 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 			if img.Filtered {
 				created += "  (filtered out)"
 			}
+			line := fmt.Sprintf("\t\t%-2s %s\t%s", mark, img.Tag, created)
 			if digests {
 				digest := img.Digest
 				if digest == "" {
 					digest = "-"
 				}
-				fmt.Fprintf(tw, "\t\t%-2s %s\t%s\t%s\n", mark, img.Tag, created, digest)
-				continue
+				line += "\t" + digest
 			}
-			fmt.Fprintf(tw, "\t\t%-2s %s\t%s\n", mark, img.Tag, created)
+			if verified {
+				line += "\t" + verifiedCell(img.Verification)
+			}
+			fmt.Fprintln(tw, line)
 		}
 		if left := max(r.Total, len(r.Images)) - offset - len(shown); left > 0 {
 			tags := "tags"
@@ -241,6 +268,40 @@ func runListImages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient
 		}
 	}
 	return nil
+}
+
+// verifiedCell is an image's VERIFIED column: verified (by whom),
+// unsigned, failed: why; "-" where no verification profile applies.
+// Detail is the daemon's "profile P: verified by S; profile Q: ...".
+func verifiedCell(v *verificationJSON) string {
+	if v == nil || v.Outcome == "not-required" {
+		return "-"
+	}
+	parts := strings.Split(v.Detail, "; ")
+	switch v.Outcome {
+	case "verified":
+		for i, p := range parts {
+			if _, by, ok := strings.Cut(p, ": verified by "); ok {
+				parts[i] = by
+			}
+		}
+		return "verified (" + strings.Join(parts, "; ") + ")"
+	case "unsigned":
+		return "unsigned"
+	case "failed":
+		why := parts[len(parts)-1]
+		if _, after, ok := strings.Cut(why, ": failed "); ok {
+			why = after
+			if reason, rest, ok := strings.Cut(strings.TrimPrefix(why, "("), "): "); ok {
+				why = reason + ": " + rest
+			}
+		}
+		return "failed: " + why
+	}
+	if v.Detail == "" {
+		return v.Outcome
+	}
+	return v.Outcome + ": " + v.Detail
 }
 
 // builtLater says img was built after run, or that either's build time

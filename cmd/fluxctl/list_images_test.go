@@ -118,3 +118,42 @@ func TestListImagesCopiedTagIsNotNewer(t *testing.T) {
 		t.Errorf("want only 1.4.0 newer (1.3.0 is a copy of the running 1.2.0):\n%s", out)
 	}
 }
+
+// Where a verification profile applies, a VERIFIED column says each
+// image's verification: by whom, unsigned, failed and why, or "-" where
+// none applies (another container's repository).
+func TestListImagesVerification(t *testing.T) {
+	at := func(h int) *timestamppb.Timestamp {
+		return timestamppb.New(time.Date(2026, 3, 1, h, 0, 0, 0, time.UTC))
+	}
+	c := imagesClient{resp: &fluxdv1.ListImagesResponse{Services: []*fluxdv1.ServiceImages{{
+		Service: "default:deployment/app",
+		Containers: []*fluxdv1.ContainerImages{{
+			Container: "app", Current: "reg/app:1.0.0", Filter: "semver:*", Total: 4, TimesRead: 3,
+			Passing: []string{"1.2.0", "1.1.0", "1.0.1", "1.0.0"},
+			Available: []*fluxdv1.ImageInfo{
+				{Ref: "reg/app:1.2.0", Tag: "1.2.0", Digest: "sha256:c", CreatedAt: at(3), Verification: &fluxdv1.Verification{
+					Outcome: "failed", Profiles: []string{"ci"}, Digest: "sha256:c",
+					Detail: `profile ci: failed (wrong-key): 1 signature(s), none by the key(s) of profile "ci"`}},
+				{Ref: "reg/app:1.1.0", Tag: "1.1.0", Digest: "sha256:b", CreatedAt: at(2), Verification: &fluxdv1.Verification{
+					Outcome: "unsigned", Profiles: []string{"ci"}, Digest: "sha256:b", Detail: "profile ci: unsigned: no cosign signature for sha256:b"}},
+				{Ref: "reg/app:1.0.1", Tag: "1.0.1", Reading: true, Verification: &fluxdv1.Verification{
+					Outcome: "unchecked", Profiles: []string{"ci"}, Detail: "its digest is not read yet"}},
+				{Ref: "reg/app:1.0.0", Tag: "1.0.0", Digest: "sha256:a", CreatedAt: at(1), Verification: &fluxdv1.Verification{
+					Outcome: "verified", Profiles: []string{"ci"}, Digest: "sha256:a", Detail: "profile ci: verified by key sha256:k1 (ci.pub)"}},
+			},
+		}, {
+			Container: "sidecar", Current: "reg/proxy:2.0", Total: 1, TimesRead: 1,
+			Available: []*fluxdv1.ImageInfo{{Ref: "reg/proxy:2.0", Tag: "2.0", Digest: "sha256:p", CreatedAt: at(1)}},
+		}},
+	}}}}
+	for _, o := range []string{"table", "json"} {
+		t.Run(o, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := runListImages(context.Background(), &buf, c, "app", 0, 10, o, false); err != nil {
+				t.Fatal(err)
+			}
+			golden(t, "list-images-verified."+o, buf.Bytes())
+		})
+	}
+}

@@ -27,7 +27,7 @@ func newAutomation(f flags, engine *release.Engine, store jobStore, tokens *auth
 	queue.SetCluster(f.clusterName)
 	queue.Instrument(jobs.NewMetrics(reg))
 	queue.NotifyStarts(store)
-	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg, Scopes: tokens.ScopeOf, Instances: tokens.Instances}, engine, queue, clock.RealClock{}, log)
+	auto := automator.New(automator.Config{ShortWait: f.automationShort, LongWait: f.automationLong, MaxBackoff: f.automationMaxBackoff, Metrics: reg, Scopes: tokens.ScopeOf, Instances: tokens.Instances, Notices: store}, engine, queue, clock.RealClock{}, log)
 	queue.OnEnd(func(history.Job) { auto.Poke() })
 	return queue, auto
 }

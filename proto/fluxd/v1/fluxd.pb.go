@@ -1080,7 +1080,12 @@ type ImageInfo struct {
 	// reading is true while the image's digest and creation time are still
 	// being read (a big repository's first listing); created_at is then
 	// unset without meaning "no creation time".
-	Reading       bool `protobuf:"varint,5,opt,name=reading,proto3" json:"reading,omitempty"`
+	Reading bool `protobuf:"varint,5,opt,name=reading,proto3" json:"reading,omitempty"`
+	// verification is what checking the image's signatures found, where a
+	// verification profile applies to it (--verify-config, or the
+	// workload's fluxd.io/verify annotation); unset where none does.
+	// Outcome "unchecked" is an image whose digest is not read yet.
+	Verification  *Verification `protobuf:"bytes,6,opt,name=verification,proto3" json:"verification,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1148,6 +1153,13 @@ func (x *ImageInfo) GetReading() bool {
 		return x.Reading
 	}
 	return false
+}
+
+func (x *ImageInfo) GetVerification() *Verification {
+	if x != nil {
+		return x.Verification
+	}
+	return nil
 }
 
 type ContainerImages struct {
@@ -6054,14 +6066,15 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"\x11ListImagesRequest\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x16\n" +
-	"\x06offset\x18\x03 \x01(\x05R\x06offset\"\x9c\x01\n" +
+	"\x06offset\x18\x03 \x01(\x05R\x06offset\"\xd8\x01\n" +
 	"\tImageInfo\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\tR\x03ref\x129\n" +
 	"\n" +
 	"created_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\tR\x06digest\x12\x10\n" +
 	"\x03tag\x18\x04 \x01(\tR\x03tag\x12\x18\n" +
-	"\areading\x18\x05 \x01(\bR\areading\"\xad\x03\n" +
+	"\areading\x18\x05 \x01(\bR\areading\x12:\n" +
+	"\fverification\x18\x06 \x01(\v2\x16.fluxd.v1.VerificationR\fverification\"\xad\x03\n" +
 	"\x0fContainerImages\x12\x1c\n" +
 	"\tcontainer\x18\x01 \x01(\tR\tcontainer\x12\x18\n" +
 	"\acurrent\x18\x02 \x01(\tR\acurrent\x121\n" +
@@ -6611,120 +6624,121 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	89, // 10: fluxd.v1.GitRemoteStatus.last_sync:type_name -> google.protobuf.Timestamp
 	89, // 11: fluxd.v1.GitRemoteStatus.waiting_since:type_name -> google.protobuf.Timestamp
 	89, // 12: fluxd.v1.ImageInfo.created_at:type_name -> google.protobuf.Timestamp
-	15, // 13: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
-	89, // 14: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
-	16, // 15: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
-	17, // 16: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
-	19, // 17: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
-	1,  // 18: fluxd.v1.ReleaseRequest.kind:type_name -> fluxd.v1.ReleaseKind
-	22, // 19: fluxd.v1.ContainerUpdate.verification:type_name -> fluxd.v1.Verification
-	21, // 20: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
-	23, // 21: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
-	24, // 22: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
-	2,  // 23: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
-	89, // 24: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
-	89, // 25: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
-	24, // 26: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
-	26, // 27: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
-	10, // 28: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
-	26, // 29: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
-	30, // 30: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
-	26, // 31: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
-	26, // 32: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
-	89, // 33: fluxd.v1.JobLogLine.time:type_name -> google.protobuf.Timestamp
-	37, // 34: fluxd.v1.GetJobLogResponse.lines:type_name -> fluxd.v1.JobLogLine
-	88, // 35: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	89, // 36: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
-	89, // 37: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
-	49, // 38: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
-	89, // 39: fluxd.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
-	89, // 40: fluxd.v1.HistoryRequest.until:type_name -> google.protobuf.Timestamp
-	50, // 41: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
-	89, // 42: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
-	57, // 43: fluxd.v1.SyncResponse.objects:type_name -> fluxd.v1.SyncObject
-	89, // 44: fluxd.v1.OwnedResource.created_at:type_name -> google.protobuf.Timestamp
-	89, // 45: fluxd.v1.Pod.created_at:type_name -> google.protobuf.Timestamp
-	61, // 46: fluxd.v1.Pod.containers:type_name -> fluxd.v1.PodContainer
-	89, // 47: fluxd.v1.ResourceEvent.last_seen:type_name -> google.protobuf.Timestamp
-	60, // 48: fluxd.v1.GetResourcesResponse.owned:type_name -> fluxd.v1.OwnedResource
-	62, // 49: fluxd.v1.GetResourcesResponse.pods:type_name -> fluxd.v1.Pod
-	63, // 50: fluxd.v1.GetResourcesResponse.events:type_name -> fluxd.v1.ResourceEvent
-	69, // 51: fluxd.v1.ListPipelinesResponse.pipelines:type_name -> fluxd.v1.Pipeline
-	89, // 52: fluxd.v1.BundleRecord.created:type_name -> google.protobuf.Timestamp
-	89, // 53: fluxd.v1.BundleRecord.since:type_name -> google.protobuf.Timestamp
-	89, // 54: fluxd.v1.BundleRecord.rolled_out:type_name -> google.protobuf.Timestamp
-	89, // 55: fluxd.v1.BundleRecord.soak_until:type_name -> google.protobuf.Timestamp
-	89, // 56: fluxd.v1.StagePause.since:type_name -> google.protobuf.Timestamp
-	72, // 57: fluxd.v1.StageStatus.current:type_name -> fluxd.v1.BundleRecord
-	72, // 58: fluxd.v1.StageStatus.waiting:type_name -> fluxd.v1.BundleRecord
-	73, // 59: fluxd.v1.StageStatus.paused:type_name -> fluxd.v1.StagePause
-	74, // 60: fluxd.v1.ListStagesResponse.stages:type_name -> fluxd.v1.StageStatus
-	89, // 61: fluxd.v1.BundleStatus.created:type_name -> google.protobuf.Timestamp
-	77, // 62: fluxd.v1.BundleStatus.images:type_name -> fluxd.v1.BundleImage
-	72, // 63: fluxd.v1.BundleStatus.records:type_name -> fluxd.v1.BundleRecord
-	78, // 64: fluxd.v1.ListBundlesResponse.bundles:type_name -> fluxd.v1.BundleStatus
-	1,  // 65: fluxd.v1.PromoteRequest.kind:type_name -> fluxd.v1.ReleaseKind
-	24, // 66: fluxd.v1.PromoteResponse.plan:type_name -> fluxd.v1.Plan
-	72, // 67: fluxd.v1.ApproveResponse.record:type_name -> fluxd.v1.BundleRecord
-	3,  // 68: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	4,  // 69: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
-	11, // 70: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	14, // 71: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	20, // 72: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	27, // 73: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	29, // 74: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	32, // 75: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	34, // 76: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	36, // 77: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
-	39, // 78: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	41, // 79: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	43, // 80: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	45, // 81: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	47, // 82: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	51, // 83: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	53, // 84: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	56, // 85: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
-	59, // 86: fluxd.v1.FluxService.GetResources:input_type -> fluxd.v1.GetResourcesRequest
-	65, // 87: fluxd.v1.FluxService.GetPodLog:input_type -> fluxd.v1.GetPodLogRequest
-	67, // 88: fluxd.v1.FluxService.GetManifest:input_type -> fluxd.v1.GetManifestRequest
-	70, // 89: fluxd.v1.FluxService.ListPipelines:input_type -> fluxd.v1.ListPipelinesRequest
-	75, // 90: fluxd.v1.FluxService.ListStages:input_type -> fluxd.v1.ListStagesRequest
-	79, // 91: fluxd.v1.FluxService.ListBundles:input_type -> fluxd.v1.ListBundlesRequest
-	81, // 92: fluxd.v1.FluxService.Promote:input_type -> fluxd.v1.PromoteRequest
-	83, // 93: fluxd.v1.FluxService.Approve:input_type -> fluxd.v1.ApproveRequest
-	85, // 94: fluxd.v1.FluxService.ResumeStage:input_type -> fluxd.v1.ResumeStageRequest
-	6,  // 95: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	5,  // 96: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
-	12, // 97: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	18, // 98: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	25, // 99: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	28, // 100: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	31, // 101: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	33, // 102: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	35, // 103: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	38, // 104: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
-	40, // 105: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	42, // 106: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	44, // 107: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	46, // 108: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	48, // 109: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	52, // 110: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	55, // 111: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	58, // 112: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
-	64, // 113: fluxd.v1.FluxService.GetResources:output_type -> fluxd.v1.GetResourcesResponse
-	66, // 114: fluxd.v1.FluxService.GetPodLog:output_type -> fluxd.v1.GetPodLogResponse
-	68, // 115: fluxd.v1.FluxService.GetManifest:output_type -> fluxd.v1.GetManifestResponse
-	71, // 116: fluxd.v1.FluxService.ListPipelines:output_type -> fluxd.v1.ListPipelinesResponse
-	76, // 117: fluxd.v1.FluxService.ListStages:output_type -> fluxd.v1.ListStagesResponse
-	80, // 118: fluxd.v1.FluxService.ListBundles:output_type -> fluxd.v1.ListBundlesResponse
-	82, // 119: fluxd.v1.FluxService.Promote:output_type -> fluxd.v1.PromoteResponse
-	84, // 120: fluxd.v1.FluxService.Approve:output_type -> fluxd.v1.ApproveResponse
-	86, // 121: fluxd.v1.FluxService.ResumeStage:output_type -> fluxd.v1.ResumeStageResponse
-	95, // [95:122] is the sub-list for method output_type
-	68, // [68:95] is the sub-list for method input_type
-	68, // [68:68] is the sub-list for extension type_name
-	68, // [68:68] is the sub-list for extension extendee
-	0,  // [0:68] is the sub-list for field type_name
+	22, // 13: fluxd.v1.ImageInfo.verification:type_name -> fluxd.v1.Verification
+	15, // 14: fluxd.v1.ContainerImages.available:type_name -> fluxd.v1.ImageInfo
+	89, // 15: fluxd.v1.ContainerImages.refreshed_at:type_name -> google.protobuf.Timestamp
+	16, // 16: fluxd.v1.ServiceImages.containers:type_name -> fluxd.v1.ContainerImages
+	17, // 17: fluxd.v1.ListImagesResponse.services:type_name -> fluxd.v1.ServiceImages
+	19, // 18: fluxd.v1.ReleaseRequest.spec:type_name -> fluxd.v1.ReleaseSpec
+	1,  // 19: fluxd.v1.ReleaseRequest.kind:type_name -> fluxd.v1.ReleaseKind
+	22, // 20: fluxd.v1.ContainerUpdate.verification:type_name -> fluxd.v1.Verification
+	21, // 21: fluxd.v1.PlanItem.updates:type_name -> fluxd.v1.ContainerUpdate
+	23, // 22: fluxd.v1.Plan.items:type_name -> fluxd.v1.PlanItem
+	24, // 23: fluxd.v1.ReleaseResponse.plan:type_name -> fluxd.v1.Plan
+	2,  // 24: fluxd.v1.Job.state:type_name -> fluxd.v1.JobState
+	89, // 25: fluxd.v1.Job.created_at:type_name -> google.protobuf.Timestamp
+	89, // 26: fluxd.v1.Job.finished_at:type_name -> google.protobuf.Timestamp
+	24, // 27: fluxd.v1.Job.plan:type_name -> fluxd.v1.Plan
+	26, // 28: fluxd.v1.GetJobResponse.job:type_name -> fluxd.v1.Job
+	10, // 29: fluxd.v1.WorkloadProgress.replicas:type_name -> fluxd.v1.ReplicaCounts
+	26, // 30: fluxd.v1.WatchJobResponse.job:type_name -> fluxd.v1.Job
+	30, // 31: fluxd.v1.WatchJobResponse.workloads:type_name -> fluxd.v1.WorkloadProgress
+	26, // 32: fluxd.v1.CancelJobResponse.job:type_name -> fluxd.v1.Job
+	26, // 33: fluxd.v1.ListJobsResponse.jobs:type_name -> fluxd.v1.Job
+	89, // 34: fluxd.v1.JobLogLine.time:type_name -> google.protobuf.Timestamp
+	37, // 35: fluxd.v1.GetJobLogResponse.lines:type_name -> fluxd.v1.JobLogLine
+	88, // 36: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
+	89, // 37: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
+	89, // 38: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
+	49, // 39: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
+	89, // 40: fluxd.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
+	89, // 41: fluxd.v1.HistoryRequest.until:type_name -> google.protobuf.Timestamp
+	50, // 42: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
+	89, // 43: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
+	57, // 44: fluxd.v1.SyncResponse.objects:type_name -> fluxd.v1.SyncObject
+	89, // 45: fluxd.v1.OwnedResource.created_at:type_name -> google.protobuf.Timestamp
+	89, // 46: fluxd.v1.Pod.created_at:type_name -> google.protobuf.Timestamp
+	61, // 47: fluxd.v1.Pod.containers:type_name -> fluxd.v1.PodContainer
+	89, // 48: fluxd.v1.ResourceEvent.last_seen:type_name -> google.protobuf.Timestamp
+	60, // 49: fluxd.v1.GetResourcesResponse.owned:type_name -> fluxd.v1.OwnedResource
+	62, // 50: fluxd.v1.GetResourcesResponse.pods:type_name -> fluxd.v1.Pod
+	63, // 51: fluxd.v1.GetResourcesResponse.events:type_name -> fluxd.v1.ResourceEvent
+	69, // 52: fluxd.v1.ListPipelinesResponse.pipelines:type_name -> fluxd.v1.Pipeline
+	89, // 53: fluxd.v1.BundleRecord.created:type_name -> google.protobuf.Timestamp
+	89, // 54: fluxd.v1.BundleRecord.since:type_name -> google.protobuf.Timestamp
+	89, // 55: fluxd.v1.BundleRecord.rolled_out:type_name -> google.protobuf.Timestamp
+	89, // 56: fluxd.v1.BundleRecord.soak_until:type_name -> google.protobuf.Timestamp
+	89, // 57: fluxd.v1.StagePause.since:type_name -> google.protobuf.Timestamp
+	72, // 58: fluxd.v1.StageStatus.current:type_name -> fluxd.v1.BundleRecord
+	72, // 59: fluxd.v1.StageStatus.waiting:type_name -> fluxd.v1.BundleRecord
+	73, // 60: fluxd.v1.StageStatus.paused:type_name -> fluxd.v1.StagePause
+	74, // 61: fluxd.v1.ListStagesResponse.stages:type_name -> fluxd.v1.StageStatus
+	89, // 62: fluxd.v1.BundleStatus.created:type_name -> google.protobuf.Timestamp
+	77, // 63: fluxd.v1.BundleStatus.images:type_name -> fluxd.v1.BundleImage
+	72, // 64: fluxd.v1.BundleStatus.records:type_name -> fluxd.v1.BundleRecord
+	78, // 65: fluxd.v1.ListBundlesResponse.bundles:type_name -> fluxd.v1.BundleStatus
+	1,  // 66: fluxd.v1.PromoteRequest.kind:type_name -> fluxd.v1.ReleaseKind
+	24, // 67: fluxd.v1.PromoteResponse.plan:type_name -> fluxd.v1.Plan
+	72, // 68: fluxd.v1.ApproveResponse.record:type_name -> fluxd.v1.BundleRecord
+	3,  // 69: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
+	4,  // 70: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
+	11, // 71: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	14, // 72: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	20, // 73: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	27, // 74: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	29, // 75: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	32, // 76: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	34, // 77: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	36, // 78: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
+	39, // 79: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	41, // 80: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	43, // 81: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	45, // 82: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	47, // 83: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	51, // 84: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	53, // 85: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	56, // 86: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
+	59, // 87: fluxd.v1.FluxService.GetResources:input_type -> fluxd.v1.GetResourcesRequest
+	65, // 88: fluxd.v1.FluxService.GetPodLog:input_type -> fluxd.v1.GetPodLogRequest
+	67, // 89: fluxd.v1.FluxService.GetManifest:input_type -> fluxd.v1.GetManifestRequest
+	70, // 90: fluxd.v1.FluxService.ListPipelines:input_type -> fluxd.v1.ListPipelinesRequest
+	75, // 91: fluxd.v1.FluxService.ListStages:input_type -> fluxd.v1.ListStagesRequest
+	79, // 92: fluxd.v1.FluxService.ListBundles:input_type -> fluxd.v1.ListBundlesRequest
+	81, // 93: fluxd.v1.FluxService.Promote:input_type -> fluxd.v1.PromoteRequest
+	83, // 94: fluxd.v1.FluxService.Approve:input_type -> fluxd.v1.ApproveRequest
+	85, // 95: fluxd.v1.FluxService.ResumeStage:input_type -> fluxd.v1.ResumeStageRequest
+	6,  // 96: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	5,  // 97: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
+	12, // 98: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	18, // 99: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	25, // 100: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	28, // 101: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	31, // 102: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	33, // 103: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	35, // 104: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	38, // 105: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
+	40, // 106: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	42, // 107: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	44, // 108: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	46, // 109: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	48, // 110: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	52, // 111: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	55, // 112: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	58, // 113: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
+	64, // 114: fluxd.v1.FluxService.GetResources:output_type -> fluxd.v1.GetResourcesResponse
+	66, // 115: fluxd.v1.FluxService.GetPodLog:output_type -> fluxd.v1.GetPodLogResponse
+	68, // 116: fluxd.v1.FluxService.GetManifest:output_type -> fluxd.v1.GetManifestResponse
+	71, // 117: fluxd.v1.FluxService.ListPipelines:output_type -> fluxd.v1.ListPipelinesResponse
+	76, // 118: fluxd.v1.FluxService.ListStages:output_type -> fluxd.v1.ListStagesResponse
+	80, // 119: fluxd.v1.FluxService.ListBundles:output_type -> fluxd.v1.ListBundlesResponse
+	82, // 120: fluxd.v1.FluxService.Promote:output_type -> fluxd.v1.PromoteResponse
+	84, // 121: fluxd.v1.FluxService.Approve:output_type -> fluxd.v1.ApproveResponse
+	86, // 122: fluxd.v1.FluxService.ResumeStage:output_type -> fluxd.v1.ResumeStageResponse
+	96, // [96:123] is the sub-list for method output_type
+	69, // [69:96] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_fluxd_v1_fluxd_proto_init() }
