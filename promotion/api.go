@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/fluxd/fluxd/internal/fluxerr"
+
 	"github.com/fluxd/fluxd/release"
 	"github.com/fluxd/fluxd/release/jobs"
 )
@@ -96,12 +98,12 @@ func (c *Controller) manual(ctx context.Context, req PromoteRequest) (Pipeline, 
 	}
 	st, ok := p.Stage(req.Stage)
 	if !ok {
-		return p, Stage{}, Bundle{}, View{}, fmt.Errorf("pipeline %s has no stage %q (stages: %s)", p.ID(), req.Stage, stageNames(p))
+		return p, Stage{}, Bundle{}, View{}, fluxerr.New(fluxerr.Missing, fmt.Errorf("pipeline %s has no stage %q (stages: %s)", p.ID(), req.Stage, stageNames(p)), "")
 	}
 	if _, why, err := c.where(ctx, st); err != nil {
 		return p, st, Bundle{}, View{}, err
 	} else if why != "" {
-		return p, st, Bundle{}, View{}, fmt.Errorf("this fluxd does not promote into %s (%s); ask the fluxd of the stage's cluster (fluxctl --url)", st.Name, why)
+		return p, st, Bundle{}, View{}, fluxerr.New(fluxerr.Precondition, fmt.Errorf("this fluxd does not promote into %s (%s); ask the fluxd of the stage's cluster (fluxctl --url)", st.Name, why), "")
 	}
 	v, err := c.view(ctx, p)
 	if err != nil {
@@ -110,11 +112,11 @@ func (c *Controller) manual(ctx context.Context, req PromoteRequest) (Pipeline, 
 	id := req.Bundle
 	if id == "" {
 		if st.From == "" {
-			return p, st, Bundle{}, v, fmt.Errorf("stage %s is the pipeline's first: it takes new images by release or automation, not by promotion", st.Name)
+			return p, st, Bundle{}, v, fluxerr.New(fluxerr.User, fmt.Errorf("stage %s is the pipeline's first: it takes new images by release or automation, not by promotion", st.Name), fmt.Sprintf("Release into it instead: fluxctl release --service %s --update-image IMAGE.", firstService(st)))
 		}
 		nv, ok := newestVerified(stageRecords(v.Records, st.From))
 		if !ok {
-			return p, st, Bundle{}, v, fmt.Errorf("no bundle is verified in %s yet, so there is nothing to promote into %s; 'fluxctl stages' shows where they are", st.From, st.Name)
+			return p, st, Bundle{}, v, fluxerr.New(fluxerr.Precondition, fmt.Errorf("no bundle is verified in %s yet, so there is nothing to promote into %s; 'fluxctl stages' shows where they are", st.From, st.Name), "")
 		}
 		id = nv.Bundle
 	}
@@ -186,10 +188,10 @@ func (c *Controller) Approve(ctx context.Context, pipeline, stage, bundle, by st
 	}
 	st, ok := p.Stage(stage)
 	if !ok {
-		return Record{}, fmt.Errorf("pipeline %s has no stage %q (stages: %s)", p.ID(), stage, stageNames(p))
+		return Record{}, fluxerr.New(fluxerr.Missing, fmt.Errorf("pipeline %s has no stage %q (stages: %s)", p.ID(), stage, stageNames(p)), "")
 	}
 	if st.Approvals == 0 {
-		return Record{}, fmt.Errorf("stage %s asks for no approvals; promote into it with 'fluxctl promote --to %s'", st.Name, st.Name)
+		return Record{}, fluxerr.New(fluxerr.User, fmt.Errorf("stage %s asks for no approvals; promote into it with 'fluxctl promote --to %s'", st.Name, st.Name), "")
 	}
 	v, err := c.view(ctx, p)
 	if err != nil {
@@ -204,12 +206,12 @@ func (c *Controller) Approve(ctx context.Context, pipeline, stage, bundle, by st
 		}
 		switch len(waiting) {
 		case 0:
-			return Record{}, fmt.Errorf("no bundle awaits approval for %s; 'fluxctl stages' shows what waits", st.Name)
+			return Record{}, fluxerr.New(fluxerr.Precondition, fmt.Errorf("no bundle awaits approval for %s; 'fluxctl stages' shows what waits", st.Name), "")
 		case 1:
 			bundle = waiting[0].Bundle
 		default:
 			slices.SortFunc(waiting, func(a, b Record) int { return b.Created.Compare(a.Created) })
-			return Record{}, fmt.Errorf("%d bundles await approval for %s (newest %s); name the one you approve", len(waiting), st.Name, waiting[0].Bundle)
+			return Record{}, fluxerr.New(fluxerr.User, fmt.Errorf("%d bundles await approval for %s (newest %s); name the one you approve", len(waiting), st.Name, waiting[0].Bundle), "")
 		}
 	}
 	b, err := c.resolve(ctx, p, bundle)
@@ -218,7 +220,7 @@ func (c *Controller) Approve(ctx context.Context, pipeline, stage, bundle, by st
 	}
 	if _, ok := find(stageRecords(v.Records, st.Name), b.ID); !ok {
 		if from, ok := find(stageRecords(v.Records, st.From), b.ID); !ok || from.Status != Verified {
-			return Record{}, fmt.Errorf("bundle %s is not verified in %s, so it cannot be approved for %s", b.ID, st.From, st.Name)
+			return Record{}, fluxerr.New(fluxerr.Precondition, fmt.Errorf("bundle %s is not verified in %s, so it cannot be approved for %s", b.ID, st.From, st.Name), "")
 		}
 		if err := c.await(ctx, p, st, b.ID); err != nil {
 			return Record{}, err
@@ -226,7 +228,8 @@ func (c *Controller) Approve(ctx context.Context, pipeline, stage, bundle, by st
 	}
 	if err := c.event(ctx, p, st, b.ID, Event{Kind: EvApproved, By: by}); err != nil {
 		if errors.Is(err, ErrTransition) {
-			return Record{}, fmt.Errorf("bundle %s does not await approval in %s: %w", b.ID, st.Name, err)
+			r, _ := find(stageRecords(v.Records, st.Name), b.ID)
+			return Record{}, fluxerr.New(fluxerr.Precondition, fmt.Errorf("bundle %s does not await approval in %s: it is %s there", b.ID, st.Name, r.Status), "'fluxctl stages' shows what waits for approval.")
 		}
 		return Record{}, err
 	}
@@ -247,14 +250,14 @@ func (c *Controller) Resume(ctx context.Context, pipeline, stage, by string) err
 	}
 	st, ok := p.Stage(stage)
 	if !ok {
-		return fmt.Errorf("pipeline %s has no stage %q (stages: %s)", p.ID(), stage, stageNames(p))
+		return fluxerr.New(fluxerr.Missing, fmt.Errorf("pipeline %s has no stage %q (stages: %s)", p.ID(), stage, stageNames(p)), "")
 	}
 	pauses, err := c.cfg.Store.Pauses(ctx, p.ID())
 	if err != nil {
 		return err
 	}
 	if _, ok := pauses[st.Name]; !ok {
-		return fmt.Errorf("stage %s is not paused", st.Name)
+		return fluxerr.New(fluxerr.Precondition, fmt.Errorf("stage %s is not paused", st.Name), "")
 	}
 	if err := c.cfg.Store.SetPause(ctx, p.ID(), st.Name, nil); err != nil {
 		return err
@@ -263,4 +266,12 @@ func (c *Controller) Resume(ctx context.Context, pipeline, stage, by string) err
 		Text: fmt.Sprintf("automatic promotion into %s resumed by %s", st.Name, by)})
 	c.Wake()
 	return nil
+}
+
+// firstService names a stage's first service, for a hint.
+func firstService(st Stage) string {
+	if len(st.Services) == 0 {
+		return "SERVICE"
+	}
+	return st.Services[0].String()
 }

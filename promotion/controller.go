@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fluxd/fluxd/internal/fluxerr"
+
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/release"
@@ -140,6 +142,16 @@ func (c *Controller) Run(ctx context.Context) {
 func (c *Controller) Pipelines(context.Context) ([]Pipeline, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if len(c.pipelines) == 0 && len(c.problems) > 0 {
+		// Nothing to show, and git has Pipelines fluxd refused: say
+		// why, rather than that there are none.
+		var why []string
+		for _, p := range c.problems {
+			why = append(why, p.Error())
+		}
+		return nil, fluxerr.New(fluxerr.User, fmt.Errorf("the Pipelines in git are refused: %s", strings.Join(why, "; ")),
+			"Fix them and push; 'fluxctl check' on a checkout shows the same problems before you push.")
+	}
 	return slices.Clone(c.pipelines), nil
 }
 
@@ -154,9 +166,9 @@ func (c *Controller) pipeline(id string) (Pipeline, error) {
 		ids = append(ids, p.ID())
 	}
 	if len(c.pipelines) == 0 {
-		return Pipeline{}, fmt.Errorf("no Pipeline %q: fluxd read no Pipeline objects under --git-path (docs/promotion.md shows one; 'fluxctl check' says what it found)", id)
+		return Pipeline{}, fluxerr.New(fluxerr.Missing, fmt.Errorf("no Pipeline %q: fluxd read no Pipeline objects under --git-path (docs/promotion.md shows one; 'fluxctl check' says what it found)", id), "")
 	}
-	return Pipeline{}, fmt.Errorf("no Pipeline %q (pipelines: %s)", id, strings.Join(ids, ", "))
+	return Pipeline{}, fluxerr.New(fluxerr.Missing, fmt.Errorf("no Pipeline %q (pipelines: %s)", id, strings.Join(ids, ", ")), "")
 }
 
 // Step runs one pass over every pipeline: observe, gate, decide, act.
@@ -489,9 +501,9 @@ func (c *Controller) resolve(ctx context.Context, p Pipeline, prefix string) (Bu
 	}
 	switch {
 	case prefix == "" || len(found) == 0:
-		return Bundle{}, fmt.Errorf("pipeline %s has no bundle %q ('fluxctl bundles' lists them)", p.ID(), prefix)
+		return Bundle{}, fluxerr.New(fluxerr.Missing, fmt.Errorf("pipeline %s has no bundle %q ('fluxctl bundles' lists them)", p.ID(), prefix), "")
 	case len(found) > 1:
-		return Bundle{}, fmt.Errorf("%q names %d bundles of pipeline %s; give more of its ID", prefix, len(found), p.ID())
+		return Bundle{}, fluxerr.New(fluxerr.User, fmt.Errorf("%q names %d bundles of pipeline %s; give more of its ID", prefix, len(found), p.ID()), "")
 	}
 	return found[0], nil
 }

@@ -3,6 +3,8 @@ package promotion
 import (
 	"fmt"
 	"time"
+
+	"github.com/fluxd/fluxd/internal/fluxerr"
 )
 
 // Pause stops automatic promotion into a stage: set by a person's
@@ -148,20 +150,20 @@ func PausesAuto(p Pipeline, stage, bundle string, v View) bool {
 func Promotable(p Pipeline, stage, bundle string, v View, force bool) error {
 	st, ok := p.Stage(stage)
 	if !ok {
-		return fmt.Errorf("pipeline %s has no stage %q (stages: %s)", p.Name, stage, stageNames(p))
+		return fluxerr.New(fluxerr.Missing, fmt.Errorf("pipeline %s has no stage %q (stages: %s)", p.Name, stage, stageNames(p)), "")
 	}
 	if st.From == "" {
-		return fmt.Errorf("stage %s is the pipeline's first: it takes new images by release or automation, not by promotion", stage)
+		return fluxerr.New(fluxerr.User, fmt.Errorf("stage %s is the pipeline's first: it takes new images by release or automation, not by promotion", stage), "")
 	}
 	if here, ok := find(stageRecords(v.Records, stage), bundle); ok && here.Status == Failed && !force {
-		return fmt.Errorf("bundle %s failed in %s (%s); it is not promoted there again", bundle, stage, here.Reason)
+		return fluxerr.New(fluxerr.Precondition, fmt.Errorf("bundle %s failed in %s (%s); it is not promoted there again", bundle, stage, here.Reason), "A bundle that failed in a stage is not promoted there; promote another, or with --force (admins) if you must.")
 	}
 	from, ok := find(stageRecords(v.Records, st.From), bundle)
 	switch {
 	case !ok && !force:
-		return fmt.Errorf("bundle %s was never in %s, the stage %s takes from", bundle, st.From, stage)
+		return fluxerr.New(fluxerr.Precondition, fmt.Errorf("bundle %s was never in %s, the stage %s takes from", bundle, st.From, stage), "Promote a bundle verified there (fluxctl bundles lists them), or use --force.")
 	case ok && from.Status != Verified && !force:
-		return fmt.Errorf("bundle %s is %s in %s, not verified; promote a verified bundle ('fluxctl bundles' lists them)", bundle, from.Status, st.From)
+		return fluxerr.New(fluxerr.Precondition, fmt.Errorf("bundle %s is %s in %s, not verified; promote a verified bundle ('fluxctl bundles' lists them)", bundle, from.Status, st.From), "Promote a verified bundle, or use --force.")
 	}
 	return nil
 }

@@ -29,8 +29,8 @@ Application objects are reported with the fluxd annotations that mean the
 same (fluxd does not read them as they are). See docs/migrate.md.
 
 It also validates promotion Pipelines (fluxd.io/v1): each stage, its
-services and gates, and every problem with its file and line. fluxd does
-not act on Pipelines yet; see docs/promotion.md.`,
+services and gates, and every problem with its file and line, as fluxd
+reads them; see docs/promotion.md.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(g.output); err != nil {

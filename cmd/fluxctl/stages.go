@@ -185,10 +185,12 @@ func runStages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, pi
 		}
 		approvals := "-"
 		if s.GetApprovals() > 0 {
-			n := 0
+			// A bundle waiting's approvals, else the current bundle's
+			// (what let it in).
+			n := len(s.GetCurrent().GetApprovers())
 			for _, r := range s.GetWaiting() {
 				if r.GetStatus() == "awaiting approval" {
-					n = max(n, len(r.GetApprovers()))
+					n = len(r.GetApprovers())
 				}
 			}
 			approvals = fmt.Sprintf("%d/%d", n, s.GetApprovals())
@@ -213,7 +215,7 @@ func runStages(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, pi
 		return err
 	}
 	if len(details) > 0 {
-		fmt.Fprintln(w, "\nWaiting, and why bundles failed:")
+		fmt.Fprintln(w, "\nWaiting, and why:")
 		for _, l := range details {
 			fmt.Fprintln(w, l)
 		}
@@ -238,8 +240,9 @@ func holdOf(s *fluxdv1.StageStatus, now time.Time) string {
 	if s.GetLocked() != "" {
 		out = append(out, "locked: "+s.GetLocked())
 	}
-	if s.GetHold() != "" {
-		out = append(out, s.GetHold())
+	// The loop's hold repeats a pause or a lock said above.
+	if h := s.GetHold(); h != "" && !(s.GetPaused() != nil && strings.Contains(h, " is paused by ")) && !(s.GetLocked() != "" && strings.Contains(h, " is locked (")) {
+		out = append(out, h)
 	}
 	if len(out) == 0 {
 		return "-"

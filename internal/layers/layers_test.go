@@ -45,7 +45,7 @@ var allowed = map[string][]string{
 	"check":   {"gitrepo", "platform", "policy", "promotion", "registry", "release"},
 
 	// loops
-	"promotion":    {"history", "platform", "release", "release/jobs"},
+	"promotion":    {"history", "internal/fluxerr", "platform", "release", "release/jobs"},
 	"automator":    {"gitrepo", "history", "internal/auth", "platform", "release", "release/jobs"},
 	"release/jobs": {"history", "internal/fluxerr", "release"},
 	"release":      {"gitrepo", "gitrepo/format", "gitrepo/format/kustomize", "gitrepo/format/setters", "history", "internal/auth", "internal/editdistance", "internal/fluxerr", "platform", "policy", "registry", "verify"},
