@@ -298,15 +298,17 @@ func (d *Daemon) Promote(ctx context.Context, id auth.Identity, req PromoteReque
 		return nil, fluxerr.New(fluxerr.Precondition, fmt.Errorf("the promotion plan you confirmed no longer matches: %s", changed),
 			"Git, the registry or the cluster changed since you saw the plan. Nothing was changed; look at the new plan and confirm it again.")
 	}
-	if plan.Updates() == 0 {
-		return res, nil
-	}
+	// With nothing to write the loop still hears of it: it records the
+	// bundle as the stage's, and runs its checks again (a bundle that
+	// failed them, promoted again with --force).
 	d.invalidate()
 	job, err := d.deps.Promotions.Promote(ctx, id.Instance, preq, plan.Checksum)
 	if err != nil {
 		return nil, err
 	}
-	res.Job = &job
+	if job.Job.ID != "" {
+		res.Job = &job
+	}
 	return res, nil
 }
 

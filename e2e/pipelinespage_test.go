@@ -185,6 +185,8 @@ func TestPipelinesPageInBrowser(t *testing.T) {
 	if m := promoStages(t, env); m["prod"].Paused != nil {
 		t.Errorf("prod still paused after the page's resume: %+v", m["prod"].Paused)
 	}
+	// Resumed, prod goes forward again to b1, verified there before.
+	runsImage(t, prefix+"prod", img+"1.1.0", 3*time.Minute)
 
 	// A viewer sees the stages and no action; the server refuses an
 	// approval made with a viewer's session.
@@ -195,7 +197,7 @@ func TestPipelinesPageInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("signin")),
 		chromedp.WaitVisible(chromedp.CSS(`#nav a[data-nav="pipelines"]`)),
 		chromedp.Click(chromedp.CSS(`#nav a[data-nav="pipelines"]`)),
-		waitText(stage("prod")+" .stage-bundle", b0[:12]),
+		waitText(stage("prod")+" .stage-bundle", b1[:12]),
 		waitText(stage("prod"), "view only"))
 	buttons := value(t, p.ctx, chromedp.Evaluate[int](`document.querySelectorAll('#pipelines button').length`))
 	if buttons != 0 {

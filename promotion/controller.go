@@ -73,6 +73,11 @@ type Controller struct {
 	// holds are the last step's reasons a stage holds a promotion, and
 	// locked its locked services, by pipeline ID and stage.
 	holds  map[string]string
+	// stuck are automatic promotions that could not be planned or
+	// queued (a tag moved, an image that fails verification), by
+	// pipeline ID and stage: shown as the stage's hold, and tried
+	// again only after stuckRetry, not at every step.
+	stuck map[string]stuckPromotion
 	locked map[string]string
 	// away says why a stage is not this fluxd's (another cluster's, or
 	// split), by pipeline ID and stage; "" or absent: it is.
@@ -97,7 +102,7 @@ func New(cfg Config) *Controller {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	return &Controller{cfg: cfg, log: cfg.Log, holds: map[string]string{}, locked: map[string]string{}, away: map[string]string{},
+	return &Controller{cfg: cfg, log: cfg.Log, holds: map[string]string{}, stuck: map[string]stuckPromotion{}, locked: map[string]string{}, away: map[string]string{},
 		inflight: map[string]bool{}, wake: make(chan struct{}, 1)}
 }
 
@@ -252,8 +257,28 @@ func (c *Controller) step(ctx context.Context, p Pipeline) error {
 			if d.Action == ActRollback {
 				what = "rolled back"
 			}
+			key := p.ID() + "\x00" + st.Name
+			now := c.cfg.Now()
+			c.mu.Lock()
+			sp, stuck := c.stuck[key]
+			c.mu.Unlock()
+			if stuck && sp.bundle == d.Bundle && now.Sub(sp.at) < stuckRetry {
+				c.mu.Lock()
+				c.holds[key] = sp.why
+				c.mu.Unlock()
+				continue
+			}
 			if _, err := c.promote(ctx, p, st, d.Bundle, Automatic, c.instance(st), "", false, what, d.Reason); err != nil {
 				errs = append(errs, fmt.Errorf("%s %s into %s: %w", what, d.Bundle, st.Name, err))
+				why := fmt.Sprintf("fluxd cannot %s bundle %s into %s (it tries again in %s): %s", map[bool]string{true: "roll back to", false: "promote"}[d.Action == ActRollback], d.Bundle, st.Name, stuckRetry, firstLine(err))
+				c.mu.Lock()
+				c.stuck[key] = stuckPromotion{bundle: d.Bundle, at: now, why: why}
+				c.holds[key] = why
+				c.mu.Unlock()
+			} else {
+				c.mu.Lock()
+				delete(c.stuck, key)
+				c.mu.Unlock()
 			}
 		}
 	}
@@ -378,9 +403,21 @@ func (c *Controller) observe(ctx context.Context, p Pipeline, st Stage, run []Ru
 		return err
 	}
 	rec, seen := find(here, b.ID)
+	// The newest bundle verified in the from-stage, found running with
+	// no record: fluxd's own promotion, whose record a restart lost
+	// between queueing the job and writing it. It is not a person's
+	// release, and does not pause the stage.
+	ours := false
+	if nv, ok := newestVerified(stageRecords(recs, st.From)); ok && st.From != "" && !seen && nv.Bundle == b.ID {
+		ours = true
+	}
 	if !seen {
+		by := "release"
+		if ours {
+			by = Automatic
+		}
 		rec = Record{Pipeline: p.ID(), Stage: st.Name, Bundle: b.ID, Created: b.Created, Status: Promoted, Since: now,
-			PromotedBy: "release"}
+			PromotedBy: by}
 	}
 	rec.Current = true
 	if rec.Status == Promoted {
@@ -399,7 +436,7 @@ func (c *Controller) observe(ctx context.Context, p Pipeline, st Stage, run []Ru
 	if err := c.supersede(ctx, p, st, cur, b.ID); err != nil {
 		return err
 	}
-	if st.From == "" || cur.Status == Failed {
+	if st.From == "" || cur.Status == Failed || ours {
 		// The first stage takes releases: that is its job. A stage
 		// whose bundle failed and that went back (the release job's
 		// own rollback on failure) was not changed by a person.
@@ -684,6 +721,10 @@ func (c *Controller) promote(ctx context.Context, p Pipeline, st Stage, bundle, 
 	if recs, err := c.cfg.Store.Records(ctx, p.ID()); err != nil {
 		return jobs.JobUpdate{}, err
 	} else if cur, ok := current(stageRecords(recs, st.Name)); ok && cur.Bundle == b.ID && cur.Job != "" {
+		if cur.JobInstance != instance {
+			return jobs.JobUpdate{}, fluxerr.New(fluxerr.Precondition, fmt.Errorf("bundle %s is being promoted into %s already", b.ID, st.Name),
+				"'fluxctl stages' shows it; wait for that promotion to end.")
+		}
 		return c.cfg.Releaser.Get(ctx, cur.JobInstance, cur.Job)
 	}
 	sp := spec(p, st, b, user, why, force)
@@ -700,39 +741,66 @@ func (c *Controller) promote(ctx context.Context, p Pipeline, st Stage, bundle, 
 			return u, err
 		}
 	}
+	// The job is queued: its record must say so, or the next step
+	// would decide the same promotion again. Another writer (a check's
+	// result, an approval through another replica) may move a record
+	// between the read and the write: read again and write again.
+	for try := 0; ; try++ {
+		err := c.recordPromotion(ctx, p, st, b, u, user, instance, what, why)
+		if !errors.Is(err, ErrConflict) || try >= 8 {
+			return u, err
+		}
+	}
+}
+
+// recordPromotion records bundle b as the stage's current one, moved by
+// job u (none: nothing to write, so rolled out at once), and the stage's
+// previous bundle as superseded.
+func (c *Controller) recordPromotion(ctx context.Context, p Pipeline, st Stage, b Bundle, u jobs.JobUpdate, user, instance, what, why string) error {
 	recs, err := c.cfg.Store.Records(ctx, p.ID())
 	if err != nil {
-		return u, err
+		return err
 	}
 	here := stageRecords(recs, st.Name)
-	cur, hasCur := current(here)
 	now := c.cfg.Now()
 	rec, seen := find(here, b.ID)
 	if !seen {
 		rec = Record{Pipeline: p.ID(), Stage: st.Name, Bundle: b.ID, Created: b.Created}
 	}
-	if rec.Status != Verified {
-		rec.Status, rec.Since, rec.Reason = Promoted, now, ""
-		rec.Passed, rec.RolledOut, rec.SoakUntil = nil, time.Time{}, time.Time{}
-	}
-	rec.Current, rec.PromotedBy = true, user
-	rec.Job, rec.JobInstance = u.Job.ID, instance
-	if u.Job.ID == "" && rec.Status == Promoted {
-		rec, _ = Advance(rec, st, Event{Kind: EvRolledOut}, now)
-	}
-	text := fmt.Sprintf("%s bundle %s (%s) into %s by %s", what, b.ID, imagesText(b), st.Name, user)
-	if why != "" {
-		text += ": " + why
-	}
-	if _, err := c.put(ctx, p, st, rec, what, user, text); err != nil {
-		return u, err
-	}
-	if hasCur && cur.Bundle != b.ID {
-		if err := c.supersede(ctx, p, st, cur, b.ID); err != nil {
-			return u, err
+	done := rec.Current && rec.Job == u.Job.ID && rec.Job != ""
+	if !done {
+		// Not written by an earlier try (whose supersede below met a
+		// conflict: then only that is left to do).
+		if rec.Status != Verified {
+			rec.Status, rec.Since, rec.Reason = Promoted, now, ""
+			rec.Passed, rec.RolledOut, rec.SoakUntil = nil, time.Time{}, time.Time{}
+		}
+		rec.Current, rec.PromotedBy = true, user
+		rec.Job, rec.JobInstance = u.Job.ID, instance
+		if u.Job.ID == "" {
+			rec.JobInstance = ""
+			if rec.Status == Promoted {
+				rec, _ = Advance(rec, st, Event{Kind: EvRolledOut}, now)
+			}
+		}
+		text := fmt.Sprintf("%s bundle %s (%s) into %s by %s", what, b.ID, imagesText(b), st.Name, user)
+		if why != "" {
+			text += ": " + why
+		}
+		if _, err := c.put(ctx, p, st, rec, what, user, text); err != nil {
+			return err
 		}
 	}
-	return u, nil
+	// Every other bundle the stage ran is not its current one any more
+	// (a conflict here makes the caller read and write again).
+	for _, o := range here {
+		if o.Current && o.Bundle != b.ID {
+			if err := c.supersede(ctx, p, st, o, b.ID); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func imagesText(b Bundle) string {
@@ -741,4 +809,21 @@ func imagesText(b Bundle) string {
 		s = append(s, img.Repository+":"+img.Tag)
 	}
 	return strings.Join(s, ", ")
+}
+
+// stuckRetry is how long fluxd waits before it tries again an automatic
+// promotion it could not plan or queue.
+const stuckRetry = time.Minute
+
+// stuckPromotion is an automatic promotion that failed: which bundle,
+// when, and why (shown as the stage's hold).
+type stuckPromotion struct {
+	bundle string
+	at     time.Time
+	why    string
+}
+
+func firstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
 }

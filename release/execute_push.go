@@ -32,6 +32,13 @@ func (r *run) pushAndApply(ctx context.Context) (*Result, map[platform.ID]int64,
 		return nil, nil, err
 	}
 	defer r.e.unlockDeploy()
+	if r.spec.Promotion != nil && plan.Updates() == 0 {
+		// A promotion is idempotent: its services run the bundle
+		// already (an earlier job of the same promotion, recovered
+		// after a restart, got there first), so there is nothing to
+		// do, whatever the confirmed plan said.
+		return &Result{Plan: plan}, nil, nil
+	}
 	if r.o.Checksum != "" && r.o.Checksum != plan.Checksum {
 		err := fluxerr.New(fluxerr.Precondition, fmt.Errorf("the plan you confirmed no longer matches: %s", r.e.WhatChanged(r.o.Checksum, plan)),
 			"Nothing was changed. Look at the new plan (release --dry-run) and confirm it again.")
