@@ -72,12 +72,12 @@ type Controller struct {
 	problems  []Problem
 	// holds are the last step's reasons a stage holds a promotion, and
 	// locked its locked services, by pipeline ID and stage.
-	holds  map[string]string
+	holds map[string]string
 	// stuck are automatic promotions that could not be planned or
 	// queued (a tag moved, an image that fails verification), by
 	// pipeline ID and stage: shown as the stage's hold, and tried
 	// again only after stuckRetry, not at every step.
-	stuck map[string]stuckPromotion
+	stuck  map[string]stuckPromotion
 	locked map[string]string
 	// away says why a stage is not this fluxd's (another cluster's, or
 	// split), by pipeline ID and stage; "" or absent: it is.
