@@ -29,6 +29,27 @@ func openStatusPage(t *testing.T, base, token string) *statusPage {
 		t.Fatalf("no chromium: run 'make deps' (hack/deps.sh installs Debian's chromium): %v", err)
 	}
 	waitHTTP(t, base+"/")
+	// A headless chromium that stalls on its first page (seen once in
+	// CI: the sign-in waited 15 minutes on a page that answers, and
+	// passed at once on its own) is started again, once: a page that
+	// really does not sign in fails both times.
+	var first error
+	for attempt := 1; ; attempt++ {
+		ctx, err := signIn(t, browser, base, token)
+		if err == nil {
+			return &statusPage{ctx: ctx, shots: screenshotDir(t)}
+		}
+		if attempt == 2 {
+			t.Fatalf("sign in to the status page: %v (and before, with a fresh chromium: %v)", err, first)
+		}
+		first = err
+		t.Logf("sign in to the status page: %v; starting chromium again", err)
+	}
+}
+
+// signIn starts a chromium on the page at base and signs in with token
+// within 3 minutes; the page's context lasts 15.
+func signIn(t *testing.T, browser, base, token string) (context.Context, error) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000),
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
@@ -37,16 +58,25 @@ func openStatusPage(t *testing.T, base, token string) *statusPage {
 	ctx, cancelTime := context.WithTimeout(ctx, 15*time.Minute)
 	t.Cleanup(func() { cancelTime(); cancelTab(); cancelAlloc() })
 	if err := chromedp.Do(ctx); err != nil {
-		t.Fatalf("starting chromium: %v", err)
+		return nil, fmt.Errorf("starting chromium: %w", err)
 	}
-	browse(t, ctx, "sign in to the status page",
+	sctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	err := chromedp.Do(sctx,
 		chromedp.Navigate(base+"/"),
 		chromedp.WaitVisible(chromedp.ID("token")),
 		chromedp.SendKeys(chromedp.ID("token"), token),
 		chromedp.SendKeys(chromedp.ID("name"), "Rollout Watcher"),
 		chromedp.KeyEvent(kb.Enter),
 		chromedp.WaitVisible(chromedp.ID("services")))
-	return &statusPage{ctx: ctx, shots: screenshotDir(t)}
+	if err != nil {
+		page, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`body`)))
+		cancelTime()
+		cancelTab()
+		cancelAlloc()
+		return nil, fmt.Errorf("%w; the page says: %q", err, page)
+	}
+	return ctx, nil
 }
 
 // jobError opens job id's page, waits until it says the job failed, saves
