@@ -10,7 +10,6 @@ import (
 	"log/slog"
 	"net/http"
 	"regexp"
-	"time"
 
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/promotion"
@@ -99,17 +98,11 @@ func (a *Approvals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "an approval is at most 16 KiB", http.StatusRequestEntityTooLarge)
 		return
 	}
-	sender := a.TrustedProxies.Key(r)
-	switch a.takeRead(sender) {
-	case readsOfSender:
-		http.Error(w, "too many signed requests from your address are being read; send it again shortly", http.StatusTooManyRequests)
-		return
-	case readsOfAll:
-		http.Error(w, "too many signed requests are being read; send it again shortly", http.StatusServiceUnavailable)
+	sender, release, ok := a.admitRead(w, r, "requests")
+	if !ok {
 		return
 	}
-	defer a.releaseRead(sender)
-	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(signedReadTimeout))
+	defer release()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxApproval))
 	if err != nil {
 		var tooBig *http.MaxBytesError

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/fluxd/fluxd/registry"
 )
@@ -120,19 +119,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A signed body is read before the sender is known: only a few at
 		// a time, so that anyone can make fluxd hold at most
 		// maxSignedReads MiB.
-		sender := h.TrustedProxies.Key(r)
-		switch h.takeRead(sender) {
-		case readsOfSender:
-			http.Error(w, "too many signed notifications from your address are being read; send it again shortly", http.StatusTooManyRequests)
-			return
-		case readsOfAll:
-			http.Error(w, "too many signed notifications are being read; send it again shortly", http.StatusServiceUnavailable)
+		_, release, ok := h.admitRead(w, r, "notifications")
+		if !ok {
 			return
 		}
-		defer h.releaseRead(sender)
-		// And quickly: a sender trickling its body must not hold a slot
-		// for the server's whole read timeout.
-		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(signedReadTimeout))
+		defer release()
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxPayload))
 	if err != nil {

@@ -1,6 +1,9 @@
 package webhook
 
-import "time"
+import (
+	"net/http"
+	"time"
+)
 
 // maxSignedReads is how many signed bodies (read before the signature is
 // checked) may be read at once; maxSignedReadsPerAddr of them from one
@@ -55,4 +58,24 @@ func (h *signed) releaseRead(sender string) {
 	if h.readsFrom[sender]--; h.readsFrom[sender] <= 0 {
 		delete(h.readsFrom, sender)
 	}
+}
+
+// admitRead takes a signed read's slot for r's sender, answering a
+// refusal itself (what names the requests in it: "notifications",
+// "requests"), and gives the body signedReadTimeout to arrive: a sender
+// trickling its body must not hold a slot for the server's whole read
+// timeout. When ok, release must be called once the body is read;
+// sender is who the read was counted against.
+func (h *signed) admitRead(w http.ResponseWriter, r *http.Request, what string) (sender string, release func(), ok bool) {
+	sender = h.TrustedProxies.Key(r)
+	switch h.takeRead(sender) {
+	case readsOfSender:
+		http.Error(w, "too many signed "+what+" from your address are being read; send it again shortly", http.StatusTooManyRequests)
+		return sender, nil, false
+	case readsOfAll:
+		http.Error(w, "too many signed "+what+" are being read; send it again shortly", http.StatusServiceUnavailable)
+		return sender, nil, false
+	}
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(signedReadTimeout))
+	return sender, func() { h.releaseRead(sender) }, true
 }
