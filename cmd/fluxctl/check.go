@@ -30,7 +30,12 @@ same (fluxd does not read them as they are). See docs/migrate.md.
 
 It also validates promotion Pipelines (fluxd.io/v1): each stage, its
 services and gates, and every problem with its file and line, as fluxd
-reads them; see docs/promotion.md.`,
+reads them; see docs/promotion.md.
+
+It exits with status 1 when a file or document could not be read (the
+"not read:" lines, or "problems" with -o json/yaml), after printing the
+whole report, so that CI can run it before a merge. Warnings and
+suggestions do not change the exit status.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(g.output); err != nil {
@@ -57,7 +62,10 @@ func runCheck(w io.Writer, root string, paths []string, output string) error {
 		return fmt.Errorf("%w; nothing was checked", err)
 	}
 	if output != "table" {
-		return writeData(w, output, r)
+		if err := writeData(w, output, r); err != nil {
+			return err
+		}
+		return problemsError(r.Problems)
 	}
 	tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 	fmt.Fprintln(tw, "SERVICE\tDIALECT\tPOLICY\tCONTAINER\tIMAGE\tTAGS")
@@ -129,7 +137,16 @@ func runCheck(w io.Writer, root string, paths []string, output string) error {
 			fmt.Fprintln(w, n)
 		}
 	}
-	return nil
+	return problemsError(r.Problems)
+}
+
+// problemsError is the exit status of a check whose report names files
+// or documents that could not be read: fluxd would skip them too.
+func problemsError(problems []string) error {
+	if len(problems) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d file(s) or document(s) could not be read (the \"not read\" lines above): fluxd would skip them at every sync and release; fix them, or narrow --git-path to leave them out", len(problems))
 }
 
 // policyOf is a service's policy in a few words.
