@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -59,7 +60,7 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 	}
 	if running(dir) {
 		fmt.Println("The local stack is already running.")
-		printNext(dir)
+		printNext(dir, hasKubelet(dir))
 		return nil
 	}
 	if localstack.OnlyFluxdDown(dir) {
@@ -170,7 +171,7 @@ func up(ctx context.Context, binDir, fluxdBin string) error {
 	}
 	fmt.Printf("stack: everything up in %v\n\n", time.Since(start).Round(100*time.Millisecond))
 	fmt.Printf("The status page: http://%s/ (FLUX_WEB_URL; sign in with $FLUX_TOKEN, or $FLUX_VIEWER_TOKEN to only look)\n\n", web)
-	printNext(dir)
+	printNext(dir, st.HasRealNode())
 	if len(dbEnv) > 0 {
 		fmt.Println(`The history is in PostgreSQL: PGPASSWORD=$(cat $FLUXD_HISTORY_DB_PASSWORD_FILE) psql "$FLUXD_HISTORY_DB"`)
 	}
@@ -194,7 +195,19 @@ func randomSecret() (string, error) {
 	return hex.EncodeToString(b[:]), nil
 }
 
-func printNext(dir string) {
+// hasKubelet reports whether the stack under dir runs the real node.
+func hasKubelet(dir string) bool {
+	up, err := localstack.Running(dir)
+	return err == nil && slices.Contains(up, "kubelet")
+}
+
+// printNext prints what to type next; realNode says whether the stack
+// runs the real node (FLUXD_STACK_REAL_NODE=0 starts fake nodes only).
+func printNext(dir string, realNode bool) {
+	nodes := "kubectl get nodes -o wide        # the fake kwok nodes and the real one (containerd)"
+	if !realNode {
+		nodes = "kubectl get nodes -o wide        # the fake kwok nodes (no real node: FLUXD_STACK_REAL_NODE=0, or this machine lacks one)"
+	}
 	fmt.Printf(`Next, in this shell:
   . .stack/env                      # sets FLUX_URL, FLUX_TOKEN, FLUX_WEB_URL, KUBECONFIG, REGISTRY, GIT_URL, PATH (README: more)
   fluxctl version                   # client and server versions
@@ -206,7 +219,7 @@ func printNext(dir string) {
   fluxctl history
   fluxctl policy helloworld --automate --tag-all 'semver:^1'   # fluxd releases each newer 1.x itself; try one:
   crane copy $REGISTRY/helloworld:1.2.0 $REGISTRY/helloworld:1.3.0 && fluxctl notify $REGISTRY/helloworld:1.3.0
-  kubectl get nodes -o wide        # the fake kwok nodes and the real one (containerd)
+  %s
   kubectl get pods                  # pods rolled out on them
   grpcurl -H "authorization: Bearer $FLUX_TOKEN" -plaintext $FLUX_URL list
   git clone $GIT_URL /tmp/manifests # the manifests fluxd releases through
@@ -214,7 +227,7 @@ func printNext(dir string) {
 Logs are in %s/logs. Restart fluxd alone (SIGTERM, then start again on
 its state, as an operator does) with: make restart-fluxd. Stop everything
 with: make down
-`, dir)
+`, nodes, dir)
 }
 
 // restartFluxd stops the demo's fluxd (SIGTERM) if it runs and starts it

@@ -95,6 +95,6 @@ func upWithPod(ctx context.Context, st *localstack.Stack, dir, binDir string, st
 	fmt.Printf("fluxd runs in a pod on the real node %s: kubectl -n fluxd get pods -o wide; kubectl -n fluxd logs deploy/fluxd\n", localstack.RealNodeName)
 	fmt.Println("The status page: $FLUX_WEB_URL (sign in with $FLUX_TOKEN, or $FLUX_VIEWER_TOKEN to only look)")
 	fmt.Println()
-	printNext(dir)
+	printNext(dir, true)
 	return nil
 }
