@@ -707,18 +707,7 @@ func (a *Automator) unnamedInstance(id platform.ID, def *gitrepo.Definition, m *
 	if a.cfg.Instances == nil {
 		return a.cfg.DefaultInstance
 	}
-	found := ""
-	for inst, sc := range a.cfg.Instances() {
-		if !release.InScope(sc, id, def, m) {
-			continue
-		}
-		if found != "" {
-			return a.cfg.DefaultInstance
-		}
-		found = inst
-	}
-	if found == "" {
-		return a.cfg.DefaultInstance
-	}
-	return found
+	return release.SoleInstance(a.cfg.Instances(), func(sc *auth.Scope) bool {
+		return release.InScope(sc, id, def, m)
+	}, a.cfg.DefaultInstance)
 }

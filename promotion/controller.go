@@ -270,7 +270,7 @@ func (c *Controller) step(ctx context.Context, p Pipeline) error {
 			}
 			if _, err := c.promote(ctx, p, st, d.Bundle, Automatic, c.instance(st), "", false, what, d.Reason); err != nil {
 				errs = append(errs, fmt.Errorf("%s %s into %s: %w", what, d.Bundle, st.Name, err))
-				why := fmt.Sprintf("fluxd cannot %s bundle %s into %s (it tries again in %s): %s", map[bool]string{true: "roll back to", false: "promote"}[d.Action == ActRollback], d.Bundle, st.Name, stuckRetry, firstLine(err))
+				why := fmt.Sprintf("fluxd cannot %s bundle %s into %s (it tries again in %s): %s", map[bool]string{true: "roll back to", false: "promote"}[d.Action == ActRollback], d.Bundle, st.Name, stuckRetry, fluxerr.FirstLine(err))
 				c.mu.Lock()
 				c.stuck[key] = stuckPromotion{bundle: d.Bundle, at: now, why: why}
 				c.holds[key] = why
@@ -821,9 +821,4 @@ type stuckPromotion struct {
 	bundle string
 	at     time.Time
 	why    string
-}
-
-func firstLine(err error) string {
-	s, _, _ := strings.Cut(err.Error(), "\n")
-	return s
 }

@@ -121,11 +121,3 @@ func AutomatedMessage(items []Item) string {
 	}
 	return "automated release of " + strings.Join(targets, "; ")
 }
-
-func firstLine(err error) string {
-	s := err.Error()
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}

@@ -166,7 +166,7 @@ func planLatest(ctx context.Context, item *Item, def *gitrepo.Definition, lister
 		newest, cands, err := lister.newest(ctx, ref.Repository, f)
 		switch {
 		case err != nil:
-			problem(false, "%s: %s: %s", c.Name, ReasonRegistry, firstLine(err))
+			problem(false, "%s: %s: %s", c.Name, ReasonRegistry, fluxerr.FirstLine(err))
 			continue
 		case cands == 0 && f.Kind != "":
 			problem(true, "%s: tag filter %s matches no tag of %s", c.Name, f, ref.Repository)

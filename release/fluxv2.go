@@ -112,6 +112,28 @@ func authorFor(spec Spec, plan *Plan, m *gitrepo.Manifests) gitrepo.Signature {
 	return authorOf(spec.User)
 }
 
+// SoleInstance is the instance that work nobody named an instance for
+// (an automated service without fluxd.io/automated-by, a promotion) is
+// done under: the one instance whose scope holds it, else def, when no
+// instance or several do. The automator and the promotion controller
+// decide with it alike.
+func SoleInstance(instances map[string]*auth.Scope, holds func(*auth.Scope) bool, def string) string {
+	found := ""
+	for inst, sc := range instances {
+		if !holds(sc) {
+			continue
+		}
+		if found != "" {
+			return def
+		}
+		found = inst
+	}
+	if found == "" {
+		return def
+	}
+	return found
+}
+
 // InScope reports whether scope (nil: everything) holds service id,
 // defined in git by def (nil when only in the cluster): its namespace and
 // file, and what its format says a release of it touches: the places

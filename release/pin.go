@@ -6,6 +6,7 @@ import (
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/gitrepo/format/setters"
+	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/policy"
 	"github.com/fluxd/fluxd/registry"
 )
@@ -72,7 +73,7 @@ func planDigest(ctx context.Context, lister *imageCache, c gitrepo.Container, re
 	d, err := lister.digest(ctx, ref.Repository, tag)
 	switch {
 	case err != nil:
-		return nil, fmt.Sprintf("%s: %s: %s", c.Name, ReasonRegistry, firstLine(err))
+		return nil, fmt.Sprintf("%s: %s: %s", c.Name, ReasonRegistry, fluxerr.FirstLine(err))
 	case d == "":
 		return nil, fmt.Sprintf("%s: %s: %s:%s has no digest in the registry", c.Name, ReasonNotFound, ref.Repository, tag)
 	case tag == ref.Tag && d == ref.Digest:

@@ -213,7 +213,7 @@ func checkPromotion(ctx context.Context, spec Spec, m *gitrepo.Manifests, lister
 			if errors.Is(err, errRegistryUnderLock) {
 				return err
 			}
-			return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("%s: cannot read %s:%s's digest from its registry: %s", what, img.Repository, img.Tag, firstLine(err)),
+			return fluxerr.New(fluxerr.Unavailable, fmt.Errorf("%s: cannot read %s:%s's digest from its registry: %s", what, img.Repository, img.Tag, fluxerr.FirstLine(err)),
 				"The promotion checks that each tag still names the digest that was verified before it changes anything. Nothing was changed; try again once the registry answers.")
 		case d == "":
 			return fluxerr.New(fluxerr.Precondition, fmt.Errorf("%s: %s:%s is no longer in its registry (the bundle was verified at %s)", what, img.Repository, img.Tag, img.Digest),

@@ -194,7 +194,7 @@ func (e *Engine) verifyRef(ctx context.Context, lister *imageCache, def *gitrepo
 		d, err := lister.digest(ctx, ref.Repository, ref.Tag)
 		switch {
 		case err != nil:
-			v.Outcome, v.Detail = VerifyError, "cannot read its digest: "+firstLine(err)
+			v.Outcome, v.Detail = VerifyError, "cannot read its digest: "+fluxerr.FirstLine(err)
 			return v
 		case d == "":
 			v.Outcome, v.Detail = VerifyError, fmt.Sprintf("%s has no digest in the registry", ref)
@@ -204,7 +204,7 @@ func (e *Engine) verifyRef(ctx context.Context, lister *imageCache, def *gitrepo
 	}
 	verdict, err := lister.verdict(ctx, e.verifier, def.Annotations, container, ref.Repository, v.Digest, profiles)
 	if err != nil {
-		v.Outcome, v.Detail = VerifyError, firstLine(err)
+		v.Outcome, v.Detail = VerifyError, fluxerr.FirstLine(err)
 		if errors.Is(err, verify.ErrNotBuilt) {
 			v.Detail += " (keyless identities and attestations are not verified yet: such a profile passes nothing)"
 		}
@@ -247,7 +247,7 @@ func (e *Engine) olderVerified(ctx context.Context, lister *imageCache, item *It
 	}
 	cands, err := candidatesAfter(ctx, lister, def, u.Container, cur, target.Tag)
 	if err != nil {
-		warn("the other candidates could not be listed: " + firstLine(err))
+		warn("the other candidates could not be listed: " + fluxerr.FirstLine(err))
 		return nil
 	}
 	checked := 1

@@ -148,7 +148,7 @@ func (a *Approvals) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "fluxd could not record the approval; its log says why. Send it again later.", code)
 			return
 		}
-		log.Info("approval refused", "pipeline", ap.Pipeline, "stage", ap.Stage, "bundle", ap.Bundle, "by", by, "error", firstLineOf(err))
+		log.Info("approval refused", "pipeline", ap.Pipeline, "stage", ap.Stage, "bundle", ap.Bundle, "by", by, "error", fluxerr.FirstLine(err))
 		http.Error(w, err.Error(), code)
 		return
 	}

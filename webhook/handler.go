@@ -9,9 +9,9 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 
+	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/registry"
 )
 
@@ -183,7 +183,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Only repositories a watched service runs: the payload's host
 		// fields are the sender's to choose.
 		if err := h.watched(r.Context(), ref.Repository); err != nil {
-			out = append(out, result{Image: img, Error: firstLineOf(err)})
+			out = append(out, result{Image: img, Error: fluxerr.FirstLine(err)})
 			continue
 		}
 		if len(queued) == maxPayloadRepositories {
@@ -206,13 +206,4 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(map[string]any{"source": source, "results": out})
-}
-
-// firstLineOf is an error's first line: its message without its help.
-func firstLineOf(err error) string {
-	s := err.Error()
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
 }

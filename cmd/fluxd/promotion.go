@@ -88,26 +88,16 @@ func (t tagDigests) Digest(ctx context.Context, image string) (string, error) {
 // service of the stage, else "default" (as the automator does).
 func promotionInstance(tokens *auth.Store) func([]platform.ID) string {
 	return func(ids []platform.ID) string {
-		found := ""
-		for inst, sc := range tokens.Instances() {
-			all := true
+		// A stage has no definitions at hand: its services are held by
+		// namespace, as InScope holds a service only in the cluster.
+		return release.SoleInstance(tokens.Instances(), func(sc *auth.Scope) bool {
 			for _, id := range ids {
-				if sc != nil && !sc.Contains(id.Namespace, "") {
-					all = false
+				if !release.InScope(sc, id, nil, nil) {
+					return false
 				}
 			}
-			if !all {
-				continue
-			}
-			if found != "" {
-				return "default"
-			}
-			found = inst
-		}
-		if found == "" {
-			return "default"
-		}
-		return found
+			return true
+		}, "default")
 	}
 }
 

@@ -64,3 +64,11 @@ func NotImplemented(what, issue string) *Error {
 		Help: "It is planned (" + issue + "); docs/README.md says what works today.",
 	}
 }
+
+// FirstLine is an error's first line: its message without the help that
+// follows (the causes and what to try), for a log line, a notice or a
+// history message that has room for one line.
+func FirstLine(err error) string {
+	s, _, _ := strings.Cut(err.Error(), "\n")
+	return s
+}
