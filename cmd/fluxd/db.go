@@ -75,7 +75,7 @@ func copyDB(ctx context.Context, w io.Writer, f dbCopyFlags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "copied %d events, %d jobs (%d log lines), %d cached tags of %d repositories and %d bundles (%d stage records, %d pauses) from %s to %s\n",
-		n.Events, n.Jobs, n.JobLogLines, n.Tags, n.Repositories, n.Bundles, n.PromotionRecords, n.Pauses, historystore.Redact(f.from), historystore.Redact(f.to))
+	fmt.Fprintf(w, "copied %d events, %d jobs (%d log lines), %d cached tags of %d repositories and %d bundles (%d stage records, %d pauses) and %d verification results from %s to %s\n",
+		n.Events, n.Jobs, n.JobLogLines, n.Tags, n.Repositories, n.Bundles, n.PromotionRecords, n.Pauses, n.VerificationResults, historystore.Redact(f.from), historystore.Redact(f.to))
 	return nil
 }
