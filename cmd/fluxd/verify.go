@@ -79,7 +79,9 @@ func newVerifyCache(v verify.Verifier, store history.VerificationResults, reg pr
 		Verifier: v,
 		Memory:   &verify.MemoryCache{},
 		Store:    storecache.Cache{Store: store},
-		Observe:  func(src verify.Source, r verify.Result) { results.WithLabelValues(string(src), string(r.Outcome)).Inc() },
+		Observe: func(src verify.Source, r verify.Result) {
+			results.WithLabelValues(string(src), string(r.Outcome)).Inc()
+		},
 		StoreError: func(err error) {
 			// Once a minute at most: a store that is down is said by
 			// readiness already, and costs verifications, not answers.
