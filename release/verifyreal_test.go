@@ -2,6 +2,7 @@ package release
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -286,10 +287,15 @@ func BenchmarkVerify2000Tags(b *testing.B) {
 
 // cost is what plans cost: verifications that reached the registry, and
 // registry requests.
-type cost struct{ verifications, requests int64 }
+type cost struct {
+	verifications, requests int64
+	// The requests by kind: tag list pages, manifest GETs and HEADs, the
+	// rest (the /v2/ ping).
+	lists, manifests, heads, other int64
+}
 
 func (c cost) add(d cost) cost {
-	return cost{c.verifications + d.verifications, c.requests + d.requests}
+	return cost{c.verifications + d.verifications, c.requests + d.requests, c.lists + d.lists, c.manifests + d.manifests, c.heads + d.heads, c.other + d.other}
 }
 
 // costRig is a 2,000-tag repository in a real in-process registry, two
@@ -302,6 +308,9 @@ type costRig struct {
 	repository string
 	dir, db    string
 	now        time.Time
+	// tmp holds the store files, stores counts them.
+	tmp    string
+	stores int
 }
 
 func newCostRig(tb testing.TB) *costRig {
@@ -338,14 +347,15 @@ func newCostRig(tb testing.TB) *costRig {
 	if err := os.WriteFile(filepath.Join(dir, "app.yaml"), []byte(pinDeploy("s", repository+":"+regtest.Version(0), `fluxd.io/tag-all: "semver:*"`)), 0o644); err != nil {
 		tb.Fatal(err)
 	}
-	c := &costRig{reg: reg, ci: ci, repository: repository, dir: dir, now: time.Now()}
+	c := &costRig{reg: reg, ci: ci, repository: repository, dir: dir, now: time.Now(), tmp: tb.TempDir()}
 	c.fresh(tb)
 	return c
 }
 
 // fresh starts a new, empty store file for the replicas after.
-func (c *costRig) fresh(tb testing.TB) {
-	c.db = filepath.Join(tb.TempDir(), "history.db")
+func (c *costRig) fresh(testing.TB) {
+	c.stores++
+	c.db = filepath.Join(c.tmp, fmt.Sprintf("history-%d.db", c.stores))
 }
 
 // costReplica is one fluxd: its registry client, verifier and engine,
@@ -386,5 +396,6 @@ func (c *costRig) plan(tb testing.TB, r costReplica) cost {
 	if got := flatten(p); len(got) != 1 || got[0] != want {
 		tb.Fatalf("plan %v, want %s", got, want)
 	}
-	return cost{r.rv.verified.Load() - before, c.reg.Requests() + c.reg.Other.Load()}
+	return cost{r.rv.verified.Load() - before, c.reg.Requests() + c.reg.Other.Load(),
+		c.reg.Lists.Load(), c.reg.Manifests.Load(), c.reg.Heads.Load(), c.reg.Other.Load()}
 }

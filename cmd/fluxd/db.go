@@ -36,7 +36,8 @@ single replica to the PostgreSQL database several replicas will share:
   fluxd db copy --from sqlite:///var/lib/fluxd/history.db \
       --to postgres://fluxd@db:5432/fluxd?sslmode=require --to-password-file pw
 
-Every event, job and cached registry tag is copied, oldest first. The source
+Every event, job, cached registry tag, promotion row and image signature
+verification result is copied, oldest first. The source
 is only read: it must be at this fluxd's schema version (start this fluxd on it
 once to upgrade it). The target must be empty (it is migrated first), so
 nothing is mixed or copied twice.
