@@ -45,7 +45,7 @@ type Entry struct {
 func Final(r Result) bool { return r.Outcome == Verified }
 
 // Cache keeps verification results per digest: MemoryCache in one
-// process, and a Cache over the history store (cmd/fluxd) that the
+// process, and verify/storecache over the history store that the
 // replicas share.
 type Cache interface {
 	// Get returns the entry kept for k; false when there is none.
