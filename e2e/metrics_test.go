@@ -30,16 +30,18 @@ func documentedMetrics(t *testing.T) []string {
 // notOnTheSharedFluxd are documented metrics the shared fluxd does not
 // serve, and why.
 var notOnTheSharedFluxd = map[string]string{
-	"fluxd_leader":                      "registered only with --leader-elect, which the shared fluxd does not use; no test reads it yet",
-	"fluxd_sync_last_timestamp_seconds": "registered only with --sync-interval; TestSyncAppliesGit reads the sync metrics",
-	"fluxd_sync_duration_seconds":       "registered only with --sync-interval",
-	"fluxd_sync_failed":                 "registered only with --sync-interval; TestSyncAppliesGit reads it",
-	"fluxd_sync_objects":                "registered only with --sync-interval",
-	"fluxd_sync_failed_objects":         "registered only with --sync-interval; TestSyncAppliesGit reads it",
-	"fluxd_sync_kube_requests":          "registered only with --sync-interval; BenchmarkSync1000Objects reads it",
-	"fluxd_notify_deliveries_total":     "labelled by receiver: the shared fluxd has none; TestNotificationsOfARelease reads it",
-	"fluxd_notify_queue_depth":          "labelled by receiver: the shared fluxd has none; TestNotificationsOfARelease reads it",
-	"fluxd_notify_oldest_age_seconds":   "labelled by receiver: the shared fluxd has none",
+	"fluxd_leader":                            "registered only with --leader-elect, which the shared fluxd does not use; no test reads it yet",
+	"fluxd_sync_last_timestamp_seconds":       "registered only with --sync-interval; TestSyncAppliesGit reads the sync metrics",
+	"fluxd_sync_duration_seconds":             "registered only with --sync-interval",
+	"fluxd_sync_failed":                       "registered only with --sync-interval; TestSyncAppliesGit reads it",
+	"fluxd_sync_objects":                      "registered only with --sync-interval",
+	"fluxd_sync_failed_objects":               "registered only with --sync-interval; TestSyncAppliesGit reads it",
+	"fluxd_sync_kube_requests":                "registered only with --sync-interval; BenchmarkSync1000Objects reads it",
+	"fluxd_notify_deliveries_total":           "labelled by receiver: the shared fluxd has none; TestNotificationsOfARelease reads it",
+	"fluxd_notify_queue_depth":                "labelled by receiver: the shared fluxd has none; TestNotificationsOfARelease reads it",
+	"fluxd_notify_oldest_age_seconds":         "labelled by receiver: the shared fluxd has none",
+	"fluxd_registry_signature_requests_total": "signature lookups need --verify-config, which the shared fluxd does not use; TestReleaseRefusesUnsignedImages reads it",
+	"fluxd_verify_results_total":              "registered only with --verify-config; TestReleaseRefusesUnsignedImages reads it",
 }
 
 // metricWith adds up the series of a metric whose labels hold every one

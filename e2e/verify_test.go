@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/fluxd/fluxd/internal/cosigntest"
+	"github.com/fluxd/fluxd/internal/localstack"
 )
 
 // TestReleaseRefusesUnsignedImages: a fluxd started with --verify-config
@@ -88,7 +89,11 @@ func TestReleaseRefusesUnsignedImages(t *testing.T) {
 		recv.srv.URL, filepath.Join(cfgDir, "hook-key"))), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f := startFaultFluxd(t, "fluxd-verify", dir, nil, "--verify-config="+cfg, "--notify-config="+notifyCfg)
+	metrics, err := localstack.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startFaultFluxd(t, "fluxd-verify", dir, nil, "--verify-config="+cfg, "--notify-config="+notifyCfg, "--metrics-listen="+metrics)
 	admin := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["admin"], "USER=ada"}
 	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=erin"}
 	svc := "default:deployment/" + app
@@ -214,5 +219,17 @@ func TestReleaseRefusesUnsignedImages(t *testing.T) {
 	}
 	if out, stderr, code := fluxctl(t, deployer, "list-images", svc); code != 0 || !strings.Contains(out, "VERIFIED") || !strings.Contains(out, "verified (key "+ci.ID()) {
 		t.Errorf("list-images: exit %d, want a VERIFIED column naming the key:\n%s%s", code, out, stderr)
+	}
+	// What it cost, as the metrics say: signature lookups counted apart,
+	// and the verified 1.3.0, which the releases verified, answered from
+	// the cache by the listings after them.
+	if n := metricWith(t, metrics, "fluxd_registry_signature_requests_total"); n == 0 {
+		t.Error("fluxd_registry_signature_requests_total counts no signature lookup")
+	}
+	if n := metricWith(t, metrics, "fluxd_verify_results_total", `source="registry"`, `outcome="verified"`); n == 0 {
+		t.Error("fluxd_verify_results_total counts no verification made with the registry")
+	}
+	if n := metricWith(t, metrics, "fluxd_verify_results_total", `source="memory"`, `outcome="verified"`); n == 0 {
+		t.Error("fluxd_verify_results_total counts no verified result answered from the cache")
 	}
 }

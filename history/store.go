@@ -25,6 +25,7 @@ type Store interface {
 	LiveLog
 	WebSessions
 	Promotions
+	VerificationResults
 	// Ping checks that the database answers, for readiness.
 	Ping(ctx context.Context) error
 	// Close releases the database.
@@ -89,4 +90,7 @@ type Exporter interface {
 	// PromotionPipelines lists the pipelines with promotion rows
 	// (bundles, records or pauses), sorted.
 	PromotionPipelines(ctx context.Context) ([]string, error)
+	// EachVerificationResult calls fn with every verification result
+	// kept.
+	EachVerificationResult(ctx context.Context, fn func(VerificationResult) error) error
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 )
 
 // Verifier checks one image digest against one profile. verify/cosign's
@@ -29,12 +30,30 @@ type CacheKey struct {
 	Repository, Digest, Profile string
 }
 
-// Cache keeps verification results per digest. The store will hold them
-// (shared by replicas, issue 33); MemoryCache is for one process and
-// tests.
+// Entry is a result kept, and when it was reached.
+type Entry struct {
+	Result    Result
+	CheckedAt time.Time
+}
+
+// Final says whether r is kept for good: only Verified is. A digest
+// verified by a key stays verified (the signature is over the digest,
+// which cannot change). Unsigned and Failed may turn: cosign signs after
+// the push (a digest is unsigned for a moment), and adds signatures
+// beside those there (a wrong-key result turns when the right key signs
+// too).
+func Final(r Result) bool { return r.Outcome == Verified }
+
+// Cache keeps verification results per digest: MemoryCache in one
+// process, and verify/storecache over the history store that the
+// replicas share.
 type Cache interface {
-	Get(ctx context.Context, k CacheKey) (Result, bool, error)
-	Put(ctx context.Context, k CacheKey, r Result) error
+	// Get returns the entry kept for k; false when there is none.
+	Get(ctx context.Context, k CacheKey) (Entry, bool, error)
+	// Put keeps e for k. A final entry already kept for k stays: a
+	// verification running late must not turn a verified digest back
+	// into an unsigned one for the other replicas.
+	Put(ctx context.Context, k CacheKey, e Entry) error
 }
 
 // Fingerprint names a profile's content: its name, key IDs, identities,
@@ -69,53 +88,148 @@ func Fingerprint(p *Profile, keys []PublicKey) string {
 	return p.Name + "@" + hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// Cached is a Verifier that asks its Cache first, and keeps what is
-// final: a digest verified by a key stays verified, so an unchanged
-// digest is never verified twice. Unsigned and failed results are not
-// kept: cosign signs after the push (a digest is unsigned for a moment),
-// and adds signatures beside those there (a wrong-key result may turn).
+// DefaultRecheck is how long an unsigned or failed result is kept
+// before the registry is asked again.
+const DefaultRecheck = time.Minute
+
+// Source says where Cached found a result, for metrics.
+type Source string
+
+// The sources.
+const (
+	// FromMemory: this process's cache, no request.
+	FromMemory Source = "memory"
+	// FromStore: the store the replicas share, no request to the
+	// registry.
+	FromStore Source = "store"
+	// FromRegistry: verified, with requests to the registry.
+	FromRegistry Source = "registry"
+)
+
+// Cached is a Verifier that asks its caches first: Memory, then Store
+// (shared by replicas). A verified result is final, so a digest verified
+// under a profile is never verified again, by this process or another
+// sharing the Store, until the profile changes (its Fingerprint: another
+// key, identity or attestation). An unsigned or failed result is kept
+// for Recheck only, so that a plan or image listing does not ask the
+// registry at every turn, while a signature pushed after the image is
+// seen within Recheck. An error (a registry that could not be asked) is
+// never kept.
 type Cached struct {
 	Verifier Verifier
-	Cache    Cache
+	// Memory is this process's cache, asked first (nil: none).
+	Memory Cache
+	// Store is the cache the replicas share (nil: none). It failing
+	// costs a verification, never an answer.
+	Store Cache
+	// Recheck is how long a result that is not final is kept
+	// (0: DefaultRecheck).
+	Recheck time.Duration
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Observe, when set, is told where each result came from.
+	Observe func(Source, Result)
+	// StoreError, when set, is told of a Store that could not be read
+	// or written.
+	StoreError func(error)
 }
 
 // Verify returns the cached result for the digest under p, or verifies it.
 func (c Cached) Verify(ctx context.Context, repository, digest string, p *Profile, keys []PublicKey) (Result, error) {
 	k := CacheKey{repository, digest, Fingerprint(p, keys)}
-	if r, ok, err := c.Cache.Get(ctx, k); err == nil && ok {
-		return r, nil
+	now := time.Now
+	if c.Now != nil {
+		now = c.Now
+	}
+	recheck := c.Recheck
+	if recheck <= 0 {
+		recheck = DefaultRecheck
+	}
+	fresh := func(e Entry) bool {
+		if Final(e.Result) {
+			return true
+		}
+		// A checked-at in the future (another replica's clock ahead)
+		// is trusted no further than Recheck ahead.
+		age := now().Sub(e.CheckedAt)
+		return age < recheck && age > -recheck
+	}
+	found := func(src Source, e Entry) Result {
+		r := e.Result
+		r.Digest, r.Profile = digest, p.Name
+		if c.Observe != nil {
+			c.Observe(src, r)
+		}
+		return r
+	}
+	if c.Memory != nil {
+		if e, ok, err := c.Memory.Get(ctx, k); err == nil && ok && fresh(e) {
+			return found(FromMemory, e), nil
+		}
+	}
+	if c.Store != nil {
+		e, ok, err := c.Store.Get(ctx, k)
+		if err != nil {
+			c.storeError(err)
+		}
+		if err == nil && ok && fresh(e) {
+			if c.Memory != nil {
+				_ = c.Memory.Put(ctx, k, e)
+			}
+			return found(FromStore, e), nil
+		}
 	}
 	r, err := c.Verifier.Verify(ctx, repository, digest, p, keys)
-	if err != nil || r.Outcome != Verified {
+	if err != nil {
 		return r, err
 	}
+	if c.Observe != nil {
+		c.Observe(FromRegistry, r)
+	}
+	e := Entry{Result: r, CheckedAt: now()}
 	// A cache that cannot keep the result costs a verification later,
 	// not this answer.
-	_ = c.Cache.Put(ctx, k, r)
+	if c.Memory != nil {
+		_ = c.Memory.Put(ctx, k, e)
+	}
+	if c.Store != nil {
+		if err := c.Store.Put(ctx, k, e); err != nil {
+			c.storeError(err)
+		}
+	}
 	return r, nil
+}
+
+func (c Cached) storeError(err error) {
+	if c.StoreError != nil {
+		c.StoreError(err)
+	}
 }
 
 // MemoryCache is a Cache in memory.
 type MemoryCache struct {
 	mu sync.Mutex
-	m  map[CacheKey]Result
+	m  map[CacheKey]Entry
 }
 
-// Get returns the result kept for k.
-func (c *MemoryCache) Get(_ context.Context, k CacheKey) (Result, bool, error) {
+// Get returns the entry kept for k.
+func (c *MemoryCache) Get(_ context.Context, k CacheKey) (Entry, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r, ok := c.m[k]
-	return r, ok, nil
+	e, ok := c.m[k]
+	return e, ok, nil
 }
 
-// Put keeps r for k.
-func (c *MemoryCache) Put(_ context.Context, k CacheKey, r Result) error {
+// Put keeps e for k, unless a final entry is kept for it.
+func (c *MemoryCache) Put(_ context.Context, k CacheKey, e Entry) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.m == nil {
-		c.m = map[CacheKey]Result{}
+		c.m = map[CacheKey]Entry{}
 	}
-	c.m[k] = r
+	if old, ok := c.m[k]; ok && Final(old.Result) {
+		return nil
+	}
+	c.m[k] = e
 	return nil
 }

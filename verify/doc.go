@@ -10,8 +10,13 @@
 //
 // fluxd --verify-config loads the config (OpenFile, Watch) and hands a
 // Gate to the release engine, whose plans ask it (release/verify.go).
+// Results are cached (Cached) per repository, digest and profile
+// fingerprint, in memory and in the history store the replicas share
+// (verify/storecache): a verified digest is never verified again; an
+// unsigned or failed one is asked again after DefaultRecheck; an error
+// is never kept.
+//
 // Not built yet (issue 33): keyless identities and attestations are
 // parsed and checked for form but not verified (a profile naming them
-// verifies nothing), and results are cached in memory only, not in the
-// store. See docs/security.md.
+// verifies nothing). See docs/security.md.
 package verify

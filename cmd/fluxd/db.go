@@ -36,7 +36,8 @@ single replica to the PostgreSQL database several replicas will share:
   fluxd db copy --from sqlite:///var/lib/fluxd/history.db \
       --to postgres://fluxd@db:5432/fluxd?sslmode=require --to-password-file pw
 
-Every event, job and cached registry tag is copied, oldest first. The source
+Every event, job, cached registry tag, promotion row and image signature
+verification result is copied, oldest first. The source
 is only read: it must be at this fluxd's schema version (start this fluxd on it
 once to upgrade it). The target must be empty (it is migrated first), so
 nothing is mixed or copied twice.
@@ -75,7 +76,7 @@ func copyDB(ctx context.Context, w io.Writer, f dbCopyFlags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "copied %d events, %d jobs (%d log lines), %d cached tags of %d repositories and %d bundles (%d stage records, %d pauses) from %s to %s\n",
-		n.Events, n.Jobs, n.JobLogLines, n.Tags, n.Repositories, n.Bundles, n.PromotionRecords, n.Pauses, historystore.Redact(f.from), historystore.Redact(f.to))
+	fmt.Fprintf(w, "copied %d events, %d jobs (%d log lines), %d cached tags of %d repositories and %d bundles (%d stage records, %d pauses) and %d verification results from %s to %s\n",
+		n.Events, n.Jobs, n.JobLogLines, n.Tags, n.Repositories, n.Bundles, n.PromotionRecords, n.Pauses, n.VerificationResults, historystore.Redact(f.from), historystore.Redact(f.to))
 	return nil
 }

@@ -4,14 +4,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
+	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/registry/oci"
 	"github.com/fluxd/fluxd/release"
 	"github.com/fluxd/fluxd/verify"
 	"github.com/fluxd/fluxd/verify/cosign"
+	"github.com/fluxd/fluxd/verify/storecache"
 )
 
 // verifyFlags are image signature verification's flags.
@@ -45,9 +49,11 @@ const verifyConfigInterval = 5 * time.Second
 
 // newVerifier builds the verification gate over --verify-config: cosign
 // key verification through the registry client's transport (its rate
-// limits and request metrics) and credentials, results cached in memory
-// per digest. Nil without the flag.
-func newVerifier(f verifyFlags, images *oci.Client, log *slog.Logger) (release.Verifier, *verify.File, error) {
+// limits, credentials and request metrics, signature lookups counted
+// apart), results cached per digest in memory and in the history store,
+// which the replicas share (verify.Cached says what is kept, and for how
+// long). Nil without the flag.
+func newVerifier(f verifyFlags, images *oci.Client, store history.VerificationResults, reg prometheus.Registerer, log *slog.Logger) (release.Verifier, *verify.File, error) {
 	if f.config == "" {
 		return nil, nil, nil
 	}
@@ -55,10 +61,36 @@ func newVerifier(f verifyFlags, images *oci.Client, log *slog.Logger) (release.V
 	if err != nil {
 		return nil, nil, fmt.Errorf("--verify-config: %w", err)
 	}
-	v := cosign.New(cosign.Config{Transport: images.Transport(), Keychain: images.Keychain()})
+	v := cosign.New(cosign.Config{Transport: images.SignatureTransport(), Keychain: images.Keychain()})
 	cfg := file.Current()
 	log.Info("image signature verification", "component", "verify", "config", f.config, "profiles", len(cfg.Profiles), "repositories", len(cfg.Repositories))
-	return verify.NewGate(file, verify.Cached{Verifier: v, Cache: &verify.MemoryCache{}}), file, nil
+	return verify.NewGate(file, newVerifyCache(v, store, reg, log)), file, nil
+}
+
+// newVerifyCache puts the caches in front of v: memory, then the store.
+func newVerifyCache(v verify.Verifier, store history.VerificationResults, reg prometheus.Registerer, log *slog.Logger) verify.Cached {
+	results := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "fluxd_verify_results_total",
+		Help: "Image signature verification results, by where they came from (memory or store: cached, no request; registry: verified, with requests) and outcome.",
+	}, []string{"source", "outcome"})
+	reg.MustRegister(results)
+	var lastWarn atomic.Int64
+	return verify.Cached{
+		Verifier: v,
+		Memory:   &verify.MemoryCache{},
+		Store:    storecache.Cache{Store: store},
+		Observe: func(src verify.Source, r verify.Result) {
+			results.WithLabelValues(string(src), string(r.Outcome)).Inc()
+		},
+		StoreError: func(err error) {
+			// Once a minute at most: a store that is down is said by
+			// readiness already, and costs verifications, not answers.
+			now := time.Now().UnixNano()
+			if last := lastWarn.Load(); now-last > int64(time.Minute) && lastWarn.CompareAndSwap(last, now) {
+				log.Warn("cannot read or keep verification results in the history database; images are verified with the registry meanwhile", "component", "verify", "error", err)
+			}
+		},
+	}
 }
 
 // watchVerifyConfig re-reads --verify-config when it changes, until ctx

@@ -14,6 +14,8 @@ type Counts struct {
 	Events, Jobs, JobLogLines, Repositories, Tags int
 	// Promotion's rows: bundles, per-stage records and pauses.
 	Bundles, PromotionRecords, Pauses int
+	// VerificationResults are image signature verification results.
+	VerificationResults int
 }
 
 // ErrTargetNotEmpty says Copy's target already holds records.
@@ -21,8 +23,8 @@ var ErrTargetNotEmpty = errors.New("the target database is not empty")
 
 var errStop = errors.New("stop")
 
-// Copy copies every event, job (with its log), cached registry tag and
-// promotion row from one store to another, oldest first, so that order
+// Copy copies every event, job (with its log), cached registry tag,
+// promotion row and image signature verification result from one store to another, oldest first, so that order
 // (event IDs, job sequence) is kept; IDs themselves are the target's,
 // and so are promotion records' versions, which start again at 1 (no
 // fluxd writes to the target before the copy ends). The target must be empty: copying
@@ -71,6 +73,15 @@ func Copy(ctx context.Context, from, to Store) (Counts, error) {
 	}
 	if err == nil {
 		err = copyPromotions(ctx, from, to, &n)
+	}
+	if err == nil {
+		err = from.EachVerificationResult(ctx, func(r history.VerificationResult) error {
+			if err := to.SaveVerificationResult(ctx, r); err != nil {
+				return err
+			}
+			n.VerificationResults++
+			return nil
+		})
 	}
 	if err != nil {
 		return n, fmt.Errorf("copying stopped after %d events, %d jobs, %d cached tags and %d promotion bundles, which the target now holds (empty it before copying again): %w", n.Events, n.Jobs, n.Tags, n.Bundles, err)
@@ -173,6 +184,11 @@ func empty(ctx context.Context, s Store) error {
 	}
 	if len(pipelines) > 0 {
 		held = append(held, "promotion state")
+	}
+	if err := s.EachVerificationResult(ctx, func(history.VerificationResult) error { return errStop }); errors.Is(err, errStop) {
+		held = append(held, "verification results")
+	} else if err != nil {
+		return err
 	}
 	if len(held) > 0 {
 		return fmt.Errorf("%w: it holds %v. fluxd db copy copies into an empty database only, so that no two histories are mixed and nothing is copied twice: point --to at a new database (or drop and recreate this one)", ErrTargetNotEmpty, held)

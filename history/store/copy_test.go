@@ -67,6 +67,15 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Verification results: one final, one to be checked again.
+	for _, r := range []history.VerificationResult{
+		{Repository: "reg/app", Digest: "sha256:a", Profile: "ci@0123", Outcome: "verified", Final: true, Signer: "sha256:k (ci.pub)", CheckedAt: t0},
+		{Repository: "reg/app", Digest: "sha256:b", Profile: "ci@0123", Outcome: "unsigned", Detail: "no cosign signature", CheckedAt: t0.Add(time.Minute)},
+	} {
+		if err := src.SaveVerificationResult(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	url, srv := pgDatabase(t)
 	dst, err := Open(ctx, Config{URL: url, PasswordFile: srv.PasswordFile()})
@@ -78,7 +87,7 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := (Counts{Events: 1203, Jobs: 30, JobLogLines: 2, Repositories: 1, Tags: 3, Bundles: 2, PromotionRecords: 1, Pauses: 1}); n != want {
+	if want := (Counts{Events: 1203, Jobs: 30, JobLogLines: 2, Repositories: 1, Tags: 3, Bundles: 2, PromotionRecords: 1, Pauses: 1, VerificationResults: 2}); n != want {
 		t.Errorf("copied %+v; want %+v", n, want)
 	}
 	if lines, err := dst.JobLog(ctx, "team-a", "job00", 0); err != nil || len(lines) != 2 || lines[1].Text != "done" {
@@ -150,6 +159,17 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantP, gotP, eq); diff != "" {
 		t.Errorf("pauses after the copy (-sqlite +postgres):\n%s", diff)
+	}
+
+	var wantV, gotV []history.VerificationResult
+	if err := src.EachVerificationResult(ctx, func(r history.VerificationResult) error { wantV = append(wantV, r); return nil }); err != nil || len(wantV) != 2 {
+		t.Fatal(wantV, err)
+	}
+	if err := dst.EachVerificationResult(ctx, func(r history.VerificationResult) error { gotV = append(gotV, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(wantV, gotV, eq); diff != "" {
+		t.Errorf("verification results after the copy (-sqlite +postgres):\n%s", diff)
 	}
 
 	if _, err := Copy(ctx, src, dst); !errors.Is(err, ErrTargetNotEmpty) {

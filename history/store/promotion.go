@@ -72,3 +72,29 @@ func (c *Connecting) PromotionPipelines(ctx context.Context) ([]string, error) {
 	}
 	return s.PromotionPipelines(ctx)
 }
+
+// The verification results, passed on likewise.
+
+func (c *Connecting) VerificationResult(ctx context.Context, repository, digest, profile string) (history.VerificationResult, error) {
+	s, err := c.store()
+	if err != nil {
+		return history.VerificationResult{}, err
+	}
+	return s.VerificationResult(ctx, repository, digest, profile)
+}
+
+func (c *Connecting) SaveVerificationResult(ctx context.Context, r history.VerificationResult) error {
+	s, err := c.store()
+	if err != nil {
+		return err
+	}
+	return s.SaveVerificationResult(ctx, r)
+}
+
+func (c *Connecting) EachVerificationResult(ctx context.Context, fn func(history.VerificationResult) error) error {
+	s, err := c.store()
+	if err != nil {
+		return err
+	}
+	return s.EachVerificationResult(ctx, fn)
+}

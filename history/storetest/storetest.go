@@ -64,6 +64,8 @@ func Run(t *testing.T, f Factory) {
 		{"PromotionRecordsRace", testPromotionRecordsRace},
 		{"PromotionPauses", testPromotionPauses},
 		{"PromotionPipelines", testPromotionPipelines},
+		{"VerificationResults", testVerificationResults},
+		{"VerificationResultsRace", testVerificationResultsRace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.test(t, f) })

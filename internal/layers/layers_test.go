@@ -25,7 +25,7 @@ var allowed = map[string][]string{
 	// binaries and tools
 	"cmd/fluxd": {"automator", "daemon", "gates", "promotion", "gitrepo", "gitrepo/gogit", "history", "history/store", "internal/auth", "internal/memlimit",
 		"internal/tlsfiles", "internal/version", "internal/clientkey", "notify", "platform", "platform/kube", "platform/kube/gitguard",
-		"platform/kube/sync", "proto/fluxd/v1", "registry", "registry/oci", "release", "release/jobs", "syncer", "verify", "verify/cosign", "web", "webhook"},
+		"platform/kube/sync", "proto/fluxd/v1", "registry", "registry/oci", "release", "release/jobs", "syncer", "verify", "verify/cosign", "verify/storecache", "web", "webhook"},
 	"cmd/fluxctl": {"check", "deploy", "internal/tlsfiles", "internal/version", "proto/fluxd/v1"},
 	"hack/image":  {},
 	"hack/stack":  {"internal/localstack"},
@@ -77,6 +77,7 @@ var allowed = map[string][]string{
 	"platform/kube/gitguard": {},
 	"registry/oci":           {"internal/fluxerr", "registry"},
 	"verify/cosign":          {"verify"},
+	"verify/storecache":      {"history", "verify"},
 	"history/sqlite":         {"history", "registry"},
 	"history/postgres":       {"history", "registry"},
 	"history/store":          {"history", "history/postgres", "history/sqlite", "registry"},

@@ -7,6 +7,7 @@ import (
 // Metrics are the registry client's Prometheus metrics.
 type Metrics struct {
 	requests *prometheus.CounterVec
+	sigs     *prometheus.CounterVec
 	cache    *prometheus.CounterVec
 	lists    *prometheus.CounterVec
 	scan     *prometheus.HistogramVec
@@ -20,6 +21,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fluxd_registry_requests_total",
 			Help: "Requests sent to registries, by host, method and HTTP status.",
+		}, []string{"host", "method", "status"}),
+		sigs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fluxd_registry_signature_requests_total",
+			Help: "Of the requests sent to registries, those that looked up image signatures (and attestations), by host, method and HTTP status.",
 		}, []string{"host", "method", "status"}),
 		cache: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fluxd_registry_cache_lookups_total",
@@ -43,6 +48,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "The request rate fluxd allows itself per registry host now (it halves on 429).",
 		}, []string{"host"}),
 	}
-	reg.MustRegister(m.requests, m.cache, m.lists, m.scan, m.tags, m.rate)
+	reg.MustRegister(m.requests, m.sigs, m.cache, m.lists, m.scan, m.tags, m.rate)
 	return m
 }

@@ -60,3 +60,39 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("scan histogram series = %d, want 1", n)
 	}
 }
+
+// TestSignatureRequestsCounted: a signature lookup through
+// SignatureTransport is counted as a registry request and as a signature
+// request; the client's own reads only as the first.
+func TestSignatureRequestsCounted(t *testing.T) {
+	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	push(t, host+"/app:1.0.0", imageAt(t, time.Now(), nil))
+	c, err := New(Config{Metrics: NewMetrics(prometheus.NewRegistry())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Images(context.Background(), host+"/app"); err != nil {
+		t.Fatal(err)
+	}
+	m := c.cfg.Metrics
+	reads := testutil.ToFloat64(m.requests.WithLabelValues(host, "GET", "200"))
+	if got := testutil.ToFloat64(m.sigs.WithLabelValues(host, "GET", "200")); reads == 0 || got != 0 {
+		t.Fatalf("after a scan: %v requests, %v signature requests; want some, and none", reads, got)
+	}
+	// What verify/cosign asks for an unsigned image: the .sig tag.
+	req := httptest.NewRequest("GET", srv.URL+"/v2/app/manifests/sha256-0000.sig", nil)
+	req.RequestURI = ""
+	resp, err := c.SignatureTransport().RoundTrip(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got := testutil.ToFloat64(m.sigs.WithLabelValues(host, "GET", "404")); got != 1 {
+		t.Errorf("signature requests GET 404 = %v; want 1", got)
+	}
+	if got := testutil.ToFloat64(m.requests.WithLabelValues(host, "GET", "404")); got != 1 {
+		t.Errorf("requests GET 404 = %v; want 1, the signature lookup counted with the rest", got)
+	}
+}

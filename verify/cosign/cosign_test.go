@@ -19,6 +19,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
@@ -278,8 +279,8 @@ func (c *counting) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // A verified digest is verified once: the second plan asks the cache, not
-// the registry. An unsigned one is asked again, for cosign signs after the
-// push.
+// the registry. An unsigned one is asked again once verify.DefaultRecheck
+// has passed, for cosign signs after the push.
 func TestCachedVerifiesADigestOnce(t *testing.T) {
 	t.Parallel()
 	repo := testRegistry(t)
@@ -289,7 +290,8 @@ func TestCachedVerifiesADigestOnce(t *testing.T) {
 	unsigned := push(t, repo, "1.1.0")
 
 	tr := &counting{}
-	v := verify.Cached{Verifier: New(Config{Transport: tr}), Cache: &verify.MemoryCache{}}
+	now := time.Now()
+	v := verify.Cached{Verifier: New(Config{Transport: tr}), Memory: &verify.MemoryCache{}, Now: func() time.Time { return now }}
 	p := &verify.Profile{Name: "signed", Keys: []string{"ci.pub"}}
 	keys := []verify.PublicKey{ci.pub}
 	ctx := context.Background()
@@ -314,6 +316,10 @@ func TestCachedVerifiesADigestOnce(t *testing.T) {
 		}
 	}
 	ci.sign(t, unsigned, unsigned.DigestStr())
+	if r, err := v.Verify(ctx, repo.String(), unsigned.DigestStr(), p, keys); err != nil || r.Outcome != verify.Unsigned {
+		t.Errorf("signed within a minute of a first look: %+v, %v; want the unsigned kept that long", r, err)
+	}
+	now = now.Add(verify.DefaultRecheck)
 	if r, err := v.Verify(ctx, repo.String(), unsigned.DigestStr(), p, keys); err != nil || r.Outcome != verify.Verified {
 		t.Errorf("signed after a first look: %+v, %v; want verified, not a cached unsigned", r, err)
 	}
