@@ -10,16 +10,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
-	clocktesting "k8s.io/utils/clock/testing"
-
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/release"
 	"github.com/fluxd/fluxd/release/jobs"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func svc(name string) platform.ID {
@@ -425,5 +424,211 @@ func TestPassLogsNothingNewerOnce(t *testing.T) {
 	}
 	if !strings.Contains(out, "decision: release") || !strings.Contains(out, "service=default:deployment/d") {
 		t.Errorf("the release decision is not logged per service:\n%s", out)
+	}
+}
+
+// specPlanner records the specs it plans.
+type specPlanner struct {
+	*fakePlanner
+	specs []release.Spec
+}
+
+func (p *specPlanner) Plan(ctx context.Context, spec release.Spec) (*release.Plan, error) {
+	p.specs = append(p.specs, spec)
+	return p.fakePlanner.Plan(ctx, spec)
+}
+
+// A pass fetches git once (Manifests): its check plans the revision it
+// read without fetching again; the release job it queues is no cached
+// plan, and fetches when it runs.
+func TestAPassFetchesOnce(t *testing.T) {
+	f, jobs := newFake("a", "b"), &fakeJobs{}
+	f.newest[svc("a")] = "1.1"
+	p := &specPlanner{fakePlanner: f}
+	a, _ := newAutomator(t, f, jobs, nil)
+	a.plans = p
+	a.Step(context.Background())
+	if len(p.specs) != 1 || !p.specs[0].Cached {
+		t.Fatalf("the pass's check planned %d times (cached: %v); want once, from the revision the pass read", len(p.specs), len(p.specs) == 1 && p.specs[0].Cached)
+	}
+	if len(jobs.specs) != 1 || jobs.specs[0].Cached {
+		t.Errorf("queued %d jobs; want one, not a cached plan: %+v", len(jobs.specs), jobs.specs)
+	}
+	jobs.end(history.JobSucceeded)
+}
+
+// refusingPlanner plans as the engine does for a service fluxd will not
+// release (outside --namespaces, or not permitted): skipped, refused.
+type refusingPlanner struct {
+	*fakePlanner
+	refused map[platform.ID]string
+	specs   []release.Spec
+}
+
+func (p *refusingPlanner) Plan(ctx context.Context, spec release.Spec) (*release.Plan, error) {
+	p.specs = append(p.specs, spec)
+	plan, err := p.fakePlanner.Plan(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	for i, it := range plan.Items {
+		if why, ok := p.refused[it.Service]; ok {
+			plan.Items[i] = release.Item{Service: it.Service, Action: release.Skip, Reason: why}
+		}
+	}
+	return plan, nil
+}
+
+// A service the plan refuses (fluxd does not watch it, or may not patch
+// it) is not released, and is not checked again on every pass nor at
+// every notification: only after RefusedWait. The others of its batch go
+// on as usual.
+func TestRefusedServicesAreNotRetriedEveryPass(t *testing.T) {
+	f := newFake("a", "b")
+	f.newest[svc("a")], f.newest[svc("b")] = "1.1", "1.1"
+	p := &refusingPlanner{fakePlanner: f, refused: map[platform.ID]string{
+		svc("b"): release.ReasonNotWatched + ": default:deployment/b is in namespace default, and fluxd watches only other (--namespaces)"}}
+	jobs := &fakeJobs{}
+	a, clk := newAutomator(t, f, jobs, nil)
+	a.plans = p
+	ctx := context.Background()
+
+	a.Step(ctx)
+	if len(jobs.specs) != 1 || len(jobs.specs[0].Services) != 1 || jobs.specs[0].Services[0] != svc("a") {
+		t.Fatalf("queued %+v; want one job releasing a alone", jobs.specs)
+	}
+	if !p.specs[0].Automated {
+		t.Errorf("the check plans %+v; want it planned as the automated job will be", p.specs[0])
+	}
+	st := a.Statuses()[svc("b")]
+	if !strings.HasPrefix(st.Decision, "refused: not watched") || st.State != UpToDate {
+		t.Errorf("b: %+v; want it up to date, decision refused", st)
+	}
+	checks := func(id platform.ID) int {
+		n := 0
+		for _, ids := range f.plans {
+			for _, x := range ids {
+				if x == id {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	// Passes after the long wait, and notifications, do not ask again.
+	jobs.end("succeeded")
+	for range 4 {
+		clk.Step(2 * time.Minute)
+		a.Kick()
+		a.wakeAll()
+		a.Step(ctx)
+	}
+	if n := checks(svc("b")); n != 1 {
+		t.Errorf("b checked %d times in 8 minutes of passes and kicks; want once until RefusedWait", n)
+	}
+	if n := checks(svc("a")); n < 2 {
+		t.Errorf("a checked %d times; want it checked as usual", n)
+	}
+	// After RefusedWait it is asked again; once permitted, released.
+	delete(p.refused, svc("b"))
+	clk.Step(2 * time.Minute)
+	a.Step(ctx)
+	if n := checks(svc("b")); n != 2 {
+		t.Errorf("b checked %d times after RefusedWait; want twice", n)
+	}
+	if st := a.Statuses()[svc("b")]; st.State != Releasing {
+		t.Errorf("b once permitted: %+v; want it released", st)
+	}
+}
+
+// unverifiedPlanner is fakePlanner whose plans skip, for the services
+// in skips, the newer images given as unverified (as release's
+// olderVerified does).
+type unverifiedPlanner struct {
+	*fakePlanner
+	skips map[string][]release.SkippedImage
+}
+
+func (p *unverifiedPlanner) Plan(ctx context.Context, spec release.Spec) (*release.Plan, error) {
+	plan, err := p.fakePlanner.Plan(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	for i, it := range plan.Items {
+		if sk := p.skips[it.Service.Name]; len(sk) > 0 {
+			plan.Items[i].Action, plan.Items[i].Reason, plan.Items[i].Updates = release.Skip, release.ReasonUnverified, nil
+			plan.Items[i].Warnings = []string{"app: skipped newer images that do not pass signature verification"}
+			plan.Items[i].Unverified = sk
+		}
+	}
+	return plan, nil
+}
+
+type recordedNotices struct {
+	got  []history.Notice
+	fail bool
+}
+
+func (r *recordedNotices) Notify(_ context.Context, n history.Notice) (int64, error) {
+	if r.fail {
+		return 0, errors.New("database is locked")
+	}
+	r.got = append(r.got, n)
+	return int64(len(r.got)), nil
+}
+
+func skipped(tag, digest, outcome string) release.SkippedImage {
+	return release.SkippedImage{Container: "app", Image: "r/app:" + tag,
+		Verification: release.Verification{Outcome: outcome, Profiles: []string{"signed"}, Digest: digest, Detail: "profile signed: " + outcome}}
+}
+
+// A newer image skipped for its signatures is told of once per service
+// and digest: not again on the next pass, again once its tag moves to
+// another digest; a check that reached no verdict (a registry down) is
+// not told of; a notice that could not be stored is tried again.
+func TestAutomatorTellsOfUnverifiedImagesOnce(t *testing.T) {
+	p := &unverifiedPlanner{fakePlanner: newFake("a", "b"), skips: map[string][]release.SkippedImage{
+		"a": {skipped("1.2", "sha256:12", release.VerifyUnsigned), skipped("1.1", "sha256:11", release.VerifyFailed)},
+		"b": {skipped("2.0", "", release.VerifyError)},
+	}}
+	notices := &recordedNotices{}
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC))
+	a := New(Config{LongWait: time.Minute, Notices: notices}, p, &fakeJobs{}, clk, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	ctx := context.Background()
+	pass := func() {
+		t.Helper()
+		clk.Step(2 * time.Minute)
+		a.Step(ctx)
+	}
+
+	a.Step(ctx)
+	if len(notices.got) != 2 {
+		t.Fatalf("first pass: %d notices, want one for each of a's 2 skipped images (none for b's check without a verdict): %+v", len(notices.got), notices.got)
+	}
+	for i, want := range []string{"r/app:1.2 (sha256:12)", "r/app:1.1 (sha256:11)"} {
+		ev := notices.got[i].Event
+		if ev.Type != history.UnverifiedSkipped || ev.Instance != "team-a" || len(ev.Services) != 1 || ev.Services[0] != svc("a").String() ||
+			!strings.Contains(ev.Message, want) || ev.User != User {
+			t.Errorf("notice %d: %+v, want one of a's skip of %s", i, ev, want)
+		}
+	}
+	pass()
+	if len(notices.got) != 2 {
+		t.Errorf("the next pass told again: %d notices", len(notices.got))
+	}
+	// 1.2 moved to another digest, still unsigned: told of again.
+	p.skips["a"][0] = skipped("1.2", "sha256:12b", release.VerifyUnsigned)
+	pass()
+	if len(notices.got) != 3 || !strings.Contains(notices.got[2].Event.Message, "sha256:12b") {
+		t.Errorf("a moved tag's new digest was not told of once: %+v", notices.got[2:])
+	}
+	// A notice that cannot be stored is tried again on the next pass.
+	p.skips["a"] = append(p.skips["a"], skipped("1.3", "sha256:13", release.VerifyUnsigned))
+	notices.fail = true
+	pass()
+	notices.fail = false
+	pass()
+	if len(notices.got) != 4 || !strings.Contains(notices.got[3].Event.Message, "sha256:13") {
+		t.Errorf("a notice that failed to be stored was not stored on the next pass: %+v", notices.got[3:])
 	}
 }

@@ -7,10 +7,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/policy"
+	"github.com/google/go-cmp/cmp"
 )
 
 const automationObjects = `apiVersion: image.toolkit.fluxcd.io/v1beta2
@@ -174,5 +173,54 @@ func TestSetAnnotationsOnImagePolicy(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "metadata: {annotations: {fluxd.io/locked: \"true\"}, name: app, namespace: flux-system}") {
 		t.Errorf("the lock is not on the ImagePolicy:\n%s", out)
+	}
+}
+
+// TestImagePolicyFixtures: the repository of each archive (every file
+// but want and warnings) read as fluxd reads it gives the ImagePolicy
+// services of "want" (one line per field: ID, "automated" when it is,
+// field, image; an ID alone for a policy with none), and a warning
+// holding each line of "warnings".
+func TestImagePolicyFixtures(t *testing.T) {
+	t.Parallel()
+	for name, a := range fixtures(t, "automation") {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			files := txtarFiles(a)
+			repo := map[string]string{}
+			for f, content := range files {
+				if f != "want" && f != "warnings" {
+					repo[f] = content
+				}
+			}
+			m := automationRepo(t, repo)
+			var got, warnings []string
+			for _, id := range sortedIDs(m.Workloads) {
+				def := m.Workloads[id]
+				if def.ImagePolicy == nil {
+					continue
+				}
+				warnings = append(warnings, def.Warnings...)
+				auto := ""
+				if def.Annotations[policy.Automated] == "true" {
+					auto = " automated"
+				}
+				if len(def.Containers) == 0 {
+					got = append(got, id.String()+auto)
+				}
+				for _, c := range def.Containers {
+					got = append(got, id.String()+auto+" "+c.Name+" "+c.Image)
+				}
+			}
+			sort.Strings(got)
+			if diff := cmp.Diff(strings.Split(strings.TrimSpace(files["want"]), "\n"), got); diff != "" {
+				t.Errorf("services (-want +got)\n%s", diff)
+			}
+			for _, w := range strings.Split(strings.TrimSpace(files["warnings"]), "\n") {
+				if w != "" && !strings.Contains(strings.Join(warnings, "\n"), w) {
+					t.Errorf("no warning %q in:\n%s", w, strings.Join(warnings, "\n"))
+				}
+			}
+		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/tools/txtar"
 
 	"github.com/fluxd/fluxd/platform"
 )
@@ -26,15 +27,20 @@ func writeTree(t *testing.T, files map[string]string) string {
 	return root
 }
 
-const kustBase = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec:\n  template:\n    spec:\n      containers:\n        - {name: app, image: reg/web:1.0.0}\n        - {name: side, image: reg/side:1.0}\n"
+// tree reads the txtar archive testdata/kustomize/NAME.txtar as files by
+// name, for writeTree.
+func tree(t *testing.T, name string) map[string]string {
+	t.Helper()
+	a, err := txtar.ParseFile(filepath.Join("testdata", "kustomize", name+".txtar"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return txtarFiles(a)
+}
 
 func TestFindWorkloadsBuildsKustomizations(t *testing.T) {
 	t.Parallel()
-	root := writeTree(t, map[string]string{
-		"base/kustomization.yaml": "resources: [web.yaml]\n",
-		"base/web.yaml":           kustBase,
-		"prod/kustomization.yaml": "namespace: prod\nresources: [../base]\nimages:\n  - name: reg/web\n    newTag: 2.0.0\n",
-	})
+	root := writeTree(t, tree(t, "overlay"))
 	dirs, _ := ResolvePaths(root, []string{"prod"})
 	m, err := FindWorkloads(root, dirs)
 	if err != nil || len(m.Problems) > 0 {
@@ -76,7 +82,9 @@ func TestSetKustomizeImages(t *testing.T) {
 			if strings.Contains(tc.kust, "digest") {
 				cur = map[string]string{"app": "reg/web@sha256:0000000000000000000000000000000000000000000000000000000000000000", "side": "reg/side:1.0"}
 			}
-			root := writeTree(t, map[string]string{"base/kustomization.yaml": "resources: [web.yaml]\n", "base/web.yaml": kustBase, "prod/kustomization.yaml": tc.kust})
+			files := tree(t, "overlay")
+			files["prod/kustomization.yaml"] = tc.kust
+			root := writeTree(t, files)
 			out, err := SetKustomizeImages(root, "prod/kustomization.yaml", []byte(tc.kust), id, cur, tc.images)
 			if err != nil {
 				t.Fatal(err)
@@ -92,10 +100,7 @@ func TestSetKustomizeImages(t *testing.T) {
 // directory was "/." in kustomize's in-memory copy, which it refused.
 func TestFindWorkloadsBuildsARootKustomization(t *testing.T) {
 	t.Parallel()
-	root := writeTree(t, map[string]string{
-		"kustomization.yaml": "namespace: prod\nresources: [web.yaml]\n",
-		"web.yaml":           kustBase,
-	})
+	root := writeTree(t, tree(t, "root"))
 	dirs, _ := ResolvePaths(root, []string{"."})
 	m, err := FindWorkloads(root, dirs)
 	if err != nil || len(m.Problems) > 0 {

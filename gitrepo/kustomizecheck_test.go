@@ -66,11 +66,7 @@ func TestKustomizeFetchesNothing(t *testing.T) {
 // only names files in the repository.
 func TestKustomizeLocalPathsStillBuild(t *testing.T) {
 	t.Parallel()
-	root := writeTree(t, map[string]string{
-		"kustomization.yaml": "resources: [cm.yaml]\nconfigMapGenerator:\n  - name: c\n    files: [k=data.txt]\n    literals: [url=https://example.com/]\ncommonAnnotations: {docs: 'https://example.com/'}\n",
-		"cm.yaml":            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: local}\n",
-		"data.txt":           "hello\n",
-	})
+	root := writeTree(t, tree(t, "local-paths"))
 	k, err := newKustomizer(root)
 	if err != nil {
 		t.Fatal(err)

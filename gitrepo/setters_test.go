@@ -2,13 +2,14 @@ package gitrepo
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/fluxd/fluxd/platform"
+	"github.com/google/go-cmp/cmp"
+	"golang.org/x/tools/txtar"
 )
 
 var policyID = platform.ID{Namespace: "flux-system", Kind: "imagepolicy", Name: "podinfo"}
@@ -227,4 +228,63 @@ data:
 			t.Errorf("a warning repeats a Secret's value: %s", w)
 		}
 	}
+}
+
+// fixtures reads the txtar archives in dir, each a case named after its
+// file (the Flux v2 rule it checks; its comment says more).
+func fixtures(t *testing.T, dir string) map[string]*txtar.Archive {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join("testdata", dir, "*.txtar"))
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no fixtures in testdata/%s: %v", dir, err)
+	}
+	out := map[string]*txtar.Archive{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[strings.TrimSuffix(filepath.Base(p), ".txtar")] = txtar.Parse(b)
+	}
+	return out
+}
+
+// TestSetSettersFixtures: every change of "changes" (FIELD, FROM and TO,
+// tab-separated) is made to its file under in/, which must then read as
+// the file under want/, byte for byte.
+func TestSetSettersFixtures(t *testing.T) {
+	t.Parallel()
+	for name, a := range fixtures(t, "setters") {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			files := txtarFiles(a)
+			byFile := map[string][]SetterChange{}
+			for _, line := range strings.Split(strings.TrimSpace(files["changes"]), "\n") {
+				f := strings.Split(line, "\t")
+				if len(f) != 3 {
+					t.Fatalf("changes: %q is not FIELD\\tFROM\\tTO", line)
+				}
+				file, _, _ := strings.Cut(f[0], ":")
+				byFile[file] = append(byFile[file], SetterChange{Field: f[0], From: f[1], To: f[2]})
+			}
+			for file, changes := range byFile {
+				out, err := SetSetters(platform.ID{Namespace: "ns", Kind: "imagepolicy", Name: "p"}, file, []byte(files["in/"+file]), changes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(files["want/"+file], string(out)); diff != "" {
+					t.Errorf("%s (-want +got)\n%s", file, diff)
+				}
+			}
+		})
+	}
+}
+
+// txtarFiles is an archive's files by name.
+func txtarFiles(a *txtar.Archive) map[string]string {
+	out := make(map[string]string, len(a.Files))
+	for _, f := range a.Files {
+		out[f.Name] = string(f.Data)
+	}
+	return out
 }

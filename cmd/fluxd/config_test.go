@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-	"github.com/spf13/pflag"
-
 	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/internal/auth"
+	"github.com/google/go-cmp/cmp"
+	"github.com/spf13/pflag"
 )
 
 // parseFlags parses args as fluxd's command line does, with every
@@ -163,5 +162,16 @@ func TestRunWithBadFlagsMakesNothing(t *testing.T) {
 		if _, serr := os.Stat(state); !os.IsNotExist(serr) {
 			t.Errorf("run %q made --state-dir (%v); want nothing made", tc.args, serr)
 		}
+	}
+}
+
+// The clone's retry cap is at least its first wait.
+func TestValidateRetryMax(t *testing.T) {
+	t.Parallel()
+	if err := validateRetryMax(time.Minute); err != nil {
+		t.Errorf("1m: %v", err)
+	}
+	if err := validateRetryMax(100 * time.Millisecond); err == nil {
+		t.Error("100ms is accepted; want it refused as under the first wait of 1s")
 	}
 }

@@ -603,3 +603,32 @@ func TestCheckHelmReleaseBatchRows(t *testing.T) {
 		})
 	}
 }
+
+// (g): a format no fluxd commit moved fails the run, naming it; a
+// person's commit does not count, nor a fluxd commit of another format.
+func TestCheckFormatsReached(t *testing.T) {
+	g := "default:deployment/g"
+	b := newBuilder().
+		commit("c0", "seed", "Add", map[string]Workload{web: wl("r/web:1.0.0"), g: wl("r/g:1.0.0")}).
+		commit("c1", "fluxd", "Release\n\nFluxd-Job: j1\n", map[string]Workload{web: wl("r/web:1.1.0"), g: wl("r/g:1.0.0")}).
+		commit("c2", "pia", "hotfix", map[string]Workload{web: wl("r/web:1.1.0"), g: wl("r/g:1.0.1")})
+	b.o.Formats = map[string]Format{web: Plain, g: Kustomize}
+	vs := CheckFormatsReached(b.o)
+	if checks(vs) != "g" || !strings.Contains(vs[0].What, "format kustomize ("+g+")") {
+		t.Errorf("violations %v", vs)
+	}
+	if n := FormatCommits(b.o); n[Plain] != 1 || n[Kustomize] != 0 {
+		t.Errorf("counts %v", n)
+	}
+	b.commit("c3", "fluxd", "Release\n\nFluxd-Job: j2\n", map[string]Workload{web: wl("r/web:1.2.0"), g: wl("r/g:1.0.2")})
+	if vs := CheckFormatsReached(b.o); len(vs) != 0 {
+		t.Errorf("violations %v", vs)
+	}
+	if n := FormatCommits(b.o); n[Plain] != 2 || n[Kustomize] != 1 {
+		t.Errorf("counts %v", n)
+	}
+	b.o.Formats = nil
+	if vs := CheckFormatsReached(b.o); len(vs) != 0 {
+		t.Errorf("no formats given: violations %v", vs)
+	}
+}

@@ -2,20 +2,24 @@ package jobs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/fluxd/fluxd/release"
-
 	"github.com/fluxd/fluxd/history"
+	"github.com/fluxd/fluxd/history/postgres"
 	"github.com/fluxd/fluxd/history/sqlite"
 	"github.com/fluxd/fluxd/internal/fluxerr"
+	"github.com/fluxd/fluxd/internal/pgserver"
+	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/release"
 )
 
 // gateExec runs jobs only when released, recording the order.
@@ -244,4 +248,341 @@ func TestQueueStopLeavesTheRunningJobLive(t *testing.T) {
 	}
 	g.release <- struct{}{}
 	waitState(t, q2, "team", u.Job.ID, history.JobSucceeded)
+}
+
+// Two clusters' fluxds share one store (--cluster-name a and b): each
+// runs its own jobs, and neither takes in the other's, neither a queued
+// job (adopt) nor a live one at its start (Recover).
+func TestClustersOnOneStoreRunOnlyTheirJobs(t *testing.T) {
+	t.Run("postgres", func(t *testing.T) {
+		url, srv := pgserver.Database(t)
+		open := func() replicaStore {
+			s, err := postgres.Open(context.Background(), postgres.Config{URL: url, Password: srv.Password})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		testClusters(t, open(), open())
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "h.db")
+		open := func() replicaStore {
+			s, err := sqlite.Open(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		testClusters(t, open(), open())
+	})
+}
+
+func testClusters(t *testing.T, storeA, storeB replicaStore) {
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	execA := &gateExec{started: make(chan string, 10), release: make(chan struct{}, 10)}
+	execB := &gateExec{started: make(chan string, 10), release: make(chan struct{}, 10)}
+	a := NewQueue(execA, storeA, 0, false, discard)
+	b := NewQueue(execB, storeB, 0, false, discard)
+	a.SetCluster("a")
+	b.SetCluster("b")
+	b.adoptEvery = 20 * time.Millisecond
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	// A's fluxd accepts a job while its queue is not running yet (it
+	// is starting, or its leader is changing): the job waits in the store.
+	u, err := a.Enqueue(ctx, "default", release.Spec{Message: "for-a"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ClusterOf(u.Job.ID) != "a" || !strings.HasPrefix(u.Job.ID, "a.") {
+		t.Fatalf("A's job is %q, want an ID naming cluster a", u.Job.ID)
+	}
+	// B's fluxd starts, and looks for jobs to take in, many times.
+	if err := b.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go b.Run(ctx)
+	select {
+	case got := <-execB.started:
+		t.Fatalf("cluster B's fluxd ran %q, a job of cluster A", got)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// Asked of B, A's job is not cancelled: B says whose it is.
+	if _, err := b.Cancel(ctx, "default", u.Job.ID); err == nil || !strings.Contains(err.Error(), `another cluster's fluxd (--cluster-name "a")`) {
+		t.Fatalf("cancelling A's job through B: %v, want an error naming cluster a", err)
+	}
+	// B runs its own.
+	if _, err := b.Enqueue(ctx, "default", release.Spec{Message: "for-b"}, ""); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-execB.started:
+		if got != "for-b" {
+			t.Fatalf("B ran %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("B never ran its own job")
+	}
+	execB.release <- struct{}{}
+	// A starts and runs the job it accepted.
+	if err := a.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go a.Run(ctx)
+	select {
+	case got := <-execA.started:
+		if got != "for-a" {
+			t.Fatalf("A ran %q", got)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("A never ran the job it accepted")
+	}
+	execA.release <- struct{}{}
+	var j history.Job
+	for range 500 {
+		if j, err = storeA.Job(ctx, "default", u.Job.ID); err == nil && j.State == history.JobSucceeded {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if j.State != history.JobSucceeded {
+		t.Fatalf("A's job is stored %s (%v), want succeeded", j.State, err)
+	}
+	select {
+	case got := <-execB.started:
+		t.Fatalf("B ran %q too", got)
+	default:
+	}
+}
+
+func TestClusterOf(t *testing.T) {
+	for id, want := range map[string]string{"0123abcd": "", "a.0123": "a", "eu.west.0123": "eu.west"} {
+		if got := ClusterOf(id); got != want {
+			t.Errorf("ClusterOf(%q) = %q, want %q", id, got, want)
+		}
+	}
+}
+
+func TestMain(m *testing.M) { os.Exit(pgserver.RunTests(m)) }
+
+// replicaStore is one replica's connection to the history store the
+// replicas share.
+type replicaStore interface {
+	JobStore
+	Job(ctx context.Context, instance, id string) (history.Job, error)
+}
+
+// A release accepted by a leader that is stepping down, and stored only
+// after the new leader's take-over read the store, is run by the new
+// leader. Two queues, each with its own connection, share one real
+// store: a PostgreSQL database, as replicas do, and a SQLite file, as
+// replicas on one host may.
+func TestJobAcceptedWhileSteppingDownRunsOnTheNewLeader(t *testing.T) {
+	t.Run("postgres", func(t *testing.T) {
+		url, srv := pgserver.Database(t)
+		open := func() replicaStore {
+			s, err := postgres.Open(context.Background(), postgres.Config{URL: url, Password: srv.Password})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		testSteppingDown(t, open(), open())
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "h.db")
+		open := func() replicaStore {
+			s, err := sqlite.Open(context.Background(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}
+		testSteppingDown(t, open(), open())
+	})
+}
+
+func testSteppingDown(t *testing.T, oldStore, newStore replicaStore) {
+	store := newStore
+	var err error
+	discard := slog.New(slog.NewTextHandler(io.Discard, nil))
+	oldExec := &gateExec{started: make(chan string, 10), release: make(chan struct{})}
+	newExec := &gateExec{started: make(chan string, 10), release: make(chan struct{})}
+	old := NewQueue(oldExec, oldStore, 0, false, discard)
+	next := NewQueue(newExec, newStore, 0, false, discard)
+	next.adoptEvery = 20 * time.Millisecond
+
+	// The old leader leads, then steps down.
+	oldCtx, stepDown := context.WithCancel(context.Background())
+	oldDone := make(chan struct{})
+	go func() { old.Run(oldCtx); close(oldDone) }()
+	stepDown()
+	<-oldDone
+
+	// The new leader takes over: the store holds nothing live yet.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if err := next.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	go next.Run(ctx)
+
+	// The call the old leader accepted a moment before it stepped down
+	// is stored now.
+	u, err := old.Enqueue(ctx, "team", release.Spec{Message: "late"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case got := <-newExec.started:
+		if got != "late" {
+			t.Fatalf("the new leader ran %q", got)
+		}
+	case got := <-oldExec.started:
+		t.Fatalf("the replica that stepped down ran %q", got)
+	case <-time.After(10 * time.Second):
+		j, _ := store.Job(ctx, "team", u.Job.ID)
+		t.Fatalf("no replica ran the job; it is stored %s", j.State)
+	}
+	newExec.release <- struct{}{}
+	var j history.Job
+	for i := 0; i < 500; i++ {
+		if j, err = store.Job(ctx, "team", u.Job.ID); err == nil && j.State == history.JobSucceeded {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("stored job is %s (%v); want succeeded", j.State, err)
+}
+
+// resumeExec hands over the options of every take-over it is asked for.
+type resumeExec struct {
+	gateExec
+	resumed chan release.ExecOptions
+}
+
+func (r *resumeExec) Resume(_ context.Context, _ string, _ release.Spec, plan *release.Plan, commit string, _ history.Type, o release.ExecOptions) (*release.Result, error) {
+	r.resumed <- o
+	return &release.Result{Plan: plan, Commit: commit}, nil
+}
+
+// A job taken over while it rolled out is resumed with the time its
+// rollout began, as its log in a real SQLite store says, and its own
+// rollout timeout: the engine's deadline runs from then
+// (release.TestTakenOverRolloutKeepsItsDeadline), not again from the
+// take-over.
+func TestRecoverPassesTheRolloutStart(t *testing.T) {
+	_, _, store := newQueue(t)
+	ctx := context.Background()
+	spec := release.Spec{Services: []platform.ID{id("web")}, Image: "reg/web:1.2", User: "dana", RolloutTimeout: 30 * time.Minute}
+	plan := &release.Plan{Items: []release.Item{{Service: id("web"), Action: release.Update, Updates: []release.ContainerUpdate{{Container: "web", Current: "reg/web:1.0", Target: "reg/web:1.2"}}}}}
+	began := time.Now().Add(-40 * time.Minute).Truncate(time.Second)
+	specJSON, _ := json.Marshal(spec)
+	planJSON, _ := json.Marshal(plan)
+	if _, err := store.SaveJob(ctx, history.Job{ID: "j1", Instance: "team", State: history.JobRunning, Stage: release.StageRollingOut, Spec: specJSON, Plan: planJSON,
+		Commit: "c0ffee", CreatedAt: began.Add(-time.Minute), StartedAt: began.Add(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range []history.JobLogLine{{Stage: release.StagePushing, Text: "pushing the commit", Time: began.Add(-time.Second)}, {Stage: release.StageRollingOut, Text: "following the rollout", Time: began}} {
+		l.JobID, l.Instance, l.Seq = "j1", "team", int64(i+1)
+		if err := store.AppendJobLog(ctx, l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec := &resumeExec{resumed: make(chan release.ExecOptions, 1)}
+	q := NewQueue(exec, store, 0, false, slog.New(slog.DiscardHandler))
+	if err := q.Recover(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go q.Run(rctx)
+	var o release.ExecOptions
+	select {
+	case o = <-exec.resumed:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the live job was not taken over")
+	}
+	if !o.RolloutStarted.Equal(began) || o.RolloutTimeout != 30*time.Minute || o.JobID != "j1" || !o.Started.Equal(began.Add(-time.Minute)) {
+		t.Errorf("taken over with rollout started %v, timeout %v, job %q, started %v; want %v, 30m, j1, %v",
+			o.RolloutStarted, o.RolloutTimeout, o.JobID, o.Started, began, began.Add(-time.Minute))
+	}
+	waitState(t, q, "team", "j1", history.JobSucceeded)
+}
+
+// chattyExec reports many rollout updates, then succeeds.
+type chattyExec struct{ gateExec }
+
+func (c *chattyExec) Execute(ctx context.Context, _ string, spec release.Spec, _ history.Type, o release.ExecOptions) (*release.Result, error) {
+	for i := 0; i < 300; i++ {
+		o.Report(release.Progress{Stage: release.StageRollingOut, Commit: "c1", Workloads: []release.WorkloadProgress{{Service: id("web"), Replicas: replicas(int32(i))}}})
+	}
+	return &release.Result{Plan: &release.Plan{}, Commit: "c1"}, nil
+}
+
+func replicas(n int32) platform.Replicas { return platform.Replicas{Desired: 300, Updated: n} }
+
+// A watcher that reads nothing while its job runs (a slow fluxctl, a
+// congested stream) still gets the job's final state last: fluxctl
+// release decides its exit code from it.
+func TestSlowWatcherGetsTheFinalUpdate(t *testing.T) {
+	q, _, _ := newQueue(t)
+	q.exec = &chattyExec{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u, err := q.Enqueue(ctx, "team", release.Spec{Message: "a"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := q.Watch(ctx, "team", u.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go q.Run(ctx)
+	waitState(t, q, "team", u.Job.ID, history.JobSucceeded)
+	var last JobUpdate
+	n := 0
+	for u := range ch {
+		last, n = u, n+1
+	}
+	if last.Job.State != history.JobSucceeded {
+		t.Fatalf("the watcher's last of %d updates is %s at stage %q; want the job's end, succeeded", n, last.Job.State, last.Job.Stage)
+	}
+}
+
+func id(name string) platform.ID {
+	return platform.ID{Namespace: "default", Kind: "deployment", Name: name}
+}
+
+// A watcher that learns of a job's end finds it counted in Ended (the
+// daemon's view of services is rebuilt for it, so the cluster as the job
+// left it shows in the next list-services).
+func TestJobEndCountedBeforeItIsPublished(t *testing.T) {
+	q, _, _ := newQueue(t)
+	q.exec = &chattyExec{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	u, err := q.Enqueue(ctx, "team", release.Spec{Message: "a"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, err := q.Watch(ctx, "team", u.Job.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go q.Run(ctx)
+	for u := range ch {
+		if u.Job.State == history.JobSucceeded && q.Ended() != 1 {
+			t.Fatalf("the job's end was published with Ended() = %d; want 1", q.Ended())
+		}
+	}
+	if q.Ended() != 1 {
+		t.Errorf("Ended() = %d after one job; want 1", q.Ended())
+	}
 }

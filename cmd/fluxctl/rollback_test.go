@@ -1,57 +1,13 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"strings"
 	"testing"
-	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+	"google.golang.org/grpc"
 )
-
-func sampleJob(t0 time.Time) *fluxdv1.Job {
-	return &fluxdv1.Job{Id: "j-7", State: fluxdv1.JobState_JOB_STATE_SUCCEEDED, Stage: "done", Type: "release", User: "Jane Doe <jane@example.com>",
-		CreatedAt: timestamppb.New(t0), FinishedAt: timestamppb.New(t0.Add(83 * time.Second)), Commit: "0123456789abcdef",
-		Plan: &fluxdv1.Plan{Items: []*fluxdv1.PlanItem{
-			{Service: "default:deployment/web", Action: "update", Updates: []*fluxdv1.ContainerUpdate{{Container: "app", Current: "reg/web:1.0", Target: "reg/web:1.1"}}},
-			{Service: "default:deployment/api", Action: "update", Updates: []*fluxdv1.ContainerUpdate{{Container: "app", Current: "reg/api:2.0", Target: "reg/api:2.1"}}},
-		}}}
-}
-
-// jobs and job say what a job changed, who asked, its type and how long it
-// took, in the table and in JSON.
-func TestJobsSayWhatAndWho(t *testing.T) {
-	t0 := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
-	var out bytes.Buffer
-	if err := printJobs(&out, []*fluxdv1.Job{sampleJob(t0)}, "table", t0.Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"TYPE", "USER", "TOOK", "CHANGES", "release", "Jane Doe <jane@example.com>", "1m23s", "web app: reg/web:1.0 -> 1.1 (+1 more)", "0123456789ab"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("jobs table lacks %q:\n%s", want, out.String())
-		}
-	}
-	out.Reset()
-	if err := printJobs(&out, []*fluxdv1.Job{sampleJob(t0)}, "json", t0.Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`"type": "release"`, `"durationSeconds": 83`, `"from": "reg/api:2.0"`, `"to": "reg/api:2.1"`} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("jobs JSON lacks %q:\n%s", want, out.String())
-		}
-	}
-	out.Reset()
-	printJob(&out, sampleJob(t0), t0.Add(time.Hour))
-	for _, want := range []string{"Job:", "j-7", "User:", "Ended:", "after 1m23s", "default:deployment/api app: reg/api:2.0 -> 2.1"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("job view lacks %q:\n%s", want, out.String())
-		}
-	}
-}
 
 // historyOnly answers History from memory.
 type historyOnly struct {
