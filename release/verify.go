@@ -209,7 +209,7 @@ func (e *Engine) verifyRef(ctx context.Context, lister *imageCache, def *gitrepo
 	if err != nil {
 		v.Outcome, v.Detail = VerifyError, firstLine(err)
 		if errors.Is(err, verify.ErrNotBuilt) {
-			v.Detail += " (keyless identities and attestations are not verified yet: such a profile passes nothing)"
+			v.Detail += " (keyless identities, and attestations without keys, are not verified yet: such a profile passes nothing)"
 		}
 		return v
 	}

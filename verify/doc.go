@@ -10,8 +10,12 @@
 //
 // fluxd --verify-config loads the config (OpenFile, Watch) and hands a
 // Gate to the release engine, whose plans ask it (release/verify.go).
-// Not built yet (issue 33): keyless identities and attestations are
-// parsed and checked for form but not verified (a profile naming them
-// verifies nothing), and results are cached in memory only, not in the
-// store. See docs/security.md.
+// A profile's required attestations (predicate types) are verified
+// after its signature, with its keys (verify/cosign's attest.go): a
+// missing one fails with MissingAttestation.
+//
+// Not built yet (issue 33): keyless identities are parsed and checked
+// for form but not verified (a profile naming them verifies nothing),
+// attestations are verified with keys only, and results are cached in
+// memory only, not in the store. See docs/security.md.
 package verify
