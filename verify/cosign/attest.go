@@ -328,14 +328,26 @@ func envelopes(img v1.Image, out []attestation) ([]attestation, error) {
 		if err != nil {
 			return nil, fmt.Errorf("attestation %s: %w", l.Digest, err)
 		}
+		total := len(env)
+		for _, a := range out {
+			total += len(a.envelope)
+		}
+		if total > maxEnvelopes {
+			return nil, fmt.Errorf("attestations of more than %d bytes in all: more than fluxd reads for one image", maxEnvelopes)
+		}
 		out = append(out, attestation{claimed: l.Annotations[PredicateTypeAnnotation], envelope: env})
 	}
 	return out, nil
 }
 
 // maxEnvelope bounds one attestation read: an SBOM of a large image,
-// base64 in its envelope, runs to megabytes.
-const maxEnvelope = 32 << 20
+// base64 in its envelope, runs to megabytes. maxEnvelopes bounds all of
+// one digest's, so that whoever can push to the repository cannot make
+// fluxd hold maxSignatures of the largest.
+const (
+	maxEnvelope  = 32 << 20
+	maxEnvelopes = 64 << 20
+)
 
 // readEnvelope reads an envelope whole; go-containerregistry checks its
 // digest at the end.
