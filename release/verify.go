@@ -157,7 +157,7 @@ func (e *Engine) verifyItem(ctx context.Context, spec Spec, item *Item, def *git
 	if len(refusals) > 0 {
 		return fluxerr.New(fluxerr.Precondition,
 			fmt.Errorf("cannot release %s: its image does not pass signature verification: %s", item.Service, strings.Join(refusals, "; ")),
-			"Nothing was changed. Sign the image with a key of the profile named (cosign sign --key cosign.key IMAGE@DIGEST), or release an image that verifies; "+
+			"Nothing was changed. Sign the image with a key of the profile named (cosign sign --key cosign.key IMAGE@DIGEST), attest it where the profile requires an attestation (cosign attest --key cosign.key --type TYPE --predicate FILE IMAGE@DIGEST), or release an image that verifies; "+
 				"'release --dry-run' shows each image's verification. --force does not lift this. An admin may release it anyway with --allow-unverified, which the commit and history record.")
 	}
 	item.Updates = kept
@@ -191,7 +191,10 @@ func (e *Engine) required(def *gitrepo.Definition, container, repository string)
 func (e *Engine) verifyRef(ctx context.Context, lister *imageCache, def *gitrepo.Definition, container string, ref registry.Ref, profiles []string) *Verification {
 	v := &Verification{Profiles: profiles, Digest: ref.Digest}
 	if v.Digest == "" {
-		d, err := lister.digest(ctx, ref.Repository, ref.Tag)
+		// Read now, not from the tag's cached metadata: a version tag
+		// moved to another image after it was signed must be verified
+		// at the digest it names now (one HEAD per candidate per plan).
+		d, err := lister.headDigest(ctx, ref.Repository, ref.Tag)
 		switch {
 		case err != nil:
 			v.Outcome, v.Detail = VerifyError, "cannot read its digest: "+fluxerr.FirstLine(err)
@@ -206,7 +209,7 @@ func (e *Engine) verifyRef(ctx context.Context, lister *imageCache, def *gitrepo
 	if err != nil {
 		v.Outcome, v.Detail = VerifyError, fluxerr.FirstLine(err)
 		if errors.Is(err, verify.ErrNotBuilt) {
-			v.Detail += " (keyless identities and attestations are not verified yet: such a profile passes nothing)"
+			v.Detail += " (keyless identities, and attestations without keys, are not verified yet: such a profile passes nothing)"
 		}
 		return v
 	}

@@ -18,8 +18,8 @@ type Verifier interface {
 }
 
 // ErrNotBuilt is returned for a profile that asks for what is not built
-// yet (keyless identities, attestations): such a profile verifies
-// nothing, rather than passing what it was meant to check.
+// yet (keyless identities; attestations without keys): such a profile
+// verifies nothing, rather than passing what it was meant to check.
 var ErrNotBuilt = errors.New("not implemented yet")
 
 // CacheKey is what a result is kept by: the repository (signatures are

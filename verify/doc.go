@@ -16,7 +16,11 @@
 // unsigned or failed one is asked again after DefaultRecheck; an error
 // is never kept.
 //
-// Not built yet (issue 33): keyless identities and attestations are
-// parsed and checked for form but not verified (a profile naming them
-// verifies nothing). See docs/security.md.
+// A profile's required attestations (predicate types) are verified
+// after its signature, with its keys (verify/cosign's attest.go): a
+// missing one fails with MissingAttestation.
+//
+// Not built yet (issue 33): keyless identities are parsed and checked
+// for form but not verified (a profile naming them verifies nothing),
+// and attestations are verified with keys only. See docs/security.md.
 package verify

@@ -31,6 +31,10 @@ const (
 	// cosign writes (an undecodable signature, a payload that is not
 	// cosign's).
 	Malformed Reason = "malformed"
+	// MissingAttestation: the image is signed, but carries no
+	// attestation of a predicate type the profile requires (no SBOM, no
+	// provenance): Detail names the type.
+	MissingAttestation Reason = "missing-attestation"
 )
 
 // Result is the verification of one image digest under one profile.

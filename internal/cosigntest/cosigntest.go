@@ -3,6 +3,13 @@
 // simple-signing payload sigstore's payload.Cosign writes, signed, pushed
 // as one layer of the manifest tagged sha256-HEX.sig, its signature in
 // the layer's dev.cosignproject.cosign/signature annotation.
+//
+// It attests as `cosign attest --key --type T` does: an in-toto statement
+// (v0.1, as cosign 2 writes it) naming the digest as its subject, in a
+// DSSE envelope signed by the key (sigstore's dsse.WrapSigner), pushed as
+// a layer of the manifest tagged sha256-HEX.att beside the attestations
+// already there, its predicate type in the layer's predicateType
+// annotation.
 package cosigntest
 
 import (
@@ -15,25 +22,43 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
+	"errors"
+	"net/http"
 	"os"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/sigstore/sigstore/pkg/signature"
+	"github.com/sigstore/sigstore/pkg/signature/dsse"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 )
 
 // cosign's names (its pkg/types.SimpleSigningMediaType and
 // pkg/oci/static.SignatureAnnotationKey).
 const (
-	simpleSigningMediaType = "application/vnd.dev.cosign.simplesigning.v1+json"
-	signatureAnnotation    = "dev.cosignproject.cosign/signature"
+	simpleSigningMediaType  = "application/vnd.dev.cosign.simplesigning.v1+json"
+	signatureAnnotation     = "dev.cosignproject.cosign/signature"
+	dsseMediaType           = "application/vnd.dsse.envelope.v1+json"
+	intotoPayloadType       = "application/vnd.in-toto+json"
+	predicateTypeAnnotation = "predicateType"
+)
+
+// Predicate types a test attests (cosign attest --type spdxjson,
+// cyclonedx, slsaprovenance02, slsaprovenance1).
+const (
+	SPDX      = "https://spdx.dev/Document"
+	CycloneDX = "https://cyclonedx.org/bom"
+	SLSAv02   = "https://slsa.dev/provenance/v0.2"
+	SLSAv1    = "https://slsa.dev/provenance/v1"
 )
 
 // Signer is a cosign key pair.
@@ -91,5 +116,85 @@ func (s *Signer) Sign(image name.Digest, opts ...remote.Option) error {
 		return err
 	}
 	tag := image.Context().Tag(strings.Replace(image.DigestStr(), ":", "-", 1) + ".sig")
+	return remote.Write(tag, img, opts...)
+}
+
+// Attest pushes s's attestation of image (repository@digest) with the
+// predicate type and predicate (any JSON object; nil is {}), as cosign
+// attest --key does: added to cosign's .att tag for the digest, replacing
+// an attestation of the same predicate type there (cosign attest
+// --replace).
+func (s *Signer) Attest(image name.Digest, predicateType string, predicate any, opts ...remote.Option) error {
+	st, err := Statement(image, predicateType, predicate)
+	if err != nil {
+		return err
+	}
+	env, err := s.Envelope(st)
+	if err != nil {
+		return err
+	}
+	return AttachAttestation(image, env, predicateType, opts...)
+}
+
+// Statement is the in-toto statement cosign attest writes for image: its
+// subject the image's repository and digest.
+func Statement(image name.Digest, predicateType string, predicate any) ([]byte, error) {
+	if predicate == nil {
+		predicate = map[string]any{}
+	}
+	alg, hex, _ := strings.Cut(image.DigestStr(), ":")
+	return json.Marshal(map[string]any{
+		"_type":         "https://in-toto.io/Statement/v0.1",
+		"predicateType": predicateType,
+		"subject":       []map[string]any{{"name": image.Context().String(), "digest": map[string]string{alg: hex}}},
+		"predicate":     predicate,
+	})
+}
+
+// Envelope signs a statement in a DSSE envelope (the signature over its
+// PAE encoding, payload type application/vnd.in-toto+json).
+func (s *Signer) Envelope(statement []byte) ([]byte, error) {
+	return dsse.WrapSigner(s.sv, intotoPayloadType).SignMessage(bytes.NewReader(statement))
+}
+
+// AttachAttestation adds an envelope to the .att tag of image, its
+// predicateType annotation set to predicateType, dropping a layer with the
+// same annotation (as cosign attest --replace does).
+func AttachAttestation(image name.Digest, envelope []byte, predicateType string, opts ...remote.Option) error {
+	tag := image.Context().Tag(strings.Replace(image.DigestStr(), ":", "-", 1) + ".att")
+	base := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	var keep []mutate.Addendum
+	old, err := remote.Image(tag, opts...)
+	var te *transport.Error
+	switch {
+	case err == nil:
+		m, err := old.Manifest()
+		if err != nil {
+			return err
+		}
+		for _, l := range m.Layers {
+			if l.Annotations[predicateTypeAnnotation] == predicateType {
+				continue
+			}
+			layer, err := old.LayerByDigest(l.Digest)
+			if err != nil {
+				return err
+			}
+			keep = append(keep, mutate.Addendum{Layer: layer, Annotations: l.Annotations})
+		}
+	case errors.As(err, &te) && te.StatusCode == http.StatusNotFound:
+		// No attestation yet.
+	default:
+		return err
+	}
+	keep = append(keep, mutate.Addendum{
+		Layer:       static.NewLayer(envelope, dsseMediaType),
+		Annotations: map[string]string{predicateTypeAnnotation: predicateType},
+	})
+	var img v1.Image = base
+	img, err = mutate.Append(img, keep...)
+	if err != nil {
+		return err
+	}
 	return remote.Write(tag, img, opts...)
 }

@@ -71,15 +71,17 @@ func New(cfg Config) *Verifier {
 
 var _ verify.Verifier = (*Verifier)(nil)
 
-// Verify checks the digest against a profile of keys. A profile that
-// names keyless identities or attestations is an error wrapping
-// verify.ErrNotBuilt: they are not checked yet, and a profile must not
-// pass what it was written to check.
+// Verify checks the digest against a profile of keys, then the
+// attestations the profile requires (attest.go). A profile that names
+// keyless identities is an error wrapping verify.ErrNotBuilt: they are
+// not checked yet, and a profile must not pass what it was written to
+// check.
 func (v *Verifier) Verify(ctx context.Context, repository, digest string, p *verify.Profile, keys []verify.PublicKey) (verify.Result, error) {
-	if len(p.Keyless) > 0 || len(p.Attestations) > 0 {
-		return verify.Result{Digest: digest, Profile: p.Name}, fmt.Errorf("profile %q names keyless identities or attestations, which fluxd does not verify yet: %w", p.Name, verify.ErrNotBuilt)
+	if len(p.Keyless) > 0 {
+		return verify.Result{Digest: digest, Profile: p.Name}, fmt.Errorf("profile %q names keyless identities, which fluxd does not verify yet: %w", p.Name, verify.ErrNotBuilt)
 	}
-	return v.VerifyKeys(ctx, repository, digest, p.Name, keys)
+	res, err := v.VerifyKeys(ctx, repository, digest, p.Name, keys)
+	return v.attested(ctx, res, err, repository, p, keys)
 }
 
 // VerifyKeys checks the digest's (sha256:...) cosign signatures in

@@ -344,7 +344,6 @@ func TestVerifyRefusesWhatIsNotBuilt(t *testing.T) {
 	ci.sign(t, signed, signed.DigestStr())
 	v := New(Config{})
 	for _, p := range []*verify.Profile{
-		{Name: "sbom", Keys: []string{"ci.pub"}, Attestations: []string{"https://spdx.dev/Document"}},
 		{Name: "ci", Keys: []string{"ci.pub"}, TrustedRoot: "r.json", Keyless: []verify.Identity{{Issuer: "https://i", Subject: "me"}}},
 	} {
 		r, err := v.Verify(context.Background(), repo.String(), signed.DigestStr(), p, []verify.PublicKey{ci.pub})

@@ -14,10 +14,22 @@
 // application/vnd.dev.cosign.artifact.sig.v1+json), as cosign writes them
 // with --registry-referrers-mode=oci-1-1.
 //
-// What it does not: keyless certificates, Rekor transparency-log entries
-// (a signature's bundle annotation is not read, so nothing here needs a
-// network beyond the registry), attestations, the new Sigstore bundle
-// format. Those are issue 33's next steps.
+// Attestations (attest.go): for a profile that requires predicate types,
+// once the signature verified, the DSSE layers of R:sha256-HEX.att (or,
+// where that tag is missing, of the digest's referrers of artifact type
+// application/vnd.in-toto+json) are checked with the profile's keys
+// (sigstore's pkg/signature/dsse, over the PAE encoding), and each
+// required type needs one whose signed in-toto statement (decoded with
+// github.com/in-toto/attestation's Go types, v0.1 or v1) has that
+// predicateType and names the digest as a subject. The envelope check is
+// a function (EnvelopeCheck), so keyless signers can be added beside
+// KeyEnvelopes.
+//
+// What it does not: keyless certificates (for signatures or
+// attestations), Rekor transparency-log entries (a signature's bundle
+// annotation is not read, so nothing here needs a network beyond the
+// registry), the new Sigstore bundle format, the content of a predicate.
+// Those are issue 33's next steps.
 //
 // Why this library: github.com/sigstore/sigstore v1.10.11 (v1.11 needs Go
 // 1.27) adds 15 packages and 0.7 MB to fluxd's binary (148.6 to 149.3 MB
