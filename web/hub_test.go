@@ -1,11 +1,12 @@
 package web
 
 import (
+	"strings"
+	"testing"
+
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
-	"strings"
-	"testing"
 
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
@@ -124,5 +125,29 @@ func TestHubRingPerInstance(t *testing.T) {
 		if len(evs) != 1 || evs[0].Type != "notify" {
 			t.Errorf("instance %s did not get the event for everyone: %v", inst, evs)
 		}
+	}
+}
+
+func TestHubKeepsTheLastEventsInOrder(t *testing.T) {
+	t.Parallel()
+	h := NewHub(3)
+	for i := 0; i < 4; i++ {
+		h.Publish("a", "job", &fluxdv1.Job{Id: string(rune('0' + i))})
+	}
+	evs, ok, _ := h.since("a", 2)
+	if !ok || len(evs) != 2 || evs[0].ID != 3 || evs[1].ID != 4 {
+		t.Errorf("since(2) = %v, %v; want events 3 and 4", evs, ok)
+	}
+	if evs, ok, _ := h.since("a", 4); !ok || len(evs) != 0 {
+		t.Errorf("since(last) = %v, %v; want none, ok", evs, ok)
+	}
+	if _, ok, _ := h.since("a", 9); ok {
+		t.Error("since(a number not given yet) is ok")
+	}
+	for i := 0; i < 4; i++ {
+		h.Publish("a", "job", &fluxdv1.Job{})
+	}
+	if _, ok, _ := h.since("a", 1); ok {
+		t.Error("since(an event no longer kept) is ok; want a reset")
 	}
 }

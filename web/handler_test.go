@@ -18,9 +18,15 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"net"
+	"sync"
+
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/clientkey"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 )
 
 type tokens map[string]auth.Identity
@@ -56,30 +62,6 @@ func newTestServer(t *testing.T) (*httptest.Server, *Hub) {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv, hub
-}
-
-func TestHubKeepsTheLastEventsInOrder(t *testing.T) {
-	t.Parallel()
-	h := NewHub(3)
-	for i := 0; i < 4; i++ {
-		h.Publish("a", "job", &fluxdv1.Job{Id: string(rune('0' + i))})
-	}
-	evs, ok, _ := h.since("a", 2)
-	if !ok || len(evs) != 2 || evs[0].ID != 3 || evs[1].ID != 4 {
-		t.Errorf("since(2) = %v, %v; want events 3 and 4", evs, ok)
-	}
-	if evs, ok, _ := h.since("a", 4); !ok || len(evs) != 0 {
-		t.Errorf("since(last) = %v, %v; want none, ok", evs, ok)
-	}
-	if _, ok, _ := h.since("a", 9); ok {
-		t.Error("since(a number not given yet) is ok")
-	}
-	for i := 0; i < 4; i++ {
-		h.Publish("a", "job", &fluxdv1.Job{})
-	}
-	if _, ok, _ := h.since("a", 1); ok {
-		t.Error("since(an event no longer kept) is ok; want a reset")
-	}
 }
 
 // readEvents reads SSE events until n "event:" lines of the wanted types
@@ -119,38 +101,6 @@ func openEvents(t *testing.T, srv *httptest.Server, token, last string) *http.Re
 		t.Fatalf("events: %s %s", resp.Status, resp.Header.Get("Content-Type"))
 	}
 	return resp
-}
-
-// The event stream sends a caller only its instance's events (and
-// notifications, which are everyone's), and a stream resumed with
-// Last-Event-ID gets what it missed; an unknown ID gets a reset.
-func TestEventsAreInstancesOwnAndResumable(t *testing.T) {
-	srv, hub := newTestServer(t)
-	resp := openEvents(t, srv, "fxd_viewer", "")
-	hello := readEvents(t, resp, 1)
-	if len(hello) != 1 || !strings.HasPrefix(hello[0], "hello ") {
-		t.Fatalf("first event %v, want hello", hello)
-	}
-	hub.Publish("b", "job", &fluxdv1.Job{Id: "theirs"})
-	hub.Publish("a", "job", &fluxdv1.Job{Id: "ours"})
-	hub.Publish("", "notify", &fluxdv1.ImageNotification{Repository: "r/app"})
-	got := readEvents(t, resp, 2)
-	if len(got) != 2 || !strings.HasPrefix(got[0], "job ") || !strings.HasPrefix(got[1], "notify ") {
-		t.Fatalf("events %v, want our job then the notification", got)
-	}
-	resp.Body.Close()
-
-	// Missed while away: resumed from the job's ID.
-	hub.Publish("a", "log", &fluxdv1.JobLogLine{Text: "missed"})
-	jobID := strings.Fields(got[0])[1]
-	again := readEvents(t, openEvents(t, srv, "fxd_viewer", jobID), 2)
-	if len(again) != 2 || !strings.HasPrefix(again[0], "notify ") || !strings.HasPrefix(again[1], "log ") {
-		t.Errorf("resumed events %v, want the notification and the missed log line", again)
-	}
-	reset := readEvents(t, openEvents(t, srv, "fxd_viewer", "0000-1"), 1)
-	if len(reset) != 1 || !strings.HasPrefix(reset[0], "reset ") {
-		t.Errorf("a stream resumed from another process's ID: %v, want reset", reset)
-	}
 }
 
 // Sign-in keeps the token on the server: the cookie is a random key,
@@ -550,5 +500,174 @@ func TestSignInFailuresCountPerIPv6Slash64(t *testing.T) {
 	}
 	if code := signInFrom(t, srv, "fxd_wrong", "2001:db8:7:8::1"); code != http.StatusUnauthorized {
 		t.Errorf("a failure from the next /64: %d, want 401", code)
+	}
+}
+
+// promotionServer stands in for fluxd's gRPC server behind the page: it
+// records each call's method and bearer token. Roles are the real
+// server's to check (daemon's interceptors, tested in daemon and on the
+// stack by e2e TestPipelinesPageInBrowser); it refuses the viewer's
+// actions as that server does, so that the test sees the page pass the
+// refusal on.
+type promotionServer struct {
+	fluxdv1.UnimplementedFluxServiceServer
+	mu    sync.Mutex
+	calls []string // "Method token"
+}
+
+func (s *promotionServer) called(ctx context.Context, method string, deployerOnly bool) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	tok := strings.TrimPrefix(strings.Join(md.Get("authorization"), ","), "Bearer ")
+	s.mu.Lock()
+	s.calls = append(s.calls, method+" "+tok)
+	s.mu.Unlock()
+	if deployerOnly && !testTokens[tok].Allows(auth.Deployer) {
+		return status.Error(codes.PermissionDenied, method+" needs the deployer role")
+	}
+	return nil
+}
+
+func (s *promotionServer) ListPipelines(ctx context.Context, _ *fluxdv1.ListPipelinesRequest) (*fluxdv1.ListPipelinesResponse, error) {
+	return &fluxdv1.ListPipelinesResponse{Pipelines: []*fluxdv1.Pipeline{{Name: "web", Namespace: "team", Stages: []string{"dev"}}}}, s.called(ctx, "ListPipelines", false)
+}
+
+func (s *promotionServer) ListStages(ctx context.Context, _ *fluxdv1.ListStagesRequest) (*fluxdv1.ListStagesResponse, error) {
+	return &fluxdv1.ListStagesResponse{Pipeline: "team/web"}, s.called(ctx, "ListStages", false)
+}
+
+func (s *promotionServer) ListBundles(ctx context.Context, _ *fluxdv1.ListBundlesRequest) (*fluxdv1.ListBundlesResponse, error) {
+	return &fluxdv1.ListBundlesResponse{Pipeline: "team/web"}, s.called(ctx, "ListBundles", false)
+}
+
+func (s *promotionServer) Promote(ctx context.Context, r *fluxdv1.PromoteRequest) (*fluxdv1.PromoteResponse, error) {
+	if err := s.called(ctx, "Promote", r.GetKind() != fluxdv1.ReleaseKind_RELEASE_KIND_PLAN); err != nil {
+		return nil, err
+	}
+	return &fluxdv1.PromoteResponse{Plan: &fluxdv1.Plan{Checksum: "sum"}}, nil
+}
+
+func (s *promotionServer) Approve(ctx context.Context, _ *fluxdv1.ApproveRequest) (*fluxdv1.ApproveResponse, error) {
+	if err := s.called(ctx, "Approve", true); err != nil {
+		return nil, err
+	}
+	return &fluxdv1.ApproveResponse{Approvals: 1}, nil
+}
+
+func (s *promotionServer) ResumeStage(ctx context.Context, _ *fluxdv1.ResumeStageRequest) (*fluxdv1.ResumeStageResponse, error) {
+	if err := s.called(ctx, "ResumeStage", true); err != nil {
+		return nil, err
+	}
+	return &fluxdv1.ResumeStageResponse{}, nil
+}
+
+// The pipelines view's calls are the page's: a session (cookie and CSRF
+// token) may make them, each reaches the server with the session's own
+// token (so the server judges the session's role and scope), and a
+// refusal of a viewer's approval, promotion or resume comes back as 403
+// with the server's reason, which the page shows.
+func TestSessionCallsThePromotionMethods(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	ps := &promotionServer{}
+	fluxdv1.RegisterFluxServiceServer(gs, ps)
+	go gs.Serve(lis)
+	t.Cleanup(gs.Stop)
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	h, err := New(context.Background(), Config{Auth: testTokens, Conn: conn, Hub: NewHub(4)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+
+	session := func(token string) (cookie, csrf string) {
+		t.Helper()
+		code, key := signIn(t, srv, token, "application/json", "")
+		if code != http.StatusOK {
+			t.Fatalf("sign-in as %s: %d", token, code)
+		}
+		req, _ := http.NewRequest("GET", srv.URL+"/api/session", nil)
+		req.Header.Set("Cookie", sessionCookie+"="+key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var si sessionInfo
+		if err := json.NewDecoder(resp.Body).Decode(&si); err != nil {
+			t.Fatal(err)
+		}
+		return sessionCookie + "=" + key, si.CSRF
+	}
+	call := func(cookie, csrf, method, body string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequest("POST", srv.URL+"/api/fluxd.v1.FluxService/"+method, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Cookie", cookie)
+		req.Header.Set(csrfHeader, csrf)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+
+	viewer, viewerCSRF := session("fxd_viewer")
+	deployer, deployerCSRF := session("fxd_deployer")
+	const plan, execute = `{"stage":"prod","kind":"RELEASE_KIND_PLAN"}`, `{"stage":"prod","kind":"RELEASE_KIND_EXECUTE","checksum":"sum"}`
+	for _, c := range []struct {
+		who, cookie, csrf, method, body string
+		want                            int
+	}{
+		// What a viewer's page reads, and a promotion's plan.
+		{"fxd_viewer", viewer, viewerCSRF, "ListPipelines", `{}`, http.StatusOK},
+		{"fxd_viewer", viewer, viewerCSRF, "ListStages", `{"pipeline":"team/web"}`, http.StatusOK},
+		{"fxd_viewer", viewer, viewerCSRF, "ListBundles", `{"pipeline":"team/web"}`, http.StatusOK},
+		{"fxd_viewer", viewer, viewerCSRF, "Promote", plan, http.StatusOK},
+		// A viewer's actions reach the server as the viewer, which
+		// refuses them.
+		{"fxd_viewer", viewer, viewerCSRF, "Promote", execute, http.StatusForbidden},
+		{"fxd_viewer", viewer, viewerCSRF, "Approve", `{"stage":"prod"}`, http.StatusForbidden},
+		{"fxd_viewer", viewer, viewerCSRF, "ResumeStage", `{"stage":"prod"}`, http.StatusForbidden},
+		// A deployer's.
+		{"fxd_deployer", deployer, deployerCSRF, "Promote", execute, http.StatusOK},
+		{"fxd_deployer", deployer, deployerCSRF, "Approve", `{"stage":"prod"}`, http.StatusOK},
+		{"fxd_deployer", deployer, deployerCSRF, "ResumeStage", `{"stage":"prod"}`, http.StatusOK},
+	} {
+		ps.mu.Lock()
+		ps.calls = nil
+		ps.mu.Unlock()
+		code, body := call(c.cookie, c.csrf, c.method, c.body)
+		if code != c.want {
+			t.Errorf("%s's session calls %s %s: %d %s, want %d", c.who, c.method, c.body, code, body, c.want)
+		}
+		if code == http.StatusForbidden && !strings.Contains(body, "needs the deployer role") {
+			t.Errorf("%s's %s was refused with %s, not by the server's role check", c.who, c.method, body)
+		}
+		ps.mu.Lock()
+		calls := strings.Join(ps.calls, "; ")
+		ps.mu.Unlock()
+		if want := c.method + " " + c.who; calls != want {
+			t.Errorf("%s's session calls %s: the server got %q, want %q", c.who, c.method, calls, want)
+		}
+	}
+	// Without the page's CSRF token, no action reaches the server.
+	ps.mu.Lock()
+	ps.calls = nil
+	ps.mu.Unlock()
+	code, _ := call(deployer, "", "Approve", `{"stage":"prod"}`)
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if code != http.StatusForbidden || len(ps.calls) != 0 {
+		t.Errorf("Approve without the CSRF token: %d, server calls %v", code, ps.calls)
 	}
 }

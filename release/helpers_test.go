@@ -11,10 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"fmt"
+
+	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/gitrepo/gogit"
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/history/sqlite"
 	"github.com/fluxd/fluxd/platform"
+	"github.com/fluxd/fluxd/registry"
 )
 
 // realGit is an engine on a real git remote (a bare repository, pushed to
@@ -123,3 +127,64 @@ func deployment(name, image string, annotations ...string) string {
 	return "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: " + name + "\n" + ann +
 		"spec:\n  template:\n    spec:\n      containers:\n        - name: " + name + "\n          image: " + image + "\n"
 }
+
+// dirRepo is a Repo over a plain directory: planning reads files only.
+type dirRepo struct{ dir string }
+
+func (r dirRepo) Sync(context.Context) (string, error) { return "rev", nil }
+func (r dirRepo) Dir() string                          { return r.dir }
+func (r dirRepo) Paths() []string                      { return []string{"."} }
+func (r dirRepo) Commit(context.Context, string, map[string][]byte, string, gitrepo.Signature) (string, error) {
+	return "", fmt.Errorf("dirRepo does not commit")
+}
+func (r dirRepo) Push(context.Context, string) error                      { return fmt.Errorf("dirRepo does not push") }
+func (r dirRepo) FindCommit(context.Context, string, int) (string, error) { return "", nil }
+
+// memImages is registry data already cached in memory.
+type memImages map[string][]registry.Image
+
+func (m memImages) ImagesMatching(_ context.Context, repo string, keep func(string) bool) ([]registry.Image, error) {
+	imgs, ok := m[repo]
+	if !ok {
+		return nil, fmt.Errorf("no repository %s", repo)
+	}
+	var out []registry.Image
+	for _, i := range imgs {
+		if keep == nil || keep(i.Tag) {
+			out = append(out, i)
+		}
+	}
+	registry.SortNewestFirst(out)
+	return out, nil
+}
+
+func (m memImages) Tags(_ context.Context, repo string) ([]string, error) {
+	imgs, ok := m[repo]
+	if !ok {
+		return nil, fmt.Errorf("no repository %s", repo)
+	}
+	var out []string
+	for _, i := range imgs {
+		out = append(out, i.Tag)
+	}
+	return out, nil
+}
+
+func (m memImages) Exists(_ context.Context, ref string) (bool, error) {
+	r, err := registry.ParseRef(ref)
+	if err != nil {
+		return false, err
+	}
+	_, ok := findTag(m[r.Repository], r.Tag)
+	return ok, nil
+}
+
+type noCluster struct{}
+
+func (noCluster) Workloads(context.Context) ([]platform.Workload, error)    { return nil, nil }
+func (noCluster) Diagnose(context.Context, platform.ID) string              { return "" }
+func (noCluster) Apply(context.Context, platform.ID, []byte) (int64, error) { return 1, nil }
+
+type noRecorder struct{}
+
+func (noRecorder) Record(context.Context, history.Event) (int64, error) { return 0, nil }

@@ -2,14 +2,11 @@ package daemon
 
 import (
 	"context"
-	"io"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"golang.org/x/net/http2"
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
@@ -132,49 +129,4 @@ func TestHealthWatchStreamsShareOneTicker(t *testing.T) {
 
 // The connection limit's tests (an unauthenticated newcomer closes the
 // oldest unauthenticated connection; with every connection authenticated,
-// one more waits) are in conncap_test.go.
-
-// A client that pings faster than the keepalive policy allows is sent
-// away (GOAWAY, ENHANCE_YOUR_CALM): pings cost the server work before any
-// token is shown.
-func TestServerSendsAwayClientsThatPingTooOften(t *testing.T) {
-	addr, _, stop := serveStub(t, time.Second)
-	defer func() { <-stop() }()
-
-	conn, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-	if _, err := io.WriteString(conn, http2.ClientPreface); err != nil {
-		t.Fatal(err)
-	}
-	fr := http2.NewFramer(conn, conn)
-	if err := fr.WriteSettings(); err != nil {
-		t.Fatal(err)
-	}
-	goaway := make(chan http2.ErrCode, 1)
-	go func() {
-		for {
-			f, err := fr.ReadFrame()
-			if err != nil {
-				close(goaway)
-				return
-			}
-			if g, ok := f.(*http2.GoAwayFrame); ok {
-				goaway <- g.ErrCode
-				return
-			}
-		}
-	}()
-	for i := range 10 {
-		if err := fr.WritePing(false, [8]byte{byte(i)}); err != nil {
-			break // sent away already
-		}
-	}
-	code, ok := <-goaway
-	if !ok || code != http2.ErrCodeEnhanceYourCalm {
-		t.Fatalf("10 pings at once: GOAWAY %v (received: %v), want ENHANCE_YOUR_CALM", code, ok)
-	}
-}
+// one more waits) are in listener_test.go.

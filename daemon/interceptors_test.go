@@ -3,10 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -15,13 +12,11 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/history"
@@ -30,7 +25,6 @@ import (
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/release"
 	"github.com/fluxd/fluxd/release/jobs"
-	"github.com/fluxd/fluxd/webhook"
 )
 
 // readOnlyRPCs are the FluxService methods a viewer may call. This list is
@@ -301,92 +295,6 @@ func (g *stubGit) Status() gitrepo.RemoteStatus {
 	return gitrepo.RemoteStatus{Error: s}
 }
 
-// Health, over a real gRPC connection and without a token, says
-// NOT_SERVING while a dependency is not ready (the readiness function
-// fails, or git's last operation failed), and SERVING once all are.
-func TestHealthReportsReadiness(t *testing.T) {
-	var notReady atomic.Value
-	notReady.Store("the cluster caches are not synced")
-	git := &stubGit{}
-	git.err.Store("")
-	ready := func(context.Context) error {
-		if s := notReady.Load().(string); s != "" {
-			return errors.New(s)
-		}
-		return nil
-	}
-	f := newFixtureWith(t, Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}, Git: git, Ready: ready})
-	f.daemon.ready.ttl = -1 // every check reads the state anew (it is shared for a second in fluxd)
-	h := healthpb.NewHealthClient(f.conn)
-	check := func() healthpb.HealthCheckResponse_ServingStatus {
-		t.Helper()
-		resp, err := h.Check(context.Background(), &healthpb.HealthCheckRequest{Service: fluxdv1.FluxService_ServiceDesc.ServiceName})
-		if err != nil {
-			t.Fatalf("health: %v", err)
-		}
-		return resp.GetStatus()
-	}
-	if got := check(); got != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Errorf("before the caches sync: %v", got)
-	}
-	notReady.Store("")
-	if got := check(); got != healthpb.HealthCheckResponse_SERVING {
-		t.Errorf("all ready: %v", got)
-	}
-	git.err.Store("fetching file:///x: connection refused")
-	if got := check(); got != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Errorf("git failing: %v", got)
-	}
-	git.err.Store("")
-	notReady.Store("history database: database is locked")
-	if got := check(); got != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Errorf("database lost: %v", got)
-	}
-	// Watch sends the state now, then its changes.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	w, err := h.Watch(ctx, &healthpb.HealthCheckRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if resp, err := w.Recv(); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
-		t.Fatalf("watch: %v, %v", resp, err)
-	}
-}
-
-// A caller's rollout timeout is capped by the daemon's setting: jobs run
-// one at a time for every instance, so one caller's long wait would hold
-// everyone's releases.
-func TestRolloutTimeoutIsCapped(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		max     time.Duration
-		seconds int32
-		refused bool
-	}{
-		{"default cap, 30m", 0, 30 * 60, false},
-		{"default cap, 31m", 0, 31 * 60, true},
-		{"default cap, a year", 0, 1 << 30, true},
-		{"negative", 0, -1, true},
-		{"10m cap, 10m", 10 * time.Minute, 600, false},
-		{"10m cap, 11m", 10 * time.Minute, 660, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := newFixtureWith(t, Config{MaxRolloutTimeout: tc.max}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}})
-			_, err := f.client.Release(withToken(f.tokens[auth.Deployer]), &fluxdv1.ReleaseRequest{
-				Kind: fluxdv1.ReleaseKind_RELEASE_KIND_EXECUTE, RolloutTimeoutSeconds: tc.seconds,
-				Spec: &fluxdv1.ReleaseSpec{All: true, AllLatest: true, User: "alice"},
-			})
-			if tc.refused != (status.Code(err) == codes.InvalidArgument) {
-				t.Fatalf("Release: %v; refused %v, want %v", err, status.Code(err) == codes.InvalidArgument, tc.refused)
-			}
-			if tc.refused && !strings.Contains(status.Convert(err).Message(), "rollout timeout") {
-				t.Errorf("the refusal does not say why: %v", err)
-			}
-		})
-	}
-}
-
 // setMessages sets every string field named "message" or "lock_message"
 // of a request, at any depth, to v, and reports whether there was one.
 func setMessages(m protoreflect.Message, v string) bool {
@@ -443,77 +351,21 @@ func TestEveryRPCWithAMessageRefusesControlCharacters(t *testing.T) {
 	}
 }
 
-// No caller reaches a host fluxd does not watch: every way a caller can
-// name a repository (a plan's image, a notification, each registry's
-// webhook payload) is refused before any request when no watched
-// service runs the repository, whatever the host (an internal service,
-// a cloud metadata address). The internal service counts the requests:
-// none may arrive. (The reproduction of [security-2] 1 is the first
-// row: a viewer's release --all --update-image --dry-run.)
-func TestNoCallerReachesAnUnwatchedHost(t *testing.T) {
-	internal, requests := internalServer(t)
-	f, _, d := realReleaser(t, "registry.invalid/team/app:1.0")
-	viewer, deployer := withToken(f.tokens[auth.Viewer]), withToken(f.tokens[auth.Deployer])
-	wh, err := webhook.New(d, workqueue.NewTyped[string](), []byte("s3cret"), slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := func(spec *fluxdv1.ReleaseSpec) error {
-		_, err := f.client.Release(viewer, &fluxdv1.ReleaseRequest{Kind: fluxdv1.ReleaseKind_RELEASE_KIND_PLAN, Spec: spec})
-		return err
-	}
-	webhook := func(body string) error {
-		req := httptest.NewRequest(http.MethodPost, "/v1/notify", strings.NewReader(body))
-		req.Header.Set("X-Fluxd-Secret", "s3cret")
-		rec := httptest.NewRecorder()
-		wh.ServeHTTP(rec, req)
-		for wh.ProcessNext(context.Background()) {
+// Every method a viewer may not call names the commands that call it, so
+// a refused user reads "fluxctl lock", the command they typed.
+func TestRoleRefusalNamesTheCommand(t *testing.T) {
+	for _, m := range fluxdv1.FluxService_ServiceDesc.Methods {
+		full := "/" + fluxdv1.FluxService_ServiceDesc.ServiceName + "/" + m.MethodName
+		if readOnly[full] || full == fluxdv1.FluxService_Release_FullMethodName {
+			continue
 		}
-		if rec.Code != http.StatusBadRequest {
-			return fmt.Errorf("webhook answered %d: %s", rec.Code, rec.Body)
+		if commandsOf[full] == "" {
+			t.Errorf("%s needs the deployer role and names no command in commandsOf", m.MethodName)
 		}
-		return status.Error(codes.InvalidArgument, rec.Body.String())
 	}
-	for _, host := range []string{internal, "169.254.169.254", "localhost:1"} {
-		repo := host + "/internal/x"
-		for _, c := range []struct {
-			name string
-			call func() error
-		}{
-			{"viewer: release --all --update-image --dry-run", func() error { return plan(&fluxdv1.ReleaseSpec{All: true, Image: repo + ":1"}) }},
-			{"viewer: release SERVICE --update-image --dry-run", func() error {
-				return plan(&fluxdv1.ReleaseSpec{Services: []string{"app0"}, Image: repo + ":1"})
-			}},
-			{"viewer: release --all --exclude --update-image --dry-run", func() error {
-				return plan(&fluxdv1.ReleaseSpec{All: true, Exclude: []string{"app0"}, Image: repo + ":1"})
-			}},
-			{"deployer: notify", func() error {
-				_, err := f.client.NotifyImage(deployer, &fluxdv1.NotifyImageRequest{Image: repo + ":1"})
-				return err
-			}},
-			{"webhook: distribution request.host", func() error {
-				return webhook(fmt.Sprintf(`{"events":[{"action":"push","target":{"repository":"internal/x","tag":"1"},"request":{"host":%q}}]}`, host))
-			}},
-			{"webhook: Harbor resource_url", func() error {
-				return webhook(fmt.Sprintf(`{"type":"PUSH_ARTIFACT","event_data":{"resources":[{"resource_url":%q}]}}`, repo+":1"))
-			}},
-			{"webhook: Quay docker_url", func() error { return webhook(fmt.Sprintf(`{"docker_url":%q}`, repo)) }},
-			{"webhook: Docker Hub repo_name", func() error {
-				return webhook(fmt.Sprintf(`{"push_data":{"tag":"1"},"repository":{"repo_name":%q}}`, repo))
-			}},
-		} {
-			t.Run(host+"/"+c.name, func(t *testing.T) {
-				err := c.call()
-				if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "no service runs an image of "+repo) {
-					t.Fatalf("want a refusal saying no service runs %s, got %v", repo, err)
-				}
-				if strings.Contains(err.Error(), "admin_password") {
-					t.Fatalf("the internal service's body reached the caller: %v", err)
-				}
-				if n := requests.Load(); n != 0 {
-					t.Fatalf("fluxd sent %d requests to the internal service", n)
-				}
-			})
-		}
+	f := newFixture(t, &stubCluster{})
+	_, err := f.client.SetPolicy(withToken(f.tokens[auth.Viewer]), &fluxdv1.SetPolicyRequest{Service: "default:deployment/x"})
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "SetPolicy (fluxctl lock, unlock, automate, deautomate, policy) needs the deployer role") {
+		t.Errorf("a viewer's lock: %v", err)
 	}
 }

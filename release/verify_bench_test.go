@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -87,126 +86,6 @@ func pushSignedTestImage(t testing.TB, repo name.Repository, tag string) name.Di
 		t.Fatal(err)
 	}
 	return repo.Digest(h.String())
-}
-
-// The issue's cases, planned through the real registry client and
-// verify/cosign against a real registry holding cosign signatures: an
-// unsigned newer image is not picked by AllLatest and the warning says
-// why; a signed one is; an image signed by another key is refused by
-// hand; a tag moved to an unsigned digest after signing is refused; a
-// pinned service is written the digest verified.
-func TestVerifyWithCosignOverARealRegistry(t *testing.T) {
-	reg := regtest.New(100)
-	defer reg.Close()
-	repo, err := name.NewRepository(reg.Host()+"/team/app", name.Insecure)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ci, err := cosigntest.NewSigner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	other, err := cosigntest.NewSigner()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sign := func(s *cosigntest.Signer, d name.Digest) {
-		t.Helper()
-		if err := s.Sign(d); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d100 := pushSignedTestImage(t, repo, "1.0.0")
-	sign(ci, d100)
-	d110 := pushSignedTestImage(t, repo, "1.1.0")
-	sign(ci, d110)
-	pushSignedTestImage(t, repo, "1.2.0") // unsigned
-	d130 := pushSignedTestImage(t, repo, "1.3.0")
-	sign(other, d130) // by a key the profile does not name
-	sign(ci, pushSignedTestImage(t, repo, "1.4.0"))
-	moved := pushSignedTestImage(t, repo, "1.4.0") // the tag moved to an unsigned image after signing
-
-	images, err := oci.New(oci.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rv := newRealVerifier(t, images, ci, reg.Host()+"/team/*")
-	semver := `fluxd.io/tag-all: "semver:*"`
-	dir := t.TempDir()
-	yaml := pinDeploy("auto", repo.String()+":1.0.0", semver) +
-		pinDeploy("pinned", repo.String()+":1.0.0@"+d100.DigestStr(), semver, `fluxd.io/pin-digest: "true"`) +
-		pinDeploy("byhand", repo.String()+":1.0.0")
-	if err := os.WriteFile(filepath.Join(dir, "app.yaml"), []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	e := NewEngine(dirRepo{dir}, images, noCluster{}, noRecorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	e.SetVerifier(rv)
-	ctx := context.Background()
-
-	t.Run("AllLatest skips the unsigned, the wrongly signed and the moved tag, and says why", func(t *testing.T) {
-		p, err := e.Plan(ctx, Spec{Services: []platform.ID{id("auto"), id("pinned")}, AllLatest: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := []string{
-			"auto: app:" + repo.String() + ":1.0.0->" + repo.String() + ":1.1.0",
-			"pinned: app:" + repo.String() + ":1.0.0@" + d100.DigestStr() + "->" + repo.String() + ":1.1.0@" + d110.DigestStr(),
-		}
-		if got := flatten(p); strings.Join(got, "\n") != strings.Join(want, "\n") {
-			t.Fatalf("updates:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-		}
-		for _, it := range p.Items {
-			v := it.Updates[0].Verification
-			if v.Outcome != VerifyVerified || v.Digest != d110.DigestStr() || !strings.Contains(v.Detail, ci.ID()) {
-				t.Errorf("%s: verification %+v; want verified at %s by %s", it.Service.Name, v, d110.DigestStr(), ci.ID())
-			}
-			w := strings.Join(it.Warnings, "\n")
-			for _, s := range []string{
-				":1.4.0", "(unsigned: profile signed: unsigned: no cosign signature for " + moved.DigestStr(),
-				repo.String() + ":1.3.0 (failed: profile signed: failed (wrong-key)",
-				repo.String() + ":1.2.0 (unsigned",
-				"the newest that does",
-			} {
-				if !strings.Contains(w, s) {
-					t.Errorf("%s: no warning says %q; got:\n%s", it.Service.Name, s, w)
-				}
-			}
-		}
-	})
-
-	t.Run("a release by hand of an image signed by another key is refused", func(t *testing.T) {
-		_, err := e.Plan(ctx, Spec{Services: []platform.ID{id("byhand")}, Image: repo.String() + ":1.3.0", Force: true})
-		if err == nil || !strings.Contains(err.Error(), "failed (wrong-key)") {
-			t.Errorf("release of 1.3.0: %v; want it refused, wrong key", err)
-		}
-	})
-
-	t.Run("a tag moved to an unsigned digest after signing is refused", func(t *testing.T) {
-		_, err := e.Plan(ctx, Spec{Services: []platform.ID{id("byhand")}, Image: repo.String() + ":1.4.0"})
-		if err == nil || !strings.Contains(err.Error(), "unsigned") || !strings.Contains(err.Error(), moved.DigestStr()) {
-			t.Errorf("release of the moved 1.4.0: %v; want it refused as unsigned at its new digest", err)
-		}
-	})
-
-	t.Run("a signed image is released by hand", func(t *testing.T) {
-		p, err := e.Plan(ctx, Spec{Services: []platform.ID{id("byhand")}, Image: repo.String() + ":1.1.0"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if u := p.Items[0].Updates; len(u) != 1 || u[0].Verification.Outcome != VerifyVerified {
-			t.Errorf("release of 1.1.0: %+v; want it planned, verified", p.Items[0])
-		}
-	})
-
-	t.Run("a verified digest is not verified again", func(t *testing.T) {
-		before := rv.verified.Load()
-		if _, err := e.Plan(ctx, Spec{Services: []platform.ID{id("byhand")}, Image: repo.String() + ":1.1.0"}); err != nil {
-			t.Fatal(err)
-		}
-		if n := rv.verified.Load() - before; n != 0 {
-			t.Errorf("the verified 1.1.0 was verified %d more times", n)
-		}
-	})
 }
 
 // The cost of verification in a 2,000-tag repository under a semver

@@ -10,8 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"errors"
+	"sync/atomic"
+
 	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/internal/auth"
+	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
 // notClonedGit is a remote whose first clone has not succeeded.
@@ -122,4 +127,57 @@ func get(t *testing.T, url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
+}
+
+// Health, over a real gRPC connection and without a token, says
+// NOT_SERVING while a dependency is not ready (the readiness function
+// fails, or git's last operation failed), and SERVING once all are.
+func TestHealthReportsReadiness(t *testing.T) {
+	var notReady atomic.Value
+	notReady.Store("the cluster caches are not synced")
+	git := &stubGit{}
+	git.err.Store("")
+	ready := func(context.Context) error {
+		if s := notReady.Load().(string); s != "" {
+			return errors.New(s)
+		}
+		return nil
+	}
+	f := newFixtureWith(t, Config{}, Deps{Cluster: &stubCluster{}, Releaser: stubReleaser{}, Jobs: stubJobs{}, Git: git, Ready: ready})
+	f.daemon.ready.ttl = -1 // every check reads the state anew (it is shared for a second in fluxd)
+	h := healthpb.NewHealthClient(f.conn)
+	check := func() healthpb.HealthCheckResponse_ServingStatus {
+		t.Helper()
+		resp, err := h.Check(context.Background(), &healthpb.HealthCheckRequest{Service: fluxdv1.FluxService_ServiceDesc.ServiceName})
+		if err != nil {
+			t.Fatalf("health: %v", err)
+		}
+		return resp.GetStatus()
+	}
+	if got := check(); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("before the caches sync: %v", got)
+	}
+	notReady.Store("")
+	if got := check(); got != healthpb.HealthCheckResponse_SERVING {
+		t.Errorf("all ready: %v", got)
+	}
+	git.err.Store("fetching file:///x: connection refused")
+	if got := check(); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("git failing: %v", got)
+	}
+	git.err.Store("")
+	notReady.Store("history database: database is locked")
+	if got := check(); got != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("database lost: %v", got)
+	}
+	// Watch sends the state now, then its changes.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w, err := h.Watch(ctx, &healthpb.HealthCheckRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := w.Recv(); err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Fatalf("watch: %v, %v", resp, err)
+	}
 }

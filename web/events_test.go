@@ -101,3 +101,35 @@ func TestEventStreamFollowsTheTokensFile(t *testing.T) {
 		t.Errorf("after the token was revoked, the open stream got %q, want signedout", got)
 	}
 }
+
+// The event stream sends a caller only its instance's events (and
+// notifications, which are everyone's), and a stream resumed with
+// Last-Event-ID gets what it missed; an unknown ID gets a reset.
+func TestEventsAreInstancesOwnAndResumable(t *testing.T) {
+	srv, hub := newTestServer(t)
+	resp := openEvents(t, srv, "fxd_viewer", "")
+	hello := readEvents(t, resp, 1)
+	if len(hello) != 1 || !strings.HasPrefix(hello[0], "hello ") {
+		t.Fatalf("first event %v, want hello", hello)
+	}
+	hub.Publish("b", "job", &fluxdv1.Job{Id: "theirs"})
+	hub.Publish("a", "job", &fluxdv1.Job{Id: "ours"})
+	hub.Publish("", "notify", &fluxdv1.ImageNotification{Repository: "r/app"})
+	got := readEvents(t, resp, 2)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "job ") || !strings.HasPrefix(got[1], "notify ") {
+		t.Fatalf("events %v, want our job then the notification", got)
+	}
+	resp.Body.Close()
+
+	// Missed while away: resumed from the job's ID.
+	hub.Publish("a", "log", &fluxdv1.JobLogLine{Text: "missed"})
+	jobID := strings.Fields(got[0])[1]
+	again := readEvents(t, openEvents(t, srv, "fxd_viewer", jobID), 2)
+	if len(again) != 2 || !strings.HasPrefix(again[0], "notify ") || !strings.HasPrefix(again[1], "log ") {
+		t.Errorf("resumed events %v, want the notification and the missed log line", again)
+	}
+	reset := readEvents(t, openEvents(t, srv, "fxd_viewer", "0000-1"), 1)
+	if len(reset) != 1 || !strings.HasPrefix(reset[0], "reset ") {
+		t.Errorf("a stream resumed from another process's ID: %v, want reset", reset)
+	}
+}

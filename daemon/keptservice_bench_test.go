@@ -9,12 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
@@ -83,38 +81,6 @@ func scopeAll(b *testing.B, tokensFile string) {
 	defer fh.Close()
 	if _, err := fh.WriteString("scope team-a namespaces=ns-0,ns-1,ns-2,ns-3,ns-4,ns-5,ns-6,ns-7,ns-8,ns-9\n"); err != nil {
 		b.Fatal(err)
-	}
-}
-
-// The kept view's answer, sent from its kept encoding, decodes as the
-// answer built afresh, the git remote's state included.
-func TestListServicesFromTheKeptEncoding(t *testing.T) {
-	var ws []platform.Workload
-	for i := range 20 {
-		ws = append(ws, platform.Workload{ID: platform.ID{Namespace: fmt.Sprintf("ns-%d", i%2), Kind: "deployment", Name: fmt.Sprintf("app-%d", i)},
-			Containers: []platform.Container{{Name: "app", Image: "reg.example/app:1.0"}}, Status: "ready"})
-	}
-	kept := &genCluster{stubCluster: stubCluster{workloads: ws}}
-	fresh := &stubCluster{workloads: ws}
-	fk := newFixtureWith(t, Config{GitRefresh: time.Minute}, Deps{Cluster: kept, Releaser: stubReleaser{}, Jobs: stubJobs{}, Git: &stubGit{}})
-	ff := newFixtureWith(t, Config{GitRefresh: time.Minute}, Deps{Cluster: fresh, Releaser: stubReleaser{}, Jobs: stubJobs{}, Git: &stubGit{}})
-	for _, ns := range []string{"", "ns-1", "", "ns-1"} {
-		ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+fk.tokens[auth.Viewer])
-		got, err := fk.client.ListServices(ctx, &fluxdv1.ListServicesRequest{Namespace: ns})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx = metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+ff.tokens[auth.Viewer])
-		want, err := ff.client.ListServices(ctx, &fluxdv1.ListServicesRequest{Namespace: ns})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
-			t.Errorf("namespace %q (-fresh +kept):\n%s", ns, diff)
-		}
-		if got.GetGit() == nil {
-			t.Errorf("namespace %q: no git state in the answer", ns)
-		}
 	}
 }
 
