@@ -14,6 +14,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	protocommon "github.com/sigstore/protobuf-specs/gen/pb-go/common/v1"
@@ -115,7 +116,7 @@ func checkKeyless(res verify.Result, sigs []sig, p *verify.Profile, tr *root.Tru
 		}
 		out, err := sv.Verify(e, sgverify.NewPolicy(sgverify.WithArtifact(bytes.NewReader(s.payload)), policy...))
 		if err != nil {
-			fails.add(classify(err, e.cert, p))
+			fails.add(classify(err, e.cert, tr, p))
 			continue
 		}
 		signer := "keyless"
@@ -158,9 +159,9 @@ func (c *classic) VerificationContent() (sgverify.VerificationContent, error) {
 	return bundle.NewCertificate(c.cert), nil
 }
 func (c *classic) SignatureContent() (sgverify.SignatureContent, error) { return c.sig, nil }
-func (c *classic) TlogEntries() ([]*tlog.Entry, error)                 { return c.entries, nil }
-func (c *classic) HasInclusionPromise() bool                           { return len(c.entries) > 0 }
-func (c *classic) Timestamps() ([][]byte, error)                       { return nil, nil }
+func (c *classic) TlogEntries() ([]*tlog.Entry, error)                  { return c.entries, nil }
+func (c *classic) HasInclusionPromise() bool                            { return len(c.entries) > 0 }
+func (c *classic) Timestamps() ([][]byte, error)                        { return nil, nil }
 
 // Version is the oldest bundle's: the classic form predates bundles, and
 // sigstore-go keeps its compatible hashes for them.
@@ -240,7 +241,7 @@ func rekorEntry(annotation string) (*tlog.Entry, error) {
 // wrapped with the step that failed ("failed to verify log inclusion",
 // "... leaf certificate", "... signature", "... certificate identity"),
 // which verify/cosign's tests pin for each reason.
-func classify(err error, cert *x509.Certificate, p *verify.Profile) (verify.Reason, string) {
+func classify(err error, cert *x509.Certificate, tr *root.TrustedRoot, p *verify.Profile) (verify.Reason, string) {
 	who := subjectOf(cert)
 	msg := err.Error()
 	var noID *sgverify.ErrNoMatchingCertificateIdentity
@@ -248,15 +249,20 @@ func classify(err error, cert *x509.Certificate, p *verify.Profile) (verify.Reas
 	case errors.As(err, &noID):
 		return verify.WrongIdentity, fmt.Sprintf("a signature by %s, which no keyless identity of profile %q names (%s)", who, p.Name, identityList(p))
 	case strings.Contains(msg, "integrated time outside certificate validity"):
-		return verify.UntrustedCertificate, fmt.Sprintf("a signature by %s logged at a time its certificate was not valid (valid %s to %s)", who, cert.NotBefore.UTC().Format("2006-01-02T15:04:05Z"), cert.NotAfter.UTC().Format("2006-01-02T15:04:05Z"))
+		return verify.UntrustedCertificate, fmt.Sprintf("a signature by %s logged at a time its certificate was not valid (valid %s to %s)", who, cert.NotBefore.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339))
 	case strings.Contains(msg, "log inclusion"):
 		return verify.Unlogged, fmt.Sprintf("a signature by %s whose transparency-log entry no log of the trusted root %s signs, or that is for another signature (%v)", who, p.TrustedRoot, err)
 	case strings.Contains(msg, "leaf certificate"):
-		when := "when it was logged"
-		if p.Tlog == verify.TlogIgnore {
-			when = "now (tlog: ignore checks the certificate at the present time)"
+		valid := fmt.Sprintf("valid %s to %s", cert.NotBefore.UTC().Format(time.RFC3339), cert.NotAfter.UTC().Format(time.RFC3339))
+		if _, err := sgverify.VerifyLeafCertificate(cert.NotBefore, cert, tr); err == nil {
+			// It chains when it was valid: it is not valid at the time
+			// it is checked at.
+			if p.Tlog == verify.TlogIgnore {
+				return verify.UntrustedCertificate, fmt.Sprintf("a signature by %s whose certificate is not valid now (%s); with tlog: ignore the certificate must be valid at the present time, so a short-lived one verifies only for its few minutes", who, valid)
+			}
+			return verify.UntrustedCertificate, fmt.Sprintf("a signature by %s whose certificate was not valid when it was logged (%s)", who, valid)
 		}
-		return verify.UntrustedCertificate, fmt.Sprintf("a signature by %s whose certificate (issued by %q, valid %s to %s) does not chain to a CA of the trusted root %s, is not for code signing, or was not valid %s", who, cert.Issuer.String(), cert.NotBefore.UTC().Format("2006-01-02T15:04:05Z"), cert.NotAfter.UTC().Format("2006-01-02T15:04:05Z"), p.TrustedRoot, when)
+		return verify.UntrustedCertificate, fmt.Sprintf("a signature by %s whose certificate (issued by %q, %s) does not chain to a CA of the trusted root %s, or not for code signing: issued by another CA than the root trusts", who, cert.Issuer.String(), valid, p.TrustedRoot)
 	case strings.Contains(msg, "failed to verify signature"):
 		return verify.WrongKey, fmt.Sprintf("a signature by %s that does not check with its certificate's key: the payload or signature was altered", who)
 	}
