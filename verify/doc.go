@@ -10,8 +10,11 @@
 //
 // fluxd --verify-config loads the config (OpenFile, Watch) and hands a
 // Gate to the release engine, whose plans ask it (release/verify.go).
-// Not built yet (issue 33): keyless identities and attestations are
-// parsed and checked for form but not verified (a profile naming them
+// Keys and keyless identities (under the profile's trusted root, with
+// its tlog: setting) are verified. Not built yet (issue 33): attestations
+// are parsed and checked for form but not verified (a profile naming them
 // verifies nothing), and results are cached in memory only, not in the
-// store. See docs/security.md.
+// store. Load reads each trusted root into its profile
+// (TrustedRootJSON), checked only to be JSON here: verify/cosign parses
+// it. See docs/security.md.
 package verify
