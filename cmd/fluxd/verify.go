@@ -20,7 +20,7 @@ type verifyFlags struct {
 }
 
 func (f *verifyFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.config, "verify-config", "", "YAML file of image signature verification profiles (cosign public keys) and the repositories, by glob, that need them (see docs/security.md, \"Image signatures\"); a release of an image that does not verify is refused, and automation skips it. Re-read when it or a key it names changes; a bad edit is refused, with its line, and the previous one kept (default: none, no image is verified)")
+	fs.StringVar(&f.config, "verify-config", "", "YAML file of image signature verification profiles (cosign public keys, keyless identities under a trusted root) and the repositories, by glob, that need them (see docs/security.md, \"Image signatures\"); a release of an image that does not verify is refused, and automation skips it. Re-read when it or a key or trusted root it names changes; a bad edit is refused, with its line, and the previous one kept (default: none, no image is verified)")
 }
 
 // validate reads the config and its keys, so that a bad one stops fluxd
@@ -44,7 +44,7 @@ func (f verifyFlags) validate() error {
 const verifyConfigInterval = 5 * time.Second
 
 // newVerifier builds the verification gate over --verify-config: cosign
-// key verification through the registry client's transport (its rate
+// verification (keys and keyless) through the registry client's transport (its rate
 // limits and request metrics) and credentials, results cached in memory
 // per digest. Nil without the flag.
 func newVerifier(f verifyFlags, images *oci.Client, log *slog.Logger) (release.Verifier, *verify.File, error) {
