@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -36,7 +37,16 @@ func (f verifyFlags) validate() error {
 	if len(l.Profiles) == 0 {
 		return fmt.Errorf("--verify-config: %s names no verification profile, so nothing would be verified: add one (see docs/security.md, \"Image signatures\"), or leave the flag out", f.config)
 	}
-	return nil
+	var errs []error
+	for _, p := range l.Profiles {
+		if p.TrustedRoot == "" {
+			continue
+		}
+		if err := cosign.CheckTrustedRoot(p.TrustedRootJSON); err != nil {
+			errs = append(errs, fmt.Errorf("--verify-config: %s: line %d: profile %q: trusted root %s: %w", f.config, p.Line, p.Name, p.TrustedRoot, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // verifyConfigInterval is how often --verify-config's files are looked at

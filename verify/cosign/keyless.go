@@ -345,6 +345,21 @@ func identityList(p *verify.Profile) string {
 	return strings.Join(out, "; ")
 }
 
+// CheckTrustedRoot says whether data is a trusted root a keyless profile
+// can verify by: Sigstore's trusted_root.json, naming at least one CA.
+// fluxd checks each profile's at start, so that a wrong file stops it
+// there rather than failing every verification.
+func CheckTrustedRoot(data []byte) error {
+	tr, err := root.NewTrustedRootFromJSON(data)
+	if err != nil {
+		return fmt.Errorf("%w: it should be a Sigstore trusted_root.json (application/vnd.dev.sigstore.trustedroot+json), as cosign trusted-root create writes it or Sigstore's TUF repository serves it", err)
+	}
+	if len(tr.FulcioCertificateAuthorities()) == 0 {
+		return errors.New("it names no certificate authority, so no keyless certificate could chain to it: is it the right file?")
+	}
+	return nil
+}
+
 // trustedRoot parses the profile's trusted root (the content Load read,
 // else its file), keeping the last few parsed by content.
 func (v *Verifier) trustedRoot(p *verify.Profile) (*root.TrustedRoot, error) {
@@ -362,12 +377,12 @@ func (v *Verifier) trustedRoot(p *verify.Profile) (*root.TrustedRoot, error) {
 	if tr, ok := v.roots.m[sum]; ok {
 		return tr, nil
 	}
+	if err := CheckTrustedRoot(data); err != nil {
+		return nil, fmt.Errorf("profile %q: trusted root %s: %w", p.Name, p.TrustedRoot, err)
+	}
 	tr, err := root.NewTrustedRootFromJSON(data)
 	if err != nil {
-		return nil, fmt.Errorf("profile %q: trusted root %s: %w: it should be a Sigstore trusted_root.json (application/vnd.dev.sigstore.trustedroot+json), as cosign trusted-root create writes it or Sigstore's TUF repository serves it", p.Name, p.TrustedRoot, err)
-	}
-	if len(tr.FulcioCertificateAuthorities()) == 0 {
-		return nil, fmt.Errorf("profile %q: trusted root %s names no certificate authority, so no keyless certificate could chain to it: is it the right file?", p.Name, p.TrustedRoot)
+		return nil, fmt.Errorf("profile %q: trusted root %s: %w", p.Name, p.TrustedRoot, err)
 	}
 	if v.roots.m == nil || len(v.roots.m) >= maxRoots {
 		v.roots.m = map[[sha256.Size]byte]*root.TrustedRoot{}
