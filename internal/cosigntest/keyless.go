@@ -168,6 +168,9 @@ type Keyless struct {
 	// For is the image the payload names (default: the image signed):
 	// another digest makes a signature copied beside the wrong image.
 	For name.Digest
+	// ExtKeyUsage is the certificate's (default: code signing, as
+	// Fulcio's).
+	ExtKeyUsage []x509.ExtKeyUsage
 }
 
 // SignKeyless pushes a keyless signature of image under cosign's tag for
@@ -245,6 +248,9 @@ func (ca *CA) Signature(image name.Digest, k Keyless) (mutate.Addendum, error) {
 // only SAN, the OIDC issuer in Fulcio's extensions (1.3.6.1.4.1.57264.1.1,
 // raw, and .1.8, a UTF8String).
 func (ca *CA) leaf(k Keyless, pub *ecdsa.PublicKey) (*x509.Certificate, error) {
+	if k.ExtKeyUsage == nil {
+		k.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning}
+	}
 	v2, err := asn1.MarshalWithParams(k.Issuer, "utf8")
 	if err != nil {
 		return nil, err
@@ -253,7 +259,7 @@ func (ca *CA) leaf(k Keyless, pub *ecdsa.PublicKey) (*x509.Certificate, error) {
 		NotBefore:   k.NotBefore,
 		NotAfter:    k.NotAfter,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageCodeSigning},
+		ExtKeyUsage: k.ExtKeyUsage,
 		ExtraExtensions: []pkix.Extension{
 			{Id: certificate.OIDIssuer, Value: []byte(k.Issuer)},
 			{Id: certificate.OIDIssuerV2, Value: v2},

@@ -2,6 +2,7 @@ package cosign
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/base64"
 	"io"
 	"log"
@@ -94,6 +95,8 @@ func TestVerifyKeyless(t *testing.T) {
 			ids: []verify.Identity{exact}, outcome: verify.Failed, reason: verify.Unlogged, detail: "no log of the trusted root"},
 		{name: "certificate of another CA, log ignored", signer: other, k: cosigntest.Keyless{Issuer: github, Subject: workflow},
 			ids: []verify.Identity{exact}, tlog: verify.TlogIgnore, outcome: verify.Failed, reason: verify.UntrustedCertificate, detail: "does not chain to a CA of the trusted root"},
+		{name: "certificate not for code signing", signer: ca, k: cosigntest.Keyless{Issuer: github, Subject: workflow, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}},
+			ids: []verify.Identity{exact}, outcome: verify.Failed, reason: verify.UntrustedCertificate},
 		{name: "expired when logged", signer: ca, k: cosigntest.Keyless{Issuer: github, Subject: workflow, NotBefore: now.Add(-30 * time.Minute), NotAfter: now.Add(-20 * time.Minute)},
 			ids: []verify.Identity{exact}, outcome: verify.Failed, reason: verify.UntrustedCertificate, detail: "logged at a time its certificate was not valid"},
 		{name: "not yet valid when logged", signer: ca, k: cosigntest.Keyless{Issuer: github, Subject: workflow, NotBefore: now.Add(20 * time.Minute)},
