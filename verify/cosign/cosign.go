@@ -182,13 +182,14 @@ func checkKeys(ctx context.Context, res verify.Result, sigs []sig, keys []verify
 }
 
 // sig is one cosign signature: its base64 annotation and its payload,
-// and for a keyless one its certificate, chain and Rekor bundle
-// annotations (empty for a key's).
+// and for a keyless one its certificate and Rekor bundle annotations
+// (empty for a key's). The chain annotation is not read: a certificate
+// chains through the trusted root's intermediates.
 type sig struct {
 	b64     string
 	payload []byte
 
-	cert, chain, bundle string
+	cert, bundle string
 }
 
 // signatures reads the digest's signatures: from cosign's tag, else from
@@ -259,8 +260,7 @@ func layers(img v1.Image) ([]sig, error) {
 		if err != nil {
 			return nil, fmt.Errorf("signature payload %s: %w", l.Digest, err)
 		}
-		out = append(out, sig{b64: b64, payload: p,
-			cert: l.Annotations[CertificateAnnotation], chain: l.Annotations[ChainAnnotation], bundle: l.Annotations[BundleAnnotation]})
+		out = append(out, sig{b64: b64, payload: p, cert: l.Annotations[CertificateAnnotation], bundle: l.Annotations[BundleAnnotation]})
 	}
 	return out, nil
 }
