@@ -157,7 +157,7 @@ func (e *Engine) verifyItem(ctx context.Context, spec Spec, item *Item, def *git
 	if len(refusals) > 0 {
 		return fluxerr.New(fluxerr.Precondition,
 			fmt.Errorf("cannot release %s: its image does not pass signature verification: %s", item.Service, strings.Join(refusals, "; ")),
-			"Nothing was changed. Sign the image with a key of the profile named (cosign sign --key cosign.key IMAGE@DIGEST), attest it where the profile requires an attestation (cosign attest --key cosign.key --type TYPE --predicate FILE IMAGE@DIGEST), or release an image that verifies; "+
+			"Nothing was changed. Sign the image with a key of the profile named (cosign sign --key cosign.key IMAGE@DIGEST), or keyless as an identity it names (cosign sign IMAGE@DIGEST from that CI workflow), attest it where the profile requires an attestation (cosign attest --key cosign.key --type TYPE --predicate FILE IMAGE@DIGEST), or release an image that verifies; "+
 				"'release --dry-run' shows each image's verification. --force does not lift this. An admin may release it anyway with --allow-unverified, which the commit and history record.")
 	}
 	item.Updates = kept

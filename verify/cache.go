@@ -57,7 +57,7 @@ type Cache interface {
 }
 
 // Fingerprint names a profile's content: its name, key IDs, identities,
-// trusted root file and attestations. Two profiles with the same
+// trusted root (file and content), tlog setting and attestations. Two profiles with the same
 // fingerprint verify alike.
 func Fingerprint(p *Profile, keys []PublicKey) string {
 	h := sha256.New()
@@ -82,6 +82,11 @@ func Fingerprint(p *Profile, keys []PublicKey) string {
 		}
 	}
 	field("trustedRoot=" + p.TrustedRoot)
+	// The root's content, not only its file: a CA taken out of it must
+	// not leave what it vouched for verified.
+	root := sha256.Sum256(p.TrustedRootJSON)
+	field("trustedRootSHA256=" + hex.EncodeToString(root[:]))
+	field("tlog=" + string(p.Tlog))
 	for _, a := range p.Attestations {
 		field("attestation=" + a)
 	}

@@ -38,6 +38,16 @@ func TestFingerprint(t *testing.T) {
 	if x == y {
 		t.Errorf("another subject, same fingerprint")
 	}
+	ci := func(root string, tlog TlogMode) string {
+		return Fingerprint(&Profile{Name: "ci", Keyless: []Identity{{Issuer: "https://i", Subject: "a"}},
+			TrustedRoot: "r.json", TrustedRootJSON: []byte(root), Tlog: tlog}, nil)
+	}
+	if ci(`{"a":1}`, TlogRequired) == ci(`{"a":2}`, TlogRequired) {
+		t.Errorf("another trusted root in the same file, same fingerprint")
+	}
+	if ci(`{}`, TlogRequired) == ci(`{}`, TlogIgnore) {
+		t.Errorf("another tlog setting, same fingerprint")
+	}
 }
 
 // scripted answers each Verify with the next of its results, counting.

@@ -23,6 +23,7 @@ import (
 //	  - issuer: https://token.actions.githubusercontent.com
 //	    subjectRegexp: ^https://github.com/org/.*$
 //	  trustedRoot: /etc/fluxd/trusted_root.json
+//	  tlog: required                         # or ignore (default required)
 //	  attestations: [https://spdx.dev/Document]
 //	repositories:
 //	- match: ghcr.io/org/*
@@ -47,6 +48,13 @@ type Profile struct {
 	// TrustedRoot is the file of the Sigstore trusted root (the CAs and
 	// logs) that keyless certificates must chain to.
 	TrustedRoot string
+	// TrustedRootJSON is the trusted root's content as Load read it
+	// (nil from Parse): what the profile verifies by, and fingerprints.
+	TrustedRootJSON []byte
+	// Tlog says whether a keyless signature needs a transparency-log
+	// entry (the Rekor bundle cosign stores beside it): TlogRequired
+	// (the default) or TlogIgnore.
+	Tlog TlogMode
 	// Attestations are predicate types (https://spdx.dev/Document,
 	// https://slsa.dev/provenance/v1) of which the image must carry a
 	// signed attestation each, signed like the image.
@@ -67,6 +75,22 @@ type Identity struct {
 	IssuerRegexp, SubjectRegexp *regexp.Regexp
 	Line                        int
 }
+
+// TlogMode is a profile's tlog: setting.
+type TlogMode string
+
+// The tlog: settings.
+const (
+	// TlogRequired: a keyless signature needs a Rekor entry (cosign's
+	// bundle annotation) whose signed entry timestamp a log of the trusted
+	// root signed, checked offline; the certificate must have been valid
+	// at the entry's time.
+	TlogRequired TlogMode = "required"
+	// TlogIgnore: the log is not read (cosign's --insecure-ignore-tlog);
+	// the certificate must be valid now, so short-lived certificates
+	// verify only for their few minutes.
+	TlogIgnore TlogMode = "ignore"
+)
 
 // Rule maps repositories to a profile.
 type Rule struct {
@@ -213,11 +237,19 @@ func (p *parser) profile(n *yaml.Node) Profile {
 			pr.TrustedRoot = p.str(v, "trustedRoot")
 		case "attestations":
 			pr.Attestations = p.strs(v, "attestations")
+		case "tlog":
+			switch s := TlogMode(p.str(v, "tlog")); s {
+			case TlogRequired, TlogIgnore:
+				pr.Tlog = s
+			case "":
+			default:
+				p.add(v, "tlog %q: write required (a keyless signature needs its transparency-log entry, the default) or ignore (the log is not read; the certificate must be valid now)", s)
+			}
 		default:
 			return false
 		}
 		return true
-	}, "name", "keys", "keyless", "trustedRoot", "attestations") {
+	}, "name", "keys", "keyless", "trustedRoot", "tlog", "attestations") {
 		return pr
 	}
 
@@ -235,6 +267,12 @@ func (p *parser) profile(n *yaml.Node) Profile {
 	}
 	if len(pr.Keyless) == 0 && pr.TrustedRoot != "" {
 		p.add(n, "profile %q names a trustedRoot but no keyless identity: the trusted root is only for keyless signatures", pr.Name)
+	}
+	if len(pr.Keyless) == 0 && pr.Tlog != "" {
+		p.add(n, "profile %q sets tlog but names no keyless identity: tlog is only for keyless signatures", pr.Name)
+	}
+	if len(pr.Keyless) > 0 && pr.Tlog == "" {
+		pr.Tlog = TlogRequired
 	}
 	return pr
 }

@@ -18,6 +18,7 @@ func FuzzParse(f *testing.F) {
 		"profiles: []\n",
 		"profiles:\n- name: a\n  keys: [a.pub]\nrepositories:\n- match: '*'\n  profile: a\n",
 		"profiles:\n- name: ci\n  trustedRoot: r.json\n  keyless:\n  - issuerRegexp: ^https://.*$\n    subject: me@example.com\n",
+		"profiles:\n- name: ci\n  trustedRoot: r.json\n  tlog: ignore\n  keyless:\n  - issuer: https://i\n    subjectRegexp: ^me@.*$\n",
 		"profiles:\n- &p\n  name: a\n  keys: [a.pub]\n- *p\n",
 		"profiles: {name: a}\n",
 		"repositories:\n- match: ghcr.io/[\n  profile: b\n",

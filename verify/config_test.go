@@ -46,12 +46,28 @@ func TestParseTheIssuesShape(t *testing.T) {
 				Issuer:        "https://token.actions.githubusercontent.com",
 				SubjectRegexp: regexp.MustCompile(`^https://github.com/org/.*$`),
 				Line:          7,
-			}}, TrustedRoot: "/etc/fluxd/trusted_root.json", Attestations: []string{"https://spdx.dev/Document"}, Line: 5},
+			}}, TrustedRoot: "/etc/fluxd/trusted_root.json", Tlog: TlogRequired, Attestations: []string{"https://spdx.dev/Document"}, Line: 5},
 		},
 		Repositories: []Rule{{Match: "ghcr.io/org/*", Profile: "signed", Line: 12}},
 	}
 	if d := cmp.Diff(want, c, cmpRegexp); d != "" {
 		t.Errorf("(-want +got)\n%s", d)
+	}
+}
+
+// tlog: is required unless the profile says ignore.
+func TestParseTlog(t *testing.T) {
+	t.Parallel()
+	for config, want := range map[string]TlogMode{
+		"": TlogRequired, "  tlog: required\n": TlogRequired, "  tlog: ignore\n": TlogIgnore,
+	} {
+		c, err := Parse([]byte("profiles:\n- name: ci\n  trustedRoot: r.json\n" + config + "  keyless:\n  - issuer: https://i\n    subject: me\n"))
+		if err != nil {
+			t.Fatalf("%q: %v", config, err)
+		}
+		if got := c.Profiles[0].Tlog; got != want {
+			t.Errorf("%q: tlog %q, want %q", config, got, want)
+		}
 	}
 }
 
@@ -97,6 +113,10 @@ func TestParseRefusesWithTheLine(t *testing.T) {
 			`line 6: subjectRegexp "https://github.com/org/.*" is not anchored`}},
 		{"bad regexp", "profiles:\n- name: ci\n  trustedRoot: r.json\n  keyless:\n  - issuerRegexp: ^(a$\n    subject: me\n", []string{
 			`line 5: issuerRegexp "^(a$" is not a regular expression`}},
+		{"tlog not a setting", "profiles:\n- name: ci\n  trustedRoot: r.json\n  tlog: off\n  keyless:\n  - issuer: https://i\n    subject: me\n", []string{
+			`line 4: tlog "off": write required`}},
+		{"tlog without keyless", "profiles:\n- name: a\n  keys: [a.pub]\n  tlog: ignore\n", []string{
+			`line 2: profile "a" sets tlog but names no keyless identity`}},
 		{"rule names no profile", "profiles:\n- name: a\n  keys: [a.pub]\nrepositories:\n- match: ghcr.io/org/*\n  profile: b\n", []string{
 			`line 5: repositories "ghcr.io/org/*": no profile is named "b" (profiles: a)`}},
 		{"rule with a bad glob", "repositories:\n- match: ghcr.io/[\n  profile: b\n", []string{

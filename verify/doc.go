@@ -10,6 +10,11 @@
 //
 // fluxd --verify-config loads the config (OpenFile, Watch) and hands a
 // Gate to the release engine, whose plans ask it (release/verify.go).
+// Keys and keyless identities (under the profile's trusted root, with
+// its tlog: setting) are verified. Load reads each trusted root into its
+// profile (TrustedRootJSON), checked only to be JSON here: verify/cosign
+// parses it.
+//
 // Results are cached (Cached) per repository, digest and profile
 // fingerprint, in memory and in the history store the replicas share
 // (verify/storecache): a verified digest is never verified again; an
@@ -18,9 +23,6 @@
 //
 // A profile's required attestations (predicate types) are verified
 // after its signature, with its keys (verify/cosign's attest.go): a
-// missing one fails with MissingAttestation.
-//
-// Not built yet (issue 33): keyless identities are parsed and checked
-// for form but not verified (a profile naming them verifies nothing),
-// and attestations are verified with keys only. See docs/security.md.
+// missing one fails with MissingAttestation. Not built yet (issue 33):
+// attestations signed keyless. See docs/security.md.
 package verify

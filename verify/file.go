@@ -69,9 +69,11 @@ func Load(path string) (*Loaded, error) {
 			if !filepath.IsAbs(p.TrustedRoot) {
 				p.TrustedRoot = filepath.Join(dir, p.TrustedRoot)
 			}
-			if err := checkJSON(p.TrustedRoot); err != nil {
+			data, err := readJSON(p.TrustedRoot)
+			if err != nil {
 				problems = append(problems, Problem{p.Line, fmt.Sprintf("profile %q: trustedRoot: %v", p.Name, err)})
 			}
+			p.TrustedRootJSON = data
 		}
 	}
 	if len(problems) > 0 {
@@ -102,15 +104,17 @@ func ReadPublicKey(path string) (PublicKey, error) {
 	return PublicKey{Path: path, ID: "sha256:" + hex.EncodeToString(sum[:]), Key: key}, nil
 }
 
-func checkJSON(path string) error {
+// readJSON reads a trusted root, which must be JSON; what it holds is
+// checked when a signature is verified by it (verify/cosign).
+func readJSON(path string) ([]byte, error) {
 	data, err := readLimited(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if !json.Valid(data) {
-		return fmt.Errorf("%s is not JSON: a Sigstore trusted root is trusted_root.json (cosign trusted-root create, or the TUF repository's)", path)
+		return nil, fmt.Errorf("%s is not JSON: a Sigstore trusted root is trusted_root.json (cosign trusted-root create, or the TUF repository's)", path)
 	}
-	return nil
+	return data, nil
 }
 
 func readLimited(path string) ([]byte, error) {

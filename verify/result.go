@@ -35,6 +35,18 @@ const (
 	// attestation of a predicate type the profile requires (no SBOM, no
 	// provenance): Detail names the type.
 	MissingAttestation Reason = "missing-attestation"
+	// WrongIdentity: a keyless signature whose certificate chains to the
+	// trusted root, but was issued to an identity (OIDC issuer and
+	// subject) the profile does not name.
+	WrongIdentity Reason = "wrong-identity"
+	// UntrustedCertificate: a keyless signature whose certificate does
+	// not chain to a CA of the profile's trusted root, is not for code
+	// signing, or was not valid when it signed (expired, not yet valid).
+	UntrustedCertificate Reason = "untrusted-certificate"
+	// Unlogged: a keyless signature without a transparency-log entry
+	// that a log of the trusted root signed, where the profile requires
+	// one (tlog: required).
+	Unlogged Reason = "unlogged"
 )
 
 // Result is the verification of one image digest under one profile.
@@ -45,7 +57,8 @@ type Result struct {
 	Profile string
 	Outcome Outcome
 	// Signer names who signed, for Verified: a key's ID (sha256:... of
-	// its public key) and file.
+	// its public key) and file, or "keyless", the certificate's OIDC
+	// issuer and its subject.
 	Signer string
 	// Reason and Detail say why, for Failed (Detail for Unsigned too).
 	Reason Reason

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -24,7 +25,7 @@ type verifyFlags struct {
 }
 
 func (f *verifyFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.config, "verify-config", "", "YAML file of image signature verification profiles (cosign public keys) and the repositories, by glob, that need them (see docs/security.md, \"Image signatures\"); a release of an image that does not verify is refused, and automation skips it. Re-read when it or a key it names changes; a bad edit is refused, with its line, and the previous one kept (default: none, no image is verified)")
+	fs.StringVar(&f.config, "verify-config", "", "YAML file of image signature verification profiles (cosign public keys, keyless identities under a trusted root) and the repositories, by glob, that need them (see docs/security.md, \"Image signatures\"); a release of an image that does not verify is refused, and automation skips it. Re-read when it or a key or trusted root it names changes; a bad edit is refused, with its line, and the previous one kept (default: none, no image is verified)")
 }
 
 // validate reads the config and its keys, so that a bad one stops fluxd
@@ -40,7 +41,16 @@ func (f verifyFlags) validate() error {
 	if len(l.Profiles) == 0 {
 		return fmt.Errorf("--verify-config: %s names no verification profile, so nothing would be verified: add one (see docs/security.md, \"Image signatures\"), or leave the flag out", f.config)
 	}
-	return nil
+	var errs []error
+	for _, p := range l.Profiles {
+		if p.TrustedRoot == "" {
+			continue
+		}
+		if err := cosign.CheckTrustedRoot(p.TrustedRootJSON); err != nil {
+			errs = append(errs, fmt.Errorf("--verify-config: %s: line %d: profile %q: trusted root %s: %w", f.config, p.Line, p.Name, p.TrustedRoot, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // verifyConfigInterval is how often --verify-config's files are looked at
@@ -48,11 +58,11 @@ func (f verifyFlags) validate() error {
 const verifyConfigInterval = 5 * time.Second
 
 // newVerifier builds the verification gate over --verify-config: cosign
-// key verification through the registry client's transport (its rate
-// limits, credentials and request metrics, signature lookups counted
-// apart), results cached per digest in memory and in the history store,
-// which the replicas share (verify.Cached says what is kept, and for how
-// long). Nil without the flag.
+// verification (keys and keyless) through the registry client's
+// transport (its rate limits, credentials and request metrics, signature
+// lookups counted apart), results cached per digest in memory and in the
+// history store, which the replicas share (verify.Cached says what is
+// kept, and for how long). Nil without the flag.
 func newVerifier(f verifyFlags, images *oci.Client, store history.VerificationResults, reg prometheus.Registerer, log *slog.Logger) (release.Verifier, *verify.File, error) {
 	if f.config == "" {
 		return nil, nil, nil

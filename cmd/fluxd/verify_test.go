@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fluxd/fluxd/internal/cosigntest"
 )
 
 // TestBadVerifyConfigStopsFluxdAtStart: fluxd refuses to start with a
@@ -42,5 +44,33 @@ func TestEmptyVerifyConfigIsRefused(t *testing.T) {
 	}
 	if err := (verifyFlags{config: cfg}).validate(); err == nil || !strings.Contains(err.Error(), "names no verification profile") {
 		t.Errorf("validate: %v; want an empty config refused", err)
+	}
+}
+
+// A keyless profile's trusted root that is JSON but not a trusted root
+// stops fluxd at start, naming the profile's line and the file; the test
+// CA's trusted root is taken.
+func TestVerifyConfigTrustedRootIsCheckedAtStart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "verify.yaml")
+	if err := os.WriteFile(cfg, []byte("profiles:\n- name: ci\n  keyless:\n  - issuer: https://token.actions.githubusercontent.com\n    subject: release@example.com\n  trustedRoot: trusted_root.json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "trusted_root.json")
+	if err := os.WriteFile(root, []byte(`{"keys": ["not a trusted root"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := (verifyFlags{config: cfg}).validate(); err == nil || !strings.Contains(err.Error(), `line 2: profile "ci": trusted root `+root) {
+		t.Errorf("validate: %v; want the trusted root refused with the profile's line", err)
+	}
+	ca, err := cosigntest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.WriteTrustedRoot(root); err != nil {
+		t.Fatal(err)
+	}
+	if err := (verifyFlags{config: cfg}).validate(); err != nil {
+		t.Errorf("validate with the test CA's trusted root: %v", err)
 	}
 }

@@ -31,6 +31,13 @@ const (
 	SimpleSigningMediaType = "application/vnd.dev.cosign.simplesigning.v1+json"
 	SignatureAnnotation    = "dev.cosignproject.cosign/signature"
 	SignatureArtifactType  = "application/vnd.dev.cosign.artifact.sig.v1+json"
+	// A keyless signature's layer carries its certificate (PEM), the
+	// chain that issued it (PEM), and the Rekor bundle of its log entry
+	// (cosign's pkg/oci/static CertificateAnnotationKey,
+	// ChainAnnotationKey, BundleAnnotationKey).
+	CertificateAnnotation = "dev.sigstore.cosign/certificate"
+	ChainAnnotation       = "dev.sigstore.cosign/chain"
+	BundleAnnotation      = "dev.sigstore.cosign/bundle"
 )
 
 // maxPayload bounds a signature payload read: cosign's are a few hundred
@@ -53,7 +60,8 @@ type Config struct {
 
 // Verifier checks cosign signatures in registries.
 type Verifier struct {
-	opts []remote.Option
+	opts  []remote.Option
+	roots roots
 }
 
 // New returns a verifier.
@@ -71,16 +79,17 @@ func New(cfg Config) *Verifier {
 
 var _ verify.Verifier = (*Verifier)(nil)
 
-// Verify checks the digest against a profile of keys, then the
-// attestations the profile requires (attest.go). A profile that names
-// keyless identities is an error wrapping verify.ErrNotBuilt: they are
-// not checked yet, and a profile must not pass what it was written to
-// check.
+// Verify checks the digest against a profile's keys and keyless
+// identities (keyless.go), then the attestations the profile requires
+// (attest.go, checked with its keys).
 func (v *Verifier) Verify(ctx context.Context, repository, digest string, p *verify.Profile, keys []verify.PublicKey) (verify.Result, error) {
+	var res verify.Result
+	var err error
 	if len(p.Keyless) > 0 {
-		return verify.Result{Digest: digest, Profile: p.Name}, fmt.Errorf("profile %q names keyless identities, which fluxd does not verify yet: %w", p.Name, verify.ErrNotBuilt)
+		res, err = v.verifySigners(ctx, repository, digest, p, keys)
+	} else {
+		res, err = v.VerifyKeys(ctx, repository, digest, p.Name, keys)
 	}
-	res, err := v.VerifyKeys(ctx, repository, digest, p.Name, keys)
 	return v.attested(ctx, res, err, repository, p, keys)
 }
 
@@ -97,15 +106,35 @@ func (v *Verifier) VerifyKeys(ctx context.Context, repository, digest string, pr
 	if len(keys) == 0 {
 		return res, fmt.Errorf("verifying %s: profile %q has no public key", d, profile)
 	}
+	sigs, err := v.read(ctx, d)
+	if err != nil {
+		return res, err
+	}
+	if len(sigs) == 0 {
+		return unsigned(res), nil
+	}
+	return checkKeys(ctx, res, sigs, keys)
+}
+
+// read reads the digest's signatures.
+func (v *Verifier) read(ctx context.Context, d name.Digest) ([]sig, error) {
 	opts := append([]remote.Option{remote.WithContext(ctx)}, v.opts...)
 	sigs, err := signatures(d, opts)
 	if err != nil {
-		return res, fmt.Errorf("reading the signatures of %s: %w", d, err)
+		return nil, fmt.Errorf("reading the signatures of %s: %w", d, err)
 	}
-	if len(sigs) == 0 {
-		res.Outcome, res.Detail = verify.Unsigned, fmt.Sprintf("no cosign signature for %s (no tag %s, no referrer)", digest, sigTag(digest))
-		return res, nil
-	}
+	return sigs, nil
+}
+
+func unsigned(res verify.Result) verify.Result {
+	res.Outcome, res.Detail = verify.Unsigned, fmt.Sprintf("no cosign signature for %s (no tag %s, no referrer)", res.Digest, sigTag(res.Digest))
+	return res
+}
+
+// checkKeys is the verdict of the profile's keys over sigs.
+func checkKeys(ctx context.Context, res verify.Result, sigs []sig, keys []verify.PublicKey) (verify.Result, error) {
+	digest, profile := res.Digest, res.Profile
+	var err error
 	verifiers := make([]signature.Verifier, len(keys))
 	for i, k := range keys {
 		if verifiers[i], err = signature.LoadVerifier(k.Key, crypto.SHA256); err != nil {
@@ -152,10 +181,15 @@ func (v *Verifier) VerifyKeys(ctx context.Context, repository, digest string, pr
 	return res, nil
 }
 
-// sig is one cosign signature: its base64 annotation and its payload.
+// sig is one cosign signature: its base64 annotation and its payload,
+// and for a keyless one its certificate and Rekor bundle annotations
+// (empty for a key's). The chain annotation is not read: a certificate
+// chains through the trusted root's intermediates.
 type sig struct {
 	b64     string
 	payload []byte
+
+	cert, bundle string
 }
 
 // signatures reads the digest's signatures: from cosign's tag, else from
@@ -226,7 +260,7 @@ func layers(img v1.Image) ([]sig, error) {
 		if err != nil {
 			return nil, fmt.Errorf("signature payload %s: %w", l.Digest, err)
 		}
-		out = append(out, sig{b64, p})
+		out = append(out, sig{b64: b64, payload: p, cert: l.Annotations[CertificateAnnotation], bundle: l.Annotations[BundleAnnotation]})
 	}
 	return out, nil
 }

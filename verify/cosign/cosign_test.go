@@ -33,6 +33,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 
+	"github.com/fluxd/fluxd/internal/cosigntest"
 	"github.com/fluxd/fluxd/verify"
 )
 
@@ -335,21 +336,25 @@ func TestCachedVerifiesADigestOnce(t *testing.T) {
 	}
 }
 
-// A profile asking for what is not built fails closed.
+// What is not built gives no verdict, never a pass: attestations on a
+// profile with no key to check them by (a keyless one: attestations are
+// checked with keys only), once its keyless signature verified.
 func TestVerifyRefusesWhatIsNotBuilt(t *testing.T) {
 	t.Parallel()
 	repo := testRegistry(t)
-	ci := newSigner(t, "ci.pub")
+	ca := newCA(t)
 	signed := push(t, repo, "1.0.0")
-	ci.sign(t, signed, signed.DigestStr())
-	v := New(Config{})
-	for _, p := range []*verify.Profile{
-		{Name: "ci", Keys: []string{"ci.pub"}, TrustedRoot: "r.json", Keyless: []verify.Identity{{Issuer: "https://i", Subject: "me"}}},
-	} {
-		r, err := v.Verify(context.Background(), repo.String(), signed.DigestStr(), p, []verify.PublicKey{ci.pub})
-		if !errors.Is(err, verify.ErrNotBuilt) || r.Outcome == verify.Verified {
-			t.Errorf("profile %s: %+v, %v; want verify.ErrNotBuilt and no verdict", p.Name, r, err)
-		}
+	if err := ca.SignKeyless(signed, cosigntest.Keyless{Issuer: github, Subject: workflow}); err != nil {
+		t.Fatal(err)
+	}
+	p := keylessProfile(t, ca, verify.TlogRequired, verify.Identity{Issuer: github, Subject: workflow})
+	if r, err := New(Config{}).Verify(context.Background(), repo.String(), signed.DigestStr(), p, nil); err != nil || r.Outcome != verify.Verified {
+		t.Fatalf("the keyless signature alone: %s, %v; want verified", r, err)
+	}
+	p.Attestations = []string{"https://slsa.dev/provenance/v1"}
+	r, err := New(Config{}).Verify(context.Background(), repo.String(), signed.DigestStr(), p, nil)
+	if !errors.Is(err, verify.ErrNotBuilt) || r.Outcome == verify.Verified {
+		t.Errorf("profile %s: %+v, %v; want verify.ErrNotBuilt and no verdict", p.Name, r, err)
 	}
 }
 
@@ -368,31 +373,7 @@ func TestVerifyKeysFromReferrers(t *testing.T) {
 	ci := newSigner(t, "ci.pub")
 	signed := push(t, repo, "1.0.0")
 	unsigned := push(t, repo, "1.1.0")
-	refer := func(subject name.Digest, s signer) {
-		img := mutate.ConfigMediaType(s.signatureImage(t, subject), SignatureArtifactType)
-		desc, err := remote.Head(subject)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := img.Digest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		// The blobs first, then the manifest with its subject.
-		if err := remote.Write(repo.Digest(h.String()), img); err != nil {
-			t.Fatal(err)
-		}
-		withSubject := mutate.Subject(img, *desc)
-		raw, err := withSubject.RawManifest()
-		if err != nil {
-			t.Fatal(err)
-		}
-		sum := sha256.Sum256(raw)
-		if err := remote.Put(repo.Digest("sha256:"+hex.EncodeToString(sum[:])), withSubject.(remote.Taggable)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	refer(signed, ci)
+	refer(t, signed, ci.signatureImage(t, signed))
 
 	v := New(Config{})
 	got, err := v.VerifyKeys(context.Background(), repo.String(), signed.DigestStr(), "signed", []verify.PublicKey{ci.pub})
@@ -405,5 +386,34 @@ func TestVerifyKeysFromReferrers(t *testing.T) {
 	}
 	if _, err := remote.Head(repo.Tag(sigTag(signed.DigestStr()))); err == nil {
 		t.Fatal("the test pushed a .sig tag: the referrers path is not what was tested")
+	}
+}
+
+// refer pushes a signature manifest as cosign sign
+// --registry-referrers-mode=oci-1-1 does: as a referrer of subject, with
+// no sha256-HEX.sig tag.
+func refer(t *testing.T, subject name.Digest, sigImage v1.Image) {
+	t.Helper()
+	img := mutate.ConfigMediaType(sigImage, SignatureArtifactType)
+	desc, err := remote.Head(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := img.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The blobs first, then the manifest with its subject.
+	if err := remote.Write(subject.Context().Digest(h.String()), img); err != nil {
+		t.Fatal(err)
+	}
+	withSubject := mutate.Subject(img, *desc)
+	raw, err := withSubject.RawManifest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(raw)
+	if err := remote.Put(subject.Context().Digest("sha256:"+hex.EncodeToString(sum[:])), withSubject.(remote.Taggable)); err != nil {
+		t.Fatal(err)
 	}
 }
