@@ -82,24 +82,6 @@ type Verification struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// Short is the verification in a few words, as a history line shows
-// it beside the image: "verified by …", or "UNVERIFIED (outcome: why)".
-func (v *Verification) Short() string {
-	if v == nil {
-		return ""
-	}
-	if v.Outcome == "verified" {
-		if v.Detail == "" {
-			return "verified"
-		}
-		return v.Detail
-	}
-	if v.Detail == "" {
-		return "UNVERIFIED (" + v.Outcome + ")"
-	}
-	return "UNVERIFIED (" + v.Outcome + ": " + v.Detail + ")"
-}
-
 // Event is one recorded action.
 type Event struct {
 	ID int64

@@ -222,9 +222,11 @@ func TestReleaseByHandOfAnUnverifiedImage(t *testing.T) {
 	if !strings.Contains(ev.Message, "Released unverified with --allow-unverified") {
 		t.Errorf("the history event's message does not record it: %q", ev.Message)
 	}
-	if len(ev.Changes) != 1 || ev.Changes[0].Verification == nil || ev.Changes[0].Verification.Outcome != VerifyFailed ||
-		ev.Changes[0].Verification.Short() != "UNVERIFIED (failed: profile signed: failed (wrong-key): 1 signature(s), none by the key(s) of profile \"signed\")" {
-		t.Errorf("the history event's changes %+v; want the failed verification kept with the change", ev.Changes)
+	want := []history.Change{{Service: "default:deployment/s", Container: "app", From: "reg/app:1.0.0", To: "reg/app:1.3.0",
+		Verification: &history.Verification{Outcome: VerifyFailed, Profiles: []string{"signed"}, Digest: dg('4'),
+			Detail: "profile signed: failed (wrong-key): 1 signature(s), none by the key(s) of profile \"signed\""}}}
+	if d := cmp.Diff(want, ev.Changes); d != "" {
+		t.Errorf("the history event's changes (-want +got): the failed verification is kept with the change\n%s", d)
 	}
 }
 

@@ -46,14 +46,9 @@ func RestartFluxdWith(ctx context.Context, dir string, extra []string) (string, 
 	if err != nil {
 		return "", fmt.Errorf("the stack under %s has no recorded fluxd (start it with 'make up'): %w", dir, err)
 	}
-	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-	for _, e := range extra {
-		flagName, _, ok := strings.Cut(e, "=")
-		if !strings.HasPrefix(e, "--") || !ok {
-			return "", fmt.Errorf("%q: give each flag as --name=value", e)
-		}
-		args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, flagName+"=") })
-		args = append(args, e)
+	args, err := withFlags(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), extra)
+	if err != nil {
+		return "", err
 	}
 	if len(extra) > 0 {
 		if err := os.WriteFile(filepath.Join(dir, fluxdCmdline), []byte(strings.Join(args, "\x00")+"\x00"), 0o600); err != nil {
@@ -90,6 +85,21 @@ func RestartFluxdWith(ctx context.Context, dir string, extra []string) (string, 
 		return "", err
 	}
 	return addr, nil
+}
+
+// withFlags is the command line args with extra's flags ("--name=value")
+// added, each replacing the flags of its name in args.
+func withFlags(args, extra []string) ([]string, error) {
+	args = slices.Clone(args)
+	for _, e := range extra {
+		flagName, _, ok := strings.Cut(e, "=")
+		if !strings.HasPrefix(flagName, "--") || len(flagName) == 2 || !ok {
+			return nil, fmt.Errorf("%q: give each flag as --name=value", e)
+		}
+		args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, flagName+"=") })
+		args = append(args, e)
+	}
+	return args, nil
 }
 
 // OnlyFluxdDown reports whether every component of the stack under dir
