@@ -31,7 +31,7 @@ func TestSignatureWords(t *testing.T) {
 		{"not required", map[string]any{"outcome": "not-required"}, nil},
 		{"verified", map[string]any{"outcome": "verified", "profiles": []string{"signed"}, "digest": "sha256:aa",
 			"detail": "profile signed: verified by key " + key + " (/etc/fluxd/cosign.pub)"},
-			map[string]any{"text": "verified by key sha256:0123456789ab… (/etc/fluxd/cosign.pub)", "cls": "ok",
+			map[string]any{"text": "verified by key sha256:0123456789ab… (cosign.pub)", "cls": "ok",
 				"title": "profile signed: verified by key " + key + " (/etc/fluxd/cosign.pub) at sha256:aa"}},
 		{"unsigned", map[string]any{"outcome": "unsigned", "detail": "profile signed: unsigned: no cosign signature for sha256:bb"},
 			map[string]any{"text": "unsigned", "cls": "bad", "title": "profile signed: unsigned: no cosign signature for sha256:bb"}},

@@ -52,8 +52,9 @@ export function signature(v) {
   return {text: v.outcome + (detail ? ': ' + detail : ''), cls: 'warn', title};
 }
 
-// shortKey shortens a key ID in a signer ("key sha256:HEX (file)") to
-// its first 12 hex digits, as commits are shortened.
+// shortKey shortens a signer ("key sha256:HEX (/path/to/cosign.pub)")
+// to the key ID's first 12 hex digits, as commits are shortened, and the
+// key file's name; the title keeps both whole.
 function shortKey(signer) {
-  return signer.replace(/sha256:([0-9a-f]{12})[0-9a-f]{52}/g, 'sha256:$1…');
+  return signer.replace(/sha256:([0-9a-f]{12})[0-9a-f]{52}/g, 'sha256:$1…').replace(/\(([^()]*\/)?([^()/]+)\)$/, '($2)');
 }
