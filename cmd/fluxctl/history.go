@@ -32,7 +32,11 @@ func newHistoryCommand(g *globals) *cobra.Command {
 
 --type keeps one type of event (` + strings.Join(eventTypes, ", ") + `);
 --user keeps the events of users whose name contains it. A multi-line
-message shows its further lines indented under its row.`,
+message shows its further lines indented under its row. A released
+image shows its signature verification where a profile applied
+(fluxd --verify-config): [verified by KEY] or, released with
+--allow-unverified, [UNVERIFIED: why]; -o json gives each change's
+verification (outcome, profiles, digest, detail).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(g.output); err != nil {
