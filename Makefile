@@ -57,8 +57,9 @@ up: deps build static
 
 ## restart-fluxd: stop the demo's fluxd with SIGTERM and start it again on its state
 ## (in a pod: the pod is deleted and the Deployment's next one starts on the same state)
+## (ARGS="--flag=value ...": flags added to the fluxd process's, and kept for the next restart)
 restart-fluxd:
-	@go run ./hack/stack restart-fluxd
+	@go run ./hack/stack restart-fluxd $(ARGS)
 
 ## down: stop everything 'make up' started
 down:

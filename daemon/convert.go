@@ -182,7 +182,11 @@ func eventToProto(ev history.Event) *fluxdv1.Event {
 		Commit: ev.Commit, Error: ev.Error,
 	}
 	for _, c := range ev.Changes {
-		out.Changes = append(out.Changes, &fluxdv1.Change{Service: c.Service, Container: c.Container, From: c.From, To: c.To})
+		pc := &fluxdv1.Change{Service: c.Service, Container: c.Container, From: c.From, To: c.To}
+		if v := c.Verification; v != nil {
+			pc.Verification = &fluxdv1.Verification{Outcome: v.Outcome, Profiles: v.Profiles, Digest: v.Digest, Detail: v.Detail}
+		}
+		out.Changes = append(out.Changes, pc)
 	}
 	return out
 }

@@ -456,7 +456,14 @@ func TestEveryEventKeepsToTheCallersScope(t *testing.T) {
 			continue
 		}
 		ev := history.Event{Instance: "team-a", Type: typ, Services: []string{mine, theirs}, User: "alice", Message: "by alice",
-			Changes: []history.Change{{Service: mine, Container: "app", To: "reg.example/a/web:2"}, {Service: theirs, Container: "app", To: "reg.example/b/secret-api:2"}}}
+			Changes: []history.Change{
+				{Service: mine, Container: "app", To: "reg.example/a/web:2",
+					Verification: &history.Verification{Outcome: "verified", Profiles: []string{"team-a"}, Digest: "sha256:aaaa", Detail: "profile team-a: verified by key sha256:aaaa (/etc/fluxd/team-a.pub)"}},
+				// Team b's verification names its profile, key file and
+				// digest: none of it reaches team a.
+				{Service: theirs, Container: "app", To: "reg.example/b/secret-api:2",
+					Verification: &history.Verification{Outcome: "failed", Profiles: []string{"bsecret-profile"}, Digest: "sha256:bsecret", Detail: "profile bsecret-profile: failed (wrong-key): reason-b"}},
+			}}
 		switch typ {
 		case history.Failed, history.Rollback, history.Cancelled:
 			ev.Error = "rolling out " + theirs + " failed: bsecret-reason"
@@ -521,6 +528,12 @@ func TestEveryEventKeepsToTheCallersScope(t *testing.T) {
 	for _, typ := range history.Types {
 		if len(seen[string(typ)]) == 0 {
 			t.Errorf("team a's viewer sees no %s event; it should see its own part of one", typ)
+		}
+	}
+	// Its own released image keeps its verification.
+	if rel := seen[string(history.Release)]; len(rel) == 1 {
+		if ch := rel[0].GetChanges(); len(ch) != 1 || ch[0].GetVerification().GetOutcome() != "verified" || ch[0].GetVerification().GetDigest() != "sha256:aaaa" {
+			t.Errorf("team a's release shows changes %v; want its own image with its verification", ch)
 		}
 	}
 	if syncs := seen[string(history.Sync)]; len(syncs) != 2 {

@@ -51,6 +51,7 @@
 //	install: Helm chart and guide             helm_test.go, installguide_test.go
 //	docs: the workflow guide runs             docs_test.go
 //	docs: the promotion guide runs            promotionguide_test.go (docs/promotion.md)
+//	docs: the signing guide runs              signingguide_test.go (docs/security.md)
 //	fluxd in a pod, rolling upgrade           fluxdpod_test.go, fluxdupgrade_test.go (real nodes)
 //	real nodes and rollouts                   realnode_test.go, realrollout_test.go (real nodes)
 //	randomized torture suite                  torture_test.go (make torture)

@@ -3,12 +3,15 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/fluxd/fluxd/internal/cosigntest"
@@ -93,7 +96,11 @@ func TestReleaseRefusesUnsignedImages(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := startFaultFluxd(t, "fluxd-verify", dir, nil, "--verify-config="+cfg, "--notify-config="+notifyCfg, "--metrics-listen="+metrics)
+	webAddr, err := localstack.FreeAddr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := startFaultFluxd(t, "fluxd-verify", dir, nil, "--verify-config="+cfg, "--notify-config="+notifyCfg, "--metrics-listen="+metrics, "--web-listen="+webAddr)
 	admin := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["admin"], "USER=ada"}
 	deployer := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=erin"}
 	svc := "default:deployment/" + app
@@ -231,5 +238,51 @@ func TestReleaseRefusesUnsignedImages(t *testing.T) {
 	}
 	if n := metricWith(t, metrics, "fluxd_verify_results_total", `source="memory"`, `outcome="verified"`); n == 0 {
 		t.Error("fluxd_verify_results_total counts no verified result answered from the cache")
+	}
+
+	// The history keeps the released image's verification, as data.
+	out, stderr, code = fluxctl(t, deployer, "history", svc, "-o", "json")
+	var events []struct {
+		Type    string
+		Changes []struct {
+			To           string
+			Verification *struct{ Outcome, Digest, Detail string }
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &events); code != 0 || err != nil {
+		t.Fatalf("history -o json: exit %d, %v\n%s%s", code, err, out, stderr)
+	}
+	var released []string
+	for _, ev := range events {
+		if ev.Type != "release" {
+			continue
+		}
+		for _, c := range ev.Changes {
+			if v := c.Verification; v != nil {
+				released = append(released, c.To+" "+v.Outcome+" "+v.Digest+" "+v.Detail)
+			}
+		}
+	}
+	if wantRel := repo + ":1.3.0 verified " + digestOf(t, ctx, app, "1.3.0") + " profile signed: verified by key " + ci.ID(); len(released) != 1 || !strings.HasPrefix(released[0], wantRel) {
+		t.Errorf("the history's released images with their verification: %q, want one starting %q\n%s", released, wantRel, out)
+	}
+
+	// The status page shows each image's verification, and the released
+	// image's in the service's history.
+	bctx, shot := newBrowser(t, 1400, 1000)
+	browse(t, bctx, "sign in",
+		chromedp.Navigate("http://"+webAddr+"/#/service/"+url.PathEscape(svc)),
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), f.Tokens["deployer"]),
+		chromedp.SendKeys(chromedp.ID("name"), "Erin"),
+		chromedp.KeyEvent(kb.Enter),
+		waitText(`table[aria-label="Images of app"] tr[data-tag="1.3.0"] td.signature`, "verified by key "+ci.ID()[:19]+"…"),
+		waitText(`#history .change .badge.signature`, "verified by key "+ci.ID()[:19]+"…"),
+		shot("service-images-signatures"))
+	sigs := value(t, bctx, chromedp.Evaluate[map[string]string](`Object.fromEntries(Array.from(document.querySelectorAll('table[aria-label="Images of app"] tr[data-tag]')).map((tr) => [tr.dataset.tag, tr.querySelector('td.signature').textContent]))`))
+	for tag, w := range map[string]string{"1.4.0": "unsigned", "1.2.0": "failed: wrong-key", "1.1.0": "unsigned", "1.0.0": "verified by key"} {
+		if !strings.HasPrefix(sigs[tag], w) {
+			t.Errorf("the page's Signature of %s is %q, want %q…", tag, sigs[tag], w)
+		}
 	}
 }

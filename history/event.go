@@ -58,6 +58,28 @@ type Change struct {
 	Container string `json:"container"`
 	From      string `json:"from"`
 	To        string `json:"to"`
+	// Verification is what checking To's signatures found, where a
+	// verification profile applied to it (fluxd --verify-config, or the
+	// workload's fluxd.io/verify annotations); nil where none did, and
+	// for changes recorded by an earlier fluxd. It is kept with the
+	// change (in the event's changes), so a reader sees the
+	// verification of exactly the images it sees.
+	Verification *Verification `json:"verification,omitempty"`
+}
+
+// Verification is one released image's signature verification, as the
+// release's plan found it (release.Verification).
+type Verification struct {
+	// Outcome is "verified", "unsigned", "failed" or "error" (no verdict
+	// could be reached): an image that did not verify was released only
+	// with --allow-unverified.
+	Outcome string `json:"outcome"`
+	// Profiles are the verification profiles required of the image.
+	Profiles []string `json:"profiles,omitempty"`
+	// Digest is the digest verified.
+	Digest string `json:"digest,omitempty"`
+	// Detail says by which signer, profile by profile, or why not.
+	Detail string `json:"detail,omitempty"`
 }
 
 // Event is one recorded action.

@@ -33,6 +33,13 @@ func (ev Event) Clean() Event {
 		changes := make([]Change, len(ev.Changes))
 		for i, c := range ev.Changes {
 			changes[i] = Change{Service: CleanText(c.Service), Container: CleanText(c.Container), From: CleanText(c.From), To: CleanText(c.To)}
+			if v := c.Verification; v != nil {
+				// The detail quotes what a registry and its signatures say.
+				changes[i].Verification = &Verification{Outcome: CleanText(v.Outcome), Digest: CleanText(v.Digest), Detail: CleanText(v.Detail)}
+				for _, p := range v.Profiles {
+					changes[i].Verification.Profiles = append(changes[i].Verification.Profiles, CleanText(p))
+				}
+			}
 		}
 		ev.Changes = changes
 	}

@@ -46,7 +46,8 @@ func event(instance string, spec Spec, plan *Plan, typ history.Type, start time.
 		}
 		ev.Services = append(ev.Services, it.Service.String())
 		for _, u := range it.Updates {
-			ev.Changes = append(ev.Changes, history.Change{Service: it.Service.String(), Container: u.Container, From: u.Current, To: u.Target})
+			ev.Changes = append(ev.Changes, history.Change{Service: it.Service.String(), Container: u.Container, From: u.Current, To: u.Target,
+				Verification: u.Verification.record()})
 		}
 	}
 	return ev
@@ -120,4 +121,13 @@ func AutomatedMessage(items []Item) string {
 		targets = append(targets, it.Service.String()+" "+strings.Join(us, ", "))
 	}
 	return "automated release of " + strings.Join(targets, "; ")
+}
+
+// record is the verification as the history keeps it with the change,
+// or nil where no profile applied.
+func (v Verification) record() *history.Verification {
+	if v.Outcome == "" || v.Outcome == VerifyNotRequired {
+		return nil
+	}
+	return &history.Verification{Outcome: v.Outcome, Profiles: v.Profiles, Digest: v.Digest, Detail: v.Detail}
 }

@@ -222,8 +222,15 @@ func TestReleaseByHandOfAnUnverifiedImage(t *testing.T) {
 	if !strings.Contains(msg, "hotfix\n\nReleased unverified with --allow-unverified: default:deployment/s app=reg/app:1.3.0 (failed: profile signed: failed (wrong-key)") {
 		t.Errorf("the commit message does not record the unverified release:\n%s", msg)
 	}
-	if ev := event("inst", spec, p, history.Release, time.Now()); !strings.Contains(ev.Message, "Released unverified with --allow-unverified") {
+	ev := event("inst", spec, p, history.Release, time.Now())
+	if !strings.Contains(ev.Message, "Released unverified with --allow-unverified") {
 		t.Errorf("the history event's message does not record it: %q", ev.Message)
+	}
+	want := []history.Change{{Service: "default:deployment/s", Container: "app", From: "reg/app:1.0.0", To: "reg/app:1.3.0",
+		Verification: &history.Verification{Outcome: VerifyFailed, Profiles: []string{"signed"}, Digest: dg('4'),
+			Detail: "profile signed: failed (wrong-key): 1 signature(s), none by the key(s) of profile \"signed\""}}}
+	if d := cmp.Diff(want, ev.Changes); d != "" {
+		t.Errorf("the history event's changes (-want +got): the failed verification is kept with the change\n%s", d)
 	}
 }
 
@@ -291,7 +298,8 @@ func TestExecuteVerifiesOutsideTheGitLock(t *testing.T) {
 	}
 	repo := &recRepo{dirRepo: dirRepo{dir}}
 	cluster := &recCluster{workloads: []platform.Workload{{ID: id("s")}}, applied: map[platform.ID]string{}}
-	e := NewEngine(repo, verifyImages(), cluster, &recRecorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	rec := &recRecorder{}
+	e := NewEngine(repo, verifyImages(), cluster, rec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	v := &fakeVerifier{repos: map[string]bool{"reg/app": true}, outcomes: map[string]verify.Outcome{dg('3'): verify.Verified}}
 	e.SetVerifier(v)
 	res, err := e.Execute(context.Background(), "inst", Spec{Services: []platform.ID{id("s")}, AllLatest: true, User: "automator", Automated: true}, history.AutomatedRelease, ExecOptions{})
@@ -306,6 +314,19 @@ func TestExecuteVerifiesOutsideTheGitLock(t *testing.T) {
 	}
 	if res.Commit == "" || v.checks() != 2 {
 		t.Errorf("commit %q after %d verifications (%v); want one commit, 2 verifications", res.Commit, v.checks(), v.checked)
+	}
+	// The history row keeps the released image's verification with its
+	// change, as data.
+	var changes []history.Change
+	for _, ev := range rec.events {
+		if ev.Type == history.AutomatedRelease {
+			changes = append(changes, ev.Changes...)
+		}
+	}
+	want := []history.Change{{Service: "default:deployment/s", Container: "app", From: "reg/app:1.0.0", To: "reg/app:1.2.0",
+		Verification: &history.Verification{Outcome: "verified", Profiles: []string{"signed"}, Digest: dg('3'), Detail: "profile signed: verified by key sha256:ci (ci.pub)"}}}
+	if d := cmp.Diff(want, changes); d != "" {
+		t.Errorf("the history's changes (-want +got)\n%s", d)
 	}
 }
 

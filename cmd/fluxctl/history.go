@@ -32,7 +32,11 @@ func newHistoryCommand(g *globals) *cobra.Command {
 
 --type keeps one type of event (` + strings.Join(eventTypes, ", ") + `);
 --user keeps the events of users whose name contains it. A multi-line
-message shows its further lines indented under its row.`,
+message shows its further lines indented under its row. A released
+image shows its signature verification where a profile applied
+(fluxd --verify-config): [verified by KEY] or, released with
+--allow-unverified, [UNVERIFIED: why]; -o json gives each change's
+verification (outcome, profiles, digest, detail).`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkOutput(g.output); err != nil {
@@ -107,6 +111,36 @@ type changeJSON struct {
 	Container string `json:"container"`
 	From      string `json:"from"`
 	To        string `json:"to"`
+	// Verification is what checking To's signatures found, where a
+	// verification profile applied to it (as list-images' images have).
+	Verification *verificationJSON `json:"verification,omitempty"`
+}
+
+// changeToJSON is a recorded change as -o json shows it.
+func changeToJSON(ch *fluxdv1.Change) changeJSON {
+	out := changeJSON{Service: ch.GetService(), Container: ch.GetContainer(), From: ch.GetFrom(), To: ch.GetTo()}
+	if v := ch.GetVerification(); v != nil {
+		out.Verification = &verificationJSON{Outcome: v.GetOutcome(), Profiles: v.GetProfiles(), Digest: v.GetDigest(), Detail: v.GetDetail()}
+	}
+	return out
+}
+
+// changeVerification is a released image's verification in a history
+// line: "verified by SIGNER", or "UNVERIFIED: why" for an image released
+// with --allow-unverified; "" where no profile applied.
+func changeVerification(ch *fluxdv1.Change) string {
+	v := changeToJSON(ch).Verification
+	if v == nil || v.Outcome == "not-required" {
+		return ""
+	}
+	cell := verifiedCell(v)
+	if v.Outcome == "verified" {
+		if by, ok := strings.CutPrefix(cell, "verified ("); ok {
+			return "verified by " + strings.TrimSuffix(by, ")")
+		}
+		return cell
+	}
+	return "UNVERIFIED: " + cell
 }
 
 func runHistory(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, q historyQuery, output string, now time.Time) error {
@@ -130,7 +164,7 @@ func runHistory(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, q
 				ej.Services = []string{}
 			}
 			for _, ch := range ev.GetChanges() {
-				ej.Changes = append(ej.Changes, changeJSON{ch.GetService(), ch.GetContainer(), ch.GetFrom(), ch.GetTo()})
+				ej.Changes = append(ej.Changes, changeToJSON(ch))
 			}
 			out = append(out, ej)
 		}
@@ -164,7 +198,11 @@ func runHistory(ctx context.Context, w io.Writer, c fluxdv1.FluxServiceClient, q
 func describe(ev *fluxdv1.Event) string {
 	var parts []string
 	for _, ch := range ev.GetChanges() {
-		parts = append(parts, fmt.Sprintf("%s %s: %s -> %s", ch.GetService(), ch.GetContainer(), ch.GetFrom(), shortTarget(ch.GetFrom(), ch.GetTo())))
+		part := fmt.Sprintf("%s %s: %s -> %s", ch.GetService(), ch.GetContainer(), ch.GetFrom(), shortTarget(ch.GetFrom(), ch.GetTo()))
+		if v := changeVerification(ch); v != "" {
+			part += " [" + v + "]"
+		}
+		parts = append(parts, part)
 	}
 	if len(parts) == 0 {
 		parts = append(parts, strings.Join(ev.GetServices(), ", "))

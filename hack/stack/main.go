@@ -3,7 +3,7 @@
 // module root: state, logs, PID files and the env file to source.
 //
 //	go run ./hack/stack up   BIN_DIR FLUXD_BINARY   (DB=postgres: fluxd on a PostgreSQL server the stack starts)
-//	go run ./hack/stack restart-fluxd
+//	go run ./hack/stack restart-fluxd [--flag=value ...]   (flags added to fluxd's, and kept)
 //	go run ./hack/stack down
 package main
 
@@ -34,10 +34,10 @@ func main() {
 		err = up(ctx, os.Args[2], os.Args[3])
 	case len(os.Args) == 2 && os.Args[1] == "down":
 		err = down()
-	case len(os.Args) == 2 && os.Args[1] == "restart-fluxd":
-		err = restartFluxd(ctx)
+	case len(os.Args) >= 2 && os.Args[1] == "restart-fluxd":
+		err = restartFluxd(ctx, os.Args[2:]...)
 	default:
-		err = fmt.Errorf("usage: stack up BIN_DIR FLUXD_BINARY | stack restart-fluxd | stack down")
+		err = fmt.Errorf("usage: stack up BIN_DIR FLUXD_BINARY | stack restart-fluxd [--flag=value ...] | stack down")
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "stack:", err)
@@ -231,8 +231,10 @@ with: make down
 }
 
 // restartFluxd stops the demo's fluxd (SIGTERM) if it runs and starts it
-// again on its state: a job it was running is taken over.
-func restartFluxd(ctx context.Context) error {
+// again on its state: a job it was running is taken over. Flags given
+// are added to its command line (a flag of the same name replaced), and
+// kept for the next restart.
+func restartFluxd(ctx context.Context, flags ...string) error {
 	dir, err := stateDir()
 	if err != nil {
 		return err
@@ -250,6 +252,9 @@ func restartFluxd(ctx context.Context) error {
 	}
 	start := time.Now()
 	if ns := localstack.FluxdPodNamespace(dir); ns != "" {
+		if len(flags) > 0 {
+			return fmt.Errorf("fluxd runs in a pod on the real node, whose flags are its Deployment's: ARGS (%s) is for a fluxd process; start the demo with FLUXD_STACK_REAL_NODE=0 make up, or edit the Deployment (kubectl -n %s edit deployment)", strings.Join(flags, " "), ns)
+		}
 		pod, err := localstack.RestartFluxdPod(ctx, dir, ns)
 		if err != nil {
 			return err
@@ -258,7 +263,7 @@ func restartFluxd(ctx context.Context) error {
 			pod, time.Since(start).Round(100*time.Millisecond), ns, pod)
 		return nil
 	}
-	addr, err := localstack.RestartFluxd(ctx, dir)
+	addr, err := localstack.RestartFluxdWith(ctx, dir, flags)
 	if err != nil {
 		return err
 	}

@@ -52,6 +52,7 @@ func Run(t *testing.T, f Factory) {
 		{"JobLogKeptAndKeyedByInstance", testJobLog},
 		{"Export", testExport},
 		{"SyncDetailKept", testSyncDetail},
+		{"ReleaseVerificationKept", testReleaseVerification},
 		{"Ping", testPing},
 		{"OutboxWithRecord", testOutboxWithRecord},
 		{"OutboxCursors", testOutboxCursors},
@@ -741,5 +742,63 @@ func testSyncDetail(t *testing.T, f Factory) {
 	}
 	if !cmp.Equal(d, exported) {
 		t.Errorf("the export holds %+v, want %+v", exported, d)
+	}
+}
+
+// A release keeps each released image's signature verification with its
+// change, as data: read back, in its notice and in the export alike; a
+// reader who sees one of the services sees only that service's images
+// and their verifications.
+func testReleaseVerification(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, reopen := open(t, f)
+	at := time.Unix(1700000000, 0)
+	signed := &history.Verification{Outcome: "verified", Profiles: []string{"signed"}, Digest: "sha256:aaaa",
+		Detail: "profile signed: verified by key sha256:1234 (/etc/fluxd/cosign.pub)"}
+	unsigned := &history.Verification{Outcome: "unsigned", Profiles: []string{"signed", "sbom"}, Digest: "sha256:bbbb",
+		Detail: "profile signed: unsigned: no cosign signature for sha256:bbbb"}
+	ev := history.Event{Instance: "team", Type: history.Release, User: "ops", Services: []string{"a:deployment/web", "b:deployment/api"},
+		Message: "Released unverified with --allow-unverified: b:deployment/api api=r/api:2", Commit: "abc",
+		Changes: []history.Change{
+			{Service: "a:deployment/web", Container: "web", From: "r/web:1", To: "r/web:2", Verification: signed},
+			{Service: "b:deployment/api", Container: "api", From: "r/api:1", To: "r/api:2", Verification: unsigned},
+			{Service: "b:deployment/api", Container: "sidecar", From: "r/side:1", To: "r/side:2"},
+		},
+		StartedAt: at, EndedAt: at}
+	ev.ID = record(t, s, ev)
+	s = reopen()
+	t.Cleanup(func() { s.Close() })
+	got, err := s.Events(ctx, "team", history.Query{Service: "a:deployment/web"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 {
+		t.Fatalf("events = %+v; want the release", got)
+	}
+	if diff := cmp.Diff(ev, got[0], equalTimes); diff != "" {
+		t.Errorf("the release read back (-want +got):\n%s", diff)
+	}
+	ns, err := s.Notices(ctx, 0, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ns) != 1 || !cmp.Equal(ev.Changes, ns[0].Event.Changes) {
+		t.Errorf("the release's notice holds %+v, want its changes %+v", ns, ev.Changes)
+	}
+	var exported []history.Change
+	if err := s.EachEvent(ctx, func(e history.Event) error {
+		if e.ID == ev.ID {
+			exported = e.Changes
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(ev.Changes, exported); diff != "" {
+		t.Errorf("the export's changes (-want +got):\n%s", diff)
+	}
+	seen, ok := got[0].For(&history.View{Service: func(id string) bool { return id == "a:deployment/web" }})
+	if want := ev.Changes[:1]; !ok || !cmp.Equal(want, seen.Changes) {
+		t.Errorf("a reader of a:deployment/web sees %+v (%v); want only its own image and verification %+v", seen.Changes, ok, want)
 	}
 }

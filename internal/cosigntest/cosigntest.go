@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
 	"strings"
@@ -37,6 +38,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
 	"github.com/sigstore/sigstore/pkg/signature"
 	"github.com/sigstore/sigstore/pkg/signature/dsse"
 	"github.com/sigstore/sigstore/pkg/signature/payload"
@@ -63,6 +65,7 @@ const (
 
 // Signer is a cosign key pair.
 type Signer struct {
+	key *ecdsa.PrivateKey
 	sv  *signature.ECDSASignerVerifier
 	der []byte
 }
@@ -73,6 +76,42 @@ func NewSigner() (*Signer, error) {
 	if err != nil {
 		return nil, err
 	}
+	return signerOf(k)
+}
+
+// LoadSigner reads a private key as 'cosign generate-key-pair' writes it
+// (PEM "ENCRYPTED SIGSTORE PRIVATE KEY", or cosign's older "ENCRYPTED
+// COSIGN PRIVATE KEY", encrypted with password), or an unencrypted PEM
+// EC private key.
+func LoadSigner(path string, password []byte) (*Signer, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	k, err := cryptoutils.UnmarshalPEMToPrivateKey(b, cryptoutils.StaticPasswordFunc(password))
+	if err != nil {
+		return nil, fmt.Errorf("reading the private key %s: %w (a wrong password?)", path, err)
+	}
+	ec, ok := k.(*ecdsa.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("the private key %s is a %T; only ECDSA keys (cosign's default) are supported", path, k)
+	}
+	return signerOf(ec)
+}
+
+// WritePrivateKey writes the private half as 'cosign generate-key-pair'
+// writes cosign.key: PKCS #8, encrypted with password (scrypt and
+// secretbox, sigstore's cryptoutils), PEM "ENCRYPTED SIGSTORE PRIVATE
+// KEY".
+func (s *Signer) WritePrivateKey(path string, password []byte) error {
+	der, err := cryptoutils.MarshalPrivateKeyToEncryptedDER(s.key, cryptoutils.StaticPasswordFunc(password))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: string(cryptoutils.EncryptedSigstorePrivateKeyPEMType), Bytes: der}), 0o600)
+}
+
+func signerOf(k *ecdsa.PrivateKey) (*Signer, error) {
 	sv, err := signature.LoadECDSASignerVerifier(k, crypto.SHA256)
 	if err != nil {
 		return nil, err
@@ -81,7 +120,7 @@ func NewSigner() (*Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Signer{sv: sv, der: der}, nil
+	return &Signer{key: k, sv: sv, der: der}, nil
 }
 
 // ID is the public key's ID as verify names it: sha256: and the hex

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -32,11 +33,28 @@ func RecordFluxd(dir string, pid int) error {
 // the same command line, so the same address, tokens and state, detached
 // like the rest of the stack. It returns the API address.
 func RestartFluxd(ctx context.Context, dir string) (string, error) {
+	return RestartFluxdWith(ctx, dir, nil)
+}
+
+// RestartFluxdWith is RestartFluxd with flags added to the recorded
+// command line ("--name=value"; one of the same name replaces the
+// recorded one), which is recorded in turn: a later restart keeps them.
+// 'make restart-fluxd ARGS=--verify-config=...' restarts the demo's
+// fluxd with a flag 'make up' does not give it.
+func RestartFluxdWith(ctx context.Context, dir string, extra []string) (string, error) {
 	b, err := os.ReadFile(filepath.Join(dir, fluxdCmdline))
 	if err != nil {
 		return "", fmt.Errorf("the stack under %s has no recorded fluxd (start it with 'make up'): %w", dir, err)
 	}
-	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	args, err := withFlags(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"), extra)
+	if err != nil {
+		return "", err
+	}
+	if len(extra) > 0 {
+		if err := os.WriteFile(filepath.Join(dir, fluxdCmdline), []byte(strings.Join(args, "\x00")+"\x00"), 0o600); err != nil {
+			return "", err
+		}
+	}
 	if pids, err := readPIDs(dir); err == nil && alive(pids["fluxd"]) {
 		stopPID(pids["fluxd"], 30*time.Second)
 	}
@@ -67,6 +85,21 @@ func RestartFluxd(ctx context.Context, dir string) (string, error) {
 		return "", err
 	}
 	return addr, nil
+}
+
+// withFlags is the command line args with extra's flags ("--name=value")
+// added, each replacing the flags of its name in args.
+func withFlags(args, extra []string) ([]string, error) {
+	args = slices.Clone(args)
+	for _, e := range extra {
+		flagName, _, ok := strings.Cut(e, "=")
+		if !strings.HasPrefix(flagName, "--") || len(flagName) == 2 || !ok {
+			return nil, fmt.Errorf("%q: give each flag as --name=value", e)
+		}
+		args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, flagName+"=") })
+		args = append(args, e)
+	}
+	return args, nil
 }
 
 // OnlyFluxdDown reports whether every component of the stack under dir

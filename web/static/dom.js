@@ -1,6 +1,7 @@
 // dom.js: building elements (never from HTML: every text from the API is
 // set as text), links and error boxes, and the labels narrow screens need.
 
+import {signature} from './format.js';
 import {S} from './state.js';
 
 // el builds an element: el('td', {class: 'x', 'aria-label': 'y'}, child, 'text', ...).
@@ -34,6 +35,12 @@ export function commitLink(c) {
 
 export function serviceLink(id) { return el('a', {href: '#/service/' + encodeURIComponent(id)}, id); }
 
+// signatureBadge is an image's signature verification as a badge, or ''
+// where no verification profile applies.
+export function signatureBadge(v) {
+  const s = signature(v);
+  return s ? el('span', {class: 'badge signature ' + s.cls, title: s.title, 'data-outcome': v.outcome}, s.text) : '';
+}
 export function errorBox(e) { return el('p', {class: 'error', role: 'alert'}, e.message || String(e)); }
 
 // On a narrow screen the tables reflow into cards (style.css); each cell

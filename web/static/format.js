@@ -23,3 +23,38 @@ const stateWords = {JOB_STATE_QUEUED: 'queued', JOB_STATE_RUNNING: 'running', JO
 export function stateWord(s) { return stateWords[s] || s; }
 export function final(s) { return s === 'JOB_STATE_SUCCEEDED' || s === 'JOB_STATE_FAILED' || s === 'JOB_STATE_CANCELLED'; }
 export function stateClass(s) { return {JOB_STATE_SUCCEEDED: 'ok', JOB_STATE_FAILED: 'bad', JOB_STATE_CANCELLED: 'warn'}[s] || 'run'; }
+
+// signature is an image's signature verification in words (the API's
+// Verification: outcome, profiles, digest, detail), or null where no
+// verification profile applies: text for a badge, its class, and the
+// whole detail for its title. The detail reads "profile P: verified by
+// SIGNER; profile Q: ..." or "profile P: failed (REASON): why".
+export function signature(v) {
+  if (!v || !v.outcome || v.outcome === 'not-required') return null;
+  const detail = v.detail || '';
+  const title = [detail, v.digest ? 'at ' + v.digest : ''].filter(Boolean).join(' ');
+  const parts = detail.split('; ');
+  switch (v.outcome) {
+    case 'verified': {
+      const by = parts.map((p) => p.split(': verified by ')[1]).filter(Boolean).map(shortKey);
+      return {text: by.length ? 'verified by ' + by.join('; ') : 'verified', cls: 'ok', title};
+    }
+    case 'unsigned':
+      return {text: 'unsigned', cls: 'bad', title};
+    case 'failed': {
+      const last = parts[parts.length - 1];
+      const m = /: failed \(([^)]*)\): (.*)$/.exec(last);
+      return {text: 'failed: ' + (m ? m[1] : last), cls: 'bad', title};
+    }
+    case 'unchecked':
+      return {text: 'not checked yet', cls: 'muted', title: title || 'its digest is not read yet'};
+  }
+  return {text: v.outcome + (detail ? ': ' + detail : ''), cls: 'warn', title};
+}
+
+// shortKey shortens a signer ("key sha256:HEX (/path/to/cosign.pub)")
+// to the key ID's first 12 hex digits, as commits are shortened, and the
+// key file's name; the title keeps both whole.
+function shortKey(signer) {
+  return signer.replace(/sha256:([0-9a-f]{12})[0-9a-f]{52}/g, 'sha256:$1…').replace(/\(([^()]*\/)?([^()/]+)\)$/, '($2)');
+}

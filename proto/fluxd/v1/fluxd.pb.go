@@ -3215,11 +3215,15 @@ func (x *SetPolicyResponse) GetCommit() string {
 }
 
 type Change struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Service       string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
-	Container     string                 `protobuf:"bytes,2,opt,name=container,proto3" json:"container,omitempty"`
-	From          string                 `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
-	To            string                 `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Service   string                 `protobuf:"bytes,1,opt,name=service,proto3" json:"service,omitempty"`
+	Container string                 `protobuf:"bytes,2,opt,name=container,proto3" json:"container,omitempty"`
+	From      string                 `protobuf:"bytes,3,opt,name=from,proto3" json:"from,omitempty"`
+	To        string                 `protobuf:"bytes,4,opt,name=to,proto3" json:"to,omitempty"`
+	// verification is what checking the released image's signatures
+	// found, where a verification profile applied to it; unset where none
+	// did (and for releases recorded by an earlier fluxd).
+	Verification  *Verification `protobuf:"bytes,5,opt,name=verification,proto3" json:"verification,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3280,6 +3284,13 @@ func (x *Change) GetTo() string {
 		return x.To
 	}
 	return ""
+}
+
+func (x *Change) GetVerification() *Verification {
+	if x != nil {
+		return x.Verification
+	}
+	return nil
 }
 
 type Event struct {
@@ -6231,12 +6242,13 @@ const file_fluxd_v1_fluxd_proto_rawDesc = "" +
 	"_tag_orderB\x11\n" +
 	"\x0f_tag_prerelease\"+\n" +
 	"\x11SetPolicyResponse\x12\x16\n" +
-	"\x06commit\x18\x01 \x01(\tR\x06commit\"d\n" +
+	"\x06commit\x18\x01 \x01(\tR\x06commit\"\xa0\x01\n" +
 	"\x06Change\x12\x18\n" +
 	"\aservice\x18\x01 \x01(\tR\aservice\x12\x1c\n" +
 	"\tcontainer\x18\x02 \x01(\tR\tcontainer\x12\x12\n" +
 	"\x04from\x18\x03 \x01(\tR\x04from\x12\x0e\n" +
-	"\x02to\x18\x04 \x01(\tR\x02to\"\xc1\x02\n" +
+	"\x02to\x18\x04 \x01(\tR\x02to\x12:\n" +
+	"\fverification\x18\x05 \x01(\v2\x16.fluxd.v1.VerificationR\fverification\"\xc1\x02\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x1a\n" +
 	"\bservices\x18\x02 \x03(\tR\bservices\x12\x12\n" +
@@ -6648,97 +6660,98 @@ var file_fluxd_v1_fluxd_proto_depIdxs = []int32{
 	89, // 34: fluxd.v1.JobLogLine.time:type_name -> google.protobuf.Timestamp
 	37, // 35: fluxd.v1.GetJobLogResponse.lines:type_name -> fluxd.v1.JobLogLine
 	88, // 36: fluxd.v1.SetPolicyRequest.tag_filters:type_name -> fluxd.v1.SetPolicyRequest.TagFiltersEntry
-	89, // 37: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
-	89, // 38: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
-	49, // 39: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
-	89, // 40: fluxd.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
-	89, // 41: fluxd.v1.HistoryRequest.until:type_name -> google.protobuf.Timestamp
-	50, // 42: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
-	89, // 43: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
-	57, // 44: fluxd.v1.SyncResponse.objects:type_name -> fluxd.v1.SyncObject
-	89, // 45: fluxd.v1.OwnedResource.created_at:type_name -> google.protobuf.Timestamp
-	89, // 46: fluxd.v1.Pod.created_at:type_name -> google.protobuf.Timestamp
-	61, // 47: fluxd.v1.Pod.containers:type_name -> fluxd.v1.PodContainer
-	89, // 48: fluxd.v1.ResourceEvent.last_seen:type_name -> google.protobuf.Timestamp
-	60, // 49: fluxd.v1.GetResourcesResponse.owned:type_name -> fluxd.v1.OwnedResource
-	62, // 50: fluxd.v1.GetResourcesResponse.pods:type_name -> fluxd.v1.Pod
-	63, // 51: fluxd.v1.GetResourcesResponse.events:type_name -> fluxd.v1.ResourceEvent
-	69, // 52: fluxd.v1.ListPipelinesResponse.pipelines:type_name -> fluxd.v1.Pipeline
-	89, // 53: fluxd.v1.BundleRecord.created:type_name -> google.protobuf.Timestamp
-	89, // 54: fluxd.v1.BundleRecord.since:type_name -> google.protobuf.Timestamp
-	89, // 55: fluxd.v1.BundleRecord.rolled_out:type_name -> google.protobuf.Timestamp
-	89, // 56: fluxd.v1.BundleRecord.soak_until:type_name -> google.protobuf.Timestamp
-	89, // 57: fluxd.v1.StagePause.since:type_name -> google.protobuf.Timestamp
-	72, // 58: fluxd.v1.StageStatus.current:type_name -> fluxd.v1.BundleRecord
-	72, // 59: fluxd.v1.StageStatus.waiting:type_name -> fluxd.v1.BundleRecord
-	73, // 60: fluxd.v1.StageStatus.paused:type_name -> fluxd.v1.StagePause
-	74, // 61: fluxd.v1.ListStagesResponse.stages:type_name -> fluxd.v1.StageStatus
-	89, // 62: fluxd.v1.BundleStatus.created:type_name -> google.protobuf.Timestamp
-	77, // 63: fluxd.v1.BundleStatus.images:type_name -> fluxd.v1.BundleImage
-	72, // 64: fluxd.v1.BundleStatus.records:type_name -> fluxd.v1.BundleRecord
-	78, // 65: fluxd.v1.ListBundlesResponse.bundles:type_name -> fluxd.v1.BundleStatus
-	1,  // 66: fluxd.v1.PromoteRequest.kind:type_name -> fluxd.v1.ReleaseKind
-	24, // 67: fluxd.v1.PromoteResponse.plan:type_name -> fluxd.v1.Plan
-	72, // 68: fluxd.v1.ApproveResponse.record:type_name -> fluxd.v1.BundleRecord
-	3,  // 69: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
-	4,  // 70: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
-	11, // 71: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
-	14, // 72: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
-	20, // 73: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
-	27, // 74: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
-	29, // 75: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
-	32, // 76: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
-	34, // 77: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
-	36, // 78: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
-	39, // 79: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
-	41, // 80: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
-	43, // 81: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
-	45, // 82: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
-	47, // 83: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
-	51, // 84: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
-	53, // 85: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
-	56, // 86: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
-	59, // 87: fluxd.v1.FluxService.GetResources:input_type -> fluxd.v1.GetResourcesRequest
-	65, // 88: fluxd.v1.FluxService.GetPodLog:input_type -> fluxd.v1.GetPodLogRequest
-	67, // 89: fluxd.v1.FluxService.GetManifest:input_type -> fluxd.v1.GetManifestRequest
-	70, // 90: fluxd.v1.FluxService.ListPipelines:input_type -> fluxd.v1.ListPipelinesRequest
-	75, // 91: fluxd.v1.FluxService.ListStages:input_type -> fluxd.v1.ListStagesRequest
-	79, // 92: fluxd.v1.FluxService.ListBundles:input_type -> fluxd.v1.ListBundlesRequest
-	81, // 93: fluxd.v1.FluxService.Promote:input_type -> fluxd.v1.PromoteRequest
-	83, // 94: fluxd.v1.FluxService.Approve:input_type -> fluxd.v1.ApproveRequest
-	85, // 95: fluxd.v1.FluxService.ResumeStage:input_type -> fluxd.v1.ResumeStageRequest
-	6,  // 96: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
-	5,  // 97: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
-	12, // 98: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
-	18, // 99: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
-	25, // 100: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
-	28, // 101: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
-	31, // 102: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
-	33, // 103: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
-	35, // 104: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
-	38, // 105: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
-	40, // 106: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
-	42, // 107: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
-	44, // 108: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
-	46, // 109: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
-	48, // 110: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
-	52, // 111: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
-	55, // 112: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
-	58, // 113: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
-	64, // 114: fluxd.v1.FluxService.GetResources:output_type -> fluxd.v1.GetResourcesResponse
-	66, // 115: fluxd.v1.FluxService.GetPodLog:output_type -> fluxd.v1.GetPodLogResponse
-	68, // 116: fluxd.v1.FluxService.GetManifest:output_type -> fluxd.v1.GetManifestResponse
-	71, // 117: fluxd.v1.FluxService.ListPipelines:output_type -> fluxd.v1.ListPipelinesResponse
-	76, // 118: fluxd.v1.FluxService.ListStages:output_type -> fluxd.v1.ListStagesResponse
-	80, // 119: fluxd.v1.FluxService.ListBundles:output_type -> fluxd.v1.ListBundlesResponse
-	82, // 120: fluxd.v1.FluxService.Promote:output_type -> fluxd.v1.PromoteResponse
-	84, // 121: fluxd.v1.FluxService.Approve:output_type -> fluxd.v1.ApproveResponse
-	86, // 122: fluxd.v1.FluxService.ResumeStage:output_type -> fluxd.v1.ResumeStageResponse
-	96, // [96:123] is the sub-list for method output_type
-	69, // [69:96] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	22, // 37: fluxd.v1.Change.verification:type_name -> fluxd.v1.Verification
+	89, // 38: fluxd.v1.Event.started_at:type_name -> google.protobuf.Timestamp
+	89, // 39: fluxd.v1.Event.ended_at:type_name -> google.protobuf.Timestamp
+	49, // 40: fluxd.v1.Event.changes:type_name -> fluxd.v1.Change
+	89, // 41: fluxd.v1.HistoryRequest.since:type_name -> google.protobuf.Timestamp
+	89, // 42: fluxd.v1.HistoryRequest.until:type_name -> google.protobuf.Timestamp
+	50, // 43: fluxd.v1.HistoryResponse.events:type_name -> fluxd.v1.Event
+	89, // 44: fluxd.v1.ImageNotification.at:type_name -> google.protobuf.Timestamp
+	57, // 45: fluxd.v1.SyncResponse.objects:type_name -> fluxd.v1.SyncObject
+	89, // 46: fluxd.v1.OwnedResource.created_at:type_name -> google.protobuf.Timestamp
+	89, // 47: fluxd.v1.Pod.created_at:type_name -> google.protobuf.Timestamp
+	61, // 48: fluxd.v1.Pod.containers:type_name -> fluxd.v1.PodContainer
+	89, // 49: fluxd.v1.ResourceEvent.last_seen:type_name -> google.protobuf.Timestamp
+	60, // 50: fluxd.v1.GetResourcesResponse.owned:type_name -> fluxd.v1.OwnedResource
+	62, // 51: fluxd.v1.GetResourcesResponse.pods:type_name -> fluxd.v1.Pod
+	63, // 52: fluxd.v1.GetResourcesResponse.events:type_name -> fluxd.v1.ResourceEvent
+	69, // 53: fluxd.v1.ListPipelinesResponse.pipelines:type_name -> fluxd.v1.Pipeline
+	89, // 54: fluxd.v1.BundleRecord.created:type_name -> google.protobuf.Timestamp
+	89, // 55: fluxd.v1.BundleRecord.since:type_name -> google.protobuf.Timestamp
+	89, // 56: fluxd.v1.BundleRecord.rolled_out:type_name -> google.protobuf.Timestamp
+	89, // 57: fluxd.v1.BundleRecord.soak_until:type_name -> google.protobuf.Timestamp
+	89, // 58: fluxd.v1.StagePause.since:type_name -> google.protobuf.Timestamp
+	72, // 59: fluxd.v1.StageStatus.current:type_name -> fluxd.v1.BundleRecord
+	72, // 60: fluxd.v1.StageStatus.waiting:type_name -> fluxd.v1.BundleRecord
+	73, // 61: fluxd.v1.StageStatus.paused:type_name -> fluxd.v1.StagePause
+	74, // 62: fluxd.v1.ListStagesResponse.stages:type_name -> fluxd.v1.StageStatus
+	89, // 63: fluxd.v1.BundleStatus.created:type_name -> google.protobuf.Timestamp
+	77, // 64: fluxd.v1.BundleStatus.images:type_name -> fluxd.v1.BundleImage
+	72, // 65: fluxd.v1.BundleStatus.records:type_name -> fluxd.v1.BundleRecord
+	78, // 66: fluxd.v1.ListBundlesResponse.bundles:type_name -> fluxd.v1.BundleStatus
+	1,  // 67: fluxd.v1.PromoteRequest.kind:type_name -> fluxd.v1.ReleaseKind
+	24, // 68: fluxd.v1.PromoteResponse.plan:type_name -> fluxd.v1.Plan
+	72, // 69: fluxd.v1.ApproveResponse.record:type_name -> fluxd.v1.BundleRecord
+	3,  // 70: fluxd.v1.FluxService.Version:input_type -> fluxd.v1.VersionRequest
+	4,  // 71: fluxd.v1.FluxService.Identity:input_type -> fluxd.v1.IdentityRequest
+	11, // 72: fluxd.v1.FluxService.ListServices:input_type -> fluxd.v1.ListServicesRequest
+	14, // 73: fluxd.v1.FluxService.ListImages:input_type -> fluxd.v1.ListImagesRequest
+	20, // 74: fluxd.v1.FluxService.Release:input_type -> fluxd.v1.ReleaseRequest
+	27, // 75: fluxd.v1.FluxService.GetJob:input_type -> fluxd.v1.GetJobRequest
+	29, // 76: fluxd.v1.FluxService.WatchJob:input_type -> fluxd.v1.WatchJobRequest
+	32, // 77: fluxd.v1.FluxService.CancelJob:input_type -> fluxd.v1.CancelJobRequest
+	34, // 78: fluxd.v1.FluxService.ListJobs:input_type -> fluxd.v1.ListJobsRequest
+	36, // 79: fluxd.v1.FluxService.GetJobLog:input_type -> fluxd.v1.GetJobLogRequest
+	39, // 80: fluxd.v1.FluxService.Automate:input_type -> fluxd.v1.AutomateRequest
+	41, // 81: fluxd.v1.FluxService.Deautomate:input_type -> fluxd.v1.DeautomateRequest
+	43, // 82: fluxd.v1.FluxService.Lock:input_type -> fluxd.v1.LockRequest
+	45, // 83: fluxd.v1.FluxService.Unlock:input_type -> fluxd.v1.UnlockRequest
+	47, // 84: fluxd.v1.FluxService.SetPolicy:input_type -> fluxd.v1.SetPolicyRequest
+	51, // 85: fluxd.v1.FluxService.History:input_type -> fluxd.v1.HistoryRequest
+	53, // 86: fluxd.v1.FluxService.NotifyImage:input_type -> fluxd.v1.NotifyImageRequest
+	56, // 87: fluxd.v1.FluxService.Sync:input_type -> fluxd.v1.SyncRequest
+	59, // 88: fluxd.v1.FluxService.GetResources:input_type -> fluxd.v1.GetResourcesRequest
+	65, // 89: fluxd.v1.FluxService.GetPodLog:input_type -> fluxd.v1.GetPodLogRequest
+	67, // 90: fluxd.v1.FluxService.GetManifest:input_type -> fluxd.v1.GetManifestRequest
+	70, // 91: fluxd.v1.FluxService.ListPipelines:input_type -> fluxd.v1.ListPipelinesRequest
+	75, // 92: fluxd.v1.FluxService.ListStages:input_type -> fluxd.v1.ListStagesRequest
+	79, // 93: fluxd.v1.FluxService.ListBundles:input_type -> fluxd.v1.ListBundlesRequest
+	81, // 94: fluxd.v1.FluxService.Promote:input_type -> fluxd.v1.PromoteRequest
+	83, // 95: fluxd.v1.FluxService.Approve:input_type -> fluxd.v1.ApproveRequest
+	85, // 96: fluxd.v1.FluxService.ResumeStage:input_type -> fluxd.v1.ResumeStageRequest
+	6,  // 97: fluxd.v1.FluxService.Version:output_type -> fluxd.v1.VersionResponse
+	5,  // 98: fluxd.v1.FluxService.Identity:output_type -> fluxd.v1.IdentityResponse
+	12, // 99: fluxd.v1.FluxService.ListServices:output_type -> fluxd.v1.ListServicesResponse
+	18, // 100: fluxd.v1.FluxService.ListImages:output_type -> fluxd.v1.ListImagesResponse
+	25, // 101: fluxd.v1.FluxService.Release:output_type -> fluxd.v1.ReleaseResponse
+	28, // 102: fluxd.v1.FluxService.GetJob:output_type -> fluxd.v1.GetJobResponse
+	31, // 103: fluxd.v1.FluxService.WatchJob:output_type -> fluxd.v1.WatchJobResponse
+	33, // 104: fluxd.v1.FluxService.CancelJob:output_type -> fluxd.v1.CancelJobResponse
+	35, // 105: fluxd.v1.FluxService.ListJobs:output_type -> fluxd.v1.ListJobsResponse
+	38, // 106: fluxd.v1.FluxService.GetJobLog:output_type -> fluxd.v1.GetJobLogResponse
+	40, // 107: fluxd.v1.FluxService.Automate:output_type -> fluxd.v1.AutomateResponse
+	42, // 108: fluxd.v1.FluxService.Deautomate:output_type -> fluxd.v1.DeautomateResponse
+	44, // 109: fluxd.v1.FluxService.Lock:output_type -> fluxd.v1.LockResponse
+	46, // 110: fluxd.v1.FluxService.Unlock:output_type -> fluxd.v1.UnlockResponse
+	48, // 111: fluxd.v1.FluxService.SetPolicy:output_type -> fluxd.v1.SetPolicyResponse
+	52, // 112: fluxd.v1.FluxService.History:output_type -> fluxd.v1.HistoryResponse
+	55, // 113: fluxd.v1.FluxService.NotifyImage:output_type -> fluxd.v1.NotifyImageResponse
+	58, // 114: fluxd.v1.FluxService.Sync:output_type -> fluxd.v1.SyncResponse
+	64, // 115: fluxd.v1.FluxService.GetResources:output_type -> fluxd.v1.GetResourcesResponse
+	66, // 116: fluxd.v1.FluxService.GetPodLog:output_type -> fluxd.v1.GetPodLogResponse
+	68, // 117: fluxd.v1.FluxService.GetManifest:output_type -> fluxd.v1.GetManifestResponse
+	71, // 118: fluxd.v1.FluxService.ListPipelines:output_type -> fluxd.v1.ListPipelinesResponse
+	76, // 119: fluxd.v1.FluxService.ListStages:output_type -> fluxd.v1.ListStagesResponse
+	80, // 120: fluxd.v1.FluxService.ListBundles:output_type -> fluxd.v1.ListBundlesResponse
+	82, // 121: fluxd.v1.FluxService.Promote:output_type -> fluxd.v1.PromoteResponse
+	84, // 122: fluxd.v1.FluxService.Approve:output_type -> fluxd.v1.ApproveResponse
+	86, // 123: fluxd.v1.FluxService.ResumeStage:output_type -> fluxd.v1.ResumeStageResponse
+	97, // [97:124] is the sub-list for method output_type
+	70, // [70:97] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_fluxd_v1_fluxd_proto_init() }

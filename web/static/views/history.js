@@ -2,7 +2,7 @@
 
 import {startRollback} from '../actions.js';
 import {api, jobsByCommit} from '../api.js';
-import {commitLink, el, errorBox, main, serviceLink} from '../dom.js';
+import {commitLink, el, errorBox, main, serviceLink, signatureBadge} from '../dom.js';
 import {when} from '../format.js';
 import {keepInHash, setView} from '../router.js';
 import {S} from '../state.js';
@@ -53,6 +53,6 @@ export function historyTable(evs, jobs, svc) {
       el('td', {}, el('span', {class: 'badge ' + (e.error ? 'bad' : 'muted')}, e.type)),
       el('td', {}, (e.services || []).map((s) => el('div', {}, serviceLink(s)))),
       el('td', {}, e.user || ''),
-      el('td', {}, e.message || '', (e.changes || []).map((c) => el('div', {}, c.container, ': ', el('code', {}, c.from), ' → ', el('code', {}, c.to))), e.error ? el('div', {class: 'bad'}, e.error) : '', rollbacks(e)),
+      el('td', {}, e.message || '', (e.changes || []).map((c) => el('div', {class: 'change'}, c.container, ': ', el('code', {}, c.from), ' → ', el('code', {}, c.to), c.verification ? [' ', signatureBadge(c.verification)] : '')), e.error ? el('div', {class: 'bad'}, e.error) : '', rollbacks(e)),
       el('td', {}, commitLink(e.commit), jobs && jobs.get(e.commit) ? [' ', el('a', {href: '#/job/' + jobs.get(e.commit), class: 'job-link'}, 'job ' + jobs.get(e.commit))] : '')))));
 }

@@ -3,8 +3,8 @@
 
 import {startRelease} from '../actions.js';
 import {api, jobsByCommit} from '../api.js';
-import {commitLink, el, errorBox, main} from '../dom.js';
-import {ago, when} from '../format.js';
+import {commitLink, el, errorBox, main, signatureBadge} from '../dom.js';
+import {ago, signature, when} from '../format.js';
 import {setView} from '../router.js';
 import {S} from '../state.js';
 import {historyTable} from './history.js';
@@ -149,6 +149,9 @@ async function loadManifest(id, box) {
 
 function imagesTable(c) {
   const passing = new Set(c.passing || []);
+  // A Signature column where a verification profile applies to the
+  // container's images (fluxd --verify-config, or fluxd.io/verify).
+  const signed = (c.available || []).some((im) => signature(im.verification));
   const rows = (c.available || []).map((im) => {
     const marks = [];
     if (im.ref === c.current) marks.push(el('span', {class: 'badge ok'}, 'running'));
@@ -156,7 +159,9 @@ function imagesTable(c) {
     if (c.filter && c.filter !== '*' && !passing.has(im.tag)) marks.push(el('span', {class: 'badge muted'}, 'filtered out'));
     const act = S.session.canAct && im.ref !== c.current && (c.filter === '*' || passing.has(im.tag))
       ? el('button', {type: 'button', 'aria-label': 'Release ' + im.ref, onclick: () => startRelease({services: [S.view.arg], image: im.ref})}, 'Release…') : '';
-    return el('tr', {}, el('td', {}, el('code', {}, im.tag || im.ref)), el('td', {}, when(im.createdAt)), el('td', {}, marks), el('td', {}, act));
+    const cells = [el('td', {}, el('code', {}, im.tag || im.ref)), el('td', {}, when(im.createdAt))];
+    if (signed) cells.push(el('td', {class: 'signature'}, signatureBadge(im.verification) || '–'));
+    return el('tr', {'data-tag': im.tag || im.ref}, cells, el('td', {}, marks), el('td', {}, act));
   });
   return el('section', {class: 'card', 'aria-label': 'Images of container ' + c.container},
     el('h3', {}, 'Container ', c.container),
@@ -165,6 +170,6 @@ function imagesTable(c) {
     c.error ? el('p', {class: 'error'}, c.error) : '', c.refreshError ? el('p', {class: 'warn'}, c.refreshError) : '',
     (c.warnings || []).map((w) => el('p', {class: 'warn', role: 'note'}, '⚠ ' + w)),
     el('table', {'aria-label': 'Images of ' + c.container},
-      el('thead', {}, el('tr', {}, ['Tag', 'Created', '', ''].map((h) => el('th', {scope: 'col'}, h)))),
+      el('thead', {}, el('tr', {}, ['Tag', 'Created', signed ? 'Signature' : null, '', ''].filter((h) => h !== null).map((h) => el('th', {scope: 'col'}, h)))),
       el('tbody', {}, rows)));
 }
