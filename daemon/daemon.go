@@ -133,6 +133,8 @@ type Daemon struct {
 	// kept are the services' answer forms, reused by the next view for
 	// the services that did not change (keptservice.go).
 	kept keptServices
+	// policies are policyOf's answers for the manifests of the last view.
+	policies policyCache
 }
 
 // generational is a source that says when what it reports may have
@@ -296,6 +298,26 @@ func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 			d.view.mu.Unlock()
 			return svcs, built, nil
 		}
+		// A view only the cluster moved past, and costly to build, still
+		// answers while the next is built behind it: under churn, every
+		// caller that came as it aged would otherwise wait for the build
+		// (BenchmarkScale at 10,000 workloads: list-services' p99 was a
+		// build under load). Its age past young is then at most one
+		// build (viewlag.go).
+		if d.view.services != nil && d.view.key.coversButCluster(key) && d.view.cost >= minLagCost {
+			if d.view.building == nil {
+				b := &viewBuild{key: key, done: make(chan struct{})}
+				d.view.building = b
+				bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), backgroundBuildTimeout)
+				go func() {
+					defer cancel()
+					_, _, _ = d.buildView(bctx, b, m)
+				}()
+			}
+			svcs, built := d.view.services, d.view.built
+			d.view.mu.Unlock()
+			return svcs, built, nil
+		}
 		// Callers that find the view stale at once (each change, under
 		// load) share one build of it rather than each joining 1,000
 		// services.
@@ -316,37 +338,48 @@ func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 		b := &viewBuild{key: key, done: make(chan struct{})}
 		d.view.building = b
 		d.view.mu.Unlock()
-		start := time.Now()
-		svcs, err := d.buildServices(ctx, m)
-		cost := time.Since(start)
-		d.view.mu.Lock()
-		b.err = err
-		if d.view.building == b {
-			d.view.building = nil
-		}
-		if err != nil {
-			d.view.mu.Unlock()
-			close(b.done)
-			return nil, 0, err
-		}
-		if old := d.view.key; d.view.services != nil && (old.cluster > key.cluster || old.automator > key.automator || old.jobs > key.jobs) {
-			// A caller that read the generations before a change ended
-			// after the view of the change was kept: answer, keep the
-			// newer.
-			b.services = svcs
-			d.view.mu.Unlock()
-			close(b.done)
-			return svcs, 0, nil
-		}
-		d.view.built++
-		d.view.key, d.view.services = key, svcs
-		d.view.builtAt, d.view.cost = time.Now(), cost
-		built := d.view.built
-		b.services, b.built = svcs, built
+		return d.buildView(ctx, b, m)
+	}
+}
+
+// backgroundBuildTimeout bounds a view's build that no caller waits for.
+const backgroundBuildTimeout = time.Minute
+
+// buildView builds b (set as the view's building, under its lock, by
+// the caller) from m, keeps it as the view unless a newer one was kept
+// meanwhile, and tells those waiting for it.
+func (d *Daemon) buildView(ctx context.Context, b *viewBuild, m *gitrepo.Manifests) ([]Service, uint64, error) {
+	key := b.key
+	start := time.Now()
+	svcs, err := d.buildServices(ctx, m)
+	cost := time.Since(start)
+	d.view.mu.Lock()
+	b.err = err
+	if d.view.building == b {
+		d.view.building = nil
+	}
+	if err != nil {
 		d.view.mu.Unlock()
 		close(b.done)
-		return svcs, built, nil
+		return nil, 0, err
 	}
+	if old := d.view.key; d.view.services != nil && (old.cluster > key.cluster || old.automator > key.automator || old.jobs > key.jobs) {
+		// A caller that read the generations before a change ended
+		// after the view of the change was kept: answer, keep the
+		// newer.
+		b.services = svcs
+		d.view.mu.Unlock()
+		close(b.done)
+		return svcs, 0, nil
+	}
+	d.view.built++
+	d.view.key, d.view.services = key, svcs
+	d.view.builtAt, d.view.cost = time.Now(), cost
+	built := d.view.built
+	b.services, b.built = svcs, built
+	d.view.mu.Unlock()
+	close(b.done)
+	return svcs, built, nil
 }
 
 // viewBuild is a build of the view under way, which callers wanting a
@@ -426,7 +459,7 @@ func (d *Daemon) buildServices(ctx context.Context, m *gitrepo.Manifests) ([]Ser
 			s.GitImages[c.Name] = c.Image
 		}
 		s.annotations = def.Annotations
-		s.Filters, s.TagOrder, s.Warnings = policyOf(def)
+		s.Filters, s.TagOrder, s.Warnings = d.policies.of(m, def)
 		s.Prerelease = def.Annotations[release.AnnotationTagPrerelease] == "true"
 	}
 	if d.deps.Automator != nil {
@@ -475,6 +508,45 @@ func sameIDs(prev []Service, byID map[platform.ID]*Service) bool {
 		}
 	}
 	return true
+}
+
+// policyCache keeps policyOf's answer for each definition of one read
+// of git (a revision's definitions are shared, and never change): a view
+// rebuilt for a change of the cluster or the automator parsed every
+// workload's filters again, a third of its build at 10,000 workloads
+// (BenchmarkScale's profile under list-services load).
+type policyCache struct {
+	mu    sync.Mutex
+	m     *gitrepo.Manifests
+	byDef map[*gitrepo.Definition]policyAnswer
+}
+
+type policyAnswer struct {
+	filters  map[string]string
+	order    string
+	warnings []string
+}
+
+// of is policyOf(def), def one of m's definitions. The filters are
+// shared between views (nothing modifies them); the warnings are clipped,
+// so that a view appending to them copies them.
+func (p *policyCache) of(m *gitrepo.Manifests, def *gitrepo.Definition) (map[string]string, string, []string) {
+	p.mu.Lock()
+	if p.m != m {
+		p.m, p.byDef = m, make(map[*gitrepo.Definition]policyAnswer, len(m.Workloads))
+	}
+	a, ok := p.byDef[def]
+	p.mu.Unlock()
+	if !ok {
+		a.filters, a.order, a.warnings = policyOf(def)
+		a.warnings = slices.Clip(a.warnings)
+		p.mu.Lock()
+		if p.m == m {
+			p.byDef[def] = a
+		}
+		p.mu.Unlock()
+	}
+	return a.filters, a.order, a.warnings
 }
 
 // policyOf reads a definition's tag filters, and reports the ones written

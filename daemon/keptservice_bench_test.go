@@ -14,9 +14,12 @@ import (
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/fluxd/fluxd/gitrepo"
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
+	"io"
+	"log/slog"
 )
 
 // genCluster is a cluster that says when its workloads change, as
@@ -196,7 +199,9 @@ func BenchmarkListServicesAfterChange(b *testing.B) {
 					w.Status = map[string]string{"ready": "updating", "updating": "ready"}[w.Status]
 					c.gen.Add(1)
 					f.daemon.view.mu.Lock()
-					f.daemon.view.builtAt = time.Time{}
+					// Old and cheap: rebuilt by this call, not answered
+					// while a build runs behind it.
+					f.daemon.view.builtAt, f.daemon.view.cost = time.Time{}, 0
 					f.daemon.view.mu.Unlock()
 					i++
 					var out []byte
@@ -206,5 +211,34 @@ func BenchmarkListServicesAfterChange(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkBuildServices joins the view once, as a rebuild after a change
+// of the cluster does: N workloads in the cluster and in git, each
+// automated under semver:^1, as make bench-scale sets them.
+func BenchmarkBuildServices(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			ws := workloadsIn(n, n/100)
+			m := &gitrepo.Manifests{Workloads: map[platform.ID]*gitrepo.Definition{}}
+			for _, w := range ws {
+				doc := fmt.Sprintf("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: %s\n  namespace: %s\n  annotations:\n    fluxd.io/automated: \"true\"\n    fluxd.io/tag-all: \"semver:^1\"\nspec:\n  template:\n    spec:\n      containers:\n      - name: app\n        image: reg.example/app:1.0\n", w.ID.Name, w.ID.Namespace)
+				defs, err := gitrepo.ParseFile(w.ID.Namespace+".yaml", []byte(doc))
+				if err != nil || len(defs) != 1 {
+					b.Fatalf("%v %v", defs, err)
+				}
+				m.Workloads[defs[0].ID] = defs[0]
+			}
+			d := New(Config{GitRefresh: time.Minute}, Deps{Cluster: &genCluster{stubCluster: stubCluster{workloads: ws}}, Releaser: stubReleaser{}, Jobs: stubJobs{}}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				svcs, err := d.buildServices(ctx, m)
+				if err != nil || len(svcs) != n || len(svcs[0].Filters) != 1 {
+					b.Fatalf("%d services, %v", len(svcs), err)
+				}
+			}
+		})
 	}
 }

@@ -14,7 +14,9 @@ import "time"
 // build took, at most maxClusterLag, and rebuilding takes at most about a
 // tenth of the time however fast the cluster changes. Views that cost
 // less than minLagCost to build (1,000 workloads: a few milliseconds) are
-// rebuilt at every change, as before. A change in git, in the automator or
+// rebuilt at every change, as before. Past that age an expensive view
+// still answers while the next is built behind it (viewBuilt), so the
+// cluster shows at most one build later than the bound. A change in git, in the automator or
 // a sync shows at once: those are fluxd's own doings, and callers expect
 // to see them (a release, a policy change). So does the cluster as a job
 // left it: a release's rollout, followed to its end, is in the cluster's

@@ -156,3 +156,36 @@ func TestJobEndShowsItsClusterChangeAtOnce(t *testing.T) {
 		t.Errorf("the call right after a job ended lists %s, without what its rollout changed", serviceIDs(ls))
 	}
 }
+
+// An expensive view past its young age is answered while the next one is
+// built behind it, rather than every caller waiting for the build; the
+// change shows once that build is done.
+func TestAnOldViewAnswersWhileTheNextIsBuilt(t *testing.T) {
+	c := &slowCluster{atomicGenCluster: atomicGenCluster{stubCluster: stubCluster{workloads: answerWorkloads("a/web")}}, delay: 100 * time.Millisecond}
+	f := newFixtureWith(t, Config{GitRefresh: time.Minute}, Deps{Cluster: c, Releaser: stubReleaser{}, Jobs: stubJobs{}})
+	ctx := withToken(f.tokens[auth.Viewer])
+	list := func() string {
+		t.Helper()
+		ls, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return serviceIDs(ls)
+	}
+	list()
+	c.extra.Store(true)
+	c.gen.Add(1)
+	// Past young: ten times the build, which took at least 100 ms, at
+	// most maxClusterLag.
+	time.Sleep(maxClusterLag + 100*time.Millisecond)
+	if got := list(); strings.Contains(got, "a:deployment/late") {
+		t.Errorf("the first call after the view aged lists %s: it waited for the next build", got)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(list(), "a:deployment/late") {
+		if time.Now().After(deadline) {
+			t.Fatalf("a workload added to the cluster is not listed 5 s after the view aged")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -351,11 +351,14 @@ spec:
 	if len(resp.GetObjects()) < n {
 		b.Fatalf("size %d: the first sync reports %d objects, want at least %d", n, len(resp.GetObjects()), n)
 	}
+	// Profiling: fluxd's CPU over the no-change sync (and a little after).
+	stopSyncProf := profile(b, profDir != "", metrics, profDir, fmt.Sprintf("scale-%d-nochange-sync", n), 6*time.Second)
 	start = time.Now()
 	if resp, err = c.Sync(sctx, &fluxdv1.SyncRequest{}); err != nil || resp.GetError() != "" {
 		b.Fatalf("size %d: second sync: %v %s", n, err, resp.GetError())
 	}
 	r.noChangeSync = time.Since(start)
+	stopSyncProf()
 	r.noChangeRequests = metricTotal(b, metrics, "fluxd_sync_kube_requests")
 
 	// release --all --update-all-images --dry-run, three times.

@@ -199,15 +199,28 @@ func toObject(file string, n *yaml.Node) (platform.Object, error) {
 	if budget < 0 {
 		return platform.Object{}, Problem{File: file, Line: n.Line, Err: fmt.Errorf("its aliases expand to more than %d YAML nodes (an alias bomb?); no manifest needs that many", maxAliasExpansion)}
 	}
-	b, err := yaml.Marshal(expanded)
+	if m, ok := fastObject(expanded); ok {
+		return platform.Object{File: file, Line: n.Line, Manifest: m}, nil
+	}
+	m, err := slowObject(expanded)
 	if err != nil {
 		return platform.Object{}, Problem{File: file, Line: n.Line, Err: err}
 	}
+	return platform.Object{File: file, Line: n.Line, Manifest: m}, nil
+}
+
+// slowObject decodes n as Kubernetes decodes a manifest: written out as
+// YAML, read by its YAML library into JSON, and decoded.
+func slowObject(n *yaml.Node) (map[string]any, error) {
+	b, err := yaml.Marshal(n)
+	if err != nil {
+		return nil, err
+	}
 	m := map[string]any{}
 	if err := utilyaml.Unmarshal(b, &m); err != nil {
-		return platform.Object{}, Problem{File: file, Line: n.Line, Err: fmt.Errorf("does not decode as a Kubernetes object: %w", err)}
+		return nil, fmt.Errorf("does not decode as a Kubernetes object: %w", err)
 	}
-	return platform.Object{File: file, Line: n.Line, Manifest: m}, nil
+	return m, nil
 }
 
 // checkObject says what an object lacks to be applied.
