@@ -39,8 +39,16 @@ func main() {
 		timeout   = flag.Duration("timeout", 75*time.Minute, "each shard's -test.timeout")
 		fluxdBin  = flag.String("fluxd-bin", "", "a directory with fluxd and fluxctl built from this tree, shared by the shards (FLUXD_E2E_BIN); empty: each shard builds its own")
 		list      = flag.Bool("list", false, "print the shards and exit")
+		fromJSON  = flag.String("from-json", "", "write -measured from this go test -json stream of the package (a run of go test -json ./e2e) instead of running anything")
 	)
 	flag.Parse()
+	if *fromJSON != "" {
+		if err := tableFromJSON(*fromJSON, *measured); err != nil {
+			fmt.Fprintln(os.Stderr, "e2eshard:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *bin == "" {
 		fmt.Fprintln(os.Stderr, "e2eshard: -bin is required: the end-to-end test binary, from go test -c -o .bin/e2e.test ./e2e")
 		os.Exit(2)
@@ -103,15 +111,7 @@ func run(bin, dir, pkg string, n int, durationsPath, measuredPath string, timeou
 		}
 		failed = failed || r.failed
 	}
-	f, err := os.Create(measuredPath)
-	if err != nil {
-		return err
-	}
-	if err := WriteDurations(f, all); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := writeTable(measuredPath, all); err != nil {
 		return err
 	}
 	if failed {
@@ -284,4 +284,45 @@ func (p *printer) block(s string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	os.Stdout.WriteString(s)
+}
+
+func writeTable(path string, d Durations) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := WriteDurations(f, d); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// tableFromJSON keeps each top-level test's time from a go test -json
+// stream.
+func tableFromJSON(jsonPath, tablePath string) error {
+	f, err := os.Open(jsonPath)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	d := Durations{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var e event
+		if json.Unmarshal(sc.Bytes(), &e) != nil || e.Test == "" || strings.Contains(e.Test, "/") {
+			continue
+		}
+		if e.Action == "pass" || e.Action == "fail" || e.Action == "skip" {
+			d[e.Test] = e.Elapsed
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	if len(d) == 0 {
+		return fmt.Errorf("%s holds no test's result: want the output of go test -json", jsonPath)
+	}
+	return writeTable(tablePath, d)
 }
