@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build static image deps stack up restart-fluxd down test test-postgres test-unit generate check-generate docs vet bench bench-registry bench-api bench-scale bench-automation fuzz fuzz-ci clean
+.PHONY: all build static image deps stack up restart-fluxd down test e2e-durations test-postgres test-unit generate check-generate docs vet bench bench-registry bench-api bench-scale bench-automation fuzz fuzz-ci clean
 
 all: build
 
@@ -65,16 +65,21 @@ restart-fluxd:
 down:
 	@go run ./hack/stack down
 
-## test: every test, the end-to-end ones on a stack of their own; then each
-## package's time, slowest first (from go test's "ok PKG 12.3s" lines; the
-## whole output is kept in .bin/test.log), with go test's exit status.
-## PKGS narrows it: make test PKGS=./web
+## test: every test, the end-to-end ones as SHARDS processes side by side
+## (default 3), each on a stack of its own, the tests dealt out by
+## e2e/testdata/durations.tsv (hack/test.sh, hack/e2eshard); then each
+## package's and shard's time, slowest first, and the 15 slowest end-to-end
+## tests (the whole output is kept in .bin/test.log), with go test's exit
+## status. PKGS narrows it: make test PKGS=./web
 test: deps
-	@mkdir -p .bin && bin=$$(stack/build.sh) && set -o pipefail && \
-	{ FLUXD_STACK_BIN="$$bin" go test -count=1 -timeout 75m $(or $(PKGS),./...) 2>&1 | tee .bin/test.log; rc=$$?; \
-	echo "== packages by time, slowest first"; \
-	awk '($$1 == "ok" || $$1 == "FAIL") && $$3 ~ /^[0-9.]+s$$/ {printf "%10s  %s\n", $$3, $$2}' .bin/test.log | sort -rn; \
-	exit $$rc; }
+	@PKGS='$(PKGS)' SHARDS='$(SHARDS)' hack/test.sh
+
+## e2e-durations: run the end-to-end tests and, when they pass, keep each
+## test's time in e2e/testdata/durations.tsv, the table make test deals the
+## tests out by
+e2e-durations: deps
+	@PKGS=./e2e SHARDS='$(SHARDS)' hack/test.sh && cp .bin/e2e-durations.tsv e2e/testdata/durations.tsv && \
+	echo "e2e/testdata/durations.tsv: $$(grep -vc '^#' e2e/testdata/durations.tsv) tests"
 
 ## test-postgres: the end-to-end tests again, every fluxd on PostgreSQL
 test-postgres: deps

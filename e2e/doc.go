@@ -3,6 +3,12 @@
 // git remote) once per test binary, run the real fluxd and fluxctl
 // binaries against it, and check what a user would check.
 //
+// make test runs the binary as three shards side by side, each with its
+// own stack (hack/e2eshard; docs/development.md): a test shares its stack
+// only with the tests of its shard. A test that needs the real node says
+// so with requireRealNode (or localstack.OnRealNode): that is how it lands
+// in the one shard that starts a real node.
+//
 // Run one feature's tests with its file's names, for example
 // bin=$(stack/build.sh) && FLUXD_STACK_BIN=$bin go test -count=1 -run 'TestSyncAppliesGit' ./e2e/
 //

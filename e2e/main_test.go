@@ -41,23 +41,35 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, "e2e: -short: the stack is not started and the end-to-end tests skip")
 		os.Exit(m.Run())
 	}
-	dir, err := os.MkdirTemp("", "fluxd-e2e-bin-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+	if f := flag.Lookup("test.list"); f != nil && f.Value.String() != "" {
+		// Listing the tests (hack/e2eshard deals them out) needs no stack.
+		os.Exit(m.Run())
 	}
-	root, err := localstack.ModuleRoot()
-	if err == nil {
-		err = localstack.BuildBinaries(context.Background(), root, dir)
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.Exit(1)
+	// FLUXD_E2E_BIN: fluxd and fluxctl already built from this tree, shared
+	// by the shards make test runs side by side (hack/e2eshard).
+	dir, built := os.Getenv("FLUXD_E2E_BIN"), false
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "fluxd-e2e-bin-"); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		built = true
+		root, err := localstack.ModuleRoot()
+		if err == nil {
+			err = localstack.BuildBinaries(context.Background(), root, dir)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			os.Exit(1)
+		}
 	}
 	binDir = dir
 	code := localstack.RunTests(m, &stack)
 	pgserver.StopShared()
-	os.RemoveAll(dir)
+	if built {
+		os.RemoveAll(dir)
+	}
 	os.Exit(code)
 }
 

@@ -29,8 +29,10 @@ var allowed = map[string][]string{
 	"cmd/fluxctl": {"check", "deploy", "internal/tlsfiles", "internal/version", "proto/fluxd/v1"},
 	"hack/image":  {},
 	"hack/stack":  {"internal/localstack"},
-	"deploy":      {"internal/giturl"},
-	"e2e":         {},
+	// hack/e2eshard: make test's runner of the end-to-end shards.
+	"hack/e2eshard": {},
+	"deploy":        {"internal/giturl"},
+	"e2e":           {},
 	// gates: promotion's check adapters (http, job, prometheus), beside
 	// the binary that wires them into the promotion loop.
 	"gates": {"internal/giturl", "promotion"},
