@@ -31,8 +31,10 @@ var allowed = map[string][]string{
 	"hack/stack":  {"internal/localstack"},
 	// hack/e2eshard: make test's runner of the end-to-end shards.
 	"hack/e2eshard": {},
-	"deploy":        {"internal/giturl"},
-	"e2e":           {},
+	// hack/sign: the signing guide's cosign stand-in (go run ./hack/sign).
+	"hack/sign": {"internal/cosigntest"},
+	"deploy":    {"internal/giturl"},
+	"e2e":       {},
 	// gates: promotion's check adapters (http, job, prometheus), beside
 	// the binary that wires them into the promotion loop.
 	"gates": {"internal/giturl", "promotion"},
@@ -117,7 +119,7 @@ var allowed = map[string][]string{
 var adapterLibraries = map[string][]string{
 	"k8s.io/client-go":                       {"cmd/fluxd", "gates", "internal/localstack", "platform/kube", "platform/kube/gitguard", "platform/kube/sync"},
 	"github.com/go-git/":                     {"gitrepo/gogit"},
-	"github.com/google/go-containerregistry": {"cmd/fluxd", "hack/image", "internal/cosigntest", "internal/localstack", "internal/regtest", "registry", "registry/oci", "verify/cosign"},
+	"github.com/google/go-containerregistry": {"cmd/fluxd", "hack/image", "hack/sign", "internal/cosigntest", "internal/localstack", "internal/regtest", "registry", "registry/oci", "verify/cosign"},
 	"github.com/sigstore/":                   {"internal/cosigntest", "verify/cosign"},
 	"github.com/mattn/go-sqlite3":            {"history/sqlite"},
 	"github.com/jackc/pgx":                   {"history/postgres", "internal/pgserver"},
