@@ -107,6 +107,7 @@ type fleetMember struct {
 	cluster  string
 	nsPrefix string
 	metrics  string
+	web      string // the status page's address
 	f        *localstack.Fluxd
 	client   fluxdv1.FluxServiceClient
 }
@@ -168,8 +169,24 @@ spec:
 	pushManifest(b, fmt.Sprintf("Add %d fluxds' %d workloads each for the fleet benchmark", k, n), files)
 
 	// The store: a server of the bench's own, with pg_stat_statements.
-	srv := pgserver.Own(b)
+	// In a directory kept after the run, for its log.
+	pgDir := filepath.Join(os.TempDir(), fmt.Sprintf("fluxd-fleet-pg-%d", os.Getpid()))
+	srv, err := pgserver.Start(ctx, pgserver.Options{Dir: pgDir})
+	if err != nil {
+		b.Fatalf("starting PostgreSQL: %v", err)
+	}
+	defer srv.Stop()
 	localstack.NoteSecret("the PostgreSQL password", srv.Password)
+	defer func() {
+		log, _ := os.ReadFile(filepath.Join(pgDir, "postgres.log"))
+		var errs []string
+		for _, l := range strings.Split(string(log), "\n") {
+			if strings.Contains(l, "ERROR:") {
+				errs = append(errs, l)
+			}
+		}
+		b.Logf("PostgreSQL's log (%s) holds %d ERROR lines\n%s", filepath.Join(pgDir, "postgres.log"), len(errs), strings.Join(errs[:min(len(errs), 5)], "\n"))
+	}()
 	url, err := srv.CreateDatabase(ctx, "fluxd")
 	if err != nil {
 		b.Fatal(err)
@@ -196,13 +213,20 @@ spec:
 		if m.metrics, err = localstack.FreeAddr(); err != nil {
 			b.Fatal(err)
 		}
+		if m.web, err = localstack.FreeAddr(); err != nil {
+			b.Fatal(err)
+		}
 		var nss []string
 		for ns := range n / 100 {
 			nss = append(nss, fmt.Sprintf("%s%03d", m.nsPrefix, ns))
 		}
 		args := []string{"--git-path=" + prefix + "/" + m.cluster, "--cluster-name=" + m.cluster, "--namespaces=" + strings.Join(nss, ","),
 			"--history-db=" + url, "--history-db-password-file=" + srv.PasswordFile(),
-			"--metrics-listen=" + m.metrics, "--kube-api-qps=1000", "--kube-api-burst=1000", "--sync-timeout=30m"}
+			"--metrics-listen=" + m.metrics, "--web-listen=" + m.web, "--kube-api-qps=1000", "--kube-api-burst=1000", "--sync-timeout=30m",
+			// The install does not sync by default (fluxd applies what
+			// it releases); a fleet applies its git path every 5 min,
+			// the flag's own example.
+			"--sync-interval=5m"}
 		m.f, err = stack.StartNamedFluxd(ctx, m.name, filepath.Join(binDir, "fluxd"), instance, nil, args...)
 		if err != nil {
 			b.Fatalf("starting %s: %v (log: %s)", m.name, err, stack.Log(m.name))
@@ -300,7 +324,7 @@ spec:
 			if got >= want || time.Since(t1) > 15*time.Minute {
 				break
 			}
-			time.Sleep(time.Second)
+			time.Sleep(5 * time.Second)
 		}
 		releases = time.Since(t1)
 		if got < want {
@@ -458,7 +482,7 @@ var fleetTables = []string{"events", "event_services", "live_events", "jobs", "j
 func (s *fleetStore) snapshot(b *testing.B, ctx context.Context, members []*fleetMember) fleetSnap {
 	b.Helper()
 	sn := fleetSnap{at: time.Now(), tables: map[string]fleetTable{}}
-	err := s.conn.QueryRow(ctx, `SELECT xact_commit, xact_rollback, tup_inserted, tup_updated, tup_deleted, tup_fetched, tup_returned, blks_read, blks_hit,
+	err := s.conn.QueryRow(ctx, `/* bench */ SELECT xact_commit, xact_rollback, tup_inserted, tup_updated, tup_deleted, tup_fetched, tup_returned, blks_read, blks_hit,
 		pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::bigint FROM pg_stat_database WHERE datname = current_database()`).
 		Scan(&sn.xact, &sn.rollback, &sn.inserted, &sn.updated, &sn.deleted, &sn.fetched, &sn.returned, &sn.blksRead, &sn.blksHit, &sn.walBytes)
 	if err != nil {
@@ -467,13 +491,13 @@ func (s *fleetStore) snapshot(b *testing.B, ctx context.Context, members []*flee
 	for _, t := range fleetTables {
 		var ft fleetTable
 		// A table a schema version does not have is left out.
-		if err := s.conn.QueryRow(ctx, `SELECT count(*), pg_total_relation_size('`+t+`') FROM `+t).Scan(&ft.rows, &ft.bytes); err == nil {
+		if err := s.conn.QueryRow(ctx, `/* bench */ SELECT count(*), pg_total_relation_size('`+t+`') FROM `+t).Scan(&ft.rows, &ft.bytes); err == nil {
 			sn.tables[t] = ft
 		}
 	}
 	if s.statements {
-		rows, err := s.conn.Query(ctx, `SELECT query, calls, total_exec_time, rows, shared_blks_hit FROM pg_stat_statements
-			WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC`)
+		rows, err := s.conn.Query(ctx, `/* bench */ SELECT query, calls, total_exec_time, rows, shared_blks_hit FROM pg_stat_statements
+			WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) AND query NOT LIKE '/* bench */%' ORDER BY total_exec_time DESC`)
 		if err == nil {
 			for rows.Next() {
 				var st fleetStatement
@@ -492,7 +516,7 @@ func (s *fleetStore) snapshot(b *testing.B, ctx context.Context, members []*flee
 			fx.rss = rssMB(m.f.PID)
 			fx.cpu = metricTotal(b, m.metrics, "process_cpu_seconds_total")
 		}
-		_ = s.conn.QueryRow(ctx, `SELECT count(DISTINCT event_id), count(*) FROM event_services WHERE service LIKE $1`, m.nsPrefix+"%").Scan(&fx.events, &fx.eventServices)
+		_ = s.conn.QueryRow(ctx, `/* bench */ SELECT count(DISTINCT event_id), count(*) FROM event_services WHERE service LIKE $1`, m.nsPrefix+"%").Scan(&fx.events, &fx.eventServices)
 		sn.fluxd = append(sn.fluxd, fx)
 	}
 	return sn
@@ -502,7 +526,7 @@ func (s *fleetStore) snapshot(b *testing.B, ctx context.Context, members []*flee
 // namespace starts with prefix.
 func (s *fleetStore) releasedServices(b *testing.B, ctx context.Context, prefix string) int64 {
 	var n int64
-	if err := s.conn.QueryRow(ctx, `SELECT count(*) FROM event_services es JOIN events e ON e.id = es.event_id
+	if err := s.conn.QueryRow(ctx, `/* bench */ SELECT count(*) FROM event_services es JOIN events e ON e.id = es.event_id
 		WHERE e.type = 'automated-release' AND es.service LIKE $1`, prefix+"%").Scan(&n); err != nil {
 		b.Fatalf("counting released services: %v", err)
 	}
