@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -259,7 +261,10 @@ spec:
 				peakMu.Lock()
 				peak[m.i] = max(peak[m.i], rssMB(m.f.PID))
 				peakMu.Unlock()
-				if d := metricTotal(b, m.metrics, "fluxd_automation_decisions_total"); d >= float64(n) {
+				// Not metricTotal: b.Fatal may not be called from
+				// this goroutine, and the metrics listener may not be
+				// up yet.
+				if d, err := fleetMetric(m.metrics, "fluxd_automation_decisions_total"); err == nil && d >= float64(n) {
 					passes[m.i] = time.Since(t0)
 					break
 				}
@@ -604,6 +609,30 @@ func countDeployments(b *testing.B, ctx context.Context, nsPrefix string, n int)
 		got += len(l.Items)
 	}
 	return got
+}
+
+// fleetMetric is metricTotal for a goroutine: the error instead of b.Fatal.
+func fleetMetric(addr, name string) (float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, l := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(l, name+" ") && !strings.HasPrefix(l, name+"{") {
+			continue
+		}
+		if i := strings.LastIndexByte(l, ' '); i > 0 {
+			v, _ := strconv.ParseFloat(l[i+1:], 64)
+			sum += v
+		}
+	}
+	return sum, nil
 }
 
 // allObserved reports whether the deployment controller has observed
