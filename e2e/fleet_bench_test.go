@@ -185,12 +185,18 @@ spec:
 	defer func() {
 		log, _ := os.ReadFile(filepath.Join(pgDir, "postgres.log"))
 		var errs []string
+		missing := 0
 		for _, l := range strings.Split(string(log), "\n") {
-			if strings.Contains(l, "ERROR:") {
+			switch {
+			case strings.Contains(l, "ERROR:  relation") && strings.Contains(l, "does not exist"):
+				// The bench's first snapshot, before fluxd made the tables.
+				missing++
+			case strings.Contains(l, "ERROR:"):
 				errs = append(errs, l)
 			}
 		}
-		b.Logf("PostgreSQL's log (%s) holds %d ERROR lines\n%s", filepath.Join(pgDir, "postgres.log"), len(errs), strings.Join(errs[:min(len(errs), 5)], "\n"))
+		b.Logf("PostgreSQL's log (%s) holds %d ERROR lines besides %d of tables not made yet at the first snapshot\n%s",
+			filepath.Join(pgDir, "postgres.log"), len(errs), missing, strings.Join(errs[:min(len(errs), 5)], "\n"))
 	}()
 	url, err := srv.CreateDatabase(ctx, "fluxd")
 	if err != nil {
