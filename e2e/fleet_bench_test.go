@@ -174,13 +174,17 @@ spec:
 	pushManifest(b, fmt.Sprintf("Add %d fluxds' %d workloads each for the fleet benchmark", k, n), files)
 
 	// The store: a server of the bench's own, with pg_stat_statements.
-	// In a directory kept after the run, for its log.
+	// In a directory whose log is kept after the run.
 	pgDir := filepath.Join(os.TempDir(), fmt.Sprintf("fluxd-fleet-pg-%d", os.Getpid()))
 	srv, err := pgserver.Start(ctx, pgserver.Options{Dir: pgDir})
 	if err != nil {
 		b.Fatalf("starting PostgreSQL: %v", err)
 	}
-	defer srv.Stop()
+	defer func() {
+		_ = srv.Stop()
+		// Its log is kept; its data is not.
+		_ = os.RemoveAll(filepath.Join(pgDir, "data"))
+	}()
 	localstack.NoteSecret("the PostgreSQL password", srv.Password)
 	defer func() {
 		log, _ := os.ReadFile(filepath.Join(pgDir, "postgres.log"))
