@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/fluxd/fluxd/internal/version.Version=$(VERSION)
 
-.PHONY: all build static image deps stack up restart-fluxd down test e2e-durations test-postgres test-unit generate check-generate docs vet bench bench-registry bench-api bench-scale bench-automation fuzz fuzz-ci clean
+.PHONY: all build static image deps stack up restart-fluxd down test e2e-durations test-postgres test-unit generate check-generate docs vet bench bench-registry bench-api bench-scale bench-fleet bench-automation fuzz fuzz-ci clean
 
 all: build
 
@@ -157,6 +157,13 @@ bench-api: stack
 BENCH_SCALE ?= 1000,10000
 bench-scale: stack
 	FLUXD_STACK_BIN=$$(stack/build.sh) BENCH_SCALE=$(BENCH_SCALE) go test -run '^$$' -bench BenchmarkScale -benchtime 1x -timeout 180m ./e2e/
+
+## bench-fleet: BENCH_FLEET_INSTANCES fluxds (5) of BENCH_FLEET workloads each (2,000)
+## on one PostgreSQL store: the store's load, its tables' growth, each fluxd's RSS and CPU
+BENCH_FLEET ?= 2000
+BENCH_FLEET_INSTANCES ?= 5
+bench-fleet: stack
+	FLUXD_STACK_BIN=$$(stack/build.sh) BENCH_FLEET=$(BENCH_FLEET) BENCH_FLEET_INSTANCES=$(BENCH_FLEET_INSTANCES) go test -run '^$$' -bench BenchmarkFleet -benchtime 1x -timeout 180m ./e2e/
 
 ## bench-automation: push → commit → rollout latency of automation on the local stack, 20 pushes
 bench-automation: stack
