@@ -11,6 +11,7 @@ import (
 	"github.com/fluxd/fluxd/internal/fluxerr"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
+	"github.com/fluxd/fluxd/verify"
 )
 
 // Result is an executed release.
@@ -129,6 +130,11 @@ func (e *Engine) planLocked(ctx context.Context, spec Spec, lister *imageCache) 
 func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo.Manifests, lister *imageCache) (*Plan, error) {
 	if err := spec.Validate(); err != nil {
 		return nil, err
+	}
+	if !spec.Automated {
+		// A person asked: an image signed a moment ago is seen now, not
+		// after the unsigned result's minute in the cache.
+		ctx = verify.AskAgain(ctx)
 	}
 	inCluster := map[platform.ID]bool{}
 	running := map[string][]string{}

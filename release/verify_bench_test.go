@@ -89,9 +89,9 @@ func pushSignedTestImage(t testing.TB, repo name.Repository, tag string) name.Di
 }
 
 // The cost of verification in a 2,000-tag repository under a semver
-// policy, the two newest unsigned: a plan verifies the three candidates it
-// would release, newest first, and stops at the first that verifies. The
-// next plan verifies nothing: the verified digest is final, and the
+// policy, the two newest unsigned: an automated plan verifies the three
+// candidates it would release, newest first, and stops at the first that
+// verifies. The next plan verifies nothing: the verified digest is final, and the
 // unsigned ones were checked less than verify.DefaultRecheck ago. A
 // second replica sharing the SQLite file verifies nothing either: it
 // reads the results the first kept.
@@ -114,6 +114,11 @@ func TestVerifyCostOf2000Tags(t *testing.T) {
 	c.now = c.now.Add(verify.DefaultRecheck)
 	if later := c.plan(t, b); later.verifications != 2 {
 		t.Errorf("a plan after the recheck interval made %d verifications; want 2, the unsigned", later.verifications)
+	}
+	// A person's plan (a release by hand, its dry run) asks again about
+	// the unsigned at once: one signed a moment ago is released now.
+	if person := c.planAs(t, b, false); person.verifications != 2 {
+		t.Errorf("a person's plan made %d verifications; want 2, the unsigned asked again", person.verifications)
 	}
 }
 
@@ -223,7 +228,7 @@ func newCostRig(tb testing.TB) *costRig {
 		pushSignedTestImage(tb, repo, regtest.Version(i))
 	}
 	dir := tb.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "app.yaml"), []byte(pinDeploy("s", repository+":"+regtest.Version(0), `fluxd.io/tag-all: "semver:*"`)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "app.yaml"), []byte(pinDeploy("s", repository+":"+regtest.Version(0), `fluxd.io/tag-all: "semver:*"`, `fluxd.io/automated: "true"`)), 0o644); err != nil {
 		tb.Fatal(err)
 	}
 	c := &costRig{reg: reg, ci: ci, repository: repository, dir: dir, now: time.Now(), tmp: tb.TempDir()}
@@ -265,9 +270,14 @@ func (c *costRig) replica(tb testing.TB) costReplica {
 
 // plan plans the service's AllLatest update on r and returns its cost.
 func (c *costRig) plan(tb testing.TB, r costReplica) cost {
+	return c.planAs(tb, r, true)
+}
+
+// planAs plans as the automator does (automated), or as a person does.
+func (c *costRig) planAs(tb testing.TB, r costReplica, automated bool) cost {
 	c.reg.Reset()
 	before := r.rv.verified.Load()
-	p, err := r.e.Plan(context.Background(), Spec{Services: []platform.ID{id("s")}, AllLatest: true})
+	p, err := r.e.Plan(context.Background(), Spec{Services: []platform.ID{id("s")}, AllLatest: true, Automated: automated})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -97,6 +97,24 @@ func Fingerprint(p *Profile, keys []PublicKey) string {
 // before the registry is asked again.
 const DefaultRecheck = time.Minute
 
+type askAgainKey struct{}
+
+// AskAgain marks ctx as a person's request (a release by hand, its dry
+// run): Cached verifies again an unsigned or failed result instead of
+// keeping it for DefaultRecheck, so that an image signed (or attested) a
+// moment ago is released at once. It costs a person's plan the lookups
+// of its unverified candidates (two requests each, the .sig tag and the
+// referrers); a verified result stays final. Automation and listings
+// keep the interval.
+func AskAgain(ctx context.Context) context.Context {
+	return context.WithValue(ctx, askAgainKey{}, true)
+}
+
+func askedAgain(ctx context.Context) bool {
+	v, _ := ctx.Value(askAgainKey{}).(bool)
+	return v
+}
+
 // Source says where Cached found a result, for metrics.
 type Source string
 
@@ -150,9 +168,13 @@ func (c Cached) Verify(ctx context.Context, repository, digest string, p *Profil
 	if recheck <= 0 {
 		recheck = DefaultRecheck
 	}
+	asked := askedAgain(ctx)
 	fresh := func(e Entry) bool {
 		if Final(e.Result) {
 			return true
+		}
+		if asked {
+			return false
 		}
 		// A checked-at in the future (another replica's clock ahead)
 		// is trusted no further than Recheck ahead.

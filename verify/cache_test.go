@@ -127,3 +127,31 @@ func TestMemoryCacheKeepsFinal(t *testing.T) {
 		t.Errorf("Get = %+v, %v; want the verified kept", e, ok)
 	}
 }
+
+// A person's request (AskAgain) verifies again an unsigned result, so an
+// image signed a moment ago is released at once; automation keeps the
+// minute; a verified result is final for both.
+func TestCachedAskedAgainRechecksUnsigned(t *testing.T) {
+	t.Parallel()
+	p := &Profile{Name: "ci"}
+	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
+	v := &scripted{answers: []scriptedAnswer{
+		{r: Result{Outcome: Unsigned}},
+		{r: Result{Outcome: Verified, Signer: "k"}},
+	}}
+	c := Cached{Verifier: v, Memory: &MemoryCache{}, Now: func() time.Time { return now }}
+	person := AskAgain(context.Background())
+	if r, _ := c.Verify(context.Background(), "reg/app", "sha256:a", p, nil); r.Outcome != Unsigned || v.n != 1 {
+		t.Fatalf("first: %+v after %d", r, v.n)
+	}
+	now = now.Add(10 * time.Second)
+	if r, _ := c.Verify(context.Background(), "reg/app", "sha256:a", p, nil); r.Outcome != Unsigned || v.n != 1 {
+		t.Errorf("automation 12s later: %+v after %d verifications; want the unsigned kept for the minute", r, v.n)
+	}
+	if r, _ := c.Verify(person, "reg/app", "sha256:a", p, nil); r.Outcome != Verified || v.n != 2 {
+		t.Errorf("a person's request 12s later: %+v after %d verifications; want it verified again", r, v.n)
+	}
+	if r, _ := c.Verify(person, "reg/app", "sha256:a", p, nil); r.Outcome != Verified || v.n != 2 {
+		t.Errorf("a person's request after it verified: %+v after %d verifications; want the verified kept", r, v.n)
+	}
+}
