@@ -277,7 +277,7 @@ func verifiedCell(v *verificationJSON) string {
 	if v == nil || v.Outcome == "not-required" {
 		return "-"
 	}
-	parts := strings.Split(v.Detail, "; ")
+	parts := profileDetails(v.Detail)
 	switch v.Outcome {
 	case "verified":
 		for i, p := range parts {
@@ -290,6 +290,12 @@ func verifiedCell(v *verificationJSON) string {
 		return "unsigned"
 	case "failed":
 		why := parts[len(parts)-1]
+		for _, p := range parts {
+			if strings.Contains(p, ": failed ") {
+				why = p
+				break
+			}
+		}
 		if _, after, ok := strings.Cut(why, ": failed "); ok {
 			why = after
 			if reason, rest, ok := strings.Cut(strings.TrimPrefix(why, "("), "): "); ok {
@@ -302,6 +308,18 @@ func verifiedCell(v *verificationJSON) string {
 		return v.Outcome
 	}
 	return v.Outcome + ": " + v.Detail
+}
+
+// profileDetails splits a verification's detail into its profiles'
+// ("profile P: ...; profile Q: ...", verify.Verdict.String). A profile's
+// own detail may hold "; " too (an attestation looked for "in tag T and
+// the referrers; it has none"), so it splits only before "profile ".
+func profileDetails(detail string) []string {
+	parts := strings.Split(detail, "; profile ")
+	for i := 1; i < len(parts); i++ {
+		parts[i] = "profile " + parts[i]
+	}
+	return parts
 }
 
 // builtLater says img was built after run, or that either's build time

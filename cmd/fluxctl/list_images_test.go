@@ -157,3 +157,21 @@ func TestListImagesVerification(t *testing.T) {
 		})
 	}
 }
+
+// TestVerifiedCellNamesTheFailingProfile: with two profiles, one verified
+// and one failed with a detail that holds "; " itself (a missing
+// attestation), the VERIFIED column says why the failing one failed, not
+// the tail of its detail ("failed: it has none)", as it did).
+func TestVerifiedCellNamesTheFailingProfile(t *testing.T) {
+	v := &verificationJSON{Outcome: "failed", Detail: `profile signed: verified by key sha256:k1 (cosign.pub); ` +
+		`profile sbom: failed (missing-attestation): signed by key sha256:k1 (cosign.pub), but no attestation of predicate type https://spdx.dev/Document for sha256:a (looked in tag sha256-a.att and the referrers; it has none)`}
+	got := verifiedCell(v)
+	want := `failed: missing-attestation: signed by key sha256:k1 (cosign.pub), but no attestation of predicate type https://spdx.dev/Document for sha256:a (looked in tag sha256-a.att and the referrers; it has none)`
+	if got != want {
+		t.Errorf("verifiedCell:\n got %q\nwant %q", got, want)
+	}
+	v = &verificationJSON{Outcome: "verified", Detail: "profile a: verified by key sha256:k1 (a.pub); profile b: verified by key sha256:k2 (b.pub)"}
+	if got, want := verifiedCell(v), "verified (key sha256:k1 (a.pub); key sha256:k2 (b.pub))"; got != want {
+		t.Errorf("verifiedCell of two verified profiles: got %q, want %q", got, want)
+	}
+}
