@@ -93,10 +93,15 @@ func fastValue(n *yaml.Node, depth int, flow bool) (any, bool) {
 			}
 			return n.Value, true
 		case "!!null":
-			if n.Value == "" && flow {
+			switch {
+			case n.Value == "" && flow:
 				return nil, false
+			case n.Value == "", nullWords[n.Value]:
+				return nil, true
 			}
-			return nil, true
+			// A tagged null of another word (!!null foo) is refused by
+			// the slow path: leave it the slow path's error.
+			return nil, false
 		case "!!bool":
 			switch n.Value {
 			case "true", "True", "TRUE":
@@ -147,6 +152,9 @@ func sureString(n *yaml.Node) bool {
 // YAML 1.1 (as the slow path reads them): digits, signs, points, bases,
 // exponents, separators.
 const numeric = "0123456789abcdefABCDEFxXoObB_+-.:eEtTzZ "
+
+// nullWords are the words both paths read as a null.
+var nullWords = map[string]bool{"~": true, "null": true, "Null": true, "NULL": true}
 
 // yaml11Words are the plain words YAML 1.1 reads as booleans, nulls,
 // infinities and a merge, which hold letters outside numeric.

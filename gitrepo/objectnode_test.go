@@ -47,6 +47,9 @@ var fastCases = []struct {
 	{"base: &b {kx: 1}\nkd:\n  <<: *b\n  ky: 2\n", false}, // a merge key
 	{"ka: \"\\xff\"\n", true},                             // U+00FF
 	{"ka: !!bool yes\n", false},                           // a tagged YAML 1.1 boolean
+	{"ka: !!null foo\n", false},                           // a tagged null of another word: the slow path refuses it
+	{"ka: !!null 0\n", false},                             // likewise
+	{"ka: !!null\nkb: !!null ~\nkc: !!null Null\n", true}, // tagged nulls of null's words
 	{"? [ka]\n: x/y\n", false},
 	{"kx: [0, {ka: }]\n", false},
 	{"ka: |\n  two\n  lines\n", false}, // block scalars

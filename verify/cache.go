@@ -71,6 +71,12 @@ func Fingerprint(p *Profile, keys []PublicKey) string {
 	for _, id := range ids {
 		field("key=" + id)
 	}
+	if len(p.Keyless) > 0 {
+		// Expressions have matched whole values only since this
+		// field: a digest verified before under an alternation's
+		// unanchored branch (^A|B$) is checked again.
+		field("regexps=whole")
+	}
 	for _, id := range p.Keyless {
 		field("issuer=" + id.Issuer)
 		if id.IssuerRegexp != nil {

@@ -71,7 +71,8 @@ type Profile struct {
 type Identity struct {
 	Issuer, Subject string
 	// IssuerRegexp and SubjectRegexp are anchored (^...$) expressions;
-	// each replaces its exact field.
+	// each replaces its exact field. verify/cosign matches each against
+	// the whole value (^(?:...)$), alternations' branches too.
 	IssuerRegexp, SubjectRegexp *regexp.Regexp
 	Line                        int
 }

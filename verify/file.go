@@ -144,7 +144,15 @@ type File struct {
 	// stamp is the content of the config and the files it names, as
 	// last loaded (Watch reloads when it changes).
 	stamp [sha256.Size]byte
+	// check, when set (SetCheck), is asked of each config read again.
+	check func(*Loaded) error
 }
+
+// SetCheck makes Reload (and Watch) refuse a config that check refuses,
+// as one with a bad line is: the config in force stays. fluxd checks
+// each keyless profile's trusted root with it, as it does at start. Set
+// it before Watch.
+func (f *File) SetCheck(check func(*Loaded) error) { f.check = check }
 
 // OpenFile loads the config at path; a bad one is refused, with every
 // problem and its line.
@@ -181,6 +189,9 @@ func (f *File) reload(was *Loaded, want *[sha256.Size]byte) (bool, error) {
 	l, err := Load(f.path)
 	if err == nil && len(l.Profiles) == 0 {
 		err = fmt.Errorf("%s: the config now names no profile, which would stop every verification; to turn verification off, restart fluxd without --verify-config", f.path)
+	}
+	if err == nil && f.check != nil {
+		err = f.check(l)
 	}
 	if err != nil {
 		return false, fmt.Errorf("%w; the verification config in force is kept", err)

@@ -38,6 +38,11 @@ func TestSignatureWords(t *testing.T) {
 		{"failed", map[string]any{"outcome": "failed", "detail": "profile a: verified by key k (a.pub); profile b: failed (wrong-key): 1 signature(s), none by the key(s) of profile \"b\""},
 			map[string]any{"text": "failed: wrong-key", "cls": "bad",
 				"title": "profile a: verified by key k (a.pub); profile b: failed (wrong-key): 1 signature(s), none by the key(s) of profile \"b\""}},
+		// A missing attestation's detail has "; " inside it (what was
+		// looked at; what the image has): the reason is still the badge's.
+		{"missing attestation", map[string]any{"outcome": "failed", "detail": "profile sbom: failed (missing-attestation): signed by key k (a.pub), but no attestation of predicate type https://spdx.dev/Document for sha256:cc (looked in tag sha256-cc.att and the referrers; it has none)"},
+			map[string]any{"text": "failed: missing-attestation", "cls": "bad",
+				"title": "profile sbom: failed (missing-attestation): signed by key k (a.pub), but no attestation of predicate type https://spdx.dev/Document for sha256:cc (looked in tag sha256-cc.att and the referrers; it has none)"}},
 		{"unchecked", map[string]any{"outcome": "unchecked"},
 			map[string]any{"text": "not checked yet", "cls": "muted", "title": "its digest is not read yet"}},
 		{"error", map[string]any{"outcome": "error", "detail": "cannot read its digest"},

@@ -289,14 +289,10 @@ func verifiedCell(v *verificationJSON) string {
 	case "unsigned":
 		return "unsigned"
 	case "failed":
+		// From the profile that failed (the verdict stops at it) to the
+		// end: its detail may hold "; " (a missing attestation's does).
 		why := parts[len(parts)-1]
-		for _, p := range parts {
-			if strings.Contains(p, ": failed ") {
-				why = p
-				break
-			}
-		}
-		if _, after, ok := strings.Cut(why, ": failed "); ok {
+		if _, after, ok := strings.Cut(v.Detail, ": failed "); ok {
 			why = after
 			if reason, rest, ok := strings.Cut(strings.TrimPrefix(why, "("), "): "); ok {
 				why = reason + ": " + rest

@@ -175,3 +175,14 @@ func TestVerifiedCellNamesTheFailingProfile(t *testing.T) {
 		t.Errorf("verifiedCell of two verified profiles: got %q, want %q", got, want)
 	}
 }
+
+// A failed image's VERIFIED cell names the reason and its detail from the
+// profile that failed, even when the detail holds "; " itself (a missing
+// attestation's says what was looked at; what the image has).
+func TestVerifiedCellFailedDetailWithSemicolons(t *testing.T) {
+	detail := "no attestation of predicate type https://spdx.dev/Document for sha256:cc (looked in tag sha256-cc.att and the referrers; it has none)"
+	v := &verificationJSON{Outcome: "failed", Detail: "profile signed: verified by key k (a.pub); profile sbom: failed (missing-attestation): " + detail}
+	if got, want := verifiedCell(v), "failed: missing-attestation: "+detail; got != want {
+		t.Errorf("got %q\nwant %q", got, want)
+	}
+}

@@ -41,16 +41,37 @@ func (f verifyFlags) validate() error {
 	if len(l.Profiles) == 0 {
 		return fmt.Errorf("--verify-config: %s names no verification profile, so nothing would be verified: add one (see docs/security.md, \"Image signatures\"), or leave the flag out", f.config)
 	}
+	if err := checkTrustedRoots(f.config, l); err != nil {
+		return fmt.Errorf("--verify-config: %w", err)
+	}
+	return nil
+}
+
+// checkTrustedRoots says which keyless profiles' trusted roots are not
+// ones, with their lines: at start, and for each config read again.
+func checkTrustedRoots(path string, l *verify.Loaded) error {
 	var errs []error
 	for _, p := range l.Profiles {
 		if p.TrustedRoot == "" {
 			continue
 		}
 		if err := cosign.CheckTrustedRoot(p.TrustedRootJSON); err != nil {
-			errs = append(errs, fmt.Errorf("--verify-config: %s: line %d: profile %q: trusted root %s: %w", f.config, p.Line, p.Name, p.TrustedRoot, err))
+			errs = append(errs, fmt.Errorf("%s: line %d: profile %q: trusted root %s: %w", path, p.Line, p.Name, p.TrustedRoot, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// openVerifyConfig opens --verify-config for watching: a config read
+// again whose trusted root is not one is refused, and the one in force
+// kept, as a bad line is.
+func openVerifyConfig(path string) (*verify.File, error) {
+	file, err := verify.OpenFile(path)
+	if err != nil {
+		return nil, err
+	}
+	file.SetCheck(func(l *verify.Loaded) error { return checkTrustedRoots(path, l) })
+	return file, nil
 }
 
 // verifyConfigInterval is how often --verify-config's files are looked at
@@ -67,7 +88,7 @@ func newVerifier(f verifyFlags, images *oci.Client, store history.VerificationRe
 	if f.config == "" {
 		return nil, nil, nil
 	}
-	file, err := verify.OpenFile(f.config)
+	file, err := openVerifyConfig(f.config)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--verify-config: %w", err)
 	}

@@ -74,3 +74,35 @@ func TestVerifyConfigTrustedRootIsCheckedAtStart(t *testing.T) {
 		t.Errorf("validate with the test CA's trusted root: %v", err)
 	}
 }
+
+// A trusted root rewritten while fluxd runs into one that is not is
+// refused like a bad line: the config in force, and its root, stay.
+func TestVerifyConfigTrustedRootIsCheckedOnReload(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "verify.yaml")
+	if err := os.WriteFile(cfg, []byte("profiles:\n- name: ci\n  keyless:\n  - issuer: https://token.actions.githubusercontent.com\n    subject: release@example.com\n  trustedRoot: trusted_root.json\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(dir, "trusted_root.json")
+	ca, err := cosigntest.NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ca.WriteTrustedRoot(root); err != nil {
+		t.Fatal(err)
+	}
+	file, err := openVerifyConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := file.Current().Profiles[0].TrustedRootJSON
+	if err := os.WriteFile(root, []byte(`{"keys": ["not a trusted root"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := file.Reload(); err == nil || !strings.Contains(err.Error(), `line 2: profile "ci": trusted root `+root) || !strings.Contains(err.Error(), "in force is kept") {
+		t.Fatalf("Reload: %v; want the trusted root refused with the profile's line", err)
+	}
+	if got := file.Current().Profiles[0].TrustedRootJSON; string(got) != string(good) {
+		t.Errorf("the trusted root in force changed to %s", got)
+	}
+}

@@ -170,19 +170,13 @@ func RealNodeTests(dir string) (map[string]bool, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading the end-to-end tests: %w", err)
 		}
-		for _, decl := range f.Decls {
-			fd, ok := decl.(*ast.FuncDecl)
-			if !ok || fd.Body == nil {
-				continue
-			}
-			name := fd.Name.Name
-			if fd.Recv == nil && isTest(fd) {
-				tests = append(tests, name)
-			}
+		// inspect notes the names node mentions under name, and marks
+		// name when one is a marker.
+		inspect := func(name string, node ast.Node) {
 			if uses[name] == nil {
 				uses[name] = map[string]bool{}
 			}
-			ast.Inspect(fd.Body, func(n ast.Node) bool {
+			ast.Inspect(node, func(n ast.Node) bool {
 				switch x := n.(type) {
 				case *ast.Ident:
 					uses[name][x.Name] = true
@@ -198,6 +192,33 @@ func RealNodeTests(dir string) (map[string]bool, error) {
 				}
 				return true
 			})
+		}
+		for _, decl := range f.Decls {
+			switch d := decl.(type) {
+			case *ast.FuncDecl:
+				if d.Body == nil {
+					continue
+				}
+				if d.Recv == nil && isTest(d) {
+					tests = append(tests, d.Name.Name)
+				}
+				inspect(d.Name.Name, d.Body)
+			case *ast.GenDecl:
+				// A package-level var's value (a table of cases with
+				// function literals) counts for the var's names, so
+				// that a test that reads the table is marked.
+				for _, spec := range d.Specs {
+					vs, ok := spec.(*ast.ValueSpec)
+					if !ok {
+						continue
+					}
+					for _, id := range vs.Names {
+						for _, v := range vs.Values {
+							inspect(id.Name, v)
+						}
+					}
+				}
+			}
 		}
 	}
 	// Spread the mark to every function that names a marked one.

@@ -158,3 +158,46 @@ func keys(m map[string]bool) []string {
 }
 
 func writeFile(path string, b []byte) error { return os.WriteFile(path, b, 0o644) }
+
+// A real-node step kept in a package-level table (a function literal in a
+// var's value) marks the tests that read the table: they would otherwise
+// be dealt to a shard without the real node, and skip there unseen.
+func TestRealNodeTestsFollowPackageVars(t *testing.T) {
+	dir := t.TempDir()
+	src := `package e2e
+
+import "testing"
+
+var realCases = []struct {
+	name string
+	run  func(t *testing.T)
+}{
+	{"pod", func(t *testing.T) { requireRealNode(t) }},
+}
+
+var fakeCases = []string{"a"}
+
+func requireRealNode(t *testing.T) {}
+
+func TestTable(t *testing.T) {
+	for _, c := range realCases {
+		t.Run(c.name, c.run)
+	}
+}
+
+func TestFake(t *testing.T) { _ = fakeCases }
+`
+	if err := os.WriteFile(filepath.Join(dir, "table_test.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	real, err := RealNodeTests(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !real["TestTable"] {
+		t.Errorf("TestTable reaches the real node through realCases and was not found: %v", keys(real))
+	}
+	if real["TestFake"] {
+		t.Errorf("TestFake was counted as a real-node test")
+	}
+}

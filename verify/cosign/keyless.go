@@ -316,10 +316,10 @@ func identities(p *verify.Profile) ([]sgverify.CertificateIdentity, error) {
 	for _, id := range p.Keyless {
 		var issuerRe, subjectRe string
 		if id.IssuerRegexp != nil {
-			issuerRe = id.IssuerRegexp.String()
+			issuerRe = whole(id.IssuerRegexp.String())
 		}
 		if id.SubjectRegexp != nil {
-			subjectRe = id.SubjectRegexp.String()
+			subjectRe = whole(id.SubjectRegexp.String())
 		}
 		ci, err := sgverify.NewShortCertificateIdentity(id.Issuer, issuerRe, id.Subject, subjectRe)
 		if err != nil {
@@ -329,6 +329,13 @@ func identities(p *verify.Profile) ([]sgverify.CertificateIdentity, error) {
 	}
 	return out, nil
 }
+
+// whole is an expression that matches only the whole of a value:
+// sigstore-go matches an expression anywhere in the certificate's
+// issuer or subject, and the config's check (it starts with ^ and ends
+// with $) leaves an alternation's branches unanchored (in ^A|B$, B may
+// end a subject that starts anywhere).
+func whole(re string) string { return "^(?:" + re + ")$" }
 
 func identityList(p *verify.Profile) string {
 	var out []string

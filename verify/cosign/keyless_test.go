@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/base64"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -280,4 +281,50 @@ func newReferrersRegistry(t *testing.T) name.Repository {
 		t.Fatal(err)
 	}
 	return repo
+}
+
+// An expression the config takes as anchored (it starts with ^ and ends
+// with $) matches the whole identity even where it alternates: in
+// ^A|B$, B alone would otherwise match anywhere from the start of the
+// subject, so a workflow of another organisation whose subject ends
+// with B would verify.
+func TestVerifyKeylessAlternationIsAnchored(t *testing.T) {
+	t.Parallel()
+	cfg, err := verify.Parse([]byte(`profiles:
+- name: ci
+  keyless:
+  - issuer: ` + github + `
+    subjectRegexp: ^https://github\.com/org/app/.*|https://github\.com/org/web/.*$
+  trustedRoot: /etc/fluxd/trusted_root.json
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := cfg.Profile("ci")
+	if !ok {
+		t.Fatal("no profile ci")
+	}
+	repo := testRegistry(t)
+	ca := newCA(t)
+	pr := keylessProfile(t, ca, verify.TlogRequired, p.Keyless...)
+	for _, tc := range []struct {
+		subject string
+		outcome verify.Outcome
+	}{
+		{"https://github.com/org/web/.github/workflows/release.yml@refs/heads/main", verify.Verified},
+		{"https://github.com/org/app/.github/workflows/release.yml@refs/heads/main", verify.Verified},
+		{"https://github.com/evil/x/.github/workflows/release.yml@refs/heads/https://github.com/org/web/x", verify.Failed},
+	} {
+		d := push(t, repo, fmt.Sprintf("alt-%d", len(tc.subject)))
+		if err := ca.SignKeyless(d, cosigntest.Keyless{Issuer: github, Subject: tc.subject}); err != nil {
+			t.Fatal(err)
+		}
+		got, err := New(Config{}).Verify(context.Background(), repo.String(), d.DigestStr(), pr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Outcome != tc.outcome {
+			t.Errorf("subject %s: %s, want %s: %s", tc.subject, got.Outcome, tc.outcome, got)
+		}
+	}
 }

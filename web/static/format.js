@@ -42,9 +42,11 @@ export function signature(v) {
     case 'unsigned':
       return {text: 'unsigned', cls: 'bad', title};
     case 'failed': {
-      const last = parts[parts.length - 1];
-      const m = /: failed \(([^)]*)\): (.*)$/.exec(last);
-      return {text: 'failed: ' + (m ? m[1] : last), cls: 'bad', title};
+      // The first profile that failed is the one the verdict stopped at;
+      // a detail may hold "; " itself (a missing attestation's does), so
+      // it is not split for this.
+      const m = /: failed \(([a-z-]+)\): /.exec(detail);
+      return {text: 'failed: ' + (m ? m[1] : parts[parts.length - 1]), cls: 'bad', title};
     }
     case 'unchecked':
       return {text: 'not checked yet', cls: 'muted', title: title || 'its digest is not read yet'};
