@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,6 +73,21 @@ func TestVerifyKeysFromASecret(t *testing.T) {
 	path := dir + "/" + app + ".yaml"
 	pushManifest(t, "Add "+app, map[string]string{path: policyDeployment(app, repo+":1.0.0", nil)})
 	t.Cleanup(func() { removeManifest(t, path, app) })
+
+	// A Secret that is not there stops fluxd at start, naming it.
+	missing := filepath.Join(cfgDir, "missing.yaml")
+	if err := os.WriteFile(missing, []byte("profiles:\n- name: signed\n  keySecrets: [default/e2e-no-such-keys]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if bad, err := stack.StartNamedFluxd(startCtx, "fluxd-verify-secret-missing", filepath.Join(binDir, "fluxd"), instance, nil, "--git-path="+dir, "--verify-config="+missing); err == nil {
+		_ = syscall.Kill(bad.PID, syscall.SIGTERM)
+		t.Errorf("fluxd started with a keySecrets Secret that does not exist")
+	} else if log, _ := os.ReadFile(stack.Log("fluxd-verify-secret-missing")); !strings.Contains(string(log), `keySecrets default/e2e-no-such-keys: reading the Secret: secrets \"e2e-no-such-keys\" not found`) &&
+		!strings.Contains(string(log), `keySecrets default/e2e-no-such-keys: reading the Secret: secrets "e2e-no-such-keys" not found`) {
+		t.Errorf("fluxd with a missing keySecrets Secret: %v; its log does not name the Secret:\n%s", err, log)
+	}
 
 	f := startFaultFluxd(t, "fluxd-verify-secret", dir, nil, "--verify-config="+cfg)
 	env := []string{"FLUX_URL=" + f.Addr, "FLUX_TOKEN=" + f.Tokens["deployer"], "USER=erin"}
