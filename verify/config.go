@@ -18,6 +18,7 @@ import (
 //	profiles:
 //	- name: signed
 //	  keys: [/etc/fluxd/cosign.pub]          # cosign public keys (PEM)
+//	  keySecrets: [fluxd/cosign-keys]        # Secrets (NAMESPACE/NAME) of *.pub keys
 //	- name: ci
 //	  keyless:
 //	  - issuer: https://token.actions.githubusercontent.com
@@ -42,6 +43,10 @@ type Profile struct {
 	// Keys are files of cosign public keys (PEM), as written: a relative
 	// path is the config file's directory's.
 	Keys []string
+	// KeySecrets are Kubernetes Secrets each of whose data keys ending
+	// in .pub holds a cosign public key (PEM), as Flux v2's
+	// verify.secretRef reads them.
+	KeySecrets []SecretRef
 	// Keyless are the OIDC identities whose short-lived certificates,
 	// issued under TrustedRoot, may sign.
 	Keyless []Identity
@@ -62,6 +67,20 @@ type Profile struct {
 	// Line is where the profile starts in the config.
 	Line int
 }
+
+// SecretRef names a Kubernetes Secret, written NAMESPACE/NAME.
+type SecretRef struct {
+	Namespace, Name string
+}
+
+func (r SecretRef) String() string { return r.Namespace + "/" + r.Name }
+
+// namespaceName is a DNS-1123 label (a namespace); secretName a DNS-1123
+// subdomain (a Secret's name).
+var (
+	namespaceName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$`)
+	secretName    = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)
+)
 
 // Identity is a keyless signer: the OIDC issuer that vouched for it and
 // the subject of its certificate (an e-mail, a workflow's URL), each
@@ -230,6 +249,8 @@ func (p *parser) profile(n *yaml.Node) Profile {
 			pr.Name = p.str(v, "name")
 		case "keys":
 			pr.Keys = p.strs(v, "keys")
+		case "keySecrets":
+			pr.KeySecrets = p.secretRefs(v)
 		case "keyless":
 			for _, m := range p.list(v, "keyless") {
 				pr.Keyless = append(pr.Keyless, p.identity(m))
@@ -250,7 +271,7 @@ func (p *parser) profile(n *yaml.Node) Profile {
 			return false
 		}
 		return true
-	}, "name", "keys", "keyless", "trustedRoot", "tlog", "attestations") {
+	}, "name", "keys", "keySecrets", "keyless", "trustedRoot", "tlog", "attestations") {
 		return pr
 	}
 
@@ -260,8 +281,8 @@ func (p *parser) profile(n *yaml.Node) Profile {
 	case !profileName.MatchString(pr.Name):
 		p.add(n, "profile name %q: use lower-case letters, digits and dashes (it is written in annotations: fluxd.io/verify: NAME)", pr.Name)
 	}
-	if len(pr.Keys) == 0 && len(pr.Keyless) == 0 {
-		p.add(n, "profile %q names no signer: give keys (cosign public key files) or keyless identities", pr.Name)
+	if len(pr.Keys) == 0 && len(pr.KeySecrets) == 0 && len(pr.Keyless) == 0 {
+		p.add(n, "profile %q names no signer: give keys (cosign public key files), keySecrets (Secrets of cosign public keys, NAMESPACE/NAME) or keyless identities", pr.Name)
 	}
 	if len(pr.Keyless) > 0 && pr.TrustedRoot == "" {
 		p.add(n, "profile %q has keyless identities but no trustedRoot: name the trusted root file (trusted_root.json) their certificates must chain to", pr.Name)
@@ -276,6 +297,36 @@ func (p *parser) profile(n *yaml.Node) Profile {
 		pr.Tlog = TlogRequired
 	}
 	return pr
+}
+
+// secretRefs reads keySecrets: NAMESPACE/NAME each, both DNS names.
+func (p *parser) secretRefs(v *yaml.Node) []SecretRef {
+	var out []SecretRef
+	for _, m := range p.list(v, "keySecrets") {
+		s := p.str(m, "keySecrets")
+		if s == "" {
+			continue
+		}
+		ns, name, ok := strings.Cut(s, "/")
+		switch {
+		case !ok || strings.Contains(name, "/"):
+			p.add(m, "keySecrets %q: write NAMESPACE/NAME (e.g. fluxd/cosign-keys), the Secret whose *.pub keys are cosign public keys", s)
+			continue
+		case !namespaceName.MatchString(ns):
+			p.add(m, "keySecrets %q: %q is not a namespace's name (lower-case letters, digits and dashes, at most 63)", s, ns)
+			continue
+		case len(name) > 253 || !secretName.MatchString(name):
+			p.add(m, "keySecrets %q: %q is not a Secret's name (lower-case letters, digits, dashes and dots, at most 253)", s, name)
+			continue
+		}
+		r := SecretRef{Namespace: ns, Name: name}
+		if slices.Contains(out, r) {
+			p.add(m, "keySecrets: %q is written twice", s)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 func (p *parser) identity(n *yaml.Node) Identity {

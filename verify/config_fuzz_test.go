@@ -23,6 +23,7 @@ func FuzzParse(f *testing.F) {
 		"profiles: {name: a}\n",
 		"repositories:\n- match: ghcr.io/[\n  profile: b\n",
 		"profiles:\n- name: a\n  keys: [a.pub, a.pub]\n  keys: []\n",
+		"profiles:\n- name: a\n  keySecrets: [fluxd/cosign-keys, x/y/z, Bad/n]\n",
 		"a: &a [*a, *a]\n",
 		"profiles:\n- name: !!binary aGVsbG8=\n  keys: [!!int 3]\n",
 	} {
@@ -45,7 +46,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		for _, p := range c.Profiles {
-			if !profileName.MatchString(p.Name) || len(p.Keys)+len(p.Keyless) == 0 {
+			if !profileName.MatchString(p.Name) || len(p.Keys)+len(p.KeySecrets)+len(p.Keyless) == 0 {
 				t.Fatalf("accepted a profile without a name or a signer: %+v", p)
 			}
 			if _, ok := c.Profile(p.Name); !ok {

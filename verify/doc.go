@@ -10,6 +10,11 @@
 //
 // fluxd --verify-config loads the config (OpenFile, Watch) and hands a
 // Gate to the release engine, whose plans ask it (release/verify.go).
+// A profile's keys come from files, and from Kubernetes Secrets
+// (keySecrets, each .pub data key a public key) that fluxd reads through
+// a SecretKeys func (OpenFileWith; verify itself has no Kubernetes
+// client), read again every SecretPollInterval by Watch.
+//
 // Keys and keyless identities (under the profile's trusted root, with
 // its tlog: setting) are verified. Load reads each trusted root into its
 // profile (TrustedRootJSON), checked only to be JSON here: verify/cosign

@@ -96,7 +96,7 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 		return err
 	}
 	engine := release.NewEngine(repo, images, cluster, store, log)
-	verifier, verifyConfig, err := newVerifier(f.verify, images, store, reg, log)
+	verifier, verifyConfig, err := newVerifier(ctx, f.verify, images, store, rc, reg, log)
 	if err != nil {
 		return err
 	}

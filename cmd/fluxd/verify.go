@@ -10,6 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/registry/oci"
@@ -25,7 +28,7 @@ type verifyFlags struct {
 }
 
 func (f *verifyFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.config, "verify-config", "", "YAML file of image signature verification profiles (cosign public keys, keyless identities under a trusted root) and the repositories, by glob, that need them (see docs/security.md, \"Image signatures\"); a release of an image that does not verify is refused, and automation skips it. Re-read when it or a key or trusted root it names changes; a bad edit is refused, with its line, and the previous one kept (default: none, no image is verified)")
+	fs.StringVar(&f.config, "verify-config", "", "YAML file of image signature verification profiles (cosign public keys, keyless identities under a trusted root) and the repositories, by glob, that need them (see docs/security.md, \"Image signatures\"); a release of an image that does not verify is refused, and automation skips it. Re-read when it or a key or trusted root it names changes, and a keySecrets Secret is read again every 30 s; a bad edit is refused, with its line, and the previous one kept (default: none, no image is verified)")
 }
 
 // validate reads the config and its keys, so that a bad one stops fluxd
@@ -65,8 +68,8 @@ func checkTrustedRoots(path string, l *verify.Loaded) error {
 // openVerifyConfig opens --verify-config for watching: a config read
 // again whose trusted root is not one is refused, and the one in force
 // kept, as a bad line is.
-func openVerifyConfig(path string) (*verify.File, error) {
-	file, err := verify.OpenFile(path)
+func openVerifyConfig(ctx context.Context, path string, secrets verify.SecretKeys) (*verify.File, error) {
+	file, err := verify.OpenFileWith(ctx, path, secrets)
 	if err != nil {
 		return nil, err
 	}
@@ -84,11 +87,15 @@ const verifyConfigInterval = 5 * time.Second
 // lookups counted apart), results cached per digest in memory and in the
 // history store, which the replicas share (verify.Cached says what is
 // kept, and for how long). Nil without the flag.
-func newVerifier(f verifyFlags, images *oci.Client, store history.VerificationResults, reg prometheus.Registerer, log *slog.Logger) (release.Verifier, *verify.File, error) {
+func newVerifier(ctx context.Context, f verifyFlags, images *oci.Client, store history.VerificationResults, rc *rest.Config, reg prometheus.Registerer, log *slog.Logger) (release.Verifier, *verify.File, error) {
 	if f.config == "" {
 		return nil, nil, nil
 	}
-	file, err := openVerifyConfig(f.config)
+	kc, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--verify-config: a Kubernetes client for keySecrets: %w", err)
+	}
+	file, err := openVerifyConfig(ctx, f.config, secretKeys(kc))
 	if err != nil {
 		return nil, nil, fmt.Errorf("--verify-config: %w", err)
 	}
@@ -96,6 +103,21 @@ func newVerifier(f verifyFlags, images *oci.Client, store history.VerificationRe
 	cfg := file.Current()
 	log.Info("image signature verification", "component", "verify", "config", f.config, "profiles", len(cfg.Profiles), "repositories", len(cfg.Repositories))
 	return verify.NewGate(file, newVerifyCache(v, store, reg, log)), file, nil
+}
+
+// secretKeys reads a profile's keySecrets with fluxd's client: it needs
+// get on each Secret named (see docs/security.md, "Keys in a Secret").
+// The data is only parsed for public keys, never logged.
+func secretKeys(kc kubernetes.Interface) verify.SecretKeys {
+	return func(ctx context.Context, namespace, name string) (map[string][]byte, error) {
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		s, err := kc.CoreV1().Secrets(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return s.Data, nil
+	}
 }
 
 // newVerifyCache puts the caches in front of v: memory, then the store.

@@ -91,7 +91,7 @@ func TestVerifyConfigTrustedRootIsCheckedOnReload(t *testing.T) {
 	if err := ca.WriteTrustedRoot(root); err != nil {
 		t.Fatal(err)
 	}
-	file, err := openVerifyConfig(cfg)
+	file, err := openVerifyConfig(context.Background(), cfg, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
