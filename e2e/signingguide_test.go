@@ -1,7 +1,9 @@
 package e2e
 
 // The signing guide, docs/security.md's "Requiring signatures for one
-// repository", is run as written, as the promotion guide is: every line
+// repository", then its "On the local demo" steps for attestations and
+// keyless signatures (hack/sign's test CA), is run as written, as the
+// promotion guide is: every line
 // of its ```sh blocks marked "# tested: TestSigningGuide", in order, in
 // one shell, on a stack of its own with fluxd started as
 // 'FLUXD_STACK_REAL_NODE=0 make up' starts it (a process, the demo's
