@@ -3,6 +3,7 @@ package release
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fluxd/fluxd/gitrepo"
@@ -19,15 +20,25 @@ func (e *Engine) resolveTarget(ctx context.Context, image string, lister *imageC
 	if err != nil {
 		return registry.Ref{}, fluxerr.New(fluxerr.User, err, "")
 	}
+	if registry.HasTag(image) && registry.CosignArtifact(target.Tag) {
+		// cosign's signatures, attestations and SBOMs are stored as
+		// tags beside the image; they are never an image to run.
+		return registry.Ref{}, fluxerr.New(fluxerr.User,
+			fmt.Errorf("%s is one of cosign's own artifacts (a signature, attestation or SBOM stored as a tag), not an image to release", image),
+			"Name the image's own tag (fluxctl list-images SERVICE lists them), or its digest.")
+	}
 	if !registry.HasTag(image) {
 		imgs, err := lister.get(ctx, target.Repository)
 		if err != nil {
 			return registry.Ref{}, err
 		}
-		if len(imgs) == 0 {
+		// The newest image, never cosign's tags: a signature pushed
+		// after the image is newer than it.
+		i := slices.IndexFunc(imgs, func(img registry.Image) bool { return !registry.CosignArtifact(img.Tag) })
+		if i < 0 {
 			return registry.Ref{}, fluxerr.New(fluxerr.Missing, fmt.Errorf("repository %s has no images", target.Repository), "")
 		}
-		target.Tag = imgs[0].Tag
+		target.Tag = imgs[i].Tag
 		return target, nil
 	}
 	ok, err := lister.exists(ctx, target.String())

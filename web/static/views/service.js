@@ -147,6 +147,11 @@ async function loadManifest(id, box) {
         : el('pre', {class: 'yaml', id: 'manifest-live', tabindex: '0'}, m.live || '(not in the cluster)'))));
 }
 
+// cosign's own tags beside an image (sha256-HEX.sig, .att, .sbom, and
+// the referrers fallback's sha256-HEX): never an image to release, as
+// registry.CosignArtifact says on the server, which refuses them.
+const cosignTag = /^sha256-[0-9a-f]{64}(\.sig|\.att|\.sbom)?$/;
+
 function imagesTable(c) {
   const passing = new Set(c.passing || []);
   // A Signature column where a verification profile applies to the
@@ -156,8 +161,10 @@ function imagesTable(c) {
     const marks = [];
     if (im.ref === c.current) marks.push(el('span', {class: 'badge ok'}, 'running'));
     if (im.tag && im.tag === c.best) marks.push(el('span', {class: 'badge run'}, 'newest allowed'));
-    if (c.filter && c.filter !== '*' && !passing.has(im.tag)) marks.push(el('span', {class: 'badge muted'}, 'filtered out'));
-    const act = S.session.canAct && im.ref !== c.current && (c.filter === '*' || passing.has(im.tag))
+    const artifact = cosignTag.test(im.tag || '');
+    if (artifact) marks.push(el('span', {class: 'badge muted'}, 'cosign artifact'));
+    else if (c.filter && c.filter !== '*' && !passing.has(im.tag)) marks.push(el('span', {class: 'badge muted'}, 'filtered out'));
+    const act = S.session.canAct && !artifact && im.ref !== c.current && (c.filter === '*' || passing.has(im.tag))
       ? el('button', {type: 'button', 'aria-label': 'Release ' + im.ref, onclick: () => startRelease({services: [S.view.arg], image: im.ref})}, 'Release…') : '';
     const cells = [el('td', {}, el('code', {}, im.tag || im.ref)), el('td', {}, when(im.createdAt))];
     if (signed) cells.push(el('td', {class: 'signature'}, signatureBadge(im.verification) || '–'));
