@@ -131,9 +131,11 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 	if err := spec.Validate(); err != nil {
 		return nil, err
 	}
-	if !spec.Automated {
+	if !spec.Automated && !spec.Cached {
 		// A person asked: an image signed a moment ago is seen now, not
-		// after the unsigned result's minute in the cache.
+		// after the unsigned result's minute in the cache. Not the
+		// page's shared plan (Cached), which is made again every few
+		// seconds while a page is open.
 		ctx = verify.AskAgain(ctx)
 	}
 	inCluster := map[platform.ID]bool{}

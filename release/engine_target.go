@@ -25,7 +25,7 @@ func (e *Engine) resolveTarget(ctx context.Context, image string, lister *imageC
 		// tags beside the image; they are never an image to run.
 		return registry.Ref{}, fluxerr.New(fluxerr.User,
 			fmt.Errorf("%s is one of cosign's own artifacts (a signature, attestation or SBOM stored as a tag), not an image to release", image),
-			"Name the image's own tag (fluxctl list-images SERVICE lists them), or its digest.")
+			"Name the image's own tag (fluxctl list-images SERVICE lists them).")
 	}
 	if !registry.HasTag(image) {
 		imgs, err := lister.get(ctx, target.Repository)

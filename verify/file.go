@@ -386,7 +386,7 @@ func (f *File) Watch(ctx context.Context, interval time.Duration, report func(er
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var refused, last [sha256.Size]byte
-	var polled time.Time
+	var polled, refusedAt time.Time
 	var polledFor *Loaded
 	var secrets [sha256.Size]byte
 	for {
@@ -413,13 +413,19 @@ func (f *File) Watch(ctx context.Context, interval time.Duration, report func(er
 		now := stampOf(was, secrets)
 		seen := last
 		last = now
-		if now == stamp || now == refused || now != seen {
+		// Refused content is not tried again, but for a reader of
+		// Secrets: the reload reads them again, and a read that failed
+		// there (the API server away a moment) must not hold a rotated
+		// key out for good, so such content is tried again each
+		// secretPoll.
+		retry := f.secrets != nil && time.Since(refusedAt) >= secretPoll
+		if now == stamp || (now == refused && !retry) || now != seen {
 			continue
 		}
 		done, err := f.reload(ctx, was, &now, secrets)
 		switch {
 		case err != nil:
-			refused = now
+			refused, refusedAt = now, time.Now()
 			report(err)
 		case done:
 			report(nil)
