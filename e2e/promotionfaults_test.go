@@ -70,6 +70,18 @@ type promoRecord struct {
 // bundle's image has.
 func promoRecords(t *testing.T, env []string) (recs map[string]map[string]promoRecord, tags map[string]string) {
 	t.Helper()
+	recs, tags, err := promoRecordsOrErr(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs, tags
+}
+
+// promoRecordsOrErr is promoRecords, with fluxctl's failure returned: a
+// fluxd just restarted answers "no pipeline" until it has read git's
+// Pipelines, which a poll waits out.
+func promoRecordsOrErr(t *testing.T, env []string) (recs map[string]map[string]promoRecord, tags map[string]string, err error) {
+	t.Helper()
 	out, stderr, code := fluxctl(t, env, "bundles", "-o", "json")
 	var doc struct {
 		Bundles []struct {
@@ -81,7 +93,7 @@ func promoRecords(t *testing.T, env []string) (recs map[string]map[string]promoR
 		} `json:"bundles"`
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &doc) != nil {
-		t.Fatalf("fluxctl bundles: exit %d\n%s%s", code, out, stderr)
+		return nil, nil, fmt.Errorf("fluxctl bundles: exit %d\n%s%s", code, out, stderr)
 	}
 	recs, tags = map[string]map[string]promoRecord{}, map[string]string{}
 	for _, b := range doc.Bundles {
@@ -93,7 +105,7 @@ func promoRecords(t *testing.T, env []string) (recs map[string]map[string]promoR
 			tags[b.ID] = b.Images[0].Tag
 		}
 	}
-	return recs, tags
+	return recs, tags, nil
 }
 
 // waitRecord polls until bundle's record in stage has status, and
@@ -102,7 +114,10 @@ func waitRecord(t *testing.T, env []string, bundle, stage, status string, timeou
 	t.Helper()
 	var last promoRecord
 	err := poll(context.Background(), timeout, func() error {
-		recs, _ := promoRecords(t, env)
+		recs, _, err := promoRecordsOrErr(t, env)
+		if err != nil {
+			return err
+		}
 		last = recs[bundle][stage]
 		if last.Status != status {
 			return fmt.Errorf("bundle %s is %q in %s (%s), want %s", bundle, last.Status, stage, last.Reason, status)
@@ -276,7 +291,10 @@ func TestPromotionSurvivesSIGKILL(t *testing.T) {
 	}
 	var at string
 	err := poll(context.Background(), time.Minute, func() error {
-		recs, _ := promoRecords(t, env)
+		recs, _, err := promoRecordsOrErr(t, env)
+		if err != nil {
+			return err
+		}
 		at = recs[b1]["prod"].Status
 		if at == "awaiting approval" || at == "" {
 			return fmt.Errorf("prod's record of %s is %q", b1, at)
