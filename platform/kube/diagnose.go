@@ -66,7 +66,13 @@ func (c *Cluster) Diagnose(ctx context.Context, id platform.ID) string {
 				}
 				lines = append(lines, line)
 			case cs.State.Terminated != nil && cs.State.Terminated.ExitCode != 0:
-				lines = append(lines, fmt.Sprintf("pod %s: container %s exited with code %d: %s", p.Name, cs.Name, cs.State.Terminated.ExitCode, cs.State.Terminated.Reason))
+				line := fmt.Sprintf("pod %s: container %s exited with code %d: %s", p.Name, cs.Name, cs.State.Terminated.ExitCode, cs.State.Terminated.Reason)
+				// A crash loop caught between its exit and the kubelet's
+				// next wait: say it is one.
+				if cs.RestartCount > 0 {
+					line += fmt.Sprintf(" (restarted %d times)", cs.RestartCount)
+				}
+				lines = append(lines, line)
 			case cs.State.Running != nil:
 				// Running but not ready: the kubelet's last probe failure
 				// (an event) says why.
