@@ -270,41 +270,7 @@ func unverifiedType(env []byte) string {
 // attestations reads the digest's attestation envelopes: from cosign's
 // tag, else from its referrers of in-toto's artifact type.
 func attestations(d name.Digest, opts []remote.Option) ([]attestation, error) {
-	img, err := remote.Image(d.Context().Tag(attTag(d.DigestStr())), opts...)
-	switch {
-	case err == nil:
-		return envelopes(img, nil)
-	case !notFound(err):
-		return nil, err
-	}
-	idx, err := remote.Referrers(d, append(opts, remote.WithFilter("artifactType", IntotoArtifactType))...)
-	if err != nil {
-		if notFound(err) {
-			return nil, nil
-		}
-		return nil, err
-	}
-	im, err := idx.IndexManifest()
-	if err != nil {
-		return nil, err
-	}
-	var out []attestation
-	for _, m := range im.Manifests {
-		if m.ArtifactType != IntotoArtifactType {
-			continue
-		}
-		img, err := remote.Image(d.Context().Digest(m.Digest.String()), opts...)
-		if err != nil {
-			return nil, err
-		}
-		if out, err = envelopes(img, out); err != nil {
-			return nil, err
-		}
-		if len(out) >= maxSignatures {
-			break
-		}
-	}
-	return out, nil
+	return artifacts(d, attTag(d.DigestStr()), IntotoArtifactType, opts, envelopes)
 }
 
 // envelopes appends the DSSE layers of an attestation manifest to out.

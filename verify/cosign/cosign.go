@@ -195,14 +195,26 @@ type sig struct {
 // signatures reads the digest's signatures: from cosign's tag, else from
 // its referrers.
 func signatures(d name.Digest, opts []remote.Option) ([]sig, error) {
-	img, err := remote.Image(d.Context().Tag(sigTag(d.DigestStr())), opts...)
+	return artifacts(d, sigTag(d.DigestStr()), SignatureArtifactType, opts, func(img v1.Image, out []sig) ([]sig, error) {
+		s, err := layers(img)
+		return append(out, s...), err
+	})
+}
+
+// artifacts reads what cosign keeps beside digest d, with read (which
+// appends one manifest's layers to out): the manifest cosign tagged tag,
+// or, where that tag is missing, the digest's OCI 1.1 referrers of
+// artifactType, up to maxSignatures layers. Signatures and attestations
+// are both kept so.
+func artifacts[T any](d name.Digest, tag, artifactType string, opts []remote.Option, read func(v1.Image, []T) ([]T, error)) ([]T, error) {
+	img, err := remote.Image(d.Context().Tag(tag), opts...)
 	switch {
 	case err == nil:
-		return layers(img)
+		return read(img, nil)
 	case !notFound(err):
 		return nil, err
 	}
-	idx, err := remote.Referrers(d, append(opts, remote.WithFilter("artifactType", SignatureArtifactType))...)
+	idx, err := remote.Referrers(d, append(opts, remote.WithFilter("artifactType", artifactType))...)
 	if err != nil {
 		if notFound(err) {
 			return nil, nil
@@ -213,20 +225,18 @@ func signatures(d name.Digest, opts []remote.Option) ([]sig, error) {
 	if err != nil {
 		return nil, err
 	}
-	var out []sig
+	var out []T
 	for _, m := range im.Manifests {
-		if m.ArtifactType != SignatureArtifactType {
+		if m.ArtifactType != artifactType {
 			continue
 		}
 		img, err := remote.Image(d.Context().Digest(m.Digest.String()), opts...)
 		if err != nil {
 			return nil, err
 		}
-		s, err := layers(img)
-		if err != nil {
+		if out, err = read(img, out); err != nil {
 			return nil, err
 		}
-		out = append(out, s...)
 		if len(out) >= maxSignatures {
 			break
 		}
