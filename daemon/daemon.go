@@ -304,7 +304,7 @@ func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 		// (BenchmarkScale at 10,000 workloads: list-services' p99 was a
 		// build under load). Its age past young is then at most one
 		// build (viewlag.go).
-		if d.view.services != nil && d.view.key.coversButCluster(key) && d.view.cost >= minLagCost {
+		if d.view.services != nil && d.view.key.coversButCluster(key) && d.view.cost >= minLagCost && time.Since(d.view.builtAt) < maxStaleView {
 			if d.view.building == nil {
 				b := &viewBuild{key: key, done: make(chan struct{})}
 				d.view.building = b
@@ -341,6 +341,13 @@ func (d *Daemon) viewBuilt(ctx context.Context) ([]Service, uint64, error) {
 		return d.buildView(ctx, b, m)
 	}
 }
+
+// maxStaleView bounds the age of a view that answers while the next is
+// built behind it: where those builds keep failing (the cluster's caches
+// cannot be read), a caller past it builds the view itself and is told
+// why, rather than served an old view for good. A build that succeeds
+// takes far less (10,000 workloads: about a second).
+var maxStaleView = 30 * time.Second
 
 // backgroundBuildTimeout bounds a view's build that no caller waits for.
 const backgroundBuildTimeout = time.Minute

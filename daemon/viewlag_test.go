@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -20,11 +21,15 @@ type slowCluster struct {
 	delay time.Duration
 	reads atomic.Int64
 	extra atomic.Bool // lists one more workload
+	fail  atomic.Bool // cannot be read
 }
 
 func (c *slowCluster) Workloads(ctx context.Context) ([]platform.Workload, error) {
 	c.reads.Add(1)
 	time.Sleep(c.delay)
+	if c.fail.Load() {
+		return nil, errors.New("the cluster's caches cannot be read")
+	}
 	ws, err := c.atomicGenCluster.Workloads(ctx)
 	if c.extra.Load() {
 		ws = append(ws[:len(ws):len(ws)], answerWorkloads("a/late")...)
@@ -187,5 +192,40 @@ func TestAnOldViewAnswersWhileTheNextIsBuilt(t *testing.T) {
 			t.Fatalf("a workload added to the cluster is not listed 5 s after the view aged")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Where the builds behind an old view keep failing, the old view answers
+// for maxStaleView at most: then a caller builds it and is told why.
+// Found by review: the old view answered for good, and hid the error.
+func TestAnOldViewDoesNotHideFailingBuildsForGood(t *testing.T) {
+	old := maxStaleView
+	maxStaleView = maxClusterLag + time.Second
+	t.Cleanup(func() { maxStaleView = old })
+	c := &slowCluster{atomicGenCluster: atomicGenCluster{stubCluster: stubCluster{workloads: answerWorkloads("a/web")}}, delay: 100 * time.Millisecond}
+	f := newFixtureWith(t, Config{GitRefresh: time.Minute}, Deps{Cluster: c, Releaser: stubReleaser{}, Jobs: stubJobs{}})
+	ctx := withToken(f.tokens[auth.Viewer])
+	if _, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	c.fail.Store(true)
+	c.gen.Add(1)
+	time.Sleep(maxClusterLag + 100*time.Millisecond)
+	if _, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{}); err != nil {
+		t.Errorf("a view past young, its next build failing behind it: %v; want the old view", err)
+	}
+	deadline := time.Now().Add(maxStaleView + 5*time.Second)
+	for {
+		_, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{})
+		if err != nil {
+			if !strings.Contains(err.Error(), "cannot be read") {
+				t.Errorf("the error said: %v", err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the old view still answers %v after it was built, its builds failing", maxStaleView+5*time.Second)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
