@@ -316,6 +316,8 @@ spec:
 	// start-up sync, which creates the objects, runs meanwhile: RSS and
 	// the heap are sampled for their peak (and, profiling, the heap
 	// profile at the highest heap kept).
+	// Profiling: fluxd's CPU over the pass's first 30 s.
+	stopPassProf := profile(b, profDir != "", metrics, profDir, fmt.Sprintf("scale-%d-first-pass", n), 30*time.Second)
 	lastSample := time.Time{}
 	for {
 		if time.Since(lastSample) > time.Second {
@@ -338,6 +340,7 @@ spec:
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+	stopPassProf()
 	// The first sync (creates what the stack does not have yet), then one
 	// that finds nothing changed.
 	sctx, scancel := context.WithTimeout(admin, 40*time.Minute)

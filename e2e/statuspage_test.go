@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/url"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +21,12 @@ import (
 type statusPage struct {
 	ctx   context.Context
 	shots string // the test's artifact directory
+	// What a sign-in again needs, when chromium exits under the test.
+	t             *testing.T
+	browser, base string
+	token         string
+	log           *lockedBuffer // chromium's own output, for the failure message
+	reopened      bool
 }
 
 // openStatusPage starts Debian's chromium headless on the page at base
@@ -35,9 +44,10 @@ func openStatusPage(t *testing.T, base, token string) *statusPage {
 	// really does not sign in fails both times.
 	var first error
 	for attempt := 1; ; attempt++ {
-		ctx, err := signIn(t, browser, base, token)
+		log := &lockedBuffer{}
+		ctx, err := signIn(t, browser, base, token, log)
 		if err == nil {
-			return &statusPage{ctx: ctx, shots: screenshotDir(t)}
+			return &statusPage{ctx: ctx, shots: screenshotDir(t), t: t, browser: browser, base: base, token: token, log: log}
 		}
 		if attempt == 2 {
 			t.Fatalf("sign in to the status page: %v (and before, with a fresh chromium: %v)", err, first)
@@ -49,9 +59,9 @@ func openStatusPage(t *testing.T, base, token string) *statusPage {
 
 // signIn starts a chromium on the page at base and signs in with token
 // within 3 minutes; the page's context lasts 15.
-func signIn(t *testing.T, browser, base, token string) (context.Context, error) {
+func signIn(t *testing.T, browser, base, token string, log io.Writer) (context.Context, error) {
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000),
+		chromedp.CombinedOutput(log), chromedp.ExecPath(browser), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()), chromedp.WindowSize(1400, 1000),
 		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelTab := chromedp.NewContext(actx)
@@ -83,6 +93,7 @@ func signIn(t *testing.T, browser, base, token string) (context.Context, error) 
 // a screenshot named shot, and returns the error the page shows.
 func (p *statusPage) jobError(t *testing.T, id, shot string) string {
 	t.Helper()
+	p.aliveOrAgain(t)
 	browse(t, p.ctx, "job "+id,
 		chromedp.Evaluate[chromedp.Void](`location.hash = '#/job/`+id+`'`, chromedp.EvalIgnoreExceptions),
 		waitText(`#job-state`, "failed"),
@@ -95,11 +106,62 @@ func (p *statusPage) jobError(t *testing.T, id, shot string) string {
 // returns the table's rows as text.
 func (p *statusPage) failedHistory(t *testing.T, service string) string {
 	t.Helper()
+	p.aliveOrAgain(t)
 	browse(t, p.ctx, "failed history of "+service,
 		chromedp.Evaluate[chromedp.Void](`location.hash = '#/history?service=`+url.QueryEscape(service)+`&type=failed'`, chromedp.EvalIgnoreExceptions),
 		waitText(`#history caption`, "events"),
 		p.shot("history-failed"))
 	return value(t, p.ctx, chromedp.Text(chromedp.CSS(`#history tbody`)))
+}
+
+// aliveOrAgain signs in with a fresh chromium, once per page, when the
+// one before has exited while the test waited on a rollout. In CI a
+// headless chromium left idle for minutes on a machine under load once
+// exited by itself (status 0), and every step after it failed with
+// "browser process exited"; the page under test was never asked.
+func (p *statusPage) aliveOrAgain(t *testing.T) {
+	t.Helper()
+	if _, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`1`)); err == nil {
+		return
+	} else if p.reopened {
+		t.Fatalf("chromium exited again (%v); its output:\n%s", err, tail(p.log.String(), 2000))
+	} else {
+		t.Logf("chromium exited under the test (%v); signing in with a fresh one. Its output:\n%s", err, tail(p.log.String(), 2000))
+	}
+	p.reopened = true
+	p.log = &lockedBuffer{}
+	ctx, err := signIn(p.t, p.browser, p.base, p.token, p.log)
+	if err != nil {
+		t.Fatalf("sign in to the status page again: %v", err)
+	}
+	p.ctx = ctx
+}
+
+// lockedBuffer is chromium's output, written by chromedp's goroutine
+// and read by the test.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }
 
 func (p *statusPage) shot(name string) chromedp.Action[chromedp.Void] {
