@@ -319,7 +319,12 @@ spec:
 	// Profiling: fluxd's CPU over the pass's first 30 s.
 	stopPassProf := profile(b, profDir != "", metrics, profDir, fmt.Sprintf("scale-%d-first-pass", n), 30*time.Second)
 	lastSample := time.Time{}
+	dumped := 0 // goroutine dumps taken during the pass (profiling: at 5, 10 and 20 s)
 	for {
+		if profDir != "" && dumped < 3 && time.Since(t0) > []time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second}[dumped] {
+			dumped++
+			fetchProfile(b, metrics, "/debug/pprof/goroutine?debug=2", filepath.Join(profDir, fmt.Sprintf("scale-%d-first-pass-%d.goroutines.txt", n, dumped)))
+		}
 		if time.Since(lastSample) > time.Second {
 			lastSample = time.Now()
 			r.peakRSS = max(r.peakRSS, rssMB(f.PID))
@@ -338,7 +343,9 @@ spec:
 		if time.Since(t0) > 30*time.Minute {
 			b.Fatalf("size %d: after 30 min the automator decided %.0f services of %d (log: %s)", n, r.decisions, n, stack.Log(name))
 		}
-		time.Sleep(200 * time.Millisecond)
+		// (Each read of the metrics costs fluxd an encoding of them all:
+		// read every 200 ms, that was a tenth of its CPU in the pass.)
+		time.Sleep(500 * time.Millisecond)
 	}
 	stopPassProf()
 	// The first sync (creates what the stack does not have yet), then one

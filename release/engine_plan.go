@@ -202,6 +202,9 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 			return nil, err
 		}
 	}
+	if spec.AllLatest && spec.Promotion == nil {
+		lister.prefetchTags(ctx, latestRepositories(spec, targets, m, excluded, acc))
+	}
 	plan := &Plan{Revision: rev, Promotion: spec.Promotion}
 	if len(targets) > 0 {
 		plan.Items = make([]Item, 0, len(targets)) // (grown, 10,000 items left 8 MB of garbage)
@@ -293,4 +296,34 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 		e.memory.add(plan, targeted, digests)
 	}
 	return plan, nil
+}
+
+// latestRepositories are the repositories a plan of the newest images
+// will read the tags of: those of the targets the loop in planFrom
+// passes to planLatest (in scope and in git, not excluded, automated
+// for the automator, watched, not locked), ordered by their tags. It only chooses what
+// prefetchTags reads ahead: a repository left out here is read when it
+// is needed, one named here and not needed costs a read.
+func latestRepositories(spec Spec, targets []platform.ID, m *gitrepo.Manifests, excluded map[platform.ID]bool, acc *accessMemo) []string {
+	var repos []string
+	for _, id := range targets {
+		def, ok := m.Workloads[id]
+		if !ok || excluded[id] || !InScope(spec.Scope, id, def, m) || acc.watched(id) != nil ||
+			(spec.Automated && def.Annotations[AnnotationAutomated] != "true") ||
+			(def.Annotations[AnnotationLocked] == "true" && !(spec.Force && !spec.All && !spec.Automated)) {
+			continue
+		}
+		for _, c := range def.Containers {
+			ref, err := registry.ParseRef(c.Image)
+			if err != nil || ref.Tag == "" {
+				continue
+			}
+			// Ordered by build time, a plan reads metadata
+			// (ImagesMatching), not the tag list alone.
+			if f, err := DefinitionFilter(def, c.Name); err == nil && !f.NeedsMetadata() {
+				repos = append(repos, ref.Repository)
+			}
+		}
+	}
+	return repos
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,10 +18,13 @@ import (
 // countingImages counts what a plan asks of the registry.
 type countingImages struct {
 	memImages
+	mu                     sync.Mutex // a plan reads tag lists side by side (prefetchTags)
 	tagLists, metadataTags int
 }
 
 func (c *countingImages) Tags(ctx context.Context, repo string) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.tagLists++
 	return c.memImages.Tags(ctx, repo)
 }

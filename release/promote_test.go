@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -261,6 +262,7 @@ func promoEngine(t *testing.T, images Images) (*Engine, *recRepo, *recCluster, *
 // readCounter counts every registry read a plan makes.
 type readCounter struct {
 	memImages
+	mu    sync.Mutex // a plan reads tag lists side by side (prefetchTags)
 	reads int
 }
 
@@ -270,6 +272,8 @@ func (c *readCounter) ImagesMatching(ctx context.Context, repo string, keep func
 }
 
 func (c *readCounter) Tags(ctx context.Context, repo string) ([]string, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.reads++
 	return c.memImages.Tags(ctx, repo)
 }

@@ -69,7 +69,7 @@ func digest(u *unstructured.Unstructured) string {
 
 // classify sets each item's digest and change, starting the informers of
 // the kinds it meets.
-func (a *Applier) classify(ctx context.Context, inv inventory, items []*item) {
+func (a *Applier) classify(ctx context.Context, inv inventory, items []*item, ms *mappings) {
 	keys := map[informerKey]bool{}
 	for _, it := range items {
 		it.digest = digest(it.u)
@@ -77,8 +77,7 @@ func (a *Applier) classify(ctx context.Context, inv inventory, items []*item) {
 		if it.unscoped {
 			continue
 		}
-		gvk := it.u.GroupVersionKind()
-		m, err := a.c.RESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+		m, err := ms.of(it.u.GroupVersionKind())
 		if err != nil {
 			continue
 		}
