@@ -92,6 +92,7 @@ type Client struct {
 	// puller keeps the authenticated transport of each repository.
 	puller    atomic.Pointer[remote.Puller]
 	limiter   *rateLimiter
+	pings     *pingCache
 	transport http.RoundTripper
 	// chain is every keychain in order; it remembers which source gave
 	// each repository's credentials, for explain.
@@ -189,10 +190,11 @@ func New(cfg Config) (*Client, error) {
 		next = t
 	}
 	limiter := newRateLimiter(next, cfg.Rate, cfg.Metrics)
+	pings := newPingCache(limiter)
 	opts := []remote.Option{
 		remote.WithAuthFromKeychain(keys),
 		remote.WithUserAgent("fluxd"),
-		remote.WithTransport(capTransport{limiter}),
+		remote.WithTransport(capTransport{pings}),
 		// 429, 408 and 5xx are retried up to 5 times, 0.5 s, 1 s, 2 s, 4 s
 		// apart, each ±50 % so that many fluxds do not retry in step.
 		remote.WithRetryBackoff(remote.Backoff{Duration: 500 * time.Millisecond, Factor: 2, Jitter: 0.5, Steps: 5}),
@@ -207,7 +209,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, platform: *plat, opts: opts, limiter: limiter, transport: next, chain: keys, created: newMetaSet(), fetched: newRecentMetas(4096), status: map[string]*repoStatus{}, lists: map[string]*tagList{}}
+	c := &Client{cfg: cfg, platform: *plat, opts: opts, limiter: limiter, pings: pings, transport: next, chain: keys, created: newMetaSet(), fetched: newRecentMetas(4096), status: map[string]*repoStatus{}, lists: map[string]*tagList{}}
 	c.puller.Store(p)
 	return c, nil
 }

@@ -344,6 +344,7 @@ func (c *Client) refreshCredentials() bool {
 // renewPuller starts a new puller, so that no transport keeps credentials
 // that were refused or re-read.
 func (c *Client) renewPuller() {
+	c.pings.forget()
 	if p, err := remote.NewPuller(c.opts...); err == nil {
 		c.puller.Store(p)
 	}
