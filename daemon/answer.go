@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -42,6 +43,12 @@ type keptAnswer struct {
 	pbOnce, jsonOnce sync.Once
 	pb, json         []byte
 	jsonErr          error
+	// pbMade and jsonMade say a caller used that form: the next view
+	// makes it before it is kept (nextAnswers).
+	pbMade, jsonMade atomic.Bool
+	// scope and namespace are the callers' the answer is for.
+	scope     *auth.Scope
+	namespace string
 }
 
 func scopeKey(sc *auth.Scope) string {
@@ -88,28 +95,9 @@ func (d *Daemon) listAnswer(ctx context.Context, namespace string) (*keptAnswer,
 		a = &keptAnswer{ready: make(chan struct{})}
 	}
 	defer close(a.ready)
-	if sc != nil {
-		all = inScope(sc, all)
-	}
-	n := len(all)
-	if namespace != "" {
-		n = 0
-		for _, svc := range all {
-			if svc.ID.Namespace == namespace {
-				n++
-			}
-		}
-	}
-	out := make([]*fluxdv1.Service, 0, n)
-	a.kept = make([]*keptService, 0, n)
-	for _, svc := range all {
-		if namespace == "" || svc.ID.Namespace == namespace {
-			k := d.kept.of(built, svc)
-			a.kept = append(a.kept, k)
-			out = append(out, k.proto)
-		}
-	}
-	a.protos = out
+	a.scope, a.namespace = sc, namespace
+	d.fill(a, all, built)
+	out := a.protos
 	if len(out) == 0 && namespace != "" {
 		// Not kept: anyone may name any namespace, and keeping an entry
 		// for each would grow memory without bound.
@@ -128,6 +116,80 @@ func (d *Daemon) listAnswer(ctx context.Context, namespace string) (*keptAnswer,
 		d.view.mu.Unlock()
 	}
 	return a, nil
+}
+
+// fill sets a's services: those of all in a's scope and namespace, in
+// their kept forms for view built.
+func (d *Daemon) fill(a *keptAnswer, all []Service, built uint64) {
+	if a.scope != nil {
+		all = inScope(a.scope, all)
+	}
+	n := len(all)
+	if a.namespace != "" {
+		n = 0
+		for _, svc := range all {
+			if svc.ID.Namespace == a.namespace {
+				n++
+			}
+		}
+	}
+	out := make([]*fluxdv1.Service, 0, n)
+	a.kept = make([]*keptService, 0, n)
+	for _, svc := range all {
+		if a.namespace == "" || svc.ID.Namespace == a.namespace {
+			k := d.kept.of(built, svc)
+			a.kept = append(a.kept, k)
+			out = append(out, k.proto)
+		}
+	}
+	a.protos = out
+}
+
+// nextAnswers makes, for a view about to be kept as view built, the
+// answers the view before it was asked for (its scopes and namespaces,
+// and the encodings its callers used), so that they are ready when the
+// view is: under churn at 10,000 workloads, each new view had all of
+// its callers wait while one of them made its answer (list-services
+// p99 in BenchmarkScale). Called without the view's lock; buildView
+// installs the answers with the view only if no other view was kept
+// meanwhile.
+func (d *Daemon) nextAnswers(svcs []Service, built uint64) (map[answerKey]*keptAnswer, map[**fluxdv1.Service]*keptAnswer) {
+	d.view.mu.Lock()
+	var before []*keptAnswer
+	if d.view.answersOf == built-1 {
+		for _, a := range d.view.answers {
+			select {
+			case <-a.ready:
+				if len(a.protos) > 0 {
+					before = append(before, a)
+				}
+			default: // being made: its caller keeps it for the old view
+			}
+		}
+	}
+	d.view.mu.Unlock()
+	if len(before) == 0 {
+		return nil, nil
+	}
+	answers := make(map[answerKey]*keptAnswer, len(before))
+	byFirst := make(map[**fluxdv1.Service]*keptAnswer, len(before))
+	for _, old := range before {
+		a := &keptAnswer{ready: make(chan struct{}), scope: old.scope, namespace: old.namespace}
+		d.fill(a, svcs, built)
+		close(a.ready)
+		if len(a.protos) == 0 {
+			continue
+		}
+		if old.pbMade.Load() {
+			a.encoded()
+		}
+		if old.jsonMade.Load() {
+			_, _ = a.servicesJSON()
+		}
+		answers[answerKey{scope: scopeKey(a.scope), namespace: a.namespace}] = a
+		byFirst[&a.protos[0]] = a
+	}
+	return answers, byFirst
 }
 
 // keptFor returns the kept answer whose services services is, nil when
@@ -153,13 +215,18 @@ func (d *Daemon) encodedServices(services []*fluxdv1.Service) []byte {
 	if a == nil {
 		return nil
 	}
-	a.pbOnce.Do(func() { a.pb = encodedAnswer(a.kept) })
+	return a.encoded()
+}
+
+// encoded is the answer's ListServicesResponse encoding, made once.
+func (a *keptAnswer) encoded() []byte {
+	a.pbOnce.Do(func() { a.pb = encodedAnswer(a.kept); a.pbMade.Store(true) })
 	return a.pb
 }
 
 // servicesJSON is the answer's services as a JSON array, made once.
 func (a *keptAnswer) servicesJSON() ([]byte, error) {
-	a.jsonOnce.Do(func() { a.json, a.jsonErr = jsonArray(a.kept) })
+	a.jsonOnce.Do(func() { a.json, a.jsonErr = jsonArray(a.kept); a.jsonMade.Store(true) })
 	return a.json, a.jsonErr
 }
 

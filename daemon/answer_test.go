@@ -198,6 +198,24 @@ func TestKeptAnswerIsPerScopeAndFollowsChanges(t *testing.T) {
 	// The services change: both answers follow.
 	c.workloads = answerWorkloads("a/web", "a/api", "a/new", "other/secret-api", "other/db", "other/more")
 	c.gen.Add(1)
+	// The next view comes with both answers made, in both encodings
+	// the callers used, before anyone asks (nextAnswers).
+	if _, _, err := f.daemon.viewBuilt(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.daemon.view.mu.Lock()
+	made := 0
+	for k, a := range f.daemon.view.answers {
+		if f.daemon.view.answersOf == f.daemon.view.built && a.pbMade.Load() && a.jsonMade.Load() {
+			made++
+		} else {
+			t.Errorf("the new view's answer for scope [%s] was not made with it", k.scope)
+		}
+	}
+	f.daemon.view.mu.Unlock()
+	if made != 2 {
+		t.Errorf("%d answers made with the new view, want 2", made)
+	}
 	check("after the cluster changed", "a:deployment/api a:deployment/new a:deployment/web",
 		"a:deployment/api a:deployment/new a:deployment/web other:deployment/db other:deployment/more other:deployment/secret-api")
 

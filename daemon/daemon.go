@@ -360,6 +360,14 @@ func (d *Daemon) buildView(ctx context.Context, b *viewBuild, m *gitrepo.Manifes
 	start := time.Now()
 	svcs, err := d.buildServices(ctx, m)
 	cost := time.Since(start)
+	var answers map[answerKey]*keptAnswer
+	var byFirst map[**fluxdv1.Service]*keptAnswer
+	d.view.mu.Lock()
+	next := d.view.built + 1
+	d.view.mu.Unlock()
+	if err == nil {
+		answers, byFirst = d.nextAnswers(svcs, next)
+	}
 	d.view.mu.Lock()
 	b.err = err
 	if d.view.building == b {
@@ -380,6 +388,9 @@ func (d *Daemon) buildView(ctx context.Context, b *viewBuild, m *gitrepo.Manifes
 		return svcs, 0, nil
 	}
 	d.view.built++
+	if answers != nil && d.view.built == next {
+		d.view.answers, d.view.byFirst, d.view.answersOf = answers, byFirst, next
+	}
 	d.view.key, d.view.services = key, svcs
 	d.view.builtAt, d.view.cost = time.Now(), cost
 	built := d.view.built
