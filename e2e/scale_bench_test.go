@@ -148,7 +148,7 @@ func BenchmarkScale(b *testing.B) {
 	}
 }
 
-const scaleHeader = "| workloads | namespaces | repos x tags | RSS (peak at start; peak over the run) | Go heap in use (before list-services; peak at start) | list-services p50 / p99 (req/s) | release --all --dry-run | first automator pass | first sync | no-change sync (requests) | fluxd CPU (of it GC) |\n|---|---|---|---|---|---|---|---|---|---|---|"
+const scaleHeader = "| workloads | namespaces | repos x tags | RSS (peak at start; peak over the run) | Go heap in use (before list-services; peak at start) | list-services p50 / p99 (req/s) | release --all --dry-run | first automator pass (registry requests) | first sync | no-change sync (requests) | fluxd CPU (of it GC) |\n|---|---|---|---|---|---|---|---|---|---|---|"
 
 type scaleResult struct {
 	n, namespaces, repos, tags int
@@ -160,6 +160,7 @@ type scaleResult struct {
 	planItems                  int
 	automator                  time.Duration
 	decisions                  float64
+	passRequests               float64 // registry requests by the pass's end
 	firstSync, noChangeSync    time.Duration
 	noChangeRequests           float64
 	cpu, gcCPU                 float64 // seconds, from start to the end of the list-services load
@@ -184,9 +185,9 @@ type scaleMemory struct {
 }
 
 func (r scaleResult) String() string {
-	return fmt.Sprintf("| %d | %d | %d x %d | %.0f MB (%.0f MB; %.0f MB) | %.0f MB (%.0f MB; %.0f MB) | %.0f / %.0f ms (%.0f) | %.2f s (%d services) | %.1f s (%.0f decisions) | %.1f s | %.2f s (%.0f) | %.0f s (%.0f s) |",
+	return fmt.Sprintf("| %d | %d | %d x %d | %.0f MB (%.0f MB; %.0f MB) | %.0f MB (%.0f MB; %.0f MB) | %.0f / %.0f ms (%.0f) | %.2f s (%d services) | %.1f s (%.0f decisions; %.0f) | %.1f s | %.2f s (%.0f) | %.0f s (%.0f s) |",
 		r.n, r.namespaces, r.repos, r.tags, r.rss, r.peakRSS, r.runPeakRSS, r.heap, r.heapBefore, r.peakHeap, r.listP50, r.listP99, r.listRPS, r.plan.Seconds(), r.planItems,
-		r.automator.Seconds(), r.decisions, r.firstSync.Seconds(), r.noChangeSync.Seconds(), r.noChangeRequests, r.cpu, r.gcCPU)
+		r.automator.Seconds(), r.decisions, r.passRequests, r.firstSync.Seconds(), r.noChangeSync.Seconds(), r.noChangeRequests, r.cpu, r.gcCPU)
 }
 
 // scaleRun sets up size n (once per stack) and measures a fresh fluxd on it.
@@ -338,6 +339,7 @@ spec:
 		r.decisions = metricTotal(b, metrics, "fluxd_automation_decisions_total")
 		if r.decisions >= float64(n) {
 			r.automator = time.Since(t0)
+			r.passRequests = metricTotal(b, metrics, "fluxd_registry_requests_total")
 			break
 		}
 		if time.Since(t0) > 30*time.Minute {

@@ -277,7 +277,9 @@ func (s *Syncer) sync(parent, ctx context.Context, fetch, dryRun bool, yield fun
 		rep.Problems = append(rep.Problems, p.Error())
 	}
 	objs.Objects = leaveFluxdConfig(objs.Objects)
-	opts := platform.SyncOptions{Prune: s.cfg.Prune, DryRun: dryRun, Yield: yield}
+	// The objects were read for this sync alone: the applier may change
+	// them rather than copy them.
+	opts := platform.SyncOptions{Prune: s.cfg.Prune, DryRun: dryRun, Yield: yield, Owned: true}
 	if len(rep.Problems) > 0 {
 		opts.NoPrune = "some files could not be read, and their objects would look deleted"
 	}

@@ -181,7 +181,7 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 	}
 	a.seen.reset()
 	ms := &mappings{m: a.c.RESTMapper()}
-	items, results, refused := a.prepare(objs, ms)
+	items, results, refused := a.prepare(objs, ms, opts.Owned)
 	a.leaveReplicasToAutoscalers(ctx, items, opts.DryRun)
 	var defs, classes, rest []*item
 	for _, it := range items {
@@ -284,13 +284,17 @@ func (a *Applier) Apply(ctx context.Context, objs []platform.Object, opts platfo
 // prepare turns objects into unstructured ones, with the namespace a
 // namespaced object left out set to "default" as kubectl would, and fails
 // the second definition of one object.
-func (a *Applier) prepare(objs []platform.Object, ms *mappings) ([]*item, []platform.ObjectResult, map[string]bool) {
+func (a *Applier) prepare(objs []platform.Object, ms *mappings, owned bool) ([]*item, []platform.ObjectResult, map[string]bool) {
 	var items []*item
 	var failed []platform.ObjectResult
 	refused := map[string]bool{}
 	seen := map[string]*item{}
 	for _, o := range objs {
-		u := &unstructured.Unstructured{Object: deepCopy(o.Manifest)}
+		m := o.Manifest
+		if !owned {
+			m = deepCopy(m)
+		}
+		u := &unstructured.Unstructured{Object: m}
 		it := &item{src: o, u: u, res: &platform.ObjectResult{Ref: o.Ref(), Where: o.Where()}}
 		a.scopeOne(it, ms)
 		it.key = keyOf(u)
