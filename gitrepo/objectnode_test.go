@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -129,15 +131,50 @@ func FuzzFastObject(f *testing.F) {
 // BenchmarkParseObjects reads one file of make bench-scale's: a Namespace
 // and 100 automated Deployments (10,000 workloads are 100 such files).
 func BenchmarkParseObjects(b *testing.B) {
+	content := []byte(scaleFile(0))
+	b.ReportAllocs()
+	for b.Loop() {
+		objs, problems := ParseObjects("f.yaml", content)
+		if len(objs) != 101 || len(problems) != 0 {
+			b.Fatalf("%d objects, problems %v", len(objs), problems)
+		}
+	}
+}
+
+// BenchmarkReadObjects reads make bench-scale's git path at 10,000
+// workloads, as a sync does: 100 files of a Namespace and 100
+// Deployments.
+func BenchmarkReadObjects(b *testing.B) {
+	root := b.TempDir()
+	dir := filepath.Join(root, "scale-10000")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for ns := range 100 {
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("scale-10000-ns-%03d.yaml", ns)), []byte(scaleFile(ns)), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		objs, err := ReadObjects(root, []string{dir})
+		if err != nil || len(objs.Objects) != 10100 || len(objs.Problems) != 0 {
+			b.Fatalf("%v: %d objects, problems %v", err, len(objs.Objects), objs.Problems)
+		}
+	}
+}
+
+// scaleFile is make bench-scale's file of namespace ns.
+func scaleFile(ns int) string {
 	var m strings.Builder
-	m.WriteString("---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: scale-10000-ns-000\n")
+	fmt.Fprintf(&m, "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: scale-10000-ns-%03d\n", ns)
 	for i := range 100 {
 		fmt.Fprintf(&m, `---
 apiVersion: apps/v1
 kind: Deployment
 metadata:
   name: app-%[1]d
-  namespace: scale-10000-ns-000
+  namespace: scale-10000-ns-%03[2]d
   annotations:
     fluxd.io/automated: "true"
     fluxd.io/tag-all: "semver:^1"
@@ -152,14 +189,7 @@ spec:
       containers:
         - name: app
           image: 127.0.0.1:5000/scale-10000/app-%[1]d:1.0.99
-`, i)
+`, ns*100+i, ns)
 	}
-	content := []byte(m.String())
-	b.ReportAllocs()
-	for b.Loop() {
-		objs, problems := ParseObjects("f.yaml", content)
-		if len(objs) != 101 || len(problems) != 0 {
-			b.Fatalf("%d objects, problems %v", len(objs), problems)
-		}
-	}
+	return m.String()
 }

@@ -203,7 +203,7 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 		}
 	}
 	if spec.AllLatest && spec.Promotion == nil {
-		lister.prefetchTags(ctx, latestRepositories(spec, targets, m, excluded, acc))
+		lister.prefetchTags(ctx, latestRepositories(spec, targets, m, excluded, acc, keepsLists(e.images)))
 	}
 	plan := &Plan{Revision: rev, Promotion: spec.Promotion}
 	if len(targets) > 0 {
@@ -301,10 +301,11 @@ func (e *Engine) planFrom(ctx context.Context, spec Spec, rev string, m *gitrepo
 // latestRepositories are the repositories a plan of the newest images
 // will read the tags of: those of the targets the loop in planFrom
 // passes to planLatest (in scope and in git, not excluded, automated
-// for the automator, watched, not locked), ordered by their tags. It only chooses what
+// for the automator, watched, not locked): those ordered by their tags,
+// and with dated those ordered by build time too. It only chooses what
 // prefetchTags reads ahead: a repository left out here is read when it
 // is needed, one named here and not needed costs a read.
-func latestRepositories(spec Spec, targets []platform.ID, m *gitrepo.Manifests, excluded map[platform.ID]bool, acc *accessMemo) []string {
+func latestRepositories(spec Spec, targets []platform.ID, m *gitrepo.Manifests, excluded map[platform.ID]bool, acc *accessMemo, dated bool) []string {
 	var repos []string
 	for _, id := range targets {
 		def, ok := m.Workloads[id]
@@ -319,11 +320,22 @@ func latestRepositories(spec Spec, targets []platform.ID, m *gitrepo.Manifests, 
 				continue
 			}
 			// Ordered by build time, a plan reads metadata
-			// (ImagesMatching), not the tag list alone.
-			if f, err := DefinitionFilter(def, c.Name); err == nil && !f.NeedsMetadata() {
+			// (ImagesMatching), which lists the tags first: a list read
+			// ahead serves it only where the registry client keeps
+			// lists (keepsLists).
+			if f, err := DefinitionFilter(def, c.Name); err == nil && (dated || !f.NeedsMetadata()) {
 				repos = append(repos, ref.Repository)
 			}
 		}
 	}
 	return repos
+}
+
+// keepsLists reports whether images answers a tag list read a moment
+// ago without a request (registry/oci with --registry-list-min): then a
+// list read ahead also serves the metadata read of a policy ordered by
+// build time.
+func keepsLists(images Images) bool {
+	k, ok := images.(interface{ KeepsLists() bool })
+	return ok && k.KeepsLists()
 }

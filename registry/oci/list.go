@@ -36,6 +36,10 @@ func (c *Client) Tags(ctx context.Context, repository string) ([]string, error) 
 	return c.tags(ctx, repository, false)
 }
 
+// KeepsLists reports whether a list read lately is answered without a
+// request (ListMin set).
+func (c *Client) KeepsLists() bool { return c.cfg.ListMin > 0 }
+
 // tags answers a fresh list from memory, or reads it (at once when
 // force), shared by concurrent callers.
 func (c *Client) tags(ctx context.Context, repository string, force bool) ([]string, error) {
