@@ -2,11 +2,14 @@ package oci
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
 	"sync"
 	"time"
+
+	"golang.org/x/sync/singleflight"
 )
 
 // pingCache answers the registry's version check, GET /v2/, from its
@@ -22,7 +25,8 @@ import (
 // answer is kept here, below its retries and above the rate limit.
 //
 // Kept: a 200 or 401 answer (what the check reads: the status and the
-// WWW-Authenticate challenge), for pingTTL. And for a host whose plain
+// WWW-Authenticate challenge), for pingTTL; checks of one URL at once
+// share one request. And for a host whose plain
 // HTTP check is kept, that its HTTPS check failed: the next HTTPS check
 // fails at once, so the library falls back to the kept HTTP answer
 // without a request. Anything else (an error, a 5xx) is not kept.
@@ -31,9 +35,10 @@ type pingCache struct {
 	ttl  time.Duration
 	now  func() time.Time
 
-	mu      sync.Mutex
-	answers map[string]pingAnswer // by scheme://host
-	noTLS   map[string]time.Time  // host: when its HTTPS check failed
+	inflight singleflight.Group
+	mu       sync.Mutex
+	answers  map[string]pingAnswer // by scheme://host
+	noTLS    map[string]time.Time  // host: when its HTTPS check failed
 }
 
 // pingTTL is how long a check's answer is kept: short enough that a
@@ -44,6 +49,11 @@ const pingTTL = time.Minute
 // maxPingBody bounds the body of a kept answer (registries send "{}" or
 // a short error).
 const maxPingBody = 4 << 10
+
+// maxSharedPingBody bounds what of an answer not kept (another status,
+// or a longer body) is read to hand to every check that shared it: the
+// check reads the status and headers only.
+const maxSharedPingBody = 64 << 10
 
 type pingAnswer struct {
 	status int
@@ -87,33 +97,43 @@ func (p *pingCache) RoundTrip(req *http.Request) (*http.Response, error) {
 	case skipTLS:
 		return nil, errNoTLS
 	}
-	resp, err := p.next.RoundTrip(req)
-	if err != nil {
-		if req.URL.Scheme == "https" && req.Context().Err() == nil {
+	// Checks of one URL at once (a plan reads 8 repositories at once)
+	// share one request.
+	v, err, _ := p.inflight.Do(key, func() (any, error) {
+		resp, err := p.next.RoundTrip(req)
+		if err != nil {
+			if req.URL.Scheme == "https" && req.Context().Err() == nil {
+				p.mu.Lock()
+				p.noTLS[req.URL.Host] = now
+				p.mu.Unlock()
+			}
+			return nil, err
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(io.LimitReader(resp.Body, maxSharedPingBody))
+		if err != nil {
+			return nil, err
+		}
+		a := pingAnswer{status: resp.StatusCode, proto: resp.Proto, header: resp.Header.Clone(), body: body, at: now}
+		if (a.status == http.StatusOK || a.status == http.StatusUnauthorized) && len(body) <= maxPingBody {
 			p.mu.Lock()
-			p.noTLS[req.URL.Host] = now
+			p.answers[key] = a
+			if req.URL.Scheme == "https" {
+				delete(p.noTLS, req.URL.Host)
+			}
 			p.mu.Unlock()
 		}
-		return resp, err
+		return a, nil
+	})
+	if err != nil && req.Context().Err() == nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		// The request shared was another caller's, which left: this
+		// one checks for itself.
+		return p.next.RoundTrip(req)
 	}
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusUnauthorized {
-		return resp, nil
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxPingBody+1))
-	resp.Body.Close()
 	if err != nil {
 		return nil, err
 	}
-	a = pingAnswer{status: resp.StatusCode, proto: resp.Proto, header: resp.Header.Clone(), body: body, at: now}
-	if len(body) <= maxPingBody {
-		p.mu.Lock()
-		p.answers[key] = a
-		if req.URL.Scheme == "https" {
-			delete(p.noTLS, req.URL.Host)
-		}
-		p.mu.Unlock()
-	}
-	return a.response(req), nil
+	return v.(pingAnswer).response(req), nil
 }
 
 // forget drops every kept answer: credentials changed, and the registry

@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/fluxd/fluxd/platform"
 )
@@ -143,5 +144,40 @@ func TestFluxV2ImageObjectsWithoutTheirCRDsAreSkipped(t *testing.T) {
 	}
 	if why := readByFluxd(ip, nil); why != "" {
 		t.Errorf("an ImagePolicy applied is skipped (%q)", why)
+	}
+}
+
+// countingMapper answers RESTMapping for Deployments and counts the
+// questions; other kinds are unknown.
+type countingMapper struct {
+	meta.RESTMapper
+	asked int
+}
+
+func (m *countingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	m.asked++
+	if gk.Kind != "Deployment" {
+		return nil, &meta.NoKindMatchError{GroupKind: gk}
+	}
+	return &meta.RESTMapping{Resource: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}, Scope: meta.RESTScopeNamespace}, nil
+}
+
+// One apply asks the mapper once per kind it knows, and again each time
+// for a kind it does not know yet (a CRD of the same sync may bring it).
+func TestMappingsAskOncePerKnownKind(t *testing.T) {
+	m := &countingMapper{}
+	ms := &mappings{m: m}
+	deploy := schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "Deployment"}
+	widget := schema.GroupVersionKind{Group: "example.com", Version: "v1", Kind: "Widget"}
+	for range 3 {
+		if got, err := ms.of(deploy); err != nil || got.Resource.Resource != "deployments" {
+			t.Fatalf("deployments: %v %v", got, err)
+		}
+		if _, err := ms.of(widget); err == nil {
+			t.Fatal("an unknown kind was answered")
+		}
+	}
+	if m.asked != 4 {
+		t.Errorf("the mapper was asked %d times; want once for the known kind and each time for the unknown one (4)", m.asked)
 	}
 }
