@@ -43,7 +43,7 @@ import (
 //     the stack's registry and known to fluxd's cache (seeded in its
 //     history database, as a fluxd that scanned them has them).
 //
-// Per size it reports: the first automator pass (from the first answer
+// Per size it reports: the first automator pass (from fluxd's start
 // until every automated service has a decision), the first sync (which
 // creates everything), a sync that finds nothing changed (and its API
 // requests), `release --all --update-all-images --dry-run` (three
