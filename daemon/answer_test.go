@@ -206,7 +206,7 @@ func TestKeptAnswerIsPerScopeAndFollowsChanges(t *testing.T) {
 	f.daemon.view.mu.Lock()
 	made := 0
 	for k, a := range f.daemon.view.answers {
-		if f.daemon.view.answersOf == f.daemon.view.built && a.pbMade.Load() && a.jsonMade.Load() {
+		if f.daemon.view.answersOf == f.daemon.view.built && a.pb != nil && a.json != nil {
 			made++
 		} else {
 			t.Errorf("the new view's answer for scope [%s] was not made with it", k.scope)
