@@ -159,3 +159,33 @@ func TestPlanReadsAheadOnlyTheCallersRepositories(t *testing.T) {
 		t.Errorf("a plan scoped to team-a read the tag lists of %v; want %s", got, want)
 	}
 }
+
+// Nor does it read the tags of a container the plan reads none for: an
+// image pinned by digest that fluxd is not asked to move.
+func TestPlanReadsAheadNoTagsOfAnImagePinnedByDigest(t *testing.T) {
+	dir := t.TempDir()
+	imgs := memImages{}
+	for _, name := range []string{"web", "api", "pinned"} {
+		repo := "reg.example/" + name
+		imgs[repo] = []registry.Image{{Repository: repo, Tag: "1.0.0"}, {Repository: repo, Tag: "1.1.0"}}
+		image := repo + ":1.0.0"
+		if name == "pinned" {
+			image += "@sha256:" + strings.Repeat("ab", 32)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(deployment(name, image, "fluxd.io/tag-all", "semver:^1")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	images := &reposRead{memImages: imgs, read: map[string]bool{}}
+	e := NewEngine(dirRepo{dir}, images, noCluster{}, noRecorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	plan, err := e.Plan(context.Background(), Spec{All: true, AllLatest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if images.read["reg.example/pinned"] {
+		t.Errorf("the plan read the tag list of an image pinned by digest, which it does not move:\n%s", strings.Join(flatten(plan), "\n"))
+	}
+	if !images.read["reg.example/web"] || !images.read["reg.example/api"] {
+		t.Errorf("the plan read %v; want web's and api's lists", images.read)
+	}
+}
