@@ -43,9 +43,12 @@ type keptAnswer struct {
 	pbOnce, jsonOnce sync.Once
 	pb, json         []byte
 	jsonErr          error
-	// pbMade and jsonMade say a caller used that form: the next view
-	// makes it before it is kept (nextAnswers).
-	pbMade, jsonMade atomic.Bool
+	// asked says a caller got the answer (serviceProtos), and pbMade and
+	// jsonMade that a caller was sent that form: the next view makes an
+	// answer asked for, in the forms sent, before it is kept
+	// (nextAnswers). An answer made that way and not asked for is not
+	// made again by the view after.
+	asked, pbMade, jsonMade atomic.Bool
 	// scope and namespace are the callers' the answer is for.
 	scope     *auth.Scope
 	namespace string
@@ -160,7 +163,7 @@ func (d *Daemon) nextAnswers(svcs []Service, built uint64) (map[answerKey]*keptA
 		for _, a := range d.view.answers {
 			select {
 			case <-a.ready:
-				if len(a.protos) > 0 {
+				if len(a.protos) > 0 && a.asked.Load() {
 					before = append(before, a)
 				}
 			default: // being made: its caller keeps it for the old view
@@ -215,18 +218,19 @@ func (d *Daemon) encodedServices(services []*fluxdv1.Service) []byte {
 	if a == nil {
 		return nil
 	}
+	a.pbMade.Store(true)
 	return a.encoded()
 }
 
 // encoded is the answer's ListServicesResponse encoding, made once.
 func (a *keptAnswer) encoded() []byte {
-	a.pbOnce.Do(func() { a.pb = encodedAnswer(a.kept); a.pbMade.Store(true) })
+	a.pbOnce.Do(func() { a.pb = encodedAnswer(a.kept) })
 	return a.pb
 }
 
 // servicesJSON is the answer's services as a JSON array, made once.
 func (a *keptAnswer) servicesJSON() ([]byte, error) {
-	a.jsonOnce.Do(func() { a.json, a.jsonErr = jsonArray(a.kept); a.jsonMade.Store(true) })
+	a.jsonOnce.Do(func() { a.json, a.jsonErr = jsonArray(a.kept) })
 	return a.json, a.jsonErr
 }
 
@@ -246,6 +250,7 @@ var jsonOptions = protojson.MarshalOptions{EmitUnpopulated: true}
 func (d *Daemon) listServicesJSON(resp *fluxdv1.ListServicesResponse, a *keptAnswer) (jsonAnswer, error) {
 	var services []byte
 	if a != nil && len(a.protos) == len(resp.Services) && (len(a.protos) == 0 || &a.protos[0] == &resp.Services[0]) {
+		a.jsonMade.Store(true)
 		b, err := a.servicesJSON()
 		if err != nil {
 			return nil, err

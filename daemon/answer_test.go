@@ -206,7 +206,7 @@ func TestKeptAnswerIsPerScopeAndFollowsChanges(t *testing.T) {
 	f.daemon.view.mu.Lock()
 	made := 0
 	for k, a := range f.daemon.view.answers {
-		if f.daemon.view.answersOf == f.daemon.view.built && a.pbMade.Load() && a.jsonMade.Load() {
+		if f.daemon.view.answersOf == f.daemon.view.built && a.pb != nil && a.json != nil {
 			made++
 		} else {
 			t.Errorf("the new view's answer for scope [%s] was not made with it", k.scope)
@@ -226,4 +226,44 @@ func TestKeptAnswerIsPerScopeAndFollowsChanges(t *testing.T) {
 	}
 	check("after the scope changed", "other:deployment/db other:deployment/more other:deployment/secret-api",
 		"a:deployment/api a:deployment/new a:deployment/web other:deployment/db other:deployment/more other:deployment/secret-api")
+}
+
+// A new view makes the answers its predecessor's callers asked for, not
+// every answer ever asked: one call of list-services for a namespace
+// (or a scope whose token has since gone) must not have every later view
+// convert and encode that answer again, for as long as fluxd runs.
+func TestNextViewMakesOnlyTheAnswersAskedOfTheViewBefore(t *testing.T) {
+	c := &atomicGenCluster{stubCluster: stubCluster{workloads: answerWorkloads("a/web", "a/api", "b/db")}}
+	f := newFixtureWith(t, Config{GitRefresh: time.Minute}, Deps{Cluster: c, Releaser: stubReleaser{}, Jobs: stubJobs{}, Git: &stubGit{}})
+	ctx := withToken(f.other[auth.Viewer])
+	if _, err := f.client.ListServices(ctx, &fluxdv1.ListServicesRequest{Namespace: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	made := func() []string {
+		t.Helper()
+		if _, _, err := f.daemon.viewBuilt(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		f.daemon.view.mu.Lock()
+		defer f.daemon.view.mu.Unlock()
+		var keys []string
+		if f.daemon.view.answersOf == f.daemon.view.built {
+			for k := range f.daemon.view.answers {
+				keys = append(keys, "["+k.scope+"/"+k.namespace+"]")
+			}
+		}
+		return keys
+	}
+	// The view after the call: made, as the view before was asked for it.
+	c.gen.Add(1)
+	if keys := made(); len(keys) != 1 {
+		t.Errorf("the view after a call made answers %v, want the one asked for", keys)
+	}
+	// Nobody asked that view anything: the views after it make nothing.
+	for i := range 3 {
+		c.gen.Add(1)
+		if keys := made(); len(keys) != 0 {
+			t.Errorf("view %d after the only call, asked nothing before it, made answers %v", i+2, keys)
+		}
+	}
 }

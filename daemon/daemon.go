@@ -427,6 +427,7 @@ func (d *Daemon) serviceProtos(ctx context.Context, namespace string) ([]*fluxdv
 	if err != nil {
 		return nil, err
 	}
+	a.asked.Store(true)
 	keepAnswer(ctx, a)
 	return a.protos, nil
 }

@@ -319,11 +319,19 @@ func latestRepositories(spec Spec, targets []platform.ID, m *gitrepo.Manifests, 
 			if err != nil || ref.Tag == "" {
 				continue
 			}
-			// Ordered by build time, a plan reads metadata
-			// (ImagesMatching), which lists the tags first: a list read
-			// ahead serves it only where the registry client keeps
-			// lists (keepsLists).
-			if f, err := DefinitionFilter(def, c.Name); err == nil && (dated || !f.NeedsMetadata()) {
+			pinned := pinnedIn(def, c.Name)
+			if pinProblem(def, c, ref, pinned) != "" {
+				continue // (planLatest reads nothing for it)
+			}
+			f, err := DefinitionFilter(def, c.Name)
+			if err != nil {
+				continue
+			}
+			// Ordered by build time, or a pinned tag followed by its
+			// digest, a plan reads metadata (ImagesMatching), which
+			// lists the tags first: a list read ahead serves it only
+			// where the registry client keeps lists (keepsLists).
+			if dated || !f.NeedsMetadata() && !(pinned && registry.HasTag(c.Image) && followsTag(def, f, ref.Tag)) {
 				repos = append(repos, ref.Repository)
 			}
 		}

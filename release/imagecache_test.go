@@ -7,11 +7,13 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/platform"
 	"github.com/fluxd/fluxd/registry"
 )
@@ -105,5 +107,85 @@ func TestPlanReadsTagListsSideBySide(t *testing.T) {
 	}
 	if updates != repos*2 {
 		t.Errorf("%d workloads planned to 1.1.0, want %d:\n%s", updates, repos*2, strings.Join(flatten(plan), "\n"))
+	}
+}
+
+// reposRead records the repositories whose tag lists a plan read.
+type reposRead struct {
+	memImages
+	mu   sync.Mutex
+	read map[string]bool
+}
+
+func (r *reposRead) Tags(ctx context.Context, repo string) ([]string, error) {
+	r.mu.Lock()
+	r.read[repo] = true
+	r.mu.Unlock()
+	return r.memImages.Tags(ctx, repo)
+}
+
+// The read-ahead of a plan of the newest images reads only what the plan
+// would: a scoped caller's dry run contacts no registry of another
+// team's workloads, nor of a locked or excluded workload's.
+func TestPlanReadsAheadOnlyTheCallersRepositories(t *testing.T) {
+	dir := t.TempDir()
+	imgs := memImages{}
+	for _, w := range []struct{ ns, name, ann string }{
+		{"team-a", "web", ""}, {"team-a", "api", ""}, {"team-a", "held", "    fluxd.io/locked: \"true\"\n"},
+		{"team-a", "skipped", ""}, {"team-b", "secret", ""}, {"team-b", "db", ""},
+	} {
+		repo := "reg-" + w.ns + ".example/" + w.name
+		imgs[repo] = []registry.Image{{Repository: repo, Tag: "1.0.0"}, {Repository: repo, Tag: "1.1.0"}}
+		y := "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: " + w.name + "\n  namespace: " + w.ns + "\n  annotations:\n" +
+			"    fluxd.io/tag-all: \"semver:^1\"\n" + w.ann +
+			"spec:\n  template:\n    spec:\n      containers:\n        - name: app\n          image: " + repo + ":1.0.0\n"
+		if err := os.WriteFile(filepath.Join(dir, w.ns+"-"+w.name+".yaml"), []byte(y), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	images := &reposRead{memImages: imgs, read: map[string]bool{}}
+	e := NewEngine(dirRepo{dir}, images, noCluster{}, noRecorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	skipped := platform.ID{Namespace: "team-a", Kind: "deployment", Name: "skipped"}
+	if _, err := e.Plan(context.Background(), Spec{All: true, AllLatest: true, Exclude: []platform.ID{skipped},
+		Scope: &auth.Scope{Namespaces: []string{"team-a"}}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for r := range images.read {
+		got = append(got, r)
+	}
+	sort.Strings(got)
+	if want := "reg-team-a.example/api reg-team-a.example/web"; strings.Join(got, " ") != want {
+		t.Errorf("a plan scoped to team-a read the tag lists of %v; want %s", got, want)
+	}
+}
+
+// Nor does it read the tags of a container the plan reads none for: an
+// image pinned by digest that fluxd is not asked to move.
+func TestPlanReadsAheadNoTagsOfAnImagePinnedByDigest(t *testing.T) {
+	dir := t.TempDir()
+	imgs := memImages{}
+	for _, name := range []string{"web", "api", "pinned"} {
+		repo := "reg.example/" + name
+		imgs[repo] = []registry.Image{{Repository: repo, Tag: "1.0.0"}, {Repository: repo, Tag: "1.1.0"}}
+		image := repo + ":1.0.0"
+		if name == "pinned" {
+			image += "@sha256:" + strings.Repeat("ab", 32)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(deployment(name, image, "fluxd.io/tag-all", "semver:^1")), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	images := &reposRead{memImages: imgs, read: map[string]bool{}}
+	e := NewEngine(dirRepo{dir}, images, noCluster{}, noRecorder{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	plan, err := e.Plan(context.Background(), Spec{All: true, AllLatest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if images.read["reg.example/pinned"] {
+		t.Errorf("the plan read the tag list of an image pinned by digest, which it does not move:\n%s", strings.Join(flatten(plan), "\n"))
+	}
+	if !images.read["reg.example/web"] || !images.read["reg.example/api"] {
+		t.Errorf("the plan read %v; want web's and api's lists", images.read)
 	}
 }
