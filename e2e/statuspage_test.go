@@ -121,7 +121,13 @@ func (p *statusPage) failedHistory(t *testing.T, service string) string {
 // "browser process exited"; the page under test was never asked.
 func (p *statusPage) aliveOrAgain(t *testing.T) {
 	t.Helper()
-	if _, err := chromedp.Run(p.ctx, chromedp.Evaluate[int](`1`)); err == nil {
+	// A chromium that hangs rather than exits answers nothing: that is
+	// the page's failure to report, after half a minute, not a wait of
+	// the page's whole 15 minutes.
+	alive, cancel := context.WithTimeout(p.ctx, 30*time.Second)
+	_, err := chromedp.Run(alive, chromedp.Evaluate[int](`1`))
+	cancel()
+	if err == nil {
 		return
 	} else if p.reopened {
 		t.Fatalf("chromium exited again (%v); its output:\n%s", err, tail(p.log.String(), 2000))
