@@ -158,6 +158,12 @@ func TestSameServiceRandom(t *testing.T) {
 // from kept services (protobuf, its kept encoding and the JSON API's
 // answer) are those of a daemon that converts every service afresh.
 func TestKeptAnswersFollowChangesRandom(t *testing.T) {
+	// Every answer must show the change before it: no view may lag
+	// (viewlag.go), however slowly this machine builds one (under -race
+	// on loaded cores a build of 200 took past minLagCost, and an answer
+	// came one view behind).
+	defer func(c time.Duration) { minLagCost = c }(minLagCost)
+	minLagCost = time.Hour
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	r := rand.New(rand.NewPCG(seed, seed))
