@@ -162,7 +162,8 @@ func TestKeptAnswersFollowChangesRandom(t *testing.T) {
 	// (viewlag.go), however slowly this machine builds one (under -race
 	// on loaded cores a build of 200 took past minLagCost, and an answer
 	// came one view behind).
-	defer func(c time.Duration) { minLagCost = c }(minLagCost)
+	was := minLagCost
+	t.Cleanup(func() { minLagCost = was }) // after the fixtures' own cleanups
 	minLagCost = time.Hour
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
