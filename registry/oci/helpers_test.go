@@ -108,9 +108,25 @@ func imageAt(t *testing.T, created time.Time, labels map[string]string) v1.Image
 // puller:pw, with one image, private:1.0, and returns its host.
 func privateRegistry(t *testing.T) string {
 	t.Helper()
+	host := authRegistry(t, true, nil)
+	tag, _ := name.NewTag(host + "/private:1.0")
+	if err := remote.Write(tag, imageAt(t, time.Now(), nil), remote.WithAuth(&authn.Basic{Username: "puller", Password: "pw"})); err != nil {
+		t.Fatal(err)
+	}
+	return host
+}
+
+// authRegistry serves an in-process registry, which wants basic auth as
+// puller:pw when private, shows seen each request first,
+// and returns its host. It stops when the test ends.
+func authRegistry(t *testing.T, private bool, seen func(*http.Request)) string {
+	t.Helper()
 	inner := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if u, p, ok := r.BasicAuth(); !ok || u != "puller" || p != "pw" {
+		if seen != nil {
+			seen(r)
+		}
+		if u, p, ok := r.BasicAuth(); private && (!ok || u != "puller" || p != "pw") {
 			w.Header().Set("WWW-Authenticate", `Basic realm="private"`)
 			http.Error(w, "unauthorized", http.StatusUnauthorized)
 			return
@@ -118,12 +134,7 @@ func privateRegistry(t *testing.T) string {
 		inner.ServeHTTP(w, r)
 	}))
 	t.Cleanup(srv.Close)
-	host := strings.TrimPrefix(srv.URL, "http://")
-	tag, _ := name.NewTag(host + "/private:1.0")
-	if err := remote.Write(tag, imageAt(t, time.Now(), nil), remote.WithAuth(&authn.Basic{Username: "puller", Password: "pw"})); err != nil {
-		t.Fatal(err)
-	}
-	return host
+	return strings.TrimPrefix(srv.URL, "http://")
 }
 
 func (p *pager) reset() {

@@ -3,8 +3,6 @@ package oci
 import (
 	"context"
 	"fmt"
-	"io"
-	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -16,7 +14,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
@@ -30,24 +27,15 @@ import (
 func TestTagsOfManyRepositoriesCheckTheRegistryOnce(t *testing.T) {
 	for _, private := range []bool{false, true} {
 		t.Run(fmt.Sprintf("private=%v", private), func(t *testing.T) {
-			inner := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
 			var pings, lists atomic.Int64
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			host := authRegistry(t, private, func(r *http.Request) {
 				if r.URL.Path == "/v2/" {
 					pings.Add(1)
 				}
 				if strings.HasSuffix(r.URL.Path, "/tags/list") {
 					lists.Add(1)
 				}
-				if u, p, ok := r.BasicAuth(); private && (!ok || u != "puller" || p != "pw") && r.Method == http.MethodGet {
-					w.Header().Set("WWW-Authenticate", `Basic realm="private"`)
-					http.Error(w, "unauthorized", http.StatusUnauthorized)
-					return
-				}
-				inner.ServeHTTP(w, r)
-			}))
-			defer srv.Close()
-			host := strings.TrimPrefix(srv.URL, "http://")
+			})
 			img, err := random.Image(64, 1)
 			if err != nil {
 				t.Fatal(err)
