@@ -254,6 +254,13 @@ func TestQueueStopLeavesTheRunningJobLive(t *testing.T) {
 // runs its own jobs, and neither takes in the other's, neither a queued
 // job (adopt) nor a live one at its start (Recover).
 func TestClustersOnOneStoreRunOnlyTheirJobs(t *testing.T) {
+	onOneStore(t, testClusters)
+}
+
+// onOneStore runs test with two connections to one real store: a
+// PostgreSQL database, as replicas share one, and a SQLite file, as
+// replicas on one host may.
+func onOneStore(t *testing.T, test func(t *testing.T, a, b replicaStore)) {
 	t.Run("postgres", func(t *testing.T) {
 		url, srv := pgserver.Database(t)
 		open := func() replicaStore {
@@ -264,7 +271,7 @@ func TestClustersOnOneStoreRunOnlyTheirJobs(t *testing.T) {
 			t.Cleanup(func() { s.Close() })
 			return s
 		}
-		testClusters(t, open(), open())
+		test(t, open(), open())
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "h.db")
@@ -276,7 +283,7 @@ func TestClustersOnOneStoreRunOnlyTheirJobs(t *testing.T) {
 			t.Cleanup(func() { s.Close() })
 			return s
 		}
-		testClusters(t, open(), open())
+		test(t, open(), open())
 	})
 }
 
@@ -382,30 +389,7 @@ type replicaStore interface {
 // store: a PostgreSQL database, as replicas do, and a SQLite file, as
 // replicas on one host may.
 func TestJobAcceptedWhileSteppingDownRunsOnTheNewLeader(t *testing.T) {
-	t.Run("postgres", func(t *testing.T) {
-		url, srv := pgserver.Database(t)
-		open := func() replicaStore {
-			s, err := postgres.Open(context.Background(), postgres.Config{URL: url, Password: srv.Password})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		}
-		testSteppingDown(t, open(), open())
-	})
-	t.Run("sqlite", func(t *testing.T) {
-		path := filepath.Join(t.TempDir(), "h.db")
-		open := func() replicaStore {
-			s, err := sqlite.Open(context.Background(), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		}
-		testSteppingDown(t, open(), open())
-	})
+	onOneStore(t, testSteppingDown)
 }
 
 func testSteppingDown(t *testing.T, oldStore, newStore replicaStore) {
