@@ -2,6 +2,7 @@ package registry
 
 import (
 	"regexp"
+	"strings"
 	"time"
 )
 
@@ -61,4 +62,28 @@ type RefreshStatus struct {
 	RefreshedAt time.Time
 	// LastError is why the last refresh failed; empty after a success.
 	LastError string
+}
+
+// TagList is a repository's tag list as a store keeps it between
+// restarts: the tags (sorted), how many reads in a row found the same
+// list, when it is due to be read again, and when the read that found it
+// began. ReadAt orders lists read by several replicas: a store keeps the
+// one whose read began last.
+type TagList struct {
+	Tags   []string
+	Stable int
+	Next   time.Time
+	ReadAt time.Time
+}
+
+// JoinTags and SplitTags turn a tag list into one string and back, for a
+// store's single column: tags cannot hold a newline (see ValidTag).
+func JoinTags(tags []string) string { return strings.Join(tags, "\n") }
+
+// SplitTags is JoinTags' inverse; "" is no tags.
+func SplitTags(s string) []string {
+	if s == "" {
+		return nil
+	}
+	return strings.Split(s, "\n")
 }

@@ -12,7 +12,7 @@ import (
 // openImages builds the registry client: its credentials (docker config,
 // --registry-credentials, --registry-secret), rate limits, tag-list
 // paging and caches, the cache kept in the history store.
-func openImages(ctx context.Context, f flags, cluster secretReader, cache oci.Cache, reg prometheus.Registerer, log *slog.Logger) (*oci.Client, error) {
+func openImages(ctx context.Context, f flags, cluster secretReader, cache registryStore, reg prometheus.Registerer, log *slog.Logger) (*oci.Client, error) {
 	keychains, err := registryKeychains(ctx, cluster, f.registrySecrets, f.registryCredentials)
 	if err != nil {
 		return nil, err
@@ -22,12 +22,20 @@ func openImages(ctx context.Context, f flags, cluster secretReader, cache oci.Ca
 		DockerConfig: f.dockerConfig, Concurrency: f.registryConcurrency, Platform: f.registryPlatform,
 		Keychains:  keychains,
 		Cache:      cache,
+		Lists:      cache,
 		Rate:       oci.RateConfig{Rate: f.registryRate, Burst: f.registryBurst},
 		RecheckMin: f.recheckMin, RecheckMax: f.recheckMax,
 		ListMin: f.listMin, ListMax: f.listMax,
 		PageSize:    pageSize(f.registryPageSize),
 		MaxTagPages: f.registryMaxTagPages, MaxTagListBytes: f.registryMaxTagBytes,
 	})
+}
+
+// registryStore is what the registry client keeps in the history store:
+// tag metadata and tag lists.
+type registryStore interface {
+	oci.Cache
+	oci.ListStore
 }
 
 // pageSize maps --registry-page-size to oci.Config.PageSize, where 0 sends

@@ -87,6 +87,9 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// Before the store closes (deferred above): the tag lists being
+	// saved are written first.
+	defer images.Close()
 	repo, err := openGit(ctx, cfg.git, f.gitSSHKeySecret, cluster, health, reg, log)
 	if err != nil {
 		return err

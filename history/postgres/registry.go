@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/registry"
 )
 
@@ -133,3 +135,53 @@ func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string
 // analyzeAfter is how many rows one SaveTags writes before it refreshes
 // the planner's statistics.
 const analyzeAfter = 5000
+
+// TagList returns the tag list kept for repository, if any.
+func (s *Store) TagList(ctx context.Context, repository string) (registry.TagList, bool, error) {
+	var (
+		l     registry.TagList
+		found bool
+	)
+	err := s.retry(ctx, func(ctx context.Context) error {
+		var (
+			tags         string
+			stable       int32
+			next, readAt int64
+		)
+		err := s.pool.QueryRow(ctx, `SELECT tags, stable, next_read, read_at FROM registry_lists WHERE repository = $1`, repository).
+			Scan(&tags, &stable, &next, &readAt)
+		if errors.Is(err, pgx.ErrNoRows) {
+			found = false
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		l = registry.TagList{Tags: registry.SplitTags(tags), Stable: int(stable), Next: fromNanos(next), ReadAt: fromNanos(readAt)}
+		found = true
+		return nil
+	})
+	if err != nil {
+		return registry.TagList{}, false, fmt.Errorf("reading the registry cache's tag lists: %w", err)
+	}
+	return l, found, nil
+}
+
+// SaveTagList keeps l as repository's tag list, unless the list kept was
+// read later (ReadAt), which stays; a kept list whose read began more
+// than history.ListClockSkew after this clock's now is from a clock that
+// runs ahead, and is replaced. An upsert: tried again on a new
+// connection after a lost one.
+func (s *Store) SaveTagList(ctx context.Context, repository string, l registry.TagList) error {
+	err := s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.pool.Exec(ctx, `INSERT INTO registry_lists (repository, tags, stable, next_read, read_at) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (repository) DO UPDATE SET tags = excluded.tags, stable = excluded.stable, next_read = excluded.next_read, read_at = excluded.read_at
+		WHERE excluded.read_at >= registry_lists.read_at OR registry_lists.read_at > $6`,
+			repository, registry.JoinTags(l.Tags), l.Stable, nanos(l.Next), nanos(l.ReadAt), nanos(time.Now().Add(history.ListClockSkew)))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("writing the registry cache's tag lists: %w", err)
+	}
+	return nil
+}

@@ -4,9 +4,11 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/registry"
 )
 
@@ -92,4 +94,36 @@ func (s *Store) SaveTags(ctx context.Context, repository string, tags map[string
 		}
 	}
 	return tx.Commit()
+}
+
+// TagList returns the tag list kept for repository, if any.
+func (s *Store) TagList(ctx context.Context, repository string) (registry.TagList, bool, error) {
+	var (
+		tags                 string
+		stable, next, readAt int64
+	)
+	err := s.db.QueryRowContext(ctx, `SELECT tags, stable, next_read, read_at FROM registry_lists WHERE repository = ?`, repository).
+		Scan(&tags, &stable, &next, &readAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return registry.TagList{}, false, nil
+	}
+	if err != nil {
+		return registry.TagList{}, false, fmt.Errorf("reading the registry cache's tag lists: %w", err)
+	}
+	return registry.TagList{Tags: registry.SplitTags(tags), Stable: int(stable), Next: fromNanos(next), ReadAt: fromNanos(readAt)}, true, nil
+}
+
+// SaveTagList keeps l as repository's tag list, unless the list kept was
+// read later (ReadAt), which stays; a kept list whose read began more
+// than history.ListClockSkew after this clock's now is from a clock that
+// runs ahead, and is replaced.
+func (s *Store) SaveTagList(ctx context.Context, repository string, l registry.TagList) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO registry_lists (repository, tags, stable, next_read, read_at) VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (repository) DO UPDATE SET tags = excluded.tags, stable = excluded.stable, next_read = excluded.next_read, read_at = excluded.read_at
+		WHERE excluded.read_at >= registry_lists.read_at OR registry_lists.read_at > ?`,
+		repository, registry.JoinTags(l.Tags), l.Stable, nanos(l.Next), nanos(l.ReadAt), nanos(time.Now().Add(history.ListClockSkew)))
+	if err != nil {
+		return fmt.Errorf("writing the registry cache's tag lists: %w", err)
+	}
+	return nil
 }

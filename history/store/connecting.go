@@ -271,6 +271,22 @@ func (c *Connecting) CachedTags(ctx context.Context, repository string) (map[str
 	return s.CachedTags(ctx, repository)
 }
 
+func (c *Connecting) TagList(ctx context.Context, repository string) (registry.TagList, bool, error) {
+	s, err := c.store()
+	if err != nil {
+		return registry.TagList{}, false, err
+	}
+	return s.TagList(ctx, repository)
+}
+
+func (c *Connecting) SaveTagList(ctx context.Context, repository string, l registry.TagList) error {
+	s, err := c.store()
+	if err != nil {
+		return err
+	}
+	return s.SaveTagList(ctx, repository, l)
+}
+
 func (c *Connecting) SaveTags(ctx context.Context, repository string, tags map[string]registry.TagState, images map[string]registry.ImageMeta, removed []string) error {
 	s, err := c.store()
 	if err != nil {

@@ -110,6 +110,17 @@ func copyCache(ctx context.Context, from, to Store, n *Counts) error {
 		if err := to.SaveTags(ctx, repo, tags, images, nil); err != nil {
 			return err
 		}
+		// Its tag list too, so that the new store's first fluxd does not
+		// list the repository again while the list is fresh. (A list of
+		// a repository with no cached tag is not copied: it is read
+		// again, which costs one request.)
+		if l, ok, err := from.TagList(ctx, repo); err != nil {
+			return err
+		} else if ok {
+			if err := to.SaveTagList(ctx, repo, l); err != nil {
+				return err
+			}
+		}
 		n.Repositories++
 		n.Tags += len(tags)
 	}

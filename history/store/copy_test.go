@@ -50,6 +50,10 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 		map[string]registry.ImageMeta{"sha256:a": {CreatedAt: t0, Platform: "linux/amd64", Labels: map[string]string{"k": "v"}}, "sha256:b": {}}, nil); err != nil {
 		t.Fatal(err)
 	}
+	list := registry.TagList{Tags: []string{"1.0", "bare", "latest"}, Stable: 3, Next: t0.Add(time.Minute), ReadAt: t0}
+	if err := src.SaveTagList(ctx, "reg/app", list); err != nil {
+		t.Fatal(err)
+	}
 	// Promotion's rows: two pipelines, a record written twice, a pause.
 	for i, p := range []string{"team/web", "team/api"} {
 		if err := src.SavePromotionBundle(ctx, history.PromotionBundle{Pipeline: p, ID: fmt.Sprint("b", i), Created: t0, Data: []byte(`{"images":[]}`)}); err != nil {
@@ -131,6 +135,11 @@ func TestCopySQLiteToPostgres(t *testing.T) {
 	}
 	if diff := cmp.Diff(wantTags, gotTags, eq); diff != "" {
 		t.Errorf("registry cache after the copy (-sqlite +postgres):\n%s", diff)
+	}
+	if got, ok, err := dst.TagList(ctx, "reg/app"); err != nil || !ok {
+		t.Errorf("the tag list was not copied: %v %v", ok, err)
+	} else if diff := cmp.Diff(list, got, eq); diff != "" {
+		t.Errorf("tag list after the copy (-sqlite +postgres):\n%s", diff)
 	}
 	for _, p := range []string{"team/web", "team/api"} {
 		wantB, _ := src.PromotionBundles(ctx, p)

@@ -47,6 +47,7 @@ func Run(t *testing.T, f Factory) {
 		{"FinishedJobStaysFinished", testFinishedJobFenced},
 		{"LiveJobsOldestFirst", testLiveJobs},
 		{"RegistryCache", testRegistryCache},
+		{"RegistryLists", testRegistryLists},
 		{"EventsFilteredByTypeAndUser", testEventsFilteredByTypeAndUser},
 		{"EventsBetween", testEventsBetween},
 		{"JobLogKeptAndKeyedByInstance", testJobLog},
@@ -494,6 +495,51 @@ func testRegistryCache(t *testing.T, f Factory) {
 	none, err := s.CachedTags(ctx, "reg.example/unknown")
 	if err != nil || len(none) != 0 {
 		t.Errorf("unknown repository: %v, %v; want nothing", none, err)
+	}
+}
+
+// Tag lists: kept across a reopen; of two, the one whose read began
+// last, whatever order they are saved in; one read ahead of the writer's
+// clock (beyond history.ListClockSkew) is replaced.
+func testRegistryLists(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, reopen := open(t, f)
+	now := time.Now().Truncate(time.Microsecond)
+	later := registry.TagList{Tags: []string{"1.0.0", "1.0.1", "latest"}, Stable: 2, Next: now.Add(4 * time.Minute), ReadAt: now}
+	earlier := registry.TagList{Tags: []string{"1.0.0"}, Stable: 7, Next: now.Add(time.Hour), ReadAt: now.Add(-time.Second)}
+	for _, l := range []registry.TagList{later, earlier} {
+		if err := s.SaveTagList(ctx, "reg.example/app", l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SaveTagList(ctx, "reg.example/empty", registry.TagList{ReadAt: now, Next: now.Add(time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
+	s = reopen()
+	t.Cleanup(func() { s.Close() })
+	got, ok, err := s.TagList(ctx, "reg.example/app")
+	if err != nil || !ok {
+		t.Fatalf("TagList: %v %v", ok, err)
+	}
+	if diff := cmp.Diff(later, got, equalTimes); diff != "" {
+		t.Errorf("the list read last is kept (-want +got):\n%s", diff)
+	}
+	if empty, ok, err := s.TagList(ctx, "reg.example/empty"); err != nil || !ok || len(empty.Tags) != 0 {
+		t.Errorf("an empty list: %v %v %v; want kept, with no tags", empty, ok, err)
+	}
+	if _, ok, err := s.TagList(ctx, "reg.example/unknown"); err != nil || ok {
+		t.Errorf("unknown repository: %v %v; want not found", ok, err)
+	}
+	// From a clock an hour ahead: replaced by a read of this clock.
+	ahead := registry.TagList{Tags: []string{"2.0.0"}, Next: now.Add(2 * time.Hour), ReadAt: now.Add(time.Hour)}
+	if err := s.SaveTagList(ctx, "reg.example/app", ahead); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SaveTagList(ctx, "reg.example/app", later); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _ := s.TagList(ctx, "reg.example/app"); !got.ReadAt.Equal(later.ReadAt) {
+		t.Errorf("a list read an hour ahead of this clock was kept over this clock's read: %+v", got)
 	}
 }
 

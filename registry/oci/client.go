@@ -57,6 +57,12 @@ type Config struct {
 	// (Refresh) reads it at once. Zero (the default) reads the list on
 	// every call.
 	ListMin, ListMax time.Duration
+	// Lists, if set (and ListMin above zero), keeps the tag lists read
+	// across restarts: a list whose next read is not due yet is answered
+	// from it, so a restarted fluxd does not list every repository again
+	// before its first automator pass. A store that fails or does not
+	// answer within ListStoreTimeout costs a read, never a wrong list.
+	Lists ListStore
 	// SaveEvery is how many newly read tags a long scan gathers before it
 	// writes them to the cache, so that a scan of a big repository shows
 	// progress (and survives a restart) before it ends; default 256.
@@ -122,6 +128,13 @@ type Client struct {
 	// that began earlier and ends later never replaces a newer list, and
 	// a scan can tell a list read for it from one read before it began.
 	listSeq uint64
+	// saving counts the lists being written to Lists in the background.
+	saving sync.WaitGroup
+	// storeWarned is when a failing list store was last warned of.
+	storeWarned atomic.Int64
+	// storeDownUntil is when a list store that failed is asked again
+	// (Unix nanoseconds).
+	storeDownUntil atomic.Int64
 }
 
 // New returns a Client.
@@ -214,8 +227,10 @@ func New(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-// Close releases the client's idle connections.
+// Close releases the client's idle connections, after the lists being
+// saved are written.
 func (c *Client) Close() {
+	c.saving.Wait()
 	if t, ok := c.transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()
 	}

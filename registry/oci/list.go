@@ -84,6 +84,15 @@ func (c *Client) list(ctx context.Context, repository string, force bool) (*tagL
 		c.lookupList("hit")
 		return l, nil
 	}
+	if !ok && !force && c.cfg.Lists != nil {
+		v, _, _ := c.listing.Do("stored\x00"+repository, func() (any, error) {
+			return c.storedList(ctx, repository), nil
+		})
+		if sl := v.(*tagList); sl != nil {
+			c.lookupList("stored")
+			return sl, nil
+		}
+	}
 	c.lookupList("read")
 	key := repository
 	if force {
@@ -96,6 +105,7 @@ func (c *Client) list(ctx context.Context, repository string, force bool) (*tagL
 	}
 	v, err, _ := c.listing.Do(key, func() (any, error) {
 		seq := c.nextSeq()
+		readAt := c.cfg.Now()
 		tags, err := c.listTags(ctx, repository)
 		if err != nil {
 			return nil, err
@@ -114,6 +124,9 @@ func (c *Client) list(ctx context.Context, repository string, force bool) (*tagL
 		}
 		nl.next = c.cfg.Now().Add(backoff(c.cfg.ListMin, c.cfg.ListMax, nl.stable))
 		c.lists[repository] = nl
+		if c.cfg.Lists != nil {
+			c.saveList(repository, nl, readAt)
+		}
 		return nl, nil
 	})
 	if err != nil {

@@ -32,7 +32,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"result"}),
 		lists: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fluxd_registry_tag_list_lookups_total",
-			Help: "Tag list lookups: hit (a fresh list reused, no request) or read (listed from the registry).",
+			Help: "Tag list lookups: hit (a fresh list reused from memory, no request), stored (a fresh list kept in the history store across a restart, no request) or read (listed from the registry).",
 		}, []string{"result"}),
 		scan: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "fluxd_registry_scan_duration_seconds",
