@@ -19,6 +19,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 
 	"github.com/fluxd/fluxd/internal/fluxerr"
+	"github.com/fluxd/fluxd/internal/grpcwindow"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
@@ -105,8 +106,9 @@ func (f *forwarder) target(ctx context.Context, method string) (*grpc.ClientConn
 		return c, nil
 	}
 	// Verified against the replica CA, whatever address the Lease names.
-	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(credentials.NewTLS(f.peer.Clone())),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxAnswerBytes)))
+	c, err := grpc.NewClient("passthrough:///"+addr, append(grpcwindow.DialOptions(),
+		grpc.WithTransportCredentials(credentials.NewTLS(f.peer.Clone())),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxAnswerBytes)))...)
 	if err != nil {
 		return nil, status.Errorf(codes.Unavailable, "cannot reach the leader at %s: %v", addr, err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/fluxd/fluxd/internal/auth"
 	"github.com/fluxd/fluxd/internal/clientkey"
 	"github.com/fluxd/fluxd/internal/fluxerr"
+	"github.com/fluxd/fluxd/internal/grpcwindow"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 )
 
@@ -171,6 +172,11 @@ func NewServer(d *Daemon, a Authenticator, log *slog.Logger, opts ...ServerOptio
 		// answer. The buffer is shared (taken from a pool while a
 		// connection writes), so idle connections hold none.
 		grpc.WriteBufferSize(writeBufferSize), grpc.SharedWriteBuffer(true),
+		// gRPC's default windows and read buffer on purpose: the
+		// server receives small requests, and how fast an answer
+		// flows is set by its client's windows (fluxd's own clients
+		// take internal/grpcwindow's). That package says why, and
+		// what a larger read buffer would pin per connection here.
 		grpc.ConnectionTimeout(handshakeTimeout),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: keepaliveMinTime, PermitWithoutStream: false}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: maxConnectionIdle, Time: 2 * time.Minute, Timeout: 20 * time.Second}))
@@ -198,10 +204,10 @@ func (s *Server) InProcess() (*grpc.ClientConn, error) {
 			s.log.Error("serving in-process calls stopped", "error", err)
 		}
 	}()
-	return grpc.NewClient("passthrough:///in-process",
+	return grpc.NewClient("passthrough:///in-process", append(grpcwindow.DialOptions(),
 		grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) }),
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxAnswerBytes)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxAnswerBytes)))...)
 }
 
 // MaxAnswerBytes is the largest answer fluxd's own clients (the web

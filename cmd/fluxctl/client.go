@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/fluxd/fluxd/internal/grpcwindow"
 	"github.com/fluxd/fluxd/internal/tlsfiles"
 )
 
@@ -105,14 +106,16 @@ func dial(rawURL, token, caFile, certFile, keyFile string) (*grpc.ClientConn, er
 	} else if token != "" && !loopback(t.addr) {
 		fmt.Fprintf(os.Stderr, "warning: sending the API token to %s in plaintext; anyone on the network path can read it. Use https:// where fluxd serves TLS.\n", t.addr)
 	}
-	conn, err := grpc.NewClient("passthrough:///"+t.addr,
+	// Windows that hold a whole list-services answer: each command's
+	// new connection would otherwise start at gRPC's 64 KiB.
+	conn, err := grpc.NewClient("passthrough:///"+t.addr, append(grpcwindow.DialOptions(),
 		grpc.WithTransportCredentials(creds),
 		grpc.WithPerRPCCredentials(bearer(token)),
 		grpc.WithUserAgent("fluxctl"),
 		// gRPC's default 4 MiB would refuse list-services (and
 		// list-images --all) of tens of thousands of workloads; the
 		// daemon's own clients take the same (daemon.MaxAnswerBytes).
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(128<<20)))
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(128<<20)))...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to fluxd at %s: %w", t.addr, err)
 	}

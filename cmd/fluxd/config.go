@@ -68,7 +68,7 @@ func (f flags) configure() (configs, error) {
 		c.git.SSHKeySource = "the Secret " + f.gitSSHKeySecret
 		c.git.SSHKey = []byte("-")
 	}
-	errs := []error{c.daemon.Validate(), c.git.Validate(), validateRetryMax(f.gitCloneRetryMax), validateWebFlags(f), f.notify.validate(), f.verify.validate(), f.sync.validate(), validatePprof(f), memlimit.ValidateRatio(f.memoryLimitRatio)}
+	errs := []error{c.daemon.Validate(), c.git.Validate(), validateRetryMax(f.gitCloneRetryMax), validateWebFlags(f), f.notify.validate(), f.verify.validate(), f.sync.validate(), validatePprof(f), memlimit.ValidateRatio(f.memoryLimitRatio), validateGCPercent(f.gcPercent)}
 	if f.clusterName != "" && !clusterNameRE.MatchString(f.clusterName) {
 		errs = append(errs, fmt.Errorf("--cluster-name %q is not a cluster name: use 1 to 40 lowercase letters, digits and '-', starting with a letter (it prefixes the IDs of this cluster's release jobs)", f.clusterName))
 	}

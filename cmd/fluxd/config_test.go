@@ -111,6 +111,7 @@ func TestConfigureRefusesBadFlags(t *testing.T) {
 		{"a notification age of zero", []string{"--notify-max-age=0s"}, false, []string{"--notify-max-age 0s must be positive"}},
 		{"a cluster name with a dot", []string{"--cluster-name=eu.west"}, false, []string{`--cluster-name "eu.west" is not a cluster name`}},
 		{"a cluster name", []string{"--cluster-name=eu-west-1"}, false, nil},
+		{"a GC target out of range", []string{"--gc-percent=5"}, false, []string{"--gc-percent=5: the garbage collector's target is between 10 and 1000"}},
 		{"every problem at once", []string{"--git-clone-retry-max=1ms", "--notify-max-age=0s", "--webhook-listen=:0"}, false,
 			[]string{"--git-clone-retry-max 1ms", "--notify-max-age 0s", "--webhook-listen needs --webhook-secret-file"}},
 	}

@@ -49,6 +49,7 @@ type flags struct {
 	metricsListen             string
 	pprof                     bool
 	memoryLimitRatio          float64
+	gcPercent                 int
 	webhookListen             string
 	webListen                 string
 	webAllowWithoutClientCert bool
@@ -126,6 +127,7 @@ func (f *flags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.registryPlatform, "registry-platform", "linux/amd64", "platform to pick from multi-platform images")
 	fs.StringVar(&f.metricsListen, "metrics-listen", "", "address for Prometheus metrics at /metrics, e.g. 127.0.0.1:9797 (default: off); unauthenticated, so keep it on a private address")
 	fs.Float64Var(&f.memoryLimitRatio, "memory-limit-ratio", memlimit.DefaultRatio, "the share of the container's memory limit (its cgroup's) that fluxd's Go runtime keeps its memory under (a soft limit: the collector works harder as it nears it); 0 to leave the runtime's default. An explicit GOMEMLIMIT wins")
+	fs.IntVar(&f.gcPercent, "gc-percent", defaultGCPercent, "the garbage collector's target, as GOGC: a collection starts when the heap has grown by this percentage of the live heap (10 to 1000). 50 rather than Go's 100: at 10,000 workloads the live heap is small but start-up makes much garbage, and 50 aims to keep RSS under 300 MB even without a memory limit, at the cost of more frequent collections. A valid GOGC wins")
 	fs.BoolVar(&f.pprof, "pprof", false, "also serve Go's profiles (net/http/pprof) at /debug/pprof/ on --metrics-listen: CPU, heap, allocations, goroutines; unauthenticated like the metrics")
 	fs.StringVar(&f.webhookListen, "webhook-listen", "", "address for registry push webhooks at POST /v1/notify (default: off)")
 	fs.StringVar(&f.webListen, "web-listen", "", "address for the status page, e.g. 127.0.0.1:3031 (default: off); sign in with an API token. With --tls-client-ca-file it requires client certificates as the API does")

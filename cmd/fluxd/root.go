@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"k8s.io/client-go/kubernetes"
 	"log/slog"
 	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/fluxd/fluxd/daemon"
 	"github.com/fluxd/fluxd/gates"
@@ -50,7 +50,8 @@ func run(ctx context.Context, f flags, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	applyMemoryLimit(f.memoryLimitRatio, log)
+	limited := applyMemoryLimit(f.memoryLimitRatio, log)
+	applyGCPercent(f.gcPercent, limited, log)
 	if w := gogit.PlaintextWarning(f.gitURL); w != "" {
 		log.Warn(w, "component", "git")
 	}

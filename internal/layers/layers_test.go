@@ -26,7 +26,7 @@ var allowed = map[string][]string{
 	"cmd/fluxd": {"automator", "daemon", "gates", "promotion", "gitrepo", "gitrepo/gogit", "history", "history/store", "internal/auth", "internal/memlimit",
 		"internal/tlsfiles", "internal/version", "internal/clientkey", "notify", "platform", "platform/kube", "platform/kube/gitguard",
 		"platform/kube/sync", "proto/fluxd/v1", "registry", "registry/oci", "release", "release/jobs", "syncer", "verify", "verify/cosign", "verify/storecache", "web", "webhook"},
-	"cmd/fluxctl": {"check", "deploy", "internal/tlsfiles", "internal/version", "proto/fluxd/v1"},
+	"cmd/fluxctl": {"check", "deploy", "internal/grpcwindow", "internal/tlsfiles", "internal/version", "proto/fluxd/v1"},
 	"hack/image":  {},
 	"hack/stack":  {"internal/localstack"},
 	// hack/e2eshard: make test's runner of the end-to-end shards.
@@ -41,7 +41,7 @@ var allowed = map[string][]string{
 
 	// edge
 	"web":    {"history", "internal/auth", "internal/clientkey", "proto/fluxd/v1"},
-	"daemon": {"automator", "gitrepo", "gitrepo/format", "history", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "internal/replicacert", "platform", "policy", "promotion", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
+	"daemon": {"automator", "gitrepo", "gitrepo/format", "history", "internal/auth", "internal/clientkey", "internal/editdistance", "internal/fluxerr", "internal/grpcwindow", "internal/replicacert", "platform", "policy", "promotion", "proto/fluxd/v1", "registry", "release", "release/jobs", "syncer"},
 	// webhook is the transport of registry notifications and of CI's
 	// approvals; what they do is the daemon's and the promotion loop's,
 	// through webhook.Refresher and webhook.Approver, wired by cmd/fluxd.
@@ -101,6 +101,7 @@ var allowed = map[string][]string{
 	"internal/fluxerr":      {},
 	"internal/githttp":      {},
 	"internal/giturl":       {},
+	"internal/grpcwindow":   {},
 	"internal/handover":     {},
 	"internal/layers":       {},
 	"internal/memlimit":     {},
@@ -123,7 +124,7 @@ var adapterLibraries = map[string][]string{
 	"github.com/sigstore/":                   {"internal/cosigntest", "verify/cosign"},
 	"github.com/mattn/go-sqlite3":            {"history/sqlite"},
 	"github.com/jackc/pgx":                   {"history/postgres", "internal/pgserver"},
-	"google.golang.org/grpc":                 {"cmd/fluxctl", "daemon", "proto/fluxd/v1", "web"},
+	"google.golang.org/grpc":                 {"cmd/fluxctl", "daemon", "internal/grpcwindow", "proto/fluxd/v1", "web"},
 }
 
 type pkg struct {
