@@ -165,11 +165,11 @@ type scaleResult struct {
 	decisions                  float64
 	passRequests               float64 // registry requests by the pass's end
 	// The first pass of a fluxd restarted on the same store at the end.
-	restartPass     time.Duration
-	restartRequests float64
-	firstSync, noChangeSync    time.Duration
-	noChangeRequests           float64
-	cpu, gcCPU                 float64 // seconds, from start to the end of the list-services load
+	restartPass             time.Duration
+	restartRequests         float64
+	firstSync, noChangeSync time.Duration
+	noChangeRequests        float64
+	cpu, gcCPU              float64 // seconds, from start to the end of the list-services load
 	// In a memory cgroup (BENCH_SCALE_MEMLIMIT=cgroup): its peak usage as
 	// the kernel counts it, and how often it hit the limit.
 	cgroupPeak    float64
