@@ -176,7 +176,8 @@ func newCluster(client kubernetes.Interface, host string, cfg Config) *Cluster {
 	}
 	c.namespaces = namespaces
 	for _, ns := range namespaces {
-		f := informers.NewSharedInformerFactoryWithOptions(client, cfg.Resync, informers.WithNamespace(ns), informers.WithTransform(stripManagedFields))
+		// The caches keep of each workload only what fluxd reads (slim.go).
+		f := informers.NewSharedInformerFactoryWithOptions(client, cfg.Resync, informers.WithNamespace(ns), informers.WithTransform(slimCached))
 		apps, batch := f.Apps().V1(), f.Batch().V1()
 		d, s, ds, cj := apps.Deployments(), apps.StatefulSets(), apps.DaemonSets(), batch.CronJobs()
 		// Touch each informer so the factory starts it, and count its
