@@ -30,6 +30,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/fluxd/fluxd/history/sqlite"
+	"github.com/fluxd/fluxd/internal/grpcwindow"
 	"github.com/fluxd/fluxd/internal/localstack"
 	fluxdv1 "github.com/fluxd/fluxd/proto/fluxd/v1"
 	"github.com/fluxd/fluxd/registry"
@@ -395,7 +396,10 @@ func rawLoadReq(b *testing.B, ctx context.Context, addr, token string, workers i
 	deadline := start.Add(d)
 	g, gctx := errgroup.WithContext(withToken(ctx, token))
 	for w := range workers {
-		conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec), grpc.MaxCallRecvMsgSize(64<<20)))
+		// fluxctl's windows and read buffer (internal/grpcwindow): the
+		// load models fluxctl's calls.
+		opts := append(grpcwindow.DialOptions(), grpc.WithTransportCredentials(insecure.NewCredentials()), grpc.WithDefaultCallOptions(grpc.ForceCodecV2(codec), grpc.MaxCallRecvMsgSize(64<<20)))
+		conn, err := grpc.NewClient("passthrough:///"+addr, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -244,7 +246,7 @@ spec:
 		pushManifest(b, fmt.Sprintf("Add %d workloads for the scale benchmark", n), files)
 	}
 	db := filepath.Join(b.TempDir(), "history.db")
-	if err := seedScaleCache(ctx, db, r.repos, tags, repoName, tag); err != nil {
+	if err := seedScaleCache(ctx, db, r.repos, tags, repoName, tag, os.Getenv("BENCH_SCALE_LISTS") != "read"); err != nil {
 		b.Fatal(err)
 	}
 	metrics, err := localstack.FreeAddr()
@@ -529,8 +531,13 @@ func pushScaleRepos(ctx context.Context, repos, tags int, repoName func(int) str
 }
 
 // seedScaleCache writes a history database whose registry cache holds
-// every tag of the size's repositories (see seedRegistryCache).
-func seedScaleCache(ctx context.Context, path string, repos, tags int, repoName func(int) string, tag func(int) string) error {
+// every tag of the size's repositories (see seedRegistryCache) and, with
+// lists, their tag lists as a fluxd that has run a while keeps them:
+// read just now, the same for three reads in a row, so due again at
+// --registry-list-max (5 min). The first pass then models a restart of
+// such a fluxd; BENCH_SCALE_LISTS=read leaves the lists out (a store
+// that never kept them: every list is read, at --registry-rate).
+func seedScaleCache(ctx context.Context, path string, repos, tags int, repoName func(int) string, tag func(int) string, lists bool) error {
 	store, err := sqlite.Open(ctx, path)
 	if err != nil {
 		return err
@@ -546,6 +553,13 @@ func seedScaleCache(ctx context.Context, path string, repos, tags int, repoName 
 		}
 		if err := store.SaveTags(ctx, repoName(r), ts, images, nil); err != nil {
 			return err
+		}
+		if lists {
+			names := slices.Sorted(maps.Keys(ts))
+			now := time.Now()
+			if err := store.SaveTagList(ctx, repoName(r), registry.TagList{Tags: names, Stable: 3, Next: now.Add(5 * time.Minute), ReadAt: now}); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
