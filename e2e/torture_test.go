@@ -695,10 +695,13 @@ func (r *tortureRun) fluxctl(role, user string, args ...string) (string, error) 
 		}
 		err := fmt.Errorf("fluxctl %s via %s: exit %d: %s", strings.Join(args, " "), rep.name, code, firstLines(out+stderr, 3))
 		// A follower refuses what it cannot forward while the lease is
-		// between holders (a leader just killed): nothing was started.
-		// As a person would, ask again once the lease has moved, so that
-		// a run's operations are not lost to that gap (check g judges
-		// that every format drew a commit).
+		// between holders (a leader just killed). As fluxd's message
+		// advises and a person would, ask again once the lease has moved,
+		// so that a run's operations are not lost to that gap (check g
+		// judges that every format drew a commit). If the dying leader
+		// had queued the call before it fell, the retry is a second
+		// release of the same image, judged by the checks like any other
+		// release.
 		if try == 0 && strings.Contains(out+stderr, "the leader cannot be reached") {
 			for i := 0; i < 40 && r.leader() == before; i++ {
 				time.Sleep(250 * time.Millisecond)

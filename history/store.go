@@ -2,7 +2,6 @@ package history
 
 import (
 	"context"
-	"time"
 
 	"github.com/fluxd/fluxd/registry"
 )
@@ -79,17 +78,11 @@ type RegistryCache interface {
 	SaveTags(ctx context.Context, repository string, tags map[string]registry.TagState, images map[string]registry.ImageMeta, removed []string) error
 	// TagList and SaveTagList keep each repository's tag list as last
 	// read (registry.TagList): of two, the one whose read began last,
-	// unless that one began more than ListClockSkew ahead of the
+	// unless that one began more than registry.ListClockSkew ahead of the
 	// writer's clock.
 	TagList(ctx context.Context, repository string) (registry.TagList, bool, error)
 	SaveTagList(ctx context.Context, repository string, l registry.TagList) error
 }
-
-// ListClockSkew is how far ahead of a writer's clock a kept tag list's
-// read may have begun and still be taken for the newer one: beyond it,
-// the list came from a clock that runs ahead and is replaced (else it
-// would be kept forever).
-const ListClockSkew = time.Minute
 
 // Exporter lists everything a store holds, for copying it to another
 // store ('fluxd db copy').

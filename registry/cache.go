@@ -76,6 +76,12 @@ type TagList struct {
 	ReadAt time.Time
 }
 
+// ListClockSkew is how far ahead of a clock a kept tag list's read may
+// have begun and still be taken for one of this clock: a store writing
+// a list replaces a kept one read further ahead (else it would be kept
+// forever), and a reader does not trust such a list.
+const ListClockSkew = time.Minute
+
 // JoinTags and SplitTags turn a tag list into one string and back, for a
 // store's single column: tags cannot hold a newline (see ValidTag).
 func JoinTags(tags []string) string { return strings.Join(tags, "\n") }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/registry"
 )
 
@@ -169,7 +168,7 @@ func (s *Store) TagList(ctx context.Context, repository string) (registry.TagLis
 
 // SaveTagList keeps l as repository's tag list, unless the list kept was
 // read later (ReadAt), which stays; a kept list whose read began more
-// than history.ListClockSkew after this clock's now is from a clock that
+// than registry.ListClockSkew after this clock's now is from a clock that
 // runs ahead, and is replaced. An upsert: tried again on a new
 // connection after a lost one.
 func (s *Store) SaveTagList(ctx context.Context, repository string, l registry.TagList) error {
@@ -177,7 +176,7 @@ func (s *Store) SaveTagList(ctx context.Context, repository string, l registry.T
 		_, err := s.pool.Exec(ctx, `INSERT INTO registry_lists (repository, tags, stable, next_read, read_at) VALUES ($1, $2, $3, $4, $5)
 		ON CONFLICT (repository) DO UPDATE SET tags = excluded.tags, stable = excluded.stable, next_read = excluded.next_read, read_at = excluded.read_at
 		WHERE excluded.read_at >= registry_lists.read_at OR registry_lists.read_at > $6`,
-			repository, registry.JoinTags(l.Tags), l.Stable, nanos(l.Next), nanos(l.ReadAt), nanos(time.Now().Add(history.ListClockSkew)))
+			repository, registry.JoinTags(l.Tags), l.Stable, nanos(l.Next), nanos(l.ReadAt), nanos(time.Now().Add(registry.ListClockSkew)))
 		return err
 	})
 	if err != nil {

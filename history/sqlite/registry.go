@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fluxd/fluxd/history"
 	"github.com/fluxd/fluxd/registry"
 )
 
@@ -115,13 +114,13 @@ func (s *Store) TagList(ctx context.Context, repository string) (registry.TagLis
 
 // SaveTagList keeps l as repository's tag list, unless the list kept was
 // read later (ReadAt), which stays; a kept list whose read began more
-// than history.ListClockSkew after this clock's now is from a clock that
+// than registry.ListClockSkew after this clock's now is from a clock that
 // runs ahead, and is replaced.
 func (s *Store) SaveTagList(ctx context.Context, repository string, l registry.TagList) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO registry_lists (repository, tags, stable, next_read, read_at) VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (repository) DO UPDATE SET tags = excluded.tags, stable = excluded.stable, next_read = excluded.next_read, read_at = excluded.read_at
 		WHERE excluded.read_at >= registry_lists.read_at OR registry_lists.read_at > ?`,
-		repository, registry.JoinTags(l.Tags), l.Stable, nanos(l.Next), nanos(l.ReadAt), nanos(time.Now().Add(history.ListClockSkew)))
+		repository, registry.JoinTags(l.Tags), l.Stable, nanos(l.Next), nanos(l.ReadAt), nanos(time.Now().Add(registry.ListClockSkew)))
 	if err != nil {
 		return fmt.Errorf("writing the registry cache's tag lists: %w", err)
 	}

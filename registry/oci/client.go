@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fluxd/fluxd/registry"
 	"github.com/google/go-containerregistry/pkg/authn"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -128,8 +129,14 @@ type Client struct {
 	// that began earlier and ends later never replaces a newer list, and
 	// a scan can tell a list read for it from one read before it began.
 	listSeq uint64
-	// saving counts the lists being written to Lists in the background.
-	saving sync.WaitGroup
+	// saving counts the writers of lists to Lists (at most one runs);
+	// toSave are the lists queued for it, writing whether it runs, and
+	// closed whether Close was called (nothing is queued after).
+	saving  sync.WaitGroup
+	saveMu  sync.Mutex
+	toSave  map[string]registry.TagList
+	writing bool
+	closed  bool
 	// storeWarned is when a failing list store was last warned of.
 	storeWarned atomic.Int64
 	// storeDownUntil is when a list store that failed is asked again
@@ -230,6 +237,9 @@ func New(cfg Config) (*Client, error) {
 // Close releases the client's idle connections, after the lists being
 // saved are written.
 func (c *Client) Close() {
+	c.saveMu.Lock()
+	c.closed = true
+	c.saveMu.Unlock()
 	c.saving.Wait()
 	if t, ok := c.transport.(interface{ CloseIdleConnections() }); ok {
 		t.CloseIdleConnections()

@@ -3,6 +3,7 @@ package oci
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/fluxd/fluxd/registry"
@@ -25,16 +26,16 @@ const ListStoreTimeout = 2 * time.Second
 // again (lists are read from the registry meanwhile).
 const storeRest = 30 * time.Second
 
-// clockSkew is how far ahead of this clock a stored list's read may have
-// begun before the list is taken for one from a clock that runs ahead,
-// and read again rather than trusted.
-const clockSkew = time.Minute
-
 // storedList is the list the store keeps for repository, or nil. It is
 // put in memory when memory has none, due or not, so that the read that
 // follows a due one counts the list's stability on from it; it is
 // returned only while its next read is not due. A stored list is never
 // taken for one read for a scan (its seq is 0): it removes no cached tag.
+//
+// A stored list is input like a registry's answer: another replica, or
+// anyone who can write the shared store, wrote it. Its tags pass the OCI
+// grammar check again (a tag picked from a list alone goes into git), and
+// one bigger than MaxTagListBytes is not used.
 func (c *Client) storedList(ctx context.Context, repository string) *tagList {
 	if time.Now().UnixNano() < c.storeDownUntil.Load() {
 		return nil
@@ -50,16 +51,25 @@ func (c *Client) storedList(ctx context.Context, repository string) *tagList {
 		return nil
 	}
 	now := c.cfg.Now()
-	if !ok || sl.ReadAt.After(now.Add(clockSkew)) {
+	if !ok || sl.ReadAt.After(now.Add(registry.ListClockSkew)) {
 		return nil
 	}
+	size := 0
+	for _, t := range sl.Tags {
+		size += len(t) + 1
+	}
+	if int64(size) > c.cfg.MaxTagListBytes {
+		return nil
+	}
+	tags := c.validTags(ctx, repository, sl.Tags)
+	slices.Sort(tags)
 	// A list is reused no longer than this fluxd's ListMax after its read,
 	// whatever the instance that stored it was configured with.
 	next := sl.Next
 	if limit := sl.ReadAt.Add(c.cfg.ListMax); next.After(limit) {
 		next = limit
 	}
-	l := &tagList{tags: sl.Tags, stable: sl.Stable, next: next}
+	l := &tagList{tags: tags, stable: sl.Stable, next: next}
 	c.mu.Lock()
 	cur, had := c.lists[repository]
 	if !had {
@@ -75,22 +85,53 @@ func (c *Client) storedList(ctx context.Context, repository string) *tagList {
 	return l
 }
 
-// saveList writes a list read from the registry to the store, in the
-// background: the caller has its list already.
+// saveList queues a list read from the registry for the store. One
+// writer writes the queue in the background (the caller has its list
+// already), the latest list of each repository only: a burst of reads at
+// start-up holds at most one of the store's connections, not one each.
+// After Close, nothing is queued.
 func (c *Client) saveList(repository string, l *tagList, readAt time.Time) {
+	c.saveMu.Lock()
+	defer c.saveMu.Unlock()
+	if c.closed {
+		return
+	}
+	if c.toSave == nil {
+		c.toSave = map[string]registry.TagList{}
+	}
+	c.toSave[repository] = registry.TagList{Tags: l.tags, Stable: l.stable, Next: l.next, ReadAt: readAt}
+	if c.writing {
+		return
+	}
+	c.writing = true
 	c.saving.Add(1)
-	go func() {
-		defer c.saving.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), ListStoreTimeout)
-		defer cancel()
-		err := c.cfg.Lists.SaveTagList(ctx, repository, registry.TagList{Tags: l.tags, Stable: l.stable, Next: l.next, ReadAt: readAt})
-		if err != nil {
-			c.warnStore(ctx, "writing", repository, err)
-		}
-	}()
+	go c.writeLists()
 }
 
-// WaitSaved waits for the lists being written to the store.
+// writeLists writes the queued lists until the queue is empty.
+func (c *Client) writeLists() {
+	defer c.saving.Done()
+	for {
+		c.saveMu.Lock()
+		batch := c.toSave
+		c.toSave = nil
+		if len(batch) == 0 {
+			c.writing = false
+			c.saveMu.Unlock()
+			return
+		}
+		c.saveMu.Unlock()
+		for repository, l := range batch {
+			ctx, cancel := context.WithTimeout(context.Background(), ListStoreTimeout)
+			if err := c.cfg.Lists.SaveTagList(ctx, repository, l); err != nil {
+				c.warnStore(ctx, "writing", repository, err)
+			}
+			cancel()
+		}
+	}
+}
+
+// WaitSaved waits for the lists queued for the store to be written.
 func (c *Client) WaitSaved() { c.saving.Wait() }
 
 // warnStore logs a failing list store at most once a minute (debug
@@ -101,6 +142,9 @@ func (c *Client) warnStore(ctx context.Context, doing, repository string, err er
 	if last := c.storeWarned.Load(); now-last > int64(time.Minute) && c.storeWarned.CompareAndSwap(last, now) {
 		level = slog.LevelWarn
 	}
-	c.cfg.Log.Log(ctx, level, "the history store's tag lists failed; reading tag lists from the registry instead",
-		"component", "registry", "doing", doing, "repository", repository, "err", err)
+	msg := "the history store failed to give a kept tag list; reading tag lists from the registry instead"
+	if doing == "writing" {
+		msg = "the history store failed to keep a tag list; a restarted fluxd will read it from the registry again"
+	}
+	c.cfg.Log.Log(ctx, level, msg, "component", "registry", "repository", repository, "err", err)
 }

@@ -190,3 +190,108 @@ func (m *memLists) SaveTagList(ctx context.Context, repository string, l registr
 	}
 	return m.fail
 }
+
+// A stored list is input like a registry's answer: another replica, or
+// anyone who can write the shared store, wrote it. Tags that break the
+// OCI grammar are dropped as a registry's are (a tag picked from a list
+// alone goes into git), and a list over MaxTagListBytes is read again
+// from the registry instead of used.
+func TestStoredListTagsAreCheckedAgain(t *testing.T) {
+	reg := regtest.New(100)
+	defer reg.Close()
+	repo := reg.Host() + "/app"
+	ctx := context.Background()
+	if err := reg.PushVersions(ctx, repo, 0, 3, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 30, 0, 0, 0, 0, time.UTC)
+	hostile := registry.TagList{Tags: registry.SplitTags("2.0.0\n1.0\" injected: x\n\n../../x\n9.9.9 #\n1.5.0"), ReadAt: now, Next: now.Add(time.Minute)}
+	c, err := New(Config{Lists: &memLists{lists: map[string]registry.TagList{repo: hostile}}, ListMin: time.Minute, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Reset()
+	tags, err := c.Tags(ctx, repo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"1.5.0", "2.0.0"}, tags); diff != "" {
+		t.Errorf("tags of a hostile stored list (-want +got):\n%s", diff)
+	}
+	if n := reg.Requests(); n != 0 {
+		t.Errorf("%d requests; the stored list's valid tags answer", n)
+	}
+
+	huge := registry.TagList{Tags: []string{"1.0.0", strings.Repeat("a", 100)}, ReadAt: now, Next: now.Add(time.Minute)}
+	c, err = New(Config{Lists: &memLists{lists: map[string]registry.TagList{repo: huge}}, ListMin: time.Minute, MaxTagListBytes: 64, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.Reset()
+	if tags, err = c.Tags(ctx, repo); err != nil || len(tags) != 3 {
+		t.Errorf("a stored list over MaxTagListBytes: %v %v; want the registry's 3 tags", tags, err)
+	}
+}
+
+// Lists read in a burst are written by one writer, the latest of each
+// repository; after Close nothing more is queued (a read racing with
+// shutdown does not write to a closed store).
+func TestListsAreSavedByOneWriter(t *testing.T) {
+	reg := regtest.New(100)
+	defer reg.Close()
+	ctx := context.Background()
+	var repos []string
+	for i := range 20 {
+		repo := reg.Host() + "/app-" + strings.Repeat("x", i%3) + string(rune('a'+i))
+		if err := reg.PushVersions(ctx, repo, 0, 1, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)); err != nil {
+			t.Fatal(err)
+		}
+		repos = append(repos, repo)
+	}
+	store := &countingLists{}
+	c, err := New(Config{Lists: store, ListMin: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, repo := range repos {
+		if _, err := c.Tags(ctx, repo); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.Close()
+	if got := store.saved.Load(); got != int64(len(repos)) {
+		t.Errorf("%d lists saved, want %d", got, len(repos))
+	}
+	if max := store.maxAtOnce.Load(); max != 1 {
+		t.Errorf("%d writes at once, want 1", max)
+	}
+	if _, err := c.RefreshTags(ctx, repos[0]); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitSaved()
+	if got := store.saved.Load(); got != int64(len(repos)) {
+		t.Errorf("a list read after Close was saved (%d saves)", got)
+	}
+}
+
+type countingLists struct {
+	saved, now, maxAtOnce atomic.Int64
+}
+
+func (c *countingLists) TagList(context.Context, string) (registry.TagList, bool, error) {
+	return registry.TagList{}, false, nil
+}
+
+func (c *countingLists) SaveTagList(context.Context, string, registry.TagList) error {
+	n := c.now.Add(1)
+	defer c.now.Add(-1)
+	for {
+		m := c.maxAtOnce.Load()
+		if n <= m || c.maxAtOnce.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	time.Sleep(time.Millisecond)
+	c.saved.Add(1)
+	return nil
+}
