@@ -102,6 +102,17 @@ func cleanUpSync(t *testing.T) {
 	_ = dynClient(t).Resource(crds).Delete(ctx, "widgets.e2e.fluxd.io", metav1.DeleteOptions{})
 	_ = dynClient(t).Resource(crds).Delete(ctx, "gadgets.e2e.fluxd.io", metav1.DeleteOptions{})
 	_ = kc.CoreV1().ConfigMaps("default").Delete(ctx, "fluxd-sync-e2e", metav1.DeleteOptions{})
+	// A namespace is deleted in the background: the next sync test's
+	// fluxd found synctest still terminating, applied into it, and lost
+	// it when it went (CI: 'namespaces "synctest" not found' in
+	// TestSyncCorrectsDrift). Wait until it is gone.
+	for i := 0; i < 600; i++ {
+		if _, err := kc.CoreV1().Namespaces().Get(ctx, syncNS, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Logf("namespace %s is still there 2 min after its deletion", syncNS)
 }
 
 // stopFluxd stops a fluxd with SIGTERM and waits for it to exit.
