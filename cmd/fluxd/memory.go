@@ -49,8 +49,11 @@ func applyMemoryLimit(ratio float64, log *slog.Logger) (limited bool) {
 // limit (--memory-limit-ratio) holds RSS only where the container has a
 // memory limit, not under docker run without -m or as a local binary. The
 // cost is collections about twice as often, each in proportion to the
-// live heap, which is the small part: a modest CPU cost. (The 300 MB is
-// reckoned from the bench's heap and pages, not yet measured at 50.)
+// live heap, which is the small part: a modest CPU cost. Measured at 50
+// with the slimmer workload caches (docs/performance.md, scale-2 fourth
+// round, four runs): RSS at the end 286–311 MB, GC 5–6 s of 18–24 s of
+// CPU. Under a container's limit it applies too, where the soft limit
+// alone would hold RSS: collections run more often there than they need.
 const defaultGCPercent = 50
 
 // The range --gc-percent takes. Outside it a value is more likely a
