@@ -28,16 +28,18 @@ import (
 // through 'kubectl port-forward'.
 func TestFluxdInAPod(t *testing.T) {
 	kc := requireRealNode(t)
-	ctx := testContext(t)
-	// The build has a context of its own: a cold static build with cgo
-	// takes minutes beside the other shards (CI saw 'make static' killed
-	// at testContext's 2 minutes), and it is not what this test judges.
+	// The build has a context of its own, and the test's 2 minutes start
+	// after it: a cold static build with cgo takes minutes beside the
+	// other shards (CI saw 'make static' killed at testContext's 2
+	// minutes, then the pod restart out of time), and it is not what
+	// this test judges.
 	bctx, bcancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer bcancel()
 	image, err := stack.BuildFluxdImage(bctx, t.TempDir(), "e2e-pod-1")
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx := testContext(t)
 	fp, err := stack.InstallFluxdPod(ctx, localstack.FluxdPodOptions{Fluxctl: filepath.Join(binDir, "fluxctl"), Image: image, Namespace: podNS})
 	// Its fluxd watches the shared git remote and automates what the
 	// shared fluxd does: left running, it raced later tests' automated

@@ -48,9 +48,13 @@ func startSSHD(t *testing.T) *sshserver.Server {
 	return srv
 }
 
+// sshConfig is a Config for the test's OpenSSH server. Its --git-timeout
+// is 30 s: 10 s ran out on a fetch over a loaded CI machine (the
+// handshake and the fetch each a new ssh process), and no test here
+// judges that timeout but the one that sets its own.
 func sshConfig(url, dir, knownHosts string) Config {
 	return Config{URL: url, Branch: "prod", Paths: []string{"deploy"}, User: "fluxd", Email: "fluxd@example.com",
-		Dir: filepath.Join(dir, "clone"), Timeout: 10 * time.Second,
+		Dir: filepath.Join(dir, "clone"), Timeout: 30 * time.Second,
 		SSHKeyFile: filepath.Join(dir, "ssh", "identity"), GenerateSSHKey: true, KnownHostsFile: knownHosts}
 }
 
