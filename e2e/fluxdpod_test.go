@@ -68,9 +68,24 @@ func TestFluxdInAPod(t *testing.T) {
 		if !ready {
 			t.Errorf("the pod's container is not Ready: %+v", pod.Status.ContainerStatuses)
 		}
-		out, stderr, code := run(t, kubectlEnv, kubectlBin, "-n", podNS, "get", "events", "--field-selector", "involvedObject.name="+pod.Name+",reason=Unhealthy", "-o", "name")
-		if code != 0 || strings.TrimSpace(out) != "" {
-			t.Errorf("probe failures recorded for %s: %s%s", pod.Name, out, stderr)
+		// A readiness probe answered 503 is fluxd saying "not ready yet"
+		// while it starts (its clone, its first sync), which on a loaded
+		// machine outlasts the probe's 5 s initial delay (CI saw one):
+		// the probe works. Any other failure (no answer, a wrong port, a
+		// liveness failure) is one.
+		out, stderr, code := run(t, kubectlEnv, kubectlBin, "-n", podNS, "get", "events", "--field-selector", "involvedObject.name="+pod.Name+",reason=Unhealthy",
+			"-o", `jsonpath={range .items[*]}{.message}{"\n"}{end}`)
+		if code != 0 {
+			t.Fatalf("reading the pod's events: %s%s", out, stderr)
+		}
+		for _, msg := range strings.Split(strings.TrimSpace(out), "\n") {
+			if msg == "" || strings.HasPrefix(msg, "Readiness probe failed") && strings.Contains(msg, "statuscode: 503") {
+				if msg != "" {
+					t.Logf("while starting: %s", msg)
+				}
+				continue
+			}
+			t.Errorf("probe failure recorded for %s: %s", pod.Name, msg)
 		}
 	})
 
