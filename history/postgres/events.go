@@ -72,10 +72,15 @@ func (s *Store) Record(ctx context.Context, ev history.Event) (int64, error) {
 		if err != nil {
 			return err
 		}
-		for _, svc := range ev.Services {
+		// The event's services in one statement: a round trip per
+		// service made a 2,000-service sync event 2,000 round trips
+		// (0.27 s on loopback, 40 s with the store 20 ms away;
+		// docs/performance.md, "Where the store becomes the limit").
+		if len(ev.Services) > 0 {
 			if _, err := tx.Exec(ctx,
-				`INSERT INTO event_services (event_id, instance, service) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-				id, ev.Instance, svc); err != nil {
+				`INSERT INTO event_services (event_id, instance, service)
+				 SELECT $1, $2, s FROM unnest($3::text[]) AS s ON CONFLICT DO NOTHING`,
+				id, ev.Instance, ev.Services); err != nil {
 				return err
 			}
 		}

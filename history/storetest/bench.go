@@ -70,6 +70,22 @@ func RunBenchmarks(b *testing.B, f BenchFactory) {
 			i++
 		}
 	})
+	// A start-up sync of a big cluster: one event naming 2,000 services
+	// (docs/performance.md, "Where the store becomes the limit").
+	b.Run("RecordSyncOf2000", func(b *testing.B) {
+		s := f.New(b)
+		defer s.Close()
+		svcs := make([]string, 2000)
+		for i := range svcs {
+			svcs[i] = fmt.Sprintf("ns-%d:deployment/app-%d", i%20, i)
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := s.Record(ctx, history.Event{Instance: "bench", Type: history.Sync, Services: svcs}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("CachedTags100k", func(b *testing.B) {
 		s := f.New(b)
 		defer s.Close()

@@ -39,6 +39,7 @@ func Run(t *testing.T, f Factory) {
 	}{
 		{"EventsKeyedByInstance", testEventsKeyedByInstance},
 		{"EventsNewestFirstWithLimit", testEventsNewestFirstWithLimit},
+		{"EventOfManyServices", testEventOfManyServices},
 		{"EventWithoutInstanceRefused", testEventWithoutInstance},
 		{"EventsConcurrentRecords", testConcurrentRecords},
 		{"TextWithNULAndInvalidUTF8", testBadText},
@@ -184,6 +185,40 @@ func testEventsNewestFirstWithLimit(t *testing.T, f Factory) {
 	}
 	if diff := cmp.Diff([]string{"104", "102", "100"}, msgs); diff != "" {
 		t.Errorf("newest 3 events of even (-want +got):\n%s", diff)
+	}
+}
+
+// testEventOfManyServices records one event naming as many services as a
+// start-up sync of a big cluster does, one of them twice: each is kept
+// once, and the event is found by any of them.
+func testEventOfManyServices(t *testing.T, f Factory) {
+	ctx := context.Background()
+	s, _ := open(t, f)
+	var svcs []string
+	for i := range 2500 {
+		svcs = append(svcs, fmt.Sprintf("ns-%d:deployment/app-%d", i%25, i))
+	}
+	svcs = append(svcs, svcs[7]) // a service named twice
+	id := record(t, s, history.Event{Instance: "i", Type: history.Sync, Services: svcs, Message: "big"})
+	record(t, s, history.Event{Instance: "other", Type: history.Sync, Services: svcs[:3], Message: "other"})
+	all, err := s.Events(ctx, "i", history.Query{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 || all[0].ID != id {
+		t.Fatalf("events of i: %d (first %q); want the one big event", len(all), first(all))
+	}
+	if diff := cmp.Diff(sorted(svcs[:2500]), sorted(all[0].Services)); diff != "" {
+		t.Errorf("the big event's services (-want +got):\n%s", diff)
+	}
+	for _, svc := range []string{svcs[0], svcs[7], svcs[2499]} {
+		got, err := s.Events(ctx, "i", history.Query{Service: svc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].Message != "big" {
+			t.Errorf("events of %s: %d (first %q); want the big event", svc, len(got), first(got))
+		}
 	}
 }
 
