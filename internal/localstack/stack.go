@@ -41,6 +41,11 @@ type Options struct {
 	// RealNode starts a kubelet on containerd beside the fake nodes
 	// (node.go): a node that runs containers, tainted RealNodeTaint.
 	RealNode bool
+	// ControllerQPS is kube-controller-manager's --kube-api-qps (its burst
+	// twice that); 0 keeps its default of 20, as a real cluster's. A bench
+	// that creates thousands of Deployments raises it, or it waits tens of
+	// minutes for the deployment controller (make bench-fleet).
+	ControllerQPS int
 }
 
 // Stack is a running local stack.
@@ -328,16 +333,20 @@ func (s *Stack) startControllers(ctx context.Context) error {
 	if controllers == "" {
 		controllers = "*,-nodeipam"
 	}
-	kcm, err := s.spawn("kube-controller-manager", s.bin("kube-controller-manager"),
-		"--kubeconfig="+s.Kubeconfig,
-		"--controllers="+controllers,
+	args := []string{
+		"--kubeconfig=" + s.Kubeconfig,
+		"--controllers=" + controllers,
 		"--leader-elect=false",
 		"--secure-port=0",
-		"--root-ca-file="+s.pki("ca.crt"),
-		"--service-account-private-key-file="+s.pki("sa.key"),
+		"--root-ca-file=" + s.pki("ca.crt"),
+		"--service-account-private-key-file=" + s.pki("sa.key"),
 		"--use-service-account-credentials=false",
 		"--v=0",
-	)
+	}
+	if s.opts.ControllerQPS > 0 {
+		args = append(args, fmt.Sprintf("--kube-api-qps=%d", s.opts.ControllerQPS), fmt.Sprintf("--kube-api-burst=%d", 2*s.opts.ControllerQPS))
+	}
+	kcm, err := s.spawn("kube-controller-manager", s.bin("kube-controller-manager"), args...)
 	if err != nil {
 		return err
 	}
