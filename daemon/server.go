@@ -408,7 +408,9 @@ func (s *Server) WatchJob(req *fluxdv1.WatchJobRequest, stream grpc.ServerStream
 			return err
 		}
 	}
-	return ctx.Err()
+	// A caller that went away is Canceled, not an Unknown error logged
+	// as fluxd's own failure.
+	return toStatus(ctx.Err())
 }
 
 // NotifyImage refreshes a repository at once and wakes the automator.

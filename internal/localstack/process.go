@@ -81,8 +81,75 @@ func tail(path string, n int) string {
 	return "  " + strings.Join(lines, "\n  ")
 }
 
+// stop stops p and what it forked (its process group): SIGTERM, then
+// SIGKILL after grace. It returns once they are gone.
+//
+// Unlike stopPID it never signals p's PID once p has been reaped: tests
+// kill components themselves (a fluxd by SIGKILL), and the stack stops
+// them again at the end. By then the PID may be another process's: PIDs
+// wrap at 32,768 on this machine and three test shards fork fast. A CI run
+// lost a test's fluxctl that way, to a SIGTERM meant for a fluxd killed
+// minutes before. The group's ID stays reserved while a member of it
+// lives, so what p forked is still stopped through it.
+func (p *process) stop(grace time.Duration) {
+	pid := p.cmd.Process.Pid
+	signal := func(sig syscall.Signal) {
+		select {
+		case <-p.exited:
+			if groupLives(pid) {
+				_ = syscall.Kill(-pid, sig)
+			}
+		default:
+			// Not reaped yet, so pid is p's (or its zombie's).
+			_ = syscall.Kill(-pid, sig)
+			_ = p.cmd.Process.Signal(sig)
+		}
+	}
+	gone := func() bool {
+		select {
+		case <-p.exited:
+			return !groupLives(pid)
+		default:
+			return false
+		}
+	}
+	signal(syscall.SIGTERM)
+	for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		if gone() {
+			return
+		}
+	}
+	signal(syscall.SIGKILL)
+	for i := 0; i < 100 && !gone(); i++ {
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// groupLives reports whether a live process is in process group pgid.
+func groupLives(pgid int) bool {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, f := range stats {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		// After the parenthesised command name: state, ppid, pgrp.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(string(b[i+1:]))
+		if len(fields) >= 3 && fields[0] != "Z" && fields[2] == strconv.Itoa(pgid) {
+			return true
+		}
+	}
+	return false
+}
+
 // stopPID stops the process group of pid: SIGTERM, then SIGKILL after
-// grace. It returns once the process is gone.
+// grace. It returns once the process is gone. It is for PIDs read from
+// files ('make down'); a process this stack started is stopped with
+// process.stop, which knows when its PID is no longer its own.
 func stopPID(pid int, grace time.Duration) {
 	if pid <= 0 {
 		return

@@ -5,7 +5,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -37,4 +40,98 @@ func TestRunning(t *testing.T) {
 	if diff := cmp.Diff([]string{"fluxd", "etcd", "postgres"}, got); diff != "" {
 		t.Errorf("Running (-want +got):\n%s", diff)
 	}
+}
+
+// A component the stack started is stopped with what it forked, and once
+// it has exited and been reaped its PID is never signalled again: by then
+// it may be a stranger's (a CI run lost a test's fluxctl to a SIGTERM
+// meant for a fluxd a test had killed minutes before).
+func TestStopSignalsOnlyItsOwnProcesses(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"logs", "pids"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Stack{Dir: dir}
+	waitExited := func(p *process) {
+		t.Helper()
+		select {
+		case <-p.exited:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s did not exit", p.name)
+		}
+	}
+
+	t.Run("running, with a child", func(t *testing.T) {
+		p, err := s.spawn("parent", "/bin/sh", "-c", "sleep 60 & wait")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := p.cmd.Process.Pid
+		waitGroupSize(t, pid, 2)
+		p.stop(5 * time.Second)
+		waitExited(p)
+		if groupLives(pid) {
+			t.Fatalf("process group %d still has members after stop", pid)
+		}
+	})
+
+	t.Run("exited, its child left", func(t *testing.T) {
+		p, err := s.spawn("orphaning", "/bin/sh", "-c", "sleep 60 & exit 0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid := p.cmd.Process.Pid
+		waitExited(p)
+		if !groupLives(pid) {
+			t.Fatalf("the orphaned sleep is not in group %d", pid)
+		}
+		p.stop(5 * time.Second)
+		if groupLives(pid) {
+			t.Fatalf("process group %d still has members after stop", pid)
+		}
+	})
+
+	t.Run("exited, its PID now a stranger's", func(t *testing.T) {
+		// The stranger: a process in this test's own group, holding the
+		// PID a reaped component is made to have.
+		stranger := exec.Command("sleep", "60")
+		if err := stranger.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = stranger.Process.Kill(); _ = stranger.Wait() })
+		exited := make(chan struct{})
+		close(exited)
+		p := &process{name: "reaped", cmd: &exec.Cmd{Process: stranger.Process}, exited: exited}
+		p.stop(time.Second)
+		if err := stranger.Process.Signal(syscall.Signal(0)); err != nil || !alive(stranger.Process.Pid) {
+			t.Fatalf("stop of a reaped component signalled the process that now has its PID: %v", err)
+		}
+	})
+}
+
+// waitGroupSize waits until process group pgid has n live members.
+func waitGroupSize(t *testing.T, pgid, n int) {
+	t.Helper()
+	for range 200 {
+		got := 0
+		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+		for _, f := range stats {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				continue
+			}
+			if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
+				if fs := strings.Fields(string(b[i+1:])); len(fs) >= 3 && fs[0] != "Z" && fs[2] == strconv.Itoa(pgid) {
+					got++
+				}
+			}
+		}
+		if got == n {
+			return
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("process group %d never had %d members", pgid, n)
 }

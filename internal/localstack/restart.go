@@ -22,7 +22,7 @@ func (s *Stack) Restart(ctx context.Context, name string, down time.Duration) er
 	if p == nil {
 		return fmt.Errorf("restart: the stack did not start %s", name)
 	}
-	stopPID(p.cmd.Process.Pid, 10*time.Second)
+	p.stop(10 * time.Second)
 	select {
 	case <-ctx.Done():
 		return ctx.Err()

@@ -164,7 +164,7 @@ func (s *Stack) Stop() {
 	}
 	for i := len(s.procs) - 1; i >= 0; i-- {
 		p := s.procs[i]
-		stopPID(p.cmd.Process.Pid, 10*time.Second)
+		p.stop(10 * time.Second)
 		_ = os.Remove(filepath.Join(s.Dir, "pids", p.name+".pid"))
 	}
 	s.procs = nil
