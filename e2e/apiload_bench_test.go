@@ -160,11 +160,8 @@ func BenchmarkAPILoad(b *testing.B) {
 			fmt.Printf("  fluxd after the run: RSS %.0f MB, Go heap in use %.0f MB\n", rss, heap)
 			b.ReportMetric(heap, "heap-MB-"+short)
 			b.ReportMetric(rss, "rss-MB-"+short)
-			// This fluxd was started here: stop it by its own PID.
-			_ = syscall.Kill(f.PID, syscall.SIGTERM)
-			for i := 0; i < 100 && syscall.Kill(f.PID, 0) == nil; i++ {
-				time.Sleep(100 * time.Millisecond)
-			}
+			// This fluxd was started here: stop it.
+			f.Stop(syscall.SIGTERM, 10*time.Second)
 		}
 	}
 }

@@ -76,17 +76,9 @@ func TestSigtermMidRolloutLeavesTheJobForTheNextFluxd(t *testing.T) {
 	}
 	head := remoteHead(t)
 
-	if err := syscall.Kill(f.PID, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
 	termed := time.Now()
-	if err := poll(context.Background(), 30*time.Second, func() error {
-		if syscall.Kill(f.PID, 0) == nil && processRuns(f.PID) {
-			return fmt.Errorf("fluxd %d still runs", f.PID)
-		}
-		return nil
-	}); err != nil {
-		t.Fatalf("fluxd did not exit within 30 s of SIGTERM (Kubernetes' default grace): %v", err)
+	if !f.Stop(syscall.SIGTERM, 30*time.Second) {
+		t.Fatalf("fluxd %d did not exit within 30 s of SIGTERM (Kubernetes' default grace)", f.PID)
 	}
 	t.Logf("fluxd exited %v after SIGTERM (--shutdown-grace=5s)", time.Since(termed).Round(time.Millisecond))
 	if got := commitsSince(t, head, "faults-term"); len(got) != 0 {

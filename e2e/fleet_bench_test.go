@@ -246,14 +246,9 @@ spec:
 		if err != nil {
 			b.Fatalf("starting %s: %v (log: %s)", m.name, err, stack.Log(m.name))
 		}
-		pid := m.f.PID
-		defer func() {
-			// Started here: stopped by its own PID.
-			_ = syscall.Kill(pid, syscall.SIGTERM)
-			for i := 0; i < 100 && syscall.Kill(pid, 0) == nil; i++ {
-				time.Sleep(100 * time.Millisecond)
-			}
-		}()
+		f := m.f
+		// Started here: stopped here.
+		defer f.Stop(syscall.SIGTERM, 10*time.Second)
 		m.client = fluxdv1.NewFluxServiceClient(dial(b, m.f.Addr))
 	}
 	os.Unsetenv("GOMEMLIMIT")

@@ -315,8 +315,7 @@ func startFaultFluxd(t *testing.T, name, dir string, tokens map[string]string, e
 	if err != nil {
 		t.Fatalf("%v (log: %s)", err, stack.Log(name))
 	}
-	pid := f.PID
-	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGTERM) })
+	t.Cleanup(func() { _ = f.Signal(syscall.SIGTERM) })
 	return f
 }
 
@@ -370,17 +369,6 @@ func commitsSince(t *testing.T, rev, dir string) []string {
 		return nil
 	}
 	return strings.Split(out, "\n")
-}
-
-// processRuns reports whether pid is a live process (not a zombie).
-func processRuns(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return false
-	}
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	return i < 0 || i+2 >= len(s) || s[i+2] != 'Z'
 }
 
 func browse(t *testing.T, ctx context.Context, step string, actions ...chromedp.Action[chromedp.Void]) {

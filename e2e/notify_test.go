@@ -161,18 +161,13 @@ func waitForLog(t testing.TB, name, text string) {
 }
 
 // signalAndWait signals fluxd and waits until it has exited.
-func signalAndWait(t *testing.T, pid int, sig syscall.Signal) {
+func signalAndWait(t *testing.T, f *localstack.Fluxd, sig syscall.Signal) {
 	t.Helper()
-	if err := syscall.Kill(pid, sig); err != nil {
+	if err := f.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(context.Background(), 30*time.Second, func() error {
-		if processRuns(pid) {
-			return fmt.Errorf("fluxd %d still runs", pid)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	if !f.Wait(30 * time.Second) {
+		t.Fatalf("fluxd %d still runs 30 s after %v", f.PID, sig)
 	}
 }
 
@@ -207,7 +202,7 @@ func TestNotificationsOfARelease(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	signalAndWait(t, f.PID, syscall.SIGTERM)
+	signalAndWait(t, f, syscall.SIGTERM)
 	recv.setUp(true)
 	f = startFaultFluxd(t, name, "notify-rel", f.Tokens, args...)
 	env[0] = "FLUX_URL=" + f.Addr
@@ -264,7 +259,7 @@ func TestNotificationsOfARelease(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	signalAndWait(t, f.PID, syscall.SIGKILL)
+	signalAndWait(t, f, syscall.SIGKILL)
 	recv.setUp(true)
 	metrics, err := localstack.FreeAddr()
 	if err != nil {
@@ -331,7 +326,7 @@ func TestNotificationsAfterTheLeaderDies(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	signalAndWait(t, a.PID, syscall.SIGKILL)
+	signalAndWait(t, a, syscall.SIGKILL)
 	recv.setUp(true)
 	if err := poll(context.Background(), 60*time.Second, func() error {
 		if n := len(recv.delivered("/hook")); n < 2 {

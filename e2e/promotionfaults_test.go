@@ -160,11 +160,11 @@ func promotionCommits(t *testing.T, rev, prefix, bundle, stage string) int {
 // sigkill kills the fluxd with SIGKILL and waits until it is gone.
 func sigkill(t *testing.T, pf *promoFluxd) {
 	t.Helper()
-	if err := syscall.Kill(pf.PID, syscall.SIGKILL); err != nil {
+	if err := pf.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	if err := poll(context.Background(), 10*time.Second, func() error {
-		if processRuns(pf.PID) {
+		if !pf.Exited() {
 			return fmt.Errorf("fluxd %d still runs", pf.PID)
 		}
 		return nil

@@ -92,7 +92,7 @@ func TestListImagesWithImagePullSecret(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v (log: %s)", err, stack.Log("fluxd-regsecret"))
 	}
-	defer func() { _ = syscall.Kill(g.PID, syscall.SIGTERM) }()
+	defer func() { _ = g.Signal(syscall.SIGTERM) }()
 	env := []string{"FLUX_URL=" + g.Addr, "FLUX_TOKEN=" + g.Tokens["viewer"]}
 	err = poll(ctx, 30*time.Second, func() error {
 		var code int

@@ -617,10 +617,10 @@ func TestRestartTakesOverTheRunningJob(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(f.PID, syscall.SIGKILL); err != nil {
+	if err := f.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	_ = poll(ctx, 10*time.Second, func() error { return syscall.Kill(f.PID, 0) })
+	f.Wait(10 * time.Second)
 	f, err = stack.StartNamedFluxd(ctx, "fluxd-restart", bin, instance, f.Tokens)
 	if err != nil {
 		t.Fatalf("restart: %v", err)
@@ -655,7 +655,7 @@ func TestRestartTakesOverTheRunningJob(t *testing.T) {
 	if !strings.Contains(out, "rollback") {
 		t.Errorf("history lacks the rollback of the taken-over job:\n%s", out)
 	}
-	_ = syscall.Kill(f.PID, syscall.SIGTERM)
+	_ = f.Signal(syscall.SIGTERM)
 }
 
 // createDeployment creates a one-replica Deployment in default that exists

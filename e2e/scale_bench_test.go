@@ -283,11 +283,8 @@ spec:
 		b.Fatalf("starting fluxd: %v (log: %s)", err, stack.Log(name))
 	}
 	defer func() {
-		// Started here: stopped by its own PID.
-		_ = syscall.Kill(f.PID, syscall.SIGTERM)
-		for i := 0; i < 100 && syscall.Kill(f.PID, 0) == nil; i++ {
-			time.Sleep(100 * time.Millisecond)
-		}
+		// Started here: stopped here.
+		f.Stop(syscall.SIGTERM, 10*time.Second)
 		if cg != nil {
 			if err := cg.remove(); err != nil {
 				b.Log(err)
@@ -421,7 +418,7 @@ spec:
 		n, r.rss, procStatusMB(f.PID, "RssAnon:"), procStatusMB(f.PID, "RssFile:"), goMem, r.rss-goMem)
 	if cg != nil {
 		st := cg.stats()
-		if st.oomKills > 0 || syscall.Kill(f.PID, 0) != nil {
+		if st.oomKills > 0 || f.Exited() {
 			b.Fatalf("size %d: the kernel killed fluxd at its memory limit (%d OOM kills; log: %s)", n, st.oomKills, stack.Log(name))
 		}
 		r.cgroupPeak, r.cgroupFailcnt = st.peakMB, st.failcnt
@@ -435,10 +432,7 @@ spec:
 	// store: its first pass again, now that the tag lists fluxd read are
 	// kept there (fresh for --registry-list-min, doubling to
 	// --registry-list-max while unchanged; the restart comes within it).
-	_ = syscall.Kill(f.PID, syscall.SIGTERM)
-	for i := 0; i < 300 && syscall.Kill(f.PID, 0) == nil; i++ {
-		time.Sleep(100 * time.Millisecond)
-	}
+	f.Stop(syscall.SIGTERM, 30*time.Second)
 	if mem.goMemLimit != "" {
 		os.Setenv("GOMEMLIMIT", mem.goMemLimit)
 	}

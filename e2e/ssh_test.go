@@ -95,7 +95,7 @@ func TestGitOverSSHWithADeployKey(t *testing.T) {
 				t.Errorf("list-services through a host whose key is unknown: exit %d, stderr lacks %q:\n%s", code, want, stderr)
 			}
 		}
-		_ = syscall.Kill(u.PID, syscall.SIGTERM)
+		_ = u.Signal(syscall.SIGTERM)
 	})
 
 	if err := srv.Authorize(pub); err != nil {

@@ -118,11 +118,7 @@ func cleanUpSync(t *testing.T) {
 // stopFluxd stops a fluxd with SIGTERM and waits for it to exit.
 func stopFluxd(t *testing.T, f *localstack.Fluxd) {
 	t.Helper()
-	_ = syscall.Kill(f.PID, syscall.SIGTERM)
-	deadline := time.Now().Add(20 * time.Second)
-	for processRuns(f.PID) && time.Now().Before(deadline) {
-		time.Sleep(100 * time.Millisecond)
-	}
+	f.Stop(syscall.SIGTERM, 20*time.Second)
 }
 
 type syncOut struct {

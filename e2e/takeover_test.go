@@ -141,7 +141,7 @@ func testLeaderFailover(t *testing.T, name, dir string, dbFlags ...string) {
 	if err != nil {
 		t.Fatalf("%v (log: %s)", err, stack.Log(replicaA))
 	}
-	t.Cleanup(func() { _ = syscall.Kill(a.PID, syscall.SIGKILL) })
+	t.Cleanup(func() { _ = a.Signal(syscall.SIGKILL) })
 	holder := func() string {
 		l, err := kc.CoordinationV1().Leases("default").Get(ctx, haLease, metav1.GetOptions{})
 		if err != nil || l.Spec.HolderIdentity == nil {
@@ -161,7 +161,7 @@ func testLeaderFailover(t *testing.T, name, dir string, dbFlags ...string) {
 	if err != nil {
 		t.Fatalf("%v (log: %s)", err, stack.Log(replicaB))
 	}
-	t.Cleanup(func() { _ = syscall.Kill(b.PID, syscall.SIGTERM) })
+	t.Cleanup(func() { _ = b.Signal(syscall.SIGTERM) })
 	onB := []string{"FLUX_URL=https://" + b.Addr, "FLUX_CA_FILE=" + caFile, "FLUX_TOKEN=" + a.Tokens["deployer"], "USER=frank"}
 	jobs := func() []jobJSON {
 		out, stderr, code := fluxctl(t, onB, "jobs", "-o", "json")
@@ -255,7 +255,7 @@ func testLeaderFailover(t *testing.T, name, dir string, dbFlags ...string) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Kill(a.PID, syscall.SIGKILL); err != nil {
+	if err := a.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	killed := time.Now()
@@ -330,8 +330,8 @@ func testLeaderFailover(t *testing.T, name, dir string, dbFlags ...string) {
 	if err != nil {
 		t.Fatalf("%v (log: %s)", err, stack.Log(replicaA))
 	}
-	t.Cleanup(func() { _ = syscall.Kill(a2.PID, syscall.SIGKILL) })
-	if err := syscall.Kill(b.PID, syscall.SIGTERM); err != nil {
+	t.Cleanup(func() { _ = a2.Signal(syscall.SIGKILL) })
+	if err := b.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if err := poll(ctx, 30*time.Second, func() error {

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"context"
-	"fmt"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,16 +22,11 @@ func TestTakeOverOfARevertedReleaseFails(t *testing.T) {
 	if job := waitJob(t, env, id, 60*time.Second, rollingOut); job.Commit == "" {
 		t.Fatalf("rolling out without a commit: %+v", job)
 	}
-	if err := syscall.Kill(f.PID, syscall.SIGTERM); err != nil {
+	if err := f.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(context.Background(), 30*time.Second, func() error {
-		if syscall.Kill(f.PID, 0) == nil && processRuns(f.PID) {
-			return fmt.Errorf("fluxd %d still runs", f.PID)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	if !f.Wait(30 * time.Second) {
+		t.Fatalf("fluxd %d still runs 30 s after SIGTERM", f.PID)
 	}
 	// While fluxd is down, on-call reverts the release to a hotfix, by
 	// hand, and applies it.

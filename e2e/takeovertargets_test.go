@@ -108,16 +108,11 @@ spec:
 	if job.Commit == "" {
 		t.Fatalf("rolling out without a commit: %+v", job)
 	}
-	if err := syscall.Kill(f.PID, syscall.SIGTERM); err != nil {
+	if err := f.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(context.Background(), 30*time.Second, func() error {
-		if syscall.Kill(f.PID, 0) == nil && processRuns(f.PID) {
-			return fmt.Errorf("fluxd %d still runs", f.PID)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	if !f.Wait(30 * time.Second) {
+		t.Fatalf("fluxd %d still runs 30 s after SIGTERM", f.PID)
 	}
 	if log, _ := os.ReadFile(stack.Log(fname)); !strings.Contains(string(log), "left live for the next fluxd") {
 		t.Fatalf("fluxd's log does not say it left the job for the next fluxd")

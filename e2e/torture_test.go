@@ -651,7 +651,7 @@ func (r *tortureRun) start(i int) {
 		r.tokens, r.tokensFile = f.Tokens, f.TokensFile
 	}
 	pid := f.PID
-	r.t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGKILL) })
+	r.t.Cleanup(func() { _ = f.Signal(syscall.SIGKILL) })
 	r.replicas[i] = &tortureReplica{name: name, f: f, hook: hook}
 	r.logf("   started %s pid %d at %s", name, pid, f.Addr)
 }
@@ -837,9 +837,9 @@ func (r *tortureRun) stop(role string, sig syscall.Signal) error {
 	i := r.pick(role)
 	rep := r.replicas[i]
 	was := r.leader()
-	_ = syscall.Kill(rep.f.PID, sig)
+	_ = rep.f.Signal(sig)
 	err := poll(context.Background(), 40*time.Second, func() error {
-		if processRuns(rep.f.PID) {
+		if !rep.f.Exited() {
 			return fmt.Errorf("%s (pid %d) still runs %v after %v", rep.name, rep.f.PID, 40*time.Second, sig)
 		}
 		return nil

@@ -82,7 +82,7 @@ func TestVerifyKeysFromASecret(t *testing.T) {
 	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	if bad, err := stack.StartNamedFluxd(startCtx, "fluxd-verify-secret-missing", filepath.Join(binDir, "fluxd"), instance, nil, "--git-path="+dir, "--verify-config="+missing); err == nil {
-		_ = syscall.Kill(bad.PID, syscall.SIGTERM)
+		_ = bad.Signal(syscall.SIGTERM)
 		t.Errorf("fluxd started with a keySecrets Secret that does not exist")
 	} else if log, _ := os.ReadFile(stack.Log("fluxd-verify-secret-missing")); !strings.Contains(string(log), `keySecrets default/e2e-no-such-keys: reading the Secret: secrets \"e2e-no-such-keys\" not found`) &&
 		!strings.Contains(string(log), `keySecrets default/e2e-no-such-keys: reading the Secret: secrets "e2e-no-such-keys" not found`) {

@@ -2,6 +2,7 @@ package localstack
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/fluxd/fluxd/internal/auth"
@@ -22,8 +24,55 @@ type Fluxd struct {
 	Tokens map[string]string
 	// TokensFile is the tokens file fluxd reads.
 	TokensFile string
-	// PID is its process ID.
+	// PID is its process ID, for reading /proc (its RSS, its CPU). Signal
+	// it with Signal or Stop, never by this number: once it has exited
+	// the number may be another process's.
 	PID int
+
+	proc *process
+}
+
+// Signal sends sig to this fluxd. Once it has exited it signals nothing and
+// returns os.ErrProcessDone: it goes through the process handle (a pidfd),
+// never by PID, which by then may be another process's (process.stop).
+func (f *Fluxd) Signal(sig syscall.Signal) error {
+	if f.proc == nil {
+		return errors.New("localstack: this fluxd was not started by the stack")
+	}
+	return f.proc.cmd.Process.Signal(sig)
+}
+
+// Exited reports whether this fluxd has exited.
+func (f *Fluxd) Exited() bool {
+	if f.proc == nil {
+		return true
+	}
+	select {
+	case <-f.proc.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stop sends sig to this fluxd, if it still runs, and waits up to wait for
+// it to exit; it reports whether it has.
+func (f *Fluxd) Stop(sig syscall.Signal, wait time.Duration) bool {
+	_ = f.Signal(sig)
+	return f.Wait(wait)
+}
+
+// Wait waits up to wait for this fluxd to exit; it reports whether it has.
+func (f *Fluxd) Wait(wait time.Duration) bool {
+	if f.proc == nil {
+		return true
+	}
+	select {
+	case <-f.proc.exited:
+		return true
+	case <-time.After(wait):
+		return false
+	}
 }
 
 // StartFluxd starts the fluxd binary at path against the stack, with a
@@ -85,7 +134,7 @@ func (s *Stack) StartNamedFluxd(ctx context.Context, name, path, instance string
 	if err != nil {
 		return nil, err
 	}
-	f.PID = p.cmd.Process.Pid
+	f.PID, f.proc = p.cmd.Process.Pid, p
 	err = waitFor(ctx, p, 60*time.Second, "fluxd accepting connections", func() error {
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
