@@ -415,7 +415,7 @@ spec:
 	fmt.Println(fleetPhaseRow("start-up", before, afterStart))
 	fmt.Println(fleetPhaseRow("cluster settles", afterStart, afterSettle))
 	if cfg.releaseRepos > 0 {
-		fmt.Println(fleetPhaseRow("releases", afterStart, afterRelease))
+		fmt.Println(fleetPhaseRow("releases", afterSettle, afterRelease))
 	}
 	fmt.Println(fleetPhaseRow("steady", afterRelease, afterSteady))
 	fmt.Println("\nThe tables (rows; bytes with indexes and TOAST), after each phase:")
