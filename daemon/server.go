@@ -410,7 +410,7 @@ func (s *Server) WatchJob(req *fluxdv1.WatchJobRequest, stream grpc.ServerStream
 	}
 	// A caller that went away is Canceled, not an Unknown error logged
 	// as fluxd's own failure.
-	return toStatus(ctx.Err())
+	return status.FromContextError(ctx.Err()).Err()
 }
 
 // NotifyImage refreshes a repository at once and wakes the automator.

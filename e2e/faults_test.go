@@ -76,8 +76,11 @@ func TestSigtermMidRolloutLeavesTheJobForTheNextFluxd(t *testing.T) {
 	}
 	head := remoteHead(t)
 
+	if err := f.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM to fluxd %d: %v", f.PID, err)
+	}
 	termed := time.Now()
-	if !f.Stop(syscall.SIGTERM, 30*time.Second) {
+	if !f.Wait(30 * time.Second) {
 		t.Fatalf("fluxd %d did not exit within 30 s of SIGTERM (Kubernetes' default grace)", f.PID)
 	}
 	t.Logf("fluxd exited %v after SIGTERM (--shutdown-grace=5s)", time.Since(termed).Round(time.Millisecond))

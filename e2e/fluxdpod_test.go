@@ -39,7 +39,11 @@ func TestFluxdInAPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := testContext(t)
+	// Its install, two releases over SSH and a pod restart: testContext's
+	// 2 minutes ran out before the restart on a loaded CI machine (the
+	// pod asks for 100m of CPU beside three test shards).
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	t.Cleanup(cancel)
 	fp, err := stack.InstallFluxdPod(ctx, localstack.FluxdPodOptions{Fluxctl: filepath.Join(binDir, "fluxctl"), Image: image, Namespace: podNS})
 	// Its fluxd watches the shared git remote and automates what the
 	// shared fluxd does: left running, it raced later tests' automated

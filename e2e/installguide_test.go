@@ -121,6 +121,12 @@ func TestInstallGuide(t *testing.T) {
 		"KUBECONFIG=" + st.Kubeconfig,
 		"PATH=" + binDir + ":" + stackBinDir(t) + ":" + os.Getenv("PATH"),
 		"GOMODCACHE=" + caches[0], "GOCACHE=" + caches[1],
+		// The pod asks for 100m of CPU, which is little beside three
+		// test shards on 2 cores: a lock pushed over OpenSSH took 21 s
+		// there, and the unlock after it 34 s, past fluxctl's 30 s
+		// default (CI). A reader's cluster is not that loaded; the
+		// guide's commands are run as written, with more patience.
+		"FLUX_TIMEOUT=3m",
 	})
 	hooks := &guideHooks{timeout: 6 * time.Minute}
 	hooks.before = func(s *guideStep) bool {

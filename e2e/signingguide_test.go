@@ -11,6 +11,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -159,15 +160,23 @@ func stopRecordedFluxd(t *testing.T, dir string, first int) {
 	if err != nil || pid == first || pid <= 1 {
 		return
 	}
-	if syscall.Kill(pid, syscall.SIGTERM) != nil {
+	// A PID from a file: signalled only while it is still a fluxd, as the
+	// number may be another process's once that fluxd has exited.
+	isFluxd := func() bool {
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		return err == nil && filepath.Base(strings.SplitN(string(cmdline), "\x00", 2)[0]) == "fluxd"
+	}
+	if !isFluxd() || syscall.Kill(pid, syscall.SIGTERM) != nil {
 		return
 	}
 	for range 300 {
-		if syscall.Kill(pid, 0) != nil {
+		if !isFluxd() {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("the restarted fluxd (pid %d) did not stop within 30s of SIGTERM: killed", pid)
-	_ = syscall.Kill(pid, syscall.SIGKILL)
+	if isFluxd() {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
 }

@@ -42,6 +42,7 @@ func teardownNode(stackDir string) error {
 		if pid, ok := pids[name]; ok {
 			stopPID(pid, 10*time.Second)
 			_ = os.Remove(filepath.Join(stackDir, "pids", name+".pid"))
+			_ = os.Remove(filepath.Join(stackDir, "pids", name+".exe"))
 		}
 	}
 	// The kubelet first: it would start again what is killed below.

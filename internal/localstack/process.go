@@ -49,6 +49,12 @@ func (s *Stack) spawn(name, path string, args ...string) (*process, error) {
 		_ = cmd.Process.Kill()
 		return nil, err
 	}
+	// Its program beside its PID, so that readPIDs knows a PID that is
+	// no longer its (the stack outlived by a reboot, or the process
+	// gone and its number given to another).
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", cmd.Process.Pid)); err == nil {
+		_ = os.WriteFile(strings.TrimSuffix(pidFile, ".pid")+".exe", []byte(exe+"\n"), 0o644)
+	}
 	p := &process{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
@@ -89,14 +95,21 @@ func tail(path string, n int) string {
 // them again at the end. By then the PID may be another process's: PIDs
 // wrap at 32,768 on this machine and three test shards fork fast. A CI run
 // lost a test's fluxctl that way, to a SIGTERM meant for a fluxd killed
-// minutes before. The group's ID stays reserved while a member of it
-// lives, so what p forked is still stopped through it.
+// minutes before.
+//
+// The kernel keeps a PID's number while a process group of that ID has
+// members, so what p forked is still stopped through its group, as long
+// as no process holds the number itself: one that does means p's group
+// is gone and the number was handed out again, maybe to the leader of
+// another group (every component here leads its own). What remains is the
+// moment between that check and the signal.
 func (p *process) stop(grace time.Duration) {
 	pid := p.cmd.Process.Pid
+	ownGroup := func() bool { return !pidInUse(pid) && groupLives(pid) }
 	signal := func(sig syscall.Signal) {
 		select {
 		case <-p.exited:
-			if groupLives(pid) {
+			if ownGroup() {
 				_ = syscall.Kill(-pid, sig)
 			}
 		default:
@@ -108,7 +121,7 @@ func (p *process) stop(grace time.Duration) {
 	gone := func() bool {
 		select {
 		case <-p.exited:
-			return !groupLives(pid)
+			return !ownGroup()
 		default:
 			return false
 		}
@@ -123,6 +136,12 @@ func (p *process) stop(grace time.Duration) {
 	for i := 0; i < 100 && !gone(); i++ {
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// pidInUse reports whether a process or thread has the ID pid.
+func pidInUse(pid int) bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", pid))
+	return err == nil
 }
 
 // groupLives reports whether a live process is in process group pgid.
@@ -202,9 +221,30 @@ func readPIDs(dir string) (map[string]int, error) {
 		if err != nil {
 			continue
 		}
+		if !runsRecordedProgram(strings.TrimSuffix(f, ".pid")+".exe", pid) {
+			// The number is another program's now: never signal it.
+			continue
+		}
 		out[strings.TrimSuffix(filepath.Base(f), ".pid")] = pid
 	}
 	return out, nil
+}
+
+// runsRecordedProgram reports whether pid runs the program recorded in
+// exeFile (spawn), or may: a record or a process this one cannot read
+// (gone, or another user's) leaves the PID to the callers' alive checks,
+// as before there were records. A program rebuilt in place while it
+// runs still counts as its own.
+func runsRecordedProgram(exeFile string, pid int) bool {
+	want, err := os.ReadFile(exeFile)
+	if err != nil {
+		return true
+	}
+	got, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return true
+	}
+	return strings.TrimSuffix(got, " (deleted)") == strings.TrimSpace(string(want))
 }
 
 // stopOrder stops dependents before what they depend on.
@@ -282,6 +322,7 @@ func StopDir(dir string) ([]string, error) {
 			stopped = append(stopped, name)
 		}
 		_ = os.Remove(filepath.Join(dir, "pids", name+".pid"))
+		_ = os.Remove(filepath.Join(dir, "pids", name+".exe"))
 	}
 	for _, name := range stopOrder {
 		if pid, ok := pids[name]; ok {

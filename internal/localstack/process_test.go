@@ -93,6 +93,24 @@ func TestStopSignalsOnlyItsOwnProcesses(t *testing.T) {
 		}
 	})
 
+	t.Run("exited, its PID now another group's leader", func(t *testing.T) {
+		// As every component here is: a group of its own, whose ID is
+		// the number the reaped component had.
+		stranger := exec.Command("sleep", "60")
+		stranger.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		if err := stranger.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = stranger.Process.Kill(); _ = stranger.Wait() })
+		exited := make(chan struct{})
+		close(exited)
+		p := &process{name: "reaped", cmd: &exec.Cmd{Process: stranger.Process}, exited: exited}
+		p.stop(time.Second)
+		if err := stranger.Process.Signal(syscall.Signal(0)); err != nil || !alive(stranger.Process.Pid) {
+			t.Fatalf("stop of a reaped component signalled the group that now has its ID: %v", err)
+		}
+	})
+
 	t.Run("exited, its PID now a stranger's", func(t *testing.T) {
 		// The stranger: a process in this test's own group, holding the
 		// PID a reaped component is made to have.
@@ -134,4 +152,37 @@ func waitGroupSize(t *testing.T, pgid, n int) {
 		time.Sleep(25 * time.Millisecond)
 	}
 	t.Fatalf("process group %d never had %d members", pgid, n)
+}
+
+// A PID file whose number now runs another program (the stack outlived by
+// a reboot, or its process gone and the number handed out again) is not
+// read as the component's: 'make down' and 'make restart-fluxd' never
+// signal it.
+func TestReadPIDsDropsANumberRunningAnotherProgram(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{"logs", "pids"} {
+		if err := os.MkdirAll(filepath.Join(dir, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := &Stack{Dir: dir}
+	p, err := s.spawn("etcd", "/bin/sleep", "60")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.stop(time.Second) })
+	pids, err := readPIDs(dir)
+	if err != nil || pids["etcd"] != p.cmd.Process.Pid {
+		t.Fatalf("readPIDs = %v, %v; want etcd at %d", pids, err, p.cmd.Process.Pid)
+	}
+	// The number now another program's: this test's own process.
+	if err := os.WriteFile(filepath.Join(dir, "pids", "etcd.pid"), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if pids, err := readPIDs(dir); err != nil || len(pids) != 0 {
+		t.Fatalf("readPIDs = %v, %v; want nothing: PID %d runs another program than the recorded one", pids, err, os.Getpid())
+	}
+	if got, err := Running(dir); err != nil || len(got) != 0 {
+		t.Fatalf("Running = %v, %v; want nothing", got, err)
+	}
 }

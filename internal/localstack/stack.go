@@ -166,6 +166,7 @@ func (s *Stack) Stop() {
 		p := s.procs[i]
 		p.stop(10 * time.Second)
 		_ = os.Remove(filepath.Join(s.Dir, "pids", p.name+".pid"))
+		_ = os.Remove(filepath.Join(s.Dir, "pids", p.name+".exe"))
 	}
 	s.procs = nil
 	s.stopPostgres()
