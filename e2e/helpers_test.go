@@ -390,6 +390,31 @@ func value[T any](t *testing.T, ctx context.Context, a chromedp.Action[T]) T {
 	return v
 }
 
+// reloadPage reloads the page from its own script and waits until the new
+// document has loaded. chromedp.Reload waits for a load event it can miss
+// on a loaded machine (a CI run hung in it for the rest of the browser
+// test's 6 minutes; chromedp issue 355 is the same race on navigation),
+// so this one looks at the document instead: the old one's mark is gone.
+func reloadPage() chromedp.Action[chromedp.Void] {
+	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		if _, err := chromedp.Evaluate[chromedp.Void](`window.__fluxdOldDocument = true; setTimeout(() => location.reload(), 0)`)(ctx, tg); err != nil {
+			return err
+		}
+		for {
+			// Errors while the old document goes are expected: ask again.
+			loaded, err := chromedp.Evaluate[bool](`window.__fluxdOldDocument !== true && document.readyState === 'complete'`)(ctx, tg)
+			if err == nil && loaded {
+				return nil
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("waiting for the page to load again: %w", ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	})
+}
+
 // waitText waits until the element's text contains want.
 func waitText(sel, want string) chromedp.Action[chromedp.Void] {
 	return chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {

@@ -243,7 +243,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	}
 	// The filter is in the URL: a reload shows the same.
 	browse(t, ctx, "history filter after a reload",
-		chromedp.Reload(),
+		reloadPage(),
 		chromedp.WaitVisible(chromedp.CSS(`#history caption`)))
 	kept := value(t, ctx, chromedp.Evaluate[[]string](`[location.hash, document.getElementById('f-type').value, document.getElementById('f-user').value]`))
 	if strings.Join(kept, " ") != "#/history?type=failed&user=web-e2e failed web-e2e" {
@@ -286,7 +286,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	browse(t, ctx, "a shared link with filters",
 		// The link opened afresh: the page is loaded again.
 		chromedp.Evaluate[chromedp.Void](`location.hash = '#/services?q=webapp&ns=default&health=drifted'`, chromedp.EvalIgnoreExceptions),
-		chromedp.Reload(),
+		reloadPage(),
 		waitText(row, "3 replicas, git says 2"),
 		waitText(`#services caption`, "1 of "),
 		shot("services-filtered"))
@@ -364,7 +364,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	browse(t, ctx, "on a phone",
 		chromedp.EmulateViewport(390, 844, chromedp.EmulatePortrait, chromedp.EmulateMobile),
 		chromedp.Evaluate[chromedp.Void](`location.hash = '#/services?q=webapp'`, chromedp.EvalIgnoreExceptions),
-		chromedp.Reload(),
+		reloadPage(),
 		chromedp.WaitVisible(chromedp.CSS(row)),
 		shot("phone-services"))
 	phone := func(sel string) []string {

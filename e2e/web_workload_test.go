@@ -273,7 +273,7 @@ func TestStatusPageWorkloadInBrowser(t *testing.T) {
 	browse(t, ctx, "on a phone",
 		chromedp.EmulateViewport(390, 844, chromedp.EmulatePortrait, chromedp.EmulateMobile),
 		chromedp.Navigate(page),
-		chromedp.Reload(),
+		reloadPage(),
 		chromedp.WaitVisible(chromedp.CSS(`#pods tbody tr`)),
 		waitText(`#owned`, img+"1.1.0"),
 		chromedp.WaitVisible(chromedp.ID("manifest-git")),
