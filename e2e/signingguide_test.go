@@ -11,11 +11,9 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -152,21 +150,17 @@ func startSigningDemo(t *testing.T) (*localstack.Stack, []string) {
 // stopRecordedFluxd stops the fluxd a restart left under dir (not first,
 // the one the stack started and stops), with SIGTERM, then SIGKILL.
 func stopRecordedFluxd(t *testing.T, dir string, first int) {
-	b, err := os.ReadFile(filepath.Join(dir, "pids", "fluxd.pid"))
-	if err != nil {
+	pid, ok := localstack.RecordedPID(dir, "fluxd")
+	if !ok || pid == first || pid <= 1 {
 		return
 	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid == first || pid <= 1 {
-		return
-	}
-	// A PID from a file: signalled only while it is still a fluxd, as the
-	// number may be another process's once that fluxd has exited.
+	// A PID from a file: signalled only while it is still the recorded
+	// fluxd, as the number may be another process's once it has exited.
 	isFluxd := func() bool {
-		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-		return err == nil && filepath.Base(strings.SplitN(string(cmdline), "\x00", 2)[0]) == "fluxd"
+		p, ok := localstack.RecordedPID(dir, "fluxd")
+		return ok && p == pid
 	}
-	if !isFluxd() || syscall.Kill(pid, syscall.SIGTERM) != nil {
+	if syscall.Kill(pid, syscall.SIGTERM) != nil {
 		return
 	}
 	for range 300 {

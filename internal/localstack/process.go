@@ -145,7 +145,12 @@ func pidInUse(pid int) bool {
 }
 
 // groupLives reports whether a live process is in process group pgid.
-func groupLives(pgid int) bool {
+func groupLives(pgid int) bool { return groupMembers(pgid) > 0 }
+
+// groupMembers counts the live (not zombie) processes in process group
+// pgid.
+func groupMembers(pgid int) int {
+	n := 0
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, f := range stats {
 		b, err := os.ReadFile(f)
@@ -159,10 +164,22 @@ func groupLives(pgid int) bool {
 		}
 		fields := strings.Fields(string(b[i+1:]))
 		if len(fields) >= 3 && fields[0] != "Z" && fields[2] == strconv.Itoa(pgid) {
-			return true
+			n++
 		}
 	}
-	return false
+	return n
+}
+
+// RecordedPID returns the PID recorded under dir for the component name,
+// while that process runs and runs the program recorded with it
+// (readPIDs): a number safe to signal.
+func RecordedPID(dir, name string) (int, bool) {
+	pids, err := readPIDs(dir)
+	if err != nil {
+		return 0, false
+	}
+	pid, ok := pids[name]
+	return pid, ok && alive(pid)
 }
 
 // stopPID stops the process group of pid: SIGTERM, then SIGKILL after

@@ -5,7 +5,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -93,60 +92,36 @@ func TestStopSignalsOnlyItsOwnProcesses(t *testing.T) {
 		}
 	})
 
-	t.Run("exited, its PID now another group's leader", func(t *testing.T) {
-		// As every component here is: a group of its own, whose ID is
-		// the number the reaped component had.
-		stranger := exec.Command("sleep", "60")
-		stranger.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		if err := stranger.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = stranger.Process.Kill(); _ = stranger.Wait() })
-		exited := make(chan struct{})
-		close(exited)
-		p := &process{name: "reaped", cmd: &exec.Cmd{Process: stranger.Process}, exited: exited}
-		p.stop(time.Second)
-		if err := stranger.Process.Signal(syscall.Signal(0)); err != nil || !alive(stranger.Process.Pid) {
-			t.Fatalf("stop of a reaped component signalled the group that now has its ID: %v", err)
-		}
-	})
-
-	t.Run("exited, its PID now a stranger's", func(t *testing.T) {
-		// The stranger: a process in this test's own group, holding the
-		// PID a reaped component is made to have.
-		stranger := exec.Command("sleep", "60")
-		if err := stranger.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = stranger.Process.Kill(); _ = stranger.Wait() })
-		exited := make(chan struct{})
-		close(exited)
-		p := &process{name: "reaped", cmd: &exec.Cmd{Process: stranger.Process}, exited: exited}
-		p.stop(time.Second)
-		if err := stranger.Process.Signal(syscall.Signal(0)); err != nil || !alive(stranger.Process.Pid) {
-			t.Fatalf("stop of a reaped component signalled the process that now has its PID: %v", err)
-		}
-	})
+	// The stranger holds the PID a reaped component is made to have:
+	// the leader of a group of its own, as every component here is, whose
+	// ID is that number; or a process in this test's own group.
+	for _, tc := range []struct {
+		name    string
+		setpgid bool
+	}{{"exited, its PID now another group's leader", true}, {"exited, its PID now a stranger's", false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			stranger := exec.Command("sleep", "60")
+			stranger.SysProcAttr = &syscall.SysProcAttr{Setpgid: tc.setpgid}
+			if err := stranger.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = stranger.Process.Kill(); _ = stranger.Wait() })
+			exited := make(chan struct{})
+			close(exited)
+			p := &process{name: "reaped", cmd: &exec.Cmd{Process: stranger.Process}, exited: exited}
+			p.stop(time.Second)
+			if err := stranger.Process.Signal(syscall.Signal(0)); err != nil || !alive(stranger.Process.Pid) {
+				t.Fatalf("stop of a reaped component signalled the process that now has its PID, or its group: %v", err)
+			}
+		})
+	}
 }
 
 // waitGroupSize waits until process group pgid has n live members.
 func waitGroupSize(t *testing.T, pgid, n int) {
 	t.Helper()
 	for range 200 {
-		got := 0
-		stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-		for _, f := range stats {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				continue
-			}
-			if i := strings.LastIndexByte(string(b), ')'); i >= 0 {
-				if fs := strings.Fields(string(b[i+1:])); len(fs) >= 3 && fs[0] != "Z" && fs[2] == strconv.Itoa(pgid) {
-					got++
-				}
-			}
-		}
-		if got == n {
+		if groupMembers(pgid) == n {
 			return
 		}
 		time.Sleep(25 * time.Millisecond)

@@ -55,8 +55,8 @@ func RestartFluxdWith(ctx context.Context, dir string, extra []string) (string, 
 			return "", err
 		}
 	}
-	if pids, err := readPIDs(dir); err == nil && alive(pids["fluxd"]) {
-		stopPID(pids["fluxd"], 30*time.Second)
+	if pid, ok := RecordedPID(dir, "fluxd"); ok {
+		stopPID(pid, 30*time.Second)
 	}
 	var addr string
 	for _, a := range args {
